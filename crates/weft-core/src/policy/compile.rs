@@ -1,0 +1,1131 @@
+//! The policy compiler: composes sub-policies into one graph, checks Loom's restricted-DAG rules
+//! and weft's limits, and builds the immutable [`Program`].
+//!
+//! Composition (Loom §3, "Composing Sub-Policies"): a node of type `attach` is an attachment
+//! point. Its `policy:` file (or `--attach POINT=FILE`) is loaded, its nodes are renamed
+//! `POINT/NAME`, and its root takes the point's place: the point's name, parents, edge keys,
+//! and the intersection of both matches. An unfilled point becomes a FIFO leaf.
+//!
+//! Graph rules, on the composed whole (Loom §3, "Restricted DAG Hierarchy", Fig. 5):
+//! 1. a node whose parent is a scheduling node has exactly one parent (`multiple-parents`);
+//!    several parents only when all are shaping nodes;
+//! 2. parallel shaping nodes share one parent: every shaping-only path up from a node reaches
+//!    the same scheduling node, so removing shaping nodes leaves a tree (`parallel-shaping`);
+//! 3. no cycles; exactly one root, a scheduling node or leaf;
+//! 4. leaves have no children, scheduling and shaping nodes have some.
+//!
+//! Cost: O(nodes + edges) for the graph checks, plus the classifier build (see `classifier`).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::error::{Diagnostic, PolicyError, Rule, Sources, Span};
+use super::parse::{
+    parse_document, suggest, Document, FlowKey, FlowSched, Kind, NodeDecl, Spanned,
+};
+use super::program::{
+    Algo, Edge, LeafSpec, Limits, Link, Node, NodeId, Origin, Program, Shaper, Tables,
+    MAX_SHAPING_PER_PACKET,
+};
+use crate::classifier::tss::{AddError, Dispatch, DispatchBuilder};
+use crate::classifier::Match;
+
+/// Options for loading a policy.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Overrides of the file's `limits:` (and of the defaults).
+    pub max_depth: Option<u32>,
+    pub max_nodes: Option<u32>,
+    /// `(point, file)` pairs filling attachment points, overriding `policy:`.
+    pub attach: Vec<(String, PathBuf)>,
+    /// Overrides the link rate (bits per second).
+    pub link_rate_bps: Option<u64>,
+}
+
+/// Loads, composes and compiles the policy in `path`.
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Program, PolicyError> {
+    let mut c = Compiler::new(opts);
+    match std::fs::read_to_string(path) {
+        Ok(text) => c.compile(path.to_path_buf(), text),
+        Err(e) => {
+            let file = c.sources.add(path.to_path_buf(), Arc::from(""));
+            c.diags.push(Diagnostic::new(
+                Rule::YamlSyntax,
+                Span {
+                    file,
+                    offset: 0,
+                    len: 0,
+                },
+                format!("cannot read {}: {e}", path.display()),
+            ));
+            Err(c.finish_err())
+        }
+    }
+}
+
+/// Compiles policy text; `path` names it in diagnostics and anchors relative `policy:` files.
+pub fn compile_str(path: &Path, text: &str, opts: &LoadOptions) -> Result<Program, PolicyError> {
+    Compiler::new(opts).compile(path.to_path_buf(), text.to_string())
+}
+
+struct Compiler<'o> {
+    opts: &'o LoadOptions,
+    sources: Sources,
+    diags: Vec<Diagnostic>,
+    /// Canonical paths of the files being loaded (cycle detection).
+    stack: Vec<PathBuf>,
+    /// Composed nodes, in declaration order.
+    nodes: Vec<NodeDecl>,
+    used_overrides: HashSet<String>,
+}
+
+/// Edge keys that belong to the point, not to a sub-policy root.
+const EDGE_KEYS: [&str; 4] = ["priority", "weight", "quantum", "rate"];
+
+impl<'o> Compiler<'o> {
+    fn new(opts: &'o LoadOptions) -> Compiler<'o> {
+        Compiler {
+            opts,
+            sources: Sources::default(),
+            diags: Vec::new(),
+            stack: Vec::new(),
+            nodes: Vec::new(),
+            used_overrides: HashSet::new(),
+        }
+    }
+
+    fn finish_err(self) -> PolicyError {
+        let sources = Arc::new(self.sources);
+        let mut diagnostics = self.diags;
+        diagnostics.sort_by_key(|d| (d.span.file, d.span.offset));
+        diagnostics.dedup();
+        PolicyError {
+            diagnostics,
+            sources,
+        }
+    }
+
+    fn compile(mut self, path: PathBuf, text: String) -> Result<Program, PolicyError> {
+        let file = self.sources.add(path.clone(), Arc::from(text));
+        self.stack.push(canonical(&path));
+        let (doc, diags) = parse_document(&self.sources, file);
+        self.diags.extend(diags);
+        let Some(doc) = doc else {
+            return Err(self.finish_err());
+        };
+        let top = doc.clone();
+        self.splice(doc, None, &path);
+        for (point, _) in &self.opts.attach {
+            if !self.used_overrides.contains(point) {
+                let mut d = Diagnostic::new(
+                    Rule::Attach,
+                    Span { file, offset: 0, len: 0 },
+                    format!("--attach names `{point}`, but the policy has no attachment point of that name"),
+                );
+                let points: Vec<&str> = self
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kind.value == Kind::Attach)
+                    .map(|n| n.name.value.as_str())
+                    .collect();
+                if let Some(s) = suggest(point, &points) {
+                    d = d.help(format!("did you mean `{s}`?"));
+                }
+                self.diags.push(d);
+            }
+        }
+        if !self.diags.is_empty() {
+            return Err(self.finish_err());
+        }
+        let program = self.build(&top, &path);
+        match program {
+            Some(p) if self.diags.is_empty() => {
+                #[cfg(debug_assertions)]
+                p.check_invariants();
+                Ok(p)
+            }
+            _ => Err(self.finish_err()),
+        }
+    }
+
+    /// Adds a document's nodes; `point` is the attachment point it fills, if any.
+    fn splice(&mut self, doc: Document, point: Option<&NodeDecl>, path: &Path) {
+        if let Some(p) = point {
+            if let Some(l) = &doc.link {
+                self.diags.push(
+                    Diagnostic::new(
+                        Rule::MisplacedKey,
+                        l.span,
+                        "a sub-policy cannot set `link`; the top-level policy owns the link",
+                    )
+                    .label(p.name.span, "attached here"),
+                );
+            }
+            if let Some(l) = &doc.limits {
+                self.diags.push(
+                    Diagnostic::new(
+                        Rule::MisplacedKey,
+                        l.span,
+                        "a sub-policy cannot set `limits`; the top-level policy owns them",
+                    )
+                    .label(p.name.span, "attached here"),
+                );
+            }
+        }
+        let roots: Vec<usize> = doc
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.parents.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        let sub_root = if roots.len() == 1 {
+            Some(roots[0])
+        } else {
+            None
+        };
+        for (i, mut n) in doc.nodes.into_iter().enumerate() {
+            if let Some(p) = point {
+                let prefix = &p.name.value;
+                if Some(i) == sub_root {
+                    for (k, s) in n.present_keys() {
+                        if EDGE_KEYS.contains(&k) && !(k == "rate" && n.kind.value == Kind::Senic) {
+                            self.diags.push(
+                                Diagnostic::new(Rule::MisplacedKey, s, format!("`{k}` on a sub-policy root has no parent to read it; set it on the attachment point `{prefix}`"))
+                                    .node(n.name.value.clone())
+                                    .label(p.name.span, "attachment point"),
+                            );
+                        }
+                    }
+                    n.name = Spanned::new(prefix.clone(), n.name.span);
+                    n.parents = p.parents.clone();
+                    n.priority = p.priority.clone();
+                    n.weight = p.weight.clone();
+                    n.quantum = p.quantum.clone();
+                    if n.kind.value != Kind::Senic || n.rate.is_none() {
+                        n.rate = p.rate.clone();
+                    }
+                    let point_match = p.matches.clone().map(|m| m.value).unwrap_or_default();
+                    let own = n.matches.clone().map(|m| m.value).unwrap_or_default();
+                    match point_match.intersect(&own) {
+                        Some(m) => {
+                            let span = n.matches.as_ref().map(|m| m.span).or(p.matches.as_ref().map(|m| m.span)).unwrap_or(n.name.span);
+                            n.matches = Some(Spanned::new(m, span));
+                        }
+                        None => self.diags.push(
+                            Diagnostic::new(Rule::MatchConflict, n.matches.as_ref().map_or(n.name.span, |m| m.span), format!("the root's match {own} contradicts the attachment point's match {point_match}: no packet can reach this sub-policy"))
+                                .node(prefix.clone())
+                                .label(p.matches.as_ref().map_or(p.name.span, |m| m.span), "attachment point's match"),
+                        ),
+                    }
+                } else {
+                    n.name.value = format!("{prefix}/{}", n.name.value);
+                    for par in &mut n.parents {
+                        par.value = format!("{prefix}/{}", par.value);
+                    }
+                }
+            }
+            if n.kind.value == Kind::Attach {
+                self.fill(n, path);
+            } else {
+                self.nodes.push(n);
+            }
+        }
+    }
+
+    /// Fills an attachment point from its file, or turns it into a FIFO leaf.
+    fn fill(&mut self, point: NodeDecl, including: &Path) {
+        let name = point.name.value.clone();
+        let over = self.opts.attach.iter().find(|(p, _)| *p == name).cloned();
+        let (file_path, span) = match (&over, &point.policy) {
+            (Some((_, f)), _) => {
+                self.used_overrides.insert(name.clone());
+                (f.clone(), point.name.span)
+            }
+            (None, Some(p)) => {
+                let base = including.parent().unwrap_or(Path::new("."));
+                (base.join(&p.value), p.span)
+            }
+            (None, None) => {
+                self.nodes.push(point);
+                return;
+            }
+        };
+        for (k, s) in point.present_keys() {
+            if matches!(k, "flows" | "limit" | "flow_limit" | "outstanding") {
+                self.diags.push(
+                    Diagnostic::new(Rule::MisplacedKey, s, format!("`{k}` applies only to an unfilled attachment point; `{name}` is filled by {}", file_path.display()))
+                        .node(name.clone()),
+                );
+            }
+        }
+        let canon = canonical(&file_path);
+        if self.stack.contains(&canon) {
+            let chain: Vec<String> = self
+                .stack
+                .iter()
+                .chain(std::iter::once(&canon))
+                .map(|p| p.display().to_string())
+                .collect();
+            self.diags.push(
+                Diagnostic::new(
+                    Rule::AttachCycle,
+                    span,
+                    format!("sub-policies include each other: {}", chain.join(" → ")),
+                )
+                .node(name),
+            );
+            return;
+        }
+        let text = match std::fs::read_to_string(&file_path) {
+            Ok(t) => t,
+            Err(e) => {
+                self.diags.push(
+                    Diagnostic::new(
+                        Rule::Attach,
+                        span,
+                        format!("cannot read sub-policy {}: {e}", file_path.display()),
+                    )
+                    .node(name),
+                );
+                return;
+            }
+        };
+        let file = self.sources.add(file_path.clone(), Arc::from(text));
+        let (doc, diags) = parse_document(&self.sources, file);
+        self.diags.extend(diags);
+        if let Some(doc) = doc {
+            self.stack.push(canon);
+            self.splice(doc, Some(&point), &file_path);
+            self.stack.pop();
+        }
+    }
+
+    fn limits(&self, top: &Document) -> Limits {
+        let mut l = Limits::default();
+        if let Some(d) = &top.limits {
+            let get =
+                |v: &Option<Spanned<u64>>, dflt: u32| v.as_ref().map_or(dflt, |s| s.value as u32);
+            l.max_depth = get(&d.max_depth, l.max_depth);
+            l.max_nodes = get(&d.max_nodes, l.max_nodes);
+            l.max_shaping_depth = get(&d.max_shaping_depth, l.max_shaping_depth);
+            l.max_match_shapes = get(&d.max_match_shapes, l.max_match_shapes);
+        }
+        if let Some(v) = self.opts.max_depth {
+            l.max_depth = v;
+        }
+        if let Some(v) = self.opts.max_nodes {
+            l.max_nodes = v;
+        }
+        l
+    }
+
+    fn origin(&self, span: Span) -> Origin {
+        let (file, line, _) = self.sources.location(span);
+        Origin {
+            file,
+            line: line as u32,
+        }
+    }
+
+    fn build(&mut self, top: &Document, path: &Path) -> Option<Program> {
+        let limits = self.limits(top);
+        let mut link = Link::default();
+        if let Some(l) = &top.link {
+            if let Some(r) = &l.rate {
+                link.rate_bps = r.value;
+            }
+            if let Some(o) = &l.overhead {
+                link.overhead_bytes = o.value;
+            }
+            if let Some(m) = &l.mtu {
+                link.mtu_bytes = m.value;
+            }
+        }
+        if let Some(r) = self.opts.link_rate_bps {
+            link.rate_bps = r;
+        }
+        let decls = std::mem::take(&mut self.nodes);
+        let doc_span = top.span;
+        if decls.len() > limits.max_nodes as usize {
+            self.diags.push(
+                Diagnostic::new(
+                    Rule::NodeLimit,
+                    Span { len: 1, ..doc_span },
+                    format!(
+                        "the policy has {} nodes, more than the limit of {}",
+                        decls.len(),
+                        limits.max_nodes
+                    ),
+                )
+                .help(
+                    "raise `limits: {max_nodes: N}` or pass --max-nodes if the machine can run it",
+                ),
+            );
+            return None;
+        }
+        if decls.is_empty() {
+            self.diags.push(Diagnostic::new(
+                Rule::NoRoot,
+                Span { len: 1, ..doc_span },
+                "the policy has no nodes",
+            ));
+            return None;
+        }
+
+        // 1. Names.
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(decls.len());
+        for (i, d) in decls.iter().enumerate() {
+            if let Some(&first) = index.get(d.name.value.as_str()) {
+                self.diags.push(
+                    Diagnostic::new(
+                        Rule::DuplicateName,
+                        d.name.span,
+                        format!("a node named `{}` already exists", d.name.value),
+                    )
+                    .node(d.name.value.clone())
+                    .label(decls[first].name.span, "first defined here"),
+                );
+            } else {
+                index.insert(&d.name.value, i);
+            }
+        }
+        let kind = |i: usize| decls[i].kind.value;
+
+        // 2. Parents.
+        let mut parents: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
+        for (i, d) in decls.iter().enumerate() {
+            for p in &d.parents {
+                match index.get(p.value.as_str()) {
+                    Some(&j) => {
+                        if parents[i].contains(&j) {
+                            self.diags.push(
+                                Diagnostic::new(
+                                    Rule::DuplicateName,
+                                    p.span,
+                                    format!("parent `{}` is listed twice", p.value),
+                                )
+                                .node(d.name.value.clone()),
+                            );
+                            continue;
+                        }
+                        if matches!(kind(j), Kind::Leaf | Kind::Attach) {
+                            self.diags.push(
+                                Diagnostic::new(Rule::LeafWithChildren, p.span, format!("`{}` is a {} and cannot be a parent", p.value, kind(j).name()))
+                                    .node(d.name.value.clone())
+                                    .label(decls[j].kind.span, "declared here")
+                                    .help("give it a scheduling type (fifo, prio, wfq, ...) to make it an inner node"),
+                            );
+                            continue;
+                        }
+                        parents[i].push(j);
+                    }
+                    None => {
+                        let names: Vec<&str> = index.keys().copied().collect();
+                        let mut diag = Diagnostic::new(
+                            Rule::UnknownNode,
+                            p.span,
+                            format!("parent `{}` is not a node of this policy", p.value),
+                        )
+                        .node(d.name.value.clone());
+                        if let Some(s) = suggest(&p.value, &names) {
+                            diag = diag.help(format!("did you mean `{s}`?"));
+                        }
+                        self.diags.push(diag);
+                    }
+                }
+            }
+            if parents[i].len() > 1 {
+                if let Some(&sched) = parents[i].iter().find(|&&j| kind(j) != Kind::Shape) {
+                    let span = d
+                        .parents
+                        .iter()
+                        .find(|p| p.value == decls[sched].name.value)
+                        .map_or(d.name.span, |p| p.span);
+                    self.diags.push(
+                        Diagnostic::new(Rule::MultipleParents, span, format!("`{}` has {} parents but `{}` is a {} node; a node under a scheduling node has exactly one parent", d.name.value, parents[i].len(), decls[sched].name.value, kind(sched).name()))
+                            .node(d.name.value.clone())
+                            .help("only parallel shaping nodes (type: shape) may share a child (Loom §3)"),
+                    );
+                }
+            }
+        }
+        if !self.diags.is_empty() {
+            return None;
+        }
+
+        // 3. Cycles (iterative DFS over parent edges).
+        let mut color = vec![0u8; decls.len()]; // 0 new, 1 on stack, 2 done
+        for start in 0..decls.len() {
+            if color[start] != 0 {
+                continue;
+            }
+            let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+            color[start] = 1;
+            while let Some(&mut (v, ref mut k)) = stack.last_mut() {
+                if *k < parents[v].len() {
+                    let p = parents[v][*k];
+                    *k += 1;
+                    match color[p] {
+                        0 => {
+                            color[p] = 1;
+                            stack.push((p, 0));
+                        }
+                        1 => {
+                            let pos = stack.iter().position(|&(x, _)| x == p).unwrap_or(0);
+                            let mut names: Vec<&str> = stack[pos..]
+                                .iter()
+                                .map(|&(x, _)| decls[x].name.value.as_str())
+                                .collect();
+                            names.push(&decls[p].name.value);
+                            let span = decls[v]
+                                .parents
+                                .iter()
+                                .find(|s| s.value == decls[p].name.value)
+                                .map_or(decls[v].name.span, |s| s.span);
+                            self.diags.push(
+                                Diagnostic::new(
+                                    Rule::Cycle,
+                                    span,
+                                    format!("parents form a cycle: {}", names.join(" → ")),
+                                )
+                                .node(decls[v].name.value.clone()),
+                            );
+                        }
+                        _ => {}
+                    }
+                } else {
+                    color[v] = 2;
+                    stack.pop();
+                }
+            }
+        }
+        if !self.diags.is_empty() {
+            return None;
+        }
+
+        // 4. Root.
+        let roots: Vec<usize> = (0..decls.len())
+            .filter(|&i| decls[i].parents.is_empty())
+            .collect();
+        let root = match roots.as_slice() {
+            [] => {
+                self.diags.push(Diagnostic::new(
+                    Rule::NoRoot,
+                    Span { len: 1, ..doc_span },
+                    "every node has a parent: there is no root",
+                ));
+                return None;
+            }
+            [r] => *r,
+            [first, rest @ ..] => {
+                let mut d = Diagnostic::new(
+                    Rule::MultipleRoots,
+                    decls[rest[0]].name.span,
+                    format!(
+                        "`{}` has no parent, but `{}` is already the root; a policy has one root",
+                        decls[rest[0]].name.value, decls[*first].name.value
+                    ),
+                )
+                .node(decls[rest[0]].name.value.clone())
+                .label(decls[*first].name.span, "the first root");
+                for r in &rest[1..] {
+                    d = d.label(decls[*r].name.span, "another root");
+                }
+                self.diags
+                    .push(d.help("give each of these nodes a `parent`"));
+                return None;
+            }
+        };
+        if kind(root) == Kind::Shape {
+            self.diags.push(
+                Diagnostic::new(Rule::ShapingRoot, decls[root].kind.span, format!("the root `{}` is a shaping node", decls[root].name.value))
+                    .node(decls[root].name.value.clone())
+                    .help("put a scheduling node (e.g. `type: fifo`) above it; shaping nodes sit on edges"),
+            );
+            return None;
+        }
+
+        // 5. Scheduling parent through shaping nodes (memoized; the graph is acyclic).
+        let mut sched_up: Vec<Option<Vec<usize>>> = vec![None; decls.len()];
+        let mut order: Vec<usize> = Vec::new();
+        {
+            // Topological order from the root down: parents before children.
+            let mut indeg: Vec<usize> = parents.iter().map(Vec::len).collect();
+            let mut kids: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
+            for (i, ps) in parents.iter().enumerate() {
+                for &p in ps {
+                    kids[p].push(i);
+                }
+            }
+            let mut queue: Vec<usize> = vec![root];
+            while let Some(v) = queue.pop() {
+                order.push(v);
+                for &c in &kids[v] {
+                    indeg[c] -= 1;
+                    if indeg[c] == 0 {
+                        queue.push(c);
+                    }
+                }
+            }
+            for (i, k) in kids.iter().enumerate() {
+                if k.is_empty() && matches!(kind(i), Kind::Shape) {
+                    self.diags.push(
+                        Diagnostic::new(
+                            Rule::ChildlessNode,
+                            decls[i].name.span,
+                            format!(
+                                "shaping node `{}` has no children: nothing passes through it",
+                                decls[i].name.value
+                            ),
+                        )
+                        .node(decls[i].name.value.clone()),
+                    );
+                }
+            }
+        }
+        let mut bad = vec![false; decls.len()];
+        for &v in &order {
+            if v == root {
+                sched_up[v] = Some(Vec::new());
+                continue;
+            }
+            let mut set: Vec<usize> = Vec::new();
+            let mut inherited_bad = false;
+            for &p in &parents[v] {
+                if kind(p) == Kind::Shape {
+                    inherited_bad |= bad[p];
+                    for &s in sched_up[p].as_deref().unwrap_or(&[]) {
+                        if !set.contains(&s) {
+                            set.push(s);
+                        }
+                    }
+                } else if !set.contains(&p) {
+                    set.push(p);
+                }
+            }
+            if set.len() > 1 {
+                bad[v] = true;
+                if !inherited_bad {
+                    let names: Vec<String> = set
+                        .iter()
+                        .map(|&s| format!("`{}`", decls[s].name.value))
+                        .collect();
+                    let span = decls[v]
+                        .parents
+                        .first()
+                        .map_or(decls[v].name.span, |p| p.span);
+                    self.diags.push(
+                        Diagnostic::new(Rule::ParallelShaping, span, format!("the parallel shaping nodes above `{}` lead to different scheduling nodes {}; parallel shaping nodes must share one parent and one child", decls[v].name.value, names.join(" and ")))
+                            .node(decls[v].name.value.clone())
+                            .help("without shaping nodes the policy must be a tree (Loom §3): give every parallel shaping node the same parent"),
+                    );
+                }
+            }
+            sched_up[v] = Some(set);
+        }
+        if !self.diags.is_empty() {
+            return None;
+        }
+        let sched_parent =
+            |v: usize| -> Option<usize> { sched_up[v].as_ref().and_then(|s| s.first().copied()) };
+
+        // 6. Scheduling children in declaration order; breadth-first numbering.
+        let mut sched_kids: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
+        for v in 0..decls.len() {
+            if kind(v) != Kind::Shape && v != root {
+                if let Some(p) = sched_parent(v) {
+                    sched_kids[p].push(v);
+                }
+            }
+        }
+        for v in 0..decls.len() {
+            if kind(v).is_scheduling() && sched_kids[v].is_empty() {
+                self.diags.push(
+                    Diagnostic::new(
+                        Rule::ChildlessNode,
+                        decls[v].name.span,
+                        format!(
+                            "{} node `{}` has no children",
+                            kind(v).name(),
+                            decls[v].name.value
+                        ),
+                    )
+                    .node(decls[v].name.value.clone())
+                    .help("give it children, or make it a `leaf` (or an `attach` point)"),
+                );
+            }
+        }
+        let mut bfs: Vec<usize> = vec![root];
+        let mut id_of: Vec<u32> = vec![u32::MAX; decls.len()];
+        let mut depth_of: Vec<u32> = vec![0; decls.len()];
+        let mut head = 0;
+        while head < bfs.len() {
+            let v = bfs[head];
+            id_of[v] = head as u32;
+            head += 1;
+            for &c in &sched_kids[v] {
+                depth_of[c] = depth_of[v] + 1;
+                if depth_of[c] + 1 > limits.max_depth {
+                    self.diags.push(
+                        Diagnostic::new(Rule::DepthLimit, decls[c].name.span, format!("`{}` is at level {} of the scheduling tree, deeper than the limit of {}", decls[c].name.value, depth_of[c] + 1, limits.max_depth))
+                            .node(decls[c].name.value.clone())
+                            .help("flatten the policy, or raise `limits: {max_depth: N}` / --max-depth"),
+                    );
+                    continue;
+                }
+                bfs.push(c);
+            }
+        }
+        // Shaping classes in declaration order.
+        let shape_ids: Vec<usize> = (0..decls.len())
+            .filter(|&i| kind(i) == Kind::Shape)
+            .collect();
+        let mut sid_of: Vec<u32> = vec![u32::MAX; decls.len()];
+        for (k, &i) in shape_ids.iter().enumerate() {
+            sid_of[i] = k as u32;
+        }
+
+        // 7. Keys in their places.
+        let mut priority_siblings: HashMap<usize, (usize, usize)> = HashMap::new(); // parent -> (with, without)
+        for v in 0..decls.len() {
+            let d = &decls[v];
+            let k = kind(v);
+            let parent_kind = if k == Kind::Shape || v == root {
+                None
+            } else {
+                sched_parent(v).map(kind)
+            };
+            for (key, span) in d.present_keys() {
+                let reason: Option<String> = match key {
+                    "priority" | "weight" | "quantum" => {
+                        if k == Kind::Shape {
+                            Some(format!("shaping nodes are transparent to scheduling; put `{key}` on the node below `{}`", d.name.value))
+                        } else {
+                            match parent_kind {
+                                None => Some(format!("`{key}` is read by the parent, and `{}` is the root", d.name.value)),
+                                Some(pk) if pk.child_key() == Some(key) => None,
+                                Some(pk) => Some(format!("`{key}` is read by a {} parent, but the parent of `{}` is a `{}` node{}", expected_parent(key), d.name.value, pk.name(), pk.child_key().map(|c| format!(", which reads `{c}`")).unwrap_or_default())),
+                            }
+                        }
+                    }
+                    "rate" => {
+                        if k == Kind::Shape || k == Kind::Senic || parent_kind == Some(Kind::Senic)
+                        {
+                            None
+                        } else {
+                            Some(format!("`rate` belongs to `shape` nodes, `senic` nodes and children of a `senic` node; `{}` is a {} under a `{}`", d.name.value, k.name(), parent_kind.map_or("nothing", Kind::name)))
+                        }
+                    }
+                    "burst" => {
+                        (k != Kind::Shape).then(|| "`burst` belongs to `shape` nodes".to_string())
+                    }
+                    "default_slack" => (k != Kind::Lstf)
+                        .then(|| "`default_slack` belongs to `lstf` nodes".to_string()),
+                    "default_deadline" => (k != Kind::Edf)
+                        .then(|| "`default_deadline` belongs to `edf` nodes".to_string()),
+                    "flows" | "limit" | "flow_limit" | "outstanding" => {
+                        (!matches!(k, Kind::Leaf | Kind::Attach)).then(|| {
+                            format!("`{key}` belongs to leaves (and unfilled attachment points)")
+                        })
+                    }
+                    "policy" => (k != Kind::Attach)
+                        .then(|| "`policy` belongs to `attach` nodes".to_string()),
+                    _ => None,
+                };
+                if let Some(r) = reason {
+                    self.diags.push(
+                        Diagnostic::new(Rule::MisplacedKey, span, r).node(d.name.value.clone()),
+                    );
+                }
+            }
+            if k == Kind::Shape && d.rate.is_none() {
+                self.diags.push(
+                    Diagnostic::new(
+                        Rule::MissingKey,
+                        d.name.span,
+                        format!("shaping node `{}` needs a `rate`", d.name.value),
+                    )
+                    .node(d.name.value.clone()),
+                );
+            }
+            if parent_kind == Some(Kind::Senic) && d.rate.is_none() {
+                self.diags.push(
+                    Diagnostic::new(Rule::MissingKey, d.name.span, format!("`{}` is a class of the senic node `{}` and needs a `rate` (its rate limit)", d.name.value, decls[sched_parent(v).unwrap_or(root)].name.value))
+                        .node(d.name.value.clone()),
+                );
+            }
+            if parent_kind == Some(Kind::Prio) {
+                let e = priority_siblings
+                    .entry(sched_parent(v).unwrap_or(root))
+                    .or_insert((0, 0));
+                if d.priority.is_some() {
+                    e.0 += 1;
+                } else {
+                    e.1 += 1;
+                }
+            }
+        }
+        for (&p, &(with, without)) in &priority_siblings {
+            if with > 0 && without > 0 {
+                let missing = sched_kids[p]
+                    .iter()
+                    .find(|&&c| decls[c].priority.is_none())
+                    .copied()
+                    .unwrap_or(p);
+                self.diags.push(
+                    Diagnostic::new(Rule::MissingKey, decls[missing].name.span, format!("`{}` has no `priority` while its siblings under `{}` do; give every child of a prio node a priority, or none (declaration order)", decls[missing].name.value, decls[p].name.value))
+                        .node(decls[missing].name.value.clone()),
+                );
+            }
+        }
+
+        // 8. SENIC's two-level form (SENIC §4.2).
+        for v in 0..decls.len() {
+            if kind(v) != Kind::Senic {
+                continue;
+            }
+            let up = sched_parent(v);
+            let upup = up.and_then(sched_parent);
+            if up.map(kind) == Some(Kind::Senic) && upup.map(kind) == Some(Kind::Senic) {
+                self.diags.push(
+                    Diagnostic::new(Rule::SenicDepth, decls[v].kind.span, format!("`{}` is a third level of senic nodes; SENIC's hierarchy has two levels (L1 classes and their L2 classes)", decls[v].name.value))
+                        .node(decls[v].name.value.clone()),
+                );
+            }
+            let has_l1_groups = sched_kids[v].iter().any(|&c| kind(c) == Kind::Senic);
+            if has_l1_groups && up.map(kind) != Some(Kind::Senic) {
+                let capacity = decls[v].rate.as_ref().map_or(link.rate_bps, |r| r.value);
+                let sum: u128 = sched_kids[v]
+                    .iter()
+                    .filter_map(|&c| decls[c].rate.as_ref())
+                    .map(|r| r.value as u128)
+                    .sum();
+                if sum > capacity as u128 {
+                    self.diags.push(
+                        Diagnostic::new(Rule::SenicOversubscribed, decls[v].name.span, format!("the L1 classes of `{}` add up to {}, more than its capacity {}; L1 classes are strict limits (SENIC §4.2)", decls[v].name.value, crate::units::format_rate(sum.min(u64::MAX as u128) as u64), crate::units::format_rate(capacity)))
+                            .node(decls[v].name.value.clone())
+                            .help("lower the L1 rates; oversubscription falls back to sharing only among L2 classes"),
+                    );
+                }
+            }
+        }
+
+        // 9. Shaping depth per edge and per packet.
+        let mut chain: Vec<u32> = vec![0; decls.len()]; // longest shaping chain above a node's edge
+        for &v in &order {
+            chain[v] = parents[v]
+                .iter()
+                .filter(|&&p| kind(p) == Kind::Shape)
+                .map(|&p| 1 + chain[p])
+                .max()
+                .unwrap_or(0);
+            if kind(v) != Kind::Shape && chain[v] > limits.max_shaping_depth {
+                self.diags.push(
+                    Diagnostic::new(Rule::DepthLimit, decls[v].name.span, format!("{} shaping nodes are stacked on the edge above `{}`, more than the limit of {}", chain[v], decls[v].name.value, limits.max_shaping_depth))
+                        .node(decls[v].name.value.clone()),
+                );
+            }
+        }
+        let mut path_shaping: Vec<u32> = vec![0; decls.len()];
+        for &v in &bfs {
+            let up = if v == root {
+                0
+            } else {
+                sched_parent(v).map_or(0, |p| path_shaping[p])
+            };
+            path_shaping[v] = up + chain[v];
+            if kind(v) == Kind::Leaf || kind(v) == Kind::Attach {
+                if path_shaping[v] as usize > MAX_SHAPING_PER_PACKET {
+                    self.diags.push(
+                        Diagnostic::new(Rule::DepthLimit, decls[v].name.span, format!("packets of `{}` can pass {} shaping nodes; weft supports at most {MAX_SHAPING_PER_PACKET} per packet", decls[v].name.value, path_shaping[v]))
+                            .node(decls[v].name.value.clone()),
+                    );
+                }
+            }
+        }
+        if !self.diags.is_empty() {
+            return None;
+        }
+
+        // 10. The program.
+        let mut nodes: Vec<Node> = Vec::with_capacity(bfs.len());
+        let mut leaves = Vec::new();
+        for &v in &bfs {
+            let d = &decls[v];
+            let algo = match kind(v) {
+                Kind::Fifo => Algo::Fifo,
+                Kind::Prio => Algo::Prio,
+                Kind::Wfq => Algo::Wfq,
+                Kind::Rr => Algo::Rr,
+                Kind::Drr => Algo::Drr,
+                Kind::Lstf => Algo::Lstf {
+                    default_slack_ps: d.default_slack.as_ref().map_or(1_000_000_000, |s| s.value),
+                },
+                Kind::Edf => Algo::Edf {
+                    default_deadline_ps: d
+                        .default_deadline
+                        .as_ref()
+                        .map_or(1_000_000_000, |s| s.value),
+                },
+                Kind::Senic => Algo::Senic {
+                    capacity_bps: d.rate.as_ref().map_or(link.rate_bps, |r| r.value),
+                },
+                Kind::Leaf | Kind::Attach => {
+                    let lim = d.limit.as_ref().map(|l| &l.value);
+                    let flim = d.flow_limit.as_ref().map(|l| &l.value);
+                    Algo::Leaf(LeafSpec {
+                        flow_key: d.flows_by.as_ref().map_or(FlowKey::FiveTuple, |s| s.value),
+                        flow_sched: d.flows_sched.as_ref().map_or(FlowSched::Fifo, |s| s.value),
+                        flow_quantum_bytes: d
+                            .flows_quantum
+                            .as_ref()
+                            .map_or(link.mtu_bytes, |s| s.value),
+                        limit_packets: lim
+                            .and_then(|l| l.packets.as_ref())
+                            .map(|s| s.value)
+                            .or(Some(10_000)),
+                        limit_bytes: lim.and_then(|l| l.bytes.as_ref()).map(|s| s.value),
+                        flow_limit_packets: flim
+                            .and_then(|l| l.packets.as_ref())
+                            .map(|s| s.value)
+                            .or(Some(1_000)),
+                        flow_limit_bytes: flim.and_then(|l| l.bytes.as_ref()).map(|s| s.value),
+                        outstanding: d.outstanding.as_ref().map(|s| s.value),
+                        unfilled_attachment: kind(v) == Kind::Attach,
+                    })
+                }
+                Kind::Shape => unreachable!("shaping nodes are not in the tree"),
+            };
+            let is_leaf = matches!(algo, Algo::Leaf(_));
+            let kids = &sched_kids[v];
+            let children = if kids.is_empty() {
+                0..0
+            } else {
+                id_of[kids[0]]..id_of[kids[kids.len() - 1]] + 1
+            };
+            let leaf = if is_leaf {
+                leaves.push(nodes.len() as NodeId);
+                Some((leaves.len() - 1) as u32)
+            } else {
+                None
+            };
+            let position = sched_parent(v)
+                .map(|p| sched_kids[p].iter().position(|&c| c == v).unwrap_or(0) as u64);
+            nodes.push(Node {
+                name: d.name.value.clone(),
+                algo,
+                parent: if v == root {
+                    None
+                } else {
+                    sched_parent(v).map(|p| id_of[p])
+                },
+                children,
+                edge: Edge {
+                    priority: d
+                        .priority
+                        .as_ref()
+                        .map(|s| s.value)
+                        .or(position)
+                        .unwrap_or(0),
+                    weight: d.weight.as_ref().map_or(1, |s| s.value),
+                    quantum_bytes: d.quantum.as_ref().map_or(link.mtu_bytes, |s| s.value),
+                    rate_bps: d.rate.as_ref().map_or(0, |s| s.value),
+                },
+                depth: depth_of[v],
+                leaf,
+                matches: d
+                    .matches
+                    .as_ref()
+                    .map(|m| m.value.clone())
+                    .unwrap_or_default(),
+                shaping_parents: parents[v]
+                    .iter()
+                    .filter(|&&p| kind(p) == Kind::Shape)
+                    .map(|&p| sid_of[p])
+                    .collect(),
+                origin: self.origin(d.name.span),
+            });
+        }
+        let shapers: Vec<Shaper> = shape_ids
+            .iter()
+            .map(|&i| {
+                let d = &decls[i];
+                Shaper {
+                    name: d.name.value.clone(),
+                    rate_bps: d.rate.as_ref().map_or(0, |r| r.value),
+                    burst_bytes: d.burst.as_ref().map_or(link.mtu_bytes, |b| b.value),
+                    matches: d
+                        .matches
+                        .as_ref()
+                        .map(|m| m.value.clone())
+                        .unwrap_or_default(),
+                    shaping_parents: parents[i]
+                        .iter()
+                        .filter(|&&p| kind(p) == Kind::Shape)
+                        .map(|&p| sid_of[p])
+                        .collect(),
+                    sched_parent: sched_parent(i).map_or(0, |p| id_of[p]),
+                    origin: self.origin(d.name.span),
+                }
+            })
+            .collect();
+
+        // 11. Classifier tables (first match in declaration order; shadowed rules refused).
+        let shapes = limits.max_match_shapes as usize;
+        let mut tables = Tables {
+            children: Vec::with_capacity(nodes.len()),
+            node_shaping: Vec::with_capacity(nodes.len()),
+            shaper_shaping: Vec::with_capacity(shapers.len()),
+        };
+        for &v in &bfs {
+            let mut b = DispatchBuilder::new(shapes);
+            for &c in &sched_kids[v] {
+                let m = decls[c]
+                    .matches
+                    .as_ref()
+                    .map(|m| m.value.clone())
+                    .unwrap_or_default();
+                if let Err(e) = b.add(&m, id_of[c]) {
+                    let prior = |r: u32| sched_kids[v][r as usize];
+                    self.match_error(
+                        &decls,
+                        c,
+                        e,
+                        prior,
+                        &format!("children of `{}`", decls[v].name.value),
+                    );
+                }
+            }
+            tables.children.push(if sched_kids[v].is_empty() {
+                Dispatch::default()
+            } else {
+                b.build()
+            });
+            tables.node_shaping.push(self.shaping_dispatch(
+                &decls,
+                v,
+                &parents[v],
+                &sid_of,
+                shapes,
+            ));
+        }
+        for &i in &shape_ids {
+            tables.shaper_shaping.push(self.shaping_dispatch(
+                &decls,
+                i,
+                &parents[i],
+                &sid_of,
+                shapes,
+            ));
+        }
+        if !self.diags.is_empty() {
+            return None;
+        }
+        let name = top
+            .name
+            .as_ref()
+            .map(|n| n.value.clone())
+            .unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        Some(Program {
+            name,
+            link,
+            limits,
+            nodes,
+            shapers,
+            leaves,
+            tables,
+        })
+    }
+
+    fn shaping_dispatch(
+        &mut self,
+        decls: &[NodeDecl],
+        v: usize,
+        parents: &[usize],
+        sid_of: &[u32],
+        shapes: usize,
+    ) -> Dispatch {
+        let shaping: Vec<usize> = parents
+            .iter()
+            .copied()
+            .filter(|&p| decls[p].kind.value == Kind::Shape)
+            .collect();
+        if shaping.is_empty() {
+            return Dispatch::default();
+        }
+        let mut b = DispatchBuilder::new(shapes);
+        for &p in &shaping {
+            let m = decls[p]
+                .matches
+                .as_ref()
+                .map(|m| m.value.clone())
+                .unwrap_or_default();
+            if let Err(e) = b.add(&m, sid_of[p]) {
+                self.match_error(
+                    decls,
+                    p,
+                    e,
+                    |r| shaping[r as usize],
+                    &format!("parallel shaping nodes above `{}`", decls[v].name.value),
+                );
+            }
+        }
+        b.build()
+    }
+
+    fn match_error(
+        &mut self,
+        decls: &[NodeDecl],
+        c: usize,
+        e: AddError,
+        prior: impl Fn(u32) -> usize,
+        group: &str,
+    ) {
+        let d = &decls[c];
+        let span = d.matches.as_ref().map_or(d.name.span, |m| m.span);
+        let diag = match e {
+            AddError::Shadowed { by } => {
+                let earlier = &decls[prior(by)];
+                let m = d.matches.as_ref().map_or(Match::any(), |m| m.value.clone());
+                Diagnostic::new(
+                    Rule::ShadowedMatch,
+                    span,
+                    format!("`{}` (match {m}) can never be chosen: the earlier `{}` among the {group} already takes all its packets (first match wins)", d.name.value, earlier.name.value),
+                )
+                .label(earlier.matches.as_ref().map_or(earlier.name.span, |m| m.span), "takes them first")
+                .help("put the more specific node first, or narrow the earlier match")
+            }
+            AddError::TooManyShapes { limit } => Diagnostic::new(
+                Rule::MatchLimit,
+                span,
+                format!("the {group} use more than {limit} distinct match shapes (field sets and prefix lengths), each one a hash probe per packet"),
+            )
+            .help("use the same fields across siblings, or raise `limits: {max_match_shapes: N}`"),
+            AddError::TooManyCombinations { combinations, limit } => Diagnostic::new(
+                Rule::MatchLimit,
+                span,
+                format!("this match expands into {combinations} value combinations, more than {limit}"),
+            ),
+        };
+        self.diags.push(diag.node(d.name.value.clone()));
+    }
+}
+
+fn expected_parent(key: &str) -> &'static str {
+    match key {
+        "priority" => "`prio`",
+        "weight" => "`wfq`",
+        "quantum" => "`drr`",
+        _ => "`senic`",
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}

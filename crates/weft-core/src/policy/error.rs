@@ -1,0 +1,350 @@
+//! Policy diagnostics: every error names the file, line, column, node and the rule broken.
+//!
+//! Rules are a closed set ([`Rule`]) with stable kebab-case names; the files in
+//! `examples/policies/invalid/` are named after them and tests check each file produces its
+//! rule at its line. Errors are collected, not thrown one at a time, so one `check` shows every
+//! problem it can find.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The rule a policy broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// The file is not YAML, or cannot be read.
+    YamlSyntax,
+    /// A key weft does not know (with a did-you-mean).
+    UnknownKey,
+    /// A required key is absent.
+    MissingKey,
+    /// A key valid elsewhere but not on this node (e.g. `weight` under a `prio` parent).
+    MisplacedKey,
+    /// A value of the wrong YAML type or out of its range.
+    BadValue,
+    /// A `bps`-style rate unit or bare number, which tc reads as bytes per second.
+    AmbiguousUnit,
+    /// `weft:` is missing or names a format version this build does not read.
+    Version,
+    /// `type:` names no algorithm weft has.
+    UnknownAlgorithm,
+    /// A weight of zero, negative or fractional.
+    NonPositiveWeight,
+    /// A rate of zero or less.
+    NonPositiveRate,
+    /// Two nodes share one name.
+    DuplicateName,
+    /// `parent:` names a node that does not exist.
+    UnknownNode,
+    /// A node under a scheduling node has more than one parent (Loom §3).
+    MultipleParents,
+    /// Parallel shaping nodes do not share one parent (the graph without shaping nodes would
+    /// not be a tree) (Loom §3, Fig. 5c/d).
+    ParallelShaping,
+    /// Following parents leads back to the start.
+    Cycle,
+    /// No node without a parent.
+    NoRoot,
+    /// Several nodes without a parent.
+    MultipleRoots,
+    /// The root is a shaping node.
+    ShapingRoot,
+    /// A leaf is named as a parent.
+    LeafWithChildren,
+    /// A scheduling or shaping node that nothing feeds.
+    ChildlessNode,
+    /// A sibling's match is covered by an earlier sibling's, so it can never be chosen.
+    ShadowedMatch,
+    /// A sub-policy root's match contradicts its attachment point's match.
+    MatchConflict,
+    /// Too many match shapes at one node, or a match list with too many combinations.
+    MatchLimit,
+    /// The policy is deeper than the configured limit.
+    DepthLimit,
+    /// The policy has more nodes than the configured limit.
+    NodeLimit,
+    /// A sub-policy file cannot be loaded or fills an attachment point twice.
+    Attach,
+    /// Sub-policies include each other.
+    AttachCycle,
+    /// SENIC's two-level form is exceeded: a `senic` node under two `senic` ancestors.
+    SenicDepth,
+    /// SENIC §4.2: the L1 classes' rate limits add up to more than the capacity.
+    SenicOversubscribed,
+}
+
+impl Rule {
+    /// Every rule, for documentation and tests.
+    pub const ALL: [Rule; 29] = [
+        Rule::YamlSyntax,
+        Rule::UnknownKey,
+        Rule::MissingKey,
+        Rule::MisplacedKey,
+        Rule::BadValue,
+        Rule::AmbiguousUnit,
+        Rule::Version,
+        Rule::UnknownAlgorithm,
+        Rule::NonPositiveWeight,
+        Rule::NonPositiveRate,
+        Rule::DuplicateName,
+        Rule::UnknownNode,
+        Rule::MultipleParents,
+        Rule::ParallelShaping,
+        Rule::Cycle,
+        Rule::NoRoot,
+        Rule::MultipleRoots,
+        Rule::ShapingRoot,
+        Rule::LeafWithChildren,
+        Rule::ChildlessNode,
+        Rule::ShadowedMatch,
+        Rule::MatchConflict,
+        Rule::MatchLimit,
+        Rule::DepthLimit,
+        Rule::NodeLimit,
+        Rule::Attach,
+        Rule::AttachCycle,
+        Rule::SenicDepth,
+        Rule::SenicOversubscribed,
+    ];
+
+    /// The stable kebab-case name (`multiple-parents`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::YamlSyntax => "yaml-syntax",
+            Rule::UnknownKey => "unknown-key",
+            Rule::MissingKey => "missing-key",
+            Rule::MisplacedKey => "misplaced-key",
+            Rule::BadValue => "bad-value",
+            Rule::AmbiguousUnit => "ambiguous-unit",
+            Rule::Version => "version",
+            Rule::UnknownAlgorithm => "unknown-algorithm",
+            Rule::NonPositiveWeight => "non-positive-weight",
+            Rule::NonPositiveRate => "non-positive-rate",
+            Rule::DuplicateName => "duplicate-name",
+            Rule::UnknownNode => "unknown-node",
+            Rule::MultipleParents => "multiple-parents",
+            Rule::ParallelShaping => "parallel-shaping",
+            Rule::Cycle => "cycle",
+            Rule::NoRoot => "no-root",
+            Rule::MultipleRoots => "multiple-roots",
+            Rule::ShapingRoot => "shaping-root",
+            Rule::LeafWithChildren => "leaf-with-children",
+            Rule::ChildlessNode => "childless-node",
+            Rule::ShadowedMatch => "shadowed-match",
+            Rule::MatchConflict => "match-conflict",
+            Rule::MatchLimit => "match-limit",
+            Rule::DepthLimit => "depth-limit",
+            Rule::NodeLimit => "node-limit",
+            Rule::Attach => "attach",
+            Rule::AttachCycle => "attach-cycle",
+            Rule::SenicDepth => "senic-depth",
+            Rule::SenicOversubscribed => "senic-oversubscribed",
+        }
+    }
+
+    /// Looks a rule up by its name.
+    pub fn from_name(name: &str) -> Option<Rule> {
+        Rule::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One loaded policy file.
+#[derive(Debug)]
+pub struct SourceFile {
+    /// The path as the user gave it (or as resolved relative to the including file).
+    pub path: PathBuf,
+    /// The file's text.
+    pub text: Arc<str>,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    /// Wraps a file's text.
+    pub fn new(path: PathBuf, text: Arc<str>) -> SourceFile {
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        SourceFile {
+            path,
+            text,
+            line_starts,
+        }
+    }
+
+    /// Byte offset of (1-based line, 0-based column counted in characters).
+    pub fn offset(&self, line: usize, col_chars: usize) -> usize {
+        let Some(&start) = self.line_starts.get(line.saturating_sub(1)) else {
+            return self.text.len();
+        };
+        let rest = &self.text[start..];
+        rest.char_indices()
+            .nth(col_chars)
+            .map(|(i, _)| start + i)
+            .unwrap_or(
+                self.text
+                    .len()
+                    .min(start + rest.find('\n').unwrap_or(rest.len())),
+            )
+    }
+
+    /// (1-based line, 1-based column in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.line_starts[line - 1];
+        let col = self.text[start..offset.min(self.text.len())]
+            .chars()
+            .count()
+            + 1;
+        (line, col)
+    }
+}
+
+/// Index of a file in a [`Sources`].
+pub type FileId = u32;
+
+/// Where something was written: a byte range in one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// The file.
+    pub file: FileId,
+    /// Byte offset of the start.
+    pub offset: usize,
+    /// Length in bytes (at least 1 when the file is not empty).
+    pub len: usize,
+}
+
+/// Every file a policy was composed from.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// Files by [`FileId`].
+    pub files: Vec<SourceFile>,
+}
+
+impl Sources {
+    /// Adds a file and returns its id.
+    pub fn add(&mut self, path: PathBuf, text: Arc<str>) -> FileId {
+        self.files.push(SourceFile::new(path, text));
+        (self.files.len() - 1) as FileId
+    }
+
+    /// The file of a span.
+    pub fn file(&self, id: FileId) -> &SourceFile {
+        &self.files[id as usize]
+    }
+
+    /// `path:line:column` of a span.
+    pub fn location(&self, span: Span) -> (String, usize, usize) {
+        let f = self.file(span.file);
+        let (l, c) = f.line_col(span.offset);
+        (f.path.display().to_string(), l, c)
+    }
+}
+
+/// A secondary location attached to a diagnostic ("first defined here").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    /// Where.
+    pub span: Span,
+    /// What it says there.
+    pub text: String,
+}
+
+/// One problem found in a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The rule broken.
+    pub rule: Rule,
+    /// What is wrong, in one sentence.
+    pub message: String,
+    /// The node concerned, when there is one.
+    pub node: Option<String>,
+    /// The primary location.
+    pub span: Span,
+    /// Other locations that explain the problem.
+    pub labels: Vec<Label>,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic for `rule` at `span`.
+    pub fn new(rule: Rule, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            rule,
+            message: message.into(),
+            node: None,
+            span,
+            labels: Vec::new(),
+            help: None,
+        }
+    }
+
+    /// Names the node concerned.
+    pub fn node(mut self, node: impl Into<String>) -> Diagnostic {
+        self.node = Some(node.into());
+        self
+    }
+
+    /// Adds a secondary location.
+    pub fn label(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
+        self.labels.push(Label {
+            span,
+            text: text.into(),
+        });
+        self
+    }
+
+    /// Adds a hint.
+    pub fn help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+/// A policy that could not be loaded: its diagnostics and the files they point into.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.render_plain())]
+pub struct PolicyError {
+    /// The problems, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The files the spans point into.
+    pub sources: Arc<Sources>,
+}
+
+impl PolicyError {
+    /// `file:line:col: error[rule]: message (node `x`)`, one line per diagnostic.
+    pub fn render_plain(&self) -> String {
+        self.diagnostics
+            .iter()
+            .map(|d| self.render_one(d))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// One diagnostic as a single line.
+    pub fn render_one(&self, d: &Diagnostic) -> String {
+        let (file, line, col) = self.sources.location(d.span);
+        let node = d
+            .node
+            .as_ref()
+            .map(|n| format!(" (node `{n}`)"))
+            .unwrap_or_default();
+        format!(
+            "{file}:{line}:{col}: error[{}]: {}{node}",
+            d.rule, d.message
+        )
+    }
+
+    /// The (rule, line) of each diagnostic, for tests and scripts.
+    pub fn rules_and_lines(&self) -> Vec<(Rule, usize)> {
+        self.diagnostics
+            .iter()
+            .map(|d| (d.rule, self.sources.location(d.span).1))
+            .collect()
+    }
+}

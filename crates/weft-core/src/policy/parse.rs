@@ -1,0 +1,928 @@
+//! Reading one policy file: YAML (via `saphyr`, which keeps every node's position) into
+//! declarations that remember where each value was written.
+//!
+//! This layer checks what one file can check alone: YAML syntax, known keys (with a
+//! did-you-mean), value types, units, positive weights and rates. Graph rules (parents,
+//! cycles, the restricted DAG) are checked on the composed policy by `compile`.
+//!
+//! Cost: linear in the file size.
+
+use std::sync::Arc;
+
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+
+use super::error::{Diagnostic, FileId, Rule, Sources, Span};
+use crate::classifier::{proto_number, Field, Match, Prefix, FIELDS};
+use crate::units::{self, UnitError};
+
+/// A value and where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Spanned<T> {
+    pub fn new(value: T, span: Span) -> Spanned<T> {
+        Spanned { value, span }
+    }
+}
+
+/// Node types a policy can name in `type:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Fifo,
+    Prio,
+    Wfq,
+    Rr,
+    Drr,
+    Lstf,
+    Edf,
+    Senic,
+    Shape,
+    Leaf,
+    Attach,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 11] = [
+        Kind::Fifo,
+        Kind::Prio,
+        Kind::Wfq,
+        Kind::Rr,
+        Kind::Drr,
+        Kind::Lstf,
+        Kind::Edf,
+        Kind::Senic,
+        Kind::Shape,
+        Kind::Leaf,
+        Kind::Attach,
+    ];
+
+    /// The name used in `type:`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Fifo => "fifo",
+            Kind::Prio => "prio",
+            Kind::Wfq => "wfq",
+            Kind::Rr => "rr",
+            Kind::Drr => "drr",
+            Kind::Lstf => "lstf",
+            Kind::Edf => "edf",
+            Kind::Senic => "senic",
+            Kind::Shape => "shape",
+            Kind::Leaf => "leaf",
+            Kind::Attach => "attach",
+        }
+    }
+
+    /// Work-conserving scheduling nodes (everything but shaping nodes, leaves and
+    /// attachment points).
+    pub fn is_scheduling(self) -> bool {
+        !matches!(self, Kind::Shape | Kind::Leaf | Kind::Attach)
+    }
+
+    /// The edge key a child of a node of this kind carries, if any.
+    pub fn child_key(self) -> Option<&'static str> {
+        match self {
+            Kind::Prio => Some("priority"),
+            Kind::Wfq => Some("weight"),
+            Kind::Drr => Some("quantum"),
+            Kind::Senic => Some("rate"),
+            _ => None,
+        }
+    }
+}
+
+/// How a leaf groups packets into flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowKey {
+    /// Source and destination address and port, and protocol.
+    FiveTuple,
+    /// The packet's `flow` metadata (set by the host).
+    Flow,
+    /// One queue for the whole leaf.
+    None,
+}
+
+/// How a leaf orders its flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowSched {
+    /// Arrival order across flows.
+    Fifo,
+    /// Deficit round robin across backlogged flows (sch_fq style).
+    Fair,
+}
+
+/// Queue limits (`limit:` / `flow_limit:`); absent members are unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueLimit {
+    /// Packets.
+    pub packets: Option<Spanned<u64>>,
+    /// Bytes.
+    pub bytes: Option<Spanned<u64>>,
+}
+
+/// One entry of `nodes:` as written.
+#[derive(Debug, Clone)]
+pub struct NodeDecl {
+    pub name: Spanned<String>,
+    pub kind: Spanned<Kind>,
+    /// Parent names in the order written.
+    pub parents: Vec<Spanned<String>>,
+    pub matches: Option<Spanned<Match>>,
+    /// Edge keys (interpreted by the scheduling parent).
+    pub priority: Option<Spanned<u64>>,
+    pub weight: Option<Spanned<u64>>,
+    /// Bytes.
+    pub quantum: Option<Spanned<u64>>,
+    /// Bits per second: a `senic` child's limit, a `shape` node's rate, a `senic` node's
+    /// capacity.
+    pub rate: Option<Spanned<u64>>,
+    /// Bytes.
+    pub burst: Option<Spanned<u64>>,
+    /// Picoseconds.
+    pub default_slack: Option<Spanned<u64>>,
+    /// Picoseconds.
+    pub default_deadline: Option<Spanned<u64>>,
+    pub flows_by: Option<Spanned<FlowKey>>,
+    pub flows_sched: Option<Spanned<FlowSched>>,
+    /// Bytes.
+    pub flows_quantum: Option<Spanned<u64>>,
+    pub flows_span: Option<Span>,
+    pub limit: Option<Spanned<QueueLimit>>,
+    pub flow_limit: Option<Spanned<QueueLimit>>,
+    pub outstanding: Option<Spanned<u64>>,
+    /// Sub-policy file filling an attachment point.
+    pub policy: Option<Spanned<String>>,
+    /// The whole entry.
+    pub span: Span,
+}
+
+impl NodeDecl {
+    /// (key, span) of every optional key present, for placement checks.
+    pub fn present_keys(&self) -> Vec<(&'static str, Span)> {
+        let mut v = Vec::new();
+        let mut add = |k: &'static str, s: Option<Span>| {
+            if let Some(s) = s {
+                v.push((k, s));
+            }
+        };
+        add("priority", self.priority.as_ref().map(|x| x.span));
+        add("weight", self.weight.as_ref().map(|x| x.span));
+        add("quantum", self.quantum.as_ref().map(|x| x.span));
+        add("rate", self.rate.as_ref().map(|x| x.span));
+        add("burst", self.burst.as_ref().map(|x| x.span));
+        add("default_slack", self.default_slack.as_ref().map(|x| x.span));
+        add(
+            "default_deadline",
+            self.default_deadline.as_ref().map(|x| x.span),
+        );
+        add("flows", self.flows_span);
+        add("limit", self.limit.as_ref().map(|x| x.span));
+        add("flow_limit", self.flow_limit.as_ref().map(|x| x.span));
+        add("outstanding", self.outstanding.as_ref().map(|x| x.span));
+        add("policy", self.policy.as_ref().map(|x| x.span));
+        v
+    }
+}
+
+/// The `link:` section.
+#[derive(Debug, Clone, Default)]
+pub struct LinkDecl {
+    /// Bits per second.
+    pub rate: Option<Spanned<u64>>,
+    /// Bytes added to every frame on the wire (preamble, SFD, IFG; 20 on Ethernet).
+    pub overhead: Option<Spanned<u64>>,
+    /// Largest frame in bytes.
+    pub mtu: Option<Spanned<u64>>,
+    pub span: Span,
+}
+
+/// The `limits:` section.
+#[derive(Debug, Clone, Default)]
+pub struct LimitsDecl {
+    pub max_depth: Option<Spanned<u64>>,
+    pub max_nodes: Option<Spanned<u64>>,
+    pub max_shaping_depth: Option<Spanned<u64>>,
+    pub max_match_shapes: Option<Spanned<u64>>,
+    pub span: Span,
+}
+
+/// One parsed policy file.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub file: FileId,
+    pub name: Option<Spanned<String>>,
+    pub link: Option<LinkDecl>,
+    pub limits: Option<LimitsDecl>,
+    pub nodes: Vec<NodeDecl>,
+    /// Span of the whole document (used for file-level errors).
+    pub span: Span,
+}
+
+/// The keys of a policy file, of a node, and of its sub-sections.
+pub const TOP_KEYS: &[&str] = &["weft", "name", "description", "link", "limits", "nodes"];
+pub const NODE_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "parent",
+    "match",
+    "description",
+    "priority",
+    "weight",
+    "quantum",
+    "rate",
+    "burst",
+    "default_slack",
+    "default_deadline",
+    "flows",
+    "limit",
+    "flow_limit",
+    "outstanding",
+    "policy",
+];
+const LINK_KEYS: &[&str] = &["rate", "overhead", "mtu"];
+const LIMIT_KEYS: &[&str] = &[
+    "max_depth",
+    "max_nodes",
+    "max_shaping_depth",
+    "max_match_shapes",
+];
+const FLOWS_KEYS: &[&str] = &["by", "sched", "quantum"];
+const QLIMIT_KEYS: &[&str] = &["packets", "bytes"];
+
+/// The policy format version this build reads.
+pub const FORMAT_VERSION: i64 = 1;
+
+/// Closest known word, for did-you-mean hints.
+pub fn suggest(word: &str, known: &[&str]) -> Option<String> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(word, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min()
+        .map(|(_, k)| k.to_string())
+}
+
+struct Parser<'a> {
+    file: FileId,
+    sources: &'a Sources,
+    diags: Vec<Diagnostic>,
+}
+
+type Node<'i> = MarkedYaml<'i>;
+
+impl<'a> Parser<'a> {
+    fn span(&self, n: &Node) -> Span {
+        let f = self.sources.file(self.file);
+        let start = f.offset(n.span.start.line(), n.span.start.col());
+        let mut end = f.offset(n.span.end.line(), n.span.end.col());
+        if end <= start {
+            // Scalars sometimes end where they start; underline to the end of the token.
+            let rest = &f.text[start..];
+            end = start
+                + rest
+                    .find(|c: char| c == '\n' || c == ',' || c == '}' || c == ']' || c == '#')
+                    .unwrap_or(rest.len())
+                    .max(1)
+                    .min(rest.len().max(1));
+        }
+        // Trim trailing whitespace and newlines so underlines stay on the value.
+        let text = &f.text[start..end.min(f.text.len())];
+        let trimmed = text.trim_end().len().max(1);
+        Span {
+            file: self.file,
+            offset: start.min(f.text.len()),
+            len: trimmed
+                .min(f.text.len().saturating_sub(start))
+                .max(usize::from(!f.text.is_empty() && start < f.text.len())),
+        }
+    }
+
+    fn err(&mut self, rule: Rule, span: Span, msg: impl Into<String>) {
+        self.diags.push(Diagnostic::new(rule, span, msg));
+    }
+
+    fn describe(n: &Node) -> &'static str {
+        match &n.data {
+            YamlData::Value(Scalar::Null) => "nothing",
+            YamlData::Value(Scalar::Boolean(_)) => "a boolean",
+            YamlData::Value(Scalar::Integer(_)) => "an integer",
+            YamlData::Value(Scalar::FloatingPoint(_)) => "a decimal number",
+            YamlData::Value(Scalar::String(_)) => "a string",
+            YamlData::Sequence(_) => "a list",
+            YamlData::Mapping(_) => "a mapping",
+            _ => "an unsupported YAML value",
+        }
+    }
+
+    /// Entries of a mapping with their key names; reports unknown keys against `known`.
+    fn mapping<'n, 'i>(
+        &mut self,
+        n: &'n Node<'i>,
+        what: &str,
+        known: &[&str],
+    ) -> Option<Vec<(String, Span, &'n Node<'i>)>> {
+        let YamlData::Mapping(map) = &n.data else {
+            let span = self.span(n);
+            self.err(
+                Rule::BadValue,
+                span,
+                format!("{what} must be a mapping, found {}", Self::describe(n)),
+            );
+            return None;
+        };
+        let mut out = Vec::new();
+        for (k, v) in map.iter() {
+            let kspan = self.span(k);
+            let key = match &k.data {
+                YamlData::Value(Scalar::String(s)) => s.to_string(),
+                YamlData::Value(Scalar::Integer(i)) => i.to_string(),
+                _ => {
+                    self.err(Rule::BadValue, kspan, format!("{what}: keys must be words"));
+                    continue;
+                }
+            };
+            if !known.contains(&key.as_str()) {
+                let mut d = Diagnostic::new(
+                    Rule::UnknownKey,
+                    kspan,
+                    format!("unknown key `{key}` in {what}"),
+                );
+                d = match suggest(&key, known) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help(format!("known keys: {}", known.join(", "))),
+                };
+                self.diags.push(d);
+                continue;
+            }
+            out.push((key, kspan, v));
+        }
+        Some(out)
+    }
+
+    fn string(&mut self, n: &Node, what: &str) -> Option<Spanned<String>> {
+        let span = self.span(n);
+        match &n.data {
+            YamlData::Value(Scalar::String(s)) => Some(Spanned::new(s.to_string(), span)),
+            YamlData::Value(Scalar::Integer(i)) => Some(Spanned::new(i.to_string(), span)),
+            _ => {
+                self.err(
+                    Rule::BadValue,
+                    span,
+                    format!("{what} must be a string, found {}", Self::describe(n)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A scalar as text, for unit parsing (`10gbit`, or a bare integer).
+    fn scalar_text(&mut self, n: &Node, what: &str) -> Option<(String, Span)> {
+        let span = self.span(n);
+        match &n.data {
+            YamlData::Value(Scalar::String(s)) => Some((s.to_string(), span)),
+            YamlData::Value(Scalar::Integer(i)) => Some((i.to_string(), span)),
+            YamlData::Value(Scalar::FloatingPoint(f)) => Some((f.to_string(), span)),
+            _ => {
+                self.err(
+                    Rule::BadValue,
+                    span,
+                    format!("{what} must be a value, found {}", Self::describe(n)),
+                );
+                None
+            }
+        }
+    }
+
+    fn unit_err(&mut self, span: Span, key: &str, e: UnitError, zero_rule: Rule) {
+        let rule = match e {
+            UnitError::AmbiguousRate { .. } => Rule::AmbiguousUnit,
+            UnitError::Malformed { hint, .. } if hint.contains("ambiguous") => Rule::AmbiguousUnit,
+            UnitError::NotPositive { .. } => zero_rule,
+            _ => Rule::BadValue,
+        };
+        self.err(rule, span, format!("`{key}`: {e}"));
+    }
+
+    fn rate(&mut self, n: &Node, key: &str) -> Option<Spanned<u64>> {
+        let (text, span) = self.scalar_text(n, key)?;
+        match units::parse_rate(&text) {
+            Ok(v) => Some(Spanned::new(v, span)),
+            Err(e) => {
+                self.unit_err(span, key, e, Rule::NonPositiveRate);
+                None
+            }
+        }
+    }
+
+    fn size(&mut self, n: &Node, key: &str, positive: bool) -> Option<Spanned<u64>> {
+        let (text, span) = self.scalar_text(n, key)?;
+        match units::parse_size(&text, positive) {
+            Ok(v) => Some(Spanned::new(v, span)),
+            Err(e) => {
+                self.unit_err(span, key, e, Rule::BadValue);
+                None
+            }
+        }
+    }
+
+    fn time(&mut self, n: &Node, key: &str) -> Option<Spanned<u64>> {
+        let (text, span) = self.scalar_text(n, key)?;
+        match units::parse_time(&text, false) {
+            Ok(v) => Some(Spanned::new(v, span)),
+            Err(e) => {
+                self.unit_err(span, key, e, Rule::BadValue);
+                None
+            }
+        }
+    }
+
+    fn int(&mut self, n: &Node, key: &str, min: i64, max: u64, rule: Rule) -> Option<Spanned<u64>> {
+        let span = self.span(n);
+        match &n.data {
+            YamlData::Value(Scalar::Integer(i)) if *i >= min && (*i as u64) <= max && *i >= 0 => {
+                Some(Spanned::new(*i as u64, span))
+            }
+            YamlData::Value(Scalar::Integer(i)) => {
+                self.err(
+                    rule,
+                    span,
+                    format!("`{key}` must be an integer in {min}..={max}, found {i}"),
+                );
+                None
+            }
+            YamlData::Value(Scalar::FloatingPoint(f)) => {
+                self.err(
+                    rule,
+                    span,
+                    format!("`{key}` must be a whole number in {min}..={max}, found {f}"),
+                );
+                None
+            }
+            _ => {
+                self.err(
+                    Rule::BadValue,
+                    span,
+                    format!("`{key}` must be an integer, found {}", Self::describe(n)),
+                );
+                None
+            }
+        }
+    }
+
+    fn document(&mut self, root: &Node) -> Option<Document> {
+        let span = self.span(root);
+        if matches!(root.data, YamlData::Value(Scalar::Null)) {
+            self.err(
+                Rule::MissingKey,
+                span,
+                "the file is empty: a policy needs `weft: 1` and `nodes:`",
+            );
+            return None;
+        }
+        let entries = self.mapping(root, "the policy", TOP_KEYS)?;
+        let mut doc = Document {
+            file: self.file,
+            name: None,
+            link: None,
+            limits: None,
+            nodes: Vec::new(),
+            span,
+        };
+        let mut version_seen = false;
+        let mut nodes_seen = false;
+        for (key, kspan, v) in entries {
+            match key.as_str() {
+                "weft" => {
+                    version_seen = true;
+                    let vspan = self.span(v);
+                    match &v.data {
+                        YamlData::Value(Scalar::Integer(FORMAT_VERSION)) => {}
+                        _ => self.err(
+                            Rule::Version,
+                            vspan,
+                            format!("this weft reads policy format version {FORMAT_VERSION}; write `weft: {FORMAT_VERSION}`"),
+                        ),
+                    }
+                }
+                "name" => doc.name = self.string(v, "`name`"),
+                "description" => {}
+                "link" => doc.link = self.link(v),
+                "limits" => doc.limits = self.limits(v),
+                "nodes" => {
+                    nodes_seen = true;
+                    match &v.data {
+                        YamlData::Sequence(items) => {
+                            for item in items {
+                                if let Some(n) = self.node(item) {
+                                    doc.nodes.push(n);
+                                }
+                            }
+                        }
+                        _ => self.err(
+                            Rule::BadValue,
+                            kspan,
+                            format!(
+                                "`nodes` must be a list of nodes, found {}",
+                                Self::describe(v)
+                            ),
+                        ),
+                    }
+                }
+                _ => unreachable!("mapping() filters unknown keys"),
+            }
+        }
+        if !version_seen {
+            let at = Span { len: 1, ..span };
+            self.diags.push(
+                Diagnostic::new(
+                    Rule::Version,
+                    at,
+                    "missing `weft: 1` (the policy format version)",
+                )
+                .help("start the file with `weft: 1`"),
+            );
+        }
+        if !nodes_seen {
+            let at = Span { len: 1, ..span };
+            self.err(
+                Rule::MissingKey,
+                at,
+                "missing `nodes:` (the list of scheduling, shaping and leaf nodes)",
+            );
+        }
+        Some(doc)
+    }
+
+    fn link(&mut self, n: &Node) -> Option<LinkDecl> {
+        let entries = self.mapping(n, "`link`", LINK_KEYS)?;
+        let mut l = LinkDecl {
+            span: self.span(n),
+            ..LinkDecl::default()
+        };
+        for (key, _, v) in entries {
+            match key.as_str() {
+                "rate" => l.rate = self.rate(v, "rate"),
+                "overhead" => l.overhead = self.size(v, "overhead", false),
+                "mtu" => l.mtu = self.size(v, "mtu", true),
+                _ => unreachable!(),
+            }
+        }
+        Some(l)
+    }
+
+    fn limits(&mut self, n: &Node) -> Option<LimitsDecl> {
+        let entries = self.mapping(n, "`limits`", LIMIT_KEYS)?;
+        let mut l = LimitsDecl {
+            span: self.span(n),
+            ..LimitsDecl::default()
+        };
+        for (key, _, v) in entries {
+            let val = self.int(v, &key, 1, u32::MAX as u64, Rule::BadValue);
+            match key.as_str() {
+                "max_depth" => l.max_depth = val,
+                "max_nodes" => l.max_nodes = val,
+                "max_shaping_depth" => l.max_shaping_depth = val,
+                "max_match_shapes" => l.max_match_shapes = val,
+                _ => unreachable!(),
+            }
+        }
+        Some(l)
+    }
+
+    fn node(&mut self, n: &Node) -> Option<NodeDecl> {
+        let span = self.span(n);
+        let entries = self.mapping(n, "a node", NODE_KEYS)?;
+        let mut name = None;
+        let mut kind = None;
+        let mut kind_missing_ok = true;
+        let mut d = NodeDecl {
+            name: Spanned::new(String::new(), span),
+            kind: Spanned::new(Kind::Leaf, span),
+            parents: Vec::new(),
+            matches: None,
+            priority: None,
+            weight: None,
+            quantum: None,
+            rate: None,
+            burst: None,
+            default_slack: None,
+            default_deadline: None,
+            flows_by: None,
+            flows_sched: None,
+            flows_quantum: None,
+            flows_span: None,
+            limit: None,
+            flow_limit: None,
+            outstanding: None,
+            policy: None,
+            span,
+        };
+        for (key, _kspan, v) in entries {
+            match key.as_str() {
+                "name" => {
+                    name = self.string(v, "`name`");
+                    if let Some(n) = &name {
+                        if n.value.is_empty()
+                            || n.value.contains(|c: char| c.is_whitespace() || c == '"')
+                        {
+                            self.err(
+                                Rule::BadValue,
+                                n.span,
+                                format!(
+                                    "node name `{}` must be non-empty, without spaces or quotes",
+                                    n.value
+                                ),
+                            );
+                        }
+                    }
+                }
+                "type" => {
+                    if let Some(t) = self.string(v, "`type`") {
+                        match Kind::ALL.iter().find(|k| k.name() == t.value) {
+                            Some(k) => kind = Some(Spanned::new(*k, t.span)),
+                            None => {
+                                kind_missing_ok = false;
+                                let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+                                let mut diag = Diagnostic::new(
+                                    Rule::UnknownAlgorithm,
+                                    t.span,
+                                    format!("unknown node type `{}`", t.value),
+                                );
+                                diag = match suggest(&t.value, &names) {
+                                    Some(s) => diag.help(format!(
+                                        "did you mean `{s}`? known types: {}",
+                                        names.join(", ")
+                                    )),
+                                    None => diag.help(format!("known types: {}", names.join(", "))),
+                                };
+                                self.diags.push(diag);
+                            }
+                        }
+                    } else {
+                        kind_missing_ok = false;
+                    }
+                }
+                "parent" => match &v.data {
+                    YamlData::Sequence(items) => {
+                        if items.is_empty() {
+                            let s = self.span(v);
+                            self.err(
+                                Rule::BadValue,
+                                s,
+                                "`parent` lists no node; omit it for the root",
+                            );
+                        }
+                        for it in items {
+                            if let Some(p) = self.string(it, "a parent") {
+                                d.parents.push(p);
+                            }
+                        }
+                    }
+                    _ => {
+                        if let Some(p) = self.string(v, "`parent`") {
+                            d.parents.push(p);
+                        }
+                    }
+                },
+                "match" => d.matches = self.matches(v),
+                "description" => {}
+                "priority" => {
+                    d.priority = self.int(v, "priority", 0, u32::MAX as u64, Rule::BadValue)
+                }
+                "weight" => d.weight = self.int(v, "weight", 1, 1_000_000, Rule::NonPositiveWeight),
+                "quantum" => d.quantum = self.size(v, "quantum", true),
+                "rate" => d.rate = self.rate(v, "rate"),
+                "burst" => d.burst = self.size(v, "burst", true),
+                "default_slack" => d.default_slack = self.time(v, "default_slack"),
+                "default_deadline" => d.default_deadline = self.time(v, "default_deadline"),
+                "flows" => {
+                    d.flows_span = Some(self.span(v));
+                    if let Some(es) = self.mapping(v, "`flows`", FLOWS_KEYS) {
+                        for (k, _, fv) in es {
+                            match k.as_str() {
+                                "by" => {
+                                    if let Some(s) = self.string(fv, "`flows.by`") {
+                                        let key = match s.value.as_str() {
+                                            "five-tuple" | "5-tuple" => Some(FlowKey::FiveTuple),
+                                            "flow" => Some(FlowKey::Flow),
+                                            "none" => Some(FlowKey::None),
+                                            _ => None,
+                                        };
+                                        match key {
+                                            Some(k) => d.flows_by = Some(Spanned::new(k, s.span)),
+                                            None => self.err(Rule::BadValue, s.span, format!("`flows.by` is `five-tuple`, `flow` or `none`, not `{}`", s.value)),
+                                        }
+                                    }
+                                }
+                                "sched" => {
+                                    if let Some(s) = self.string(fv, "`flows.sched`") {
+                                        match s.value.as_str() {
+                                            "fifo" => d.flows_sched = Some(Spanned::new(FlowSched::Fifo, s.span)),
+                                            "fair" => d.flows_sched = Some(Spanned::new(FlowSched::Fair, s.span)),
+                                            _ => self.diags.push(Diagnostic::new(Rule::UnknownAlgorithm, s.span, format!("unknown flow scheduler `{}`", s.value)).help("per-flow queues are scheduled `fifo` or `fair`")),
+                                        }
+                                    }
+                                }
+                                "quantum" => d.flows_quantum = self.size(fv, "flows.quantum", true),
+                                _ => unreachable!(),
+                            }
+                        }
+                    }
+                }
+                "limit" => d.limit = self.queue_limit(v, "limit"),
+                "flow_limit" => d.flow_limit = self.queue_limit(v, "flow_limit"),
+                "outstanding" => {
+                    d.outstanding = self.int(v, "outstanding", 1, u32::MAX as u64, Rule::BadValue)
+                }
+                "policy" => d.policy = self.string(v, "`policy`"),
+                _ => unreachable!(),
+            }
+        }
+        match name {
+            Some(n) => d.name = n,
+            None => {
+                self.err(Rule::MissingKey, span, "a node needs a `name`");
+                return None;
+            }
+        }
+        match kind {
+            Some(k) => d.kind = k,
+            None => {
+                if kind_missing_ok {
+                    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+                    self.diags.push(
+                        Diagnostic::new(
+                            Rule::MissingKey,
+                            d.name.span,
+                            format!("node `{}` needs a `type`", d.name.value),
+                        )
+                        .node(d.name.value.clone())
+                        .help(format!("known types: {}", names.join(", "))),
+                    );
+                }
+                return None;
+            }
+        }
+        Some(d)
+    }
+
+    fn queue_limit(&mut self, n: &Node, key: &str) -> Option<Spanned<QueueLimit>> {
+        let span = self.span(n);
+        let es = self.mapping(n, &format!("`{key}`"), QLIMIT_KEYS)?;
+        let mut q = QueueLimit::default();
+        for (k, _, v) in es {
+            match k.as_str() {
+                "packets" => {
+                    q.packets = self.int(
+                        v,
+                        &format!("{key}.packets"),
+                        1,
+                        u32::MAX as u64,
+                        Rule::BadValue,
+                    )
+                }
+                "bytes" => q.bytes = self.size(v, &format!("{key}.bytes"), true),
+                _ => unreachable!(),
+            }
+        }
+        Some(Spanned::new(q, span))
+    }
+
+    fn matches(&mut self, n: &Node) -> Option<Spanned<Match>> {
+        let span = self.span(n);
+        if let YamlData::Value(Scalar::String(s)) = &n.data {
+            if s == "any" {
+                return Some(Spanned::new(Match::any(), span));
+            }
+        }
+        let names: Vec<&str> = FIELDS.iter().map(|f| f.name()).chain(["app"]).collect();
+        let es = self.mapping(n, "`match`", &names)?;
+        let mut m = Match::default();
+        let mut ok = true;
+        for (k, kspan, v) in es {
+            let field = Field::from_name(&k).expect("filtered by mapping()");
+            if m.count(field) > 0 {
+                self.err(
+                    Rule::DuplicateName,
+                    kspan,
+                    format!("`{}` is matched twice (`app` is `dport`)", field.name()),
+                );
+                ok = false;
+                continue;
+            }
+            let items: Vec<&Node> = match &v.data {
+                YamlData::Sequence(items) => items.iter().collect(),
+                _ => vec![v],
+            };
+            if items.is_empty() {
+                let s = self.span(v);
+                self.err(
+                    Rule::BadValue,
+                    s,
+                    format!("`{k}` lists no value; omit it to match any"),
+                );
+                ok = false;
+            }
+            for it in items {
+                let ispan = self.span(it);
+                match field {
+                    Field::Src | Field::Dst => {
+                        let Some(t) = self.string(it, &format!("`{k}`")) else {
+                            ok = false;
+                            continue;
+                        };
+                        match t.value.parse::<Prefix>() {
+                            Ok(p) => match field {
+                                Field::Src => m.src.push(p),
+                                _ => m.dst.push(p),
+                            },
+                            Err(e) => {
+                                self.err(Rule::BadValue, ispan, format!("`{k}`: {e}"));
+                                ok = false;
+                            }
+                        }
+                    }
+                    Field::Proto => {
+                        let text = match &it.data {
+                            YamlData::Value(Scalar::String(s)) => s.to_string(),
+                            YamlData::Value(Scalar::Integer(i)) => i.to_string(),
+                            _ => String::new(),
+                        };
+                        match proto_number(&text) {
+                            Some(p) => m.proto.push(p),
+                            None => {
+                                self.err(Rule::BadValue, ispan, format!("`proto`: `{text}` is not tcp, udp, icmp, icmpv6, sctp or a number 0..=255"));
+                                ok = false;
+                            }
+                        }
+                    }
+                    _ => match self.int(it, field.name(), 0, field.max_value(), Rule::BadValue) {
+                        Some(v) => m.push_int(field, v.value),
+                        None => ok = false,
+                    },
+                }
+            }
+        }
+        ok.then_some(Spanned::new(m, span))
+    }
+}
+
+/// Parses one file's text. Diagnostics are returned even when a document is produced.
+pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec<Diagnostic>) {
+    let text: Arc<str> = sources.file(file).text.clone();
+    let mut p = Parser {
+        file,
+        sources,
+        diags: Vec::new(),
+    };
+    let docs = match MarkedYaml::load_from_str(&text) {
+        Ok(d) => d,
+        Err(e) => {
+            let m = e.marker();
+            let f = sources.file(file);
+            let offset = f.offset(m.line(), m.col());
+            let span = Span {
+                file,
+                offset,
+                len: usize::from(offset < f.text.len()),
+            };
+            return (
+                None,
+                vec![Diagnostic::new(
+                    Rule::YamlSyntax,
+                    span,
+                    format!("not valid YAML: {}", e.info()),
+                )],
+            );
+        }
+    };
+    let doc = match docs.len() {
+        0 => {
+            let span = Span {
+                file,
+                offset: 0,
+                len: 0,
+            };
+            p.err(
+                Rule::MissingKey,
+                span,
+                "the file is empty: a policy needs `weft: 1` and `nodes:`",
+            );
+            None
+        }
+        1 => p.document(&docs[0]),
+        _ => {
+            let span = p.span(&docs[1]);
+            p.err(
+                Rule::YamlSyntax,
+                span,
+                "a policy file holds one YAML document; found a second one",
+            );
+            p.document(&docs[0])
+        }
+    };
+    (doc, p.diags)
+}

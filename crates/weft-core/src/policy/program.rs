@@ -1,0 +1,441 @@
+//! The compiled program: an immutable, index-addressed form of a validated policy, ready for
+//! the scheduling core (Loom §3 semantics, SENIC §4 parameters).
+//!
+//! * Scheduling nodes and leaves are numbered in breadth-first order from the root (`NodeId`
+//!   0), so every node's children are one contiguous range: a scheduler keeps per-node state in
+//!   flat arrays indexed by `NodeId`.
+//! * Shaping nodes are not part of that tree (removing them leaves a tree, Loom §3); they are
+//!   numbered separately as shaping classes (`ShaperId`) and reached through the classifier,
+//!   which returns, per packet, the shaping classes on its path.
+//! * Edge parameters (`priority`, `weight`, `quantum`, `rate`) live on the child and are
+//!   interpreted by its scheduling parent's algorithm.
+//!
+//! Invariants (checked by `debug_assert!` in [`Program::check_invariants`]): parent ids are
+//! smaller than child ids; `children` ranges tile `1..nodes.len()`; every leaf has a `LeafId`
+//! and `leaves[leaf_id] == node_id`.
+//!
+//! Cost: classification is O(depth × match shapes per node) hash probes (see `classifier`).
+
+use std::ops::Range;
+
+use crate::classifier::{reference::ReferenceDispatch, tss::Dispatch, Match, PacketMeta};
+
+pub use super::parse::{FlowKey, FlowSched, Kind};
+
+/// Index of a scheduling node or leaf; the root is 0.
+pub type NodeId = u32;
+/// Index of a leaf among the leaves.
+pub type LeafId = u32;
+/// Index of a shaping class.
+pub type ShaperId = u32;
+
+/// Most shaping classes one packet can pass through.
+pub const MAX_SHAPING_PER_PACKET: usize = 8;
+
+/// The link the policy schedules onto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    /// Line rate, bits per second.
+    pub rate_bps: u64,
+    /// Bytes added to every frame on the wire (Ethernet preamble + SFD + IFG = 20).
+    pub overhead_bytes: u64,
+    /// Largest frame, bytes (default 1514: Ethernet without FCS).
+    pub mtu_bytes: u64,
+}
+
+impl Default for Link {
+    fn default() -> Link {
+        Link {
+            rate_bps: 10_000_000_000,
+            overhead_bytes: 20,
+            mtu_bytes: 1514,
+        }
+    }
+}
+
+/// Size limits a policy must respect (Loom §3, "Policy Limitations": refuse policies that
+/// cannot be run efficiently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Levels of the scheduling tree, root and leaves included.
+    pub max_depth: u32,
+    /// Nodes of every kind.
+    pub max_nodes: u32,
+    /// Shaping nodes stacked on one edge (nested parallel sets).
+    pub max_shaping_depth: u32,
+    /// Distinct match shapes among one node's children (hash probes per classification step).
+    pub max_match_shapes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_depth: 16,
+            max_nodes: 1 << 21,
+            max_shaping_depth: 4,
+            max_match_shapes: 32,
+        }
+    }
+}
+
+/// The algorithm of a node, with its own parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Algo {
+    /// Arrival order.
+    Fifo,
+    /// Strict priority by the children's `priority` (lower first; ties in arrival order).
+    Prio,
+    /// Weighted fair queuing by the children's `weight` (virtual start/finish times).
+    Wfq,
+    /// Round robin, one packet per child per round.
+    Rr,
+    /// Deficit round robin with the children's `quantum`.
+    Drr,
+    /// Least slack first; `default_slack_ps` when a packet carries no slack.
+    Lstf { default_slack_ps: u64 },
+    /// Earliest deadline first; deadline = arrival + `default_deadline_ps` when absent.
+    Edf { default_deadline_ps: u64 },
+    /// SENIC's unified rate-limit scheduler (WF2Q+ with an oversubscription-scaled system time).
+    /// `capacity_bps` is the link rate at the top, or the node's own `rate` as an L1 class.
+    Senic { capacity_bps: u64 },
+    /// A leaf (traffic class) holding per-flow queues.
+    Leaf(LeafSpec),
+}
+
+impl Algo {
+    /// The `type:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algo::Fifo => "fifo",
+            Algo::Prio => "prio",
+            Algo::Wfq => "wfq",
+            Algo::Rr => "rr",
+            Algo::Drr => "drr",
+            Algo::Lstf { .. } => "lstf",
+            Algo::Edf { .. } => "edf",
+            Algo::Senic { .. } => "senic",
+            Algo::Leaf(_) => "leaf",
+        }
+    }
+}
+
+/// A leaf's queues (Loom §4.2.3 for `outstanding`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafSpec {
+    /// How packets are grouped into flows.
+    pub flow_key: FlowKey,
+    /// How flows are ordered.
+    pub flow_sched: FlowSched,
+    /// DRR quantum across flows when `flow_sched` is `Fair`, bytes.
+    pub flow_quantum_bytes: u64,
+    /// Packets queued in the whole leaf, at most.
+    pub limit_packets: Option<u64>,
+    /// Bytes queued in the whole leaf, at most.
+    pub limit_bytes: Option<u64>,
+    /// Packets queued per flow, at most.
+    pub flow_limit_packets: Option<u64>,
+    /// Bytes queued per flow, at most.
+    pub flow_limit_bytes: Option<u64>,
+    /// Packets of this class admitted to the scheduler at once, at most.
+    pub outstanding: Option<u64>,
+    /// True when this leaf is an attachment point no sub-policy filled (FIFO by default).
+    pub unfilled_attachment: bool,
+}
+
+/// Parameters of the edge from a node to its scheduling parent. All are set (with defaults);
+/// the parent's algorithm decides which one it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    /// Under `prio`: lower is served first.
+    pub priority: u64,
+    /// Under `wfq`: share weight, ≥ 1.
+    pub weight: u64,
+    /// Under `drr`: bytes per round.
+    pub quantum_bytes: u64,
+    /// Under `senic`: rate limit in bits per second.
+    pub rate_bps: u64,
+}
+
+/// Where a node was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// File path as given.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+}
+
+/// A scheduling node or a leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Unique name (sub-policy nodes are prefixed `point/`).
+    pub name: String,
+    /// Algorithm and its parameters.
+    pub algo: Algo,
+    /// Scheduling parent (shaping nodes removed); `None` for the root.
+    pub parent: Option<NodeId>,
+    /// Children, a contiguous range of ids, in declaration (first-match) order.
+    pub children: Range<NodeId>,
+    /// Parameters read by the parent.
+    pub edge: Edge,
+    /// Levels from the root; the root is 0.
+    pub depth: u32,
+    /// Leaf index when this is a leaf.
+    pub leaf: Option<LeafId>,
+    /// Classification scope: packets reach this node only if they match.
+    pub matches: Match,
+    /// Parallel shaping nodes on the edge to the parent, in the order written.
+    pub shaping_parents: Vec<ShaperId>,
+    /// Where it was written.
+    pub origin: Origin,
+}
+
+/// A shaping class (a shaping node): a token bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shaper {
+    /// Unique name.
+    pub name: String,
+    /// Rate, bits per second.
+    pub rate_bps: u64,
+    /// Bucket depth, bytes.
+    pub burst_bytes: u64,
+    /// Which packets of the edge this node shapes (`any` when absent).
+    pub matches: Match,
+    /// Nested parallel shaping nodes above this one, in the order written.
+    pub shaping_parents: Vec<ShaperId>,
+    /// The scheduling node the shaped edge leads to.
+    pub sched_parent: NodeId,
+    /// Where it was written.
+    pub origin: Origin,
+}
+
+/// The shaping classes one packet passes through, leaf side first. Fixed capacity: no
+/// allocation per packet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShapingPath {
+    len: u8,
+    ids: [ShaperId; MAX_SHAPING_PER_PACKET],
+}
+
+impl ShapingPath {
+    /// The classes.
+    pub fn as_slice(&self) -> &[ShaperId] {
+        &self.ids[..self.len as usize]
+    }
+
+    fn push(&mut self, id: ShaperId) {
+        debug_assert!(
+            (self.len as usize) < MAX_SHAPING_PER_PACKET,
+            "shaping path overflow: {:?} + {id}",
+            self.as_slice()
+        );
+        if (self.len as usize) < MAX_SHAPING_PER_PACKET {
+            self.ids[self.len as usize] = id;
+            self.len += 1;
+        }
+    }
+}
+
+/// The classifier's answer for one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Classification {
+    /// The packet enters `leaf` and passes the shaping classes in `shaping`.
+    Leaf {
+        leaf: LeafId,
+        node: NodeId,
+        shaping: ShapingPath,
+    },
+    /// No child of `at` matches the packet: it is dropped as unclassified.
+    Unclassified { at: NodeId },
+}
+
+/// Compiled classifier tables (fast twin).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tables {
+    /// Per node: dispatch among its children (empty for leaves).
+    pub children: Vec<Dispatch>,
+    /// Per node: dispatch among its parallel shaping parents (empty when none).
+    pub node_shaping: Vec<Dispatch>,
+    /// Per shaping class: dispatch among its own shaping parents.
+    pub shaper_shaping: Vec<Dispatch>,
+}
+
+/// A compiled policy.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// Policy name (`name:` or the file stem).
+    pub name: String,
+    /// The link.
+    pub link: Link,
+    /// The limits it was validated against.
+    pub limits: Limits,
+    /// Scheduling nodes and leaves, breadth-first; root first.
+    pub nodes: Vec<Node>,
+    /// Shaping classes.
+    pub shapers: Vec<Shaper>,
+    /// Leaf id → node id.
+    pub leaves: Vec<NodeId>,
+    pub(crate) tables: Tables,
+}
+
+impl Program {
+    /// Classifies a packet with the fast tables.
+    #[inline]
+    pub fn classify(&self, p: &PacketMeta) -> Classification {
+        let words = p.words();
+        let mut n: NodeId = 0;
+        if !self.nodes[0].matches.is_any() && !self.nodes[0].matches.matches(p) {
+            return Classification::Unclassified { at: 0 };
+        }
+        while self.nodes[n as usize].leaf.is_none() {
+            match self.tables.children[n as usize].lookup_words(&words, p.present) {
+                Some(c) => n = c,
+                None => return Classification::Unclassified { at: n },
+            }
+        }
+        let leaf = self.nodes[n as usize].leaf.expect("loop ends at a leaf");
+        let mut shaping = ShapingPath::default();
+        let mut v = n;
+        loop {
+            let node = &self.nodes[v as usize];
+            if !node.shaping_parents.is_empty() {
+                let mut next = self.tables.node_shaping[v as usize].lookup_words(&words, p.present);
+                while let Some(s) = next {
+                    shaping.push(s);
+                    next = self.tables.shaper_shaping[s as usize].lookup_words(&words, p.present);
+                }
+            }
+            match node.parent {
+                Some(up) => v = up,
+                None => break,
+            }
+        }
+        Classification::Leaf {
+            leaf,
+            node: n,
+            shaping,
+        }
+    }
+
+    /// Classifies a packet by scanning every node's children in order (the reference twin).
+    pub fn classify_reference(&self, p: &PacketMeta) -> Classification {
+        if !self.nodes[0].matches.matches(p) {
+            return Classification::Unclassified { at: 0 };
+        }
+        let mut n: NodeId = 0;
+        while self.nodes[n as usize].leaf.is_none() {
+            let mut d = ReferenceDispatch::default();
+            for c in self.nodes[n as usize].children.clone() {
+                d.add(self.nodes[c as usize].matches.clone(), c);
+            }
+            match d.lookup(p) {
+                Some(c) => n = c,
+                None => return Classification::Unclassified { at: n },
+            }
+        }
+        let mut shaping = ShapingPath::default();
+        let mut v = n;
+        loop {
+            let node = &self.nodes[v as usize];
+            let mut cands = node.shaping_parents.clone();
+            while let Some(&s) = cands
+                .iter()
+                .find(|&&s| self.shapers[s as usize].matches.matches(p))
+            {
+                shaping.push(s);
+                cands = self.shapers[s as usize].shaping_parents.clone();
+            }
+            match node.parent {
+                Some(up) => v = up,
+                None => break,
+            }
+        }
+        Classification::Leaf {
+            leaf: self.nodes[n as usize].leaf.expect("leaf"),
+            node: n,
+            shaping,
+        }
+    }
+
+    /// Looks a node up by name.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| i as NodeId)
+    }
+
+    /// Number of scheduling nodes (not leaves).
+    pub fn scheduling_nodes(&self) -> usize {
+        self.nodes.len() - self.leaves.len()
+    }
+
+    /// Levels of the scheduling tree (a lone root leaf has depth 1).
+    pub fn depth(&self) -> u32 {
+        self.nodes.iter().map(|n| n.depth + 1).max().unwrap_or(0)
+    }
+
+    /// Path of node names from the root to `n`.
+    pub fn path(&self, n: NodeId) -> Vec<&str> {
+        let mut v = vec![self.nodes[n as usize].name.as_str()];
+        let mut cur = self.nodes[n as usize].parent;
+        while let Some(p) = cur {
+            v.push(&self.nodes[p as usize].name);
+            cur = self.nodes[p as usize].parent;
+        }
+        v.reverse();
+        v
+    }
+
+    /// Approximate heap bytes of the classifier tables.
+    pub fn classifier_bytes(&self) -> usize {
+        let t = &self.tables;
+        t.children
+            .iter()
+            .chain(&t.node_shaping)
+            .chain(&t.shaper_shaping)
+            .map(Dispatch::heap_bytes)
+            .sum()
+    }
+
+    /// Checks the structural invariants; panics with the offending state when broken.
+    pub fn check_invariants(&self) {
+        let mut next_child = 1u32;
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(p) = n.parent {
+                assert!(
+                    (p as usize) < i,
+                    "node {i} `{}` has parent {p} not before it",
+                    n.name
+                );
+                assert!(
+                    self.nodes[p as usize].children.contains(&(i as u32)),
+                    "node {i} `{}` missing from its parent's children {:?}",
+                    n.name,
+                    self.nodes[p as usize].children
+                );
+            } else {
+                assert_eq!(
+                    i, 0,
+                    "only the root has no parent, but node {i} `{}`",
+                    n.name
+                );
+            }
+            if !n.children.is_empty() {
+                assert_eq!(
+                    n.children.start, next_child,
+                    "children of `{}` do not follow the previous range",
+                    n.name
+                );
+                next_child = n.children.end;
+            }
+            match (&n.algo, n.leaf) {
+                (Algo::Leaf(_), Some(l)) => assert_eq!(self.leaves[l as usize], i as u32),
+                (Algo::Leaf(_), None) => panic!("leaf `{}` without leaf id", n.name),
+                (_, Some(_)) => panic!("non-leaf `{}` with a leaf id", n.name),
+                (_, None) => assert!(!n.children.is_empty(), "`{}` has no children", n.name),
+            }
+        }
+        assert_eq!(next_child as usize, self.nodes.len().max(1));
+    }
+}

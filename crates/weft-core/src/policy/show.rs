@@ -1,0 +1,382 @@
+//! Rendering a compiled program: a readable tree, stable JSON and Graphviz.
+//!
+//! The JSON is the *normalized* policy: composed (sub-policies inlined, names prefixed),
+//! defaults made explicit, units normalized. It is itself a valid policy file (JSON is YAML),
+//! and compiling it yields the same program — a property the tests check on random policies.
+//! Key order is fixed, so the output is stable and diffable.
+
+use serde_json::{json, Map, Value};
+
+use super::program::{Algo, FlowKey, FlowSched, Node, Program};
+use crate::classifier::{proto_name, Field, Match, FIELDS};
+use crate::units::{format_rate, format_size, format_time};
+
+fn match_json(m: &Match) -> Value {
+    let mut o = Map::new();
+    for f in FIELDS {
+        if m.count(f) == 0 {
+            continue;
+        }
+        let vals: Vec<Value> = match f {
+            Field::Src | Field::Dst => m.prefixes(f).iter().map(|p| json!(p.to_string())).collect(),
+            Field::Proto => m.proto.iter().map(|&p| json!(proto_name(p))).collect(),
+            _ => m.ints(f).into_iter().map(|v| json!(v)).collect(),
+        };
+        o.insert(f.name().to_string(), Value::Array(vals));
+    }
+    Value::Object(o)
+}
+
+fn parent_json(names: Vec<&str>) -> Value {
+    if names.len() == 1 {
+        json!(names[0])
+    } else {
+        json!(names)
+    }
+}
+
+/// The normalized policy as JSON (see the module doc).
+pub fn to_json(p: &Program) -> Value {
+    let mut nodes = Vec::new();
+    for n in &p.nodes {
+        let mut o = Map::new();
+        o.insert("name".into(), json!(n.name));
+        let ty = match &n.algo {
+            Algo::Leaf(l) if l.unfilled_attachment => "attach",
+            a => a.name(),
+        };
+        o.insert("type".into(), json!(ty));
+        if let Some(parent) = n.parent {
+            let names: Vec<&str> = if n.shaping_parents.is_empty() {
+                vec![&p.nodes[parent as usize].name]
+            } else {
+                n.shaping_parents
+                    .iter()
+                    .map(|&s| p.shapers[s as usize].name.as_str())
+                    .collect()
+            };
+            o.insert("parent".into(), parent_json(names));
+            match &p.nodes[parent as usize].algo {
+                Algo::Prio => {
+                    o.insert("priority".into(), json!(n.edge.priority));
+                }
+                Algo::Wfq => {
+                    o.insert("weight".into(), json!(n.edge.weight));
+                }
+                Algo::Drr => {
+                    o.insert("quantum".into(), json!(format_size(n.edge.quantum_bytes)));
+                }
+                _ => {}
+            }
+        }
+        if n.edge.rate_bps != 0 {
+            o.insert("rate".into(), json!(format_rate(n.edge.rate_bps)));
+        }
+        match &n.algo {
+            Algo::Lstf { default_slack_ps } => {
+                o.insert(
+                    "default_slack".into(),
+                    json!(format_time(*default_slack_ps)),
+                );
+            }
+            Algo::Edf {
+                default_deadline_ps,
+            } => {
+                o.insert(
+                    "default_deadline".into(),
+                    json!(format_time(*default_deadline_ps)),
+                );
+            }
+            Algo::Leaf(l) => {
+                let by = match l.flow_key {
+                    FlowKey::FiveTuple => "five-tuple",
+                    FlowKey::Flow => "flow",
+                    FlowKey::None => "none",
+                };
+                let sched = match l.flow_sched {
+                    FlowSched::Fifo => "fifo",
+                    FlowSched::Fair => "fair",
+                };
+                o.insert(
+                    "flows".into(),
+                    json!({"by": by, "sched": sched, "quantum": format_size(l.flow_quantum_bytes)}),
+                );
+                let lim = |pk: Option<u64>, by: Option<u64>| {
+                    let mut m = Map::new();
+                    if let Some(v) = pk {
+                        m.insert("packets".into(), json!(v));
+                    }
+                    if let Some(v) = by {
+                        m.insert("bytes".into(), json!(format_size(v)));
+                    }
+                    m
+                };
+                let l1 = lim(l.limit_packets, l.limit_bytes);
+                if !l1.is_empty() {
+                    o.insert("limit".into(), Value::Object(l1));
+                }
+                let l2 = lim(l.flow_limit_packets, l.flow_limit_bytes);
+                if !l2.is_empty() {
+                    o.insert("flow_limit".into(), Value::Object(l2));
+                }
+                if let Some(v) = l.outstanding {
+                    o.insert("outstanding".into(), json!(v));
+                }
+            }
+            _ => {}
+        }
+        if !n.matches.is_any() {
+            o.insert("match".into(), match_json(&n.matches));
+        }
+        nodes.push(Value::Object(o));
+    }
+    for s in &p.shapers {
+        let mut o = Map::new();
+        o.insert("name".into(), json!(s.name));
+        o.insert("type".into(), json!("shape"));
+        let names: Vec<&str> = if s.shaping_parents.is_empty() {
+            vec![&p.nodes[s.sched_parent as usize].name]
+        } else {
+            s.shaping_parents
+                .iter()
+                .map(|&x| p.shapers[x as usize].name.as_str())
+                .collect()
+        };
+        o.insert("parent".into(), parent_json(names));
+        o.insert("rate".into(), json!(format_rate(s.rate_bps)));
+        o.insert("burst".into(), json!(format_size(s.burst_bytes)));
+        if !s.matches.is_any() {
+            o.insert("match".into(), match_json(&s.matches));
+        }
+        nodes.push(Value::Object(o));
+    }
+    json!({
+        "weft": 1,
+        "name": p.name,
+        "link": {
+            "rate": format_rate(p.link.rate_bps),
+            "overhead": format_size(p.link.overhead_bytes),
+            "mtu": format_size(p.link.mtu_bytes),
+        },
+        "limits": {
+            "max_depth": p.limits.max_depth,
+            "max_nodes": p.limits.max_nodes,
+            "max_shaping_depth": p.limits.max_shaping_depth,
+            "max_match_shapes": p.limits.max_match_shapes,
+        },
+        "nodes": nodes,
+    })
+}
+
+/// One-line summary: nodes, leaves, shaping classes, depth.
+pub fn summary(p: &Program) -> String {
+    format!(
+        "{} nodes ({} scheduling, {} leaves, {} shaping classes), depth {}",
+        p.nodes.len() + p.shapers.len(),
+        p.scheduling_nodes(),
+        p.leaves.len(),
+        p.shapers.len(),
+        p.depth()
+    )
+}
+
+fn node_label(p: &Program, n: &Node) -> String {
+    let mut s = format!("{}  {}", n.name, n.algo.name());
+    match &n.algo {
+        Algo::Senic { capacity_bps } if n.parent.is_none() || *capacity_bps != p.link.rate_bps => {
+            s += &format!(" capacity {}", format_rate(*capacity_bps));
+        }
+        Algo::Lstf { default_slack_ps } => {
+            s += &format!(" (default slack {})", format_time(*default_slack_ps))
+        }
+        Algo::Edf {
+            default_deadline_ps,
+        } => s += &format!(" (default deadline {})", format_time(*default_deadline_ps)),
+        Algo::Leaf(l) => {
+            let flows = match (l.flow_key, l.flow_sched) {
+                (FlowKey::None, _) => "one queue".to_string(),
+                (k, sched) => format!(
+                    "{} flows by {}",
+                    if sched == FlowSched::Fair {
+                        "fair"
+                    } else {
+                        "fifo"
+                    },
+                    if k == FlowKey::Flow {
+                        "flow id"
+                    } else {
+                        "5-tuple"
+                    }
+                ),
+            };
+            s += &format!(" ({flows}");
+            if let Some(o) = l.outstanding {
+                s += &format!(", ≤{o} outstanding");
+            }
+            if l.unfilled_attachment {
+                s += ", unfilled attachment point";
+            }
+            s += ")";
+        }
+        _ => {}
+    }
+    if let Some(parent) = n.parent {
+        match p.nodes[parent as usize].algo {
+            Algo::Prio => s += &format!("  [priority {}]", n.edge.priority),
+            Algo::Wfq => s += &format!("  [weight {}]", n.edge.weight),
+            Algo::Drr => s += &format!("  [quantum {}]", format_size(n.edge.quantum_bytes)),
+            Algo::Senic { .. } => s += &format!("  [rate {}]", format_rate(n.edge.rate_bps)),
+            _ => {}
+        }
+    }
+    if !n.matches.is_any() {
+        s += &format!("  match {}", n.matches);
+    }
+    s
+}
+
+fn shaping_lines(p: &Program, ids: &[u32], prefix: &str, out: &mut String) {
+    for (i, &sid) in ids.iter().enumerate() {
+        let s = &p.shapers[sid as usize];
+        let sep = if i == 0 { "~ shaped by" } else { "  or" };
+        out.push_str(&format!(
+            "{prefix}{sep} {}  shape {} burst {}{}\n",
+            s.name,
+            format_rate(s.rate_bps),
+            format_size(s.burst_bytes),
+            if s.matches.is_any() {
+                String::new()
+            } else {
+                format!("  if {}", s.matches)
+            }
+        ));
+        if !s.shaping_parents.is_empty() {
+            shaping_lines(p, &s.shaping_parents, &format!("{prefix}    "), out);
+        }
+    }
+}
+
+/// The program as an indented tree, shaping nodes shown on the edges they shape.
+pub fn tree(p: &Program) -> String {
+    let mut out = format!(
+        "policy {} — link {} (overhead {}, mtu {}) — {}\n",
+        p.name,
+        format_rate(p.link.rate_bps),
+        format_size(p.link.overhead_bytes),
+        format_size(p.link.mtu_bytes),
+        summary(p)
+    );
+    fn walk(p: &Program, id: u32, prefix: &str, last: bool, root: bool, out: &mut String) {
+        let n = &p.nodes[id as usize];
+        let (branch, cont) = if root {
+            ("", "")
+        } else if last {
+            ("└── ", "    ")
+        } else {
+            ("├── ", "│   ")
+        };
+        out.push_str(&format!("{prefix}{branch}{}\n", node_label(p, n)));
+        let child_prefix = format!("{prefix}{cont}");
+        if !n.shaping_parents.is_empty() {
+            let bar = if n.children.is_empty() {
+                "    "
+            } else {
+                "│   "
+            };
+            shaping_lines(p, &n.shaping_parents, &format!("{child_prefix}{bar}"), out);
+        }
+        let kids: Vec<u32> = n.children.clone().collect();
+        for (i, &c) in kids.iter().enumerate() {
+            walk(p, c, &child_prefix, i + 1 == kids.len(), false, out);
+        }
+    }
+    walk(p, 0, "", true, true, &mut out);
+    out
+}
+
+fn dot_id(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Graphviz: scheduling nodes as boxes, leaves as ellipses, shaping nodes as dashed
+/// hexagons; edges point from child to parent, leaves on top as in Loom's Fig. 1.
+pub fn dot(p: &Program) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("digraph {} {{\n", dot_id(&p.name)));
+    out.push_str("  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
+    for n in &p.nodes {
+        let (shape, style) = match n.algo {
+            Algo::Leaf(_) => ("ellipse", "filled\", fillcolor=\"#e8f4e8"),
+            _ => ("box", "rounded,filled\", fillcolor=\"#e8eef8"),
+        };
+        let mut label = format!("{}\\n{}", n.name, n.algo.name());
+        if !n.matches.is_any() {
+            label += &format!("\\n{}", n.matches.to_string().replace('"', "'"));
+        }
+        out.push_str(&format!(
+            "  {} [shape={shape}, style=\"{style}\", label=\"{}\"];\n",
+            dot_id(&n.name),
+            label.replace('"', "\\\"")
+        ));
+    }
+    for s in &p.shapers {
+        let mut label = format!("{}\\nshape {}", s.name, format_rate(s.rate_bps));
+        if !s.matches.is_any() {
+            label += &format!("\\n{}", s.matches);
+        }
+        out.push_str(&format!(
+            "  {} [shape=hexagon, style=\"dashed,filled\", fillcolor=\"#fdf0e0\", label=\"{}\"];\n",
+            dot_id(&s.name),
+            label.replace('"', "\\\"")
+        ));
+    }
+    for n in &p.nodes {
+        let Some(parent) = n.parent else { continue };
+        let edge_label = match p.nodes[parent as usize].algo {
+            Algo::Prio => format!("prio {}", n.edge.priority),
+            Algo::Wfq => format!("w:{}", n.edge.weight),
+            Algo::Drr => format!("q:{}", format_size(n.edge.quantum_bytes)),
+            Algo::Senic { .. } => format_rate(n.edge.rate_bps),
+            _ => String::new(),
+        };
+        let attr = if edge_label.is_empty() {
+            String::new()
+        } else {
+            format!(" [label=\"{edge_label}\"]")
+        };
+        if n.shaping_parents.is_empty() {
+            out.push_str(&format!(
+                "  {} -> {}{attr};\n",
+                dot_id(&n.name),
+                dot_id(&p.nodes[parent as usize].name)
+            ));
+        } else {
+            for &s in &n.shaping_parents {
+                out.push_str(&format!(
+                    "  {} -> {} [style=dashed];\n",
+                    dot_id(&n.name),
+                    dot_id(&p.shapers[s as usize].name)
+                ));
+            }
+        }
+    }
+    for s in &p.shapers {
+        if s.shaping_parents.is_empty() {
+            out.push_str(&format!(
+                "  {} -> {} [style=dashed];\n",
+                dot_id(&s.name),
+                dot_id(&p.nodes[s.sched_parent as usize].name)
+            ));
+        } else {
+            for &x in &s.shaping_parents {
+                out.push_str(&format!(
+                    "  {} -> {} [style=dashed];\n",
+                    dot_id(&s.name),
+                    dot_id(&p.shapers[x as usize].name)
+                ));
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
