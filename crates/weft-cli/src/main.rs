@@ -1,1 +1,339 @@
-fn main() {}
+//! `weft`: the command line of weft, a programmable NIC packet scheduler in software.
+//!
+//! Data goes to stdout, diagnostics and progress to stderr. Exit codes: 0 success, 2 usage
+//! or input errors (an invalid policy, a malformed packet), 1 anything else.
+
+mod diagnostics;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use serde_json::json;
+use weft_core::classifier::PacketMeta;
+use weft_core::policy::{self, show, Classification, LoadOptions, PolicyError, Program};
+use weft_core::units::{self, format_rate, format_size};
+
+const ABOUT: &str = "weft: programmable NIC packet scheduling in software.
+
+One hierarchical policy (Loom's restricted DAG: priorities, weighted fair shares, SENIC rate
+limits, per-destination shaping) compiled once and enforced by one sans-IO scheduling core.";
+
+const POLICY_HELP: &str = "\
+A policy is a YAML file (format: docs/policy.md). Nodes name their parent; scheduling nodes
+(fifo, prio, wfq, rr, drr, lstf, edf, senic) order packets, shaping nodes (shape) give them
+transmit times, leaves hold per-flow queues, attach points take sub-policies.
+
+Examples:
+  weft policy check examples/policies/*.yaml
+  weft policy show examples/policies/loom-fig1.yaml
+  weft policy show --json examples/policies/loom-fig1.yaml > normalized.json
+  weft policy dot examples/policies/loom-fig1.yaml | dot -Tsvg > fig1.svg
+  weft policy classify examples/policies/loom-fig1.yaml --packet vm=1,dport=11211,dst=10.0.2.7";
+
+#[derive(Parser)]
+#[command(name = "weft", version, about = ABOUT, long_about = ABOUT, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check, show, draw and query policies.
+    #[command(subcommand, after_help = POLICY_HELP)]
+    Policy(PolicyCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// Example: weft completions bash > /etc/bash_completion.d/weft
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Args, Clone)]
+struct LoadArgs {
+    /// Refuse policies deeper than this many levels (default: the file's `limits`, else 16).
+    #[arg(long, value_name = "LEVELS")]
+    max_depth: Option<u32>,
+    /// Refuse policies with more nodes than this (default: the file's `limits`, else 2097152).
+    #[arg(long, value_name = "NODES")]
+    max_nodes: Option<u32>,
+    /// Fill attachment point POINT with the sub-policy FILE (overrides its `policy:` key).
+    #[arg(long, value_name = "POINT=FILE")]
+    attach: Vec<String>,
+    /// Override the link rate, e.g. `40gbit`.
+    #[arg(long, value_name = "RATE")]
+    link: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate policy files: one summary line per file on stdout, diagnostics on stderr.
+    ///
+    /// Exits 0 when every file is valid, 2 otherwise.
+    Check {
+        /// Policy files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        load: LoadArgs,
+        /// Print diagnostics as one line each (file:line:col: error[rule]: ...) instead of
+        /// annotated source.
+        #[arg(long)]
+        plain: bool,
+    },
+    /// Print the compiled policy as a tree, or as normalized JSON (itself a valid policy).
+    Show {
+        /// Policy file.
+        file: PathBuf,
+        /// Stable, normalized JSON instead of the tree.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Print the policy as a Graphviz graph (scheduling nodes boxes, shaping nodes dashed
+    /// hexagons, leaves ellipses).
+    Dot {
+        /// Policy file.
+        file: PathBuf,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Show which leaf and shaping classes packets are classified into.
+    ///
+    /// Fields: tenant, vm, cgroup, tag, sport, dport (alias app), proto (tcp, udp, number),
+    /// dscp, src, dst (IPv4 or IPv6 addresses).
+    Classify {
+        /// Policy file.
+        file: PathBuf,
+        /// A packet as FIELD=VALUE pairs, e.g. `vm=1,dport=11211,dst=10.0.2.7`; repeatable.
+        #[arg(long, short, required = true, value_name = "FIELDS")]
+        packet: Vec<String>,
+        /// JSON lines instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+}
+
+/// A failure with its exit code; the message has already been printed or is printed by main.
+struct Failure {
+    code: u8,
+    message: Option<String>,
+}
+
+impl Failure {
+    fn usage(msg: impl Into<String>) -> Failure {
+        Failure {
+            code: 2,
+            message: Some(msg.into()),
+        }
+    }
+}
+
+fn options(args: &LoadArgs) -> Result<LoadOptions, Failure> {
+    let mut o = LoadOptions {
+        max_depth: args.max_depth,
+        max_nodes: args.max_nodes,
+        ..LoadOptions::default()
+    };
+    for a in &args.attach {
+        let (p, f) = a
+            .split_once('=')
+            .ok_or_else(|| Failure::usage(format!("--attach `{a}`: expected POINT=FILE")))?;
+        o.attach.push((p.to_string(), PathBuf::from(f)));
+    }
+    if let Some(r) = &args.link {
+        o.link_rate_bps =
+            Some(units::parse_rate(r).map_err(|e| Failure::usage(format!("--link: {e}")))?);
+    }
+    Ok(o)
+}
+
+fn load(file: &PathBuf, args: &LoadArgs) -> Result<Program, Failure> {
+    let opts = options(args)?;
+    policy::load(file, &opts).map_err(|e| {
+        diagnostics::report(&e, false);
+        Failure {
+            code: 2,
+            message: None,
+        }
+    })
+}
+
+fn check(files: &[PathBuf], args: &LoadArgs, plain: bool) -> Result<(), Failure> {
+    let opts = options(args)?;
+    let mut failed = 0;
+    let mut out = std::io::stdout().lock();
+    for f in files {
+        match policy::load(f, &opts) {
+            Ok(p) => {
+                let _ = writeln!(out, "{}: ok: {}", f.display(), show::summary(&p));
+            }
+            Err(e) => {
+                failed += 1;
+                let _ = writeln!(out, "{}: invalid: {}", f.display(), first_rules(&e));
+                let _ = out.flush();
+                diagnostics::report(&e, plain);
+            }
+        }
+    }
+    if failed > 0 {
+        if files.len() > 1 {
+            eprintln!("{failed} of {} policies invalid", files.len());
+        }
+        return Err(Failure {
+            code: 2,
+            message: None,
+        });
+    }
+    Ok(())
+}
+
+fn first_rules(e: &PolicyError) -> String {
+    let mut v: Vec<String> = e
+        .rules_and_lines()
+        .iter()
+        .map(|(r, l)| format!("{r} (line {l})"))
+        .collect();
+    v.dedup();
+    let n = v.len();
+    v.truncate(5);
+    let mut s = v.join(", ");
+    if n > 5 {
+        s += &format!(" and {} more", n - 5);
+    }
+    s
+}
+
+fn classify(p: &Program, packets: &[String], json_out: bool) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    for spec in packets {
+        let pkt: PacketMeta = spec
+            .parse()
+            .map_err(|e| Failure::usage(format!("--packet `{spec}`: {e}")))?;
+        let result = p.classify(&pkt);
+        debug_assert_eq!(
+            result,
+            p.classify_reference(&pkt),
+            "twins disagree on {pkt}"
+        );
+        match result {
+            Classification::Leaf { node, shaping, .. } => {
+                let n = &p.nodes[node as usize];
+                let shaping: Vec<_> = shaping
+                    .as_slice()
+                    .iter()
+                    .map(|&s| &p.shapers[s as usize])
+                    .collect();
+                if json_out {
+                    let v = json!({
+                        "packet": pkt.to_string(),
+                        "leaf": n.name,
+                        "path": p.path(node),
+                        "shaping": shaping.iter().map(|s| json!({
+                            "name": s.name, "rate_bps": s.rate_bps, "burst_bytes": s.burst_bytes,
+                        })).collect::<Vec<_>>(),
+                    });
+                    let _ = writeln!(out, "{v}");
+                } else {
+                    let _ = writeln!(out, "packet {pkt}");
+                    let _ = writeln!(
+                        out,
+                        "  leaf     {}  (path {})",
+                        n.name,
+                        p.path(node).join(" > ")
+                    );
+                    if shaping.is_empty() {
+                        let _ = writeln!(out, "  shaping  none");
+                    }
+                    for s in shaping {
+                        let _ = writeln!(
+                            out,
+                            "  shaping  {}  rate {} burst {}",
+                            s.name,
+                            format_rate(s.rate_bps),
+                            format_size(s.burst_bytes)
+                        );
+                    }
+                }
+            }
+            Classification::Unclassified { at } => {
+                let name = &p.nodes[at as usize].name;
+                if json_out {
+                    let _ = writeln!(
+                        out,
+                        "{}",
+                        json!({"packet": pkt.to_string(), "leaf": null, "unclassified_at": name})
+                    );
+                } else {
+                    let _ = writeln!(out, "packet {pkt}");
+                    let _ = writeln!(
+                        out,
+                        "  unclassified: no child of `{name}` matches; the packet would be dropped (reason: unclassified)"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "weft", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Policy(cmd) => match cmd {
+            PolicyCommand::Check { files, load, plain } => check(&files, &load, plain),
+            PolicyCommand::Show {
+                file,
+                json: j,
+                load: l,
+            } => {
+                let p = load(&file, &l)?;
+                if j {
+                    let text = serde_json::to_string_pretty(&show::to_json(&p))
+                        .map_err(|e| Failure::usage(e.to_string()))?;
+                    println!("{text}");
+                } else {
+                    print!("{}", show::tree(&p));
+                }
+                Ok(())
+            }
+            PolicyCommand::Dot { file, load: l } => {
+                let p = load(&file, &l)?;
+                print!("{}", show::dot(&p));
+                Ok(())
+            }
+            PolicyCommand::Classify {
+                file,
+                packet,
+                json: j,
+                load: l,
+            } => {
+                let p = load(&file, &l)?;
+                classify(&p, &packet, j)
+            }
+        },
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            if let Some(m) = f.message {
+                eprintln!("error: {m}");
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -185,6 +185,7 @@ impl<'o> Compiler<'o> {
         } else {
             None
         };
+        let sub_root_name = sub_root.map(|r| doc.nodes[r].name.value.clone());
         for (i, mut n) in doc.nodes.into_iter().enumerate() {
             if let Some(p) = point {
                 let prefix = &p.name.value;
@@ -222,7 +223,11 @@ impl<'o> Compiler<'o> {
                 } else {
                     n.name.value = format!("{prefix}/{}", n.name.value);
                     for par in &mut n.parents {
-                        par.value = format!("{prefix}/{}", par.value);
+                        par.value = if Some(&par.value) == sub_root_name.as_ref() {
+                            prefix.clone()
+                        } else {
+                            format!("{prefix}/{}", par.value)
+                        };
                     }
                 }
             }

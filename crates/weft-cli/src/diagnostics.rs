@@ -1,0 +1,108 @@
+//! Rendering policy diagnostics on stderr: annotated source via miette (with the rule as the
+//! error code, the node, secondary labels and a hint), or one plain line per problem.
+
+use std::fmt;
+use std::io::IsTerminal;
+
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use weft_core::policy::{Diagnostic, PolicyError};
+
+#[derive(Debug)]
+struct Rendered {
+    message: String,
+    code: String,
+    src: NamedSource<String>,
+    labels: Vec<LabeledSpan>,
+    help: Option<String>,
+}
+
+impl fmt::Display for Rendered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Rendered {}
+
+impl miette::Diagnostic for Rendered {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(&self.code))
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.src)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        Some(Box::new(self.labels.iter().cloned()))
+    }
+}
+
+fn convert(err: &PolicyError, d: &Diagnostic) -> Rendered {
+    let file = err.sources.file(d.span.file);
+    let (path, line, col) = err.sources.location(d.span);
+    let mut labels = vec![LabeledSpan::new_primary_with_span(
+        Some(d.rule.name().to_string()),
+        SourceSpan::new(d.span.offset.into(), d.span.len),
+    )];
+    let mut elsewhere = Vec::new();
+    for l in &d.labels {
+        if l.span.file == d.span.file {
+            labels.push(LabeledSpan::new_with_span(
+                Some(l.text.clone()),
+                SourceSpan::new(l.span.offset.into(), l.span.len),
+            ));
+        } else {
+            let (p, ln, c) = err.sources.location(l.span);
+            elsewhere.push(format!("{}: {p}:{ln}:{c}", l.text));
+        }
+    }
+    let mut help = d.help.clone();
+    if !elsewhere.is_empty() {
+        let extra = elsewhere.join("; ");
+        help = Some(match help {
+            Some(h) => format!("{h} ({extra})"),
+            None => extra,
+        });
+    }
+    let node = d
+        .node
+        .as_ref()
+        .map(|n| format!(" (node `{n}`)"))
+        .unwrap_or_default();
+    Rendered {
+        message: format!("{path}:{line}:{col}: {}{node}", d.message),
+        code: format!("weft::policy::{}", d.rule.name()),
+        src: NamedSource::new(path, file.text.to_string()),
+        labels,
+        help,
+    }
+}
+
+/// Prints every diagnostic of `err` to stderr.
+pub fn report(err: &PolicyError, plain: bool) {
+    if plain {
+        eprintln!("{}", err.render_plain());
+        return;
+    }
+    let theme = if std::io::stderr().is_terminal() {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme);
+    for d in &err.diagnostics {
+        let r = convert(err, d);
+        let mut s = String::new();
+        if handler.render_report(&mut s, &r).is_err() {
+            s = err.render_one(d);
+        }
+        eprintln!("{s}");
+    }
+}
