@@ -52,3 +52,53 @@ pub fn covers(a: &Match, b: &Match) -> bool {
         && pre(&a.src, &b.src)
         && pre(&a.dst, &b.dst)
 }
+
+impl ReferenceDispatch {
+    /// The reference twin of the fast builder's shadowing check: `m` is shadowed when each
+    /// of its single-valued combinations is accepted by some earlier rule; returns the
+    /// earliest such rule.
+    pub fn shadowed_by(&self, m: &Match) -> Option<usize> {
+        let mut earliest: Option<usize> = None;
+        for atom in single_valued(m) {
+            let first = self.covering_rule(&atom)?;
+            earliest = Some(earliest.map_or(first, |e| e.min(first)));
+        }
+        earliest
+    }
+}
+
+/// Every single-valued match a match expands into.
+pub fn single_valued(m: &Match) -> Vec<Match> {
+    use super::{Field, FIELDS};
+    let mut out = vec![Match::any()];
+    for f in FIELDS {
+        if m.count(f) == 0 {
+            continue;
+        }
+        let mut next = Vec::new();
+        for base in &out {
+            match f {
+                Field::Src | Field::Dst => {
+                    for p in m.prefixes(f) {
+                        let mut x = base.clone();
+                        if f == Field::Src {
+                            x.src = vec![*p];
+                        } else {
+                            x.dst = vec![*p];
+                        }
+                        next.push(x);
+                    }
+                }
+                _ => {
+                    for v in m.ints(f) {
+                        let mut x = base.clone();
+                        x.push_int(f, v);
+                        next.push(x);
+                    }
+                }
+            }
+        }
+        out = next;
+    }
+    out
+}

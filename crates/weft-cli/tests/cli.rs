@@ -1,0 +1,159 @@
+//! End-to-end tests of the `weft` binary: exit codes, summaries and JSON output.
+//!
+//! Commands run from the workspace root so paths read `examples/policies/...` as in the docs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn weft() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.current_dir(root());
+    cmd
+}
+
+/// `*.yaml` directly in `dir` (relative to the workspace root), as relative paths, sorted.
+fn yaml_files(dir: &str) -> Vec<String> {
+    let mut files: Vec<String> = fs::read_dir(root().join(dir))
+        .unwrap_or_else(|e| panic!("cannot read {dir}: {e}"))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| format!("{dir}/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no policies in {dir}");
+    files
+}
+
+/// `(rule, line)` from a file's `# expect: RULE line N` comment.
+fn expectation(file: &str) -> (String, usize) {
+    let text = fs::read_to_string(root().join(file)).expect("readable example");
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# expect:"))
+        .unwrap_or_else(|| panic!("{file}: no `# expect:` comment"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [rule, "line", n] => (rule.to_string(), n.parse().expect("line number")),
+        _ => panic!("{file}: malformed `# expect:{line}`"),
+    }
+}
+
+#[test]
+fn check_accepts_every_valid_example() {
+    let files = yaml_files("examples/policies");
+    let mut cmd = weft();
+    cmd.args(["policy", "check"]).args(&files);
+    let mut assert = cmd.assert().success();
+    for f in &files {
+        assert = assert.stdout(predicate::str::contains(format!("{f}: ok: ")));
+    }
+}
+
+#[test]
+fn check_rejects_every_invalid_example_with_its_rule_and_line() {
+    for file in yaml_files("examples/policies/invalid") {
+        let (rule, line) = expectation(&file);
+        weft()
+            .args(["policy", "check", &file])
+            .assert()
+            .code(2)
+            .stdout(predicate::str::contains(format!("{file}: invalid: ")))
+            .stdout(predicate::str::contains(format!("{rule} (line {line})")));
+        // The plain form names the rule too, one line per diagnostic.
+        weft()
+            .args(["policy", "check", "--plain", &file])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("error[{rule}]")));
+    }
+}
+
+#[test]
+fn check_of_valid_and_invalid_together_fails() {
+    weft()
+        .args([
+            "policy",
+            "check",
+            "examples/policies/loom-fig1.yaml",
+            "examples/policies/invalid/cycle.yaml",
+        ])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains(
+            "examples/policies/loom-fig1.yaml: ok: ",
+        ))
+        .stdout(predicate::str::contains(
+            "examples/policies/invalid/cycle.yaml: invalid: cycle",
+        ))
+        .stderr(predicate::str::contains("1 of 2 policies invalid"));
+}
+
+#[test]
+fn help_version_and_completions() {
+    weft()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("policy"));
+    weft()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(env!("CARGO_PKG_VERSION")));
+    weft()
+        .args(["completions", "bash"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("weft"));
+}
+
+#[test]
+fn classify_json_names_leaf_and_shaping_class() {
+    let out = weft()
+        .args([
+            "policy",
+            "classify",
+            "examples/policies/loom-fig1.yaml",
+            "--packet",
+            "vm=1,dport=11211,dst=10.0.2.7",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).expect("utf-8 stdout");
+    let line = text.lines().next().expect("one JSON line");
+    let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    assert_eq!(v["leaf"], "vm1/kvs", "{text}");
+    let shaping: Vec<&str> = v["shaping"]
+        .as_array()
+        .expect("shaping list")
+        .iter()
+        .map(|s| s["name"].as_str().expect("shaping name"))
+        .collect();
+    assert_eq!(shaping, ["vm1-dst2"], "{text}");
+}
+
+#[test]
+fn classify_rejects_unknown_packet_field() {
+    weft()
+        .args([
+            "policy",
+            "classify",
+            "examples/policies/loom-fig1.yaml",
+            "--packet",
+            "colour=red",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("colour"));
+}

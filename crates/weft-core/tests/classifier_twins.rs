@@ -1,0 +1,174 @@
+//! The fast classifier (tuple-space search) and its reference twin (linear scan) must agree:
+//! on which rules are shadowed, and on every lookup.
+
+use proptest::prelude::*;
+use weft_core::classifier::reference::ReferenceDispatch;
+use weft_core::classifier::tss::{AddError, DispatchBuilder};
+use weft_core::classifier::{Match, PacketMeta, Prefix};
+
+fn prefix() -> impl Strategy<Value = Prefix> {
+    // Small address space so prefixes nest and overlap often.
+    (
+        0u32..4,
+        0u32..4,
+        prop::sample::select(vec![8u8, 16, 24, 32]),
+    )
+        .prop_map(|(a, b, len)| {
+            let addr = (10u32 << 24) | (a << 16) | (b << 8) | 7;
+            Prefix::new(
+                u128::from(std::net::Ipv4Addr::from(addr).to_ipv6_mapped()),
+                96 + len,
+            )
+        })
+}
+
+fn small_match() -> impl Strategy<Value = Match> {
+    (
+        prop::collection::vec(0u32..3, 0..2),
+        prop::collection::vec(prop::sample::select(vec![80u16, 443, 11211]), 0..3),
+        prop::collection::vec(prop::sample::select(vec![6u8, 17]), 0..2),
+        prop::collection::vec(prefix(), 0..2),
+        prop::collection::vec(0u32..2, 0..2),
+    )
+        .prop_map(|(vm, dport, proto, dst, tag)| Match {
+            vm,
+            dport,
+            proto,
+            dst,
+            tag,
+            ..Match::default()
+        })
+}
+
+fn packet() -> impl Strategy<Value = PacketMeta> {
+    (
+        prop::option::of(0u32..3),
+        prop::option::of(prop::sample::select(vec![80u16, 443, 11211, 22])),
+        prop::option::of(prop::sample::select(vec![6u8, 17])),
+        prop::option::of((0u32..4, 0u32..4, 0u32..16)),
+        prop::option::of(0u32..2),
+    )
+        .prop_map(|(vm, dport, proto, dst, tag)| {
+            let mut p = PacketMeta::default();
+            if let Some(v) = vm {
+                p.set_field("vm", &v.to_string()).unwrap();
+            }
+            if let Some(v) = dport {
+                p.set_field("dport", &v.to_string()).unwrap();
+            }
+            if let Some(v) = proto {
+                p.set_field("proto", &v.to_string()).unwrap();
+            }
+            if let Some((a, b, c)) = dst {
+                p.set_field("dst", &format!("10.{a}.{b}.{c}")).unwrap();
+            }
+            if let Some(v) = tag {
+                p.set_field("tag", &v.to_string()).unwrap();
+            }
+            p
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn fast_and_reference_dispatch_agree(
+        rules in prop::collection::vec(small_match(), 1..24),
+        packets in prop::collection::vec(packet(), 1..64),
+    ) {
+        let mut fast = DispatchBuilder::new(64);
+        let mut reference = ReferenceDispatch::default();
+        for (i, m) in rules.iter().enumerate() {
+            let target = i as u32 + 1000;
+            let expected = reference.shadowed_by(m);
+            match fast.add(m, target) {
+                Ok(_) => {
+                    prop_assert_eq!(expected, None, "fast accepted {} which the reference finds shadowed", m);
+                    reference.add(m.clone(), target);
+                }
+                Err(AddError::Shadowed { by }) => {
+                    prop_assert_eq!(expected, Some(by as usize), "shadowing of {} differs", m);
+                }
+                Err(e) => prop_assert!(false, "unexpected {:?}", e),
+            }
+        }
+        let fast = fast.build();
+        for p in &packets {
+            prop_assert_eq!(fast.lookup(p), reference.lookup(p), "packet {}", p);
+        }
+    }
+}
+
+#[test]
+fn first_match_on_prefixes_is_longest_prefix_match() {
+    let mut b = DispatchBuilder::new(8);
+    let m = |s: &str| Match {
+        dst: vec![s.parse().unwrap()],
+        ..Match::default()
+    };
+    b.add(&m("10.0.2.0/24"), 1).unwrap();
+    b.add(&m("10.0.0.0/16"), 2).unwrap();
+    b.add(&Match::any(), 3).unwrap();
+    // A less specific prefix first would shadow the more specific one.
+    let mut bad = DispatchBuilder::new(8);
+    bad.add(&m("10.0.0.0/16"), 2).unwrap();
+    assert_eq!(
+        bad.add(&m("10.0.2.0/24"), 1),
+        Err(AddError::Shadowed { by: 0 })
+    );
+    let d = b.build();
+    let p = |s: &str| s.parse::<PacketMeta>().unwrap();
+    assert_eq!(d.lookup(&p("dst=10.0.2.9")), Some(1));
+    assert_eq!(d.lookup(&p("dst=10.0.3.9")), Some(2));
+    assert_eq!(d.lookup(&p("dst=10.1.0.1")), Some(3));
+    assert_eq!(d.lookup(&p("vm=1")), Some(3));
+    assert_eq!(d.shapes(), 3);
+}
+
+#[test]
+fn union_of_earlier_rules_shadows() {
+    let mut b = DispatchBuilder::new(8);
+    let d = |v: Vec<u16>| Match {
+        dport: v,
+        ..Match::default()
+    };
+    b.add(&d(vec![80]), 1).unwrap();
+    b.add(&d(vec![443]), 2).unwrap();
+    assert_eq!(
+        b.add(&d(vec![80, 443]), 3),
+        Err(AddError::Shadowed { by: 0 })
+    );
+    assert!(b.add(&d(vec![80, 8080]), 4).is_ok());
+}
+
+#[test]
+fn shape_budget_is_enforced() {
+    let mut b = DispatchBuilder::new(2);
+    b.add(
+        &Match {
+            vm: vec![1],
+            ..Match::default()
+        },
+        1,
+    )
+    .unwrap();
+    b.add(
+        &Match {
+            dport: vec![1],
+            ..Match::default()
+        },
+        2,
+    )
+    .unwrap();
+    assert_eq!(
+        b.add(
+            &Match {
+                tag: vec![1],
+                ..Match::default()
+            },
+            3
+        ),
+        Err(AddError::TooManyShapes { limit: 2 })
+    );
+}
