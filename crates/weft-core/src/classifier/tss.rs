@@ -18,6 +18,7 @@ use super::{prefix_mask, Field, FieldMask, Match, PacketMeta, FIELDS};
 /// Masked packet words: the key of one tuple's table.
 type Key = [u64; 8];
 
+/// A match shape while building: full 8-word keys.
 #[derive(Debug, Clone)]
 struct Tuple {
     /// Fields this shape constrains.
@@ -30,9 +31,73 @@ struct Tuple {
     mask: Key,
     /// Earliest rule index held by this tuple.
     min_rule: u32,
-    /// The single entry when the table has exactly one (skips hashing).
-    single: Option<(Key, u32)>,
+    /// Masked key → earliest rule with it.
     table: FxHashMap<Key, u32>,
+}
+
+/// A frozen match shape. Values pack `rule << 32 | target`, so the minimum value is the
+/// earliest rule and the answer comes without a second lookup.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// Fields this shape constrains (a packet lacking one cannot match).
+    fields: FieldMask,
+    /// Earliest rule in this shape (for the early exit).
+    min_rule: u32,
+    /// The (at most two) words of [`PacketMeta::words`] this shape reads, when compact.
+    pick: [usize; 2],
+    /// Masks of the picked words.
+    pick_mask: [u64; 2],
+    /// Direct-indexed table for one dense integer field (ids, ports): no hashing.
+    direct: Option<Direct>,
+    /// Two-word keys: the common case (`vm`, `dport`, one prefix, or two small fields).
+    small: FxHashMap<[u64; 2], u64>,
+    /// Shapes reading more than two words: the full mask and table.
+    full: Option<Box<(Key, FxHashMap<Key, u64>)>>,
+}
+
+/// A dense table: `table[((words[word] & mask) >> shift) - base]` (`u64::MAX` = no rule),
+/// valid when `words[check_word] & check_mask == check_value`.
+#[derive(Debug, Clone)]
+struct Direct {
+    word: usize,
+    mask: u64,
+    shift: u32,
+    base: u64,
+    check_word: usize,
+    check_mask: u64,
+    check_value: u64,
+    table: Box<[u64]>,
+}
+
+impl Shape {
+    #[inline]
+    fn get(&self, words: &Key) -> Option<u64> {
+        if let Some(d) = &self.direct {
+            if words[d.check_word] & d.check_mask != d.check_value {
+                return None;
+            }
+            let v = ((words[d.word] & d.mask) >> d.shift).wrapping_sub(d.base);
+            return d.table.get(v as usize).copied().filter(|&x| x != u64::MAX);
+        }
+        match &self.full {
+            None => {
+                let k = [
+                    words[self.pick[0]] & self.pick_mask[0],
+                    words[self.pick[1]] & self.pick_mask[1],
+                ];
+                self.small.get(&k).copied()
+            }
+            Some(full) => full.1.get(&and(words, &full.0)).copied(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.small.capacity() * (16 + 8 + 1)
+            + self
+                .full
+                .as_ref()
+                .map_or(0, |f| 64 + f.1.capacity() * (64 + 8 + 1))
+    }
 }
 
 /// Why a rule could not be added.
@@ -212,7 +277,6 @@ impl DispatchBuilder {
                         dst_len: a.dst_len,
                         mask,
                         min_rule: rule,
-                        single: None,
                         table: FxHashMap::default(),
                     });
                     self.tuples.len() - 1
@@ -266,49 +330,164 @@ impl DispatchBuilder {
     /// Freezes the rules into a lookup structure.
     pub fn build(mut self) -> Dispatch {
         self.tuples.sort_by_key(|t| t.min_rule);
-        for t in &mut self.tuples {
-            if t.table.len() == 1 {
-                t.single = t.table.iter().next().map(|(k, &v)| (*k, v));
-            }
-            t.table.shrink_to_fit();
+        let targets = &self.targets;
+        let pack = |rule: u32| (u64::from(rule) << 32) | u64::from(targets[rule as usize]);
+        let mut shapes: Vec<Shape> = self
+            .tuples
+            .into_iter()
+            .map(|t| {
+                let used: Vec<usize> = (0..8).filter(|&i| t.mask[i] != 0).collect();
+                let mut shape = Shape {
+                    fields: t.fields,
+                    min_rule: t.min_rule,
+                    pick: [0, 0],
+                    pick_mask: [0, 0],
+                    direct: None,
+                    small: FxHashMap::default(),
+                    full: None,
+                };
+                if used.len() <= 2 {
+                    let a = used.first().copied().unwrap_or(0);
+                    let b = used.get(1).copied().unwrap_or(a);
+                    shape.pick = [a, b];
+                    shape.pick_mask = [t.mask[a], if used.len() == 2 { t.mask[b] } else { 0 }];
+                    shape.direct = direct_table(&t, [a, b], &pack);
+                    if shape.direct.is_none() {
+                        shape.small.reserve(t.table.len());
+                        for (k, r) in &t.table {
+                            let key = [k[a] & shape.pick_mask[0], k[b] & shape.pick_mask[1]];
+                            shape.small.insert(key, pack(*r));
+                        }
+                    }
+                } else {
+                    let table = t.table.iter().map(|(k, r)| (*k, pack(*r))).collect();
+                    shape.full = Some(Box::new((t.mask, table)));
+                }
+                shape
+            })
+            .collect();
+        let mut any = u64::MAX;
+        if let Some(i) = shapes.iter().position(|s| s.fields == 0) {
+            let catch_all = shapes.remove(i);
+            any = catch_all.small.values().copied().min().unwrap_or(u64::MAX);
         }
+        let head = if shapes.is_empty() {
+            None
+        } else {
+            Some(shapes.remove(0))
+        };
         Dispatch {
-            tuples: self.tuples,
-            targets: self.targets,
+            head,
+            rest: shapes,
+            any,
+            rules: self.targets.len() as u32,
         }
     }
 }
 
-/// A frozen first-match dispatch point.
-#[derive(Debug, Clone, Default)]
+/// A direct table when, among the (at most two) words a compact shape reads, one word's
+/// masked values are dense (at most `max(256, 4 × entries)` slots) and the other is the same
+/// for every entry: ids, ports, and sibling prefixes of one length (per-destination limits).
+fn direct_table(t: &Tuple, pick: [usize; 2], pack: &impl Fn(u32) -> u64) -> Option<Direct> {
+    let used: Vec<usize> = (0..8).filter(|&i| t.mask[i] != 0).collect();
+    let first = t.table.keys().next()?;
+    let varies = |w: usize| {
+        t.table
+            .keys()
+            .any(|k| k[w] & t.mask[w] != first[w] & t.mask[w])
+    };
+    let (word, check) = match used.as_slice() {
+        [a] => (*a, None),
+        [a, b] => match (varies(*a), varies(*b)) {
+            (_, false) => (*a, Some(*b)),
+            (false, true) => (*b, Some(*a)),
+            (true, true) => return None,
+        },
+        _ => return None,
+    };
+    debug_assert!(
+        pick.contains(&word),
+        "direct word {word} not in pick {pick:?}"
+    );
+    let mask = t.mask[word];
+    let shift = mask.trailing_zeros();
+    let values: Vec<(u64, u32)> = t
+        .table
+        .iter()
+        .map(|(k, &r)| ((k[word] & mask) >> shift, r))
+        .collect();
+    let lo = values.iter().map(|v| v.0).min()?;
+    let hi = values.iter().map(|v| v.0).max()?;
+    let span = hi - lo + 1;
+    if span > 256.max(4 * values.len() as u64) {
+        return None;
+    }
+    let mut table = vec![u64::MAX; span as usize].into_boxed_slice();
+    for (v, r) in values {
+        table[(v - lo) as usize] = pack(r);
+    }
+    let (check_word, check_mask) = check.map_or((word, 0), |c| (c, t.mask[c]));
+    Some(Direct {
+        word,
+        mask,
+        shift,
+        base: lo,
+        check_word,
+        check_mask,
+        check_value: first[check_word] & check_mask,
+        table,
+    })
+}
+
+/// A frozen first-match dispatch point. The first shape is stored inline so the common
+/// single-shape dispatch costs one hash probe and no extra pointer chase.
+#[derive(Debug, Clone)]
 pub struct Dispatch {
-    tuples: Vec<Tuple>,
-    /// Rule index → target (a node or shaping-class index, chosen by the caller).
-    targets: Vec<u32>,
+    head: Option<Shape>,
+    rest: Vec<Shape>,
+    /// The catch-all rule (empty match), packed; it is always the last rule because it
+    /// shadows everything after it, so it answers only when no shape does.
+    any: u64,
+    rules: u32,
+}
+
+impl Default for Dispatch {
+    /// A dispatch with no rules: every lookup misses.
+    fn default() -> Dispatch {
+        Dispatch {
+            head: None,
+            rest: Vec::new(),
+            any: u64::MAX,
+            rules: 0,
+        }
+    }
 }
 
 impl Dispatch {
     /// The target of the first rule the packet satisfies, given the packet's words.
     #[inline]
     pub fn lookup_words(&self, words: &Key, present: FieldMask) -> Option<u32> {
-        let mut best = u32::MAX;
-        for t in &self.tuples {
-            if t.min_rule >= best {
-                break;
-            }
-            if present & t.fields != t.fields {
-                continue;
-            }
-            let k = and(words, &t.mask);
-            let hit = match &t.single {
-                Some((key, r)) => (*key == k).then_some(*r),
-                None => t.table.get(&k).copied(),
-            };
-            if let Some(r) = hit {
-                best = best.min(r);
+        let Some(head) = &self.head else {
+            return (self.any != u64::MAX).then_some(self.any as u32);
+        };
+        let mut best = self.any;
+        if present & head.fields == head.fields {
+            if let Some(v) = head.get(words) {
+                best = v;
             }
         }
-        self.targets.get(best as usize).copied()
+        for s in &self.rest {
+            if u64::from(s.min_rule) >= best >> 32 {
+                break;
+            }
+            if present & s.fields != s.fields {
+                continue;
+            }
+            if let Some(v) = s.get(words) {
+                best = best.min(v);
+            }
+        }
+        (best != u64::MAX).then_some(best as u32)
     }
 
     /// The target of the first rule `p` satisfies.
@@ -318,21 +497,21 @@ impl Dispatch {
 
     /// Number of distinct match shapes (the hash probes a lookup may cost).
     pub fn shapes(&self) -> usize {
-        self.tuples.len()
+        self.rest.len() + usize::from(self.head.is_some()) + usize::from(self.any != u64::MAX)
     }
 
     /// Number of rules.
     pub fn rules(&self) -> usize {
-        self.targets.len()
+        self.rules as usize
     }
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.targets.capacity() * 4
-            + self
-                .tuples
-                .iter()
-                .map(|t| std::mem::size_of::<Tuple>() + t.table.capacity() * (64 + 4 + 1))
-                .sum::<usize>()
+        self.head
+            .iter()
+            .chain(&self.rest)
+            .map(Shape::heap_bytes)
+            .sum::<usize>()
+            + self.rest.capacity() * std::mem::size_of::<Shape>()
     }
 }

@@ -26,7 +26,7 @@ use super::parse::{
 };
 use super::program::{
     Algo, Edge, LeafSpec, Limits, Link, Node, NodeId, Origin, Program, Shaper, Tables,
-    MAX_SHAPING_PER_PACKET,
+    MAX_SHAPING_PER_PACKET, NO_ID,
 };
 use crate::classifier::tss::{AddError, Dispatch, DispatchBuilder};
 use crate::classifier::Match;
@@ -980,9 +980,16 @@ impl<'o> Compiler<'o> {
         // 11. Classifier tables (first match in declaration order; shadowed rules refused).
         let shapes = limits.max_match_shapes as usize;
         let mut tables = Tables {
-            children: Vec::with_capacity(nodes.len()),
-            node_shaping: Vec::with_capacity(nodes.len()),
-            shaper_shaping: Vec::with_capacity(shapers.len()),
+            dispatches: vec![Dispatch::default()],
+            child_dispatch: Vec::with_capacity(nodes.len()),
+            shape_dispatch: Vec::with_capacity(nodes.len()),
+            shaper_dispatch: Vec::with_capacity(shapers.len()),
+            leaf_of: nodes.iter().map(|n| n.leaf.unwrap_or(NO_ID)).collect(),
+            parent_of: nodes.iter().map(|n| n.parent.unwrap_or(NO_ID)).collect(),
+            root_match: nodes
+                .first()
+                .map(|n| n.matches.clone())
+                .filter(|m| !m.is_any()),
         };
         for &v in &bfs {
             let mut b = DispatchBuilder::new(shapes);
@@ -1003,27 +1010,21 @@ impl<'o> Compiler<'o> {
                     );
                 }
             }
-            tables.children.push(if sched_kids[v].is_empty() {
+            let children = if sched_kids[v].is_empty() {
                 Dispatch::default()
             } else {
                 b.build()
-            });
-            tables.node_shaping.push(self.shaping_dispatch(
-                &decls,
-                v,
-                &parents[v],
-                &sid_of,
-                shapes,
-            ));
+            };
+            let id = tables.intern(children);
+            tables.child_dispatch.push(id);
+            let shaping = self.shaping_dispatch(&decls, v, &parents[v], &sid_of, shapes);
+            let id = tables.intern(shaping);
+            tables.shape_dispatch.push(id);
         }
         for &i in &shape_ids {
-            tables.shaper_shaping.push(self.shaping_dispatch(
-                &decls,
-                i,
-                &parents[i],
-                &sid_of,
-                shapes,
-            ));
+            let shaping = self.shaping_dispatch(&decls, i, &parents[i], &sid_of, shapes);
+            let id = tables.intern(shaping);
+            tables.shaper_dispatch.push(id);
         }
         if !self.diags.is_empty() {
             return None;

@@ -162,6 +162,8 @@ pub struct SourceFile {
     /// The file's text.
     pub text: Arc<str>,
     line_starts: Vec<usize>,
+    /// True when every character is one byte, so character indices are byte offsets.
+    ascii: bool,
 }
 
 impl SourceFile {
@@ -169,15 +171,21 @@ impl SourceFile {
     pub fn new(path: PathBuf, text: Arc<str>) -> SourceFile {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        let ascii = text.is_ascii();
         SourceFile {
             path,
             text,
             line_starts,
+            ascii,
         }
     }
 
     /// Byte offset of (1-based line, 0-based column counted in characters).
     pub fn offset(&self, line: usize, col_chars: usize) -> usize {
+        if self.ascii {
+            let start = self.line_starts.get(line.saturating_sub(1)).copied();
+            return start.map_or(self.text.len(), |s| (s + col_chars).min(self.text.len()));
+        }
         let Some(&start) = self.line_starts.get(line.saturating_sub(1)) else {
             return self.text.len();
         };

@@ -11,6 +11,7 @@ pub mod error;
 pub mod parse;
 pub mod program;
 pub mod show;
+pub mod synth;
 
 pub use compile::{compile_str, load, LoadOptions};
 pub use error::{Diagnostic, PolicyError, Rule};

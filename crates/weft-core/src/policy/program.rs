@@ -252,13 +252,36 @@ pub enum Classification {
 /// Compiled classifier tables (fast twin).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tables {
-    /// Per node: dispatch among its children (empty for leaves).
-    pub children: Vec<Dispatch>,
-    /// Per node: dispatch among its parallel shaping parents (empty when none).
-    pub node_shaping: Vec<Dispatch>,
-    /// Per shaping class: dispatch among its own shaping parents.
-    pub shaper_shaping: Vec<Dispatch>,
+    /// Every non-empty dispatch point; index 0 is the empty one. Kept apart from the
+    /// per-node arrays so those stay small (4 bytes per node) and cache-resident.
+    pub dispatches: Vec<Dispatch>,
+    /// Per node: index in `dispatches` of the dispatch among its children (0 for leaves).
+    pub child_dispatch: Vec<u32>,
+    /// Per node: index of the dispatch among its parallel shaping parents (0 when none).
+    pub shape_dispatch: Vec<u32>,
+    /// Per shaping class: index of the dispatch among its own shaping parents (0 when none).
+    pub shaper_dispatch: Vec<u32>,
+    /// Per node: its leaf id, or `NO_ID` (hot copy of `Node::leaf`).
+    pub leaf_of: Vec<u32>,
+    /// Per node: its parent, or `NO_ID` for the root (hot copy of `Node::parent`).
+    pub parent_of: Vec<u32>,
+    /// The root's match, when it is not `any`.
+    pub root_match: Option<Match>,
 }
+
+impl Tables {
+    /// Stores a dispatch and returns its index (0 for an empty one).
+    pub fn intern(&mut self, d: Dispatch) -> u32 {
+        if d.rules() == 0 {
+            return 0;
+        }
+        self.dispatches.push(d);
+        (self.dispatches.len() - 1) as u32
+    }
+}
+
+/// "No such id" in the hot per-node arrays.
+pub(crate) const NO_ID: u32 = u32::MAX;
 
 /// A compiled policy.
 #[derive(Debug, Clone)]
@@ -279,36 +302,42 @@ pub struct Program {
 }
 
 impl Program {
-    /// Classifies a packet with the fast tables.
+    /// Classifies a packet with the fast tables: one dispatch per level down to a leaf, then
+    /// the shaping sets on the path back up. Touches only the compact per-node arrays.
     #[inline]
     pub fn classify(&self, p: &PacketMeta) -> Classification {
+        let t = &self.tables;
+        if let Some(m) = &t.root_match {
+            if !m.matches(p) {
+                return Classification::Unclassified { at: 0 };
+            }
+        }
         let words = p.words();
         let mut n: NodeId = 0;
-        if !self.nodes[0].matches.is_any() && !self.nodes[0].matches.matches(p) {
-            return Classification::Unclassified { at: 0 };
-        }
-        while self.nodes[n as usize].leaf.is_none() {
-            match self.tables.children[n as usize].lookup_words(&words, p.present) {
-                Some(c) => n = c,
+        let mut leaf = t.leaf_of[0];
+        while leaf == NO_ID {
+            let d = &t.dispatches[t.child_dispatch[n as usize] as usize];
+            match d.lookup_words(&words, p.present) {
+                Some(c) => {
+                    n = c;
+                    leaf = t.leaf_of[c as usize];
+                }
                 None => return Classification::Unclassified { at: n },
             }
         }
-        let leaf = self.nodes[n as usize].leaf.expect("loop ends at a leaf");
         let mut shaping = ShapingPath::default();
         let mut v = n;
-        loop {
-            let node = &self.nodes[v as usize];
-            if !node.shaping_parents.is_empty() {
-                let mut next = self.tables.node_shaping[v as usize].lookup_words(&words, p.present);
+        while v != NO_ID {
+            let sd = t.shape_dispatch[v as usize];
+            if sd != 0 {
+                let mut next = t.dispatches[sd as usize].lookup_words(&words, p.present);
                 while let Some(s) = next {
                     shaping.push(s);
-                    next = self.tables.shaper_shaping[s as usize].lookup_words(&words, p.present);
+                    let up = t.shaper_dispatch[s as usize] as usize;
+                    next = t.dispatches[up].lookup_words(&words, p.present);
                 }
             }
-            match node.parent {
-                Some(up) => v = up,
-                None => break,
-            }
+            v = t.parent_of[v as usize];
         }
         Classification::Leaf {
             leaf,
@@ -390,12 +419,10 @@ impl Program {
     /// Approximate heap bytes of the classifier tables.
     pub fn classifier_bytes(&self) -> usize {
         let t = &self.tables;
-        t.children
-            .iter()
-            .chain(&t.node_shaping)
-            .chain(&t.shaper_shaping)
-            .map(Dispatch::heap_bytes)
-            .sum()
+        t.dispatches.iter().map(Dispatch::heap_bytes).sum::<usize>()
+            + t.dispatches.capacity() * std::mem::size_of::<Dispatch>()
+            + (t.child_dispatch.len() + t.shape_dispatch.len() + t.shaper_dispatch.len()) * 4
+            + (t.leaf_of.len() + t.parent_of.len()) * 4
     }
 
     /// Checks the structural invariants; panics with the offending state when broken.

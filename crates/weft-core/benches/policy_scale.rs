@@ -1,0 +1,94 @@
+//! Policy compiler and classifier at scale (issue 2's yardsticks): compile time for 100,000
+//! leaves and 10,000 shaping classes, and classifier lookups per second against it, with the
+//! reference (linear-scan) classifier measured in the same process as the baseline.
+//!
+//! Run: `cargo bench -p weft-core --bench policy_scale` (add `-- --json` for one JSON line).
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Instant;
+
+use weft_core::policy::{compile_str, synth, LoadOptions};
+
+fn main() {
+    let json = std::env::args().any(|a| a == "--json");
+    // `-- --small` runs a cache-resident policy to separate compute from memory stalls.
+    let small = std::env::args().any(|a| a == "--small");
+    let (vms, apps, dsts) = if small { (10, 10, 10) } else { (1000, 100, 10) };
+    let text = synth::scaled(vms, apps, dsts);
+    let mut compile_s = Vec::new();
+    let mut program = None;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let p = compile_str(Path::new("scaled.yaml"), &text, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{}", e.render_plain()));
+        compile_s.push(t.elapsed().as_secs_f64());
+        program = Some(p);
+    }
+    compile_s.sort_by(f64::total_cmp);
+    let p = program.expect("compiled");
+    let n_packets = 1 << 20;
+    let packets: Vec<_> = (0..n_packets)
+        .map(|i| synth::packet(i, vms, apps, dsts))
+        .collect();
+
+    let rounds = 5;
+    let t = Instant::now();
+    let mut acc = 0u64;
+    for _ in 0..rounds {
+        for pkt in &packets {
+            acc = acc.wrapping_add(u64::from(matches!(
+                black_box(p.classify(pkt)),
+                weft_core::policy::Classification::Leaf { .. }
+            )));
+        }
+    }
+    let fast_s = t.elapsed().as_secs_f64();
+    let fast_rate = (rounds * n_packets) as f64 / fast_s;
+
+    let ref_packets = 20_000usize;
+    let t = Instant::now();
+    for pkt in packets.iter().take(ref_packets) {
+        acc = acc.wrapping_add(u64::from(matches!(
+            black_box(p.classify_reference(pkt)),
+            weft_core::policy::Classification::Leaf { .. }
+        )));
+    }
+    let ref_rate = ref_packets as f64 / t.elapsed().as_secs_f64();
+    black_box(acc);
+
+    let leaves = p.leaves.len();
+    let shapers = p.shapers.len();
+    if json {
+        println!(
+            "{{\"leaves\":{leaves},\"shaping_classes\":{shapers},\"policy_bytes\":{},\"compile_s_median\":{:.4},\"lookups_per_s\":{:.0},\"reference_lookups_per_s\":{:.0},\"ratio_vs_reference\":{:.1},\"classifier_bytes\":{}}}",
+            text.len(),
+            compile_s[1],
+            fast_rate,
+            ref_rate,
+            fast_rate / ref_rate,
+            p.classifier_bytes()
+        );
+    } else {
+        println!(
+            "policy: {leaves} leaves, {shapers} shaping classes, {} nodes, {:.1} MB of YAML",
+            p.nodes.len() + shapers,
+            text.len() as f64 / 1e6
+        );
+        println!(
+            "compile (parse + validate + tables), median of 3: {:.3} s  (target < 2 s)",
+            compile_s[1]
+        );
+        println!("classify, fast (tuple-space search):  {:>12.0} lookups/s  {:>7.1} ns/lookup  (target >= 10M/s)", fast_rate, 1e9 / fast_rate);
+        println!(
+            "classify, reference (linear scan):    {:>12.0} lookups/s  {:>7.1} ns/lookup",
+            ref_rate,
+            1e9 / ref_rate
+        );
+        println!(
+            "ratio fast / reference: {:.1}x; classifier tables: {:.1} MB",
+            fast_rate / ref_rate,
+            p.classifier_bytes() as f64 / 1e6
+        );
+    }
+}
