@@ -177,7 +177,7 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool) -> Result<(), Failure>
             }
             Err(e) => {
                 failed += 1;
-                let _ = writeln!(out, "{}: invalid: {}", f.display(), first_rules(&e));
+                let _ = writeln!(out, "{}: invalid: {}", f.display(), first_rules(f, &e));
                 let _ = out.flush();
                 diagnostics::report(&e, plain);
             }
@@ -195,11 +195,19 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool) -> Result<(), Failure>
     Ok(())
 }
 
-fn first_rules(e: &PolicyError) -> String {
+/// `rule (line N)` per diagnostic, or `rule (other.yaml line N)` inside a sub-policy.
+fn first_rules(checked: &std::path::Path, e: &PolicyError) -> String {
+    let shown = checked.display().to_string();
     let mut v: Vec<String> = e
-        .rules_and_lines()
+        .locations()
         .iter()
-        .map(|(r, l)| format!("{r} (line {l})"))
+        .map(|(r, file, l)| {
+            if *file == shown {
+                format!("{r} (line {l})")
+            } else {
+                format!("{r} ({file} line {l})")
+            }
+        })
         .collect();
     v.dedup();
     let n = v.len();

@@ -25,7 +25,7 @@ use super::parse::{
     parse_document, suggest, Document, FlowKey, FlowSched, Kind, NodeDecl, Spanned,
 };
 use super::program::{
-    Algo, Edge, LeafSpec, Limits, Link, Node, NodeId, Origin, Program, Shaper, Tables,
+    Algo, Edge, HotNode, LeafSpec, Limits, Link, Node, NodeId, Origin, Program, Shaper, Tables,
     MAX_SHAPING_PER_PACKET, NO_ID,
 };
 use crate::classifier::tss::{AddError, Dispatch, DispatchBuilder};
@@ -73,8 +73,8 @@ struct Compiler<'o> {
     opts: &'o LoadOptions,
     sources: Sources,
     diags: Vec<Diagnostic>,
-    /// Canonical paths of the files being loaded (cycle detection).
-    stack: Vec<PathBuf>,
+    /// (canonical, as written) paths of the files being loaded (cycle detection).
+    stack: Vec<(PathBuf, PathBuf)>,
     /// Composed nodes, in declaration order.
     nodes: Vec<NodeDecl>,
     used_overrides: HashSet<String>,
@@ -108,7 +108,18 @@ impl<'o> Compiler<'o> {
 
     fn compile(mut self, path: PathBuf, text: String) -> Result<Program, PolicyError> {
         let file = self.sources.add(path.clone(), Arc::from(text));
-        self.stack.push(canonical(&path));
+        self.stack.push((canonical(&path), path.clone()));
+        let mut seen_points: Vec<&str> = Vec::new();
+        for (point, f) in &self.opts.attach {
+            if seen_points.contains(&point.as_str()) {
+                self.diags.push(Diagnostic::new(
+                    Rule::Attach,
+                    Span { file, offset: 0, len: 0 },
+                    format!("--attach fills `{point}` twice (again with {}); give each attachment point one sub-policy", f.display()),
+                ));
+            }
+            seen_points.push(point);
+        }
         let (doc, diags) = parse_document(&self.sources, file);
         self.diags.extend(diags);
         let Some(doc) = doc else {
@@ -266,11 +277,12 @@ impl<'o> Compiler<'o> {
             }
         }
         let canon = canonical(&file_path);
-        if self.stack.contains(&canon) {
+        if self.stack.iter().any(|(c, _)| *c == canon) {
             let chain: Vec<String> = self
                 .stack
                 .iter()
-                .chain(std::iter::once(&canon))
+                .map(|(_, shown)| shown)
+                .chain(std::iter::once(&file_path))
                 .map(|p| p.display().to_string())
                 .collect();
             self.diags.push(
@@ -301,7 +313,29 @@ impl<'o> Compiler<'o> {
         let (doc, diags) = parse_document(&self.sources, file);
         self.diags.extend(diags);
         if let Some(doc) = doc {
-            self.stack.push(canon);
+            if doc.nodes.is_empty() {
+                self.diags.push(
+                    Diagnostic::new(Rule::Attach, span, format!("sub-policy {} has no nodes, so nothing can fill `{name}`", file_path.display()))
+                        .node(name.clone())
+                        .help("give the sub-policy a root node, or remove `policy:` to leave the point a FIFO leaf"),
+                );
+                return;
+            }
+            let roots: Vec<&str> = doc
+                .nodes
+                .iter()
+                .filter(|n| n.parents.is_empty())
+                .map(|n| n.name.value.as_str())
+                .collect();
+            if roots.len() > 1 {
+                self.diags.push(
+                    Diagnostic::new(Rule::Attach, span, format!("sub-policy {} has {} roots ({}); exactly one root fills the attachment point `{name}`", file_path.display(), roots.len(), roots.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")))
+                        .node(name.clone())
+                        .help("put the roots under one scheduling node"),
+                );
+                return;
+            }
+            self.stack.push((canon, file_path.clone()));
             self.splice(doc, Some(&point), &file_path);
             self.stack.pop();
         }
@@ -357,7 +391,7 @@ impl<'o> Compiler<'o> {
             self.diags.push(
                 Diagnostic::new(
                     Rule::NodeLimit,
-                    Span { len: 1, ..doc_span },
+                    decls[limits.max_nodes as usize].name.span,
                     format!(
                         "the policy has {} nodes, more than the limit of {}",
                         decls.len(),
@@ -981,11 +1015,16 @@ impl<'o> Compiler<'o> {
         let shapes = limits.max_match_shapes as usize;
         let mut tables = Tables {
             dispatches: vec![Dispatch::default()],
-            child_dispatch: Vec::with_capacity(nodes.len()),
-            shape_dispatch: Vec::with_capacity(nodes.len()),
+            hot: nodes
+                .iter()
+                .map(|n| HotNode {
+                    leaf: n.leaf.unwrap_or(NO_ID),
+                    parent: n.parent.unwrap_or(NO_ID),
+                    child_dispatch: 0,
+                    shape_dispatch: 0,
+                })
+                .collect(),
             shaper_dispatch: Vec::with_capacity(shapers.len()),
-            leaf_of: nodes.iter().map(|n| n.leaf.unwrap_or(NO_ID)).collect(),
-            parent_of: nodes.iter().map(|n| n.parent.unwrap_or(NO_ID)).collect(),
             root_match: nodes
                 .first()
                 .map(|n| n.matches.clone())
@@ -1016,10 +1055,10 @@ impl<'o> Compiler<'o> {
                 b.build()
             };
             let id = tables.intern(children);
-            tables.child_dispatch.push(id);
+            tables.hot[id_of[v] as usize].child_dispatch = id;
             let shaping = self.shaping_dispatch(&decls, v, &parents[v], &sid_of, shapes);
             let id = tables.intern(shaping);
-            tables.shape_dispatch.push(id);
+            tables.hot[id_of[v] as usize].shape_dispatch = id;
         }
         for &i in &shape_ids {
             let shaping = self.shaping_dispatch(&decls, i, &parents[i], &sid_of, shapes);

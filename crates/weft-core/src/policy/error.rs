@@ -348,6 +348,17 @@ impl PolicyError {
         )
     }
 
+    /// The (rule, file, line) of each diagnostic.
+    pub fn locations(&self) -> Vec<(Rule, String, usize)> {
+        self.diagnostics
+            .iter()
+            .map(|d| {
+                let (file, line, _) = self.sources.location(d.span);
+                (d.rule, file, line)
+            })
+            .collect()
+    }
+
     /// The (rule, line) of each diagnostic, for tests and scripts.
     pub fn rules_and_lines(&self) -> Vec<(Rule, usize)> {
         self.diagnostics

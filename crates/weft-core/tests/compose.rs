@@ -1,0 +1,128 @@
+//! Composition of sub-policies (Loom §3): attachment points filled from files, renaming,
+//! inherited edge keys and matches, and the errors of bad compositions.
+
+use std::path::{Path, PathBuf};
+
+use weft_core::policy::{load, Classification, LoadOptions, Rule};
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("weft-compose-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const TOP: &str = "weft: 1
+nodes:
+  - {name: tenants, type: wfq}
+  - {name: vm1, type: attach, parent: tenants, weight: 3, match: {vm: 1}, policy: sub.yaml}
+  - {name: vm2, type: attach, parent: tenants, weight: 1, match: {vm: 2}}
+";
+
+fn rules(path: &Path, opts: &LoadOptions) -> Vec<Rule> {
+    match load(path, opts) {
+        Ok(_) => vec![],
+        Err(e) => e.diagnostics.iter().map(|d| d.rule).collect(),
+    }
+}
+
+#[test]
+fn sub_policy_takes_the_points_place() {
+    let s = Scratch::new("ok");
+    s.write(
+        "sub.yaml",
+        "weft: 1\nnodes:\n  - {name: apps, type: prio}\n  - {name: kvs, type: leaf, parent: apps, priority: 0, match: {dport: 11211}}\n  - {name: rest, type: leaf, parent: apps, priority: 1}\n",
+    );
+    let top = s.write("top.yaml", TOP);
+    let p = load(&top, &LoadOptions::default()).unwrap_or_else(|e| panic!("{}", e.render_plain()));
+    let vm1 = p
+        .node_id("vm1")
+        .expect("the sub-policy root is named after the point");
+    assert_eq!(
+        p.nodes[vm1 as usize].edge.weight, 3,
+        "edge keys come from the point"
+    );
+    assert!(p.node_id("vm1/kvs").is_some() && p.node_id("vm1/rest").is_some());
+    // The point's match scopes the whole sub-policy; vm2 stays a FIFO leaf.
+    let leaf_of = |pkt: &str| match p.classify(&pkt.parse().unwrap()) {
+        Classification::Leaf { node, .. } => p.nodes[node as usize].name.clone(),
+        Classification::Unclassified { .. } => "-".into(),
+    };
+    assert_eq!(leaf_of("vm=1,dport=11211"), "vm1/kvs");
+    assert_eq!(leaf_of("vm=1,dport=80"), "vm1/rest");
+    assert_eq!(leaf_of("vm=2,dport=11211"), "vm2");
+    assert_eq!(leaf_of("vm=3"), "-");
+}
+
+#[test]
+fn attach_override_fills_a_point_from_the_command_line() {
+    let s = Scratch::new("override");
+    s.write(
+        "sub.yaml",
+        "weft: 1\nnodes:\n  - {name: only, type: leaf}\n",
+    );
+    let other = s.write("other.yaml", "weft: 1\nnodes:\n  - {name: apps, type: rr}\n  - {name: a, type: leaf, parent: apps, match: {dport: 1}}\n  - {name: b, type: leaf, parent: apps}\n");
+    let top = s.write("top.yaml", TOP);
+    let opts = LoadOptions {
+        attach: vec![("vm2".into(), other.clone())],
+        ..LoadOptions::default()
+    };
+    let p = load(&top, &opts).unwrap_or_else(|e| panic!("{}", e.render_plain()));
+    assert!(p.node_id("vm2/a").is_some());
+    let twice = LoadOptions {
+        attach: vec![("vm2".into(), other.clone()), ("vm2".into(), other.clone())],
+        ..LoadOptions::default()
+    };
+    assert!(rules(&top, &twice).contains(&Rule::Attach));
+    let unknown = LoadOptions {
+        attach: vec![("vm9".into(), other)],
+        ..LoadOptions::default()
+    };
+    assert!(rules(&top, &unknown).contains(&Rule::Attach));
+}
+
+#[test]
+fn empty_or_many_rooted_sub_policies_are_refused() {
+    let s = Scratch::new("bad");
+    let top = s.write("top.yaml", TOP);
+    s.write("sub.yaml", "weft: 1\nnodes: []\n");
+    assert_eq!(rules(&top, &LoadOptions::default()), vec![Rule::Attach]);
+    s.write(
+        "sub.yaml",
+        "weft: 1\nnodes:\n  - {name: a, type: leaf}\n  - {name: b, type: leaf}\n",
+    );
+    assert_eq!(rules(&top, &LoadOptions::default()), vec![Rule::Attach]);
+    s.write(
+        "sub.yaml",
+        "weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: a, type: leaf}\n",
+    );
+    assert_eq!(
+        rules(&top, &LoadOptions::default()),
+        vec![Rule::MisplacedKey]
+    );
+    s.write(
+        "sub.yaml",
+        "weft: 1\nnodes:\n  - {name: a, type: leaf, match: {vm: 7}}\n",
+    );
+    assert_eq!(
+        rules(&top, &LoadOptions::default()),
+        vec![Rule::MatchConflict]
+    );
+}
