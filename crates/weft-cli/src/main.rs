@@ -155,7 +155,7 @@ fn options(args: &LoadArgs) -> Result<LoadOptions, Failure> {
     Ok(o)
 }
 
-fn load(file: &PathBuf, args: &LoadArgs) -> Result<Program, Failure> {
+fn load(file: &std::path::Path, args: &LoadArgs) -> Result<Program, Failure> {
     let opts = options(args)?;
     policy::load(file, &opts).map_err(|e| {
         diagnostics::report(&e, false);

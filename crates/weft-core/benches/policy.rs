@@ -20,7 +20,9 @@ fn examples(c: &mut Criterion) {
     let pkt: PacketMeta = "vm=1,dport=11211,dst=10.0.2.7".parse().unwrap();
     let mut g = c.benchmark_group("classify/loom-fig1");
     g.bench_function("fast", |b| b.iter(|| p.classify(black_box(&pkt))));
-    g.bench_function("reference", |b| b.iter(|| p.classify_reference(black_box(&pkt))));
+    g.bench_function("reference", |b| {
+        b.iter(|| p.classify_reference(black_box(&pkt)))
+    });
     g.finish();
 }
 
@@ -28,7 +30,9 @@ fn scaled(c: &mut Criterion) {
     let (vms, apps, dsts) = (100, 100, 10);
     let text = synth::scaled(vms, apps, dsts);
     let p = compile_str(Path::new("scaled.yaml"), &text, &LoadOptions::default()).unwrap();
-    let packets: Vec<_> = (0..4096).map(|i| synth::packet(i, vms, apps, dsts)).collect();
+    let packets: Vec<_> = (0..4096)
+        .map(|i| synth::packet(i, vms, apps, dsts))
+        .collect();
     let mut g = c.benchmark_group("classify/scaled-10k-leaves");
     g.bench_function("fast", |b| {
         let mut i = 0;

@@ -875,13 +875,13 @@ impl<'o> Compiler<'o> {
                 sched_parent(v).map_or(0, |p| path_shaping[p])
             };
             path_shaping[v] = up + chain[v];
-            if kind(v) == Kind::Leaf || kind(v) == Kind::Attach {
-                if path_shaping[v] as usize > MAX_SHAPING_PER_PACKET {
-                    self.diags.push(
-                        Diagnostic::new(Rule::DepthLimit, decls[v].name.span, format!("packets of `{}` can pass {} shaping nodes; weft supports at most {MAX_SHAPING_PER_PACKET} per packet", decls[v].name.value, path_shaping[v]))
-                            .node(decls[v].name.value.clone()),
-                    );
-                }
+            if matches!(kind(v), Kind::Leaf | Kind::Attach)
+                && path_shaping[v] as usize > MAX_SHAPING_PER_PACKET
+            {
+                self.diags.push(
+                    Diagnostic::new(Rule::DepthLimit, decls[v].name.span, format!("packets of `{}` can pass {} shaping nodes; weft supports at most {MAX_SHAPING_PER_PACKET} per packet", decls[v].name.value, path_shaping[v]))
+                        .node(decls[v].name.value.clone()),
+                );
             }
         }
         if !self.diags.is_empty() {

@@ -283,7 +283,7 @@ impl<'a> Parser<'a> {
             let rest = &f.text[start..];
             end = start
                 + rest
-                    .find(|c: char| c == '\n' || c == ',' || c == '}' || c == ']' || c == '#')
+                    .find(['\n', ',', '}', ']', '#'])
                     .unwrap_or(rest.len())
                     .max(1)
                     .min(rest.len().max(1));
