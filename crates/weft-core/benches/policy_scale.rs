@@ -8,6 +8,10 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
 
+/// The allocator the `weft` binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use weft_core::policy::{compile_str, synth, LoadOptions};
 
 fn main() {

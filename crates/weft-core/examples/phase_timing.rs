@@ -1,6 +1,10 @@
 //! Where does compile time go? Times YAML parsing alone vs the whole compile.
 use saphyr::LoadableYamlNode;
 use std::time::Instant;
+
+/// The allocator the `weft` binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     let text = weft_core::policy::synth::scaled(
         std::env::args().nth(1).map_or(1000, |a| a.parse().unwrap()),

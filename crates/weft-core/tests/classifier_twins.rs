@@ -172,3 +172,58 @@ fn shape_budget_is_enforced() {
         Err(AddError::TooManyShapes { limit: 2 })
     );
 }
+
+#[test]
+fn dense_prefix_tables_check_the_constant_word() {
+    // Sibling /24s of one /16: stored as a direct array indexed by the third octet.
+    let mut b = DispatchBuilder::new(8);
+    let mut r = ReferenceDispatch::default();
+    for d in 0..10u32 {
+        let m = Match {
+            dst: vec![format!("10.0.{d}.0/24").parse().unwrap()],
+            ..Match::default()
+        };
+        b.add(&m, d).unwrap();
+        r.add(m, d);
+    }
+    let d = b.build();
+    for pkt in [
+        "dst=10.0.3.1",
+        "dst=11.0.3.1",
+        "dst=10.1.3.1",
+        "dst=10.0.10.1",
+        "dst=::a00:301",
+        "dst=2001:db8::1",
+        "vm=1",
+    ] {
+        let p: PacketMeta = pkt.parse().unwrap();
+        assert_eq!(d.lookup(&p), r.lookup(&p), "{pkt}");
+    }
+    assert_eq!(d.lookup(&"dst=10.0.3.1".parse().unwrap()), Some(3));
+}
+
+#[test]
+fn dense_ports_use_a_direct_table_and_sparse_ones_a_hash() {
+    for ports in [
+        vec![1000u16, 1001, 1002, 1050],
+        vec![22, 80, 443, 11211, 65535],
+    ] {
+        let mut b = DispatchBuilder::new(8);
+        let mut r = ReferenceDispatch::default();
+        for (i, &port) in ports.iter().enumerate() {
+            let m = Match {
+                dport: vec![port],
+                ..Match::default()
+            };
+            b.add(&m, i as u32).unwrap();
+            r.add(m, i as u32);
+        }
+        let d = b.build();
+        for port in [
+            0u16, 22, 80, 999, 1000, 1001, 1049, 1050, 1051, 11211, 65535,
+        ] {
+            let p: PacketMeta = format!("dport={port}").parse().unwrap();
+            assert_eq!(d.lookup(&p), r.lookup(&p), "port {port} in {ports:?}");
+        }
+    }
+}

@@ -43,60 +43,88 @@ struct Shape {
     fields: FieldMask,
     /// Earliest rule in this shape (for the early exit).
     min_rule: u32,
-    /// The (at most two) words of [`PacketMeta::words`] this shape reads, when compact.
-    pick: [usize; 2],
-    /// Masks of the picked words.
-    pick_mask: [u64; 2],
-    /// Direct-indexed table for one dense integer field (ids, ports): no hashing.
-    direct: Option<Direct>,
-    /// Two-word keys: the common case (`vm`, `dport`, one prefix, or two small fields).
-    small: FxHashMap<[u64; 2], u64>,
-    /// Shapes reading more than two words: the full mask and table.
-    full: Option<Box<(Key, FxHashMap<Key, u64>)>>,
+    /// The table, in the cheapest form the shape's keys allow.
+    table: ShapeTable,
 }
 
-/// A dense table: `table[((words[word] & mask) >> shift) - base]` (`u64::MAX` = no rule),
-/// valid when `words[check_word] & check_mask == check_value`.
+/// How one shape's keys are looked up.
 #[derive(Debug, Clone)]
-struct Direct {
-    word: usize,
-    mask: u64,
-    shift: u32,
-    base: u64,
-    check_word: usize,
-    check_mask: u64,
-    check_value: u64,
-    table: Box<[u64]>,
+enum ShapeTable {
+    /// Dense values of one word (ids, ports, sibling prefixes of one length): an array,
+    /// `slots[((words[word] & mask) >> shift) - base]` (`u64::MAX` = no rule), valid when
+    /// `words[check_word] & check_mask == check_value`. No hashing.
+    Direct {
+        word: u8,
+        shift: u8,
+        check_word: u8,
+        mask: u64,
+        base: u64,
+        check_mask: u64,
+        check_value: u64,
+        slots: Box<[u64]>,
+    },
+    /// At most two words: hashed as a two-word key (the common sparse case).
+    Small {
+        pick: [u8; 2],
+        pick_mask: [u64; 2],
+        map: FxHashMap<[u64; 2], u64>,
+    },
+    /// More than two words (e.g. source and destination prefixes): full masked keys.
+    Full(Box<(Key, FxHashMap<Key, u64>)>),
 }
 
 impl Shape {
     #[inline]
     fn get(&self, words: &Key) -> Option<u64> {
-        if let Some(d) = &self.direct {
-            if words[d.check_word] & d.check_mask != d.check_value {
-                return None;
+        match &self.table {
+            ShapeTable::Direct {
+                word,
+                shift,
+                check_word,
+                mask,
+                base,
+                check_mask,
+                check_value,
+                slots,
+            } => {
+                if words[*check_word as usize] & check_mask != *check_value {
+                    return None;
+                }
+                let v = ((words[*word as usize] & mask) >> shift).wrapping_sub(*base);
+                slots.get(v as usize).copied().filter(|&x| x != u64::MAX)
             }
-            let v = ((words[d.word] & d.mask) >> d.shift).wrapping_sub(d.base);
-            return d.table.get(v as usize).copied().filter(|&x| x != u64::MAX);
-        }
-        match &self.full {
-            None => {
+            ShapeTable::Small {
+                pick,
+                pick_mask,
+                map,
+            } => {
                 let k = [
-                    words[self.pick[0]] & self.pick_mask[0],
-                    words[self.pick[1]] & self.pick_mask[1],
+                    words[pick[0] as usize] & pick_mask[0],
+                    words[pick[1] as usize] & pick_mask[1],
                 ];
-                self.small.get(&k).copied()
+                map.get(&k).copied()
             }
-            Some(full) => full.1.get(&and(words, &full.0)).copied(),
+            ShapeTable::Full(full) => full.1.get(&and(words, &full.0)).copied(),
+        }
+    }
+
+    /// The packed value of every entry (used to lift a catch-all out of the shapes).
+    fn values(&self) -> Vec<u64> {
+        match &self.table {
+            ShapeTable::Direct { slots, .. } => {
+                slots.iter().copied().filter(|&v| v != u64::MAX).collect()
+            }
+            ShapeTable::Small { map, .. } => map.values().copied().collect(),
+            ShapeTable::Full(full) => full.1.values().copied().collect(),
         }
     }
 
     fn heap_bytes(&self) -> usize {
-        self.small.capacity() * (16 + 8 + 1)
-            + self
-                .full
-                .as_ref()
-                .map_or(0, |f| 64 + f.1.capacity() * (64 + 8 + 1))
+        match &self.table {
+            ShapeTable::Direct { slots, .. } => slots.len() * 8,
+            ShapeTable::Small { map, .. } => map.capacity() * (16 + 8 + 1),
+            ShapeTable::Full(full) => 64 + full.1.capacity() * (64 + 8 + 1),
+        }
     }
 }
 
@@ -337,39 +365,37 @@ impl DispatchBuilder {
             .into_iter()
             .map(|t| {
                 let used: Vec<usize> = (0..8).filter(|&i| t.mask[i] != 0).collect();
-                let mut shape = Shape {
+                let table = if used.len() <= 2 {
+                    direct_table(&t, &pack).unwrap_or_else(|| {
+                        let a = used.first().copied().unwrap_or(0);
+                        let b = used.get(1).copied().unwrap_or(a);
+                        let pick_mask = [t.mask[a], if used.len() == 2 { t.mask[b] } else { 0 }];
+                        let map = t
+                            .table
+                            .iter()
+                            .map(|(k, r)| ([k[a] & pick_mask[0], k[b] & pick_mask[1]], pack(*r)))
+                            .collect();
+                        ShapeTable::Small {
+                            pick: [a as u8, b as u8],
+                            pick_mask,
+                            map,
+                        }
+                    })
+                } else {
+                    let map = t.table.iter().map(|(k, r)| (*k, pack(*r))).collect();
+                    ShapeTable::Full(Box::new((t.mask, map)))
+                };
+                Shape {
                     fields: t.fields,
                     min_rule: t.min_rule,
-                    pick: [0, 0],
-                    pick_mask: [0, 0],
-                    direct: None,
-                    small: FxHashMap::default(),
-                    full: None,
-                };
-                if used.len() <= 2 {
-                    let a = used.first().copied().unwrap_or(0);
-                    let b = used.get(1).copied().unwrap_or(a);
-                    shape.pick = [a, b];
-                    shape.pick_mask = [t.mask[a], if used.len() == 2 { t.mask[b] } else { 0 }];
-                    shape.direct = direct_table(&t, [a, b], &pack);
-                    if shape.direct.is_none() {
-                        shape.small.reserve(t.table.len());
-                        for (k, r) in &t.table {
-                            let key = [k[a] & shape.pick_mask[0], k[b] & shape.pick_mask[1]];
-                            shape.small.insert(key, pack(*r));
-                        }
-                    }
-                } else {
-                    let table = t.table.iter().map(|(k, r)| (*k, pack(*r))).collect();
-                    shape.full = Some(Box::new((t.mask, table)));
+                    table,
                 }
-                shape
             })
             .collect();
         let mut any = u64::MAX;
         if let Some(i) = shapes.iter().position(|s| s.fields == 0) {
             let catch_all = shapes.remove(i);
-            any = catch_all.small.values().copied().min().unwrap_or(u64::MAX);
+            any = catch_all.values().into_iter().min().unwrap_or(u64::MAX);
         }
         let head = if shapes.is_empty() {
             None
@@ -388,7 +414,7 @@ impl DispatchBuilder {
 /// A direct table when, among the (at most two) words a compact shape reads, one word's
 /// masked values are dense (at most `max(256, 4 × entries)` slots) and the other is the same
 /// for every entry: ids, ports, and sibling prefixes of one length (per-destination limits).
-fn direct_table(t: &Tuple, pick: [usize; 2], pack: &impl Fn(u32) -> u64) -> Option<Direct> {
+fn direct_table(t: &Tuple, pack: &impl Fn(u32) -> u64) -> Option<ShapeTable> {
     let used: Vec<usize> = (0..8).filter(|&i| t.mask[i] != 0).collect();
     let first = t.table.keys().next()?;
     let varies = |w: usize| {
@@ -405,10 +431,6 @@ fn direct_table(t: &Tuple, pick: [usize; 2], pack: &impl Fn(u32) -> u64) -> Opti
         },
         _ => return None,
     };
-    debug_assert!(
-        pick.contains(&word),
-        "direct word {word} not in pick {pick:?}"
-    );
     let mask = t.mask[word];
     let shift = mask.trailing_zeros();
     let values: Vec<(u64, u32)> = t
@@ -422,20 +444,20 @@ fn direct_table(t: &Tuple, pick: [usize; 2], pack: &impl Fn(u32) -> u64) -> Opti
     if span > 256.max(4 * values.len() as u64) {
         return None;
     }
-    let mut table = vec![u64::MAX; span as usize].into_boxed_slice();
+    let mut slots = vec![u64::MAX; span as usize].into_boxed_slice();
     for (v, r) in values {
-        table[(v - lo) as usize] = pack(r);
+        slots[(v - lo) as usize] = pack(r);
     }
     let (check_word, check_mask) = check.map_or((word, 0), |c| (c, t.mask[c]));
-    Some(Direct {
-        word,
+    Some(ShapeTable::Direct {
+        word: word as u8,
+        shift: shift as u8,
+        check_word: check_word as u8,
         mask,
-        shift,
         base: lo,
-        check_word,
         check_mask,
         check_value: first[check_word] & check_mask,
-        table,
+        slots,
     })
 }
 

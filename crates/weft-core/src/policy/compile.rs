@@ -125,7 +125,11 @@ impl<'o> Compiler<'o> {
         let Some(doc) = doc else {
             return Err(self.finish_err());
         };
-        let top = doc.clone();
+        // Keep the top-level sections; the nodes move into the composed list.
+        let top = Document {
+            nodes: Vec::new(),
+            ..doc.clone_sections()
+        };
         self.splice(doc, None, &path);
         for (point, _) in &self.opts.attach {
             if !self.used_overrides.contains(point) {

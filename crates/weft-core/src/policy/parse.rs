@@ -221,6 +221,20 @@ pub struct Document {
     pub span: Span,
 }
 
+impl Document {
+    /// A copy of everything but the nodes (cheap, whatever the policy's size).
+    pub fn clone_sections(&self) -> Document {
+        Document {
+            file: self.file,
+            name: self.name.clone(),
+            link: self.link.clone(),
+            limits: self.limits.clone(),
+            nodes: Vec::new(),
+            span: self.span,
+        }
+    }
+}
+
 /// The keys of a policy file, of a node, and of its sub-sections.
 pub const TOP_KEYS: &[&str] = &["weft", "name", "description", "link", "limits", "nodes"];
 pub const NODE_KEYS: &[&str] = &[
@@ -323,7 +337,7 @@ impl<'a> Parser<'a> {
         n: &'n Node<'i>,
         what: &str,
         known: &[&str],
-    ) -> Option<Vec<(String, Span, &'n Node<'i>)>> {
+    ) -> Option<Vec<(std::borrow::Cow<'n, str>, Span, &'n Node<'i>)>> {
         let YamlData::Mapping(map) = &n.data else {
             let span = self.span(n);
             self.err(
@@ -336,15 +350,15 @@ impl<'a> Parser<'a> {
         let mut out = Vec::new();
         for (k, v) in map.iter() {
             let kspan = self.span(k);
-            let key = match &k.data {
-                YamlData::Value(Scalar::String(s)) => s.to_string(),
-                YamlData::Value(Scalar::Integer(i)) => i.to_string(),
+            let key: std::borrow::Cow<'n, str> = match &k.data {
+                YamlData::Value(Scalar::String(s)) => std::borrow::Cow::Borrowed(s.as_ref()),
+                YamlData::Value(Scalar::Integer(i)) => std::borrow::Cow::Owned(i.to_string()),
                 _ => {
                     self.err(Rule::BadValue, kspan, format!("{what}: keys must be words"));
                     continue;
                 }
             };
-            if !known.contains(&key.as_str()) {
+            if !known.contains(&key.as_ref()) {
                 let mut d = Diagnostic::new(
                     Rule::UnknownKey,
                     kspan,
@@ -494,7 +508,7 @@ impl<'a> Parser<'a> {
         let mut version_seen = false;
         let mut nodes_seen = false;
         for (key, kspan, v) in entries {
-            match key.as_str() {
+            match key.as_ref() {
                 "weft" => {
                     version_seen = true;
                     let vspan = self.span(v);
@@ -563,7 +577,7 @@ impl<'a> Parser<'a> {
             ..LinkDecl::default()
         };
         for (key, _, v) in entries {
-            match key.as_str() {
+            match key.as_ref() {
                 "rate" => l.rate = self.rate(v, "rate"),
                 "overhead" => l.overhead = self.size(v, "overhead", false),
                 "mtu" => l.mtu = self.size(v, "mtu", true),
@@ -581,7 +595,7 @@ impl<'a> Parser<'a> {
         };
         for (key, _, v) in entries {
             let val = self.int(v, &key, 1, u32::MAX as u64, Rule::BadValue);
-            match key.as_str() {
+            match key.as_ref() {
                 "max_depth" => l.max_depth = val,
                 "max_nodes" => l.max_nodes = val,
                 "max_shaping_depth" => l.max_shaping_depth = val,
@@ -621,7 +635,7 @@ impl<'a> Parser<'a> {
             span,
         };
         for (key, _kspan, v) in entries {
-            match key.as_str() {
+            match key.as_ref() {
                 "name" => {
                     name = self.string(v, "`name`");
                     if let Some(n) = &name {
@@ -702,7 +716,7 @@ impl<'a> Parser<'a> {
                     d.flows_span = Some(self.span(v));
                     if let Some(es) = self.mapping(v, "`flows`", FLOWS_KEYS) {
                         for (k, _, fv) in es {
-                            match k.as_str() {
+                            match k.as_ref() {
                                 "by" => {
                                     if let Some(s) = self.string(fv, "`flows.by`") {
                                         let key = match s.value.as_str() {
@@ -774,7 +788,7 @@ impl<'a> Parser<'a> {
         let es = self.mapping(n, &format!("`{key}`"), QLIMIT_KEYS)?;
         let mut q = QueueLimit::default();
         for (k, _, v) in es {
-            match k.as_str() {
+            match k.as_ref() {
                 "packets" => {
                     q.packets = self.int(
                         v,
