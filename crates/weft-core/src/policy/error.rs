@@ -162,51 +162,57 @@ pub struct SourceFile {
     /// The file's text.
     pub text: Arc<str>,
     line_starts: Vec<usize>,
-    /// True when every character is one byte, so character indices are byte offsets.
-    ascii: bool,
+    /// Byte offset of every character, for non-ASCII files (empty when the text is ASCII,
+    /// where character indices are byte offsets).
+    char_offsets: Vec<usize>,
 }
 
 impl SourceFile {
     /// Wraps a file's text.
     pub fn new(path: PathBuf, text: Arc<str>) -> SourceFile {
+        // Line breaks as YAML counts them: `\n`, `\r\n` and a lone `\r`.
+        let bytes = text.as_bytes();
         let mut line_starts = vec![0];
-        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        let ascii = text.is_ascii();
+        for (i, &b) in bytes.iter().enumerate() {
+            let lone_cr = b == b'\r' && bytes.get(i + 1) != Some(&b'\n');
+            if b == b'\n' || lone_cr {
+                line_starts.push(i + 1);
+            }
+        }
+        let char_offsets = if text.is_ascii() {
+            Vec::new()
+        } else {
+            text.char_indices().map(|(i, _)| i).collect()
+        };
         SourceFile {
             path,
             text,
             line_starts,
-            ascii,
+            char_offsets,
         }
     }
 
-    /// Byte offset of (1-based line, 0-based column counted in characters).
-    pub fn offset(&self, line: usize, col_chars: usize) -> usize {
-        if self.ascii {
-            let start = self.line_starts.get(line.saturating_sub(1)).copied();
-            return start.map_or(self.text.len(), |s| (s + col_chars).min(self.text.len()));
+    /// Byte offset of a character index (what the YAML parser reports).
+    pub fn byte_offset(&self, char_index: usize) -> usize {
+        if self.char_offsets.is_empty() {
+            char_index.min(self.text.len())
+        } else {
+            self.char_offsets
+                .get(char_index)
+                .copied()
+                .unwrap_or(self.text.len())
         }
-        let Some(&start) = self.line_starts.get(line.saturating_sub(1)) else {
-            return self.text.len();
-        };
-        let rest = &self.text[start..];
-        rest.char_indices()
-            .nth(col_chars)
-            .map(|(i, _)| start + i)
-            .unwrap_or(
-                self.text
-                    .len()
-                    .min(start + rest.find('\n').unwrap_or(rest.len())),
-            )
     }
 
     /// (1-based line, 1-based column in characters) of a byte offset.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
-        let start = self.line_starts[line - 1];
-        let col = self.text[start..offset.min(self.text.len())]
-            .chars()
-            .count()
+        let start = self.line_starts[line - 1].min(offset);
+        let col = self
+            .text
+            .get(start..offset)
+            .map_or(0, |t| t.chars().count())
             + 1;
         (line, col)
     }

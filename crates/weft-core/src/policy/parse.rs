@@ -290,27 +290,29 @@ type Node<'i> = MarkedYaml<'i>;
 impl<'a> Parser<'a> {
     fn span(&self, n: &Node) -> Span {
         let f = self.sources.file(self.file);
-        let start = f.offset(n.span.start.line(), n.span.start.col());
-        let mut end = f.offset(n.span.end.line(), n.span.end.col());
-        if end <= start {
+        let len = f.text.len();
+        let start = f.byte_offset(n.span.start.index()).min(len);
+        let mut end = f.byte_offset(n.span.end.index()).clamp(start, len);
+        if end == start {
             // Scalars sometimes end where they start; underline to the end of the token.
             let rest = &f.text[start..];
             end = start
                 + rest
-                    .find(['\n', ',', '}', ']', '#'])
-                    .unwrap_or(rest.len())
-                    .max(1)
-                    .min(rest.len().max(1));
+                    .find(['\n', '\r', ',', '}', ']', '#'])
+                    .unwrap_or(rest.len());
         }
-        // Trim trailing whitespace and newlines so underlines stay on the value.
-        let text = &f.text[start..end.min(f.text.len())];
-        let trimmed = text.trim_end().len().max(1);
+        // Trim trailing whitespace and newlines so underlines stay on the value; never
+        // shorter than one character unless at the end of the file.
+        let trimmed = f.text[start..end].trim_end().len();
+        let len = if trimmed > 0 {
+            trimmed
+        } else {
+            f.text[start..].chars().next().map_or(0, char::len_utf8)
+        };
         Span {
             file: self.file,
-            offset: start.min(f.text.len()),
-            len: trimmed
-                .min(f.text.len().saturating_sub(start))
-                .max(usize::from(!f.text.is_empty() && start < f.text.len())),
+            offset: start,
+            len,
         }
     }
 
@@ -897,11 +899,11 @@ pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec
         Err(e) => {
             let m = e.marker();
             let f = sources.file(file);
-            let offset = f.offset(m.line(), m.col());
+            let offset = f.byte_offset(m.index()).min(f.text.len());
             let span = Span {
                 file,
                 offset,
-                len: usize::from(offset < f.text.len()),
+                len: f.text[offset..].chars().next().map_or(0, char::len_utf8),
             };
             return (
                 None,

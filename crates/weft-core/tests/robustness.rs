@@ -1,0 +1,62 @@
+//! Bad input gets a diagnostic, never a panic (DESIGN.md invariant 8): odd line breaks,
+//! non-ASCII text, and every input the fuzzers ever crashed on (`fuzz/findings/`).
+
+use std::path::Path;
+
+use weft_core::policy::{compile_str, show, LoadOptions};
+
+fn compile(text: &str) -> Result<String, Vec<(String, usize)>> {
+    match compile_str(Path::new("input.yaml"), text, &LoadOptions::default()) {
+        Ok(p) => Ok(serde_json::to_string(&show::to_json(&p)).unwrap()),
+        Err(e) => Err(e
+            .diagnostics
+            .iter()
+            .map(|d| (d.rule.to_string(), e.sources.location(d.span).1))
+            .collect()),
+    }
+}
+
+#[test]
+fn carriage_return_line_breaks_are_lines() {
+    let text = "weft: 1\rnodes:\r  - {name: root, type: fifo}\r  - {name: a, type: leaf, parent: nowhere}\r";
+    assert_eq!(
+        compile(text).unwrap_err(),
+        vec![("unknown-node".to_string(), 4)]
+    );
+    let crlf = text.replace('\r', "\r\n");
+    assert_eq!(
+        compile(&crlf).unwrap_err(),
+        vec![("unknown-node".to_string(), 4)]
+    );
+}
+
+#[test]
+fn non_ascii_text_is_located_by_character() {
+    let text = "# politique réseau — été\nweft: 1\nnodes:\n  - {name: racine, type: fifo}\n  - {name: é, type: feuille, parent: racine}\n";
+    let err = compile_str(Path::new("x.yaml"), text, &LoadOptions::default()).unwrap_err();
+    let d = &err.diagnostics[0];
+    assert_eq!(d.rule.to_string(), "unknown-algorithm");
+    assert_eq!(&text[d.span.offset..d.span.offset + d.span.len], "feuille");
+    assert_eq!(err.sources.location(d.span).1, 5);
+}
+
+#[test]
+fn fuzz_findings_do_not_panic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/findings");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut n = 0;
+    for e in entries {
+        let path = e.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            // Either outcome is fine; a valid one must also round-trip.
+            if let Ok(json) = compile(text) {
+                assert_eq!(compile(&json), Ok(json.clone()), "{}", path.display());
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no findings read from {}", dir.display());
+}
