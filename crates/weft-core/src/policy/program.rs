@@ -341,6 +341,9 @@ impl Program {
                 while let Some(s) = next {
                     shaping.push(s);
                     let up = t.shaper_dispatch[s as usize] as usize;
+                    if up == 0 {
+                        break;
+                    }
                     next = t.dispatches[up].lookup_words(&words, p.present);
                 }
             }
