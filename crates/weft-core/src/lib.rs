@@ -12,4 +12,5 @@
 
 pub mod classifier;
 pub mod policy;
+pub mod sched;
 pub mod units;

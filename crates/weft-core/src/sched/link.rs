@@ -1,0 +1,96 @@
+//! A virtual-time link driver: feeds timed arrivals to an [`Engine`] and transmits what it
+//! dequeues at the link rate, one frame at a time (wire time counts the link's per-frame
+//! overhead). Used by trace replay and the tests; pure computation, no clock.
+//!
+//! Invariant: a frame starts only when the previous one has finished; the driver asks the
+//! engine for a packet at every instant the link is free and something may be sent (an
+//! arrival, a deferred packet's wakeup, or the end of a transmission).
+
+use super::{Departure, DropReason, Engine, Packet};
+use crate::policy::Link;
+
+/// Wire time of a frame, ps (rounded up).
+pub fn wire_ps(bytes: u32, link: &Link) -> u64 {
+    let bits = (bytes as u128 + link.overhead_bytes as u128) * 8;
+    (bits * 1_000_000_000_000).div_ceil(link.rate_bps.max(1) as u128) as u64
+}
+
+/// What happened to one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// It started transmission at `at_ps`.
+    Sent { at_ps: u64, departure: Departure },
+    /// It was dropped on arrival.
+    Dropped {
+        at_ps: u64,
+        id: u64,
+        reason: DropReason,
+    },
+}
+
+/// Runs arrivals (sorted by time) through `engine` on `link` until everything is sent or
+/// `until_ps` passes; calls `on_event` for every departure and drop, in time order.
+/// Returns the time the link went idle for good (or `until_ps`).
+pub fn run<E: Engine>(
+    engine: &mut E,
+    link: &Link,
+    arrivals: impl IntoIterator<Item = (u64, Packet)>,
+    until_ps: u64,
+    mut on_event: impl FnMut(Event),
+) -> u64 {
+    let mut arrivals = arrivals.into_iter().peekable();
+    let mut now = 0u64;
+    let mut link_free = 0u64;
+    loop {
+        while let Some(&(t, pkt)) = arrivals.peek() {
+            if t > now {
+                break;
+            }
+            debug_assert!(t <= now, "arrivals must be sorted by time");
+            arrivals.next();
+            if let Err(reason) = engine.enqueue(pkt, t) {
+                on_event(Event::Dropped {
+                    at_ps: t,
+                    id: pkt.id,
+                    reason,
+                });
+            }
+        }
+        if now >= until_ps {
+            return until_ps;
+        }
+        if now >= link_free {
+            if let Some(d) = engine.dequeue(now) {
+                on_event(Event::Sent {
+                    at_ps: now,
+                    departure: d,
+                });
+                link_free = now + wire_ps(d.bytes, link);
+                now = link_free;
+                continue;
+            }
+        }
+        // The next instant anything can change: an arrival, the end of the frame on the
+        // wire, or (with the link free) a deferred packet's wakeup.
+        let mut next = arrivals.peek().map(|&(t, _)| t);
+        let busy_until = (now < link_free).then_some(link_free);
+        let wake = if now >= link_free {
+            engine.next_wakeup()
+        } else {
+            None
+        };
+        for t in [busy_until, wake].into_iter().flatten() {
+            next = Some(next.map_or(t, |n: u64| n.min(t)));
+        }
+        let Some(next) = next else {
+            debug_assert_eq!(
+                engine.backlog(),
+                0,
+                "engine holds packets but offers none and sets no wakeup at {now} ps"
+            );
+            return link_free.max(now);
+        };
+        debug_assert!(next > now, "time must advance: next {next} <= now {now}");
+        now = next.max(now + 1);
+    }
+}

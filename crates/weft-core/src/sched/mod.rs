@@ -1,0 +1,135 @@
+//! The scheduling core: executes a compiled [`Program`](crate::policy::Program) on packets
+//! (Loom §4.2, SENIC §4). Sans-IO: time is an argument in integer picoseconds; the driver owns
+//! the clock and the link (it calls [`Engine::dequeue`] whenever the link can take a frame).
+//!
+//! Semantics, shared by every implementation:
+//! * **PIFO tree** (Loom §4.1): at enqueue, every scheduling node on the packet's path computes a
+//!   rank and pushes an entry for the child the packet came from; the leaf pushes the packet
+//!   itself with its flow-scheduling rank. Dequeue follows the root's smallest entry down to a
+//!   leaf and takes that leaf's smallest packet. Equal ranks leave in arrival order.
+//! * **Global shaping queue** (Loom §4.2.2): packets are enqueued as if unshaped. A packet
+//!   dequeued before it may be sent — a shaping class on its path lacks tokens, or a `senic`
+//!   node on its path says it is not yet eligible — leaves the tree for one time-ordered queue
+//!   and re-enters the tree with its stored ranks when its time comes. High-priority traffic
+//!   therefore passes rate-limited traffic in the same node (Loom Fig. 6 vs Fig. 8).
+//!   Shaping classes are charged when a packet is deferred (its send slot is reserved), so a
+//!   class shared by several children is divided in the order the scheduler picks them.
+//! * Rank functions per node type are documented on [`reference::Rank`].
+
+pub mod link;
+pub mod reference;
+
+use crate::classifier::PacketMeta;
+
+/// A packet offered to the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// The caller's id (e.g. the trace row); returned on departure.
+    pub id: u64,
+    /// Frame size in bytes (without the link's per-frame overhead).
+    pub bytes: u32,
+    /// Classifier fields.
+    pub meta: PacketMeta,
+    /// Host-given flow id (used when a leaf groups flows `by: flow`).
+    pub flow: u64,
+    /// Absolute deadline in ps (`edf`), if the host gave one.
+    pub deadline_ps: Option<u64>,
+    /// Slack in ps (`lstf`), if the host gave one.
+    pub slack_ps: Option<u64>,
+}
+
+impl Packet {
+    /// A packet with only classifier fields and a size.
+    pub fn new(id: u64, bytes: u32, meta: PacketMeta) -> Packet {
+        Packet {
+            id,
+            bytes,
+            meta,
+            flow: 0,
+            deadline_ps: None,
+            slack_ps: None,
+        }
+    }
+}
+
+/// Why a packet was dropped. Every accepted packet is sent once or dropped with a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// No leaf matches the packet.
+    Unclassified,
+    /// The leaf holds `limit.packets` packets already.
+    LeafPackets,
+    /// The leaf holds `limit.bytes` bytes already.
+    LeafBytes,
+    /// The flow holds `flow_limit.packets` packets already.
+    FlowPackets,
+    /// The flow holds `flow_limit.bytes` bytes already.
+    FlowBytes,
+}
+
+impl DropReason {
+    /// All reasons, in counter order.
+    pub const ALL: [DropReason; 5] = [
+        DropReason::Unclassified,
+        DropReason::LeafPackets,
+        DropReason::LeafBytes,
+        DropReason::FlowPackets,
+        DropReason::FlowBytes,
+    ];
+
+    /// Name used in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Unclassified => "unclassified",
+            DropReason::LeafPackets => "leaf_packets",
+            DropReason::LeafBytes => "leaf_bytes",
+            DropReason::FlowPackets => "flow_packets",
+            DropReason::FlowBytes => "flow_bytes",
+        }
+    }
+}
+
+/// A packet leaving the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    /// The caller's id.
+    pub id: u64,
+    /// The leaf it came from.
+    pub leaf: u32,
+    /// Its flow key within the leaf.
+    pub flow: u64,
+    /// Frame bytes.
+    pub bytes: u32,
+    /// When it was enqueued, ps.
+    pub enqueued_ps: u64,
+}
+
+/// Packets, bytes and drops of one node, leaf or flow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets sent.
+    pub packets: u64,
+    /// Bytes sent.
+    pub bytes: u64,
+    /// Drops by [`DropReason`] (indexed in `DropReason::ALL` order).
+    pub drops: [u64; 5],
+}
+
+impl Counters {
+    /// Total drops.
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+/// The interface every engine implements.
+pub trait Engine {
+    /// Offers a packet at `now_ps`; `Err` when it is dropped (and counted).
+    fn enqueue(&mut self, pkt: Packet, now_ps: u64) -> Result<(), DropReason>;
+    /// The packet to transmit at `now_ps`, if any is eligible.
+    fn dequeue(&mut self, now_ps: u64) -> Option<Departure>;
+    /// Earliest time a deferred (shaped or not yet eligible) packet may become eligible.
+    fn next_wakeup(&self) -> Option<u64>;
+    /// Packets held (in the tree, waiting for admission, or deferred).
+    fn backlog(&self) -> usize;
+}

@@ -1,0 +1,636 @@
+//! The reference engine: the scheduling semantics of the parent module written as plainly as
+//! possible — a sorted map per node as its PIFO, per-packet entries at every level, a sorted
+//! map as the global shaping queue, hash maps for per-child and per-flow state. It allocates
+//! freely and is slow; it is the yardstick the fast engine is checked against.
+//!
+//! [`Rank`]s (smaller leaves first; equal ranks in arrival order) per node type, for a packet
+//! of `L` bytes arriving from child `c` at time `now`:
+//! * `fifo`: `now`.
+//! * `prio`: `c`'s `priority`.
+//! * `wfq`: start-time fair queuing (STFQ): `S = max(V, last[c])`, `last[c] = S + L/weight`,
+//!   rank `S`; `V` becomes the rank of each packet sent through the node.
+//! * `rr`: as `wfq` with every packet costing one unit: one packet per child per round.
+//! * `drr`: as `wfq` with `weight = quantum`, the rank rounded up to a whole round, so
+//!   packets are served round by round, each child sending its quantum's worth per round.
+//! * `lstf`: `now + slack` (packet's `slack_ps`, else the node's `default_slack`).
+//! * `edf`: the packet's `deadline_ps`, else `now + default_deadline`.
+//! * `senic` (SENIC §4.1–4.2): WF2Q+ tags `S = max(V, lastF[c])`, `F = S + L·8/rate_c`, rank
+//!   `F`; a packet may leave only once `S ≤ V(now)`. `V` advances with real time slowed by
+//!   `max(1, φ)`, φ the backlogged children's rates over the capacity, so limits hold and
+//!   fall back to sharing in the ratio of the limits. In the two-level form, an inner `senic`
+//!   node (an L1 class) scales its children's rates to `min(r_i, r_L1 · r_i / Σ active r_j)`
+//!   and both levels order by the same `F` against the top's `V`.
+//! * leaves: `fifo` flows rank by `now`; `fair` flows by STFQ across flows with the leaf's
+//!   flow quantum.
+//!
+//! Shaping classes are token buckets (`rate`, `burst`); a packet's transmit time is computed
+//! and its classes charged when it enters the tree (Loom §4.2.2: "transmission times are
+//! computed and stored").
+//!
+//! Virtual times carry [`FRAC`] fractional bits.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use super::{Counters, Departure, DropReason, Engine, Packet};
+use crate::classifier::Field;
+use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
+use crate::policy::{Classification, NodeId, Program, ShapingPath};
+
+/// A rank: smaller leaves first.
+pub type Rank = u128;
+
+/// Fractional bits of virtual times.
+pub const FRAC: u32 = 32;
+
+const PS_PER_S: u128 = 1_000_000_000_000;
+
+/// Picoseconds to send `bytes` at `rate_bps`, with [`FRAC`] fractional bits.
+fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
+    ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
+}
+
+/// A token bucket, charged in advance: `t` may lie in the future when slots are reserved.
+#[derive(Debug, Clone, Default)]
+struct Bucket {
+    /// Bits per second.
+    rate: u64,
+    /// Capacity in bit·ps per second units: `burst bytes × 8 × 10^12`.
+    cap: i128,
+    /// Credit at time `t`, same units (rate × elapsed ps adds `rate × dt`).
+    credit: i128,
+    /// Reference time of `credit`, ps.
+    t: u64,
+}
+
+impl Bucket {
+    fn new(rate: u64, burst_bytes: u64) -> Bucket {
+        let cap = burst_bytes as i128 * 8 * PS_PER_S as i128;
+        Bucket {
+            rate,
+            cap,
+            credit: cap,
+            t: 0,
+        }
+    }
+
+    /// The earliest time at or after `now` when `bytes` conform.
+    fn earliest(&self, bytes: u32, now: u64) -> u64 {
+        let (t, credit) = self.at(now);
+        // A packet larger than the bucket may go when the bucket is full.
+        let need = (bytes as i128 * 8 * PS_PER_S as i128).min(self.cap);
+        if credit >= need {
+            t
+        } else {
+            let missing = need - credit;
+            let rate = self.rate.max(1) as i128;
+            t + ((missing + rate - 1) / rate) as u64
+        }
+    }
+
+    /// Credit at `max(now, t)`.
+    fn at(&self, now: u64) -> (u64, i128) {
+        if now <= self.t {
+            (self.t, self.credit)
+        } else {
+            let gained = (now - self.t) as i128 * self.rate as i128;
+            (now, (self.credit + gained).min(self.cap))
+        }
+    }
+
+    /// Charges `bytes` sent at `tx` (≥ the bucket's reference time).
+    fn charge(&mut self, bytes: u32, tx: u64) {
+        let (t, credit) = self.at(tx);
+        self.t = t;
+        self.credit = credit - bytes as i128 * 8 * PS_PER_S as i128;
+    }
+}
+
+/// A packet the engine holds.
+#[derive(Debug, Clone)]
+struct Held {
+    pkt: Packet,
+    leaf_node: NodeId,
+    leaf: u32,
+    flow: u64,
+    shaping: ShapingPath,
+    /// Transmit time from the shaping classes, ps (0 when unshaped).
+    tx: u64,
+    /// Ranks along the path, leaf first, then each ancestor up to the root.
+    ranks: Vec<Rank>,
+    /// `(senic node, S tag)` for every senic node on the path.
+    senic: Vec<(NodeId, u128)>,
+    enqueued_ps: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct SenicState {
+    /// System virtual time at `t`, ps with FRAC bits.
+    v: u128,
+    /// Reference time of `v`.
+    t: u64,
+    /// Sum of the rates of backlogged children, bps.
+    backlog_rate: u128,
+    /// Packets held per child.
+    child_backlog: HashMap<NodeId, u64>,
+    /// Last finish tag per child.
+    last_f: HashMap<NodeId, u128>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct NodeState {
+    /// The PIFO: (rank, arrival seq) → child node id, or held-packet slot at a leaf.
+    pifo: BTreeMap<(Rank, u64), usize>,
+    /// Virtual time (wfq, rr, drr, fair leaves).
+    vtime: u128,
+    /// Last finish tag per child (or per flow at a leaf).
+    last: HashMap<u64, u128>,
+    senic: SenicState,
+    /// Leaf: packets held (in the tree, deferred, or waiting for admission).
+    held_packets: u64,
+    held_bytes: u64,
+    /// Leaf: per-flow (packets, bytes) held.
+    flows: HashMap<u64, (u64, u64)>,
+    /// Leaf: packets admitted into the tree (Loom §4.2.3 `outstanding`).
+    admitted: u64,
+    /// Leaf: packets waiting for admission, in arrival order.
+    waiting: VecDeque<usize>,
+}
+
+/// The reference engine.
+#[derive(Debug, Clone)]
+pub struct ReferenceEngine {
+    prog: Arc<Program>,
+    nodes: Vec<NodeState>,
+    buckets: Vec<Bucket>,
+    slab: Vec<Option<Held>>,
+    free: Vec<usize>,
+    /// The global shaping queue: (eligible time, seq) → slot.
+    shaping_queue: BTreeMap<(u64, u64), usize>,
+    seq: u64,
+    held: usize,
+    /// Per node (leaves included).
+    pub counters: Vec<Counters>,
+    /// Per (leaf, flow).
+    pub flow_counters: BTreeMap<(u32, u64), Counters>,
+}
+
+fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
+    match spec.flow_key {
+        FlowKey::Flow => pkt.flow,
+        FlowKey::None => 0,
+        FlowKey::FiveTuple => {
+            let m = &pkt.meta;
+            let mut h = rustc_hash::FxHasher::default();
+            (m.src, m.dst, m.sport, m.dport, m.proto).hash(&mut h);
+            // Packets without addresses or ports fall back to the host's flow id.
+            if m.present
+                & (Field::Src.bit() | Field::Dst.bit() | Field::Sport.bit() | Field::Dport.bit())
+                == 0
+            {
+                pkt.flow.hash(&mut h);
+            }
+            h.finish()
+        }
+    }
+}
+
+impl ReferenceEngine {
+    /// An engine for `prog`.
+    pub fn new(prog: Arc<Program>) -> ReferenceEngine {
+        let buckets = prog
+            .shapers
+            .iter()
+            .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
+            .collect();
+        ReferenceEngine {
+            nodes: vec![NodeState::default(); prog.nodes.len()],
+            counters: vec![Counters::default(); prog.nodes.len()],
+            buckets,
+            prog,
+            slab: Vec::new(),
+            free: Vec::new(),
+            shaping_queue: BTreeMap::new(),
+            seq: 0,
+            held: 0,
+            flow_counters: BTreeMap::new(),
+        }
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn leaf_spec(&self, node: NodeId) -> &LeafSpec {
+        match &self.prog.nodes[node as usize].algo {
+            Algo::Leaf(l) => l,
+            other => panic!("node {node} is a {} not a leaf", other.name()),
+        }
+    }
+
+    /// Capacity of a senic node, bps.
+    fn senic_capacity(&self, n: NodeId) -> u64 {
+        match self.prog.nodes[n as usize].algo {
+            Algo::Senic { capacity_bps } => capacity_bps,
+            _ => self.prog.link.rate_bps,
+        }
+    }
+
+    fn is_senic(&self, n: NodeId) -> bool {
+        matches!(self.prog.nodes[n as usize].algo, Algo::Senic { .. })
+    }
+
+    /// The top of the chain of senic nodes containing `n`.
+    fn senic_top(&self, mut n: NodeId) -> NodeId {
+        while let Some(p) = self.prog.nodes[n as usize].parent {
+            if !self.is_senic(p) {
+                break;
+            }
+            n = p;
+        }
+        n
+    }
+
+    /// Advances a top senic node's virtual time to `now`.
+    fn senic_advance(&mut self, top: NodeId, now: u64) {
+        let cap = self.senic_capacity(top) as u128;
+        let s = &mut self.nodes[top as usize].senic;
+        if now > s.t {
+            let dt = ((now - s.t) as u128) << FRAC;
+            s.v += dt * cap / cap.max(s.backlog_rate);
+            s.t = now;
+        }
+    }
+
+    /// Admits a held packet into the tree at `now`: computes its ranks and pushes its entries.
+    fn admit(&mut self, slot: usize, now: u64) {
+        let held = self.slab[slot].as_ref().expect("admitting a held packet");
+        let (pkt, leaf_node, flow) = (held.pkt, held.leaf_node, held.flow);
+        let spec = self.leaf_spec(leaf_node).clone();
+        let mut ranks = Vec::new();
+        // Leaf rank: flow scheduling.
+        let leaf_rank = match spec.flow_sched {
+            FlowSched::Fifo => now as u128,
+            FlowSched::Fair => {
+                let st = &mut self.nodes[leaf_node as usize];
+                let last = st.last.get(&flow).copied().unwrap_or(0);
+                let start = st.vtime.max(last);
+                let cost = ((pkt.bytes as u128) << FRAC) / spec.flow_quantum_bytes.max(1) as u128;
+                st.last.insert(flow, start + cost);
+                start
+            }
+        };
+        ranks.push(leaf_rank);
+        let mut senic_tags: Vec<(NodeId, u128)> = Vec::new();
+        // The previous senic (S, F) on the path, reused by an enclosing senic node.
+        let mut inner_tags: Option<(u128, u128)> = None;
+        let mut child = leaf_node;
+        while let Some(n) = self.prog.nodes[child as usize].parent {
+            let edge = self.prog.nodes[child as usize].edge;
+            let algo = self.prog.nodes[n as usize].algo.clone();
+            let rank = match algo {
+                Algo::Fifo => now as u128,
+                Algo::Prio => edge.priority as u128,
+                Algo::Wfq | Algo::Rr | Algo::Drr => {
+                    let st = &mut self.nodes[n as usize];
+                    let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
+                    let start = st.vtime.max(last);
+                    let cost = match algo {
+                        Algo::Wfq => ((pkt.bytes as u128) << FRAC) / edge.weight.max(1) as u128,
+                        Algo::Rr => 1u128 << FRAC,
+                        _ => ((pkt.bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                    };
+                    let finish = start + cost;
+                    st.last.insert(child as u64, finish);
+                    if algo == Algo::Drr {
+                        // The round in which the child's quanta cover this packet.
+                        let one = 1u128 << FRAC;
+                        finish.div_ceil(one) * one
+                    } else {
+                        start
+                    }
+                }
+                Algo::Lstf { default_slack_ps } => {
+                    now as u128 + pkt.slack_ps.unwrap_or(default_slack_ps) as u128
+                }
+                Algo::Edf {
+                    default_deadline_ps,
+                } => pkt
+                    .deadline_ps
+                    .unwrap_or(now.saturating_add(default_deadline_ps))
+                    as u128,
+                Algo::Senic { .. } => {
+                    let top = self.senic_top(n);
+                    self.senic_advance(top, now);
+                    let rate = edge.rate_bps.max(1);
+                    // Backlog bookkeeping (φ) before tagging: the class is now active.
+                    let st = &mut self.nodes[n as usize].senic;
+                    let c = st.child_backlog.entry(child).or_insert(0);
+                    *c += 1;
+                    if *c == 1 {
+                        st.backlog_rate += rate as u128;
+                    }
+                    let (s, f) = match inner_tags {
+                        // A senic child: reuse its tags (one F order across both levels).
+                        Some(tags) if self.is_senic(child) => tags,
+                        _ => {
+                            let eff = if n != top {
+                                // Inner node (L1 class): scale its children's rates.
+                                let cap = self.senic_capacity(n) as u128;
+                                let active = self.nodes[n as usize].senic.backlog_rate.max(1);
+                                (rate as u128).min(cap * rate as u128 / active).max(1) as u64
+                            } else {
+                                rate
+                            };
+                            let v = self.nodes[top as usize].senic.v;
+                            let st = &mut self.nodes[n as usize].senic;
+                            let last = st.last_f.get(&child).copied().unwrap_or(0);
+                            let s = v.max(last);
+                            let f = s + wire_ps_frac(pkt.bytes, eff);
+                            st.last_f.insert(child, f);
+                            (s, f)
+                        }
+                    };
+                    if !(self.is_senic(child) && inner_tags.is_some()) {
+                        // Tags computed here are checked for eligibility; reused inner tags
+                        // were pushed by the inner node already.
+                        senic_tags.push((n, s));
+                    }
+                    inner_tags = Some((s, f));
+                    f
+                }
+                Algo::Leaf(_) => unreachable!("a leaf is never a parent"),
+            };
+            if !matches!(algo, Algo::Senic { .. }) {
+                inner_tags = None;
+            }
+            ranks.push(rank);
+            child = n;
+        }
+        let held = self.slab[slot].as_mut().expect("held");
+        held.ranks = ranks;
+        held.senic = senic_tags;
+        self.nodes[leaf_node as usize].admitted += 1;
+        self.push_entries(slot);
+    }
+
+    /// Pushes a held packet's entries (with its stored ranks) into the tree.
+    fn push_entries(&mut self, slot: usize) {
+        let held = self.slab[slot].as_ref().expect("held");
+        let ranks = held.ranks.clone();
+        let leaf_node = held.leaf_node;
+        let seq = self.next_seq();
+        self.nodes[leaf_node as usize]
+            .pifo
+            .insert((ranks[0], seq), slot);
+        let mut child = leaf_node;
+        let mut i = 1;
+        while let Some(n) = self.prog.nodes[child as usize].parent {
+            self.nodes[n as usize]
+                .pifo
+                .insert((ranks[i], seq), child as usize);
+            child = n;
+            i += 1;
+        }
+    }
+
+    /// When a packet that is not yet eligible at a senic node may become so.
+    fn senic_eligible_at(&mut self, held_senic: &[(NodeId, u128)], now: u64) -> u64 {
+        let mut at = now;
+        for &(n, s) in held_senic {
+            let top = self.senic_top(n);
+            self.senic_advance(top, now);
+            let st = &self.nodes[top as usize].senic;
+            if st.v < s {
+                let cap = self.senic_capacity(top) as u128;
+                let slow = cap.max(st.backlog_rate);
+                let dt = ((s - st.v) * slow / cap).div_ceil(1u128 << FRAC);
+                at = at.max(now + (dt as u64).max(1));
+            }
+        }
+        at
+    }
+
+    fn release_due(&mut self, now: u64) {
+        while let Some((&(t, seq), &slot)) = self.shaping_queue.first_key_value() {
+            if t > now {
+                break;
+            }
+            self.shaping_queue.remove(&(t, seq));
+            self.push_entries(slot);
+        }
+    }
+
+    /// Pops the PIFO path from the root: returns the slot of the leaf's smallest packet and
+    /// the rank popped at each node on the way.
+    fn pop_path(&mut self) -> Option<(usize, Vec<(NodeId, Rank)>)> {
+        let mut popped = Vec::new();
+        let mut n: NodeId = 0;
+        loop {
+            let ((rank, _), v) = self.nodes[n as usize].pifo.pop_first()?;
+            popped.push((n, rank));
+            if self.prog.nodes[n as usize].leaf.is_some() {
+                return Some((v, popped));
+            }
+            n = v as NodeId;
+        }
+    }
+
+    fn count_drop(&mut self, node: NodeId, leaf: Option<(u32, u64)>, reason: DropReason) {
+        let i = DropReason::ALL
+            .iter()
+            .position(|&r| r == reason)
+            .unwrap_or(0);
+        self.counters[node as usize].drops[i] += 1;
+        if let Some(k) = leaf {
+            self.flow_counters.entry(k).or_default().drops[i] += 1;
+        }
+    }
+}
+
+impl Engine for ReferenceEngine {
+    fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
+        let (leaf, leaf_node, shaping) = match self.prog.classify(&pkt.meta) {
+            Classification::Leaf {
+                leaf,
+                node,
+                shaping,
+            } => (leaf, node, shaping),
+            Classification::Unclassified { at } => {
+                self.count_drop(at, None, DropReason::Unclassified);
+                return Err(DropReason::Unclassified);
+            }
+        };
+        let spec = self.leaf_spec(leaf_node).clone();
+        let flow = flow_key(&spec, &pkt);
+        let st = &self.nodes[leaf_node as usize];
+        let (fp, fb) = st.flows.get(&flow).copied().unwrap_or((0, 0));
+        let bytes = pkt.bytes as u64;
+        let reason = if spec.limit_packets.is_some_and(|l| st.held_packets + 1 > l) {
+            Some(DropReason::LeafPackets)
+        } else if spec.limit_bytes.is_some_and(|l| st.held_bytes + bytes > l) {
+            Some(DropReason::LeafBytes)
+        } else if spec.flow_limit_packets.is_some_and(|l| fp + 1 > l) {
+            Some(DropReason::FlowPackets)
+        } else if spec.flow_limit_bytes.is_some_and(|l| fb + bytes > l) {
+            Some(DropReason::FlowBytes)
+        } else {
+            None
+        };
+        if let Some(r) = reason {
+            self.count_drop(leaf_node, Some((leaf, flow)), r);
+            return Err(r);
+        }
+        let st = &mut self.nodes[leaf_node as usize];
+        st.held_packets += 1;
+        st.held_bytes += bytes;
+        let f = st.flows.entry(flow).or_insert((0, 0));
+        f.0 += 1;
+        f.1 += bytes;
+        // Transmit time from the shaping classes (charged now, Loom §4.2.2).
+        let mut tx = 0;
+        if !shaping.as_slice().is_empty() {
+            tx = shaping
+                .as_slice()
+                .iter()
+                .map(|&s| self.buckets[s as usize].earliest(pkt.bytes, now))
+                .max()
+                .unwrap_or(now);
+            for &s in shaping.as_slice() {
+                self.buckets[s as usize].charge(pkt.bytes, tx);
+            }
+        }
+        let held = Held {
+            pkt,
+            leaf_node,
+            leaf,
+            flow,
+            shaping,
+            tx,
+            ranks: Vec::new(),
+            senic: Vec::new(),
+            enqueued_ps: now,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slab[s] = Some(held);
+                s
+            }
+            None => {
+                self.slab.push(Some(held));
+                self.slab.len() - 1
+            }
+        };
+        self.held += 1;
+        let st = &mut self.nodes[leaf_node as usize];
+        if spec.outstanding.is_some_and(|o| st.admitted >= o) {
+            st.waiting.push_back(slot);
+        } else {
+            self.admit(slot, now);
+        }
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: u64) -> Option<Departure> {
+        self.release_due(now);
+        loop {
+            let (slot, popped) = self.pop_path()?;
+            let held = self.slab[slot].as_ref().expect("popped a held packet");
+            let senic = held.senic.clone();
+            let mut eligible_at = held.tx.max(now);
+            if !senic.is_empty() {
+                eligible_at = eligible_at.max(self.senic_eligible_at(&senic, now));
+            }
+            if eligible_at > now {
+                let seq = self.next_seq();
+                self.shaping_queue.insert((eligible_at, seq), slot);
+                continue;
+            }
+            // Send it.
+            let held = self.slab[slot].take().expect("held");
+            self.free.push(slot);
+            self.held -= 1;
+            for &(n, rank) in &popped {
+                let is_leaf = self.prog.nodes[n as usize].leaf.is_some();
+                let st = &mut self.nodes[n as usize];
+                match &self.prog.nodes[n as usize].algo {
+                    Algo::Wfq | Algo::Rr => st.vtime = st.vtime.max(rank),
+                    // A drr rank is the round a packet is served in; V is that round's start.
+                    Algo::Drr => st.vtime = st.vtime.max(rank.saturating_sub(1 << FRAC)),
+                    Algo::Leaf(l) if is_leaf && l.flow_sched == FlowSched::Fair => {
+                        st.vtime = st.vtime.max(rank)
+                    }
+                    _ => {}
+                }
+            }
+            // Senic backlog (φ) bookkeeping.
+            let mut child = held.leaf_node;
+            while let Some(n) = self.prog.nodes[child as usize].parent {
+                if self.is_senic(n) {
+                    let top = self.senic_top(n);
+                    self.senic_advance(top, now);
+                    let rate = self.prog.nodes[child as usize].edge.rate_bps.max(1) as u128;
+                    let st = &mut self.nodes[n as usize].senic;
+                    let c = st.child_backlog.entry(child).or_insert(1);
+                    *c -= 1;
+                    if *c == 0 {
+                        st.backlog_rate -= rate;
+                    }
+                }
+                child = n;
+            }
+            // Leaf accounting and admission of the next waiting packet.
+            let bytes = held.pkt.bytes as u64;
+            let st = &mut self.nodes[held.leaf_node as usize];
+            st.held_packets -= 1;
+            st.held_bytes -= bytes;
+            st.admitted -= 1;
+            if let Some(f) = st.flows.get_mut(&held.flow) {
+                f.0 -= 1;
+                f.1 -= bytes;
+                if f.0 == 0 {
+                    st.flows.remove(&held.flow);
+                }
+            }
+            if let Some(next) = st.waiting.pop_front() {
+                self.admit(next, now);
+            }
+            let mut n = Some(held.leaf_node);
+            while let Some(v) = n {
+                let c = &mut self.counters[v as usize];
+                c.packets += 1;
+                c.bytes += bytes;
+                n = self.prog.nodes[v as usize].parent;
+            }
+            let fc = self
+                .flow_counters
+                .entry((held.leaf, held.flow))
+                .or_default();
+            fc.packets += 1;
+            fc.bytes += bytes;
+            let _ = held.shaping;
+            return Some(Departure {
+                id: held.pkt.id,
+                leaf: held.leaf,
+                flow: held.flow,
+                bytes: held.pkt.bytes,
+                enqueued_ps: held.enqueued_ps,
+            });
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<u64> {
+        self.shaping_queue.keys().next().map(|&(t, _)| t)
+    }
+
+    fn backlog(&self) -> usize {
+        self.held
+    }
+}
