@@ -411,7 +411,7 @@ impl<'o> Compiler<'o> {
         if decls.is_empty() {
             self.diags.push(Diagnostic::new(
                 Rule::NoRoot,
-                Span { len: 1, ..doc_span },
+                self.sources.first_char(doc_span),
                 "the policy has no nodes",
             ));
             return None;
@@ -556,7 +556,7 @@ impl<'o> Compiler<'o> {
             [] => {
                 self.diags.push(Diagnostic::new(
                     Rule::NoRoot,
-                    Span { len: 1, ..doc_span },
+                    self.sources.first_char(doc_span),
                     "every node has a parent: there is no root",
                 ));
                 return None;

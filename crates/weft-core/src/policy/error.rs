@@ -251,6 +251,18 @@ impl Sources {
         &self.files[id as usize]
     }
 
+    /// The first character of `span` (empty at the end of the file): a point to underline.
+    pub fn first_char(&self, span: Span) -> Span {
+        let text = &self.file(span.file).text;
+        let offset = span.offset.min(text.len());
+        let len = text[offset..].chars().next().map_or(0, char::len_utf8);
+        Span {
+            offset,
+            len,
+            ..span
+        }
+    }
+
     /// `path:line:column` of a span.
     pub fn location(&self, span: Span) -> (String, usize, usize) {
         let f = self.file(span.file);

@@ -551,7 +551,7 @@ impl<'a> Parser<'a> {
             }
         }
         if !version_seen {
-            let at = Span { len: 1, ..span };
+            let at = self.sources.first_char(span);
             self.diags.push(
                 Diagnostic::new(
                     Rule::Version,
@@ -562,7 +562,7 @@ impl<'a> Parser<'a> {
             );
         }
         if !nodes_seen {
-            let at = Span { len: 1, ..span };
+            let at = self.sources.first_char(span);
             self.err(
                 Rule::MissingKey,
                 at,

@@ -12,8 +12,9 @@
 //!   node on its path says it is not yet eligible — leaves the tree for one time-ordered queue
 //!   and re-enters the tree with its stored ranks when its time comes. High-priority traffic
 //!   therefore passes rate-limited traffic in the same node (Loom Fig. 6 vs Fig. 8).
-//!   Shaping classes are charged when a packet is deferred (its send slot is reserved), so a
-//!   class shared by several children is divided in the order the scheduler picks them.
+//!   Shaping classes are charged when a packet is sent, so a class shared by several
+//!   children is divided in the order the scheduler picks them, and the shaping bound holds
+//!   at the wire.
 //! * Rank functions per node type are documented on [`reference::Rank`].
 
 pub mod link;

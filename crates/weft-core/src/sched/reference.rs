@@ -23,9 +23,11 @@
 //! * leaves: `fifo` flows rank by `now`; `fair` flows by STFQ across flows with the leaf's
 //!   flow quantum.
 //!
-//! Shaping classes are token buckets (`rate`, `burst`); a packet's transmit time is computed
-//! and its classes charged when it enters the tree (Loom §4.2.2: "transmission times are
-//! computed and stored").
+//! Shaping classes are token buckets (`rate`, `burst`), checked when a packet is dequeued and
+//! charged when it is actually sent, so the bytes a class sends in any window never exceed
+//! `rate × window + burst` even when the tree delays a packet past its transmit time. (Loom
+//! computes transmit times at enqueue; charging at enqueue lets a delayed packet and its
+//! successor leave closer together than the rate allows, which the property tests caught.)
 //!
 //! Virtual times carry [`FRAC`] fractional bits.
 
@@ -99,7 +101,7 @@ impl Bucket {
         }
     }
 
-    /// Charges `bytes` sent at `tx` (≥ the bucket's reference time).
+    /// Charges `bytes` sent at `tx` (not before the bucket's reference time).
     fn charge(&mut self, bytes: u32, tx: u64) {
         let (t, credit) = self.at(tx);
         self.t = t;
@@ -115,8 +117,6 @@ struct Held {
     leaf: u32,
     flow: u64,
     shaping: ShapingPath,
-    /// Transmit time from the shaping classes, ps (0 when unshaped).
-    tx: u64,
     /// Ranks along the path, leaf first, then each ancestor up to the root.
     ranks: Vec<Rank>,
     /// `(senic node, S tag)` for every senic node on the path.
@@ -494,26 +494,12 @@ impl Engine for ReferenceEngine {
         let f = st.flows.entry(flow).or_insert((0, 0));
         f.0 += 1;
         f.1 += bytes;
-        // Transmit time from the shaping classes (charged now, Loom §4.2.2).
-        let mut tx = 0;
-        if !shaping.as_slice().is_empty() {
-            tx = shaping
-                .as_slice()
-                .iter()
-                .map(|&s| self.buckets[s as usize].earliest(pkt.bytes, now))
-                .max()
-                .unwrap_or(now);
-            for &s in shaping.as_slice() {
-                self.buckets[s as usize].charge(pkt.bytes, tx);
-            }
-        }
         let held = Held {
             pkt,
             leaf_node,
             leaf,
             flow,
             shaping,
-            tx,
             ranks: Vec::new(),
             senic: Vec::new(),
             enqueued_ps: now,
@@ -544,7 +530,15 @@ impl Engine for ReferenceEngine {
             let (slot, popped) = self.pop_path()?;
             let held = self.slab[slot].as_ref().expect("popped a held packet");
             let senic = held.senic.clone();
-            let mut eligible_at = held.tx.max(now);
+            let shaping = held.shaping;
+            let bytes = held.pkt.bytes;
+            // Shaping classes: the earliest time every bucket on the path has the tokens.
+            let mut eligible_at = shaping
+                .as_slice()
+                .iter()
+                .map(|&s| self.buckets[s as usize].earliest(bytes, now))
+                .max()
+                .unwrap_or(now);
             if !senic.is_empty() {
                 eligible_at = eligible_at.max(self.senic_eligible_at(&senic, now));
             }
@@ -553,7 +547,10 @@ impl Engine for ReferenceEngine {
                 self.shaping_queue.insert((eligible_at, seq), slot);
                 continue;
             }
-            // Send it.
+            // Send it: charge its shaping classes now.
+            for &s in shaping.as_slice() {
+                self.buckets[s as usize].charge(bytes, now);
+            }
             let held = self.slab[slot].take().expect("held");
             self.free.push(slot);
             self.held -= 1;
@@ -615,7 +612,6 @@ impl Engine for ReferenceEngine {
                 .or_default();
             fc.packets += 1;
             fc.bytes += bytes;
-            let _ = held.shaping;
             return Some(Departure {
                 id: held.pkt.id,
                 leaf: held.leaf,

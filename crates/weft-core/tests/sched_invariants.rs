@@ -1,0 +1,182 @@
+//! DESIGN.md's invariants as property tests on random policies and traces: conservation,
+//! per-flow order, work conservation, the shaping bound and strict priority.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use weft_core::classifier::PacketMeta;
+use weft_core::policy::{compile_str, LoadOptions, Program};
+use weft_core::sched::link::{self, wire_ps, Event};
+use weft_core::sched::reference::ReferenceEngine;
+use weft_core::sched::Packet;
+
+#[derive(Debug, Clone)]
+struct Case {
+    root: &'static str,
+    leaves: usize,
+    /// Per leaf: optional (rate mbit, burst bytes) of a shaping node above it.
+    shaping: Vec<Option<(u32, u32)>>,
+    /// (arrival ps, leaf, flow, bytes)
+    arrivals: Vec<(u64, usize, u64, u32)>,
+}
+
+fn policy(c: &Case) -> String {
+    let mut s = format!(
+        "weft: 1\nlink: {{rate: 1gbit}}\nnodes:\n  - {{name: root, type: {}}}\n",
+        c.root
+    );
+    for i in 0..c.leaves {
+        let edge = match c.root {
+            "prio" => format!("priority: {i}, "),
+            "wfq" => format!("weight: {}, ", i + 1),
+            "drr" => format!("quantum: {}b, ", 500 + 300 * i),
+            "senic" => format!("rate: {}mbit, ", 100 + 150 * i),
+            _ => String::new(),
+        };
+        let parent = match c.shaping[i] {
+            Some((rate, burst)) => {
+                s += &format!("  - {{name: s{i}, type: shape, parent: root, rate: {rate}mbit, burst: {burst}b}}\n");
+                format!("s{i}")
+            }
+            None => "root".into(),
+        };
+        s += &format!(
+            "  - {{name: l{i}, type: leaf, parent: {parent}, {edge}match: {{tag: {i}}}, flows: {{by: flow, sched: fair}}, limit: {{packets: 100000}}, flow_limit: {{packets: 100000}}}}\n"
+        );
+    }
+    s
+}
+
+fn case(shaped: bool) -> impl Strategy<Value = Case> {
+    let roots = vec!["fifo", "prio", "wfq", "rr", "drr", "lstf", "edf", "senic"];
+    (prop::sample::select(roots), 2usize..5).prop_flat_map(move |(root, leaves)| {
+        let shaping = if shaped {
+            prop::collection::vec(prop::option::of((50u32..400, 1514u32..20_000)), leaves).boxed()
+        } else {
+            Just(vec![None; leaves]).boxed()
+        };
+        let arrivals = prop::collection::vec(
+            (
+                0u64..2_000_000_000,
+                0..leaves,
+                0u64..3,
+                prop::sample::select(vec![64u32, 200, 700, 1500]),
+            ),
+            1..120,
+        );
+        (Just(root), Just(leaves), shaping, arrivals).prop_map(
+            |(root, leaves, shaping, mut arrivals)| {
+                arrivals.sort_by_key(|a| a.0);
+                Case {
+                    root,
+                    leaves,
+                    shaping,
+                    arrivals,
+                }
+            },
+        )
+    })
+}
+
+struct Run {
+    prog: Arc<Program>,
+    /// (start ps, packet index)
+    sent: Vec<(u64, usize)>,
+}
+
+fn run(c: &Case) -> Run {
+    let prog = Arc::new(
+        compile_str(Path::new("case.yaml"), &policy(c), &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{}\n{}", e.render_plain(), policy(c))),
+    );
+    let arrivals: Vec<(u64, Packet)> = c
+        .arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, &(t, leaf, flow, bytes))| {
+            let mut meta = PacketMeta::default();
+            meta.set_field("tag", &leaf.to_string()).unwrap();
+            let mut p = Packet::new(i as u64, bytes, meta);
+            p.flow = flow;
+            (t, p)
+        })
+        .collect();
+    let mut e = ReferenceEngine::new(prog.clone());
+    let mut sent = Vec::new();
+    link::run(&mut e, &prog.link, arrivals, u64::MAX, |ev| match ev {
+        Event::Sent { at_ps, departure } => sent.push((at_ps, departure.id as usize)),
+        Event::Dropped { .. } => panic!("no drops expected with these limits"),
+    });
+    Run { prog, sent }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn conservation_order_and_work_conservation(c in case(false)) {
+        let r = run(&c);
+        // Conservation: every packet exactly once.
+        let mut ids: Vec<usize> = r.sent.iter().map(|s| s.1).collect();
+        ids.sort_unstable();
+        prop_assert_eq!(ids, (0..c.arrivals.len()).collect::<Vec<_>>());
+        // Per-flow order.
+        let mut last: HashMap<(usize, u64), usize> = HashMap::new();
+        for &(_, i) in &r.sent {
+            let (_, leaf, flow, _) = c.arrivals[i];
+            if let Some(&prev) = last.get(&(leaf, flow)) {
+                prop_assert!(prev < i, "flow ({leaf},{flow}): {i} after {prev}");
+            }
+            last.insert((leaf, flow), i);
+        }
+        // Nobody leaves before arriving.
+        for &(t, i) in &r.sent {
+            prop_assert!(t >= c.arrivals[i].0);
+        }
+        // Work conservation (no shaping; senic is non-work-conserving below its limits).
+        if c.root != "senic" {
+            for w in r.sent.windows(2) {
+                let end = w[0].0 + wire_ps(c.arrivals[w[0].1].3, &r.prog.link);
+                prop_assert!(w[1].0 >= end, "frames overlap");
+                if w[1].0 > end {
+                    // The link idled: the next packet cannot have been waiting.
+                    prop_assert_eq!(w[1].0, c.arrivals[w[1].1].0, "idle link with backlog at {}", end);
+                }
+            }
+        }
+        // Strict priority: no lower-priority packet starts while a higher one waits.
+        if c.root == "prio" {
+            for &(t, i) in &r.sent {
+                let mine = c.arrivals[i].1;
+                for &(t2, j) in &r.sent {
+                    let theirs = c.arrivals[j].1;
+                    if theirs < mine && c.arrivals[j].0 <= t && t2 > t {
+                        prop_assert!(false, "leaf {mine} sent at {t} while higher leaf {theirs} waited");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shaping_bound(c in case(true)) {
+        let r = run(&c);
+        prop_assert_eq!(r.sent.len(), c.arrivals.len());
+        for (leaf, s) in c.shaping.iter().enumerate() {
+            let Some((rate_mbit, burst)) = *s else { continue };
+            let mine: Vec<(u64, u32)> = r.sent.iter().filter(|x| c.arrivals[x.1].1 == leaf).map(|x| (x.0, c.arrivals[x.1].3)).collect();
+            for i in 0..mine.len() {
+                let mut bytes = 0u128;
+                for j in i..mine.len() {
+                    bytes += mine[j].1 as u128;
+                    let window = (mine[j].0 - mine[i].0) as u128;
+                    // Bytes whose transmission starts in [t_i, t_j] ≤ burst + rate × window.
+                    let allowed = burst as u128 * 8 * 1_000_000_000_000 + rate_mbit as u128 * 1_000_000 * window;
+                    prop_assert!(bytes * 8 * 1_000_000_000_000 <= allowed, "leaf {leaf}: {bytes} B in {window} ps exceeds {rate_mbit} Mbit/s + {burst} B");
+                }
+            }
+        }
+    }
+}
