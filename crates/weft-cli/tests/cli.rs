@@ -158,3 +158,93 @@ fn classify_rejects_unknown_packet_field() {
         .code(2)
         .stderr(predicate::str::contains("colour"));
 }
+
+/// Every `examples/traces/NAME.csv` with a `NAME.expected.csv` replays to exactly that.
+#[test]
+fn replay_examples_match_their_expected_departures() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("examples/traces")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let Some(stem) = name.strip_suffix(".expected.csv") else {
+            continue;
+        };
+        let out = std::env::temp_dir().join(format!("weft-replay-{stem}-{}", std::process::id()));
+        weft()
+            .args([
+                "replay",
+                "--quiet",
+                "--policy",
+                &format!("examples/policies/{stem}.yaml"),
+            ])
+            .args(["--trace", &format!("examples/traces/{stem}.csv"), "--out"])
+            .arg(&out)
+            .assert()
+            .success();
+        let got = std::fs::read_to_string(out.join("departures.csv")).unwrap();
+        let want = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        assert_eq!(
+            got,
+            want,
+            "{stem}: departures differ from {}",
+            path.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "expected example traces, found {checked}");
+}
+
+#[test]
+fn replay_reports_bad_rows_with_their_line() {
+    let dir = std::env::temp_dir().join(format!("weft-replay-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.csv");
+    std::fs::write(&trace, "arrive_ps,bytes,tag\n0,100,1\n5,abc,1\n").unwrap();
+    weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/senic-fig4.yaml",
+            "--trace",
+        ])
+        .arg(&trace)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("t.csv:3: `bytes` = `abc`"));
+    std::fs::write(&trace, "arrive_ps,bytes,colour\n0,100,red\n").unwrap();
+    weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/senic-fig4.yaml",
+            "--trace",
+        ])
+        .arg(&trace)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown column `colour`"));
+    std::fs::write(&trace, "arrive_ps,bytes,tag\n10,100,1\n5,100,1\n").unwrap();
+    weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/senic-fig4.yaml",
+            "--trace",
+        ])
+        .arg(&trace)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("sort the trace"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
