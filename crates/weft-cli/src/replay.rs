@@ -291,7 +291,7 @@ pub fn replay(
     for (l, &n) in prog.leaves.iter().enumerate() {
         let mut v = node_json(n as usize);
         let h = &stats[l].delay_ps;
-        if h.len() > 0 {
+        if !h.is_empty() {
             v["queueing_delay_ps"] = json!({
                 "p50": h.value_at_quantile(0.5),
                 "p90": h.value_at_quantile(0.9),
