@@ -180,3 +180,110 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// Invariant 6: backlogged `wfq` siblings' weight-normalized service differs by at most
+    /// one maximum packet over each weight (the STFQ bound), at every departure.
+    #[test]
+    fn wfq_fairness_bound(
+        weights in prop::collection::vec(1u32..9, 2..5),
+        sizes in prop::collection::vec(prop::collection::vec(prop::sample::select(vec![64u32, 300, 1000, 1500]), 1..6), 4),
+    ) {
+        let n = weights.len();
+        let mut s = "weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: root, type: wfq}\n".to_string();
+        for (i, w) in weights.iter().enumerate() {
+            s += &format!("  - {{name: l{i}, type: leaf, parent: root, weight: {w}, match: {{tag: {i}}}, limit: {{packets: 100000}}, flow_limit: {{packets: 100000}}}}\n");
+        }
+        let prog = Arc::new(compile_str(Path::new("w.yaml"), &s, &LoadOptions::default()).unwrap());
+        // Every leaf backlogged from t = 0 with 300 packets cycling through its sizes.
+        let mut arrivals = Vec::new();
+        let mut leaf_of = Vec::new();
+        let mut bytes_of = Vec::new();
+        for k in 0..300 {
+            for i in 0..n {
+                let b = sizes[i][k % sizes[i].len()];
+                let mut meta = PacketMeta::default();
+                meta.set_field("tag", &i.to_string()).unwrap();
+                arrivals.push((0, Packet::new(leaf_of.len() as u64, b, meta)));
+                leaf_of.push(i);
+                bytes_of.push(b);
+            }
+        }
+        let mut e = ReferenceEngine::new(prog.clone());
+        let mut service = vec![0f64; n];
+        let max_pkt: Vec<f64> = (0..n).map(|i| *sizes[i].iter().max().unwrap() as f64).collect();
+        let mut sent = vec![0usize; n];
+        let mut ok = true;
+        let mut worst = String::new();
+        link::run(&mut e, &prog.link, arrivals, u64::MAX, |ev| {
+            if let Event::Sent { departure, .. } = ev {
+                let i = leaf_of[departure.id as usize];
+                service[i] += bytes_of[departure.id as usize] as f64;
+                sent[i] += 1;
+                // Only while every leaf is still backlogged.
+                if sent.iter().all(|&c| c < 300) {
+                    for a in 0..n {
+                        for b in 0..n {
+                            let gap = service[a] / weights[a] as f64 - service[b] / weights[b] as f64;
+                            let bound = max_pkt[a] / weights[a] as f64 + max_pkt[b] / weights[b] as f64;
+                            if gap > bound + 1e-9 {
+                                ok = false;
+                                worst = format!("{a} vs {b}: {gap} > {bound}");
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        prop_assert!(ok, "{}", worst);
+    }
+
+    /// Invariant 7 and conservation under overload: the engine never holds more than the
+    /// leaves' limits, and every offered packet is sent or dropped with a counted reason.
+    #[test]
+    fn bounded_memory_under_overload(limit in 1u64..40, flow_limit in 1u64..20, n in 50usize..400) {
+        let s = format!("weft: 1\nlink: {{rate: 100mbit}}\nnodes:\n  - {{name: root, type: fifo}}\n  - {{name: a, type: leaf, parent: root, flows: {{by: flow}}, limit: {{packets: {limit}}}, flow_limit: {{packets: {flow_limit}}}}}\n");
+        let prog = Arc::new(compile_str(Path::new("o.yaml"), &s, &LoadOptions::default()).unwrap());
+        let mut e = ReferenceEngine::new(prog.clone());
+        // 10x overload: 1500 B every 12 us on a 100 Mbit/s link (120 us per packet).
+        let arrivals: Vec<(u64, Packet)> = (0..n).map(|i| {
+            let mut p = Packet::new(i as u64, 1500, PacketMeta::default());
+            p.flow = (i % 3) as u64;
+            (i as u64 * 12_000_000, p)
+        }).collect();
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        let mut peak = 0usize;
+        {
+            let mut count = |ev: Event| match ev {
+                Event::Sent { .. } => sent += 1,
+                Event::Dropped { .. } => dropped += 1,
+            };
+            // Drive by hand so the backlog can be observed between events.
+            let mut t_free = 0u64;
+            for (t, p) in arrivals {
+                while t_free <= t {
+                    match weft_core::sched::Engine::dequeue(&mut e, t_free) {
+                        Some(d) => { count(Event::Sent { at_ps: t_free, departure: d }); t_free += wire_ps(1500, &prog.link); }
+                        None => break,
+                    }
+                }
+                if let Err(reason) = weft_core::sched::Engine::enqueue(&mut e, p, t) {
+                    count(Event::Dropped { at_ps: t, id: p.id, reason });
+                }
+                peak = peak.max(weft_core::sched::Engine::backlog(&e));
+                t_free = t_free.max(t);
+            }
+            while let Some(d) = weft_core::sched::Engine::dequeue(&mut e, t_free) {
+                count(Event::Sent { at_ps: t_free, departure: d });
+                t_free += wire_ps(1500, &prog.link);
+            }
+        }
+        prop_assert!(peak as u64 <= limit.min(3 * flow_limit), "peak {} > limit {}", peak, limit);
+        prop_assert_eq!(sent + dropped, n as u64);
+        let counted: u64 = e.counters[1].dropped();
+        prop_assert_eq!(counted, dropped, "drops counted at the leaf");
+        prop_assert_eq!(e.counters[1].packets, sent);
+    }
+}
