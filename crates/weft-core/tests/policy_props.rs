@@ -266,6 +266,11 @@ proptest! {
             prop_assert_eq!(p.classify(pkt), p.classify_reference(pkt), "packet {}", pkt);
             prop_assert_eq!(p.classify(pkt), again.classify(pkt));
         }
+        let mut batch = vec![weft_core::policy::Classification::Unclassified { at: 0 }; pkts.len()];
+        p.classify_batch(&pkts, &mut batch);
+        for (pkt, got) in pkts.iter().zip(&batch) {
+            prop_assert_eq!(*got, p.classify(pkt), "batch differs for {}", pkt);
+        }
     }
 
     #[test]
