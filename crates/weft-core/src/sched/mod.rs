@@ -17,6 +17,7 @@
 //!   at the wire.
 //! * Rank functions per node type are documented on [`reference::Rank`].
 
+pub mod fast;
 pub mod link;
 pub mod reference;
 

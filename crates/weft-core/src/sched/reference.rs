@@ -49,13 +49,13 @@ pub const FRAC: u32 = 32;
 const PS_PER_S: u128 = 1_000_000_000_000;
 
 /// Picoseconds to send `bytes` at `rate_bps`, with [`FRAC`] fractional bits.
-fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
+pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
     ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
 }
 
 /// A token bucket, charged in advance: `t` may lie in the future when slots are reserved.
 #[derive(Debug, Clone, Default)]
-struct Bucket {
+pub(crate) struct Bucket {
     /// Bits per second.
     rate: u64,
     /// Capacity in bit·ps per second units: `burst bytes × 8 × 10^12`.
@@ -67,7 +67,7 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(rate: u64, burst_bytes: u64) -> Bucket {
+    pub(crate) fn new(rate: u64, burst_bytes: u64) -> Bucket {
         let cap = burst_bytes as i128 * 8 * PS_PER_S as i128;
         Bucket {
             rate,
@@ -78,7 +78,7 @@ impl Bucket {
     }
 
     /// The earliest time at or after `now` when `bytes` conform.
-    fn earliest(&self, bytes: u32, now: u64) -> u64 {
+    pub(crate) fn earliest(&self, bytes: u32, now: u64) -> u64 {
         let (t, credit) = self.at(now);
         // A packet larger than the bucket may go when the bucket is full.
         let need = (bytes as i128 * 8 * PS_PER_S as i128).min(self.cap);
@@ -102,7 +102,7 @@ impl Bucket {
     }
 
     /// Charges `bytes` sent at `tx` (not before the bucket's reference time).
-    fn charge(&mut self, bytes: u32, tx: u64) {
+    pub(crate) fn charge(&mut self, bytes: u32, tx: u64) {
         let (t, credit) = self.at(tx);
         self.t = t;
         self.credit = credit - bytes as i128 * 8 * PS_PER_S as i128;
@@ -176,7 +176,7 @@ pub struct ReferenceEngine {
     pub flow_counters: BTreeMap<(u32, u64), Counters>,
 }
 
-fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
+pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
     match spec.flow_key {
         FlowKey::Flow => pkt.flow,
         FlowKey::None => 0,

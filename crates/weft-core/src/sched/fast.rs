@@ -1,0 +1,538 @@
+//! The fast engine, first cut: the reference engine's semantics (see the parent module and
+//! [`super::reference`]) on flat, index-addressed state.
+//!
+//! * Per-node PIFOs are binary heaps of `(rank, seq, payload)`; the shaping queue is one heap
+//!   of `(time, seq, slot)`. Ties break on the same global sequence numbers as the reference,
+//!   so departures are identical (property tests check it on random policies and traces).
+//! * Packets live in a slab addressed by `u32` slots; their per-level ranks and SENIC tags
+//!   live in two flat arenas with a fixed stride (the policy's depth): no allocation per
+//!   packet once the slab and heaps have grown to the peak occupancy.
+//! * Per-child state (`last` finish tags, SENIC backlog and finish tags) is a flat array
+//!   indexed by the child's node id: every node has exactly one scheduling parent.
+//! * Node algorithms dispatch on a small `Copy` enum.
+//!
+//! Cost: O(depth · log(entries per node)) per packet. Still to come (issue 3): bucketed
+//! (FFS) PIFOs and a timing wheel for the shaping queue.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
+use super::{Counters, Departure, DropReason, Engine, Packet};
+use crate::policy::program::{Algo, Edge, FlowSched, LeafSpec};
+use crate::policy::{Classification, NodeId, Program, ShapingPath};
+
+const NO: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Fifo,
+    Prio,
+    Wfq,
+    Rr,
+    Drr,
+    Lstf(u64),
+    Edf(u64),
+    Senic,
+    Leaf,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    pkt: Packet,
+    leaf_node: u32,
+    leaf: u32,
+    flow: u64,
+    shaping: ShapingPath,
+    enqueued_ps: u64,
+    n_senic: u8,
+}
+
+/// The fast engine.
+#[derive(Debug, Clone)]
+pub struct FastEngine {
+    prog: Arc<Program>,
+    // Static, per node.
+    parent: Vec<u32>,
+    kind: Vec<Kind>,
+    edge: Vec<Edge>,
+    capacity: Vec<u64>,
+    senic_top: Vec<u32>,
+    leaf_spec: Vec<Option<LeafSpec>>,
+    /// Ranks per packet: the longest leaf-to-root path.
+    stride: usize,
+    // Dynamic, per node.
+    pifo: Vec<BinaryHeap<Reverse<(Rank, u64, u32)>>>,
+    vtime: Vec<u128>,
+    /// Per child node: last finish tag at its parent (wfq, rr, drr).
+    last: Vec<u128>,
+    senic_v: Vec<u128>,
+    senic_t: Vec<u64>,
+    backlog_rate: Vec<u128>,
+    /// Per child node: packets held below its senic parent, and its last finish tag there.
+    child_backlog: Vec<u64>,
+    last_f: Vec<u128>,
+    held_packets: Vec<u64>,
+    held_bytes: Vec<u64>,
+    admitted: Vec<u64>,
+    waiting: Vec<VecDeque<u32>>,
+    flow_held: FxHashMap<(u32, u64), (u64, u64)>,
+    flow_last: FxHashMap<(u32, u64), u128>,
+    // Packets.
+    slots: Vec<Slot>,
+    ranks: Vec<Rank>,
+    tags: Vec<(u32, u128)>,
+    free: Vec<u32>,
+    shaping_queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    buckets: Vec<Bucket>,
+    /// Scratch: the (node, rank) popped at each level of the current dequeue.
+    popped: Vec<(u32, Rank)>,
+    seq: u64,
+    held: usize,
+    /// Per node (leaves included).
+    pub counters: Vec<Counters>,
+    /// Per (leaf, flow).
+    pub flow_counters: FxHashMap<(u32, u64), Counters>,
+}
+
+impl FastEngine {
+    /// An engine for `prog`.
+    pub fn new(prog: Arc<Program>) -> FastEngine {
+        let n = prog.nodes.len();
+        let kind: Vec<Kind> = prog
+            .nodes
+            .iter()
+            .map(|node| match node.algo {
+                Algo::Fifo => Kind::Fifo,
+                Algo::Prio => Kind::Prio,
+                Algo::Wfq => Kind::Wfq,
+                Algo::Rr => Kind::Rr,
+                Algo::Drr => Kind::Drr,
+                Algo::Lstf { default_slack_ps } => Kind::Lstf(default_slack_ps),
+                Algo::Edf {
+                    default_deadline_ps,
+                } => Kind::Edf(default_deadline_ps),
+                Algo::Senic { .. } => Kind::Senic,
+                Algo::Leaf(_) => Kind::Leaf,
+            })
+            .collect();
+        let parent: Vec<u32> = prog.nodes.iter().map(|x| x.parent.unwrap_or(NO)).collect();
+        let mut senic_top = vec![NO; n];
+        for v in 0..n {
+            if kind[v] == Kind::Senic {
+                let mut t = v as u32;
+                while parent[t as usize] != NO && kind[parent[t as usize] as usize] == Kind::Senic {
+                    t = parent[t as usize];
+                }
+                senic_top[v] = t;
+            }
+        }
+        let stride = prog.depth().max(1) as usize;
+        FastEngine {
+            capacity: prog
+                .nodes
+                .iter()
+                .map(|x| match x.algo {
+                    Algo::Senic { capacity_bps } => capacity_bps,
+                    _ => prog.link.rate_bps,
+                })
+                .collect(),
+            leaf_spec: prog
+                .nodes
+                .iter()
+                .map(|x| match &x.algo {
+                    Algo::Leaf(l) => Some(l.clone()),
+                    _ => None,
+                })
+                .collect(),
+            edge: prog.nodes.iter().map(|x| x.edge).collect(),
+            buckets: prog
+                .shapers
+                .iter()
+                .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
+                .collect(),
+            kind,
+            parent,
+            senic_top,
+            stride,
+            pifo: vec![BinaryHeap::new(); n],
+            vtime: vec![0; n],
+            last: vec![0; n],
+            senic_v: vec![0; n],
+            senic_t: vec![0; n],
+            backlog_rate: vec![0; n],
+            child_backlog: vec![0; n],
+            last_f: vec![0; n],
+            held_packets: vec![0; n],
+            held_bytes: vec![0; n],
+            admitted: vec![0; n],
+            waiting: vec![VecDeque::new(); n],
+            flow_held: FxHashMap::default(),
+            flow_last: FxHashMap::default(),
+            slots: Vec::new(),
+            ranks: Vec::new(),
+            tags: Vec::new(),
+            free: Vec::new(),
+            shaping_queue: BinaryHeap::new(),
+            popped: Vec::with_capacity(stride),
+            seq: 0,
+            held: 0,
+            counters: vec![Counters::default(); n],
+            flow_counters: FxHashMap::default(),
+            prog,
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn senic_advance(&mut self, top: u32, now: u64) {
+        let t = top as usize;
+        if now > self.senic_t[t] {
+            let cap = self.capacity[t] as u128;
+            let dt = ((now - self.senic_t[t]) as u128) << FRAC;
+            self.senic_v[t] += dt * cap / cap.max(self.backlog_rate[t]);
+            self.senic_t[t] = now;
+        }
+    }
+
+    fn admit(&mut self, slot: u32, now: u64) {
+        let s = self.slots[slot as usize];
+        let base = slot as usize * self.stride;
+        let spec_fair = self.leaf_spec[s.leaf_node as usize]
+            .as_ref()
+            .map(|l| (l.flow_sched, l.flow_quantum_bytes))
+            .expect("leaf");
+        let pkt = s.pkt;
+        let leaf_rank = match spec_fair.0 {
+            FlowSched::Fifo => now as u128,
+            FlowSched::Fair => {
+                let key = (s.leaf_node, s.flow);
+                let last = self.flow_last.get(&key).copied().unwrap_or(0);
+                let start = self.vtime[s.leaf_node as usize].max(last);
+                let cost = ((pkt.bytes as u128) << FRAC) / spec_fair.1.max(1) as u128;
+                self.flow_last.insert(key, start + cost);
+                start
+            }
+        };
+        self.ranks[base] = leaf_rank;
+        let mut level = 1;
+        let mut n_senic = 0usize;
+        let mut inner: Option<(u128, u128)> = None;
+        let mut child = s.leaf_node;
+        while self.parent[child as usize] != NO {
+            let n = self.parent[child as usize];
+            let nu = n as usize;
+            let cu = child as usize;
+            let edge = self.edge[cu];
+            let kind = self.kind[nu];
+            let rank = match kind {
+                Kind::Fifo => now as u128,
+                Kind::Prio => edge.priority as u128,
+                Kind::Wfq | Kind::Rr | Kind::Drr => {
+                    let start = self.vtime[nu].max(self.last[cu]);
+                    let cost = match kind {
+                        Kind::Wfq => ((pkt.bytes as u128) << FRAC) / edge.weight.max(1) as u128,
+                        Kind::Rr => 1u128 << FRAC,
+                        _ => ((pkt.bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                    };
+                    let finish = start + cost;
+                    self.last[cu] = finish;
+                    if kind == Kind::Drr {
+                        let one = 1u128 << FRAC;
+                        finish.div_ceil(one) * one
+                    } else {
+                        start
+                    }
+                }
+                Kind::Lstf(d) => now as u128 + pkt.slack_ps.unwrap_or(d) as u128,
+                Kind::Edf(d) => pkt.deadline_ps.unwrap_or(now.saturating_add(d)) as u128,
+                Kind::Senic => {
+                    let top = self.senic_top[nu];
+                    self.senic_advance(top, now);
+                    let rate = edge.rate_bps.max(1);
+                    self.child_backlog[cu] += 1;
+                    if self.child_backlog[cu] == 1 {
+                        self.backlog_rate[nu] += rate as u128;
+                    }
+                    let child_senic = self.kind[cu] == Kind::Senic;
+                    let (st, f) = match inner {
+                        Some(tags) if child_senic => tags,
+                        _ => {
+                            let eff = if n != top {
+                                let cap = self.capacity[nu] as u128;
+                                let active = self.backlog_rate[nu].max(1);
+                                (rate as u128).min(cap * rate as u128 / active).max(1) as u64
+                            } else {
+                                rate
+                            };
+                            let v = self.senic_v[top as usize];
+                            let st = v.max(self.last_f[cu]);
+                            let f = st + wire_ps_frac(pkt.bytes, eff);
+                            self.last_f[cu] = f;
+                            (st, f)
+                        }
+                    };
+                    if !(child_senic && inner.is_some()) {
+                        self.tags[base + n_senic] = (n, st);
+                        n_senic += 1;
+                    }
+                    inner = Some((st, f));
+                    f
+                }
+                Kind::Leaf => unreachable!("a leaf is never a parent"),
+            };
+            if kind != Kind::Senic {
+                inner = None;
+            }
+            self.ranks[base + level] = rank;
+            level += 1;
+            child = n;
+        }
+        self.slots[slot as usize].n_senic = n_senic as u8;
+        self.admitted[s.leaf_node as usize] += 1;
+        self.push_entries(slot);
+    }
+
+    fn push_entries(&mut self, slot: u32) {
+        let leaf_node = self.slots[slot as usize].leaf_node;
+        let base = slot as usize * self.stride;
+        let seq = self.next_seq();
+        self.pifo[leaf_node as usize].push(Reverse((self.ranks[base], seq, slot)));
+        let mut child = leaf_node;
+        let mut i = 1;
+        while self.parent[child as usize] != NO {
+            let n = self.parent[child as usize];
+            self.pifo[n as usize].push(Reverse((self.ranks[base + i], seq, child)));
+            child = n;
+            i += 1;
+        }
+    }
+
+    fn count_drop(&mut self, node: NodeId, leaf: Option<(u32, u64)>, reason: DropReason) {
+        let i = DropReason::ALL
+            .iter()
+            .position(|&r| r == reason)
+            .unwrap_or(0);
+        self.counters[node as usize].drops[i] += 1;
+        if let Some(k) = leaf {
+            self.flow_counters.entry(k).or_default().drops[i] += 1;
+        }
+    }
+}
+
+impl Engine for FastEngine {
+    fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
+        let (leaf, leaf_node, shaping) = match self.prog.classify(&pkt.meta) {
+            Classification::Leaf {
+                leaf,
+                node,
+                shaping,
+            } => (leaf, node, shaping),
+            Classification::Unclassified { at } => {
+                self.count_drop(at, None, DropReason::Unclassified);
+                return Err(DropReason::Unclassified);
+            }
+        };
+        let ln = leaf_node as usize;
+        let spec = self.leaf_spec[ln].as_ref().expect("leaf");
+        let flow = flow_key(spec, &pkt);
+        let (fp, fb) = self
+            .flow_held
+            .get(&(leaf_node, flow))
+            .copied()
+            .unwrap_or((0, 0));
+        let bytes = pkt.bytes as u64;
+        let reason = if spec
+            .limit_packets
+            .is_some_and(|l| self.held_packets[ln] + 1 > l)
+        {
+            Some(DropReason::LeafPackets)
+        } else if spec
+            .limit_bytes
+            .is_some_and(|l| self.held_bytes[ln] + bytes > l)
+        {
+            Some(DropReason::LeafBytes)
+        } else if spec.flow_limit_packets.is_some_and(|l| fp + 1 > l) {
+            Some(DropReason::FlowPackets)
+        } else if spec.flow_limit_bytes.is_some_and(|l| fb + bytes > l) {
+            Some(DropReason::FlowBytes)
+        } else {
+            None
+        };
+        let outstanding = spec.outstanding;
+        if let Some(r) = reason {
+            self.count_drop(leaf_node, Some((leaf, flow)), r);
+            return Err(r);
+        }
+        self.held_packets[ln] += 1;
+        self.held_bytes[ln] += bytes;
+        let f = self.flow_held.entry((leaf_node, flow)).or_insert((0, 0));
+        f.0 += 1;
+        f.1 += bytes;
+        let s = Slot {
+            pkt,
+            leaf_node,
+            leaf,
+            flow,
+            shaping,
+            enqueued_ps: now,
+            n_senic: 0,
+        };
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = s;
+                i
+            }
+            None => {
+                self.slots.push(s);
+                self.ranks.resize(self.slots.len() * self.stride, 0);
+                self.tags.resize(self.slots.len() * self.stride, (0, 0));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.held += 1;
+        if outstanding.is_some_and(|o| self.admitted[ln] >= o) {
+            self.waiting[ln].push_back(slot);
+        } else {
+            self.admit(slot, now);
+        }
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: u64) -> Option<Departure> {
+        while let Some(&Reverse((t, _, slot))) = self.shaping_queue.peek() {
+            if t > now {
+                break;
+            }
+            self.shaping_queue.pop();
+            self.push_entries(slot);
+        }
+        loop {
+            // Pop the path from the root.
+            self.popped.clear();
+            let mut n = 0u32;
+            let slot = loop {
+                let Reverse((rank, _, v)) = self.pifo[n as usize].pop()?;
+                self.popped.push((n, rank));
+                if self.kind[n as usize] == Kind::Leaf {
+                    break v;
+                }
+                n = v;
+            };
+            let s = self.slots[slot as usize];
+            let bytes = s.pkt.bytes;
+            let mut eligible_at = s
+                .shaping
+                .as_slice()
+                .iter()
+                .map(|&b| self.buckets[b as usize].earliest(bytes, now))
+                .max()
+                .unwrap_or(now);
+            let base = slot as usize * self.stride;
+            for k in 0..s.n_senic as usize {
+                let (node, st) = self.tags[base + k];
+                let top = self.senic_top[node as usize];
+                self.senic_advance(top, now);
+                let v = self.senic_v[top as usize];
+                if v < st {
+                    let cap = self.capacity[top as usize] as u128;
+                    let slow = cap.max(self.backlog_rate[top as usize]);
+                    let dt = ((st - v) * slow / cap).div_ceil(1u128 << FRAC);
+                    eligible_at = eligible_at.max(now + (dt as u64).max(1));
+                }
+            }
+            if eligible_at > now {
+                let seq = self.next_seq();
+                self.shaping_queue.push(Reverse((eligible_at, seq, slot)));
+                continue;
+            }
+            for &b in s.shaping.as_slice() {
+                self.buckets[b as usize].charge(bytes, now);
+            }
+            self.free.push(slot);
+            self.held -= 1;
+            for i in 0..self.popped.len() {
+                let (node, rank) = self.popped[i];
+                let nu = node as usize;
+                match self.kind[nu] {
+                    Kind::Wfq | Kind::Rr => self.vtime[nu] = self.vtime[nu].max(rank),
+                    Kind::Drr => {
+                        self.vtime[nu] = self.vtime[nu].max(rank.saturating_sub(1 << FRAC))
+                    }
+                    Kind::Leaf => {
+                        let fair = self.leaf_spec[nu]
+                            .as_ref()
+                            .is_some_and(|l| l.flow_sched == FlowSched::Fair);
+                        if fair {
+                            self.vtime[nu] = self.vtime[nu].max(rank);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut child = s.leaf_node;
+            while self.parent[child as usize] != NO {
+                let n = self.parent[child as usize];
+                if self.kind[n as usize] == Kind::Senic {
+                    let top = self.senic_top[n as usize];
+                    self.senic_advance(top, now);
+                    let cu = child as usize;
+                    self.child_backlog[cu] -= 1;
+                    if self.child_backlog[cu] == 0 {
+                        self.backlog_rate[n as usize] -= self.edge[cu].rate_bps.max(1) as u128;
+                    }
+                }
+                child = n;
+            }
+            let ln = s.leaf_node as usize;
+            let b64 = bytes as u64;
+            self.held_packets[ln] -= 1;
+            self.held_bytes[ln] -= b64;
+            self.admitted[ln] -= 1;
+            if let Some(f) = self.flow_held.get_mut(&(s.leaf_node, s.flow)) {
+                f.0 -= 1;
+                f.1 -= b64;
+                if f.0 == 0 {
+                    self.flow_held.remove(&(s.leaf_node, s.flow));
+                }
+            }
+            if let Some(next) = self.waiting[ln].pop_front() {
+                self.admit(next, now);
+            }
+            let mut v = s.leaf_node;
+            loop {
+                let c = &mut self.counters[v as usize];
+                c.packets += 1;
+                c.bytes += b64;
+                if self.parent[v as usize] == NO {
+                    break;
+                }
+                v = self.parent[v as usize];
+            }
+            let fc = self.flow_counters.entry((s.leaf, s.flow)).or_default();
+            fc.packets += 1;
+            fc.bytes += b64;
+            return Some(Departure {
+                id: s.pkt.id,
+                leaf: s.leaf,
+                flow: s.flow,
+                bytes,
+                enqueued_ps: s.enqueued_ps,
+            });
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<u64> {
+        self.shaping_queue.peek().map(|r| r.0 .0)
+    }
+
+    fn backlog(&self) -> usize {
+        self.held
+    }
+}
