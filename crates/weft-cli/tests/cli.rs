@@ -248,3 +248,24 @@ fn replay_reports_bad_rows_with_their_line() {
         .stderr(predicate::str::contains("sort the trace"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_quick_reports_ratios_against_the_reference() {
+    let out = weft()
+        .args(["bench", "--quick", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    for r in rows {
+        assert!(r["packets_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["reference_packets_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["ratio_vs_reference"].is_number());
+        assert!(r["bytes_per_idle_flow"].is_number());
+    }
+}

@@ -1,0 +1,276 @@
+//! `weft bench`: engine-only enqueue+dequeue throughput and memory, fast engine against the
+//! reference engine in the same process (issue 3, item 7).
+//!
+//! Each scenario keeps the engine backlogged: it pre-fills `backlog` packets, then repeats
+//! "dequeue one, enqueue one" in virtual time advancing by the wire time, so every operation
+//! works on a full tree. Memory is measured with a counting allocator: heap growth per idle
+//! flow (after every flow has had a packet) and per rate limiter (program + engine).
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::path::Path;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use weft_core::classifier::{Field, PacketMeta};
+use weft_core::policy::{compile_str, synth, LoadOptions, Program};
+use weft_core::sched::fast::FastEngine;
+use weft_core::sched::link::wire_ps;
+use weft_core::sched::reference::ReferenceEngine;
+use weft_core::sched::{Engine, Packet};
+
+/// mimalloc with a running count of live heap bytes.
+pub struct CountingAlloc;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to mimalloc.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to mimalloc.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        // SAFETY: forwarded unchanged to mimalloc.
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+struct Scenario {
+    name: String,
+    prog: Arc<Program>,
+    /// Packet generator: the i-th packet.
+    make: Box<dyn Fn(u64) -> Packet>,
+    flows: u64,
+}
+
+fn compile(name: &str, text: &str) -> Arc<Program> {
+    Arc::new(
+        compile_str(Path::new(name), text, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("bench policy {name}: {}", e.render_plain())),
+    )
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn scenarios(quick: bool) -> Vec<Scenario> {
+    let mut v = Vec::new();
+    // Loom Fig. 1, scaled: 64 VMs × 16 applications, 64 per-destination limits per VM
+    // (4,096 shaping classes), with 1k, 64k and 1M flows spread over the leaves.
+    let fig1 = synth::scaled(64, 16, 64).replace("rate: 1", "rate: 10");
+    let fig1 = compile("loom-fig1-scaled.yaml", &fig1);
+    let flow_counts: &[u64] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 65_536, 1_048_576]
+    };
+    for &flows in flow_counts {
+        v.push(Scenario {
+            name: format!("loom-fig1 {flows} flows, 4096 shaping classes"),
+            prog: fig1.clone(),
+            make: Box::new(move |i| {
+                let f = mix(i) % flows;
+                let mut p = synth::packet(f, 64, 16, 64);
+                p.set_int(Field::Sport, f & 0xffff);
+                p.set_int(Field::Src, 0xffff_0a00_0000u64 | (f >> 16));
+                Packet::new(i, 1518, p)
+            }),
+            flows,
+        });
+    }
+    // A flat senic node with 10k classes (oversubscribed: falls back to sharing).
+    let classes = if quick { 1_000 } else { 10_000 };
+    let mut s =
+        String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
+    for c in 0..classes {
+        s += &format!(
+            "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
+            20 + c % 50
+        );
+    }
+    let senic = compile("senic-flat.yaml", &s);
+    v.push(Scenario {
+        name: format!("senic flat, {classes} classes"),
+        prog: senic,
+        make: Box::new(move |i| {
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Tag, mix(i) % classes);
+            Packet::new(i, 1518, m)
+        }),
+        flows: classes,
+    });
+    // An 8-level policy: a binary tree of wfq/prio/drr nodes, 128 leaves.
+    let mut s = String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: n1, type: wfq}\n");
+    let kinds = ["wfq", "prio", "drr", "wfq", "rr", "wfq", "prio"];
+    for id in 2u32..256 {
+        let parent = id / 2;
+        let level = 32 - id.leading_zeros(); // root is level 1
+        let parent_kind = if parent == 1 {
+            "wfq"
+        } else {
+            kinds[(32 - parent.leading_zeros()) as usize % kinds.len()]
+        };
+        let edge = match parent_kind {
+            "wfq" => format!("weight: {}, ", 1 + id % 3),
+            "prio" => format!("priority: {}, ", id % 2),
+            "drr" => "quantum: 1518b, ".to_string(),
+            _ => String::new(),
+        };
+        let kind = if level == 8 {
+            "leaf"
+        } else {
+            kinds[level as usize % kinds.len()]
+        };
+        s += &format!(
+            "  - {{name: n{id}, type: {kind}, parent: n{parent}, {edge}match: {{tag: [{}]}}}}\n",
+            (0..(1u32 << (8 - level)))
+                .map(|k| ((id << (8 - level)) + k - 128).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let deep = compile("eight-levels.yaml", &s);
+    v.push(Scenario {
+        name: "8-level policy, 128 leaves".into(),
+        prog: deep,
+        make: Box::new(|i| {
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Tag, mix(i) % 128);
+            m.set_int(Field::Sport, mix(i + 7) % 64);
+            m.set_int(Field::Dport, 80);
+            Packet::new(i, 1518, m)
+        }),
+        flows: 128 * 64,
+    });
+    v
+}
+
+/// Packets per second of "dequeue one, enqueue one" with `backlog` packets queued.
+fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64) -> f64 {
+    let link = s.prog.link;
+    let mut now = 0u64;
+    let mut next = 0u64;
+    for _ in 0..backlog {
+        let _ = e.enqueue((s.make)(next), now);
+        next += 1;
+    }
+    let t = Instant::now();
+    let mut done = 0u64;
+    while done < ops {
+        match e.dequeue(now) {
+            Some(d) => {
+                now += wire_ps(d.bytes, &link);
+                done += 1;
+            }
+            None => {
+                now = e.next_wakeup().unwrap_or(now + 1).max(now + 1);
+            }
+        }
+        let _ = e.enqueue((s.make)(next), now);
+        next += 1;
+    }
+    ops as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Heap bytes per idle flow: every flow gets one packet, all are sent, then the growth is
+/// what the engine keeps per flow.
+fn bytes_per_flow(s: &Scenario, flows: u64) -> f64 {
+    let before = live();
+    let mut e = FastEngine::new(s.prog.clone());
+    let base = live() - before;
+    let mut now = 0;
+    for f in 0..flows {
+        let _ = e.enqueue((s.make)(f), now);
+        while e.dequeue(now).is_some() {}
+        now += 1_000;
+    }
+    while e.backlog() > 0 {
+        now = e.next_wakeup().unwrap_or(now + 1);
+        while e.dequeue(now).is_some() {}
+    }
+    let grown = live() - before - base;
+    drop(e);
+    grown as f64 / flows as f64
+}
+
+/// Runs every scenario; returns the rows.
+pub fn run(quick: bool, progress: bool) -> Vec<Value> {
+    let mut rows = Vec::new();
+    let ops_fast = if quick { 100_000 } else { 1_000_000 };
+    let ops_ref = if quick { 20_000 } else { 100_000 };
+    // Memory per rate limiter: a policy with 4,096 shaping classes vs the same without.
+    let per_limiter = {
+        let before = live();
+        let with = compile("l.yaml", &synth::scaled(64, 16, 64));
+        let e = FastEngine::new(with.clone());
+        let a = live() - before;
+        let before = live();
+        let without = compile("n.yaml", &synth::scaled(64, 16, 0));
+        let e2 = FastEngine::new(without.clone());
+        let b = live() - before;
+        drop((e, e2));
+        (a - b) as f64 / (64.0 * 64.0)
+    };
+    for s in scenarios(quick) {
+        if progress {
+            eprintln!("bench: {}", s.name);
+        }
+        let backlog = 4_096.min(s.flows * 4).max(64);
+        let fast = throughput(FastEngine::new(s.prog.clone()), &s, backlog, ops_fast);
+        let reference = throughput(ReferenceEngine::new(s.prog.clone()), &s, backlog, ops_ref);
+        let flows_for_memory = s.flows.min(if quick { 10_000 } else { 100_000 });
+        rows.push(json!({
+            "scenario": s.name,
+            "engine": "fast",
+            "packets_per_s": fast.round(),
+            "ns_per_packet": (1e9 / fast * 10.0).round() / 10.0,
+            "reference_packets_per_s": reference.round(),
+            "ratio_vs_reference": (fast / reference * 100.0).round() / 100.0,
+            "bytes_per_idle_flow": bytes_per_flow(&s, flows_for_memory).round(),
+            "bytes_per_rate_limiter": per_limiter.round(),
+            "backlog_packets": backlog,
+        }));
+    }
+    rows
+}
+
+/// Prints the rows as a table.
+pub fn print_table(rows: &[Value]) {
+    println!(
+        "{:<44} {:>12} {:>9} {:>12} {:>8} {:>10} {:>10}",
+        "scenario", "fast pkt/s", "ns/pkt", "ref pkt/s", "ratio", "B/flow", "B/limiter"
+    );
+    for r in rows {
+        println!(
+            "{:<44} {:>12.0} {:>9.1} {:>12.0} {:>8.2} {:>10.0} {:>10.0}",
+            r["scenario"].as_str().unwrap_or(""),
+            r["packets_per_s"].as_f64().unwrap_or(0.0),
+            r["ns_per_packet"].as_f64().unwrap_or(0.0),
+            r["reference_packets_per_s"].as_f64().unwrap_or(0.0),
+            r["ratio_vs_reference"].as_f64().unwrap_or(0.0),
+            r["bytes_per_idle_flow"].as_f64().unwrap_or(0.0),
+            r["bytes_per_rate_limiter"].as_f64().unwrap_or(0.0)
+        );
+    }
+}
