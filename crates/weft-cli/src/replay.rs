@@ -263,6 +263,8 @@ pub fn replay(
             dropped += 1;
             let _ = writeln!(drops, "{at_ps},{id},{}", reason.name());
         }
+        // Traces carry no updates.
+        Event::Rejected { .. } => {}
     });
     if let Some(b) = &bar {
         b.finish_and_clear();

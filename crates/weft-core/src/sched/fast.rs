@@ -21,7 +21,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
-use super::{Counters, Departure, DropReason, Engine, Packet};
+use super::{check_update, Counters, Departure, DropReason, Engine, Packet, Update, UpdateError};
 use crate::policy::program::{Algo, Edge, FlowSched, LeafSpec};
 use crate::policy::{Classification, NodeId, Program, ShapingPath};
 
@@ -48,6 +48,10 @@ struct Slot {
     flow: u64,
     shaping: ShapingPath,
     enqueued_ps: u64,
+    /// Position in its flow (arrival order).
+    fseq: u64,
+    /// Has been through the shaping queue (see the reference).
+    was_deferred: bool,
     n_senic: u8,
 }
 
@@ -87,6 +91,9 @@ pub struct FastEngine {
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
     shaping_queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Per (leaf, flow) in the shaping queue: (how many, latest release) (see the reference).
+    deferred: FxHashMap<(u32, u64), std::collections::BTreeMap<u64, u64>>,
+    flow_next: FxHashMap<(u32, u64), u64>,
     buckets: Vec<Bucket>,
     /// Scratch: the (node, rank) popped at each level of the current dequeue.
     popped: Vec<(u32, Rank)>,
@@ -177,6 +184,8 @@ impl FastEngine {
             tags: Vec::new(),
             free: Vec::new(),
             shaping_queue: BinaryHeap::new(),
+            deferred: FxHashMap::default(),
+            flow_next: FxHashMap::default(),
             popped: Vec::with_capacity(stride),
             seq: 0,
             held: 0,
@@ -382,6 +391,12 @@ impl Engine for FastEngine {
             flow,
             shaping,
             enqueued_ps: now,
+            fseq: {
+                let n = self.flow_next.entry((leaf, flow)).or_insert(0);
+                *n += 1;
+                *n
+            },
+            was_deferred: false,
             n_senic: 0,
         };
         let slot = match self.free.pop() {
@@ -411,6 +426,17 @@ impl Engine for FastEngine {
                 break;
             }
             self.shaping_queue.pop();
+            let sl = self.slots[slot as usize];
+            let (key, fseq) = ((sl.leaf, sl.flow), sl.fseq);
+            for &b in sl.shaping.as_slice() {
+                self.buckets[b as usize].unhold(sl.pkt.bytes);
+            }
+            if let Some(d) = self.deferred.get_mut(&key) {
+                d.remove(&fseq);
+                if d.is_empty() {
+                    self.deferred.remove(&key);
+                }
+            }
             self.push_entries(slot);
         }
         loop {
@@ -431,7 +457,14 @@ impl Engine for FastEngine {
                 .shaping
                 .as_slice()
                 .iter()
-                .map(|&b| self.buckets[b as usize].earliest(bytes, now))
+                .map(|&b| {
+                    let bk = &self.buckets[b as usize];
+                    if s.was_deferred {
+                        bk.earliest(bytes, now)
+                    } else {
+                        bk.estimate(bytes, now)
+                    }
+                })
                 .max()
                 .unwrap_or(now);
             let base = slot as usize * self.stride;
@@ -447,9 +480,24 @@ impl Engine for FastEngine {
                     eligible_at = eligible_at.max(now + (dt as u64).max(1));
                 }
             }
+            // Per-flow order: never ahead of an earlier packet of the flow still deferred.
+            let key = (s.leaf, s.flow);
+            if let Some(d) = self.deferred.get(&key) {
+                for (_, &until) in d.range(..s.fseq) {
+                    eligible_at = eligible_at.max(until);
+                }
+            }
             if eligible_at > now {
                 let seq = self.next_seq();
                 self.shaping_queue.push(Reverse((eligible_at, seq, slot)));
+                self.deferred
+                    .entry(key)
+                    .or_default()
+                    .insert(s.fseq, eligible_at);
+                for &b in s.shaping.as_slice() {
+                    self.buckets[b as usize].hold(bytes);
+                }
+                self.slots[slot as usize].was_deferred = true;
                 continue;
             }
             for &b in s.shaping.as_slice() {
@@ -534,5 +582,59 @@ impl Engine for FastEngine {
 
     fn backlog(&self) -> usize {
         self.held
+    }
+
+    fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
+        check_update(&self.prog, &u)?;
+        match u {
+            Update::Weight { node, weight } => self.edge[node as usize].weight = weight,
+            Update::Priority { node, priority } => self.edge[node as usize].priority = priority,
+            Update::Quantum { node, bytes } => self.edge[node as usize].quantum_bytes = bytes,
+            Update::Rate { node, rate_bps } => {
+                let nu = node as usize;
+                let p = self.parent[nu];
+                if p != NO && self.kind[p as usize] == Kind::Senic {
+                    self.senic_advance(self.senic_top[p as usize], now);
+                    if self.child_backlog[nu] > 0 {
+                        let old = self.edge[nu].rate_bps.max(1) as u128;
+                        self.backlog_rate[p as usize] =
+                            self.backlog_rate[p as usize] - old + rate_bps as u128;
+                    }
+                }
+                if self.kind[nu] == Kind::Senic {
+                    self.senic_advance(self.senic_top[nu], now);
+                    self.capacity[nu] = rate_bps;
+                }
+                self.edge[nu].rate_bps = rate_bps;
+            }
+            Update::Shaper {
+                shaper,
+                rate_bps,
+                burst_bytes,
+            } => self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now),
+            Update::LeafLimits {
+                node,
+                limit_packets,
+                limit_bytes,
+                flow_limit_packets,
+                flow_limit_bytes,
+                outstanding,
+            } => {
+                let nu = node as usize;
+                let spec = self.leaf_spec[nu].as_mut().expect("checked: a leaf");
+                spec.limit_packets = limit_packets;
+                spec.limit_bytes = limit_bytes;
+                spec.flow_limit_packets = flow_limit_packets;
+                spec.flow_limit_bytes = flow_limit_bytes;
+                spec.outstanding = outstanding;
+                while outstanding.is_none_or(|o| self.admitted[nu] < o) {
+                    let Some(next) = self.waiting[nu].pop_front() else {
+                        break;
+                    };
+                    self.admit(next, now);
+                }
+            }
+        }
+        Ok(())
     }
 }

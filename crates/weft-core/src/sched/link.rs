@@ -6,7 +6,7 @@
 //! engine for a packet at every instant the link is free and something may be sent (an
 //! arrival, a deferred packet's wakeup, or the end of a transmission).
 
-use super::{Departure, DropReason, Engine, Packet};
+use super::{Departure, DropReason, Engine, Packet, Update, UpdateError};
 use crate::policy::Link;
 
 /// Wire time of a frame, ps (rounded up).
@@ -15,9 +15,24 @@ pub fn wire_ps(bytes: u32, link: &Link) -> u64 {
     (bits * 1_000_000_000_000).div_ceil(link.rate_bps.max(1) as u128) as u64
 }
 
-/// What happened to one packet.
+/// Something offered to the engine at a point in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// A packet arrives.
+    Packet(Packet),
+    /// The policy changes (weights, rates, limits).
+    Update(Update),
+}
+
+/// What happened to one packet (or update).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
+    /// An update was refused; the running policy is unchanged.
+    Rejected {
+        at_ps: u64,
+        update: Update,
+        error: UpdateError,
+    },
     /// It started transmission at `at_ps`.
     Sent { at_ps: u64, departure: Departure },
     /// It was dropped on arrival.
@@ -36,24 +51,49 @@ pub fn run<E: Engine>(
     link: &Link,
     arrivals: impl IntoIterator<Item = (u64, Packet)>,
     until_ps: u64,
+    on_event: impl FnMut(Event),
+) -> u64 {
+    let inputs = arrivals.into_iter().map(|(t, p)| (t, Input::Packet(p)));
+    run_inputs(engine, link, inputs, until_ps, on_event)
+}
+
+/// As [`run`], with live updates interleaved with the arrivals (sorted by time; at equal
+/// times, in the order given).
+pub fn run_inputs<E: Engine>(
+    engine: &mut E,
+    link: &Link,
+    inputs: impl IntoIterator<Item = (u64, Input)>,
+    until_ps: u64,
     mut on_event: impl FnMut(Event),
 ) -> u64 {
-    let mut arrivals = arrivals.into_iter().peekable();
+    let mut arrivals = inputs.into_iter().peekable();
     let mut now = 0u64;
     let mut link_free = 0u64;
     loop {
-        while let Some(&(t, pkt)) = arrivals.peek() {
+        while let Some(&(t, input)) = arrivals.peek() {
             if t > now {
                 break;
             }
-            debug_assert!(t <= now, "arrivals must be sorted by time");
             arrivals.next();
-            if let Err(reason) = engine.enqueue(pkt, t) {
-                on_event(Event::Dropped {
-                    at_ps: t,
-                    id: pkt.id,
-                    reason,
-                });
+            match input {
+                Input::Packet(pkt) => {
+                    if let Err(reason) = engine.enqueue(pkt, t) {
+                        on_event(Event::Dropped {
+                            at_ps: t,
+                            id: pkt.id,
+                            reason,
+                        });
+                    }
+                }
+                Input::Update(update) => {
+                    if let Err(error) = engine.update(update, t) {
+                        on_event(Event::Rejected {
+                            at_ps: t,
+                            update,
+                            error,
+                        });
+                    }
+                }
             }
         }
         if now >= until_ps {

@@ -124,6 +124,102 @@ impl Counters {
     }
 }
 
+/// A live change to the running policy (Loom §4.3's inline metadata updates). It applies to
+/// packets enqueued afterwards; queued packets keep their ranks and are neither lost nor
+/// reordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Update {
+    /// A `wfq` child's weight (≥ 1).
+    Weight { node: u32, weight: u64 },
+    /// A `prio` child's priority.
+    Priority { node: u32, priority: u64 },
+    /// A `drr` child's quantum, bytes (≥ 1).
+    Quantum { node: u32, bytes: u64 },
+    /// A `senic` class's rate limit (and a `senic` node's capacity), bits per second (≥ 1).
+    Rate { node: u32, rate_bps: u64 },
+    /// A shaping class's token bucket.
+    Shaper {
+        shaper: u32,
+        rate_bps: u64,
+        burst_bytes: u64,
+    },
+    /// A leaf's limits (`None` = unlimited).
+    LeafLimits {
+        node: u32,
+        limit_packets: Option<u64>,
+        limit_bytes: Option<u64>,
+        flow_limit_packets: Option<u64>,
+        flow_limit_bytes: Option<u64>,
+        outstanding: Option<u64>,
+    },
+}
+
+/// Why an update was refused (the running policy is unchanged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateError {
+    /// No such node or shaping class.
+    #[error("no node or shaping class {0}")]
+    Unknown(u32),
+    /// The node cannot take this update (e.g. limits on an inner node).
+    #[error("node {node} is not a {expected}")]
+    WrongKind { node: u32, expected: &'static str },
+    /// A weight, quantum or rate of zero.
+    #[error("{0} must be greater than zero")]
+    NotPositive(&'static str),
+}
+
+/// Checks an update against a program; shared by the engines.
+pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<(), UpdateError> {
+    let node_ok = |n: u32| {
+        if (n as usize) < prog.nodes.len() {
+            Ok(())
+        } else {
+            Err(UpdateError::Unknown(n))
+        }
+    };
+    match *u {
+        Update::Weight { node, weight } => {
+            node_ok(node)?;
+            if weight == 0 {
+                return Err(UpdateError::NotPositive("weight"));
+            }
+        }
+        Update::Priority { node, .. } => node_ok(node)?,
+        Update::Quantum { node, bytes } => {
+            node_ok(node)?;
+            if bytes == 0 {
+                return Err(UpdateError::NotPositive("quantum"));
+            }
+        }
+        Update::Rate { node, rate_bps } => {
+            node_ok(node)?;
+            if rate_bps == 0 {
+                return Err(UpdateError::NotPositive("rate"));
+            }
+        }
+        Update::Shaper {
+            shaper, rate_bps, ..
+        } => {
+            if shaper as usize >= prog.shapers.len() {
+                return Err(UpdateError::Unknown(shaper));
+            }
+            if rate_bps == 0 {
+                return Err(UpdateError::NotPositive("rate"));
+            }
+        }
+        Update::LeafLimits { node, .. } => {
+            node_ok(node)?;
+            if prog.nodes[node as usize].leaf.is_none() {
+                return Err(UpdateError::WrongKind {
+                    node,
+                    expected: "leaf",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The interface every engine implements.
 pub trait Engine {
     /// Offers a packet at `now_ps`; `Err` when it is dropped (and counted).
@@ -134,4 +230,6 @@ pub trait Engine {
     fn next_wakeup(&self) -> Option<u64>;
     /// Packets held (in the tree, waiting for admission, or deferred).
     fn backlog(&self) -> usize;
+    /// Applies a live update at `now_ps`.
+    fn update(&mut self, u: Update, now_ps: u64) -> Result<(), UpdateError>;
 }

@@ -35,9 +35,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::{Counters, Departure, DropReason, Engine, Packet};
+use super::{check_update, Counters, Departure, DropReason, Engine, Packet, Update, UpdateError};
 use crate::classifier::Field;
-use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
+use crate::policy::program::{Algo, Edge, FlowKey, FlowSched, LeafSpec};
 use crate::policy::{Classification, NodeId, Program, ShapingPath};
 
 /// A rank: smaller leaves first.
@@ -64,6 +64,10 @@ pub(crate) struct Bucket {
     credit: i128,
     /// Reference time of `credit`, ps.
     t: u64,
+    /// Tokens (same units) needed by the packets of this class now in the shaping queue:
+    /// a deferred packet's estimated release time counts them, so a backlogged class's
+    /// packets get successive release times instead of all waking at once.
+    pending: i128,
 }
 
 impl Bucket {
@@ -74,6 +78,7 @@ impl Bucket {
             cap,
             credit: cap,
             t: 0,
+            pending: 0,
         }
     }
 
@@ -89,6 +94,46 @@ impl Bucket {
             let rate = self.rate.max(1) as i128;
             t + ((missing + rate - 1) / rate) as u64
         }
+    }
+
+    /// Tokens a packet of `bytes` needs (capped at the bucket's depth).
+    fn need(&self, bytes: u32) -> i128 {
+        (bytes as i128 * 8 * PS_PER_S as i128).min(self.cap)
+    }
+
+    /// When a packet of `bytes` may go, counting the packets already deferred on this class
+    /// (an estimate; a released packet is checked again).
+    pub(crate) fn estimate(&self, bytes: u32, now: u64) -> u64 {
+        if self.pending == 0 {
+            return self.earliest(bytes, now);
+        }
+        let (t, credit) = self.at(now);
+        let missing = self.pending + self.need(bytes) - credit;
+        if missing <= 0 {
+            t
+        } else {
+            let rate = self.rate.max(1) as i128;
+            t + ((missing + rate - 1) / rate) as u64
+        }
+    }
+
+    /// Counts a deferred packet's tokens as pending.
+    pub(crate) fn hold(&mut self, bytes: u32) {
+        self.pending += self.need(bytes);
+    }
+
+    /// Releases a deferred packet's pending tokens.
+    pub(crate) fn unhold(&mut self, bytes: u32) {
+        self.pending = (self.pending - self.need(bytes)).max(0);
+    }
+
+    /// Changes rate and depth at `now`, keeping the credit earned so far (capped).
+    pub(crate) fn reconfigure(&mut self, rate: u64, burst_bytes: u64, now: u64) {
+        let (t, credit) = self.at(now);
+        self.t = t;
+        self.rate = rate;
+        self.cap = burst_bytes as i128 * 8 * PS_PER_S as i128;
+        self.credit = credit.min(self.cap);
     }
 
     /// Credit at `max(now, t)`.
@@ -119,6 +164,11 @@ struct Held {
     shaping: ShapingPath,
     /// Ranks along the path, leaf first, then each ancestor up to the root.
     ranks: Vec<Rank>,
+    /// Position in its flow (arrival order).
+    fseq: u64,
+    /// True once it has been through the shaping queue: it is then first in line for its
+    /// classes' tokens instead of queueing behind the packets deferred after it.
+    was_deferred: bool,
     /// `(senic node, S tag)` for every senic node on the path.
     senic: Vec<(NodeId, u128)>,
     enqueued_ps: u64,
@@ -162,12 +212,25 @@ struct NodeState {
 #[derive(Debug, Clone)]
 pub struct ReferenceEngine {
     prog: Arc<Program>,
+    /// Edge parameters, per node (live updates change these, not the program).
+    edges: Vec<Edge>,
+    /// Capacity of each senic node, bps.
+    capacities: Vec<u64>,
+    /// Leaf parameters, per node.
+    specs: Vec<Option<LeafSpec>>,
     nodes: Vec<NodeState>,
     buckets: Vec<Bucket>,
     slab: Vec<Option<Held>>,
     free: Vec<usize>,
     /// The global shaping queue: (eligible time, seq) → slot.
     shaping_queue: BTreeMap<(u64, u64), usize>,
+    /// Per (leaf, flow): (flow sequence, release time) of its packets in the shaping queue.
+    /// A packet is never sent before an earlier packet of its flow is released, so deferral
+    /// never reorders a flow (release times are estimates when a senic node's φ changes, and
+    /// a small packet may find tokens before a large one).
+    deferred: HashMap<(u32, u64), std::collections::BTreeMap<u64, u64>>,
+    /// Next per-flow sequence number, per (leaf, flow).
+    flow_next: HashMap<(u32, u64), u64>,
     seq: u64,
     held: usize,
     /// Per node (leaves included).
@@ -205,6 +268,23 @@ impl ReferenceEngine {
             .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
             .collect();
         ReferenceEngine {
+            edges: prog.nodes.iter().map(|n| n.edge).collect(),
+            capacities: prog
+                .nodes
+                .iter()
+                .map(|n| match n.algo {
+                    Algo::Senic { capacity_bps } => capacity_bps,
+                    _ => prog.link.rate_bps,
+                })
+                .collect(),
+            specs: prog
+                .nodes
+                .iter()
+                .map(|n| match &n.algo {
+                    Algo::Leaf(l) => Some(l.clone()),
+                    _ => None,
+                })
+                .collect(),
             nodes: vec![NodeState::default(); prog.nodes.len()],
             counters: vec![Counters::default(); prog.nodes.len()],
             buckets,
@@ -212,6 +292,8 @@ impl ReferenceEngine {
             slab: Vec::new(),
             free: Vec::new(),
             shaping_queue: BTreeMap::new(),
+            deferred: HashMap::new(),
+            flow_next: HashMap::new(),
             seq: 0,
             held: 0,
             flow_counters: BTreeMap::new(),
@@ -229,18 +311,14 @@ impl ReferenceEngine {
     }
 
     fn leaf_spec(&self, node: NodeId) -> &LeafSpec {
-        match &self.prog.nodes[node as usize].algo {
-            Algo::Leaf(l) => l,
-            other => panic!("node {node} is a {} not a leaf", other.name()),
-        }
+        self.specs[node as usize]
+            .as_ref()
+            .unwrap_or_else(|| panic!("node {node} is not a leaf"))
     }
 
     /// Capacity of a senic node, bps.
     fn senic_capacity(&self, n: NodeId) -> u64 {
-        match self.prog.nodes[n as usize].algo {
-            Algo::Senic { capacity_bps } => capacity_bps,
-            _ => self.prog.link.rate_bps,
-        }
+        self.capacities[n as usize]
     }
 
     fn is_senic(&self, n: NodeId) -> bool {
@@ -293,7 +371,7 @@ impl ReferenceEngine {
         let mut inner_tags: Option<(u128, u128)> = None;
         let mut child = leaf_node;
         while let Some(n) = self.prog.nodes[child as usize].parent {
-            let edge = self.prog.nodes[child as usize].edge;
+            let edge = self.edges[child as usize];
             let algo = self.prog.nodes[n as usize].algo.clone();
             let rank = match algo {
                 Algo::Fifo => now as u128,
@@ -424,6 +502,17 @@ impl ReferenceEngine {
                 break;
             }
             self.shaping_queue.remove(&(t, seq));
+            let h = self.slab[slot].as_ref().expect("deferred packet");
+            let (key, fseq, bytes) = ((h.leaf, h.flow), h.fseq, h.pkt.bytes);
+            for &b in h.shaping.as_slice() {
+                self.buckets[b as usize].unhold(bytes);
+            }
+            if let Some(d) = self.deferred.get_mut(&key) {
+                d.remove(&fseq);
+                if d.is_empty() {
+                    self.deferred.remove(&key);
+                }
+            }
             self.push_entries(slot);
         }
     }
@@ -501,6 +590,12 @@ impl Engine for ReferenceEngine {
             flow,
             shaping,
             ranks: Vec::new(),
+            fseq: {
+                let n = self.flow_next.entry((leaf, flow)).or_insert(0);
+                *n += 1;
+                *n
+            },
+            was_deferred: false,
             senic: Vec::new(),
             enqueued_ps: now,
         };
@@ -529,6 +624,8 @@ impl Engine for ReferenceEngine {
         loop {
             let (slot, popped) = self.pop_path()?;
             let held = self.slab[slot].as_ref().expect("popped a held packet");
+            let (held_key, fseq, was_deferred) =
+                ((held.leaf, held.flow), held.fseq, held.was_deferred);
             let senic = held.senic.clone();
             let shaping = held.shaping;
             let bytes = held.pkt.bytes;
@@ -536,15 +633,37 @@ impl Engine for ReferenceEngine {
             let mut eligible_at = shaping
                 .as_slice()
                 .iter()
-                .map(|&s| self.buckets[s as usize].earliest(bytes, now))
+                .map(|&s| {
+                    let b = &self.buckets[s as usize];
+                    if was_deferred {
+                        b.earliest(bytes, now)
+                    } else {
+                        b.estimate(bytes, now)
+                    }
+                })
                 .max()
                 .unwrap_or(now);
             if !senic.is_empty() {
                 eligible_at = eligible_at.max(self.senic_eligible_at(&senic, now));
             }
+            // Per-flow order: never ahead of an earlier packet of the flow still deferred.
+            let key = held_key;
+            if let Some(d) = self.deferred.get(&key) {
+                for (_, &until) in d.range(..fseq) {
+                    eligible_at = eligible_at.max(until);
+                }
+            }
             if eligible_at > now {
                 let seq = self.next_seq();
                 self.shaping_queue.insert((eligible_at, seq), slot);
+                self.deferred
+                    .entry(key)
+                    .or_default()
+                    .insert(fseq, eligible_at);
+                for &b in shaping.as_slice() {
+                    self.buckets[b as usize].hold(bytes);
+                }
+                self.slab[slot].as_mut().expect("held").was_deferred = true;
                 continue;
             }
             // Send it: charge its shaping classes now.
@@ -573,7 +692,7 @@ impl Engine for ReferenceEngine {
                 if self.is_senic(n) {
                     let top = self.senic_top(n);
                     self.senic_advance(top, now);
-                    let rate = self.prog.nodes[child as usize].edge.rate_bps.max(1) as u128;
+                    let rate = self.edges[child as usize].rate_bps.max(1) as u128;
                     let st = &mut self.nodes[n as usize].senic;
                     let c = st.child_backlog.entry(child).or_insert(1);
                     *c -= 1;
@@ -628,5 +747,62 @@ impl Engine for ReferenceEngine {
 
     fn backlog(&self) -> usize {
         self.held
+    }
+
+    fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
+        check_update(&self.prog, &u)?;
+        match u {
+            Update::Weight { node, weight } => self.edges[node as usize].weight = weight,
+            Update::Priority { node, priority } => self.edges[node as usize].priority = priority,
+            Update::Quantum { node, bytes } => self.edges[node as usize].quantum_bytes = bytes,
+            Update::Rate { node, rate_bps } => {
+                // A backlogged senic class changes φ: advance V at the old rates first.
+                if let Some(p) = self.prog.nodes[node as usize].parent {
+                    if self.is_senic(p) {
+                        let top = self.senic_top(p);
+                        self.senic_advance(top, now);
+                        let old = self.edges[node as usize].rate_bps.max(1) as u128;
+                        let st = &mut self.nodes[p as usize].senic;
+                        if st.child_backlog.get(&node).copied().unwrap_or(0) > 0 {
+                            st.backlog_rate = st.backlog_rate - old + rate_bps as u128;
+                        }
+                    }
+                }
+                if self.is_senic(node) {
+                    let top = self.senic_top(node);
+                    self.senic_advance(top, now);
+                    self.capacities[node as usize] = rate_bps;
+                }
+                self.edges[node as usize].rate_bps = rate_bps;
+            }
+            Update::Shaper {
+                shaper,
+                rate_bps,
+                burst_bytes,
+            } => self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now),
+            Update::LeafLimits {
+                node,
+                limit_packets,
+                limit_bytes,
+                flow_limit_packets,
+                flow_limit_bytes,
+                outstanding,
+            } => {
+                let spec = self.specs[node as usize].as_mut().expect("checked: a leaf");
+                spec.limit_packets = limit_packets;
+                spec.limit_bytes = limit_bytes;
+                spec.flow_limit_packets = flow_limit_packets;
+                spec.flow_limit_bytes = flow_limit_bytes;
+                spec.outstanding = outstanding;
+                // A raised `outstanding` admits waiting packets now.
+                while outstanding.is_none_or(|o| self.nodes[node as usize].admitted < o) {
+                    let Some(next) = self.nodes[node as usize].waiting.pop_front() else {
+                        break;
+                    };
+                    self.admit(next, now);
+                }
+            }
+        }
+        Ok(())
     }
 }
