@@ -324,13 +324,9 @@ impl FastEngine {
     }
 
     fn count_drop(&mut self, node: NodeId, leaf: Option<(u32, u64)>, reason: DropReason) {
-        let i = DropReason::ALL
-            .iter()
-            .position(|&r| r == reason)
-            .unwrap_or(0);
-        self.counters[node as usize].drops[i] += 1;
+        self.counters[node as usize].drops[reason.index()] += 1;
         if let Some(k) = leaf {
-            self.flow_counters.entry(k).or_default().drops[i] += 1;
+            self.flow_counters.entry(k).or_default().drops[reason.index()] += 1;
         }
     }
 }
@@ -357,23 +353,13 @@ impl Engine for FastEngine {
             .copied()
             .unwrap_or((0, 0));
         let bytes = pkt.bytes as u64;
-        let reason = if spec
-            .limit_packets
-            .is_some_and(|l| self.held_packets[ln] + 1 > l)
-        {
-            Some(DropReason::LeafPackets)
-        } else if spec
-            .limit_bytes
-            .is_some_and(|l| self.held_bytes[ln] + bytes > l)
-        {
-            Some(DropReason::LeafBytes)
-        } else if spec.flow_limit_packets.is_some_and(|l| fp + 1 > l) {
-            Some(DropReason::FlowPackets)
-        } else if spec.flow_limit_bytes.is_some_and(|l| fb + bytes > l) {
-            Some(DropReason::FlowBytes)
-        } else {
-            None
+        let held = super::Holding {
+            leaf_packets: self.held_packets[ln],
+            leaf_bytes: self.held_bytes[ln],
+            flow_packets: fp,
+            flow_bytes: fb,
         };
+        let reason = super::limit_broken(spec, held, bytes);
         let outstanding = spec.outstanding;
         if let Some(r) = reason {
             self.count_drop(leaf_node, Some((leaf, flow)), r);

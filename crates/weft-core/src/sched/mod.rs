@@ -91,6 +91,54 @@ impl DropReason {
     }
 }
 
+impl DropReason {
+    /// Its index in [`Counters::drops`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a leaf holds, for its admission check.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Holding {
+    pub leaf_packets: u64,
+    pub leaf_bytes: u64,
+    pub flow_packets: u64,
+    pub flow_bytes: u64,
+}
+
+/// The limit a new packet of `bytes` would break, checked in the order leaf packets, leaf
+/// bytes, flow packets, flow bytes. Shared by the engines.
+pub(crate) fn limit_broken(
+    spec: &crate::policy::LeafSpec,
+    held: Holding,
+    bytes: u64,
+) -> Option<DropReason> {
+    if spec
+        .limit_packets
+        .is_some_and(|l| held.leaf_packets + 1 > l)
+    {
+        Some(DropReason::LeafPackets)
+    } else if spec
+        .limit_bytes
+        .is_some_and(|l| held.leaf_bytes + bytes > l)
+    {
+        Some(DropReason::LeafBytes)
+    } else if spec
+        .flow_limit_packets
+        .is_some_and(|l| held.flow_packets + 1 > l)
+    {
+        Some(DropReason::FlowPackets)
+    } else if spec
+        .flow_limit_bytes
+        .is_some_and(|l| held.flow_bytes + bytes > l)
+    {
+        Some(DropReason::FlowBytes)
+    } else {
+        None
+    }
+}
+
 /// A packet leaving the scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Departure {

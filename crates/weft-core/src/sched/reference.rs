@@ -533,13 +533,9 @@ impl ReferenceEngine {
     }
 
     fn count_drop(&mut self, node: NodeId, leaf: Option<(u32, u64)>, reason: DropReason) {
-        let i = DropReason::ALL
-            .iter()
-            .position(|&r| r == reason)
-            .unwrap_or(0);
-        self.counters[node as usize].drops[i] += 1;
+        self.counters[node as usize].drops[reason.index()] += 1;
         if let Some(k) = leaf {
-            self.flow_counters.entry(k).or_default().drops[i] += 1;
+            self.flow_counters.entry(k).or_default().drops[reason.index()] += 1;
         }
     }
 }
@@ -562,17 +558,13 @@ impl Engine for ReferenceEngine {
         let st = &self.nodes[leaf_node as usize];
         let (fp, fb) = st.flows.get(&flow).copied().unwrap_or((0, 0));
         let bytes = pkt.bytes as u64;
-        let reason = if spec.limit_packets.is_some_and(|l| st.held_packets + 1 > l) {
-            Some(DropReason::LeafPackets)
-        } else if spec.limit_bytes.is_some_and(|l| st.held_bytes + bytes > l) {
-            Some(DropReason::LeafBytes)
-        } else if spec.flow_limit_packets.is_some_and(|l| fp + 1 > l) {
-            Some(DropReason::FlowPackets)
-        } else if spec.flow_limit_bytes.is_some_and(|l| fb + bytes > l) {
-            Some(DropReason::FlowBytes)
-        } else {
-            None
+        let held = super::Holding {
+            leaf_packets: st.held_packets,
+            leaf_bytes: st.held_bytes,
+            flow_packets: fp,
+            flow_bytes: fb,
         };
+        let reason = super::limit_broken(&spec, held, bytes);
         if let Some(r) = reason {
             self.count_drop(leaf_node, Some((leaf, flow)), r);
             return Err(r);
