@@ -267,3 +267,45 @@ nodes:
     assert!((j1 - j2).abs() < 0.3, "j1 {j1} vs j2 {j2}");
     assert!((j0 - 15.0).abs() < 0.3, "j0 gets what it offers: {j0}");
 }
+
+/// Loom Fig. 6, for contrast: the prior PIFO design shapes per node. A rate-limited packet
+/// enters its node's scheduling queue at once but reaches the parent only at its transmit
+/// time; the parent's pointer, though, is anonymous, so whichever packet ranks first in the
+/// child leaves. Replayed by hand on the Fig. 8 example (D2 high priority and limited until
+/// 12 us, D1 low priority and unlimited, the link free at 2 us): the naive design sends D2
+/// early (breaking its limit) and holds D1 back until D2's pointer arrives.
+#[test]
+fn loom_fig6_naive_per_node_shaping_misbehaves() {
+    // (rank in Q1, name, time its pointer reaches the root)
+    let q1 = [(0u64, "d2", 12_000_000u64), (1, "d1", 2_000_000)];
+    let mut q1_queue: Vec<(u64, &str)> = q1.iter().map(|&(r, n, _)| (r, n)).collect();
+    q1_queue.sort();
+    let mut root_pointers: Vec<u64> = q1.iter().map(|&(_, _, t)| t).collect();
+    root_pointers.sort();
+    let mut naive = Vec::new();
+    for t in root_pointers {
+        // Each root pointer to Q1 releases Q1's best packet, whoever it belongs to.
+        let (_, name) = q1_queue.remove(0);
+        naive.push((name, t));
+    }
+    assert_eq!(naive, vec![("d2", 2_000_000), ("d1", 12_000_000)]);
+    // weft (Loom Fig. 8): D1 first, D2 exactly at its transmit time.
+    let p = program(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/policies/loom-fig8.yaml"
+        ))
+        .unwrap(),
+    );
+    let deps = run(
+        &p,
+        vec![
+            (0, pkt(1, 1500, "dst=10.0.0.2")),
+            (1_000_000, pkt(2, 1500, "dst=10.0.0.2")),
+            (2_000_000, pkt(3, 1500, "dst=10.0.0.1")),
+        ],
+        u64::MAX,
+    );
+    let weft: Vec<(&str, u64)> = deps.iter().skip(1).map(|d| (d.2.as_str(), d.0)).collect();
+    assert_eq!(weft, vec![("d1", 2_000_000), ("d2", 12_000_000)]);
+}
