@@ -309,3 +309,56 @@ fn loom_fig6_naive_per_node_shaping_misbehaves() {
     let weft: Vec<(&str, u64)> = deps.iter().skip(1).map(|d| (d.2.as_str(), d.0)).collect();
     assert_eq!(weft, vec![("d1", 2_000_000), ("d2", 12_000_000)]);
 }
+
+/// SENIC §4.2, two levels: L1 classes are strict limits; L2 classes inside an L1 class fall
+/// back to sharing the L1 limit in the ratio of their own limits when they oversubscribe it.
+#[test]
+fn senic_two_level_limits_and_fallback() {
+    let p = program(
+        "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: nic, type: senic}
+  - {name: vm-a, type: senic, parent: nic, rate: 4gbit, match: {vm: 1}}
+  - {name: a-web, type: leaf, parent: vm-a, rate: 3gbit, match: {dport: 80}}
+  - {name: a-db, type: leaf, parent: vm-a, rate: 2gbit, match: {dport: 5432}}
+  - {name: a-rest, type: leaf, parent: vm-a, rate: 1gbit}
+  - {name: vm-b, type: senic, parent: nic, rate: 2gbit, match: {vm: 2}}
+  - {name: b-all, type: leaf, parent: vm-b, rate: 2gbit}
+  - {name: vm-c, type: leaf, parent: nic, rate: 1gbit, match: {vm: 3}}
+",
+    );
+    let mut arrivals = vec![];
+    let mut sizes = HashMap::new();
+    let mut id = 0;
+    for _ in 0..2500u64 {
+        for f in [
+            "vm=1,dport=80",
+            "vm=1,dport=5432",
+            "vm=1,dport=9",
+            "vm=2",
+            "vm=3",
+        ] {
+            arrivals.push((0, pkt(id, 1500, f)));
+            sizes.insert(id, 1500);
+            id += 1;
+        }
+    }
+    let window = 2_000_000_000; // 2 ms, every class backlogged throughout
+    let deps = run(&p, arrivals, window);
+    let b = bytes_by_leaf(&deps, &sizes, 0, window);
+    let gbps = |l: &str| b[l] as f64 * 8.0 / 2e-3 / 1e9;
+    for (leaf, want) in [
+        ("a-web", 2.0),
+        ("a-db", 4.0 / 3.0),
+        ("a-rest", 2.0 / 3.0),
+        ("b-all", 2.0),
+        ("vm-c", 1.0),
+    ] {
+        let got = gbps(leaf);
+        assert!(
+            (got - want).abs() / want < 0.02,
+            "{leaf}: {got:.3} Gbit/s, want {want:.3}"
+        );
+    }
+}
