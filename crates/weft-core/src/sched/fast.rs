@@ -27,6 +27,70 @@ use crate::policy::{Classification, NodeId, Program, ShapingPath};
 
 const NO: u32 = u32::MAX;
 
+/// A node's PIFO.
+#[derive(Debug, Clone)]
+enum Pifo {
+    /// Every entry in one heap (leaves, `lstf`, `edf`: ranks not ordered per child).
+    Heap(BinaryHeap<Reverse<(Rank, u64, u32)>>),
+    /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
+    PerChild(PerChild),
+}
+
+#[derive(Debug, Clone)]
+struct PerChild {
+    /// Node id of the first child (children are contiguous).
+    first: u32,
+    queues: Vec<VecDeque<(Rank, u64)>>,
+    /// Heads, possibly stale: an item is live when it equals its queue's front.
+    heads: BinaryHeap<Reverse<(Rank, u64, u32)>>,
+}
+
+impl Pifo {
+    #[inline]
+    fn push(&mut self, rank: Rank, seq: u64, v: u32) {
+        match self {
+            Pifo::Heap(h) => h.push(Reverse((rank, seq, v))),
+            Pifo::PerChild(pc) => {
+                let q = &mut pc.queues[(v - pc.first) as usize];
+                match q.back() {
+                    None => {
+                        q.push_back((rank, seq));
+                        pc.heads.push(Reverse((rank, seq, v)));
+                    }
+                    Some(&last) if (rank, seq) > last => q.push_back((rank, seq)),
+                    Some(_) => {
+                        // A re-entered packet (old rank): insert in order.
+                        let at = q.partition_point(|&e| e < (rank, seq));
+                        q.insert(at, (rank, seq));
+                        if at == 0 {
+                            pc.heads.push(Reverse((rank, seq, v)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<(Rank, u32)> {
+        match self {
+            Pifo::Heap(h) => h.pop().map(|Reverse((r, _, v))| (r, v)),
+            Pifo::PerChild(pc) => loop {
+                let Reverse((rank, seq, v)) = pc.heads.pop()?;
+                let q = &mut pc.queues[(v - pc.first) as usize];
+                if q.front() != Some(&(rank, seq)) {
+                    continue; // stale head
+                }
+                q.pop_front();
+                if let Some(&(r2, s2)) = q.front() {
+                    pc.heads.push(Reverse((r2, s2, v)));
+                }
+                return Some((rank, v));
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Fifo,
@@ -69,7 +133,7 @@ pub struct FastEngine {
     /// Ranks per packet: the longest leaf-to-root path.
     stride: usize,
     // Dynamic, per node.
-    pifo: Vec<BinaryHeap<Reverse<(Rank, u64, u32)>>>,
+    pifo: Vec<Pifo>,
     vtime: Vec<u128>,
     /// Per child node: last finish tag at its parent (wfq, rr, drr).
     last: Vec<u128>,
@@ -165,7 +229,25 @@ impl FastEngine {
             parent,
             senic_top,
             stride,
-            pifo: vec![BinaryHeap::new(); n],
+            pifo: prog
+                .nodes
+                .iter()
+                .map(|x| match x.algo {
+                    // Ranks a child's packets in push order except on re-entry: a FIFO per
+                    // child and a heap over the children's heads.
+                    Algo::Fifo
+                    | Algo::Prio
+                    | Algo::Wfq
+                    | Algo::Rr
+                    | Algo::Drr
+                    | Algo::Senic { .. } => Pifo::PerChild(PerChild {
+                        first: x.children.start,
+                        queues: vec![VecDeque::new(); x.children.len()],
+                        heads: BinaryHeap::new(),
+                    }),
+                    _ => Pifo::Heap(BinaryHeap::new()),
+                })
+                .collect(),
             vtime: vec![0; n],
             last: vec![0; n],
             senic_v: vec![0; n],
@@ -312,12 +394,12 @@ impl FastEngine {
         let leaf_node = self.slots[slot as usize].leaf_node;
         let base = slot as usize * self.stride;
         let seq = self.next_seq();
-        self.pifo[leaf_node as usize].push(Reverse((self.ranks[base], seq, slot)));
+        self.pifo[leaf_node as usize].push(self.ranks[base], seq, slot);
         let mut child = leaf_node;
         let mut i = 1;
         while self.parent[child as usize] != NO {
             let n = self.parent[child as usize];
-            self.pifo[n as usize].push(Reverse((self.ranks[base + i], seq, child)));
+            self.pifo[n as usize].push(self.ranks[base + i], seq, child);
             child = n;
             i += 1;
         }
@@ -430,7 +512,7 @@ impl Engine for FastEngine {
             self.popped.clear();
             let mut n = 0u32;
             let slot = loop {
-                let Reverse((rank, _, v)) = self.pifo[n as usize].pop()?;
+                let (rank, v) = self.pifo[n as usize].pop()?;
                 self.popped.push((n, rank));
                 if self.kind[n as usize] == Kind::Leaf {
                     break v;
