@@ -275,7 +275,7 @@ pub fn replay(
         return Err(e);
     }
     let duration_ps = end_ps.max(1);
-    let counters = &engine.counters;
+    let counters = &engine.stats.nodes;
     let node_json = |n: usize| -> Value {
         let c = counters[n];
         let mut d = Map::new();

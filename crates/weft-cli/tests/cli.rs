@@ -201,51 +201,33 @@ fn replay_reports_bad_rows_with_their_line() {
     let dir = std::env::temp_dir().join(format!("weft-replay-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let trace = dir.join("t.csv");
-    std::fs::write(&trace, "arrive_ps,bytes,tag\n0,100,1\n5,abc,1\n").unwrap();
-    weft()
-        .args([
-            "replay",
-            "--quiet",
-            "--policy",
-            "examples/policies/senic-fig4.yaml",
-            "--trace",
-        ])
-        .arg(&trace)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("t.csv:3: `bytes` = `abc`"));
-    std::fs::write(&trace, "arrive_ps,bytes,colour\n0,100,red\n").unwrap();
-    weft()
-        .args([
-            "replay",
-            "--quiet",
-            "--policy",
-            "examples/policies/senic-fig4.yaml",
-            "--trace",
-        ])
-        .arg(&trace)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("unknown column `colour`"));
-    std::fs::write(&trace, "arrive_ps,bytes,tag\n10,100,1\n5,100,1\n").unwrap();
-    weft()
-        .args([
-            "replay",
-            "--quiet",
-            "--policy",
-            "examples/policies/senic-fig4.yaml",
-            "--trace",
-        ])
-        .arg(&trace)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("sort the trace"));
+    for (rows, message) in [
+        (
+            "arrive_ps,bytes,tag\n0,100,1\n5,abc,1\n",
+            "t.csv:3: `bytes` = `abc`",
+        ),
+        (
+            "arrive_ps,bytes,colour\n0,100,red\n",
+            "unknown column `colour`",
+        ),
+        ("arrive_ps,bytes,tag\n10,100,1\n5,100,1\n", "sort the trace"),
+    ] {
+        std::fs::write(&trace, rows).unwrap();
+        weft()
+            .args([
+                "replay",
+                "--quiet",
+                "--policy",
+                "examples/policies/senic-fig4.yaml",
+                "--trace",
+            ])
+            .arg(&trace)
+            .arg("--out")
+            .arg(dir.join("out"))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

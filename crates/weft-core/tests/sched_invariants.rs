@@ -285,8 +285,8 @@ proptest! {
         }
         prop_assert!(peak as u64 <= limit.min(3 * flow_limit), "peak {} > limit {}", peak, limit);
         prop_assert_eq!(sent + dropped, n as u64);
-        let counted: u64 = e.counters[1].dropped();
+        let counted: u64 = e.stats.nodes[1].dropped();
         prop_assert_eq!(counted, dropped, "drops counted at the leaf");
-        prop_assert_eq!(e.counters[1].packets, sent);
+        prop_assert_eq!(e.stats.nodes[1].packets, sent);
     }
 }

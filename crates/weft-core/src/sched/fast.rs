@@ -21,9 +21,11 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
-use super::{check_update, Counters, Departure, DropReason, Engine, Packet, Update, UpdateError};
-use crate::policy::program::{Algo, Edge, FlowSched, LeafSpec};
-use crate::policy::{Classification, NodeId, Program, ShapingPath};
+use super::{
+    check_update, Departure, DropReason, Engine, Packet, Params, Stats, Update, UpdateError,
+};
+use crate::policy::program::{Algo, FlowSched};
+use crate::policy::{Classification, Program, ShapingPath};
 
 const NO: u32 = u32::MAX;
 
@@ -104,6 +106,18 @@ enum Kind {
     Leaf,
 }
 
+/// One flow of one leaf.
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowState {
+    /// Packets and bytes held.
+    packets: u64,
+    bytes: u64,
+    /// Fair-queuing finish tag (fair leaves).
+    last: u128,
+    /// Sequence number of its latest packet.
+    fseq: u64,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     pkt: Packet,
@@ -126,10 +140,9 @@ pub struct FastEngine {
     // Static, per node.
     parent: Vec<u32>,
     kind: Vec<Kind>,
-    edge: Vec<Edge>,
-    capacity: Vec<u64>,
     senic_top: Vec<u32>,
-    leaf_spec: Vec<Option<LeafSpec>>,
+    /// Edges, capacities and leaf parameters (live updates change these).
+    params: Params,
     /// Ranks per packet: the longest leaf-to-root path.
     stride: usize,
     // Dynamic, per node.
@@ -147,8 +160,9 @@ pub struct FastEngine {
     held_bytes: Vec<u64>,
     admitted: Vec<u64>,
     waiting: Vec<VecDeque<u32>>,
-    flow_held: FxHashMap<(u32, u64), (u64, u64)>,
-    flow_last: FxHashMap<(u32, u64), u128>,
+    /// Per (leaf node, flow): what it holds, its fair-queuing tag and next sequence number
+    /// (one map, one lookup per packet on each path).
+    flows: FxHashMap<(u32, u64), FlowState>,
     // Packets.
     slots: Vec<Slot>,
     ranks: Vec<Rank>,
@@ -157,16 +171,13 @@ pub struct FastEngine {
     shaping_queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
     /// Per (leaf, flow) in the shaping queue: (how many, latest release) (see the reference).
     deferred: FxHashMap<(u32, u64), std::collections::BTreeMap<u64, u64>>,
-    flow_next: FxHashMap<(u32, u64), u64>,
     buckets: Vec<Bucket>,
     /// Scratch: the (node, rank) popped at each level of the current dequeue.
     popped: Vec<(u32, Rank)>,
     seq: u64,
     held: usize,
-    /// Per node (leaves included).
-    pub counters: Vec<Counters>,
-    /// Per (leaf, flow).
-    pub flow_counters: FxHashMap<(u32, u64), Counters>,
+    /// Counters per node and flow.
+    pub stats: Stats,
 }
 
 impl FastEngine {
@@ -203,23 +214,7 @@ impl FastEngine {
         }
         let stride = prog.depth().max(1) as usize;
         FastEngine {
-            capacity: prog
-                .nodes
-                .iter()
-                .map(|x| match x.algo {
-                    Algo::Senic { capacity_bps } => capacity_bps,
-                    _ => prog.link.rate_bps,
-                })
-                .collect(),
-            leaf_spec: prog
-                .nodes
-                .iter()
-                .map(|x| match &x.algo {
-                    Algo::Leaf(l) => Some(l.clone()),
-                    _ => None,
-                })
-                .collect(),
-            edge: prog.nodes.iter().map(|x| x.edge).collect(),
+            params: Params::new(&prog),
             buckets: prog
                 .shapers
                 .iter()
@@ -259,20 +254,17 @@ impl FastEngine {
             held_bytes: vec![0; n],
             admitted: vec![0; n],
             waiting: vec![VecDeque::new(); n],
-            flow_held: FxHashMap::default(),
-            flow_last: FxHashMap::default(),
+            flows: FxHashMap::default(),
             slots: Vec::new(),
             ranks: Vec::new(),
             tags: Vec::new(),
             free: Vec::new(),
             shaping_queue: BinaryHeap::new(),
             deferred: FxHashMap::default(),
-            flow_next: FxHashMap::default(),
             popped: Vec::with_capacity(stride),
             seq: 0,
             held: 0,
-            counters: vec![Counters::default(); n],
-            flow_counters: FxHashMap::default(),
+            stats: Stats::new(n),
             prog,
         }
     }
@@ -285,7 +277,7 @@ impl FastEngine {
     fn senic_advance(&mut self, top: u32, now: u64) {
         let t = top as usize;
         if now > self.senic_t[t] {
-            let cap = self.capacity[t] as u128;
+            let cap = self.params.capacities[t] as u128;
             let dt = ((now - self.senic_t[t]) as u128) << FRAC;
             self.senic_v[t] += dt * cap / cap.max(self.backlog_rate[t]);
             self.senic_t[t] = now;
@@ -295,7 +287,7 @@ impl FastEngine {
     fn admit(&mut self, slot: u32, now: u64) {
         let s = self.slots[slot as usize];
         let base = slot as usize * self.stride;
-        let spec_fair = self.leaf_spec[s.leaf_node as usize]
+        let spec_fair = self.params.specs[s.leaf_node as usize]
             .as_ref()
             .map(|l| (l.flow_sched, l.flow_quantum_bytes))
             .expect("leaf");
@@ -303,11 +295,9 @@ impl FastEngine {
         let leaf_rank = match spec_fair.0 {
             FlowSched::Fifo => now as u128,
             FlowSched::Fair => {
-                let key = (s.leaf_node, s.flow);
-                let last = self.flow_last.get(&key).copied().unwrap_or(0);
-                let start = self.vtime[s.leaf_node as usize].max(last);
-                let cost = ((pkt.bytes as u128) << FRAC) / spec_fair.1.max(1) as u128;
-                self.flow_last.insert(key, start + cost);
+                let fs = self.flows.entry((s.leaf_node, s.flow)).or_default();
+                let start = self.vtime[s.leaf_node as usize].max(fs.last);
+                fs.last = start + ((pkt.bytes as u128) << FRAC) / spec_fair.1.max(1) as u128;
                 start
             }
         };
@@ -320,7 +310,7 @@ impl FastEngine {
             let n = self.parent[child as usize];
             let nu = n as usize;
             let cu = child as usize;
-            let edge = self.edge[cu];
+            let edge = self.params.edges[cu];
             let kind = self.kind[nu];
             let rank = match kind {
                 Kind::Fifo => now as u128,
@@ -356,7 +346,7 @@ impl FastEngine {
                         Some(tags) if child_senic => tags,
                         _ => {
                             let eff = if n != top {
-                                let cap = self.capacity[nu] as u128;
+                                let cap = self.params.capacities[nu] as u128;
                                 let active = self.backlog_rate[nu].max(1);
                                 (rate as u128).min(cap * rate as u128 / active).max(1) as u64
                             } else {
@@ -404,13 +394,6 @@ impl FastEngine {
             i += 1;
         }
     }
-
-    fn count_drop(&mut self, node: NodeId, leaf: Option<(u32, u64)>, reason: DropReason) {
-        self.counters[node as usize].drops[reason.index()] += 1;
-        if let Some(k) = leaf {
-            self.flow_counters.entry(k).or_default().drops[reason.index()] += 1;
-        }
-    }
 }
 
 impl Engine for FastEngine {
@@ -422,36 +405,38 @@ impl Engine for FastEngine {
                 shaping,
             } => (leaf, node, shaping),
             Classification::Unclassified { at } => {
-                self.count_drop(at, None, DropReason::Unclassified);
+                self.stats.dropped(at, None, DropReason::Unclassified);
                 return Err(DropReason::Unclassified);
             }
         };
         let ln = leaf_node as usize;
-        let spec = self.leaf_spec[ln].as_ref().expect("leaf");
+        let spec = self.params.specs[ln].as_ref().expect("leaf");
         let flow = flow_key(spec, &pkt);
-        let (fp, fb) = self
-            .flow_held
+        let fs = self
+            .flows
             .get(&(leaf_node, flow))
             .copied()
-            .unwrap_or((0, 0));
+            .unwrap_or_default();
         let bytes = pkt.bytes as u64;
         let held = super::Holding {
             leaf_packets: self.held_packets[ln],
             leaf_bytes: self.held_bytes[ln],
-            flow_packets: fp,
-            flow_bytes: fb,
+            flow_packets: fs.packets,
+            flow_bytes: fs.bytes,
         };
         let reason = super::limit_broken(spec, held, bytes);
         let outstanding = spec.outstanding;
         if let Some(r) = reason {
-            self.count_drop(leaf_node, Some((leaf, flow)), r);
+            self.stats.dropped(leaf_node, Some((leaf, flow)), r);
             return Err(r);
         }
         self.held_packets[ln] += 1;
         self.held_bytes[ln] += bytes;
-        let f = self.flow_held.entry((leaf_node, flow)).or_insert((0, 0));
-        f.0 += 1;
-        f.1 += bytes;
+        let f = self.flows.entry((leaf_node, flow)).or_default();
+        f.packets += 1;
+        f.bytes += bytes;
+        f.fseq += 1;
+        let fseq = f.fseq;
         let s = Slot {
             pkt,
             leaf_node,
@@ -459,11 +444,7 @@ impl Engine for FastEngine {
             flow,
             shaping,
             enqueued_ps: now,
-            fseq: {
-                let n = self.flow_next.entry((leaf, flow)).or_insert(0);
-                *n += 1;
-                *n
-            },
+            fseq,
             was_deferred: false,
             n_senic: 0,
         };
@@ -542,7 +523,7 @@ impl Engine for FastEngine {
                 self.senic_advance(top, now);
                 let v = self.senic_v[top as usize];
                 if v < st {
-                    let cap = self.capacity[top as usize] as u128;
+                    let cap = self.params.capacities[top as usize] as u128;
                     let slow = cap.max(self.backlog_rate[top as usize]);
                     let dt = ((st - v) * slow / cap).div_ceil(1u128 << FRAC);
                     eligible_at = eligible_at.max(now + (dt as u64).max(1));
@@ -582,7 +563,7 @@ impl Engine for FastEngine {
                         self.vtime[nu] = self.vtime[nu].max(rank.saturating_sub(1 << FRAC))
                     }
                     Kind::Leaf => {
-                        let fair = self.leaf_spec[nu]
+                        let fair = self.params.specs[nu]
                             .as_ref()
                             .is_some_and(|l| l.flow_sched == FlowSched::Fair);
                         if fair {
@@ -601,7 +582,8 @@ impl Engine for FastEngine {
                     let cu = child as usize;
                     self.child_backlog[cu] -= 1;
                     if self.child_backlog[cu] == 0 {
-                        self.backlog_rate[n as usize] -= self.edge[cu].rate_bps.max(1) as u128;
+                        self.backlog_rate[n as usize] -=
+                            self.params.edges[cu].rate_bps.max(1) as u128;
                     }
                 }
                 child = n;
@@ -611,36 +593,22 @@ impl Engine for FastEngine {
             self.held_packets[ln] -= 1;
             self.held_bytes[ln] -= b64;
             self.admitted[ln] -= 1;
-            if let Some(f) = self.flow_held.get_mut(&(s.leaf_node, s.flow)) {
-                f.0 -= 1;
-                f.1 -= b64;
-                if f.0 == 0 {
-                    self.flow_held.remove(&(s.leaf_node, s.flow));
-                }
+            if let Some(f) = self.flows.get_mut(&(s.leaf_node, s.flow)) {
+                f.packets -= 1;
+                f.bytes -= b64;
             }
             if let Some(next) = self.waiting[ln].pop_front() {
                 self.admit(next, now);
             }
-            let mut v = s.leaf_node;
-            loop {
-                let c = &mut self.counters[v as usize];
-                c.packets += 1;
-                c.bytes += b64;
-                if self.parent[v as usize] == NO {
-                    break;
-                }
-                v = self.parent[v as usize];
-            }
-            let fc = self.flow_counters.entry((s.leaf, s.flow)).or_default();
-            fc.packets += 1;
-            fc.bytes += b64;
-            return Some(Departure {
+            let d = Departure {
                 id: s.pkt.id,
                 leaf: s.leaf,
                 flow: s.flow,
                 bytes,
                 enqueued_ps: s.enqueued_ps,
-            });
+            };
+            self.stats.sent(&self.prog, &d, s.leaf_node);
+            return Some(d);
         }
     }
 
@@ -654,47 +622,35 @@ impl Engine for FastEngine {
 
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
         check_update(&self.prog, &u)?;
-        match u {
-            Update::Weight { node, weight } => self.edge[node as usize].weight = weight,
-            Update::Priority { node, priority } => self.edge[node as usize].priority = priority,
-            Update::Quantum { node, bytes } => self.edge[node as usize].quantum_bytes = bytes,
-            Update::Rate { node, rate_bps } => {
-                let nu = node as usize;
-                let p = self.parent[nu];
-                if p != NO && self.kind[p as usize] == Kind::Senic {
-                    self.senic_advance(self.senic_top[p as usize], now);
-                    if self.child_backlog[nu] > 0 {
-                        let old = self.edge[nu].rate_bps.max(1) as u128;
-                        self.backlog_rate[p as usize] =
-                            self.backlog_rate[p as usize] - old + rate_bps as u128;
-                    }
+        if let Update::Rate { node, rate_bps } = u {
+            // A backlogged senic class changes φ: advance V at the old rates first.
+            let nu = node as usize;
+            let p = self.parent[nu];
+            if p != NO && self.kind[p as usize] == Kind::Senic {
+                self.senic_advance(self.senic_top[p as usize], now);
+                if self.child_backlog[nu] > 0 {
+                    let old = self.params.edges[nu].rate_bps.max(1) as u128;
+                    self.backlog_rate[p as usize] =
+                        self.backlog_rate[p as usize] - old + rate_bps as u128;
                 }
-                if self.kind[nu] == Kind::Senic {
-                    self.senic_advance(self.senic_top[nu], now);
-                    self.capacity[nu] = rate_bps;
-                }
-                self.edge[nu].rate_bps = rate_bps;
             }
+            if self.kind[nu] == Kind::Senic {
+                self.senic_advance(self.senic_top[nu], now);
+            }
+        }
+        let senic =
+            matches!(u, Update::Rate { node, .. } if self.kind[node as usize] == Kind::Senic);
+        self.params.apply(&u, senic);
+        match u {
             Update::Shaper {
                 shaper,
                 rate_bps,
                 burst_bytes,
             } => self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now),
             Update::LeafLimits {
-                node,
-                limit_packets,
-                limit_bytes,
-                flow_limit_packets,
-                flow_limit_bytes,
-                outstanding,
+                node, outstanding, ..
             } => {
                 let nu = node as usize;
-                let spec = self.leaf_spec[nu].as_mut().expect("checked: a leaf");
-                spec.limit_packets = limit_packets;
-                spec.limit_bytes = limit_bytes;
-                spec.flow_limit_packets = flow_limit_packets;
-                spec.flow_limit_bytes = flow_limit_bytes;
-                spec.outstanding = outstanding;
                 while outstanding.is_none_or(|o| self.admitted[nu] < o) {
                     let Some(next) = self.waiting[nu].pop_front() else {
                         break;
@@ -702,7 +658,12 @@ impl Engine for FastEngine {
                     self.admit(next, now);
                 }
             }
+            _ => {}
         }
         Ok(())
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
     }
 }

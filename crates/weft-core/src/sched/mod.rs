@@ -268,6 +268,117 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
     Ok(())
 }
 
+/// The policy parameters an engine reads at run time: the program's, changed by live
+/// updates. Shared by the engines so an update means the same to both.
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    /// Edge parameters, per node.
+    pub edges: Vec<crate::policy::Edge>,
+    /// Capacity per node, bps (a senic node's; the link rate elsewhere).
+    pub capacities: Vec<u64>,
+    /// Leaf parameters, per node (`None` for inner nodes).
+    pub specs: Vec<Option<crate::policy::LeafSpec>>,
+}
+
+impl Params {
+    pub fn new(prog: &crate::policy::Program) -> Params {
+        use crate::policy::Algo;
+        Params {
+            edges: prog.nodes.iter().map(|n| n.edge).collect(),
+            capacities: prog
+                .nodes
+                .iter()
+                .map(|n| match n.algo {
+                    Algo::Senic { capacity_bps } => capacity_bps,
+                    _ => prog.link.rate_bps,
+                })
+                .collect(),
+            specs: prog
+                .nodes
+                .iter()
+                .map(|n| match &n.algo {
+                    Algo::Leaf(l) => Some(l.clone()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Applies the parameter part of a checked update. The engine does the rest first or
+    /// after: recomputing φ at the old rate (`Rate`), its token buckets (`Shaper`), admitting
+    /// waiting packets (`LeafLimits`).
+    pub fn apply(&mut self, u: &Update, is_senic: bool) {
+        match *u {
+            Update::Weight { node, weight } => self.edges[node as usize].weight = weight,
+            Update::Priority { node, priority } => self.edges[node as usize].priority = priority,
+            Update::Quantum { node, bytes } => self.edges[node as usize].quantum_bytes = bytes,
+            Update::Rate { node, rate_bps } => {
+                if is_senic {
+                    self.capacities[node as usize] = rate_bps;
+                }
+                self.edges[node as usize].rate_bps = rate_bps;
+            }
+            Update::Shaper { .. } => {}
+            Update::LeafLimits {
+                node,
+                limit_packets,
+                limit_bytes,
+                flow_limit_packets,
+                flow_limit_bytes,
+                outstanding,
+            } => {
+                let spec = self.specs[node as usize].as_mut().expect("checked: a leaf");
+                spec.limit_packets = limit_packets;
+                spec.limit_bytes = limit_bytes;
+                spec.flow_limit_packets = flow_limit_packets;
+                spec.flow_limit_bytes = flow_limit_bytes;
+                spec.outstanding = outstanding;
+            }
+        }
+    }
+}
+
+/// Counters per node (leaves included) and per (leaf, flow).
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Per node id.
+    pub nodes: Vec<Counters>,
+    /// Per (leaf id, flow key).
+    pub flows: rustc_hash::FxHashMap<(u32, u64), Counters>,
+}
+
+impl Stats {
+    pub(crate) fn new(nodes: usize) -> Stats {
+        Stats {
+            nodes: vec![Counters::default(); nodes],
+            flows: Default::default(),
+        }
+    }
+
+    /// Counts a drop at `node` (and at the flow, when the packet reached a leaf).
+    pub(crate) fn dropped(&mut self, node: u32, flow: Option<(u32, u64)>, reason: DropReason) {
+        self.nodes[node as usize].drops[reason.index()] += 1;
+        if let Some(k) = flow {
+            self.flows.entry(k).or_default().drops[reason.index()] += 1;
+        }
+    }
+
+    /// Counts a departure on every node from its leaf to the root, and at its flow.
+    pub(crate) fn sent(&mut self, prog: &crate::policy::Program, d: &Departure, leaf_node: u32) {
+        let bytes = d.bytes as u64;
+        let mut v = Some(leaf_node);
+        while let Some(n) = v {
+            let c = &mut self.nodes[n as usize];
+            c.packets += 1;
+            c.bytes += bytes;
+            v = prog.nodes[n as usize].parent;
+        }
+        let fc = self.flows.entry((d.leaf, d.flow)).or_default();
+        fc.packets += 1;
+        fc.bytes += bytes;
+    }
+}
+
 /// The interface every engine implements.
 pub trait Engine {
     /// Offers a packet at `now_ps`; `Err` when it is dropped (and counted).
@@ -280,4 +391,6 @@ pub trait Engine {
     fn backlog(&self) -> usize;
     /// Applies a live update at `now_ps`.
     fn update(&mut self, u: Update, now_ps: u64) -> Result<(), UpdateError>;
+    /// Counters so far.
+    fn stats(&self) -> &Stats;
 }

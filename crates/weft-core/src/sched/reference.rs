@@ -35,9 +35,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::{check_update, Counters, Departure, DropReason, Engine, Packet, Update, UpdateError};
+use super::{
+    check_update, Departure, DropReason, Engine, Packet, Params, Stats, Update, UpdateError,
+};
 use crate::classifier::Field;
-use crate::policy::program::{Algo, Edge, FlowKey, FlowSched, LeafSpec};
+use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
 use crate::policy::{Classification, NodeId, Program, ShapingPath};
 
 /// A rank: smaller leaves first.
@@ -212,12 +214,8 @@ struct NodeState {
 #[derive(Debug, Clone)]
 pub struct ReferenceEngine {
     prog: Arc<Program>,
-    /// Edge parameters, per node (live updates change these, not the program).
-    edges: Vec<Edge>,
-    /// Capacity of each senic node, bps.
-    capacities: Vec<u64>,
-    /// Leaf parameters, per node.
-    specs: Vec<Option<LeafSpec>>,
+    /// Edges, capacities and leaf parameters (live updates change these, not the program).
+    params: Params,
     nodes: Vec<NodeState>,
     buckets: Vec<Bucket>,
     slab: Vec<Option<Held>>,
@@ -233,10 +231,8 @@ pub struct ReferenceEngine {
     flow_next: HashMap<(u32, u64), u64>,
     seq: u64,
     held: usize,
-    /// Per node (leaves included).
-    pub counters: Vec<Counters>,
-    /// Per (leaf, flow).
-    pub flow_counters: BTreeMap<(u32, u64), Counters>,
+    /// Counters per node and flow.
+    pub stats: Stats,
 }
 
 pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
@@ -268,25 +264,9 @@ impl ReferenceEngine {
             .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
             .collect();
         ReferenceEngine {
-            edges: prog.nodes.iter().map(|n| n.edge).collect(),
-            capacities: prog
-                .nodes
-                .iter()
-                .map(|n| match n.algo {
-                    Algo::Senic { capacity_bps } => capacity_bps,
-                    _ => prog.link.rate_bps,
-                })
-                .collect(),
-            specs: prog
-                .nodes
-                .iter()
-                .map(|n| match &n.algo {
-                    Algo::Leaf(l) => Some(l.clone()),
-                    _ => None,
-                })
-                .collect(),
+            params: Params::new(&prog),
             nodes: vec![NodeState::default(); prog.nodes.len()],
-            counters: vec![Counters::default(); prog.nodes.len()],
+            stats: Stats::new(prog.nodes.len()),
             buckets,
             prog,
             slab: Vec::new(),
@@ -296,7 +276,6 @@ impl ReferenceEngine {
             flow_next: HashMap::new(),
             seq: 0,
             held: 0,
-            flow_counters: BTreeMap::new(),
         }
     }
 
@@ -311,14 +290,14 @@ impl ReferenceEngine {
     }
 
     fn leaf_spec(&self, node: NodeId) -> &LeafSpec {
-        self.specs[node as usize]
+        self.params.specs[node as usize]
             .as_ref()
             .unwrap_or_else(|| panic!("node {node} is not a leaf"))
     }
 
     /// Capacity of a senic node, bps.
     fn senic_capacity(&self, n: NodeId) -> u64 {
-        self.capacities[n as usize]
+        self.params.capacities[n as usize]
     }
 
     fn is_senic(&self, n: NodeId) -> bool {
@@ -371,7 +350,7 @@ impl ReferenceEngine {
         let mut inner_tags: Option<(u128, u128)> = None;
         let mut child = leaf_node;
         while let Some(n) = self.prog.nodes[child as usize].parent {
-            let edge = self.edges[child as usize];
+            let edge = self.params.edges[child as usize];
             let algo = self.prog.nodes[n as usize].algo.clone();
             let rank = match algo {
                 Algo::Fifo => now as u128,
@@ -531,13 +510,6 @@ impl ReferenceEngine {
             n = v as NodeId;
         }
     }
-
-    fn count_drop(&mut self, node: NodeId, leaf: Option<(u32, u64)>, reason: DropReason) {
-        self.counters[node as usize].drops[reason.index()] += 1;
-        if let Some(k) = leaf {
-            self.flow_counters.entry(k).or_default().drops[reason.index()] += 1;
-        }
-    }
 }
 
 impl Engine for ReferenceEngine {
@@ -549,7 +521,7 @@ impl Engine for ReferenceEngine {
                 shaping,
             } => (leaf, node, shaping),
             Classification::Unclassified { at } => {
-                self.count_drop(at, None, DropReason::Unclassified);
+                self.stats.dropped(at, None, DropReason::Unclassified);
                 return Err(DropReason::Unclassified);
             }
         };
@@ -566,7 +538,7 @@ impl Engine for ReferenceEngine {
         };
         let reason = super::limit_broken(&spec, held, bytes);
         if let Some(r) = reason {
-            self.count_drop(leaf_node, Some((leaf, flow)), r);
+            self.stats.dropped(leaf_node, Some((leaf, flow)), r);
             return Err(r);
         }
         let st = &mut self.nodes[leaf_node as usize];
@@ -684,7 +656,7 @@ impl Engine for ReferenceEngine {
                 if self.is_senic(n) {
                     let top = self.senic_top(n);
                     self.senic_advance(top, now);
-                    let rate = self.edges[child as usize].rate_bps.max(1) as u128;
+                    let rate = self.params.edges[child as usize].rate_bps.max(1) as u128;
                     let st = &mut self.nodes[n as usize].senic;
                     let c = st.child_backlog.entry(child).or_insert(1);
                     *c -= 1;
@@ -710,26 +682,15 @@ impl Engine for ReferenceEngine {
             if let Some(next) = st.waiting.pop_front() {
                 self.admit(next, now);
             }
-            let mut n = Some(held.leaf_node);
-            while let Some(v) = n {
-                let c = &mut self.counters[v as usize];
-                c.packets += 1;
-                c.bytes += bytes;
-                n = self.prog.nodes[v as usize].parent;
-            }
-            let fc = self
-                .flow_counters
-                .entry((held.leaf, held.flow))
-                .or_default();
-            fc.packets += 1;
-            fc.bytes += bytes;
-            return Some(Departure {
+            let d = Departure {
                 id: held.pkt.id,
                 leaf: held.leaf,
                 flow: held.flow,
                 bytes: held.pkt.bytes,
                 enqueued_ps: held.enqueued_ps,
-            });
+            };
+            self.stats.sent(&self.prog, &d, held.leaf_node);
+            return Some(d);
         }
     }
 
@@ -743,49 +704,35 @@ impl Engine for ReferenceEngine {
 
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
         check_update(&self.prog, &u)?;
-        match u {
-            Update::Weight { node, weight } => self.edges[node as usize].weight = weight,
-            Update::Priority { node, priority } => self.edges[node as usize].priority = priority,
-            Update::Quantum { node, bytes } => self.edges[node as usize].quantum_bytes = bytes,
-            Update::Rate { node, rate_bps } => {
-                // A backlogged senic class changes φ: advance V at the old rates first.
-                if let Some(p) = self.prog.nodes[node as usize].parent {
-                    if self.is_senic(p) {
-                        let top = self.senic_top(p);
-                        self.senic_advance(top, now);
-                        let old = self.edges[node as usize].rate_bps.max(1) as u128;
-                        let st = &mut self.nodes[p as usize].senic;
-                        if st.child_backlog.get(&node).copied().unwrap_or(0) > 0 {
-                            st.backlog_rate = st.backlog_rate - old + rate_bps as u128;
-                        }
+        if let Update::Rate { node, rate_bps } = u {
+            // A backlogged senic class changes φ: advance V at the old rates first.
+            if let Some(p) = self.prog.nodes[node as usize].parent {
+                if self.is_senic(p) {
+                    let top = self.senic_top(p);
+                    self.senic_advance(top, now);
+                    let old = self.params.edges[node as usize].rate_bps.max(1) as u128;
+                    let st = &mut self.nodes[p as usize].senic;
+                    if st.child_backlog.get(&node).copied().unwrap_or(0) > 0 {
+                        st.backlog_rate = st.backlog_rate - old + rate_bps as u128;
                     }
                 }
-                if self.is_senic(node) {
-                    let top = self.senic_top(node);
-                    self.senic_advance(top, now);
-                    self.capacities[node as usize] = rate_bps;
-                }
-                self.edges[node as usize].rate_bps = rate_bps;
             }
+            if self.is_senic(node) {
+                let top = self.senic_top(node);
+                self.senic_advance(top, now);
+            }
+        }
+        let senic = matches!(u, Update::Rate { node, .. } if self.is_senic(node));
+        self.params.apply(&u, senic);
+        match u {
             Update::Shaper {
                 shaper,
                 rate_bps,
                 burst_bytes,
             } => self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now),
             Update::LeafLimits {
-                node,
-                limit_packets,
-                limit_bytes,
-                flow_limit_packets,
-                flow_limit_bytes,
-                outstanding,
+                node, outstanding, ..
             } => {
-                let spec = self.specs[node as usize].as_mut().expect("checked: a leaf");
-                spec.limit_packets = limit_packets;
-                spec.limit_bytes = limit_bytes;
-                spec.flow_limit_packets = flow_limit_packets;
-                spec.flow_limit_bytes = flow_limit_bytes;
-                spec.outstanding = outstanding;
                 // A raised `outstanding` admits waiting packets now.
                 while outstanding.is_none_or(|o| self.nodes[node as usize].admitted < o) {
                     let Some(next) = self.nodes[node as usize].waiting.pop_front() else {
@@ -794,7 +741,12 @@ impl Engine for ReferenceEngine {
                     self.admit(next, now);
                 }
             }
+            _ => {}
         }
         Ok(())
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
     }
 }
