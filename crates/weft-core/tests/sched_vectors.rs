@@ -202,28 +202,32 @@ nodes:
     assert!((c / a - 4.0).abs() < 0.04, "c/a {}", c / a);
 }
 
-#[test]
-fn loom_fig8_rate_limited_high_priority_does_not_block() {
-    // Loom Fig. 6 / Fig. 8: one prio node; D2 (high priority) is rate-limited until T_D2,
-    // D1 (low priority) is not. D1 must leave first, D2 exactly at its transmit time.
-    let p = program(
-        "weft: 1
-link: {rate: 10gbit, overhead: 0b}
-nodes:
-  - {name: root, type: fifo}
-  - {name: q1, type: prio, parent: root}
-  - {name: d2-limit, type: shape, parent: q1, rate: 1gbit, burst: 1500b, match: {dst: 10.0.0.2}}
-  - {name: d2, type: leaf, parent: d2-limit, priority: 0, match: {dst: 10.0.0.2}}
-  - {name: d1, type: leaf, parent: q1, priority: 1}
-",
-    );
-    // A first D2 packet empties D2's bucket; the second must wait 12 us (1500 B at 1 Gbit/s).
-    let arrivals = vec![
+/// Loom Fig. 8's example policy (`examples/policies/loom-fig8.yaml`): one prio node Q1;
+/// D2 (high priority) behind a 1 Gbit/s shaping node, D1 (low priority) unlimited.
+fn loom_fig8() -> Arc<Program> {
+    program(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/policies/loom-fig8.yaml"
+        ))
+        .unwrap(),
+    )
+}
+
+/// A first D2 packet empties D2's bucket; the second must wait until 12 us (1500 B at
+/// 1 Gbit/s); D1's packet arrives at 2 us.
+fn loom_fig8_arrivals() -> Vec<(u64, Packet)> {
+    vec![
         (0, pkt(1, 1500, "dst=10.0.0.2")),
         (1_000_000, pkt(2, 1500, "dst=10.0.0.2")),
         (2_000_000, pkt(3, 1500, "dst=10.0.0.1")),
-    ];
-    let deps = run(&p, arrivals, u64::MAX);
+    ]
+}
+
+#[test]
+fn loom_fig8_rate_limited_high_priority_does_not_block() {
+    // D1 must leave first, D2 exactly at its transmit time.
+    let deps = run(&loom_fig8(), loom_fig8_arrivals(), u64::MAX);
     let order: Vec<(u64, u64)> = deps.iter().map(|d| (d.1, d.0)).collect();
     assert_eq!(order, vec![(1, 0), (3, 2_000_000), (2, 12_000_000)]);
 }
@@ -290,22 +294,7 @@ fn loom_fig6_naive_per_node_shaping_misbehaves() {
     }
     assert_eq!(naive, vec![("d2", 2_000_000), ("d1", 12_000_000)]);
     // weft (Loom Fig. 8): D1 first, D2 exactly at its transmit time.
-    let p = program(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/policies/loom-fig8.yaml"
-        ))
-        .unwrap(),
-    );
-    let deps = run(
-        &p,
-        vec![
-            (0, pkt(1, 1500, "dst=10.0.0.2")),
-            (1_000_000, pkt(2, 1500, "dst=10.0.0.2")),
-            (2_000_000, pkt(3, 1500, "dst=10.0.0.1")),
-        ],
-        u64::MAX,
-    );
+    let deps = run(&loom_fig8(), loom_fig8_arrivals(), u64::MAX);
     let weft: Vec<(&str, u64)> = deps.iter().skip(1).map(|d| (d.2.as_str(), d.0)).collect();
     assert_eq!(weft, vec![("d1", 2_000_000), ("d2", 12_000_000)]);
 }
