@@ -106,18 +106,6 @@ enum Kind {
     Leaf,
 }
 
-/// One flow of one leaf.
-#[derive(Debug, Clone, Copy, Default)]
-struct FlowState {
-    /// Packets and bytes held.
-    packets: u64,
-    bytes: u64,
-    /// Fair-queuing finish tag (fair leaves).
-    last: u128,
-    /// Sequence number of its latest packet.
-    fseq: u64,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     pkt: Packet,
@@ -160,9 +148,13 @@ pub struct FastEngine {
     held_bytes: Vec<u64>,
     admitted: Vec<u64>,
     waiting: Vec<VecDeque<u32>>,
-    /// Per (leaf node, flow): what it holds, its fair-queuing tag and next sequence number
-    /// (one map, one lookup per packet on each path).
-    flows: FxHashMap<(u32, u64), FlowState>,
+    /// Per (leaf node, flow) holding packets: (packets, bytes). Removed when empty, so idle
+    /// flows cost only their fair-queuing tag and sequence number below.
+    flow_held: FxHashMap<(u32, u64), (u64, u64)>,
+    /// Per (leaf node, flow) of a fair leaf: its last finish tag.
+    flow_last: FxHashMap<(u32, u64), u128>,
+    /// Per (leaf node, flow): sequence number of its latest packet.
+    flow_seq: FxHashMap<(u32, u64), u64>,
     // Packets.
     slots: Vec<Slot>,
     ranks: Vec<Rank>,
@@ -254,7 +246,9 @@ impl FastEngine {
             held_bytes: vec![0; n],
             admitted: vec![0; n],
             waiting: vec![VecDeque::new(); n],
-            flows: FxHashMap::default(),
+            flow_held: FxHashMap::default(),
+            flow_last: FxHashMap::default(),
+            flow_seq: FxHashMap::default(),
             slots: Vec::new(),
             ranks: Vec::new(),
             tags: Vec::new(),
@@ -295,9 +289,9 @@ impl FastEngine {
         let leaf_rank = match spec_fair.0 {
             FlowSched::Fifo => now as u128,
             FlowSched::Fair => {
-                let fs = self.flows.entry((s.leaf_node, s.flow)).or_default();
-                let start = self.vtime[s.leaf_node as usize].max(fs.last);
-                fs.last = start + ((pkt.bytes as u128) << FRAC) / spec_fair.1.max(1) as u128;
+                let last = self.flow_last.entry((s.leaf_node, s.flow)).or_default();
+                let start = self.vtime[s.leaf_node as usize].max(*last);
+                *last = start + ((pkt.bytes as u128) << FRAC) / spec_fair.1.max(1) as u128;
                 start
             }
         };
@@ -412,17 +406,17 @@ impl Engine for FastEngine {
         let ln = leaf_node as usize;
         let spec = self.params.specs[ln].as_ref().expect("leaf");
         let flow = flow_key(spec, &pkt);
-        let fs = self
-            .flows
+        let (fp, fb) = self
+            .flow_held
             .get(&(leaf_node, flow))
             .copied()
-            .unwrap_or_default();
+            .unwrap_or((0, 0));
         let bytes = pkt.bytes as u64;
         let held = super::Holding {
             leaf_packets: self.held_packets[ln],
             leaf_bytes: self.held_bytes[ln],
-            flow_packets: fs.packets,
-            flow_bytes: fs.bytes,
+            flow_packets: fp,
+            flow_bytes: fb,
         };
         let reason = super::limit_broken(spec, held, bytes);
         let outstanding = spec.outstanding;
@@ -432,11 +426,12 @@ impl Engine for FastEngine {
         }
         self.held_packets[ln] += 1;
         self.held_bytes[ln] += bytes;
-        let f = self.flows.entry((leaf_node, flow)).or_default();
-        f.packets += 1;
-        f.bytes += bytes;
-        f.fseq += 1;
-        let fseq = f.fseq;
+        let f = self.flow_held.entry((leaf_node, flow)).or_insert((0, 0));
+        f.0 += 1;
+        f.1 += bytes;
+        let seq = self.flow_seq.entry((leaf_node, flow)).or_insert(0);
+        *seq += 1;
+        let fseq = *seq;
         let s = Slot {
             pkt,
             leaf_node,
@@ -593,9 +588,12 @@ impl Engine for FastEngine {
             self.held_packets[ln] -= 1;
             self.held_bytes[ln] -= b64;
             self.admitted[ln] -= 1;
-            if let Some(f) = self.flows.get_mut(&(s.leaf_node, s.flow)) {
-                f.packets -= 1;
-                f.bytes -= b64;
+            if let Some(f) = self.flow_held.get_mut(&(s.leaf_node, s.flow)) {
+                f.0 -= 1;
+                f.1 -= b64;
+                if f.0 == 0 {
+                    self.flow_held.remove(&(s.leaf_node, s.flow));
+                }
             }
             if let Some(next) = self.waiting[ln].pop_front() {
                 self.admit(next, now);
@@ -607,7 +605,12 @@ impl Engine for FastEngine {
                 bytes,
                 enqueued_ps: s.enqueued_ps,
             };
-            self.stats.sent(&self.prog, &d, s.leaf_node);
+            let parents = &self.parent;
+            self.stats.sent(
+                |n| Some(parents[n as usize]).filter(|&p| p != NO),
+                &d,
+                s.leaf_node,
+            );
             return Some(d);
         }
     }

@@ -363,15 +363,21 @@ impl Stats {
         }
     }
 
-    /// Counts a departure on every node from its leaf to the root, and at its flow.
-    pub(crate) fn sent(&mut self, prog: &crate::policy::Program, d: &Departure, leaf_node: u32) {
+    /// Counts a departure on every node from its leaf to the root (`parent` walks up; each
+    /// engine passes its own compact parent table), and at its flow.
+    pub(crate) fn sent(
+        &mut self,
+        parent: impl Fn(u32) -> Option<u32>,
+        d: &Departure,
+        leaf_node: u32,
+    ) {
         let bytes = d.bytes as u64;
         let mut v = Some(leaf_node);
         while let Some(n) = v {
             let c = &mut self.nodes[n as usize];
             c.packets += 1;
             c.bytes += bytes;
-            v = prog.nodes[n as usize].parent;
+            v = parent(n);
         }
         let fc = self.flows.entry((d.leaf, d.flow)).or_default();
         fc.packets += 1;

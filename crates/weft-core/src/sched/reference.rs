@@ -689,7 +689,9 @@ impl Engine for ReferenceEngine {
                 bytes: held.pkt.bytes,
                 enqueued_ps: held.enqueued_ps,
             };
-            self.stats.sent(&self.prog, &d, held.leaf_node);
+            let prog = &self.prog;
+            self.stats
+                .sent(|n| prog.nodes[n as usize].parent, &d, held.leaf_node);
             return Some(d);
         }
     }
