@@ -78,6 +78,12 @@ enum Command {
         /// No progress bar on stderr.
         #[arg(long)]
         quiet: bool,
+        /// Progress on stderr (rows read, packets/s) even when stderr is not a terminal.
+        #[arg(long, conflicts_with = "quiet")]
+        progress: bool,
+        /// Scheduling engine; both give identical departures.
+        #[arg(long, value_enum, default_value_t = replay::EngineKind::Fast)]
+        engine: replay::EngineKind,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -402,11 +408,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out,
             json: j,
             quiet,
+            progress,
+            engine,
             load: l,
         } => {
             let p = std::sync::Arc::new(load(&file, &l)?);
-            let progress = !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let summary = replay::replay(p, &trace, &out, progress).map_err(Failure::usage)?;
+            let progress =
+                progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
+            let opts = replay::Options { engine, progress };
+            let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
             if j {
                 println!(
                     "{}",

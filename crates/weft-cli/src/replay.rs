@@ -1,20 +1,69 @@
 //! `weft replay`: a trace replayed through the scheduling core in virtual time.
 //!
-//! Streaming: the trace is read row by row and departures are written as they happen, so
-//! memory is bounded by what the scheduler holds, not by the trace's length.
+//! * **Engines.** `--engine fast` (default) runs [`FastEngine`], `--engine reference` the
+//!   obviously-correct [`ReferenceEngine`]; both implement [`Engine`] and give identical
+//!   departures (the CLI test replays every example trace through both and compares the files
+//!   byte for byte).
+//! * **Streaming.** The trace is read row by row through an iterator that the link driver
+//!   ([`link::run`]) pulls one arrival ahead, and departures and drops are written as they
+//!   happen, so memory is bounded by what the scheduler holds (plus the per-flow counters and
+//!   the per-leaf delay histograms), not by the trace's length. `max_backlog_packets` in the
+//!   summary records the largest occupancy seen (rows read − sent − dropped, sampled at every
+//!   departure; it may count the one row read ahead).
+//! * **Summary** (`summary.json`, deterministic: objects in policy order, integers only): for
+//!   every leaf and every scheduling node — a node aggregates its subtree — `packets`,
+//!   `bytes`, `drops` by reason (a node's own drops, e.g. `unclassified`, plus its subtree's),
+//!   `mean_bps` (bytes × 8 over the trace's active span, from the first arrival to the end of
+//!   the last frame on the wire; integer division) and `queueing_delay_ps` (arrival to start
+//!   of transmission: p50, p90, p99, max, mean), from one HdrHistogram (3 significant digits)
+//!   per leaf, merged up the tree for nodes. Cost: O(depth) merges per node at the end.
+//! * **Progress.** With `progress` a bar on stderr (rows read, packets/s) when stderr is a
+//!   terminal; otherwise one plain line every 2^20 rows at most once a second, and a final
+//!   line.
+//!
+//! Errors name the trace file and line (`t.csv:3: ...`); the CLI exits 2 on them.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::Program;
+use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{DropReason, Packet};
+use weft_core::sched::{Counters, DropReason, Engine, Packet};
+
+/// Which engine replays the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineKind {
+    /// The fast engine (arenas, heap PIFOs).
+    Fast,
+    /// The reference engine (per-packet entries at every level).
+    Reference,
+}
+
+impl EngineKind {
+    fn name(self) -> &'static str {
+        match self {
+            EngineKind::Fast => "fast",
+            EngineKind::Reference => "reference",
+        }
+    }
+}
+
+/// How a replay runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The engine.
+    pub engine: EngineKind,
+    /// Report progress on stderr.
+    pub progress: bool,
+}
 
 /// Columns a trace may carry besides `arrive_ps` and `bytes`.
 const META_COLUMNS: &[&str] = &[
@@ -133,11 +182,55 @@ fn parse_row(
     Ok((t, pkt))
 }
 
-/// Per-leaf statistics.
-struct LeafStats {
-    delay_ps: Histogram<u64>,
-    first_ps: u64,
-    last_ps: u64,
+/// Progress on stderr: an indicatif bar on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    started: Instant,
+    last_line: Instant,
+}
+
+impl Progress {
+    fn new(total_bytes: u64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new(total_bytes);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "replay {bar:30} {bytes}/{total_bytes} {msg} ({eta})",
+                )
+                .expect("template"),
+            );
+            b
+        });
+        let now = Instant::now();
+        Progress {
+            bar,
+            started: now,
+            last_line: now,
+        }
+    }
+
+    fn message(&self, rows: u64) -> String {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        format!("{rows} rows read, {:.0} packets/s", rows as f64 / secs)
+    }
+
+    /// Called every 65,536 rows.
+    fn tick(&mut self, rows: u64, byte: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(byte);
+            b.set_message(self.message(rows));
+        } else if rows % (1 << 20) == 0 && self.last_line.elapsed().as_secs() >= 1 {
+            self.last_line = Instant::now();
+            eprintln!("replay: {}", self.message(rows));
+        }
+    }
+
+    fn finish(&self, rows: u64) {
+        match &self.bar {
+            Some(b) => b.finish_and_clear(),
+            None => eprintln!("replay: {} (done)", self.message(rows)),
+        }
+    }
 }
 
 /// Runs the replay; returns the summary JSON.
@@ -145,7 +238,20 @@ pub fn replay(
     prog: Arc<Program>,
     trace: &Path,
     out: &Path,
-    progress: bool,
+    opts: Options,
+) -> Result<Value, String> {
+    match opts.engine {
+        EngineKind::Fast => run(FastEngine::new(prog.clone()), prog, trace, out, opts),
+        EngineKind::Reference => run(ReferenceEngine::new(prog.clone()), prog, trace, out, opts),
+    }
+}
+
+fn run<E: Engine>(
+    mut engine: E,
+    prog: Arc<Program>,
+    trace: &Path,
+    out: &Path,
+    opts: Options,
 ) -> Result<Value, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let file = File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
@@ -169,34 +275,33 @@ pub fn replay(
         File::create(&drop_path)
             .map_err(|e| format!("cannot write {}: {e}", drop_path.display()))?,
     );
-    let _ = writeln!(deps, "depart_ps,id,leaf,flow,bytes");
-    let _ = writeln!(drops, "arrive_ps,id,reason");
+    let mut write_error: Option<std::io::Error> = None;
+    let mut check = |r: std::io::Result<()>| {
+        if let Err(e) = r {
+            write_error.get_or_insert(e);
+        }
+    };
+    check(writeln!(deps, "depart_ps,id,leaf,flow,bytes"));
+    check(writeln!(drops, "arrive_ps,id,reason"));
 
-    let bar = progress.then(|| {
-        let b = indicatif::ProgressBar::new(size);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "replay {bar:40} {bytes}/{total_bytes} {msg} ({eta})",
-            )
-            .expect("template"),
-        );
-        b
-    });
+    let mut progress = opts.progress.then(|| Progress::new(size));
 
     // Rows stream through an iterator; a bad row stops the replay with its line.
     let mut error: Option<String> = None;
     let mut last_t = 0u64;
-    let mut rows = 0u64;
+    let mut first_t: Option<u64> = None;
+    let rows = std::cell::Cell::new(0u64);
     let mut record = csv::StringRecord::new();
     let arrivals = std::iter::from_fn(|| {
         if error.is_some() {
             return None;
         }
+        let n = rows.get();
         match rdr.read_record(&mut record) {
             Ok(false) => None,
             Ok(true) => {
-                let line = record.position().map_or(rows + 2, |p| p.line());
-                match parse_row(&record, &cols, rows, line) {
+                let line = record.position().map_or(n + 2, |p| p.line());
+                match parse_row(&record, &cols, n, line) {
                     Ok((t, _)) if t < last_t => {
                         error = Some(format!(
                             "{trace_name}:{line}: arrive_ps {t} is earlier than the previous row's {last_t}; sort the trace by arrive_ps"
@@ -205,11 +310,11 @@ pub fn replay(
                     }
                     Ok((t, p)) => {
                         last_t = t;
-                        rows += 1;
-                        if let Some(b) = &bar {
-                            if rows % 65_536 == 0 {
-                                b.set_position(record.position().map_or(0, |p| p.byte()));
-                                b.set_message(format!("{rows} packets"));
+                        first_t.get_or_insert(t);
+                        rows.set(n + 1);
+                        if let Some(pr) = progress.as_mut() {
+                            if (n + 1) % 65_536 == 0 {
+                                pr.tick(n + 1, record.position().map_or(0, |p| p.byte()));
                             }
                         }
                         Some((t, p))
@@ -221,105 +326,146 @@ pub fn replay(
                 }
             }
             Err(e) => {
-                error = Some(format!("{trace_name}: {e}"));
+                let line = e.position().map_or(n + 2, |p| p.line());
+                error = Some(format!("{trace_name}:{line}: {e}"));
                 None
             }
         }
     });
 
-    let mut engine = ReferenceEngine::new(prog.clone());
-    let mut stats: Vec<LeafStats> = (0..prog.leaves.len())
-        .map(|_| LeafStats {
-            delay_ps: Histogram::new(3).expect("histogram"),
-            first_ps: u64::MAX,
-            last_ps: 0,
-        })
-        .collect();
+    let leaves = prog.leaves.len();
+    let mut delay_ps: Vec<Option<Histogram<u64>>> = (0..leaves).map(|_| None).collect();
     let mut sent = 0u64;
     let mut dropped = 0u64;
+    let mut max_backlog = 0u64;
     let mut end_ps = 0u64;
-    let leaf_names: Vec<String> = prog
+    let leaf_names: Vec<&str> = prog
         .leaves
         .iter()
-        .map(|&n| prog.nodes[n as usize].name.clone())
+        .map(|&n| prog.nodes[n as usize].name.as_str())
         .collect();
     link::run(&mut engine, &prog.link, arrivals, u64::MAX, |ev| match ev {
         Event::Sent { at_ps, departure } => {
             sent += 1;
-            end_ps = at_ps;
-            let _ = writeln!(
+            end_ps = at_ps + link::wire_ps(departure.bytes, &prog.link);
+            max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
+            check(writeln!(
                 deps,
                 "{at_ps},{},{},{},{}",
                 departure.id, leaf_names[departure.leaf as usize], departure.flow, departure.bytes
-            );
-            let s = &mut stats[departure.leaf as usize];
-            let _ = s
-                .delay_ps
-                .record(at_ps.saturating_sub(departure.enqueued_ps));
-            s.first_ps = s.first_ps.min(at_ps);
-            s.last_ps = s.last_ps.max(at_ps);
+            ));
+            let h = delay_ps[departure.leaf as usize]
+                .get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"));
+            // Auto-resizing: recording cannot fail.
+            let _ = h.record(at_ps.saturating_sub(departure.enqueued_ps));
         }
         Event::Dropped { at_ps, id, reason } => {
             dropped += 1;
-            let _ = writeln!(drops, "{at_ps},{id},{}", reason.name());
+            check(writeln!(drops, "{at_ps},{id},{}", reason.name()));
         }
         // Traces carry no updates.
         Event::Rejected { .. } => {}
     });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
+    let rows = rows.get();
+    if let Some(p) = &progress {
+        p.finish(rows);
     }
-    deps.flush().map_err(|e| e.to_string())?;
-    drops.flush().map_err(|e| e.to_string())?;
     if let Some(e) = error {
         return Err(e);
     }
-    let duration_ps = end_ps.max(1);
-    let counters = &engine.stats.nodes;
+    check(deps.flush());
+    check(drops.flush());
+    if let Some(e) = write_error {
+        return Err(format!("cannot write to {}: {e}", out.display()));
+    }
+
+    // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
+    // children and one reverse pass folds each subtree into its root.
+    let counters = &engine.stats().nodes;
+    let n_nodes = prog.nodes.len();
+    let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
+    let mut hist: Vec<Option<Histogram<u64>>> = (0..n_nodes).map(|_| None).collect();
+    for (l, &n) in prog.leaves.iter().enumerate() {
+        let c = &mut agg[n as usize];
+        c.packets = counters[n as usize].packets;
+        c.bytes = counters[n as usize].bytes;
+        hist[n as usize] = delay_ps[l].take();
+    }
+    for n in (0..n_nodes).rev() {
+        for (i, d) in counters[n].drops.iter().enumerate() {
+            agg[n].drops[i] += d;
+        }
+        if let Some(p) = prog.nodes[n].parent {
+            let (p, c) = (p as usize, agg[n]);
+            agg[p].packets += c.packets;
+            agg[p].bytes += c.bytes;
+            for i in 0..c.drops.len() {
+                agg[p].drops[i] += c.drops[i];
+            }
+            if let Some(h) = hist[n].as_ref() {
+                let h = h.clone();
+                match &mut hist[p] {
+                    Some(ph) => ph.add(&h).map_err(|e| format!("histogram merge: {e}"))?,
+                    slot @ None => *slot = Some(h),
+                }
+            }
+        }
+    }
+    let start_ps = first_t.unwrap_or(0);
+    let span_ps = end_ps.saturating_sub(start_ps);
     let node_json = |n: usize| -> Value {
-        let c = counters[n];
+        let c = &agg[n];
         let mut d = Map::new();
         for (i, r) in DropReason::ALL.iter().enumerate() {
             d.insert(r.name().into(), json!(c.drops[i]));
         }
-        json!({
+        let mean_bps = if span_ps == 0 {
+            0
+        } else {
+            (c.bytes as u128 * 8 * 1_000_000_000_000 / span_ps as u128) as u64
+        };
+        let mut v = json!({
             "packets": c.packets,
             "bytes": c.bytes,
+            "dropped": c.dropped(),
             "drops": d,
-            "mean_bps": (c.bytes as f64 * 8.0 / (duration_ps as f64 / 1e12)).round(),
-        })
-    };
-    let mut leaves = Map::new();
-    for (l, &n) in prog.leaves.iter().enumerate() {
-        let mut v = node_json(n as usize);
-        let h = &stats[l].delay_ps;
-        if !h.is_empty() {
+            "mean_bps": mean_bps,
+        });
+        if let Some(h) = &hist[n] {
             v["queueing_delay_ps"] = json!({
                 "p50": h.value_at_quantile(0.5),
                 "p90": h.value_at_quantile(0.9),
                 "p99": h.value_at_quantile(0.99),
                 "max": h.max(),
-                "mean": h.mean().round(),
+                "mean": h.mean().round() as u64,
             });
         }
-        leaves.insert(prog.nodes[n as usize].name.clone(), v);
+        v
+    };
+    let mut leaf_map = Map::new();
+    for &n in &prog.leaves {
+        leaf_map.insert(prog.nodes[n as usize].name.clone(), node_json(n as usize));
     }
-    let mut nodes = Map::new();
+    let mut node_map = Map::new();
     for (n, node) in prog.nodes.iter().enumerate() {
         if node.leaf.is_none() {
-            nodes.insert(node.name.clone(), node_json(n));
+            node_map.insert(node.name.clone(), node_json(n));
         }
     }
     Ok(json!({
         "policy": prog.name,
         "trace": trace_name,
-        "engine": "reference",
+        "engine": opts.engine.name(),
         "link_bps": prog.link.rate_bps,
         "packets": rows,
         "sent": sent,
         "dropped": dropped,
+        "first_arrival_ps": start_ps,
+        "end_ps": end_ps,
+        "span_ps": span_ps,
         "duration_ps": end_ps,
-        "leaves": leaves,
-        "nodes": nodes,
+        "max_backlog_packets": max_backlog,
+        "leaves": leaf_map,
+        "nodes": node_map,
     }))
 }

@@ -193,7 +193,95 @@ fn replay_examples_match_their_expected_departures() {
         );
         checked += 1;
     }
-    assert!(checked >= 2, "expected example traces, found {checked}");
+    assert!(checked >= 3, "expected example traces, found {checked}");
+}
+
+/// `examples/traces/NAME.csv` for every trace with a policy of the same name.
+fn example_traces() -> Vec<String> {
+    let mut stems: Vec<String> = std::fs::read_dir(root().join("examples/traces"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter_map(|n| {
+            let stem = n.strip_suffix(".csv")?;
+            (!stem.ends_with(".expected")
+                && root()
+                    .join(format!("examples/policies/{stem}.yaml"))
+                    .is_file())
+            .then(|| stem.to_string())
+        })
+        .collect();
+    stems.sort();
+    stems
+}
+
+/// Replays `stem` with `args`; returns the output directory (the caller removes it).
+fn replay_example(stem: &str, tag: &str, args: &[&str]) -> PathBuf {
+    let out = std::env::temp_dir().join(format!("weft-{tag}-{stem}-{}", std::process::id()));
+    weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(format!("examples/policies/{stem}.yaml"))
+        .args(["--trace", &format!("examples/traces/{stem}.csv"), "--out"])
+        .arg(&out)
+        .args(args)
+        .assert()
+        .success();
+    out
+}
+
+/// The fast and the reference engine write byte-identical departures and drops on every
+/// example trace, and summaries that differ only in the engine's name.
+#[test]
+fn replay_engines_agree_byte_for_byte_on_every_example() {
+    let stems = example_traces();
+    assert!(stems.len() >= 3, "{stems:?}");
+    for stem in &stems {
+        let fast = replay_example(stem, "fast", &["--engine", "fast"]);
+        let refr = replay_example(stem, "ref", &["--engine", "reference"]);
+        for f in ["departures.csv", "drops.csv"] {
+            let a = fs::read(fast.join(f)).unwrap();
+            let b = fs::read(refr.join(f)).unwrap();
+            assert!(a.len() > 20 || f == "drops.csv", "{stem}: {f} is empty");
+            assert!(a == b, "{stem}: {f} differs between the engines");
+        }
+        let mut sa: serde_json::Value =
+            serde_json::from_slice(&fs::read(fast.join("summary.json")).unwrap()).unwrap();
+        let mut sb: serde_json::Value =
+            serde_json::from_slice(&fs::read(refr.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(sa["engine"], "fast");
+        assert_eq!(sb["engine"], "reference");
+        sa["engine"] = serde_json::Value::Null;
+        sb["engine"] = serde_json::Value::Null;
+        assert_eq!(sa, sb, "{stem}: summaries differ");
+        let _ = fs::remove_dir_all(&fast);
+        let _ = fs::remove_dir_all(&refr);
+    }
+}
+
+#[test]
+fn replay_progress_on_request_when_stderr_is_not_a_terminal() {
+    let out = std::env::temp_dir().join(format!("weft-progress-{}", std::process::id()));
+    weft()
+        .args([
+            "replay",
+            "--progress",
+            "--policy",
+            "examples/policies/senic-fig4.yaml",
+        ])
+        .args(["--trace", "examples/traces/senic-fig4.csv", "--out"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("replay: 16 rows read"))
+        .stderr(predicate::str::contains("packets/s"));
+    // Without --progress (and not on a terminal): silent.
+    weft()
+        .args(["replay", "--policy", "examples/policies/senic-fig4.yaml"])
+        .args(["--trace", "examples/traces/senic-fig4.csv", "--out"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("rows read").not());
+    let _ = fs::remove_dir_all(&out);
 }
 
 #[test]
