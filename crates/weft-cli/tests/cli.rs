@@ -339,3 +339,151 @@ fn bench_quick_reports_ratios_against_the_reference() {
         assert!(r["bytes_per_idle_flow"].is_number());
     }
 }
+
+/// Bytes per leaf among the departures of `dir/departures.csv` starting in [from, to), as
+/// Gbit/s over that window.
+fn gbps_by_leaf(dir: &Path, from_ps: u64, to_ps: u64) -> std::collections::BTreeMap<String, f64> {
+    let text = fs::read_to_string(dir.join("departures.csv")).unwrap();
+    let mut bytes = std::collections::BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let t: u64 = f[0].parse().unwrap();
+        if (from_ps..to_ps).contains(&t) {
+            *bytes.entry(f[2].to_string()).or_insert(0u64) += f[4].parse::<u64>().unwrap();
+        }
+    }
+    let secs = (to_ps - from_ps) as f64 / 1e12;
+    bytes
+        .into_iter()
+        .map(|(l, b)| (l, b as f64 * 8.0 / secs / 1e9))
+        .collect()
+}
+
+/// WFQ 1:2:4 (`examples/traces/wfq-1-2-4.csv`): all three classes backlogged for the first
+/// millisecond share the link's bytes 1:2:4, whatever their packet sizes.
+#[test]
+fn replay_wfq_1_2_4_shares() {
+    let out = replay_example("wfq-1-2-4", "shares", &[]);
+    let g = gbps_by_leaf(&out, 0, 1_000_000_000);
+    let _ = fs::remove_dir_all(&out);
+    let (a, b, c) = (g["a"], g["b"], g["c"]);
+    assert!((b / a - 2.0).abs() < 0.02, "b/a = {} ({g:?})", b / a);
+    assert!((c / a - 4.0).abs() < 0.04, "c/a = {} ({g:?})", c / a);
+    // Work conservation: the link (10 Gbit/s, 20 bytes of overhead per frame) is full.
+    assert!(a + b + c > 9.5, "{g:?}");
+}
+
+/// Loom Fig. 11 (`examples/traces/loom-fig11.csv`): J1 and J2 share one 10 Gbit/s
+/// destination limit equally; J0 (offering 35 Gbit/s) takes the rest of the 40 Gbit/s link.
+/// Measured after the shaping class's 64 KiB burst has been spent.
+#[test]
+fn replay_loom_fig11_shares() {
+    let out = replay_example("loom-fig11", "shares", &[]);
+    let g = gbps_by_leaf(&out, 100_000_000, 1_000_000_000);
+    let _ = fs::remove_dir_all(&out);
+    let (j0, j1, j2) = (g["j0"], g["j1"], g["j2"]);
+    assert!(
+        (j1 + j2 - 10.0).abs() < 0.1,
+        "j1 + j2 = {} ({g:?})",
+        j1 + j2
+    );
+    assert!((j1 - j2).abs() < 0.1, "{g:?}");
+    // The rest: 40 Gbit/s of 1520-byte wire frames carrying 1500 bytes, less Dst-2's 10.
+    let rest = 40.0 * 1500.0 / 1520.0 - 10.0;
+    assert!(
+        (j0 - rest).abs() < 0.2,
+        "j0 = {j0}, the rest is {rest} ({g:?})"
+    );
+}
+
+/// summary.json: an interior node aggregates its subtree (packets, bytes, drops by reason,
+/// delay histogram) plus its own drops; leaf counts match departures.csv and drops.csv.
+#[test]
+fn replay_summary_aggregates_subtrees() {
+    let dir = std::env::temp_dir().join(format!("weft-summary-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.yaml");
+    fs::write(
+        &policy,
+        "weft: 1
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: prio}
+  - {name: mid, type: wfq, parent: root, priority: 1, match: {tenant: [1, 2]}}
+  - {name: a, type: leaf, parent: mid, match: {tenant: 1}, limit: {packets: 2}}
+  - {name: b, type: leaf, parent: mid, match: {tenant: 2}}
+  - {name: hi, type: leaf, parent: root, priority: 0, match: {tenant: 3}}
+",
+    )
+    .unwrap();
+    let trace = dir.join("t.csv");
+    let mut rows = String::from("arrive_ps,bytes,tenant\n");
+    rows += &"0,1000,1\n".repeat(5);
+    rows += "0,100,3\n0,100,9\n";
+    for i in 1..=5 {
+        rows += &format!("{i}000,500,2\n");
+    }
+    rows += "2000000,100,3\n";
+    fs::write(&trace, rows).unwrap();
+    let out = dir.join("out");
+    weft()
+        .args(["replay", "--quiet", "--json", "--policy"])
+        .arg(&policy)
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let deps = fs::read_to_string(out.join("departures.csv")).unwrap();
+    let drops = fs::read_to_string(out.join("drops.csv")).unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    let leaf = |n: &str| &s["leaves"][n];
+    let node = |n: &str| &s["nodes"][n];
+    // Five tenant-1 packets at t=0 into a leaf of two: three dropped; tenant 9 unclassified.
+    assert_eq!(leaf("a")["packets"], 2, "{s:#}");
+    assert_eq!(leaf("a")["drops"]["leaf_packets"], 3);
+    assert_eq!(leaf("b")["packets"], 5);
+    assert_eq!(leaf("hi")["packets"], 2);
+    assert_eq!(node("mid")["packets"], 7);
+    assert_eq!(node("mid")["bytes"], 2 * 1000 + 5 * 500);
+    assert_eq!(node("mid")["drops"]["leaf_packets"], 3);
+    assert_eq!(node("mid")["drops"]["unclassified"], 0);
+    assert_eq!(node("root")["packets"], 9);
+    assert_eq!(node("root")["drops"]["leaf_packets"], 3);
+    assert_eq!(node("root")["drops"]["unclassified"], 1);
+    assert_eq!(node("root")["dropped"], 4);
+    assert_eq!(s["sent"], 9);
+    assert_eq!(s["dropped"], 4);
+    assert_eq!(deps.lines().count() - 1, 9);
+    assert_eq!(drops.lines().count() - 1, 4);
+    for (n, l) in [("a", 2), ("b", 5), ("hi", 2)] {
+        assert_eq!(deps.matches(&format!(",{n},")).count(), l, "{deps}");
+    }
+    // Delay percentiles: a node's max is its subtree's max, its p50 lies between its
+    // leaves' p50s; the link's busy time sets mean_bps.
+    let d = |v: &serde_json::Value, q: &str| v["queueing_delay_ps"][q].as_u64().unwrap();
+    let leaves = [leaf("a"), leaf("b"), leaf("hi")];
+    let max = leaves.iter().map(|l| d(l, "max")).max().unwrap();
+    assert_eq!(d(node("root"), "max"), max);
+    assert_eq!(
+        d(node("mid"), "max"),
+        d(leaf("a"), "max").max(d(leaf("b"), "max"))
+    );
+    let p50s = [d(leaf("a"), "p50"), d(leaf("b"), "p50")];
+    let p50 = d(node("mid"), "p50");
+    assert!(p50 >= *p50s.iter().min().unwrap() && p50 <= *p50s.iter().max().unwrap());
+    assert!(
+        d(leaf("hi"), "max") < d(leaf("b"), "max"),
+        "priority: {s:#}"
+    );
+    let span = s["span_ps"].as_u64().unwrap();
+    let bps = node("root")["mean_bps"].as_u64().unwrap();
+    let bytes = node("root")["bytes"].as_u64().unwrap();
+    assert_eq!(
+        bps,
+        (bytes as u128 * 8 * 1_000_000_000_000 / span as u128) as u64
+    );
+}
