@@ -1,39 +1,63 @@
-//! The fast engine, first cut: the reference engine's semantics (see the parent module and
-//! [`super::reference`]) on flat, index-addressed state.
+//! The fast engine: the reference engine's semantics (see the parent module and
+//! [`super::reference`]) on flat, index-addressed state. Property tests
+//! (`tests/engine_twins.rs`) demand identical departures and drops on random policies,
+//! traces and live updates; nothing here is approximate.
 //!
-//! * Per-node PIFOs are binary heaps of `(rank, seq, payload)`; the shaping queue is one heap
-//!   of `(time, seq, slot)`. Ties break on the same global sequence numbers as the reference,
-//!   so departures are identical (property tests check it on random policies and traces).
-//! * Packets live in a slab addressed by `u32` slots; their per-level ranks and SENIC tags
-//!   live in two flat arenas with a fixed stride (the policy's depth): no allocation per
-//!   packet once the slab and heaps have grown to the peak occupancy.
-//! * Per-child state (`last` finish tags, SENIC backlog and finish tags) is a flat array
-//!   indexed by the child's node id: every node has exactly one scheduling parent.
-//! * Node algorithms dispatch on a small `Copy` enum.
+//! * **PIFOs.** A node that ranks a child's packets in push order (`fifo`, `prio`, `wfq`,
+//!   `rr`, `drr`, `senic`) keeps a FIFO per child and a binary heap over the children's heads
+//!   ([`PerChild`]); a leaf whose flows are served first-come first-served keeps one sorted
+//!   FIFO ([`Pifo::Sorted`]); `lstf`, `edf` and fair leaves keep a binary heap. Re-entries
+//!   from the shaping queue carry old ranks and are inserted in order (they are few, and land
+//!   near the front). Ties break on the same global sequence numbers as the reference.
+//! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
+//!   packet fields still needed; not the packet's metadata) addressed by `u32`; their per-level
+//!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
+//! * **Flows** live in a chunked arena of 56-byte [`FlowRec`]s (key, leaf, holdings, counters,
+//!   fair-queuing tag) found through a `hashbrown::HashTable` of `u32` indices: one hash probe
+//!   per enqueue and none per dequeue; a record stays when its flow goes idle (it holds the
+//!   flow's counters). Drops per flow are counted in a sparse side map (drops are rare).
+//! * **Shaping queue**: one binary heap of `(time, seq, slot)`; per-flow deferral records only
+//!   for flows with deferred packets.
+//! * Node algorithms dispatch on a small `Copy` enum; per-child state is indexed by node id.
 //!
-//! Cost: O(depth · log(entries per node)) per packet. Still to come (issue 3): bucketed
-//! (FFS) PIFOs and a timing wheel for the shaping queue.
+//! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
+//! list, shaping queue or free list); a flow's holdings equal the sum over its held slots.
+//! Limits: a flow holds at most `u32::MAX` packets and bytes at once (a packet that would
+//! exceed either is dropped with [`DropReason::FlowPackets`] or [`DropReason::FlowBytes`]).
+//!
+//! Cost per packet: one classification, one flow-table probe, O(depth · log(children)) heap
+//! work at enqueue and dequeue; no allocation once the slab, heaps and arenas have grown to
+//! the peak occupancy. Hand-written (no crate provides a PIFO tree).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::{FxHashMap, FxHasher};
 
 use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
 use super::{
-    check_update, Departure, DropReason, Engine, Packet, Params, Stats, Update, UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, Packet, Params, Stats, Update,
+    UpdateError,
 };
 use crate::policy::program::{Algo, FlowSched};
 use crate::policy::{Classification, Program, ShapingPath};
 
 const NO: u32 = u32::MAX;
 
+/// A PIFO entry: rank, global sequence number (tie break), payload (child node or slot).
+type Entry = (Rank, u64, u32);
+
 /// A node's PIFO.
 #[derive(Debug, Clone)]
 enum Pifo {
-    /// Every entry in one heap (leaves, `lstf`, `edf`: ranks not ordered per child).
-    Heap(BinaryHeap<Reverse<(Rank, u64, u32)>>),
+    /// Every entry in one heap (`lstf`, `edf`, fair leaves: ranks not ordered by arrival).
+    Heap(BinaryHeap<Reverse<Entry>>),
+    /// One queue sorted by (rank, seq): first-come first-served leaves, whose ranks only go
+    /// back in time on a re-entry.
+    Sorted(VecDeque<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
     PerChild(PerChild),
 }
@@ -44,7 +68,7 @@ struct PerChild {
     first: u32,
     queues: Vec<VecDeque<(Rank, u64)>>,
     /// Heads, possibly stale: an item is live when it equals its queue's front.
-    heads: BinaryHeap<Reverse<(Rank, u64, u32)>>,
+    heads: BinaryHeap<Reverse<Entry>>,
 }
 
 impl Pifo {
@@ -52,6 +76,13 @@ impl Pifo {
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
             Pifo::Heap(h) => h.push(Reverse((rank, seq, v))),
+            Pifo::Sorted(q) => match q.back() {
+                Some(&(r, s, _)) if (rank, seq) < (r, s) => {
+                    let at = q.partition_point(|&(r, s, _)| (r, s) < (rank, seq));
+                    q.insert(at, (rank, seq, v));
+                }
+                _ => q.push_back((rank, seq, v)),
+            },
             Pifo::PerChild(pc) => {
                 let q = &mut pc.queues[(v - pc.first) as usize];
                 match q.back() {
@@ -77,6 +108,7 @@ impl Pifo {
     fn pop(&mut self) -> Option<(Rank, u32)> {
         match self {
             Pifo::Heap(h) => h.pop().map(|Reverse((r, _, v))| (r, v)),
+            Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v)),
             Pifo::PerChild(pc) => loop {
                 let Reverse((rank, seq, v)) = pc.heads.pop()?;
                 let q = &mut pc.queues[(v - pc.first) as usize];
@@ -106,19 +138,108 @@ enum Kind {
     Leaf,
 }
 
+/// A held packet: what the scheduler still needs of it once classified.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    pkt: Packet,
+    /// The packet's id (trace row).
+    id: u64,
+    /// Arrival time, ps.
+    enqueued_ps: u64,
+    /// The packet's own deadline (`edf`), ps.
+    deadline_ps: Option<u64>,
+    /// The packet's own slack (`lstf`), ps.
+    slack_ps: Option<u64>,
+    /// Frame length, bytes.
+    bytes: u32,
+    /// Index of its flow in the flow arena.
+    flow: u32,
     leaf_node: u32,
     leaf: u32,
-    flow: u64,
-    shaping: ShapingPath,
-    enqueued_ps: u64,
-    /// Position in its flow (arrival order).
-    fseq: u64,
+    /// Position in its flow (arrival order; compared with wrapping arithmetic).
+    fseq: u32,
     /// Has been through the shaping queue (see the reference).
     was_deferred: bool,
     n_senic: u8,
+    shaping: ShapingPath,
+}
+
+/// One flow: 56 bytes, kept while idle (it holds the flow's counters).
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowRec {
+    /// Flow key within its leaf (see `flow_key`).
+    key: u64,
+    /// Packets sent.
+    sent_packets: u64,
+    /// Bytes sent.
+    sent_bytes: u64,
+    /// Fair leaves: finish tag of its latest packet (virtual bytes with FRAC fractional
+    /// bits), low and high halves (two `u64`s keep the record 8-aligned and 56 bytes).
+    last_lo: u64,
+    last_hi: u64,
+    /// Leaf node id.
+    leaf_node: u32,
+    /// Packets held (tree, waiting or shaping queue).
+    held_packets: u32,
+    /// Bytes held.
+    held_bytes: u32,
+    /// Sequence number of its latest packet (wrapping).
+    seq: u32,
+}
+
+impl FlowRec {
+    fn last(&self) -> u128 {
+        (self.last_hi as u128) << 64 | self.last_lo as u128
+    }
+
+    fn set_last(&mut self, v: u128) {
+        self.last_lo = v as u64;
+        self.last_hi = (v >> 64) as u64;
+    }
+}
+
+/// Flow records in fixed-size chunks: growth never copies, and unused capacity is at most
+/// one chunk.
+#[derive(Debug, Clone, Default)]
+struct FlowArena {
+    chunks: Vec<Box<[FlowRec]>>,
+    len: u32,
+}
+
+const CHUNK_BITS: u32 = 10;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+impl FlowArena {
+    #[inline]
+    fn get(&self, i: u32) -> &FlowRec {
+        &self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
+    }
+
+    #[inline]
+    fn get_mut(&mut self, i: u32) -> &mut FlowRec {
+        &mut self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
+    }
+
+    fn push(&mut self, r: FlowRec) -> u32 {
+        let i = self.len;
+        if i as usize & (CHUNK - 1) == 0 {
+            self.chunks
+                .push(vec![FlowRec::default(); CHUNK].into_boxed_slice());
+        }
+        self.len += 1;
+        *self.get_mut(i) = r;
+        i
+    }
+}
+
+fn flow_hash(leaf_node: u32, key: u64) -> u64 {
+    let mut h = FxHasher::default();
+    (leaf_node, key).hash(&mut h);
+    h.finish()
+}
+
+/// `a` comes before `b` in a flow's (wrapping) sequence.
+fn seq_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
 }
 
 /// The fast engine.
@@ -135,41 +256,46 @@ pub struct FastEngine {
     stride: usize,
     // Dynamic, per node.
     pifo: Vec<Pifo>,
+    /// Virtual time (wfq, rr, drr, fair leaves), FRAC fractional bits.
     vtime: Vec<u128>,
     /// Per child node: last finish tag at its parent (wfq, rr, drr).
     last: Vec<u128>,
+    /// Per senic top node: system virtual time (ps with FRAC bits) and its reference time.
     senic_v: Vec<u128>,
     senic_t: Vec<u64>,
+    /// Per senic node: sum of its backlogged children's rates, bits/s.
     backlog_rate: Vec<u128>,
     /// Per child node: packets held below its senic parent, and its last finish tag there.
     child_backlog: Vec<u64>,
     last_f: Vec<u128>,
+    /// Per leaf node: packets and bytes held, packets admitted, packets waiting.
     held_packets: Vec<u64>,
     held_bytes: Vec<u64>,
     admitted: Vec<u64>,
     waiting: Vec<VecDeque<u32>>,
-    /// Per (leaf node, flow) holding packets: (packets, bytes). Removed when empty, so idle
-    /// flows cost only their fair-queuing tag and sequence number below.
-    flow_held: FxHashMap<(u32, u64), (u64, u64)>,
-    /// Per (leaf node, flow) of a fair leaf: its last finish tag.
-    flow_last: FxHashMap<(u32, u64), u128>,
-    /// Per (leaf node, flow): sequence number of its latest packet.
-    flow_seq: FxHashMap<(u32, u64), u64>,
+    // Flows.
+    flows: FlowArena,
+    /// Indices into `flows`, hashed by (leaf node, flow key).
+    flow_table: HashTable<u32>,
+    /// Drops per flow index, by reason.
+    flow_drops: FxHashMap<u32, [u64; 5]>,
     // Packets.
     slots: Vec<Slot>,
     ranks: Vec<Rank>,
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
     shaping_queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    /// Per (leaf, flow) in the shaping queue: (how many, latest release) (see the reference).
-    deferred: FxHashMap<(u32, u64), std::collections::BTreeMap<u64, u64>>,
+    /// Per flow index with packets in the shaping queue: (fseq, release time, ps).
+    deferred: FxHashMap<u32, Vec<(u32, u64)>>,
+    /// Emptied deferral lists, kept for reuse (no allocation in steady state).
+    spare: Vec<Vec<(u32, u64)>>,
     buckets: Vec<Bucket>,
     /// Scratch: the (node, rank) popped at each level of the current dequeue.
     popped: Vec<(u32, Rank)>,
     seq: u64,
     held: usize,
-    /// Counters per node and flow.
-    pub stats: Stats,
+    /// Counters per node.
+    stats: Stats,
 }
 
 impl FastEngine {
@@ -205,36 +331,42 @@ impl FastEngine {
             }
         }
         let stride = prog.depth().max(1) as usize;
+        let params = Params::new(&prog);
+        let pifo = prog
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(v, x)| match x.algo {
+                // Ranks a child's packets in push order except on re-entry.
+                Algo::Fifo
+                | Algo::Prio
+                | Algo::Wfq
+                | Algo::Rr
+                | Algo::Drr
+                | Algo::Senic { .. } => Pifo::PerChild(PerChild {
+                    first: x.children.start,
+                    queues: vec![VecDeque::new(); x.children.len()],
+                    heads: BinaryHeap::new(),
+                }),
+                Algo::Leaf(_) => match &params.specs[v] {
+                    Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::Sorted(VecDeque::new()),
+                    _ => Pifo::Heap(BinaryHeap::new()),
+                },
+                _ => Pifo::Heap(BinaryHeap::new()),
+            })
+            .collect();
         FastEngine {
-            params: Params::new(&prog),
             buckets: prog
                 .shapers
                 .iter()
                 .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
                 .collect(),
+            params,
             kind,
             parent,
             senic_top,
             stride,
-            pifo: prog
-                .nodes
-                .iter()
-                .map(|x| match x.algo {
-                    // Ranks a child's packets in push order except on re-entry: a FIFO per
-                    // child and a heap over the children's heads.
-                    Algo::Fifo
-                    | Algo::Prio
-                    | Algo::Wfq
-                    | Algo::Rr
-                    | Algo::Drr
-                    | Algo::Senic { .. } => Pifo::PerChild(PerChild {
-                        first: x.children.start,
-                        queues: vec![VecDeque::new(); x.children.len()],
-                        heads: BinaryHeap::new(),
-                    }),
-                    _ => Pifo::Heap(BinaryHeap::new()),
-                })
-                .collect(),
+            pifo,
             vtime: vec![0; n],
             last: vec![0; n],
             senic_v: vec![0; n],
@@ -246,15 +378,16 @@ impl FastEngine {
             held_bytes: vec![0; n],
             admitted: vec![0; n],
             waiting: vec![VecDeque::new(); n],
-            flow_held: FxHashMap::default(),
-            flow_last: FxHashMap::default(),
-            flow_seq: FxHashMap::default(),
+            flows: FlowArena::default(),
+            flow_table: HashTable::new(),
+            flow_drops: FxHashMap::default(),
             slots: Vec::new(),
             ranks: Vec::new(),
             tags: Vec::new(),
             free: Vec::new(),
             shaping_queue: BinaryHeap::new(),
             deferred: FxHashMap::default(),
+            spare: Vec::new(),
             popped: Vec::with_capacity(stride),
             seq: 0,
             held: 0,
@@ -268,6 +401,30 @@ impl FastEngine {
         self.seq
     }
 
+    /// The arena index of flow `key` at `leaf_node`, created on first sight.
+    #[inline]
+    fn flow_index(&mut self, leaf_node: u32, key: u64) -> u32 {
+        let h = flow_hash(leaf_node, key);
+        let flows = &self.flows;
+        if let Some(&i) = self.flow_table.find(h, |&i| {
+            let r = flows.get(i);
+            r.key == key && r.leaf_node == leaf_node
+        }) {
+            return i;
+        }
+        let i = self.flows.push(FlowRec {
+            key,
+            leaf_node,
+            ..FlowRec::default()
+        });
+        let flows = &self.flows;
+        self.flow_table.insert_unique(h, i, |&j| {
+            let r = flows.get(j);
+            flow_hash(r.leaf_node, r.key)
+        });
+        i
+    }
+
     fn senic_advance(&mut self, top: u32, now: u64) {
         let t = top as usize;
         if now > self.senic_t[t] {
@@ -278,20 +435,26 @@ impl FastEngine {
         }
     }
 
+    /// `bytes << FRAC` divided by `by` (exact: `bytes` has 32 bits, so the dividend fits in
+    /// 64).
+    #[inline]
+    fn cost(bytes: u32, by: u64) -> u128 {
+        (((bytes as u64) << FRAC) / by.max(1)) as u128
+    }
+
     fn admit(&mut self, slot: u32, now: u64) {
         let s = self.slots[slot as usize];
         let base = slot as usize * self.stride;
-        let spec_fair = self.params.specs[s.leaf_node as usize]
+        let (sched, quantum) = self.params.specs[s.leaf_node as usize]
             .as_ref()
             .map(|l| (l.flow_sched, l.flow_quantum_bytes))
             .expect("leaf");
-        let pkt = s.pkt;
-        let leaf_rank = match spec_fair.0 {
+        let leaf_rank = match sched {
             FlowSched::Fifo => now as u128,
             FlowSched::Fair => {
-                let last = self.flow_last.entry((s.leaf_node, s.flow)).or_default();
-                let start = self.vtime[s.leaf_node as usize].max(*last);
-                *last = start + ((pkt.bytes as u128) << FRAC) / spec_fair.1.max(1) as u128;
+                let f = self.flows.get_mut(s.flow);
+                let start = self.vtime[s.leaf_node as usize].max(f.last());
+                f.set_last(start + Self::cost(s.bytes, quantum));
                 start
             }
         };
@@ -312,9 +475,9 @@ impl FastEngine {
                 Kind::Wfq | Kind::Rr | Kind::Drr => {
                     let start = self.vtime[nu].max(self.last[cu]);
                     let cost = match kind {
-                        Kind::Wfq => ((pkt.bytes as u128) << FRAC) / edge.weight.max(1) as u128,
+                        Kind::Wfq => Self::cost(s.bytes, edge.weight),
                         Kind::Rr => 1u128 << FRAC,
-                        _ => ((pkt.bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                        _ => Self::cost(s.bytes, edge.quantum_bytes),
                     };
                     let finish = start + cost;
                     self.last[cu] = finish;
@@ -325,8 +488,8 @@ impl FastEngine {
                         start
                     }
                 }
-                Kind::Lstf(d) => now as u128 + pkt.slack_ps.unwrap_or(d) as u128,
-                Kind::Edf(d) => pkt.deadline_ps.unwrap_or(now.saturating_add(d)) as u128,
+                Kind::Lstf(d) => now as u128 + s.slack_ps.unwrap_or(d) as u128,
+                Kind::Edf(d) => s.deadline_ps.unwrap_or(now.saturating_add(d)) as u128,
                 Kind::Senic => {
                     let top = self.senic_top[nu];
                     self.senic_advance(top, now);
@@ -348,7 +511,7 @@ impl FastEngine {
                             };
                             let v = self.senic_v[top as usize];
                             let st = v.max(self.last_f[cu]);
-                            let f = st + wire_ps_frac(pkt.bytes, eff);
+                            let f = st + wire_ps_frac(s.bytes, eff);
                             self.last_f[cu] = f;
                             (st, f)
                         }
@@ -388,60 +551,164 @@ impl FastEngine {
             i += 1;
         }
     }
+
+    /// Moves due packets from the shaping queue back into the tree.
+    fn release_due(&mut self, now: u64) {
+        while let Some(&Reverse((t, _, slot))) = self.shaping_queue.peek() {
+            if t > now {
+                break;
+            }
+            self.shaping_queue.pop();
+            let sl = self.slots[slot as usize];
+            for &b in sl.shaping.as_slice() {
+                self.buckets[b as usize].unhold(sl.bytes);
+            }
+            if let Some(d) = self.deferred.get_mut(&sl.flow) {
+                if let Some(at) = d.iter().position(|e| e.0 == sl.fseq) {
+                    d.swap_remove(at);
+                }
+                if d.is_empty() {
+                    let v = self.deferred.remove(&sl.flow).expect("present");
+                    self.spare.push(v);
+                }
+            }
+            self.push_entries(slot);
+        }
+    }
+
+    /// When the popped packet in `slot` may be sent (`now` if at once).
+    fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
+        let mut at = now;
+        for &b in s.shaping.as_slice() {
+            let bk = &self.buckets[b as usize];
+            at = at.max(if s.was_deferred {
+                bk.earliest(s.bytes, now)
+            } else {
+                bk.estimate(s.bytes, now)
+            });
+        }
+        let base = slot as usize * self.stride;
+        for k in 0..s.n_senic as usize {
+            let (node, st) = self.tags[base + k];
+            let top = self.senic_top[node as usize];
+            self.senic_advance(top, now);
+            let v = self.senic_v[top as usize];
+            if v < st {
+                let cap = self.params.capacities[top as usize] as u128;
+                let slow = cap.max(self.backlog_rate[top as usize]);
+                let dt = ((st - v) * slow / cap).div_ceil(1u128 << FRAC);
+                at = at.max(now + (dt as u64).max(1));
+            }
+        }
+        // Per-flow order: never ahead of an earlier packet of the flow still deferred.
+        if !self.deferred.is_empty() {
+            if let Some(d) = self.deferred.get(&s.flow) {
+                for &(fseq, until) in d {
+                    if seq_before(fseq, s.fseq) {
+                        at = at.max(until);
+                    }
+                }
+            }
+        }
+        at
+    }
+
+    /// Checks that every flow's holdings equal the sum over the held slots (debug builds).
+    fn debug_check_holdings(&self) {
+        if !cfg!(debug_assertions) || self.flows.len > 64 {
+            return;
+        }
+        let mut sum: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+        let free: rustc_hash::FxHashSet<u32> = self.free.iter().copied().collect();
+        for (i, s) in self.slots.iter().enumerate() {
+            if !free.contains(&(i as u32)) {
+                let e = sum.entry(s.flow).or_default();
+                e.0 += 1;
+                e.1 += s.bytes as u64;
+            }
+        }
+        for i in 0..self.flows.len {
+            let f = self.flows.get(i);
+            let (p, b) = sum.get(&i).copied().unwrap_or_default();
+            debug_assert!(
+                (f.held_packets as u64, f.held_bytes as u64) == (p, b),
+                "flow {i} ({:?}) holds {}/{} but its slots sum to {p}/{b}",
+                f,
+                f.held_packets,
+                f.held_bytes
+            );
+        }
+    }
 }
 
 impl Engine for FastEngine {
-    fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
-        let (leaf, leaf_node, shaping) = match self.prog.classify(&pkt.meta) {
+    fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    fn enqueue_classified(
+        &mut self,
+        pkt: Packet,
+        class: Classification,
+        now: u64,
+    ) -> Result<(), DropReason> {
+        debug_assert_eq!(class, self.prog.classify(&pkt.meta), "enqueue_classified: wrong class");
+        let (leaf, leaf_node, shaping) = match class {
             Classification::Leaf {
                 leaf,
                 node,
                 shaping,
             } => (leaf, node, shaping),
             Classification::Unclassified { at } => {
-                self.stats.dropped(at, None, DropReason::Unclassified);
+                self.stats.dropped(at, DropReason::Unclassified);
                 return Err(DropReason::Unclassified);
             }
         };
         let ln = leaf_node as usize;
+        let key = flow_key(self.params.specs[ln].as_ref().expect("leaf"), &pkt);
+        let fi = self.flow_index(leaf_node, key);
         let spec = self.params.specs[ln].as_ref().expect("leaf");
-        let flow = flow_key(spec, &pkt);
-        let (fp, fb) = self
-            .flow_held
-            .get(&(leaf_node, flow))
-            .copied()
-            .unwrap_or((0, 0));
+        let f = self.flows.get(fi);
         let bytes = pkt.bytes as u64;
         let held = super::Holding {
             leaf_packets: self.held_packets[ln],
             leaf_bytes: self.held_bytes[ln],
-            flow_packets: fp,
-            flow_bytes: fb,
+            flow_packets: f.held_packets as u64,
+            flow_bytes: f.held_bytes as u64,
         };
-        let reason = super::limit_broken(spec, held, bytes);
         let outstanding = spec.outstanding;
+        let reason = super::limit_broken(spec, held, bytes).or_else(|| {
+            // The flow record's own limits (see the module doc).
+            if f.held_packets == u32::MAX {
+                Some(DropReason::FlowPackets)
+            } else {
+                (f.held_bytes as u64 + bytes > u32::MAX as u64).then_some(DropReason::FlowBytes)
+            }
+        });
         if let Some(r) = reason {
-            self.stats.dropped(leaf_node, Some((leaf, flow)), r);
+            self.stats.dropped(leaf_node, r);
+            self.flow_drops.entry(fi).or_default()[r.index()] += 1;
             return Err(r);
         }
         self.held_packets[ln] += 1;
         self.held_bytes[ln] += bytes;
-        let f = self.flow_held.entry((leaf_node, flow)).or_insert((0, 0));
-        f.0 += 1;
-        f.1 += bytes;
-        let seq = self.flow_seq.entry((leaf_node, flow)).or_insert(0);
-        *seq += 1;
-        let fseq = *seq;
+        let f = self.flows.get_mut(fi);
+        f.held_packets += 1;
+        f.held_bytes += pkt.bytes;
+        f.seq = f.seq.wrapping_add(1);
         let s = Slot {
-            pkt,
+            id: pkt.id,
+            enqueued_ps: now,
+            deadline_ps: pkt.deadline_ps,
+            slack_ps: pkt.slack_ps,
+            bytes: pkt.bytes,
+            flow: fi,
             leaf_node,
             leaf,
-            flow,
-            shaping,
-            enqueued_ps: now,
-            fseq,
+            fseq: f.seq,
             was_deferred: false,
             n_senic: 0,
+            shaping,
         };
         let slot = match self.free.pop() {
             Some(i) => {
@@ -465,23 +732,12 @@ impl Engine for FastEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        while let Some(&Reverse((t, _, slot))) = self.shaping_queue.peek() {
-            if t > now {
-                break;
-            }
-            self.shaping_queue.pop();
-            let sl = self.slots[slot as usize];
-            let (key, fseq) = ((sl.leaf, sl.flow), sl.fseq);
-            for &b in sl.shaping.as_slice() {
-                self.buckets[b as usize].unhold(sl.pkt.bytes);
-            }
-            if let Some(d) = self.deferred.get_mut(&key) {
-                d.remove(&fseq);
-                if d.is_empty() {
-                    self.deferred.remove(&key);
-                }
-            }
-            self.push_entries(slot);
+        if self
+            .shaping_queue
+            .peek()
+            .is_some_and(|Reverse((t, _, _))| *t <= now)
+        {
+            self.release_due(now);
         }
         loop {
             // Pop the path from the root.
@@ -496,56 +752,23 @@ impl Engine for FastEngine {
                 n = v;
             };
             let s = self.slots[slot as usize];
-            let bytes = s.pkt.bytes;
-            let mut eligible_at = s
-                .shaping
-                .as_slice()
-                .iter()
-                .map(|&b| {
-                    let bk = &self.buckets[b as usize];
-                    if s.was_deferred {
-                        bk.earliest(bytes, now)
-                    } else {
-                        bk.estimate(bytes, now)
-                    }
-                })
-                .max()
-                .unwrap_or(now);
-            let base = slot as usize * self.stride;
-            for k in 0..s.n_senic as usize {
-                let (node, st) = self.tags[base + k];
-                let top = self.senic_top[node as usize];
-                self.senic_advance(top, now);
-                let v = self.senic_v[top as usize];
-                if v < st {
-                    let cap = self.params.capacities[top as usize] as u128;
-                    let slow = cap.max(self.backlog_rate[top as usize]);
-                    let dt = ((st - v) * slow / cap).div_ceil(1u128 << FRAC);
-                    eligible_at = eligible_at.max(now + (dt as u64).max(1));
-                }
-            }
-            // Per-flow order: never ahead of an earlier packet of the flow still deferred.
-            let key = (s.leaf, s.flow);
-            if let Some(d) = self.deferred.get(&key) {
-                for (_, &until) in d.range(..s.fseq) {
-                    eligible_at = eligible_at.max(until);
-                }
-            }
+            let eligible_at = self.eligible_at(&s, slot, now);
             if eligible_at > now {
                 let seq = self.next_seq();
                 self.shaping_queue.push(Reverse((eligible_at, seq, slot)));
+                let spare = &mut self.spare;
                 self.deferred
-                    .entry(key)
-                    .or_default()
-                    .insert(s.fseq, eligible_at);
+                    .entry(s.flow)
+                    .or_insert_with(|| spare.pop().unwrap_or_default())
+                    .push((s.fseq, eligible_at));
                 for &b in s.shaping.as_slice() {
-                    self.buckets[b as usize].hold(bytes);
+                    self.buckets[b as usize].hold(s.bytes);
                 }
                 self.slots[slot as usize].was_deferred = true;
                 continue;
             }
             for &b in s.shaping.as_slice() {
-                self.buckets[b as usize].charge(bytes, now);
+                self.buckets[b as usize].charge(s.bytes, now);
             }
             self.free.push(slot);
             self.held -= 1;
@@ -558,19 +781,25 @@ impl Engine for FastEngine {
                         self.vtime[nu] = self.vtime[nu].max(rank.saturating_sub(1 << FRAC))
                     }
                     Kind::Leaf => {
-                        let fair = self.params.specs[nu]
-                            .as_ref()
-                            .is_some_and(|l| l.flow_sched == FlowSched::Fair);
-                        if fair {
+                        if matches!(self.pifo[nu], Pifo::Heap(_)) {
+                            // A fair leaf (first-come first-served leaves are `Sorted`).
                             self.vtime[nu] = self.vtime[nu].max(rank);
                         }
                     }
                     _ => {}
                 }
             }
+            // Counters and senic backlog (φ) bookkeeping, leaf to root.
+            let b64 = s.bytes as u64;
             let mut child = s.leaf_node;
-            while self.parent[child as usize] != NO {
+            loop {
+                let c = &mut self.stats.nodes[child as usize];
+                c.packets += 1;
+                c.bytes += b64;
                 let n = self.parent[child as usize];
+                if n == NO {
+                    break;
+                }
                 if self.kind[n as usize] == Kind::Senic {
                     let top = self.senic_top[n as usize];
                     self.senic_advance(top, now);
@@ -584,34 +813,26 @@ impl Engine for FastEngine {
                 child = n;
             }
             let ln = s.leaf_node as usize;
-            let b64 = bytes as u64;
             self.held_packets[ln] -= 1;
             self.held_bytes[ln] -= b64;
             self.admitted[ln] -= 1;
-            if let Some(f) = self.flow_held.get_mut(&(s.leaf_node, s.flow)) {
-                f.0 -= 1;
-                f.1 -= b64;
-                if f.0 == 0 {
-                    self.flow_held.remove(&(s.leaf_node, s.flow));
-                }
-            }
+            let f = self.flows.get_mut(s.flow);
+            f.held_packets -= 1;
+            f.held_bytes -= s.bytes;
+            f.sent_packets += 1;
+            f.sent_bytes += b64;
+            let flow = f.key;
             if let Some(next) = self.waiting[ln].pop_front() {
                 self.admit(next, now);
             }
-            let d = Departure {
-                id: s.pkt.id,
+            self.debug_check_holdings();
+            return Some(Departure {
+                id: s.id,
                 leaf: s.leaf,
-                flow: s.flow,
-                bytes,
+                flow,
+                bytes: s.bytes,
                 enqueued_ps: s.enqueued_ps,
-            };
-            let parents = &self.parent;
-            self.stats.sent(
-                |n| Some(parents[n as usize]).filter(|&p| p != NO),
-                &d,
-                s.leaf_node,
-            );
-            return Some(d);
+            });
         }
     }
 
@@ -668,5 +889,24 @@ impl Engine for FastEngine {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+        let mut v: Vec<(u32, u64, Counters)> = (0..self.flows.len)
+            .map(|i| {
+                let f = self.flows.get(i);
+                let leaf = self.prog.nodes[f.leaf_node as usize]
+                    .leaf
+                    .expect("flows live at leaves");
+                let c = Counters {
+                    packets: f.sent_packets,
+                    bytes: f.sent_bytes,
+                    drops: self.flow_drops.get(&i).copied().unwrap_or_default(),
+                };
+                (leaf, f.key, c)
+            })
+            .collect();
+        v.sort_unstable_by_key(|&(l, k, _)| (l, k));
+        v
     }
 }

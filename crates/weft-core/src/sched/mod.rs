@@ -338,57 +338,57 @@ impl Params {
     }
 }
 
-/// Counters per node (leaves included) and per (leaf, flow).
+/// Counters per node (leaves included). Per-flow counters live in each engine (see
+/// [`Engine::flow_counters`]).
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     /// Per node id.
     pub nodes: Vec<Counters>,
-    /// Per (leaf id, flow key).
-    pub flows: rustc_hash::FxHashMap<(u32, u64), Counters>,
 }
 
 impl Stats {
     pub(crate) fn new(nodes: usize) -> Stats {
         Stats {
             nodes: vec![Counters::default(); nodes],
-            flows: Default::default(),
         }
     }
 
-    /// Counts a drop at `node` (and at the flow, when the packet reached a leaf).
-    pub(crate) fn dropped(&mut self, node: u32, flow: Option<(u32, u64)>, reason: DropReason) {
+    /// Counts a drop at `node`.
+    pub(crate) fn dropped(&mut self, node: u32, reason: DropReason) {
         self.nodes[node as usize].drops[reason.index()] += 1;
-        if let Some(k) = flow {
-            self.flows.entry(k).or_default().drops[reason.index()] += 1;
-        }
     }
 
-    /// Counts a departure on every node from its leaf to the root (`parent` walks up; each
-    /// engine passes its own compact parent table), and at its flow.
-    pub(crate) fn sent(
-        &mut self,
-        parent: impl Fn(u32) -> Option<u32>,
-        d: &Departure,
-        leaf_node: u32,
-    ) {
-        let bytes = d.bytes as u64;
+    /// Counts a departure of `bytes` on every node from its leaf to the root (`parent` walks
+    /// up; each engine passes its own parent table).
+    pub(crate) fn sent(&mut self, parent: impl Fn(u32) -> Option<u32>, bytes: u32, leaf_node: u32) {
         let mut v = Some(leaf_node);
         while let Some(n) = v {
             let c = &mut self.nodes[n as usize];
             c.packets += 1;
-            c.bytes += bytes;
+            c.bytes += bytes as u64;
             v = parent(n);
         }
-        let fc = self.flows.entry((d.leaf, d.flow)).or_default();
-        fc.packets += 1;
-        fc.bytes += bytes;
     }
 }
 
 /// The interface every engine implements.
 pub trait Engine {
+    /// The program it runs.
+    fn program(&self) -> &crate::policy::Program;
     /// Offers a packet at `now_ps`; `Err` when it is dropped (and counted).
-    fn enqueue(&mut self, pkt: Packet, now_ps: u64) -> Result<(), DropReason>;
+    fn enqueue(&mut self, pkt: Packet, now_ps: u64) -> Result<(), DropReason> {
+        let class = self.program().classify(&pkt.meta);
+        self.enqueue_classified(pkt, class, now_ps)
+    }
+    /// Offers a packet whose classification the driver already knows (Loom §4.3: the OS
+    /// posts to a per-flow queue bound to its leaf and shaping classes, so the NIC does not
+    /// classify per packet). `class` must be what `program().classify(&pkt.meta)` returns.
+    fn enqueue_classified(
+        &mut self,
+        pkt: Packet,
+        class: crate::policy::Classification,
+        now_ps: u64,
+    ) -> Result<(), DropReason>;
     /// The packet to transmit at `now_ps`, if any is eligible.
     fn dequeue(&mut self, now_ps: u64) -> Option<Departure>;
     /// Earliest time a deferred (shaped or not yet eligible) packet may become eligible.
@@ -397,6 +397,9 @@ pub trait Engine {
     fn backlog(&self) -> usize;
     /// Applies a live update at `now_ps`.
     fn update(&mut self, u: Update, now_ps: u64) -> Result<(), UpdateError>;
-    /// Counters so far.
+    /// Counters per node so far.
     fn stats(&self) -> &Stats;
+    /// Counters of every flow seen so far: `(leaf id, flow key, counters)`, sorted by leaf
+    /// and key.
+    fn flow_counters(&self) -> Vec<(u32, u64, Counters)>;
 }

@@ -36,7 +36,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::{
-    check_update, Departure, DropReason, Engine, Packet, Params, Stats, Update, UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, Packet, Params, Stats, Update, UpdateError,
 };
 use crate::classifier::Field;
 use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
@@ -55,104 +55,100 @@ pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
     ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
 }
 
-/// A token bucket, charged in advance: `t` may lie in the future when slots are reserved.
-#[derive(Debug, Clone, Default)]
+/// A token bucket kept as a generic cell rate algorithm (GCRA): its whole state is the time
+/// the bucket would be full again, so one record is 32 bytes (four `u64`s; SENIC keeps 30
+/// bytes per class). Equivalent to a token bucket of `burst` bytes filling at `rate`, with
+/// each packet's cost rounded up to a whole picosecond and the depth rounded down: the class
+/// never sends more than `burst + rate × interval` in any interval.
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Bucket {
     /// Bits per second.
-    rate: u64,
-    /// Capacity in bit·ps per second units: `burst bytes × 8 × 10^12`.
-    cap: i128,
-    /// Credit at time `t`, same units (rate × elapsed ps adds `rate × dt`).
-    credit: i128,
-    /// Reference time of `credit`, ps.
-    t: u64,
-    /// Tokens (same units) needed by the packets of this class now in the shaping queue:
-    /// a deferred packet's estimated release time counts them, so a backlogged class's
+    rate_bps: u64,
+    /// Time to fill the bucket from empty, ps (its depth, rounded down).
+    depth_ps: u64,
+    /// When the bucket is full again given what was charged, ps (≤ now: full).
+    full_ps: u64,
+    /// Fill time needed by the packets of this class now in the shaping queue, ps: a
+    /// deferred packet's estimated release time counts them, so a backlogged class's
     /// packets get successive release times instead of all waking at once.
-    pending: i128,
+    pending_ps: u64,
 }
 
 impl Bucket {
     pub(crate) fn new(rate: u64, burst_bytes: u64) -> Bucket {
-        let cap = burst_bytes as i128 * 8 * PS_PER_S as i128;
         Bucket {
-            rate,
-            cap,
-            credit: cap,
-            t: 0,
-            pending: 0,
+            rate_bps: rate,
+            depth_ps: Self::ps(burst_bytes, rate, false),
+            full_ps: 0,
+            pending_ps: 0,
         }
+    }
+
+    /// Time to send `bytes` at `rate`, ps, rounded up (or down).
+    fn ps(bytes: u64, rate: u64, up: bool) -> u64 {
+        let bits = bytes as u128 * 8 * PS_PER_S;
+        let rate = rate.max(1) as u128;
+        let t = if up { bits.div_ceil(rate) } else { bits / rate };
+        t.min(u64::MAX as u128 / 4) as u64
+    }
+
+    /// Fill time a packet of `bytes` needs (capped at the bucket's depth: a packet larger
+    /// than the bucket may go when the bucket is full).
+    fn need(&self, bytes: u32) -> u64 {
+        Self::ps(bytes as u64, self.rate_bps, true).min(self.depth_ps)
     }
 
     /// The earliest time at or after `now` when `bytes` conform.
     pub(crate) fn earliest(&self, bytes: u32, now: u64) -> u64 {
-        let (t, credit) = self.at(now);
-        // A packet larger than the bucket may go when the bucket is full.
-        let need = (bytes as i128 * 8 * PS_PER_S as i128).min(self.cap);
-        if credit >= need {
-            t
-        } else {
-            let missing = need - credit;
-            let rate = self.rate.max(1) as i128;
-            t + ((missing + rate - 1) / rate) as u64
-        }
-    }
-
-    /// Tokens a packet of `bytes` needs (capped at the bucket's depth).
-    fn need(&self, bytes: u32) -> i128 {
-        (bytes as i128 * 8 * PS_PER_S as i128).min(self.cap)
+        (self.full_ps + self.need(bytes))
+            .saturating_sub(self.depth_ps)
+            .max(now)
     }
 
     /// When a packet of `bytes` may go, counting the packets already deferred on this class
     /// (an estimate; a released packet is checked again).
     pub(crate) fn estimate(&self, bytes: u32, now: u64) -> u64 {
-        if self.pending == 0 {
+        if self.pending_ps == 0 {
             return self.earliest(bytes, now);
         }
-        let (t, credit) = self.at(now);
-        let missing = self.pending + self.need(bytes) - credit;
-        if missing <= 0 {
-            t
-        } else {
-            let rate = self.rate.max(1) as i128;
-            t + ((missing + rate - 1) / rate) as u64
-        }
+        // The deferred packets' fill time counts from when the bucket holds nothing extra.
+        (self.full_ps.max(now) + self.pending_ps + self.need(bytes))
+            .saturating_sub(self.depth_ps)
+            .max(now)
     }
 
-    /// Counts a deferred packet's tokens as pending.
+    /// Counts a deferred packet's fill time as pending.
     pub(crate) fn hold(&mut self, bytes: u32) {
-        self.pending += self.need(bytes);
+        self.pending_ps += self.need(bytes);
     }
 
-    /// Releases a deferred packet's pending tokens.
+    /// Releases a deferred packet's pending fill time.
     pub(crate) fn unhold(&mut self, bytes: u32) {
-        self.pending = (self.pending - self.need(bytes)).max(0);
+        self.pending_ps = self.pending_ps.saturating_sub(self.need(bytes));
     }
 
-    /// Changes rate and depth at `now`, keeping the credit earned so far (capped).
+    /// Changes rate and depth at `now`, keeping the credit earned so far (capped at the new
+    /// depth). Pending fill times are rescaled to the new rate.
     pub(crate) fn reconfigure(&mut self, rate: u64, burst_bytes: u64, now: u64) {
-        let (t, credit) = self.at(now);
-        self.t = t;
-        self.rate = rate;
-        self.cap = burst_bytes as i128 * 8 * PS_PER_S as i128;
-        self.credit = credit.min(self.cap);
+        // Tokens in bit·ps/s units (bits × 10^12), as a token bucket would count them.
+        let old_rate = self.rate_bps.max(1) as i128;
+        let new_rate = rate.max(1) as i128;
+        let cap_old = self.depth_ps as i128 * old_rate;
+        let credit = cap_old - self.full_ps.saturating_sub(now) as i128 * old_rate;
+        let cap_new = burst_bytes as i128 * 8 * PS_PER_S as i128;
+        let missing = cap_new - credit.min(cap_new);
+        let limit = (u64::MAX / 4) as i128;
+        self.full_ps = now + ((missing + new_rate - 1) / new_rate).min(limit) as u64;
+        self.pending_ps = ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate)
+            .min(limit) as u64;
+        self.rate_bps = rate;
+        self.depth_ps = Self::ps(burst_bytes, rate, false);
     }
 
-    /// Credit at `max(now, t)`.
-    fn at(&self, now: u64) -> (u64, i128) {
-        if now <= self.t {
-            (self.t, self.credit)
-        } else {
-            let gained = (now - self.t) as i128 * self.rate as i128;
-            (now, (self.credit + gained).min(self.cap))
-        }
-    }
-
-    /// Charges `bytes` sent at `tx` (not before the bucket's reference time).
+    /// Charges `bytes` sent at `tx`.
     pub(crate) fn charge(&mut self, bytes: u32, tx: u64) {
-        let (t, credit) = self.at(tx);
-        self.t = t;
-        self.credit = credit - bytes as i128 * 8 * PS_PER_S as i128;
+        let from = self.full_ps.max(tx);
+        self.full_ps = from + Self::ps(bytes as u64, self.rate_bps, true);
     }
 }
 
@@ -233,6 +229,8 @@ pub struct ReferenceEngine {
     held: usize,
     /// Counters per node and flow.
     pub stats: Stats,
+    /// Counters per (leaf id, flow key).
+    flow_stats: HashMap<(u32, u64), Counters>,
 }
 
 pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
@@ -267,6 +265,7 @@ impl ReferenceEngine {
             params: Params::new(&prog),
             nodes: vec![NodeState::default(); prog.nodes.len()],
             stats: Stats::new(prog.nodes.len()),
+            flow_stats: HashMap::new(),
             buckets,
             prog,
             slab: Vec::new(),
@@ -513,15 +512,25 @@ impl ReferenceEngine {
 }
 
 impl Engine for ReferenceEngine {
-    fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
-        let (leaf, leaf_node, shaping) = match self.prog.classify(&pkt.meta) {
+    fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    fn enqueue_classified(
+        &mut self,
+        pkt: Packet,
+        class: Classification,
+        now: u64,
+    ) -> Result<(), DropReason> {
+        debug_assert_eq!(class, self.prog.classify(&pkt.meta), "enqueue_classified: wrong class");
+        let (leaf, leaf_node, shaping) = match class {
             Classification::Leaf {
                 leaf,
                 node,
                 shaping,
             } => (leaf, node, shaping),
             Classification::Unclassified { at } => {
-                self.stats.dropped(at, None, DropReason::Unclassified);
+                self.stats.dropped(at, DropReason::Unclassified);
                 return Err(DropReason::Unclassified);
             }
         };
@@ -538,7 +547,8 @@ impl Engine for ReferenceEngine {
         };
         let reason = super::limit_broken(&spec, held, bytes);
         if let Some(r) = reason {
-            self.stats.dropped(leaf_node, Some((leaf, flow)), r);
+            self.stats.dropped(leaf_node, r);
+            self.flow_stats.entry((leaf, flow)).or_default().drops[r.index()] += 1;
             return Err(r);
         }
         let st = &mut self.nodes[leaf_node as usize];
@@ -691,7 +701,10 @@ impl Engine for ReferenceEngine {
             };
             let prog = &self.prog;
             self.stats
-                .sent(|n| prog.nodes[n as usize].parent, &d, held.leaf_node);
+                .sent(|n| prog.nodes[n as usize].parent, d.bytes, held.leaf_node);
+            let fc = self.flow_stats.entry((d.leaf, d.flow)).or_default();
+            fc.packets += 1;
+            fc.bytes += d.bytes as u64;
             return Some(d);
         }
     }
@@ -750,5 +763,11 @@ impl Engine for ReferenceEngine {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+        let mut v: Vec<_> = self.flow_stats.iter().map(|(&(l, k), &c)| (l, k, c)).collect();
+        v.sort_unstable_by_key(|&(l, k, _)| (l, k));
+        v
     }
 }
