@@ -258,7 +258,8 @@ fn run<E: Engine>(
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut rdr = csv::ReaderBuilder::new()
         .comment(Some(b'#'))
-        .trim(csv::Trim::All)
+        // Fields are trimmed in `parse_row` (trimming whole records here cost 10% of a replay).
+        .trim(csv::Trim::Headers)
         .from_reader(file);
     let trace_name = trace.display().to_string();
     let headers = rdr
