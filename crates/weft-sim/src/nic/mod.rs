@@ -1,0 +1,240 @@
+//! NIC models: how packets written by the host's cores reach the wire under each NIC design
+//! the papers compare. Two families:
+//!
+//! * [`hwq`]: hardware transmit queues served by the NIC's own fixed arbiter (round robin /
+//!   DRR, DCB classes): `mq`, `qpf`, `mq-pri`, `mq-fair`, `tonic`. The policy is only
+//!   approximated (by queue assignment and software qdiscs).
+//! * [`engine`]: the policy enforced by the weft-core scheduling engine, either in host
+//!   software on one core (`sq`) or on the NIC (`loom`, `senic`), where the NIC schedules
+//!   first and then pulls the payload over DMA.
+//!
+//! Every model counts doorbell (PCIe MMIO) writes, descriptor and payload DMA reads, and the
+//! CPU time it models ([`NicCounters`]). Models are driven by the simulator through [`Nic`]:
+//! the simulator calls `advance(now)` at every instant something happens, in time order, so
+//! models can process their internal events lazily and causally.
+
+pub mod engine;
+pub mod hwq;
+
+use weft_core::classifier::PacketMeta;
+
+/// A packet as the simulator tracks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pkt {
+    /// Global flow index.
+    pub flow: u32,
+    /// Application index.
+    pub app: u16,
+    /// Core that wrote it.
+    pub core: u16,
+    /// Frame bytes.
+    pub bytes: u32,
+    /// When the application wrote it, ps.
+    pub submit_ps: u64,
+    /// Request slot (request/response apps), or `u32::MAX`.
+    pub req: u32,
+}
+
+/// Per-application facts a model may use to place packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppInfo {
+    /// Tenant index.
+    pub tenant: u16,
+    /// Prioritized (TONIC head insertion; `mq-pri` high class).
+    pub prioritized: bool,
+    /// DCB class (0..8) for `mq-pri` / `mq-fair`.
+    pub dcb_class: u8,
+    /// Tenant weight (TONIC queue pools).
+    pub tenant_weight: u64,
+}
+
+/// What a model counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicCounters {
+    /// Doorbell (MMIO) writes by the host.
+    pub doorbell_writes: u64,
+    /// Descriptor DMA reads by the NIC.
+    pub descriptor_reads: u64,
+    /// Payload DMA reads by the NIC (one per packet).
+    pub payload_reads: u64,
+    /// Host CPU time the model spends (driver, software scheduling, doorbells), ps.
+    pub cpu_ps: u64,
+}
+
+/// The interface between the simulator and a NIC model.
+pub trait Nic {
+    /// The host writes a packet at `now_ps` (from `pkt.core`).
+    fn submit(&mut self, now_ps: u64, pkt: Pkt, meta: &PacketMeta);
+    /// The end of a burst of writes by `core` at `now_ps` (where drivers ring doorbells).
+    fn flush(&mut self, now_ps: u64, core: u16);
+    /// Processes internal events up to `now_ps`.
+    fn advance(&mut self, now_ps: u64);
+    /// The link is free at `now_ps`: the packet that starts transmission now, if any.
+    fn poll(&mut self, now_ps: u64) -> Option<Pkt>;
+    /// The earliest time after `now_ps` the model's state changes on its own (or a packet
+    /// becomes ready for the link).
+    fn next_event(&self, now_ps: u64) -> Option<u64>;
+    /// Moves packets the model dropped since the last call into `out`.
+    fn take_drops(&mut self, out: &mut Vec<Pkt>);
+    /// Counters so far.
+    fn counters(&self) -> NicCounters;
+}
+
+/// The NIC designs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NicKind {
+    Sq,
+    Mq,
+    Qpf,
+    MqPri,
+    MqFair,
+    Tonic,
+    Senic,
+    Loom,
+}
+
+impl NicKind {
+    /// Every model, in report order.
+    pub const ALL: [NicKind; 8] = [
+        NicKind::Sq,
+        NicKind::Mq,
+        NicKind::Qpf,
+        NicKind::MqPri,
+        NicKind::MqFair,
+        NicKind::Tonic,
+        NicKind::Senic,
+        NicKind::Loom,
+    ];
+
+    /// Its name in files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            NicKind::Sq => "sq",
+            NicKind::Mq => "mq",
+            NicKind::Qpf => "qpf",
+            NicKind::MqPri => "mq-pri",
+            NicKind::MqFair => "mq-fair",
+            NicKind::Tonic => "tonic",
+            NicKind::Senic => "senic",
+            NicKind::Loom => "loom",
+        }
+    }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<NicKind> {
+        NicKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// All names, comma separated.
+    pub fn names() -> String {
+        NicKind::ALL.map(|k| k.name()).join(", ")
+    }
+}
+
+/// Parameters of every model (defaults in [`NicParams::default`]); set in a scenario under
+/// `nic: {MODEL: {key: value}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NicParams {
+    /// `sq`: software scheduling cost per packet on the one scheduling core, ps. The default
+    /// (1.3 µs) saturates the core at ≈ 9.3 Gbit/s with 1500 B packets: Loom Fig. 9a's SQ
+    /// below 10 Gbit/s line rate.
+    pub sq_cpu_ps_per_packet: u64,
+    /// `sq`: hardware ring depth, packets.
+    pub sq_ring_packets: usize,
+    /// `mq`/`qpf`/`mq-*`/`tonic`: hardware ring depth per queue (BQL-limited), packets.
+    pub hw_ring_packets: usize,
+    /// `mq`/`qpf`/`mq-*`/`tonic`: NIC DRR quantum per queue per round, bytes.
+    pub hw_quantum_bytes: u64,
+    /// `mq`/`mq-*`/`tonic`: software qdisc limit per queue, packets (tail drop).
+    pub qdisc_limit_packets: usize,
+    /// `mq`/`mq-*`: per-queue software qdisc: `fq` (per-flow DRR, Linux fq_codel without AQM)
+    /// or `fifo` (pfifo).
+    pub mq_qdisc_fq: bool,
+    /// `tonic`: hardware queues shared among the tenants' pools.
+    pub tonic_queues: usize,
+    /// `senic`: payload DMA latency of a pull, ps.
+    pub senic_dma_ps: u64,
+    /// `senic`: pulls outstanding at once (scheduled, not yet on the wire), packets.
+    pub senic_max_pulls: usize,
+    /// `loom`: per-core doorbell batch, bytes of descriptors announced per doorbell.
+    pub loom_batch_bytes: u64,
+    /// `loom`: a partial batch is announced after this long, ps.
+    pub loom_batch_timeout_ps: u64,
+    /// `loom`: descriptor DMA latency after a doorbell, ps.
+    pub loom_descriptor_dma_ps: u64,
+    /// `loom`: payload DMA latency after scheduling, ps.
+    pub loom_payload_dma_ps: u64,
+    /// `loom`: packets scheduled ahead of the wire (DMA pipeline depth).
+    pub loom_pipeline_packets: usize,
+    /// Descriptors fetched per descriptor DMA read (every model).
+    pub descriptors_per_read: u64,
+}
+
+impl Default for NicParams {
+    fn default() -> NicParams {
+        NicParams {
+            sq_cpu_ps_per_packet: 1_300_000,
+            sq_ring_packets: 16,
+            hw_ring_packets: 4,
+            hw_quantum_bytes: 1514,
+            qdisc_limit_packets: 100_000,
+            mq_qdisc_fq: true,
+            tonic_queues: 16,
+            senic_dma_ps: 1_000_000,
+            senic_max_pulls: 4,
+            loom_batch_bytes: 65_536,
+            loom_batch_timeout_ps: 1_000_000,
+            loom_descriptor_dma_ps: 500_000,
+            loom_payload_dma_ps: 500_000,
+            loom_pipeline_packets: 2,
+            descriptors_per_read: 8,
+        }
+    }
+}
+
+impl NicParams {
+    /// Sets `model.key` from text with units; the error names the known keys.
+    pub fn set(&mut self, model: &str, key: &str, v: &str) -> Result<(), String> {
+        use weft_core::units::{parse_size, parse_time};
+        let time = |v: &str| parse_time(v, false).map_err(|e| e.to_string());
+        let size = |v: &str| parse_size(v, true).map_err(|e| e.to_string());
+        let count = |v: &str| {
+            v.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("`{v}`: expected a positive count"))
+        };
+        match (model, key) {
+            ("sq", "cpu_per_packet") => self.sq_cpu_ps_per_packet = time(v)?,
+            ("sq", "ring") => self.sq_ring_packets = count(v)?,
+            ("hw", "ring") => self.hw_ring_packets = count(v)?,
+            ("hw", "quantum") => self.hw_quantum_bytes = size(v)?,
+            ("hw", "qdisc_limit") => self.qdisc_limit_packets = count(v)?,
+            ("mq", "qdisc") => {
+                self.mq_qdisc_fq = match v {
+                    "fq" => true,
+                    "fifo" => false,
+                    _ => return Err(format!("qdisc `{v}`: expected `fq` or `fifo`")),
+                }
+            }
+            ("tonic", "queues") => self.tonic_queues = count(v)?,
+            ("senic", "dma") => self.senic_dma_ps = time(v)?,
+            ("senic", "max_pulls") => self.senic_max_pulls = count(v)?,
+            ("loom", "batch") => self.loom_batch_bytes = size(v)?,
+            ("loom", "batch_timeout") => self.loom_batch_timeout_ps = time(v)?,
+            ("loom", "descriptor_dma") => self.loom_descriptor_dma_ps = time(v)?,
+            ("loom", "payload_dma") => self.loom_payload_dma_ps = time(v)?,
+            ("loom", "pipeline") => self.loom_pipeline_packets = count(v)?,
+            ("all", "descriptors_per_read") => self.descriptors_per_read = count(v)? as u64,
+            _ => {
+                return Err(format!(
+                    "unknown NIC parameter `{model}.{key}` (known: sq.cpu_per_packet, sq.ring, \
+                     hw.ring, hw.quantum, hw.qdisc_limit, mq.qdisc, tonic.queues, senic.dma, \
+                     senic.max_pulls, loom.batch, loom.batch_timeout, loom.descriptor_dma, \
+                     loom.payload_dma, loom.pipeline, all.descriptors_per_read)"
+                ))
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,535 @@
+//! Reports: `summary.json` (per NIC model: `jain_min`, `link_utilization`,
+//! `doorbell_writes_per_s`, `dma_reads_per_s`, CPU; per tenant and application: `mean_bps`,
+//! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99}, `drops`), tidy
+//! `timeseries.csv` (window_start_s, nic, tenant, app, bytes), `latency.csv` and `jain.csv`
+//! per window, SVG line charts drawn here (no plotting dependency: a chart is a few dozen SVG
+//! elements), and `index.html` setting the models side by side as the papers' figures do.
+//!
+//! Numbers are rounded (6 significant digits for ratios) so that the files are stable and
+//! diffable; the same runs always give the same bytes.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use crate::metrics::{self, Hist, IdealModel, Windows};
+use crate::scenario::{AppKind, Scenario};
+use crate::sim::NicRun;
+
+fn round(x: f64, digits: i32) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return 0.0;
+    }
+    let mag = x.abs().log10().floor() as i32;
+    let f = 10f64.powi(digits - 1 - mag);
+    (x * f).round() / f
+}
+
+fn lat_json(h: &Hist) -> Value {
+    let q = |p: f64| {
+        h.quantile(p)
+            .map_or(Value::Null, |v| json!(round(v as f64 / 1e6, 4)))
+    };
+    json!({"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "samples": h.count()})
+}
+
+/// A run's per-window results (computed once, shared by the summary and the files).
+pub struct Analysed<'a> {
+    pub run: &'a NicRun,
+    pub windows: Windows,
+}
+
+/// Computes the per-window results of every run.
+pub fn analyse<'a>(sc: &Scenario, runs: &'a [NicRun]) -> Vec<Analysed<'a>> {
+    let model = IdealModel::new(sc);
+    runs.iter()
+        .map(|r| Analysed {
+            run: r,
+            windows: metrics::windows(sc, r, &model),
+        })
+        .collect()
+}
+
+/// The application whose latency the report headlines: the first request/response
+/// application (Loom Fig. 10's T0), else the first application.
+pub fn headline_app(sc: &Scenario) -> usize {
+    sc.apps
+        .iter()
+        .position(|a| matches!(a.kind, AppKind::RequestResponse { .. }))
+        .unwrap_or(0)
+}
+
+/// The summary of all runs.
+pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
+    let dur_s = sc.duration_ps as f64 / 1e12;
+    let mut nics = Map::new();
+    for a in an {
+        let r = a.run;
+        let jains: Vec<f64> = a.windows.jain.iter().flatten().copied().collect();
+        let jain_min = jains.iter().copied().fold(f64::INFINITY, f64::min);
+        let jain_mean = jains.iter().sum::<f64>() / jains.len().max(1) as f64;
+        let total: f64 = r.app_bytes.iter().sum::<u64>() as f64;
+        let ideal_tot: Vec<f64> = (0..sc.apps.len())
+            .map(|i| a.windows.ideal.iter().map(|w| w[i]).sum())
+            .collect();
+        let ideal_sum: f64 = ideal_tot.iter().sum();
+        let share = |b: f64| if total > 0.0 { b / total } else { 0.0 };
+        let ishare = |b: f64| if ideal_sum > 0.0 { b / ideal_sum } else { 0.0 };
+        let rel = |s: f64, i: f64| {
+            if i > 0.0 {
+                json!(round((s - i).abs() / i, 6))
+            } else {
+                Value::Null
+            }
+        };
+        let mut tenants = Map::new();
+        for t in &sc.tenants {
+            let bytes: f64 = t.apps.iter().map(|&i| r.app_bytes[i] as f64).sum();
+            let ideal: f64 = t.apps.iter().map(|&i| ideal_tot[i]).sum();
+            let mut lat = Hist::default();
+            let lat_app = t
+                .apps
+                .iter()
+                .copied()
+                .find(|&i| matches!(sc.apps[i].kind, AppKind::RequestResponse { .. }));
+            match lat_app {
+                Some(i) => lat.merge(&r.app_latency[i]),
+                None => t.apps.iter().for_each(|&i| lat.merge(&r.app_latency[i])),
+            }
+            let mut apps = Map::new();
+            for &i in &t.apps {
+                let app = &sc.apps[i];
+                let b = r.app_bytes[i] as f64;
+                let mut v = json!({
+                    "kind": match app.kind {
+                        AppKind::Bulk { .. } => "bulk",
+                        AppKind::RequestResponse { .. } => "request-response",
+                        AppKind::Udp { .. } => "udp",
+                    },
+                    "mean_bps": (b * 8.0 / dur_s).round(),
+                    "share": round(share(b), 6),
+                    "ideal_share": round(ishare(ideal_tot[i]), 6),
+                    "rel_error": rel(share(b), ishare(ideal_tot[i])),
+                    "latency_us": lat_json(&r.app_latency[i]),
+                    "drops": r.app_drops[i],
+                });
+                if matches!(app.kind, AppKind::RequestResponse { .. }) {
+                    v["requests"] = json!(r.requests_done[i]);
+                }
+                apps.insert(app.name.clone(), v);
+            }
+            tenants.insert(
+                t.name.clone(),
+                json!({
+                    "mean_bps": (bytes * 8.0 / dur_s).round(),
+                    "share": round(share(bytes), 6),
+                    "ideal_share": round(ishare(ideal), 6),
+                    "rel_error": rel(share(bytes), ishare(ideal)),
+                    "latency_us": lat_json(&lat),
+                    "drops": t.apps.iter().map(|&i| r.app_drops[i]).sum::<u64>(),
+                    "apps": apps,
+                }),
+            );
+        }
+        let c = r.counters;
+        let util = r.wire_bytes as f64 * 8.0 / (sc.program.link.rate_bps as f64 * dur_s);
+        nics.insert(
+            r.kind.name().to_string(),
+            json!({
+                "jain_min": if jains.is_empty() { Value::Null } else { json!(round(jain_min, 6)) },
+                "jain_mean": if jains.is_empty() { Value::Null } else { json!(round(jain_mean, 6)) },
+                "jain_windows": jains.len(),
+                "link_utilization": round(util, 6),
+                "throughput_bps": (total * 8.0 / dur_s).round(),
+                "packets": r.packets,
+                "drops": r.app_drops.iter().sum::<u64>(),
+                "doorbell_writes_per_s": (c.doorbell_writes as f64 / dur_s).round(),
+                "dma_reads_per_s": ((c.descriptor_reads + c.payload_reads) as f64 / dur_s).round(),
+                "descriptor_reads_per_s": (c.descriptor_reads as f64 / dur_s).round(),
+                "payload_reads_per_s": (c.payload_reads as f64 / dur_s).round(),
+                "cpu_s": round(c.cpu_ps as f64 / 1e12, 6),
+                "cpu_cores_busy": round(c.cpu_ps as f64 / 1e12 / dur_s, 6),
+                "tenants": tenants,
+            }),
+        );
+    }
+    json!({
+        "scenario": sc.name,
+        "description": sc.description,
+        "policy": sc.program.name,
+        "seed": sc.seed,
+        "duration_s": round(dur_s, 9),
+        "window_s": round(sc.window_ps as f64 / 1e12, 9),
+        "latency_window_s": round(sc.latency_window_ps as f64 / 1e12, 9),
+        "time_scale": sc.time_scale,
+        "link_rate_bps": sc.program.link.rate_bps,
+        "headline_app": format!("{}/{}", sc.tenants[sc.apps[headline_app(sc)].tenant].name, sc.apps[headline_app(sc)].name),
+        "nics": nics,
+    })
+}
+
+/// The tidy throughput series: `window_start_s,nic,tenant,app,bytes`.
+pub fn timeseries_csv(sc: &Scenario, an: &[Analysed]) -> String {
+    let mut s = String::from("window_start_s,nic,tenant,app,bytes\n");
+    for a in an {
+        for (w, bytes) in a.run.window_bytes.iter().enumerate() {
+            let t = w as f64 * sc.window_ps as f64 / 1e12;
+            for (i, app) in sc.apps.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{}",
+                    round(t, 9),
+                    a.run.kind.name(),
+                    sc.tenants[app.tenant].name,
+                    app.name,
+                    bytes[i]
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Latency per latency window of request/response applications:
+/// `window_start_s,nic,tenant,app,samples,p50_us,p90_us,p99_us`.
+pub fn latency_csv(sc: &Scenario, an: &[Analysed]) -> String {
+    let mut s = String::from("window_start_s,nic,tenant,app,samples,p50_us,p90_us,p99_us\n");
+    for a in an {
+        for (w, row) in a.run.window_latency.iter().enumerate() {
+            let t = w as f64 * sc.latency_window_ps as f64 / 1e12;
+            for (i, h) in row.iter().enumerate() {
+                let Some(h) = h else { continue };
+                let q = |p: f64| {
+                    h.quantile(p)
+                        .map_or(String::new(), |v| format!("{}", round(v as f64 / 1e6, 4)))
+                };
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{},{},{},{}",
+                    round(t, 9),
+                    a.run.kind.name(),
+                    sc.tenants[sc.apps[i].tenant].name,
+                    sc.apps[i].name,
+                    h.count(),
+                    q(0.5),
+                    q(0.9),
+                    q(0.99)
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Jain's index per window: `window_start_s,nic,jain,backlogged_tenants`.
+pub fn jain_csv(sc: &Scenario, an: &[Analysed]) -> String {
+    let mut s = String::from("window_start_s,nic,jain,backlogged_tenants\n");
+    for a in an {
+        for (w, j) in a.windows.jain.iter().enumerate() {
+            let t = w as f64 * sc.window_ps as f64 / 1e12;
+            let _ = writeln!(
+                s,
+                "{},{},{},{}",
+                round(t, 9),
+                a.run.kind.name(),
+                j.map_or(String::new(), |j| format!("{}", round(j, 6))),
+                a.windows.backlogged[w].len()
+            );
+        }
+    }
+    s
+}
+
+const COLORS: [&str; 10] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+/// One series of a line chart.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn nice_max(v: f64) -> f64 {
+    if v <= 0.0 {
+        return 1.0;
+    }
+    let e = 10f64.powf(v.log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if v <= m * e {
+            return m * e;
+        }
+    }
+    10.0 * e
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A line chart as SVG text (x and y from zero).
+pub fn line_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[Series],
+    ymax: Option<f64>,
+) -> String {
+    let (w, h, l, r, t, b) = (520.0, 300.0, 60.0, 110.0, 28.0, 40.0);
+    let pw = w - l - r;
+    let ph = h - t - b;
+    let xmax = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-12);
+    let ymax = ymax.unwrap_or_else(|| {
+        nice_max(
+            series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.1))
+                .filter(|v| v.is_finite())
+                .fold(0.0f64, f64::max),
+        )
+    });
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="16" text-anchor="middle" font-size="13">{}</text>"#,
+        l + pw / 2.0,
+        esc(title)
+    );
+    for i in 0..=4 {
+        let y = t + ph - ph * i as f64 / 4.0;
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            l + pw,
+            l - 4.0,
+            y + 4.0,
+            round(v, 3)
+        );
+        let x = l + pw * i as f64 / 4.0;
+        let _ = write!(
+            s,
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            t + ph + 14.0,
+            round(xmax * i as f64 / 4.0, 3)
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<rect x="{l}" y="{t}" width="{pw}" height="{ph}" fill="none" stroke="#444"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="14" y="{:.1}" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}</text>"##,
+        l + pw / 2.0,
+        h - 6.0,
+        esc(xlabel),
+        t + ph / 2.0,
+        t + ph / 2.0,
+        esc(ylabel)
+    );
+    for (k, se) in series.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let mut d = String::new();
+        for (x, y) in &se.points {
+            if !y.is_finite() {
+                continue;
+            }
+            let px = l + pw * x / xmax;
+            let py = t + ph - ph * (y / ymax).clamp(0.0, 1.05);
+            let _ = write!(d, "{}{px:.1},{py:.1}", if d.is_empty() { "M" } else { " L" });
+        }
+        let _ = write!(
+            s,
+            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"/>"#
+        );
+        let ly = t + 12.0 + 16.0 * k as f64;
+        let _ = write!(
+            s,
+            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            l + pw + 8.0,
+            l + pw + 26.0,
+            l + pw + 30.0,
+            ly + 4.0,
+            esc(&se.name)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Writes every file of the report into `dir` and returns the summary.
+pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Value> {
+    std::fs::create_dir_all(dir)?;
+    let an = analyse(sc, runs);
+    let sum = summary(sc, &an);
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n",
+    )?;
+    std::fs::write(dir.join("timeseries.csv"), timeseries_csv(sc, &an))?;
+    std::fs::write(dir.join("latency.csv"), latency_csv(sc, &an))?;
+    std::fs::write(dir.join("jain.csv"), jain_csv(sc, &an))?;
+    let wsec = sc.window_ps as f64 / 1e12;
+    let mut figs = Vec::new();
+    for a in &an {
+        let series: Vec<Series> = sc
+            .tenants
+            .iter()
+            .map(|t| Series {
+                name: t.name.clone(),
+                points: a
+                    .run
+                    .window_bytes
+                    .iter()
+                    .enumerate()
+                    .map(|(w, b)| {
+                        let bytes: u64 = t.apps.iter().map(|&i| b[i]).sum();
+                        (w as f64 * wsec, bytes as f64 * 8.0 / wsec / 1e9)
+                    })
+                    .collect(),
+            })
+            .collect();
+        let name = format!("throughput-{}.svg", a.run.kind.name());
+        let ymax = nice_max(sc.program.link.rate_bps as f64 / 1e9);
+        std::fs::write(
+            dir.join(&name),
+            line_chart(
+                &format!("{}: throughput per tenant", a.run.kind.name()),
+                "time (s, simulated)",
+                "Gbit/s",
+                &series,
+                Some(ymax),
+            ),
+        )?;
+        figs.push(name);
+    }
+    let hl = headline_app(sc);
+    let lwin = sc.latency_window_ps as f64 / 1e12;
+    let lat_series: Vec<Series> = an
+        .iter()
+        .map(|a| Series {
+            name: a.run.kind.name().to_string(),
+            points: a
+                .run
+                .window_latency
+                .iter()
+                .enumerate()
+                .filter_map(|(w, row)| {
+                    row.get(hl)
+                        .and_then(|h| h.as_ref())
+                        .and_then(|h| h.quantile(0.9))
+                        .map(|v| (w as f64 * lwin, v as f64 / 1e6))
+                })
+                .collect(),
+        })
+        .collect();
+    let hl_name = format!("{}/{}", sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name);
+    std::fs::write(
+        dir.join("latency.svg"),
+        line_chart(
+            &format!("p90 latency of {hl_name}"),
+            "time (s, simulated)",
+            "µs",
+            &lat_series,
+            None,
+        ),
+    )?;
+    let jain_series: Vec<Series> = an
+        .iter()
+        .map(|a| Series {
+            name: a.run.kind.name().to_string(),
+            points: a
+                .windows
+                .jain
+                .iter()
+                .enumerate()
+                .filter_map(|(w, j)| j.map(|j| (w as f64 * wsec, j)))
+                .collect(),
+        })
+        .collect();
+    std::fs::write(
+        dir.join("jain.svg"),
+        line_chart(
+            "Jain's index (throughput / ideal share, backlogged tenants)",
+            "time (s, simulated)",
+            "Jain",
+            &jain_series,
+            Some(1.0),
+        ),
+    )?;
+    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs))?;
+    Ok(sum)
+}
+
+fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>weft sim: {0}</title>\
+         <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
+         .grid{{display:flex;flex-wrap:wrap;gap:8px}}</style></head><body>\
+         <h1>{0}</h1><p>{1}</p>",
+        esc(&sc.name),
+        esc(&sc.description)
+    );
+    if let Some(ts) = &sc.time_scale {
+        let _ = write!(s, "<p>Time scale: {}</p>", esc(ts));
+    }
+    let _ = write!(
+        s,
+        "<p>Policy <code>{}</code>, link {} Gbit/s, seed {}, {} s simulated, windows of {} s.</p>",
+        esc(&sc.program.name),
+        sc.program.link.rate_bps as f64 / 1e9,
+        sc.seed,
+        sum["duration_s"],
+        sum["window_s"]
+    );
+    s.push_str("<h2>NIC models</h2><table><tr><th>model</th><th>jain_min</th><th>jain_mean</th><th>link utilization</th><th>headline p90 µs</th><th>doorbells/s</th><th>DMA reads/s</th><th>CPU cores busy</th><th>drops</th></tr>");
+    let hl = headline_app(sc);
+    let (ht, ha) = (&sc.tenants[sc.apps[hl].tenant].name, &sc.apps[hl].name);
+    if let Some(m) = sum["nics"].as_object() {
+        for (k, v) in m {
+            let _ = write!(
+                s,
+                "<tr><th>{k}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                v["jain_min"], v["jain_mean"], v["link_utilization"],
+                v["tenants"][ht]["apps"][ha]["latency_us"]["p90"],
+                v["doorbell_writes_per_s"], v["dma_reads_per_s"], v["cpu_cores_busy"], v["drops"]
+            );
+        }
+    }
+    s.push_str("</table><h2>Throughput per tenant</h2><div class=\"grid\">");
+    for f in figs {
+        let _ = write!(s, "<img src=\"{f}\" alt=\"{f}\">");
+    }
+    s.push_str("</div><h2>Fairness and latency</h2><div class=\"grid\"><img src=\"jain.svg\" alt=\"jain\"><img src=\"latency.svg\" alt=\"latency\"></div>");
+    s.push_str("<h2>Shares</h2><table><tr><th>model</th><th>tenant</th><th>mean Gbit/s</th><th>share</th><th>ideal share</th><th>rel. error</th><th>p50 µs</th><th>p99 µs</th><th>drops</th></tr>");
+    if let Some(m) = sum["nics"].as_object() {
+        for (k, v) in m {
+            if let Some(ts) = v["tenants"].as_object() {
+                for (tn, tv) in ts {
+                    let _ = write!(
+                        s,
+                        "<tr><th>{k}</th><td>{tn}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        tv["mean_bps"].as_f64().unwrap_or(0.0) / 1e9,
+                        tv["share"], tv["ideal_share"], tv["rel_error"],
+                        tv["latency_us"]["p50"], tv["latency_us"]["p99"], tv["drops"]
+                    );
+                }
+            }
+        }
+    }
+    s.push_str("</table><p>Files: summary.json, timeseries.csv, latency.csv, jain.csv.</p></body></html>\n");
+    s
+}

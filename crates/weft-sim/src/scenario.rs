@@ -1,0 +1,634 @@
+//! Scenario files: the YAML that describes one experiment (format in
+//! `examples/scenarios/README.md`): the policy (a path relative to the scenario file, or inline),
+//! the host (cores, segment size), tenants with their packet metadata, applications
+//! (bulk, request/response, UDP) with cores, flow counts and schedules, the NIC models to
+//! compare with their parameters, duration, measurement windows and seed.
+//!
+//! Quantities take units as in policies (`10gbit`, `64kb`, `5us`; `weft_core::units`).
+//! Every error names the file, line and column of the offending value.
+//!
+//! Invariants of a loaded [`Scenario`]: every application's cores exist on the host; windows
+//! and duration are positive; start < stop; the policy compiled.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use weft_core::classifier::PacketMeta;
+use weft_core::policy::{self, LoadOptions, Program};
+use weft_core::units;
+
+use crate::nic::{NicKind, NicParams};
+
+/// A scenario that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Malformed YAML, an unknown key, or a bad value.
+    #[error("{path}:{line}:{column}: {message}")]
+    At {
+        path: String,
+        line: u64,
+        column: u64,
+        message: String,
+    },
+    /// The policy did not compile.
+    #[error("{path}: policy: {message}")]
+    Policy { path: String, message: String },
+}
+
+/// Size of each response of a request/response application.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SizeDist {
+    /// Always this many bytes.
+    Fixed(u64),
+    /// Exponentially distributed with this mean, bytes (at least 1).
+    Exponential(u64),
+}
+
+/// What an application does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppKind {
+    /// Backlogged flows, each keeping at most `window_bytes` queued in the host and NIC
+    /// (TCP small queues / backpressure): when a flow's queued bytes fall to
+    /// `window_bytes - segment_bytes` it writes another segment.
+    Bulk { window_bytes: u64 },
+    /// Requests arrive as a Poisson process (`rate_per_s`); each makes the host send a
+    /// response; latency = response completion (last byte on the wire) − request arrival.
+    RequestResponse { rate_per_s: f64, size: SizeDist },
+    /// UDP: each flow offers `rate_bps` (`None`: unlimited, i.e. twice the link rate) in
+    /// MTU packets; a packet is dropped at the socket when the flow already holds
+    /// `socket_limit_bytes`.
+    Udp {
+        rate_bps: Option<u64>,
+        socket_limit_bytes: u64,
+    },
+}
+
+/// One application of a tenant.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Name (unique within its tenant).
+    pub name: String,
+    /// Index of its tenant.
+    pub tenant: usize,
+    /// Packet metadata: the tenant's merged with the application's.
+    pub meta: PacketMeta,
+    /// What it does.
+    pub kind: AppKind,
+    /// Cores its threads run on; flows are placed on them (see `Host::placement`).
+    pub cores: Vec<u16>,
+    /// Flow count over time: `(at_ps, flows)`, sorted, first at `start`; the last entry
+    /// with flows 0 is the stop.
+    pub schedule: Vec<(u64, u32)>,
+    /// Prioritized application (TONIC head insertion, the `mq-pri` high class). `None`:
+    /// derived from the policy (its leaf is the most urgent child of a `prio` node).
+    pub prioritized: Option<bool>,
+    /// DCB class for `mq-pri`/`mq-fair` (`None`: derived).
+    pub dcb_class: Option<u8>,
+}
+
+impl App {
+    /// Whether the application always has data (bulk or unlimited UDP): its tenant is
+    /// backlogged while it runs.
+    pub fn greedy(&self) -> bool {
+        match self.kind {
+            AppKind::Bulk { .. } => true,
+            AppKind::Udp { rate_bps, .. } => rate_bps.is_none(),
+            AppKind::RequestResponse { .. } => false,
+        }
+    }
+
+    /// Most flows the application ever has.
+    pub fn max_flows(&self) -> u32 {
+        self.schedule.iter().map(|s| s.1).max().unwrap_or(0)
+    }
+
+    /// Flows active at `t_ps`.
+    pub fn flows_at(&self, t_ps: u64) -> u32 {
+        let mut n = 0;
+        for &(at, f) in &self.schedule {
+            if at <= t_ps {
+                n = f;
+            }
+        }
+        n
+    }
+
+    /// True when the application has at least one flow during all of `[from, to)`.
+    pub fn active_throughout(&self, from_ps: u64, to_ps: u64) -> bool {
+        if self.flows_at(from_ps) == 0 {
+            return false;
+        }
+        self.schedule
+            .iter()
+            .all(|&(at, f)| at <= from_ps || at >= to_ps || f > 0)
+    }
+}
+
+/// A tenant: a name and its applications (indices into `Scenario::apps`).
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub name: String,
+    pub apps: Vec<usize>,
+}
+
+/// How flows are placed on an application's cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Each flow on a core drawn at random (seeded): the uneven spread XPS sees in TONIC §V.
+    Random,
+    /// Flow k on core k mod |cores|.
+    RoundRobin,
+}
+
+/// The sending host.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// Cores.
+    pub cores: u16,
+    /// Bytes an application writes at once (a sendmsg; no TSO: it is cut into MTU packets).
+    pub segment_bytes: u64,
+    /// Frame size of full packets, bytes.
+    pub mtu_bytes: u32,
+    /// Driver CPU time per packet, ps (counted, not a bottleneck, in every model).
+    pub cpu_ps_per_packet: u64,
+    /// CPU time of one doorbell (MMIO) write, ps (counted).
+    pub cpu_ps_per_doorbell: u64,
+    /// Flow placement.
+    pub placement: Placement,
+    /// When a bulk flow lost packets to a drop, it resends after this long, ps.
+    pub retry_ps: u64,
+}
+
+/// A loaded, validated scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    /// Where it was read from (for messages).
+    pub path: String,
+    /// The compiled policy.
+    pub program: Arc<Program>,
+    /// Simulated time, ps.
+    pub duration_ps: u64,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// Throughput window, ps.
+    pub window_ps: u64,
+    /// Latency percentile window, ps.
+    pub latency_window_ps: u64,
+    /// NIC models to run, in order.
+    pub nics: Vec<NicKind>,
+    /// Parameters of the models.
+    pub nic_params: NicParams,
+    pub host: Host,
+    pub tenants: Vec<Tenant>,
+    pub apps: Vec<App>,
+    /// Time scale note shown in reports (e.g. "1 paper second = 25 ms").
+    pub time_scale: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Int(u64),
+    Float(f64),
+    Str(String),
+}
+
+impl Scalar {
+    fn text(&self) -> String {
+        match self {
+            Scalar::Int(v) => v.to_string(),
+            Scalar::Float(v) => v.to_string(),
+            Scalar::Str(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    time_scale: Option<String>,
+    policy: Option<Spanned<String>>,
+    policy_inline: Option<Spanned<String>>,
+    duration: Spanned<String>,
+    seed: Option<u64>,
+    window: Option<Spanned<String>>,
+    latency_window: Option<Spanned<String>>,
+    nics: Option<Vec<Spanned<String>>>,
+    host: Option<RawHost>,
+    nic: Option<BTreeMap<String, BTreeMap<String, Spanned<Scalar>>>>,
+    tenants: Vec<RawTenant>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    cores: Option<u16>,
+    segment: Option<Spanned<String>>,
+    mtu: Option<Spanned<String>>,
+    cpu_per_packet: Option<Spanned<String>>,
+    cpu_per_doorbell: Option<Spanned<String>>,
+    placement: Option<Spanned<String>>,
+    retry: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenant {
+    name: String,
+    #[serde(default)]
+    meta: BTreeMap<String, Spanned<Scalar>>,
+    apps: Vec<RawApp>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApp {
+    name: String,
+    kind: Spanned<String>,
+    #[serde(default)]
+    meta: BTreeMap<String, Spanned<Scalar>>,
+    cores: Option<Spanned<Vec<u16>>>,
+    flows: Option<u32>,
+    window: Option<Spanned<String>>,
+    start: Option<Spanned<String>>,
+    stop: Option<Spanned<String>>,
+    schedule: Option<Vec<RawStep>>,
+    rate: Option<Spanned<String>>,
+    size: Option<Spanned<String>>,
+    size_dist: Option<Spanned<String>>,
+    socket_limit: Option<Spanned<String>>,
+    prioritized: Option<bool>,
+    dcb_class: Option<Spanned<u8>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    at: Spanned<String>,
+    flows: u32,
+}
+
+/// Parses scenario text. `path` is used in messages and to resolve a relative `policy:`.
+/// `policy_override` replaces the scenario's policy (a file path).
+pub fn load_str(
+    path: &Path,
+    text: &str,
+    policy_override: Option<&Path>,
+) -> Result<Scenario, ScenarioError> {
+    let p = path.display().to_string();
+    let raw: RawScenario = serde_saphyr::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        ScenarioError::At {
+            path: p.clone(),
+            line,
+            column,
+            message: first_line(&e.to_string()),
+        }
+    })?;
+    let ctx = Ctx { path: &p };
+    let program = match (policy_override, &raw.policy, &raw.policy_inline) {
+        (Some(f), _, _) => load_policy_file(&p, f)?,
+        (None, Some(f), None) => {
+            let base = path.parent().unwrap_or(Path::new("."));
+            let file: PathBuf = base.join(&f.value);
+            if !file.exists() {
+                return Err(ctx.err(&f.referenced, format!("policy file {} not found", file.display())));
+            }
+            load_policy_file(&p, &file)?
+        }
+        (None, None, Some(inline)) => {
+            let name = format!("{p} (policy_inline)");
+            policy::compile_str(Path::new(&name), &inline.value, &LoadOptions::default())
+                .map_err(|e| ScenarioError::Policy {
+                    path: p.clone(),
+                    message: e.render_plain(),
+                })?
+        }
+        (None, Some(f), Some(_)) => {
+            return Err(ctx.err(&f.referenced, "give `policy` or `policy_inline`, not both".into()))
+        }
+        (None, None, None) => {
+            return Err(ScenarioError::At {
+                path: p.clone(),
+                line: 1,
+                column: 1,
+                message: "missing `policy` (a file) or `policy_inline` (the policy's YAML)".into(),
+            })
+        }
+    };
+    let duration_ps = ctx.time(&raw.duration, true)?;
+    let window_ps = match &raw.window {
+        Some(w) => ctx.time(w, true)?,
+        None => (duration_ps / 100).max(1),
+    };
+    let latency_window_ps = match &raw.latency_window {
+        Some(w) => ctx.time(w, true)?,
+        None => window_ps * 5,
+    };
+    let nics = match &raw.nics {
+        Some(list) => list
+            .iter()
+            .map(|n| {
+                NicKind::from_name(&n.value).ok_or_else(|| {
+                    ctx.err(
+                        &n.referenced,
+                        format!("unknown NIC model `{}` (known: {})", n.value, NicKind::names()),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => NicKind::ALL.to_vec(),
+    };
+    let mut nic_params = NicParams::default();
+    if let Some(m) = &raw.nic {
+        for (model, params) in m {
+            for (key, v) in params {
+                nic_params
+                    .set(model, key, &v.value.text())
+                    .map_err(|msg| ctx.err(&v.referenced, msg))?;
+            }
+        }
+    }
+    let rh = raw.host.as_ref();
+    let host = Host {
+        cores: rh.and_then(|h| h.cores).unwrap_or(8).max(1),
+        segment_bytes: match rh.and_then(|h| h.segment.as_ref()) {
+            Some(s) => ctx.size(s)?,
+            None => 65_536,
+        },
+        mtu_bytes: match rh.and_then(|h| h.mtu.as_ref()) {
+            Some(s) => ctx.size(s)?.clamp(64, 65_535) as u32,
+            None => 1500,
+        },
+        cpu_ps_per_packet: match rh.and_then(|h| h.cpu_per_packet.as_ref()) {
+            Some(s) => ctx.time(s, false)?,
+            None => 100_000,
+        },
+        cpu_ps_per_doorbell: match rh.and_then(|h| h.cpu_per_doorbell.as_ref()) {
+            Some(s) => ctx.time(s, false)?,
+            None => 50_000,
+        },
+        placement: match rh.and_then(|h| h.placement.as_ref()) {
+            None => Placement::Random,
+            Some(s) => match s.value.as_str() {
+                "random" => Placement::Random,
+                "round-robin" => Placement::RoundRobin,
+                other => {
+                    return Err(ctx.err(
+                        &s.referenced,
+                        format!("placement `{other}`: expected `random` or `round-robin`"),
+                    ))
+                }
+            },
+        },
+        retry_ps: match rh.and_then(|h| h.retry.as_ref()) {
+            Some(s) => ctx.time(s, true)?,
+            None => 200_000_000,
+        },
+    };
+    let mut tenants = Vec::new();
+    let mut apps = Vec::new();
+    if raw.tenants.is_empty() {
+        return Err(ScenarioError::At {
+            path: p.clone(),
+            line: 1,
+            column: 1,
+            message: "no tenants".into(),
+        });
+    }
+    for (ti, rt) in raw.tenants.iter().enumerate() {
+        let mut tmeta = PacketMeta::default();
+        for (k, v) in &rt.meta {
+            tmeta
+                .set_field(k, &v.value.text())
+                .map_err(|m| ctx.err(&v.referenced, format!("meta `{k}`: {m}")))?;
+        }
+        let mut t = Tenant {
+            name: rt.name.clone(),
+            apps: Vec::new(),
+        };
+        for ra in &rt.apps {
+            let app = ctx.app(ra, ti, &tmeta, &host, duration_ps)?;
+            t.apps.push(apps.len());
+            apps.push(app);
+        }
+        tenants.push(t);
+    }
+    Ok(Scenario {
+        name: raw.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "scenario".into())
+        }),
+        description: raw.description.clone().unwrap_or_default(),
+        path: p.clone(),
+        program: Arc::new(program),
+        duration_ps,
+        seed: raw.seed.unwrap_or(1),
+        window_ps,
+        latency_window_ps,
+        nics,
+        nic_params,
+        host,
+        tenants,
+        apps,
+        time_scale: raw.time_scale.clone(),
+    })
+}
+
+/// Reads and parses a scenario file.
+pub fn load(path: &Path, policy_override: Option<&Path>) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    load_str(path, &text, policy_override)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}
+
+fn load_policy_file(scenario: &str, file: &Path) -> Result<Program, ScenarioError> {
+    policy::load(file, &LoadOptions::default()).map_err(|e| ScenarioError::Policy {
+        path: scenario.to_string(),
+        message: e.render_plain(),
+    })
+}
+
+struct Ctx<'a> {
+    path: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, at: &serde_saphyr::Location, message: String) -> ScenarioError {
+        ScenarioError::At {
+            path: self.path.to_string(),
+            line: at.line(),
+            column: at.column(),
+            message,
+        }
+    }
+
+    fn time(&self, s: &Spanned<String>, positive: bool) -> Result<u64, ScenarioError> {
+        units::parse_time(&s.value, positive).map_err(|e| self.err(&s.referenced, e.to_string()))
+    }
+
+    fn size(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {
+        units::parse_size(&s.value, true).map_err(|e| self.err(&s.referenced, e.to_string()))
+    }
+
+    fn rate(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {
+        units::parse_rate(&s.value).map_err(|e| self.err(&s.referenced, e.to_string()))
+    }
+
+    fn app(
+        &self,
+        ra: &RawApp,
+        tenant: usize,
+        tmeta: &PacketMeta,
+        host: &Host,
+        duration_ps: u64,
+    ) -> Result<App, ScenarioError> {
+        let mut meta = *tmeta;
+        for (k, v) in &ra.meta {
+            meta.set_field(k, &v.value.text())
+                .map_err(|m| self.err(&v.referenced, format!("meta `{k}`: {m}")))?;
+        }
+        let kind = match ra.kind.value.as_str() {
+            "bulk" => AppKind::Bulk {
+                window_bytes: match &ra.window {
+                    Some(w) => self.size(w)?,
+                    None => 2 * host.segment_bytes,
+                },
+            },
+            "request-response" => {
+                let rate = ra.rate.as_ref().ok_or_else(|| {
+                    self.err(&ra.kind.referenced, "request-response needs `rate` (e.g. 10000/s)".into())
+                })?;
+                let rate_per_s = rate
+                    .value
+                    .trim_end_matches("/s")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| *r > 0.0 && r.is_finite())
+                    .ok_or_else(|| {
+                        self.err(&rate.referenced, format!("rate `{}`: expected requests per second, e.g. `10000/s`", rate.value))
+                    })?;
+                let bytes = match &ra.size {
+                    Some(s) => self.size(s)?,
+                    None => 1000,
+                };
+                let size = match ra.size_dist.as_ref().map(|d| d.value.as_str()) {
+                    None | Some("fixed") => SizeDist::Fixed(bytes),
+                    Some("exponential") => SizeDist::Exponential(bytes),
+                    Some(other) => {
+                        return Err(self.err(
+                            &ra.size_dist.as_ref().expect("some").referenced,
+                            format!("size_dist `{other}`: expected `fixed` or `exponential`"),
+                        ))
+                    }
+                };
+                AppKind::RequestResponse { rate_per_s, size }
+            }
+            "udp" => AppKind::Udp {
+                rate_bps: match &ra.rate {
+                    Some(r) if r.value == "unlimited" => None,
+                    Some(r) => Some(self.rate(r)?),
+                    None => None,
+                },
+                socket_limit_bytes: match &ra.socket_limit {
+                    Some(s) => self.size(s)?,
+                    None => 212_992,
+                },
+            },
+            other => {
+                return Err(self.err(
+                    &ra.kind.referenced,
+                    format!("kind `{other}`: expected `bulk`, `request-response` or `udp`"),
+                ))
+            }
+        };
+        let cores = match &ra.cores {
+            Some(c) => {
+                if c.value.is_empty() {
+                    return Err(self.err(&c.referenced, "`cores` is empty".into()));
+                }
+                if let Some(bad) = c.value.iter().find(|&&x| x >= host.cores) {
+                    return Err(self.err(
+                        &c.referenced,
+                        format!("core {bad} does not exist (the host has {} cores)", host.cores),
+                    ));
+                }
+                c.value.clone()
+            }
+            None => vec![(tenant as u16) % host.cores],
+        };
+        let start = match &ra.start {
+            Some(s) => self.time(s, false)?,
+            None => 0,
+        };
+        let stop = match &ra.stop {
+            Some(s) => self.time(s, false)?,
+            None => duration_ps,
+        };
+        if let (Some(s), true) = (&ra.stop, stop <= start) {
+            return Err(self.err(&s.referenced, "stop must come after start".into()));
+        }
+        let default_flows = if matches!(kind, AppKind::RequestResponse { .. }) {
+            1
+        } else {
+            ra.flows.unwrap_or(1)
+        };
+        let mut schedule = vec![(start, ra.flows.unwrap_or(default_flows))];
+        if let Some(steps) = &ra.schedule {
+            let mut last = start;
+            for st in steps {
+                let at = self.time(&st.at, false)?;
+                if at < last {
+                    return Err(self.err(&st.at.referenced, "schedule steps must be in time order, after `start`".into()));
+                }
+                last = at;
+                schedule.push((at, st.flows));
+            }
+        }
+        if stop < duration_ps || ra.stop.is_some() {
+            schedule.push((stop, 0));
+        }
+        let dcb_class = match &ra.dcb_class {
+            Some(c) if c.value > 7 => {
+                return Err(self.err(&c.referenced, "dcb_class must be 0..=7".into()))
+            }
+            Some(c) => Some(c.value),
+            None => None,
+        };
+        Ok(App {
+            name: ra.name.clone(),
+            tenant,
+            meta,
+            kind,
+            cores,
+            schedule,
+            prioritized: ra.prioritized,
+            dcb_class,
+        })
+    }
+}

@@ -1,0 +1,585 @@
+//! The discrete-event simulator: a sending host with C cores, its applications' flows, one NIC
+//! model and a link of the policy's rate, in integer picoseconds. The receiver is the far end
+//! of the link: a packet is delivered when its last bit leaves (no loss on the wire).
+//!
+//! Workloads (see [`crate::scenario::AppKind`]):
+//! * bulk flows keep at most `window_bytes` queued in host and NIC; a flow writes another
+//!   segment (`host.segment_bytes`, cut into MTU packets) whenever its queued bytes fall to
+//!   `window − segment` — the refill happens when its packets start on the wire (TCP small
+//!   queues: backpressure from the NIC, not from the network). Lost (dropped) packets are
+//!   rewritten after `host.retry_ps`.
+//! * request/response: Poisson request arrivals; each writes a response; its latency is the
+//!   time from the request to the response's last bit on the wire.
+//! * UDP: a packet every `mtu × 8 / rate` per flow; unlimited = twice the link rate; dropped
+//!   at the socket when the flow holds `socket_limit_bytes`.
+//! * Flow counts change at the application's schedule steps (start, `schedule`, stop).
+//!
+//! Event loop: a binary heap of timed events (application steps, requests, UDP ticks,
+//! retries); the link asks the NIC model for a packet whenever it is free; the NIC model is
+//! advanced to every instant anything happens, including its own `next_event`. Ties are
+//! broken by insertion order, so a run is a pure function of the scenario and seed.
+//!
+//! Cost per simulated packet: one NIC poll, a few vector updates, a histogram increment and,
+//! per segment, one refill; heap operations only for timed events, not per packet.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use weft_core::classifier::{Field, PacketMeta};
+use weft_core::policy::{Algo, Classification, Program};
+use weft_core::sched::fast::FastEngine;
+use weft_core::sched::link::wire_ps;
+
+use crate::metrics::Hist;
+use crate::nic::engine::EngineNic;
+use crate::nic::hwq::HwqNic;
+use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
+use crate::rng::Rng;
+use crate::scenario::{AppKind, Placement, Scenario, SizeDist};
+
+/// What one run of one NIC model produced (raw; [`crate::metrics`] summarizes it).
+#[derive(Debug, Clone)]
+pub struct NicRun {
+    pub kind: NicKind,
+    /// Simulated time, ps.
+    pub duration_ps: u64,
+    /// Bytes sent per throughput window per application: `[window][app]`.
+    pub window_bytes: Vec<Vec<u64>>,
+    /// Per application: packets and bytes sent, drops.
+    pub app_packets: Vec<u64>,
+    pub app_bytes: Vec<u64>,
+    pub app_drops: Vec<u64>,
+    /// Per application: latency over the run (response completion for request/response
+    /// applications, packet sojourn from write to wire otherwise), ps.
+    pub app_latency: Vec<Hist>,
+    /// Per latency window, per request/response application: completion times, ps
+    /// (`None` for other applications).
+    pub window_latency: Vec<Vec<Option<Hist>>>,
+    /// Bytes on the wire including per-frame overhead.
+    pub wire_bytes: u64,
+    /// Packets transmitted.
+    pub packets: u64,
+    /// The model's counters.
+    pub counters: NicCounters,
+    /// Requests completed per request/response application.
+    pub requests_done: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ev {
+    Step { app: u32, step: u32 },
+    Request { app: u32 },
+    Udp { flow: u32 },
+    Retry { flow: u32 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Timed {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(o.t, o.seq))
+    }
+}
+
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Flow {
+    app: u16,
+    core: u16,
+    active: bool,
+    retry_pending: bool,
+    queued_bytes: u64,
+    meta: PacketMeta,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Req {
+    arrival_ps: u64,
+    remaining: u32,
+    failed: bool,
+}
+
+/// Per-application facts derived from the policy: the leaf, the tenant weight (the weight of
+/// the highest ancestor whose parent is a `wfq` node), and whether the application is
+/// prioritized (some ancestor-or-self is the most urgent child of a `prio` node with
+/// several children).
+pub fn derive_app_info(sc: &Scenario, kind: NicKind) -> Vec<AppInfo> {
+    let prog: &Program = &sc.program;
+    sc.apps
+        .iter()
+        .map(|a| {
+            let mut weight = 1;
+            let mut prio = false;
+            if let Classification::Leaf { node, .. } = prog.classify(&a.meta) {
+                let mut n = node;
+                while let Some(parent) = prog.nodes[n as usize].parent {
+                    let pn = &prog.nodes[parent as usize];
+                    match pn.algo {
+                        Algo::Wfq => weight = prog.nodes[n as usize].edge.weight,
+                        Algo::Prio if pn.children.len() > 1 => {
+                            let mine = prog.nodes[n as usize].edge.priority;
+                            let min = pn
+                                .children
+                                .clone()
+                                .map(|c| prog.nodes[c as usize].edge.priority)
+                                .min()
+                                .unwrap_or(mine);
+                            let unique = pn
+                                .children
+                                .clone()
+                                .filter(|&c| prog.nodes[c as usize].edge.priority == min)
+                                .count()
+                                == 1;
+                            if mine == min && unique {
+                                prio = true;
+                            }
+                        }
+                        _ => {}
+                    }
+                    n = parent;
+                }
+            }
+            let prioritized = a.prioritized.unwrap_or(prio);
+            let dcb_class = a.dcb_class.unwrap_or(match kind {
+                NicKind::MqPri => {
+                    if prioritized {
+                        0
+                    } else {
+                        1
+                    }
+                }
+                _ => (a.tenant % 8) as u8,
+            });
+            AppInfo {
+                tenant: a.tenant as u16,
+                prioritized,
+                dcb_class,
+                tenant_weight: weight,
+            }
+        })
+        .collect()
+}
+
+/// Runs one NIC model of the scenario; `progress(now_ps)` is called now and then.
+pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRun {
+    let flows = build_flows(sc);
+    let apps = derive_app_info(sc, kind);
+    let h = &sc.host;
+    match kind {
+        NicKind::Sq | NicKind::Loom | NicKind::Senic => {
+            let engine = FastEngine::new(sc.program.clone());
+            let nic = EngineNic::new(
+                kind,
+                engine,
+                &sc.nic_params,
+                h.cores,
+                h.cpu_ps_per_packet,
+                h.cpu_ps_per_doorbell,
+            );
+            Sim::new(sc, kind, nic, flows).run(progress)
+        }
+        _ => {
+            let nic = HwqNic::new(
+                kind,
+                &sc.nic_params,
+                h.cores,
+                flows.len(),
+                apps,
+                h.cpu_ps_per_packet,
+                h.cpu_ps_per_doorbell,
+            );
+            Sim::new(sc, kind, nic, flows).run(progress)
+        }
+    }
+}
+
+/// Flows of every application (its most flows at once), placed on its cores.
+fn build_flows(sc: &Scenario) -> Vec<Flow> {
+    let mut rng = Rng::new(sc.seed, 0xF10E);
+    let mut flows = Vec::new();
+    for (ai, a) in sc.apps.iter().enumerate() {
+        for k in 0..a.max_flows() {
+            let core = match sc.host.placement {
+                Placement::Random => a.cores[rng.below(a.cores.len() as u64) as usize],
+                Placement::RoundRobin => a.cores[k as usize % a.cores.len()],
+            };
+            let mut meta = a.meta;
+            if meta.present & Field::Sport.bit() == 0 {
+                meta.set_int(Field::Sport, 10_000 + k as u64);
+            }
+            flows.push(Flow {
+                app: ai as u16,
+                core,
+                active: false,
+                retry_pending: false,
+                queued_bytes: 0,
+                meta,
+            });
+        }
+    }
+    flows
+}
+
+struct Sim<'a, N: Nic> {
+    sc: &'a Scenario,
+    kind: NicKind,
+    nic: N,
+    flows: Vec<Flow>,
+    /// First flow index of each application.
+    app_flow0: Vec<u32>,
+    app_next_flow: Vec<u32>,
+    heap: BinaryHeap<Reverse<Timed>>,
+    seq: u64,
+    rngs: Vec<Rng>,
+    reqs: Vec<Req>,
+    free_reqs: Vec<u32>,
+    drops: Vec<Pkt>,
+    out: NicRun,
+}
+
+impl<'a, N: Nic> Sim<'a, N> {
+    fn new(sc: &'a Scenario, kind: NicKind, nic: N, flows: Vec<Flow>) -> Sim<'a, N> {
+        let napps = sc.apps.len();
+        let mut app_flow0 = vec![0u32; napps];
+        let mut seen = vec![false; napps];
+        for (i, f) in flows.iter().enumerate() {
+            if !seen[f.app as usize] {
+                seen[f.app as usize] = true;
+                app_flow0[f.app as usize] = i as u32;
+            }
+        }
+        let nwin = sc.duration_ps.div_ceil(sc.window_ps) as usize;
+        let nlat = sc.duration_ps.div_ceil(sc.latency_window_ps) as usize;
+        let is_rr: Vec<bool> = sc
+            .apps
+            .iter()
+            .map(|a| matches!(a.kind, AppKind::RequestResponse { .. }))
+            .collect();
+        Sim {
+            sc,
+            kind,
+            nic,
+            flows,
+            app_flow0,
+            app_next_flow: vec![0; napps],
+            heap: BinaryHeap::new(),
+            seq: 0,
+            rngs: (0..napps).map(|i| Rng::new(sc.seed, 1 + i as u64)).collect(),
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            drops: Vec::new(),
+            out: NicRun {
+                kind,
+                duration_ps: sc.duration_ps,
+                window_bytes: vec![vec![0; napps]; nwin],
+                app_packets: vec![0; napps],
+                app_bytes: vec![0; napps],
+                app_drops: vec![0; napps],
+                app_latency: vec![Hist::default(); napps],
+                window_latency: (0..nlat)
+                    .map(|_| {
+                        is_rr
+                            .iter()
+                            .map(|&r| r.then(Hist::default))
+                            .collect()
+                    })
+                    .collect(),
+                wire_bytes: 0,
+                packets: 0,
+                counters: NicCounters::default(),
+                requests_done: vec![0; napps],
+            },
+        }
+    }
+
+    fn at(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse(Timed {
+            t,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn run(mut self, progress: &mut dyn FnMut(u64)) -> NicRun {
+        let sc = self.sc;
+        for (ai, a) in sc.apps.iter().enumerate() {
+            for (si, &(t, _)) in a.schedule.iter().enumerate() {
+                if t < sc.duration_ps {
+                    self.at(
+                        t,
+                        Ev::Step {
+                            app: ai as u32,
+                            step: si as u32,
+                        },
+                    );
+                }
+            }
+        }
+        let end = sc.duration_ps;
+        let link = sc.program.link;
+        let mut now = 0u64;
+        let mut link_free = 0u64;
+        let mut next_progress = 0u64;
+        loop {
+            while let Some(Reverse(top)) = self.heap.peek() {
+                if top.t > now {
+                    break;
+                }
+                let ev = top.ev;
+                self.heap.pop();
+                self.nic.advance(now);
+                self.handle(now, ev);
+            }
+            self.nic.advance(now);
+            self.drain_drops(now);
+            if now >= link_free {
+                if let Some(p) = self.nic.poll(now) {
+                    let w = wire_ps(p.bytes, &link);
+                    link_free = now + w;
+                    self.depart(now, w, p);
+                    self.drain_drops(now);
+                }
+            }
+            if now >= end {
+                break;
+            }
+            if self.out.packets >= next_progress {
+                progress(now);
+                next_progress = self.out.packets + 65_536;
+            }
+            let mut next = end;
+            if let Some(Reverse(top)) = self.heap.peek() {
+                next = next.min(top.t);
+            }
+            if link_free > now {
+                next = next.min(link_free);
+            }
+            if let Some(t) = self.nic.next_event(now) {
+                next = next.min(t);
+            }
+            debug_assert!(next > now || next == end, "time must advance at {now}");
+            now = next.max(now + 1).min(end.max(now + 1));
+        }
+        progress(end);
+        self.out.counters = self.nic.counters();
+        self.out
+    }
+
+    fn handle(&mut self, now: u64, ev: Ev) {
+        let sc = self.sc;
+        match ev {
+            Ev::Step { app, step } => {
+                let a = &sc.apps[app as usize];
+                let n = a.schedule[step as usize].1;
+                let f0 = self.app_flow0[app as usize];
+                let was_active = a.flows_at(now.saturating_sub(1)) > 0 && step > 0;
+                for k in 0..a.max_flows() {
+                    let fi = f0 + k;
+                    let on = k < n;
+                    let f = &mut self.flows[fi as usize];
+                    let started = on && !f.active;
+                    f.active = on;
+                    if started {
+                        match a.kind {
+                            AppKind::Bulk { .. } => self.refill(now, fi),
+                            AppKind::Udp { .. } => self.at(now, Ev::Udp { flow: fi }),
+                            AppKind::RequestResponse { .. } => {}
+                        }
+                    }
+                }
+                if let AppKind::RequestResponse { rate_per_s, .. } = a.kind {
+                    if n > 0 && !was_active {
+                        let gap = self.rngs[app as usize].exp(1e12 / rate_per_s) as u64;
+                        self.at(now + gap.max(1), Ev::Request { app });
+                    }
+                }
+            }
+            Ev::Request { app } => {
+                let a = &sc.apps[app as usize];
+                let AppKind::RequestResponse { rate_per_s, size } = &a.kind else {
+                    return;
+                };
+                let n = a.flows_at(now);
+                if n == 0 {
+                    return;
+                }
+                let rng = &mut self.rngs[app as usize];
+                let bytes = match *size {
+                    SizeDist::Fixed(b) => b,
+                    SizeDist::Exponential(m) => (rng.exp(m as f64) as u64).max(1),
+                };
+                let gap = rng.exp(1e12 / rate_per_s) as u64;
+                let k = self.app_next_flow[app as usize] % n;
+                self.app_next_flow[app as usize] = k + 1;
+                let fi = self.app_flow0[app as usize] + k;
+                let mtu = sc.host.mtu_bytes as u64;
+                let slot = match self.free_reqs.pop() {
+                    Some(s) => s,
+                    None => {
+                        self.reqs.push(Req {
+                            arrival_ps: 0,
+                            remaining: 0,
+                            failed: false,
+                        });
+                        (self.reqs.len() - 1) as u32
+                    }
+                };
+                self.reqs[slot as usize] = Req {
+                    arrival_ps: now,
+                    remaining: bytes.div_ceil(mtu) as u32,
+                    failed: false,
+                };
+                self.send(now, fi, bytes, slot);
+                self.at(now + gap.max(1), Ev::Request { app });
+            }
+            Ev::Udp { flow } => {
+                let f = &self.flows[flow as usize];
+                if !f.active {
+                    return;
+                }
+                let a = &sc.apps[f.app as usize];
+                let AppKind::Udp {
+                    rate_bps,
+                    socket_limit_bytes,
+                } = a.kind
+                else {
+                    return;
+                };
+                let mtu = sc.host.mtu_bytes as u64;
+                let rate = rate_bps.unwrap_or(2 * sc.program.link.rate_bps).max(1);
+                let gap = (mtu * 8 * 1_000_000_000_000).div_ceil(rate);
+                if f.queued_bytes + mtu > socket_limit_bytes {
+                    self.out.app_drops[f.app as usize] += 1;
+                } else {
+                    self.send(now, flow, mtu, u32::MAX);
+                }
+                self.at(now + gap.max(1), Ev::Udp { flow });
+            }
+            Ev::Retry { flow } => {
+                self.flows[flow as usize].retry_pending = false;
+                self.refill(now, flow);
+            }
+        }
+    }
+
+    /// Writes `bytes` on flow `fi` as MTU packets, then ends the burst (doorbells).
+    fn send(&mut self, now: u64, fi: u32, bytes: u64, req: u32) {
+        let mtu = self.sc.host.mtu_bytes as u64;
+        let f = &self.flows[fi as usize];
+        let (app, core, meta) = (f.app, f.core, f.meta);
+        let mut left = bytes;
+        while left > 0 {
+            let b = left.min(mtu);
+            left -= b;
+            let pkt = Pkt {
+                flow: fi,
+                app,
+                core,
+                bytes: b as u32,
+                submit_ps: now,
+                req,
+            };
+            self.flows[fi as usize].queued_bytes += b;
+            self.nic.submit(now, pkt, &meta);
+        }
+        self.nic.flush(now, core);
+    }
+
+    /// Tops a bulk flow up to its window, a segment at a time.
+    fn refill(&mut self, now: u64, fi: u32) {
+        let f = &self.flows[fi as usize];
+        if !f.active {
+            return;
+        }
+        let AppKind::Bulk { window_bytes } = self.sc.apps[f.app as usize].kind else {
+            return;
+        };
+        let seg = self.sc.host.segment_bytes.min(window_bytes).max(1);
+        while self.flows[fi as usize].queued_bytes + seg <= window_bytes {
+            self.send(now, fi, seg, u32::MAX);
+        }
+    }
+
+    fn depart(&mut self, now: u64, wire: u64, p: Pkt) {
+        let sc = self.sc;
+        let o = &mut self.out;
+        let app = p.app as usize;
+        let w = ((now / sc.window_ps) as usize).min(o.window_bytes.len() - 1);
+        o.window_bytes[w][app] += p.bytes as u64;
+        o.app_packets[app] += 1;
+        o.app_bytes[app] += p.bytes as u64;
+        o.packets += 1;
+        o.wire_bytes += p.bytes as u64 + sc.program.link.overhead_bytes;
+        if p.req != u32::MAX {
+            let r = &mut self.reqs[p.req as usize];
+            r.remaining -= 1;
+            if r.remaining == 0 {
+                if !r.failed {
+                    let lat = now + wire - r.arrival_ps;
+                    o.app_latency[app].record(lat);
+                    let lw = ((r.arrival_ps / sc.latency_window_ps) as usize)
+                        .min(o.window_latency.len() - 1);
+                    if let Some(h) = &mut o.window_latency[lw][app] {
+                        h.record(lat);
+                    }
+                    o.requests_done[app] += 1;
+                }
+                self.free_reqs.push(p.req);
+            }
+        } else {
+            o.app_latency[app].record(now - p.submit_ps);
+        }
+        let f = &mut self.flows[p.flow as usize];
+        f.queued_bytes -= p.bytes as u64;
+        if let AppKind::Bulk { window_bytes } = sc.apps[app].kind {
+            let seg = sc.host.segment_bytes.min(window_bytes).max(1);
+            if f.active && f.queued_bytes + seg <= window_bytes {
+                self.refill(now, p.flow);
+            }
+        }
+    }
+
+    fn drain_drops(&mut self, now: u64) {
+        self.nic.take_drops(&mut self.drops);
+        if self.drops.is_empty() {
+            return;
+        }
+        let drops = std::mem::take(&mut self.drops);
+        for p in &drops {
+            self.out.app_drops[p.app as usize] += 1;
+            let f = &mut self.flows[p.flow as usize];
+            f.queued_bytes -= p.bytes as u64;
+            if p.req != u32::MAX {
+                let r = &mut self.reqs[p.req as usize];
+                r.failed = true;
+                r.remaining -= 1;
+                if r.remaining == 0 {
+                    self.free_reqs.push(p.req);
+                }
+            }
+            if matches!(self.sc.apps[p.app as usize].kind, AppKind::Bulk { .. })
+                && f.active
+                && !f.retry_pending
+            {
+                f.retry_pending = true;
+                let t = now + self.sc.host.retry_ps;
+                self.at(t, Ev::Retry { flow: p.flow });
+            }
+        }
+        let mut d = drops;
+        d.clear();
+        self.drops = d;
+        let _ = self.kind;
+    }
+}
