@@ -6,6 +6,7 @@
 mod bench;
 mod diagnostics;
 mod replay;
+mod sim;
 
 /// mimalloc (compiling a 100,000-leaf policy allocates and frees millions of small YAML
 /// nodes; it halves the allocator's share of compile time), counting live bytes for
@@ -99,6 +100,68 @@ enum Command {
         /// Smaller scenarios (seconds instead of a minute).
         #[arg(long)]
         quick: bool,
+    },
+    /// Simulate NIC designs side by side on a scenario (Loom, SENIC, TONIC experiments).
+    ///
+    /// A scenario (YAML, examples/scenarios/, format in examples/scenarios/README.md) gives
+    /// a policy, a host, tenants' applications (bulk, request/response, UDP) and the NIC
+    /// models to compare: sq (policy in software on one core), mq (queue per core, XPS),
+    /// qpf (queue per flow), mq-pri / mq-fair (8 DCB classes), tonic (tenant queue pools,
+    /// head insertion), senic (schedule and pull), loom (per-flow queues, batched doorbells,
+    /// the policy on the NIC). Deterministic: the same scenario and seed give the same files.
+    ///
+    /// Writes OUT/summary.json (per model: jain_min, link_utilization, doorbell_writes_per_s,
+    /// dma_reads_per_s; per tenant and application: mean_bps, share, ideal_share, rel_error,
+    /// latency_us p50/p90/p99, drops), timeseries.csv (window_start_s,nic,tenant,app,bytes),
+    /// latency.csv, jain.csv, SVG plots and index.html; prints a table per model.
+    ///
+    /// Examples:
+    ///   weft sim examples/scenarios/loom-fig9.yaml
+    ///   weft sim examples/scenarios/hierarchy.yaml --nic mq,tonic,loom --seed 7 --out h
+    ///   weft sim --bench                      (simulated packets per second, Fig. 9, loom)
+    #[command(verbatim_doc_comment)]
+    Sim {
+        /// Scenario file (YAML).
+        #[arg(required_unless_present = "bench")]
+        scenario: Option<PathBuf>,
+        /// NIC models to run, comma separated (default: the scenario's `nics`).
+        #[arg(long, value_name = "MODELS", value_delimiter = ',')]
+        nic: Vec<String>,
+        /// Seed of every random stream (default: the scenario's `seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Simulate only this long, e.g. `50ms` (later schedule steps do not happen).
+        #[arg(long, value_name = "TIME")]
+        duration: Option<String>,
+        /// Use this policy file instead of the scenario's.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Output directory.
+        #[arg(long, default_value = "weft-sim")]
+        out: PathBuf,
+        /// Print summary.json to stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar or notes on stderr.
+        #[arg(long)]
+        quiet: bool,
+        /// Measure simulated packets per wall-clock second (default: Loom Fig. 9 with
+        /// `loom`; best of three runs) instead of writing a report.
+        #[arg(long)]
+        bench: bool,
+    },
+    /// Run the papers' headline experiment: Loom Fig. 9/10 and a weighted priority hierarchy
+    /// for sq, mq, qpf, tonic and loom; write ./weft-report/ and print, per NIC model,
+    /// Jain's index (lowest window), the latency app's p90 and the link utilization.
+    ///
+    /// Example: weft demo && xdg-open weft-report/index.html
+    Demo {
+        /// Output directory.
+        #[arg(long, default_value = "weft-report")]
+        out: PathBuf,
+        /// No progress bar or notes on stderr.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
@@ -387,6 +450,40 @@ fn print_summary(s: &serde_json::Value) {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
+        Command::Sim {
+            scenario,
+            nic,
+            seed,
+            duration,
+            policy,
+            out,
+            json: j,
+            quiet,
+            bench,
+        } => {
+            let r = if bench {
+                sim::bench(scenario.as_deref(), &nic, j)
+            } else {
+                sim::sim(sim::SimArgs {
+                    scenario: scenario.unwrap_or_default(),
+                    nics: nic,
+                    seed,
+                    duration,
+                    policy,
+                    out,
+                    json: j,
+                    quiet,
+                })
+            };
+            r.map_err(|(code, m)| Failure {
+                code,
+                message: Some(m),
+            })
+        }
+        Command::Demo { out, quiet } => sim::demo(&out, quiet).map_err(|(code, m)| Failure {
+            code,
+            message: Some(m),
+        }),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "weft", &mut std::io::stdout());
             Ok(())

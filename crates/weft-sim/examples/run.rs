@@ -11,7 +11,10 @@ fn main() {
     let el = t0.elapsed().as_secs_f64();
     let pk: u64 = runs.iter().map(|r| r.packets).sum();
     eprintln!("{pk} packets in {el:.2} s: {:.2} M/s", pk as f64 / el / 1e6);
-    let out = args.get(2).map(|s| s.as_str()).unwrap_or("/tmp/weft-sim-out");
+    let out = args
+        .get(2)
+        .map(|s| s.as_str())
+        .unwrap_or("/tmp/weft-sim-out");
     let sum = weft_sim::report::write(std::path::Path::new(out), &sc, &runs).unwrap();
     for (k, v) in sum["nics"].as_object().unwrap() {
         println!(
@@ -22,7 +25,13 @@ fn main() {
             v["doorbell_writes_per_s"].to_string()
         );
         for (t, tv) in v["tenants"].as_object().unwrap() {
-            println!("    {t}: {:.3} Gbit/s share {} ideal {} p90 {}", tv["mean_bps"].as_f64().unwrap() / 1e9, tv["share"], tv["ideal_share"], tv["latency_us"]["p90"]);
+            println!(
+                "    {t}: {:.3} Gbit/s share {} ideal {} p90 {}",
+                tv["mean_bps"].as_f64().unwrap() / 1e9,
+                tv["share"],
+                tv["ideal_share"],
+                tv["latency_us"]["p90"]
+            );
         }
     }
 }

@@ -161,7 +161,11 @@ impl IdealModel {
                 }
             }
         }
-        IdealModel { prog, leaf, cap_bps }
+        IdealModel {
+            prog,
+            leaf,
+            cap_bps,
+        }
     }
 
     /// Ideal bytes per application, given each one's demand (`f64::INFINITY` when
@@ -231,7 +235,7 @@ impl IdealModel {
         }
         // Leaves to applications: equal shares within a leaf.
         let mut out = vec![0.0; demand.len()];
-        for l in 0..n {
+        for (l, &leaf_alloc) in alloc.iter().enumerate() {
             let members: Vec<usize> = (0..demand.len())
                 .filter(|&i| self.leaf[i] == Some(l as u32))
                 .collect();
@@ -239,7 +243,7 @@ impl IdealModel {
                 continue;
             }
             let items: Vec<(f64, f64)> = members.iter().map(|&i| (1.0, app_demand[i])).collect();
-            for (i, a) in members.iter().zip(waterfill(alloc[l], &items)) {
+            for (i, a) in members.iter().zip(waterfill(leaf_alloc, &items)) {
                 out[*i] = a;
             }
         }
@@ -347,8 +351,13 @@ mod tests {
 
     #[test]
     fn waterfill_max_min() {
-        let a = waterfill(10.0, &[(1.0, 1.0), (1.0, f64::INFINITY), (2.0, f64::INFINITY)]);
-        assert!((a[0] - 1.0).abs() < 1e-9 && (a[1] - 3.0).abs() < 1e-9 && (a[2] - 6.0).abs() < 1e-9);
+        let a = waterfill(
+            10.0,
+            &[(1.0, 1.0), (1.0, f64::INFINITY), (2.0, f64::INFINITY)],
+        );
+        assert!(
+            (a[0] - 1.0).abs() < 1e-9 && (a[1] - 3.0).abs() < 1e-9 && (a[2] - 6.0).abs() < 1e-9
+        );
         assert!((jain(&[1.0, 1.0]) - 1.0).abs() < 1e-12);
         assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
     }

@@ -346,7 +346,11 @@ pub fn line_chart(
             }
             let px = l + pw * x / xmax;
             let py = t + ph - ph * (y / ymax).clamp(0.0, 1.05);
-            let _ = write!(d, "{}{px:.1},{py:.1}", if d.is_empty() { "M" } else { " L" });
+            let _ = write!(
+                d,
+                "{}{px:.1},{py:.1}",
+                if d.is_empty() { "M" } else { " L" }
+            );
         }
         let _ = write!(
             s,
@@ -433,7 +437,10 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 .collect(),
         })
         .collect();
-    let hl_name = format!("{}/{}", sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name);
+    let hl_name = format!(
+        "{}/{}",
+        sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name
+    );
     std::fs::write(
         dir.join("latency.svg"),
         line_chart(

@@ -309,20 +309,27 @@ pub fn load_str(
             let base = path.parent().unwrap_or(Path::new("."));
             let file: PathBuf = base.join(&f.value);
             if !file.exists() {
-                return Err(ctx.err(&f.referenced, format!("policy file {} not found", file.display())));
+                return Err(ctx.err(
+                    &f.referenced,
+                    format!("policy file {} not found", file.display()),
+                ));
             }
             load_policy_file(&p, &file)?
         }
         (None, None, Some(inline)) => {
             let name = format!("{p} (policy_inline)");
-            policy::compile_str(Path::new(&name), &inline.value, &LoadOptions::default())
-                .map_err(|e| ScenarioError::Policy {
+            policy::compile_str(Path::new(&name), &inline.value, &LoadOptions::default()).map_err(
+                |e| ScenarioError::Policy {
                     path: p.clone(),
                     message: e.render_plain(),
-                })?
+                },
+            )?
         }
         (None, Some(f), Some(_)) => {
-            return Err(ctx.err(&f.referenced, "give `policy` or `policy_inline`, not both".into()))
+            return Err(ctx.err(
+                &f.referenced,
+                "give `policy` or `policy_inline`, not both".into(),
+            ))
         }
         (None, None, None) => {
             return Err(ScenarioError::At {
@@ -349,7 +356,11 @@ pub fn load_str(
                 NicKind::from_name(&n.value).ok_or_else(|| {
                     ctx.err(
                         &n.referenced,
-                        format!("unknown NIC model `{}` (known: {})", n.value, NicKind::names()),
+                        format!(
+                            "unknown NIC model `{}` (known: {})",
+                            n.value,
+                            NicKind::names()
+                        ),
                     )
                 })
             })
@@ -453,6 +464,22 @@ pub fn load_str(
     })
 }
 
+impl Scenario {
+    /// Multiplies every time of the scenario (duration, windows, schedules) by `num / den`,
+    /// e.g. to run a short version of an experiment; rates and sizes are unchanged.
+    pub fn scale_time(&mut self, num: u64, den: u64) {
+        let f = |t: u64| ((t as u128 * num as u128) / den.max(1) as u128) as u64;
+        self.duration_ps = f(self.duration_ps).max(1);
+        self.window_ps = f(self.window_ps).max(1);
+        self.latency_window_ps = f(self.latency_window_ps).max(1);
+        for a in &mut self.apps {
+            for s in &mut a.schedule {
+                s.0 = f(s.0);
+            }
+        }
+    }
+}
+
 /// Reads and parses a scenario file.
 pub fn load(path: &Path, policy_override: Option<&Path>) -> Result<Scenario, ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
@@ -521,7 +548,10 @@ impl Ctx<'_> {
             },
             "request-response" => {
                 let rate = ra.rate.as_ref().ok_or_else(|| {
-                    self.err(&ra.kind.referenced, "request-response needs `rate` (e.g. 10000/s)".into())
+                    self.err(
+                        &ra.kind.referenced,
+                        "request-response needs `rate` (e.g. 10000/s)".into(),
+                    )
                 })?;
                 let rate_per_s = rate
                     .value
@@ -531,7 +561,13 @@ impl Ctx<'_> {
                     .ok()
                     .filter(|r| *r > 0.0 && r.is_finite())
                     .ok_or_else(|| {
-                        self.err(&rate.referenced, format!("rate `{}`: expected requests per second, e.g. `10000/s`", rate.value))
+                        self.err(
+                            &rate.referenced,
+                            format!(
+                                "rate `{}`: expected requests per second, e.g. `10000/s`",
+                                rate.value
+                            ),
+                        )
                     })?;
                 let bytes = match &ra.size {
                     Some(s) => self.size(s)?,
@@ -575,7 +611,10 @@ impl Ctx<'_> {
                 if let Some(bad) = c.value.iter().find(|&&x| x >= host.cores) {
                     return Err(self.err(
                         &c.referenced,
-                        format!("core {bad} does not exist (the host has {} cores)", host.cores),
+                        format!(
+                            "core {bad} does not exist (the host has {} cores)",
+                            host.cores
+                        ),
                     ));
                 }
                 c.value.clone()
@@ -604,7 +643,10 @@ impl Ctx<'_> {
             for st in steps {
                 let at = self.time(&st.at, false)?;
                 if at < last {
-                    return Err(self.err(&st.at.referenced, "schedule steps must be in time order, after `start`".into()));
+                    return Err(self.err(
+                        &st.at.referenced,
+                        "schedule steps must be in time order, after `start`".into(),
+                    ));
                 }
                 last = at;
                 schedule.push((at, st.flows));

@@ -274,7 +274,9 @@ impl<'a, N: Nic> Sim<'a, N> {
             app_next_flow: vec![0; napps],
             heap: BinaryHeap::new(),
             seq: 0,
-            rngs: (0..napps).map(|i| Rng::new(sc.seed, 1 + i as u64)).collect(),
+            rngs: (0..napps)
+                .map(|i| Rng::new(sc.seed, 1 + i as u64))
+                .collect(),
             reqs: Vec::new(),
             free_reqs: Vec::new(),
             drops: Vec::new(),
@@ -287,12 +289,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 app_drops: vec![0; napps],
                 app_latency: vec![Hist::default(); napps],
                 window_latency: (0..nlat)
-                    .map(|_| {
-                        is_rr
-                            .iter()
-                            .map(|&r| r.then(Hist::default))
-                            .collect()
-                    })
+                    .map(|_| is_rr.iter().map(|&r| r.then(Hist::default)).collect())
                     .collect(),
                 wire_bytes: 0,
                 packets: 0,

@@ -125,7 +125,7 @@ impl<E: Engine> EngineNic<E> {
         }
     }
 
-    fn to_engine(&mut self, i: u32, at_ps: u64) {
+    fn offer(&mut self, i: u32, at_ps: u64) {
         let p = self.slab[i as usize];
         let mut pkt = Packet::new(i as u64, p.bytes, self.meta[i as usize]);
         pkt.flow = p.flow as u64;
@@ -200,7 +200,7 @@ impl<E: Engine> Nic for EngineNic<E> {
         let i = self.store(pkt, meta);
         match self.kind {
             NicKind::Sq => {
-                self.to_engine(i, now_ps);
+                self.offer(i, now_ps);
                 self.fill_stage(now_ps);
             }
             _ => {
@@ -220,7 +220,8 @@ impl<E: Engine> Nic for EngineNic<E> {
     }
 
     fn flush(&mut self, now_ps: u64, core: u16) {
-        if self.kind == NicKind::Senic || (self.kind == NicKind::Loom && self.batch_timeout_ps == 0) {
+        if self.kind == NicKind::Senic || (self.kind == NicKind::Loom && self.batch_timeout_ps == 0)
+        {
             self.doorbell(core as usize, now_ps);
             self.advance(now_ps);
         }
@@ -239,7 +240,7 @@ impl<E: Engine> Nic for EngineNic<E> {
                 break;
             }
             self.visible.pop_front();
-            self.to_engine(i, t);
+            self.offer(i, t);
         }
         self.fill_stage(now_ps);
     }

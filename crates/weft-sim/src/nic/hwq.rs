@@ -162,9 +162,7 @@ impl Qdisc {
             Qdisc::Fifo(q) => q.pop_front(),
             Qdisc::Fq(f) => {
                 let slots = &f.slots;
-                let s = f
-                    .drr
-                    .pick(|s| slots[s as usize].front().map(|p| p.bytes))?;
+                let s = f.drr.pick(|s| slots[s as usize].front().map(|p| p.bytes))?;
                 let p = f.slots[s as usize].pop_front();
                 f.drr.sent(s, f.slots[s as usize].is_empty());
                 f.len -= 1;
@@ -188,8 +186,14 @@ struct Queue {
 enum Mapping {
     PerCore,
     PerFlow,
-    Dcb { strict: bool },
-    Tonic { pool_start: Vec<u32>, pool_len: Vec<u32>, cursor: Vec<u32> },
+    Dcb {
+        strict: bool,
+    },
+    Tonic {
+        pool_start: Vec<u32>,
+        pool_len: Vec<u32>,
+        cursor: Vec<u32>,
+    },
 }
 
 /// A multiqueue NIC (see the module docs for the models).
@@ -247,7 +251,11 @@ impl HwqNic {
             NicKind::MqPri => (Mapping::Dcb { strict: true }, 8 * cores as usize, 8),
             NicKind::MqFair => (Mapping::Dcb { strict: false }, 8 * cores as usize, 8),
             NicKind::Tonic => {
-                let tenants = apps.iter().map(|a| a.tenant as usize + 1).max().unwrap_or(1);
+                let tenants = apps
+                    .iter()
+                    .map(|a| a.tenant as usize + 1)
+                    .max()
+                    .unwrap_or(1);
                 let mut w = vec![1u64; tenants];
                 for a in &apps {
                     w[a.tenant as usize] = a.tenant_weight.max(1);
@@ -278,12 +286,17 @@ impl HwqNic {
             }
             _ => panic!("HwqNic does not model {kind:?}"),
         };
-        let qdisc_fq = matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair) && p.mq_qdisc_fq;
+        let qdisc_fq =
+            matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair) && p.mq_qdisc_fq;
         let queues = (0..nq)
             .map(|i| Queue {
                 ring: VecDeque::new(),
                 qdisc: fq(qdisc_fq),
-                class: if classes > 1 { (i / cores as usize) as u8 } else { 0 },
+                class: if classes > 1 {
+                    (i / cores as usize) as u8
+                } else {
+                    0
+                },
                 unannounced: 0,
             })
             .collect();
@@ -355,7 +368,9 @@ impl HwqNic {
             (0..cores as usize).any(|k| !queues[c * cores as usize + k].ring.is_empty())
         };
         match self.mapping {
-            Mapping::Dcb { strict: true } => (0..n).find(|&c| nonempty(&self.queues, self.cores, c)),
+            Mapping::Dcb { strict: true } => {
+                (0..n).find(|&c| nonempty(&self.queues, self.cores, c))
+            }
             _ => {
                 // DRR over classes with negative credit (the charge comes after the send).
                 if !(0..n).any(|c| nonempty(&self.queues, self.cores, c)) {
@@ -464,7 +479,8 @@ mod tests {
     #[test]
     fn drr_equal_quantum_is_round_robin() {
         let mut d = Drr::new(100);
-        let mut q: Vec<VecDeque<u32>> = vec![VecDeque::from(vec![100; 3]), VecDeque::from(vec![100; 2])];
+        let mut q: Vec<VecDeque<u32>> =
+            vec![VecDeque::from(vec![100; 3]), VecDeque::from(vec![100; 2])];
         d.activate(0);
         d.activate(1);
         let mut order = Vec::new();

@@ -1,0 +1,256 @@
+//! `weft sim` and `weft demo`: run scenario files through the simulator's NIC models
+//! (crate `weft-sim`) and write reports; `weft sim --bench` measures simulated packets per
+//! wall-clock second.
+//!
+//! Output conventions: tables and JSON on stdout, progress (an indicatif bar on a terminal)
+//! and file notes on stderr; a bad scenario exits 2 with `file:line:col: message`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use weft_sim::{NicKind, Scenario};
+
+/// Loom Fig. 9/10, embedded so that `weft demo` runs from any directory.
+pub const FIG9: &str = include_str!("../../../examples/scenarios/loom-fig9.yaml");
+/// The small priority hierarchy.
+pub const HIERARCHY: &str = include_str!("../../../examples/scenarios/hierarchy.yaml");
+
+/// Models `weft demo` compares.
+const DEMO_MODELS: [NicKind; 5] = [
+    NicKind::Sq,
+    NicKind::Mq,
+    NicKind::Qpf,
+    NicKind::Tonic,
+    NicKind::Loom,
+];
+
+/// Options of `weft sim`.
+pub struct SimArgs {
+    pub scenario: PathBuf,
+    pub nics: Vec<String>,
+    pub seed: Option<u64>,
+    pub duration: Option<String>,
+    pub policy: Option<PathBuf>,
+    pub out: PathBuf,
+    pub json: bool,
+    pub quiet: bool,
+}
+
+/// A failure: exit code and message.
+pub type Fail = (u8, String);
+
+fn usage(m: impl Into<String>) -> Fail {
+    (2, m.into())
+}
+
+fn parse_models(names: &[String]) -> Result<Vec<NicKind>, Fail> {
+    names
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            NicKind::from_name(s.trim()).ok_or_else(|| {
+                usage(format!(
+                    "--nic `{s}`: unknown NIC model (known: {})",
+                    NicKind::names()
+                ))
+            })
+        })
+        .collect()
+}
+
+fn apply_overrides(
+    sc: &mut Scenario,
+    seed: Option<u64>,
+    duration: Option<&str>,
+) -> Result<(), Fail> {
+    if let Some(s) = seed {
+        sc.seed = s;
+    }
+    if let Some(d) = duration {
+        sc.duration_ps =
+            weft_core::units::parse_time(d, true).map_err(|e| usage(format!("--duration: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Runs the models with a progress bar; returns the runs and the wall time.
+fn run_models(
+    sc: &Scenario,
+    models: &[NicKind],
+    quiet: bool,
+    label: &str,
+) -> (Vec<weft_sim::NicRun>, f64) {
+    let list: Vec<NicKind> = if models.is_empty() {
+        sc.nics.clone()
+    } else {
+        models.to_vec()
+    };
+    let per = (sc.duration_ps / 1_000_000).max(1);
+    let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(per * list.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} {bar:30} {msg} ({eta})")
+                .expect("template"),
+        );
+        b.set_prefix(label.to_string());
+        b
+    });
+    let t0 = Instant::now();
+    let runs = weft_sim::run_all(sc, &list, &mut |i, now_ps| {
+        if let Some(b) = &bar {
+            b.set_position(i as u64 * per + now_ps / 1_000_000);
+            b.set_message(list[i].name());
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    (runs, t0.elapsed().as_secs_f64())
+}
+
+fn fmt(v: &Value, scale: f64, digits: usize) -> String {
+    v.as_f64()
+        .map_or("-".to_string(), |x| format!("{:.*}", digits, x * scale))
+}
+
+/// Prints the per-model table of a summary.
+pub fn print_table(sum: &Value) {
+    let headline = sum["headline_app"].as_str().unwrap_or("");
+    let (ht, ha) = headline.split_once('/').unwrap_or(("", ""));
+    println!(
+        "{}  ({} s simulated{})",
+        sum["scenario"].as_str().unwrap_or(""),
+        sum["duration_s"],
+        sum["time_scale"]
+            .as_str()
+            .map_or(String::new(), |s| format!("; {s}"))
+    );
+    println!(
+        "{:<8} {:>9} {:>15} {:>9} {:>12} {:>12} {:>8}",
+        "model",
+        "jain_min",
+        format!("{ht} p90 us"),
+        "link_util",
+        "doorbells/s",
+        "dma_reads/s",
+        "drops"
+    );
+    if let Some(m) = sum["nics"].as_object() {
+        for (k, v) in m {
+            println!(
+                "{:<8} {:>9} {:>15} {:>9} {:>12} {:>12} {:>8}",
+                k,
+                fmt(&v["jain_min"], 1.0, 4),
+                fmt(&v["tenants"][ht]["apps"][ha]["latency_us"]["p90"], 1.0, 1),
+                fmt(&v["link_utilization"], 1.0, 3),
+                fmt(&v["doorbell_writes_per_s"], 1.0, 0),
+                fmt(&v["dma_reads_per_s"], 1.0, 0),
+                v["drops"]
+            );
+        }
+    }
+}
+
+/// `weft sim`.
+pub fn sim(a: SimArgs) -> Result<(), Fail> {
+    let models = parse_models(&a.nics)?;
+    let mut sc =
+        weft_sim::load(&a.scenario, a.policy.as_deref()).map_err(|e| usage(e.to_string()))?;
+    apply_overrides(&mut sc, a.seed, a.duration.as_deref())?;
+    let (runs, secs) = run_models(&sc, &models, a.quiet, "sim");
+    let sum = weft_sim::report::write(&a.out, &sc, &runs)
+        .map_err(|e| (1, format!("cannot write {}: {e}", a.out.display())))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&sum).unwrap_or_default());
+    } else {
+        print_table(&sum);
+    }
+    if !a.quiet {
+        let pk: u64 = runs.iter().map(|r| r.packets).sum();
+        eprintln!(
+            "{pk} packets simulated in {secs:.2} s; wrote {0}/summary.json, timeseries.csv, latency.csv, jain.csv, *.svg, index.html",
+            a.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// `weft sim --bench`: simulated packets per wall-clock second, Loom Fig. 9 with `loom`
+/// (or the given scenario and models), best of three runs.
+pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result<(), Fail> {
+    let mut models = parse_models(nics)?;
+    let sc = match scenario {
+        Some(p) => weft_sim::load(p, None).map_err(|e| usage(e.to_string()))?,
+        None => weft_sim::load_str(Path::new("examples/scenarios/loom-fig9.yaml"), FIG9, None)
+            .map_err(|e| usage(e.to_string()))?,
+    };
+    if models.is_empty() {
+        models = vec![NicKind::Loom];
+    }
+    for &m in &models {
+        let mut best = 0.0f64;
+        let mut packets = 0;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let runs = weft_sim::run_all(&sc, &[m], &mut |_, _| {});
+            let secs = t0.elapsed().as_secs_f64();
+            packets = runs[0].packets;
+            best = best.max(packets as f64 / secs);
+        }
+        if json_out {
+            println!(
+                "{}",
+                json!({"scenario": sc.name, "nic": m.name(), "packets": packets, "packets_per_s": best.round()})
+            );
+        } else {
+            println!(
+                "{} {:<6} {:>9} packets  {:>6.2} M simulated packets/s (best of 3)",
+                sc.name,
+                m.name(),
+                packets,
+                best / 1e6
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `weft demo`: Loom Fig. 9/10 and the hierarchy for sq, mq, qpf, tonic and loom; report in
+/// `out`; a table per scenario on stdout.
+pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
+    let t0 = Instant::now();
+    let mut index = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>weft demo</title></head><body style=\"font-family:sans-serif\"><h1>weft demo</h1><ul>",
+    );
+    for (file, text) in [
+        ("examples/scenarios/loom-fig9.yaml", FIG9),
+        ("examples/scenarios/hierarchy.yaml", HIERARCHY),
+    ] {
+        let sc =
+            weft_sim::load_str(Path::new(file), text, None).map_err(|e| usage(e.to_string()))?;
+        let (runs, _) = run_models(&sc, &DEMO_MODELS, quiet, &sc.name);
+        let dir = out.join(&sc.name);
+        let sum = weft_sim::report::write(&dir, &sc, &runs)
+            .map_err(|e| (1, format!("cannot write {}: {e}", dir.display())))?;
+        print_table(&sum);
+        println!();
+        index += &format!(
+            "<li><a href=\"{0}/index.html\">{0}</a>: {1}</li>",
+            sc.name, sc.description
+        );
+    }
+    index += "</ul></body></html>\n";
+    std::fs::write(out.join("index.html"), index)
+        .map_err(|e| (1, format!("cannot write {}: {e}", out.display())))?;
+    if !quiet {
+        eprintln!(
+            "report: {}/index.html ({:.1} s)",
+            out.display(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}

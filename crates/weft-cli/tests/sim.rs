@@ -1,0 +1,145 @@
+//! `weft sim` and `weft demo` from the outside: files written, determinism, exit codes and
+//! messages for bad input. Short durations (`--duration`) keep debug-mode runs quick.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn weft() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("weft-sim-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn sim_writes_report_and_is_deterministic() {
+    let a = tmp("a");
+    let b = tmp("b");
+    for d in [&a, &b] {
+        weft()
+            .args([
+                "sim",
+                "examples/scenarios/hierarchy.yaml",
+                "--nic",
+                "mq,tonic,loom",
+            ])
+            .args(["--duration", "6ms", "--quiet", "--out"])
+            .arg(d)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("jain_min").and(predicate::str::contains("tonic")));
+    }
+    for f in [
+        "summary.json",
+        "timeseries.csv",
+        "latency.csv",
+        "jain.csv",
+        "index.html",
+        "latency.svg",
+        "jain.svg",
+        "throughput-loom.svg",
+    ] {
+        assert!(a.join(f).exists(), "{f} missing");
+    }
+    let sa = std::fs::read(a.join("summary.json")).unwrap();
+    let sb = std::fs::read(b.join("summary.json")).unwrap();
+    assert_eq!(sa, sb, "same seed, same summary.json");
+    let v: serde_json::Value = serde_json::from_slice(&sa).unwrap();
+    let loom = &v["nics"]["loom"];
+    for k in [
+        "jain_min",
+        "link_utilization",
+        "doorbell_writes_per_s",
+        "dma_reads_per_s",
+    ] {
+        assert!(loom[k].is_number(), "{k}: {loom}");
+    }
+    let t = &loom["tenants"]["A"];
+    for k in ["mean_bps", "share", "ideal_share", "rel_error", "drops"] {
+        assert!(t[k].is_number(), "{k}: {t}");
+    }
+    assert!(t["latency_us"]["p90"].is_number());
+    let csv = std::fs::read_to_string(a.join("timeseries.csv")).unwrap();
+    assert!(csv.starts_with("window_start_s,nic,tenant,app,bytes\n"));
+    // Another seed: a different run.
+    let c = tmp("c");
+    weft()
+        .args(["sim", "examples/scenarios/hierarchy.yaml", "--nic", "mq"])
+        .args([
+            "--duration",
+            "6ms",
+            "--quiet",
+            "--seed",
+            "5",
+            "--json",
+            "--out",
+        ])
+        .arg(&c)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"seed\": 5"));
+    for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn bad_input_exits_2_with_location() {
+    let d = tmp("bad");
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("bad.yaml");
+    std::fs::write(
+        &f,
+        "duration: 10ms\npolicy_inline: |\n  weft: 1\n  nodes:\n    - {name: r, type: wfq}\n    - {name: l, type: leaf, parent: r}\ntenants:\n  - name: T\n    apps:\n      - {name: a, kind: bulk, window: 12 lightyears}\n",
+    )
+    .unwrap();
+    weft()
+        .arg("sim")
+        .arg(&f)
+        .arg("--quiet")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.yaml:10:"));
+    weft()
+        .args([
+            "sim",
+            "examples/scenarios/hierarchy.yaml",
+            "--nic",
+            "warp-drive",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown NIC model"));
+    weft()
+        .args(["sim", "no/such/scenario.yaml"])
+        .assert()
+        .code(2);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn help_teaches() {
+    weft()
+        .args(["sim", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "weft sim examples/scenarios/loom-fig9.yaml",
+        ));
+    weft()
+        .args(["demo", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("weft-report"));
+}

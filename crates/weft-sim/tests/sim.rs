@@ -1,0 +1,292 @@
+//! Simulator tests: determinism, every example scenario runs, TONIC's dequeue sequences
+//! (TONIC Fig. 6–8) exactly, and the papers' qualitative claims on short (time-scaled)
+//! versions of the experiments. No timing assertions.
+
+use std::path::{Path, PathBuf};
+
+use weft_core::classifier::PacketMeta;
+use weft_sim::nic::hwq::HwqNic;
+use weft_sim::nic::{AppInfo, Nic, NicKind, NicParams, Pkt};
+use weft_sim::report;
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios")
+}
+
+fn load(name: &str) -> weft_sim::Scenario {
+    weft_sim::load(&scenarios_dir().join(name), None).expect("scenario loads")
+}
+
+fn summary(sc: &weft_sim::Scenario, models: &[NicKind]) -> serde_json::Value {
+    let runs = weft_sim::run_all(sc, models, &mut |_, _| {});
+    let an = report::analyse(sc, &runs);
+    report::summary(sc, &an)
+}
+
+#[test]
+fn same_seed_same_summary_other_seed_differs() {
+    let mut sc = load("hierarchy.yaml");
+    sc.duration_ps = 8_000_000_000; // 8 ms
+    let models = [NicKind::Mq, NicKind::Loom];
+    let a = serde_json::to_string(&summary(&sc, &models)).unwrap();
+    let b = serde_json::to_string(&summary(&sc, &models)).unwrap();
+    assert_eq!(a, b, "same seed, same summary.json");
+    sc.seed = 99;
+    let c = serde_json::to_string(&summary(&sc, &models)).unwrap();
+    assert_ne!(a, c, "the seed matters (flow placement, request arrivals)");
+}
+
+#[test]
+fn every_example_scenario_runs_every_model_briefly() {
+    let mut n = 0;
+    for e in std::fs::read_dir(scenarios_dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("yaml") {
+            continue;
+        }
+        let mut sc = weft_sim::load(&p, None).unwrap_or_else(|e| panic!("{e}"));
+        // A few milliseconds of each model, scaled so that schedules still happen.
+        let d = sc.duration_ps;
+        sc.scale_time(3_000_000_000, d.max(1));
+        let runs = weft_sim::run_all(&sc, &[], &mut |_, _| {});
+        for r in &runs {
+            let sent: u64 = r.app_packets.iter().sum();
+            assert_eq!(sent, r.packets, "{}: {:?}", p.display(), r.kind);
+            let util = r.wire_bytes as f64 * 8.0
+                / (sc.program.link.rate_bps as f64 * sc.duration_ps as f64 / 1e12);
+            // The last frame may end after the run does.
+            assert!(
+                util <= 1.002,
+                "{}: {:?} utilization {util}",
+                p.display(),
+                r.kind
+            );
+        }
+        n += 1;
+    }
+    assert!(n >= 2, "found {n} scenarios");
+}
+
+#[test]
+fn bad_scenarios_name_file_and_line() {
+    let policy = "policy_inline: |\n  weft: 1\n  nodes:\n    - {name: r, type: wfq}\n    - {name: l, type: leaf, parent: r}\n";
+    let bad = format!("duration: 10ms\n{policy}tenants:\n  - name: T\n    apps:\n      - {{name: a, kind: bulky}}\n");
+    let e = weft_sim::load_str(Path::new("bad.yaml"), &bad, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("bad.yaml:10:"), "{e}");
+    assert!(e.contains("bulky"), "{e}");
+    let bad = "duration: 10 parsecs\npolicy_inline: 'x'\ntenants: []\n";
+    let e = weft_sim::load_str(Path::new("b.yaml"), bad, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("b.yaml:"), "{e}");
+    let bad =
+        format!("duration: 10ms\nnics: [sq, warp]\n{policy}tenants:\n  - {{name: T, apps: []}}\n");
+    let e = weft_sim::load_str(Path::new("c.yaml"), &bad, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("c.yaml:2:") && e.contains("warp"), "{e}");
+    let bad = "duration: 10ms\nunknown_key: 1\n";
+    let e = weft_sim::load_str(Path::new("d.yaml"), bad, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("d.yaml:2:"), "{e}");
+}
+
+/// A TONIC NIC with rings of one descriptor and pure round robin (quantum = packet size).
+fn tonic(apps: Vec<AppInfo>, queues: usize) -> HwqNic {
+    let p = NicParams {
+        tonic_queues: queues,
+        hw_ring_packets: 1,
+        hw_quantum_bytes: 1500,
+        ..NicParams::default()
+    };
+    HwqNic::new(NicKind::Tonic, &p, 1, 64, apps, 0, 0)
+}
+
+fn info(tenant: u16, weight: u64, prioritized: bool) -> AppInfo {
+    AppInfo {
+        tenant,
+        prioritized,
+        dcb_class: 0,
+        tenant_weight: weight,
+    }
+}
+
+/// Submits `(app, label)` packets at time 0, then dequeues everything; returns labels.
+fn sequence(nic: &mut HwqNic, pkts: &[(u16, u32)]) -> Vec<u32> {
+    let meta = PacketMeta::default();
+    for &(app, label) in pkts {
+        let p = Pkt {
+            flow: app as u32,
+            app,
+            core: 0,
+            bytes: 1500,
+            submit_ps: 0,
+            req: label,
+        };
+        nic.submit(0, p, &meta);
+    }
+    nic.flush(0, 0);
+    let mut out = Vec::new();
+    while let Some(p) = nic.poll(0) {
+        out.push(p.req);
+    }
+    out
+}
+
+/// TONIC Fig. 6: tenant 1 (weight 1) and tenant 2 (weight 2) with equal-BpR queues give the
+/// dequeue sequence of WRR 1:2.
+#[test]
+fn tonic_fig6_weights_as_queue_counts_equal_wrr() {
+    let mut nic = tonic(vec![info(0, 1, false), info(1, 2, false)], 3);
+    // a1..a3 = 11..13 (tenant 1), b1..b6 = 21..26 (tenant 2).
+    let pkts: Vec<(u16, u32)> = (11..=13)
+        .map(|l| (0, l))
+        .chain((21..=26).map(|l| (1, l)))
+        .collect();
+    let got = sequence(&mut nic, &pkts);
+    // WRR 1:2, one MTU per weight per round.
+    let (mut a, mut b) = (
+        (11..=13).collect::<Vec<u32>>(),
+        (21..=26).collect::<Vec<u32>>(),
+    );
+    let mut wrr = Vec::new();
+    while !a.is_empty() || !b.is_empty() {
+        if !a.is_empty() {
+            wrr.push(a.remove(0));
+        }
+        for _ in 0..2 {
+            if !b.is_empty() {
+                wrr.push(b.remove(0));
+            }
+        }
+    }
+    assert_eq!(got, wrr);
+    assert_eq!(got, vec![11, 21, 22, 12, 23, 24, 13, 25, 26]);
+}
+
+/// TONIC Fig. 7: one tenant, three queues; the NIC is busy (a descriptor in every ring), low
+/// priority L1..L6 then high priority H1..H3 are written: head insertion gives the SPQ
+/// sequence H1 H2 H3 L1 .. L6 out of plain round robin.
+#[test]
+fn tonic_fig7_head_insertion_equals_spq() {
+    let mut nic = tonic(vec![info(0, 1, false), info(0, 1, true)], 3);
+    let mut pkts = vec![(0u16, 1u32), (0, 2), (0, 3)]; // fillers in the three rings
+    pkts.extend((11..=16).map(|l| (0u16, l))); // L1..L6
+    pkts.extend((21..=23).map(|l| (1u16, l))); // H1..H3
+    let got = sequence(&mut nic, &pkts);
+    assert_eq!(got, vec![1, 2, 3, 21, 22, 23, 11, 12, 13, 14, 15, 16]);
+}
+
+/// TONIC Fig. 8: tenants 3:2, tenant 2's high-priority application first: the sequence of
+/// hierarchical WRR(3:2) over SPQ, from round robin alone.
+#[test]
+fn tonic_fig8_hierarchy_preserved() {
+    let mut nic = tonic(
+        vec![info(0, 3, false), info(1, 2, false), info(1, 2, true)],
+        5,
+    );
+    let mut pkts = vec![(0u16, 1u32), (0, 2), (0, 3), (1, 4), (1, 5)]; // fillers
+    pkts.extend((11..=16).map(|l| (0u16, l))); // tenant 1: a1..a6
+    pkts.extend((21..=24).map(|l| (1u16, l))); // tenant 2 low: l1..l4
+    pkts.extend((31..=32).map(|l| (2u16, l))); // tenant 2 high: h1, h2
+    let got = sequence(&mut nic, &pkts);
+    assert_eq!(
+        got,
+        vec![1, 2, 3, 4, 5, 11, 12, 13, 31, 32, 14, 15, 16, 21, 22, 23, 24]
+    );
+}
+
+/// Loom Fig. 9 (time-scaled by 1/5): in the 1:64 phase (all four bulk tenants backlogged)
+/// Loom keeps Jain's index ≥ 0.99 while MQ and QPF fall below 0.8; SQ is fair but cannot
+/// reach line rate; Loom keeps T0's p90 latency below MQ's and QPF's.
+#[test]
+fn loom_fig9_claims() {
+    let mut sc = load("loom-fig9.yaml");
+    sc.scale_time(1, 5);
+    let models = [NicKind::Sq, NicKind::Mq, NicKind::Qpf, NicKind::Loom];
+    let runs = weft_sim::run_all(&sc, &models, &mut |_, _| {});
+    let an = report::analyse(&sc, &runs);
+    let sum = report::summary(&sc, &an);
+    let phase_jain = |k: usize| -> (f64, f64) {
+        let a = &an[k];
+        let mut lo: f64 = 1.0;
+        let mut hi: f64 = 0.0;
+        for (w, j) in a.windows.jain.iter().enumerate() {
+            if a.windows.backlogged[w].len() == 4 {
+                let j = j.expect("four backlogged tenants");
+                lo = lo.min(j);
+                hi = hi.max(j);
+            }
+        }
+        (lo, hi)
+    };
+    let (sq_lo, _) = phase_jain(0);
+    let (mq_lo, mq_hi) = phase_jain(1);
+    let (qpf_lo, qpf_hi) = phase_jain(2);
+    let (loom_lo, _) = phase_jain(3);
+    assert!(loom_lo >= 0.99, "loom {loom_lo}");
+    assert!(sq_lo >= 0.95, "sq {sq_lo}");
+    assert!(
+        mq_hi < 0.8 && qpf_hi < 0.8,
+        "mq {mq_lo}..{mq_hi} qpf {qpf_lo}..{qpf_hi}"
+    );
+    let util = |m: &str| sum["nics"][m]["link_utilization"].as_f64().unwrap();
+    assert!(
+        util("sq") < 0.97 * util("loom"),
+        "sq {} loom {}",
+        util("sq"),
+        util("loom")
+    );
+    let p90 = |m: &str| {
+        sum["nics"][m]["tenants"]["T0"]["latency_us"]["p90"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        p90("loom") * 5.0 < p90("mq"),
+        "{} {}",
+        p90("loom"),
+        p90("mq")
+    );
+    assert!(
+        p90("loom") * 5.0 < p90("qpf"),
+        "{} {}",
+        p90("loom"),
+        p90("qpf")
+    );
+}
+
+/// The 3:2:1 hierarchy: TONIC and Loom give each tenant its weight (relative error below
+/// 5 %), QPF shares by flows (tenant A, weight 3 and the fewest flows, far below its share),
+/// and Loom serves the prioritized request/response applications faster than MQ.
+#[test]
+fn hierarchy_claims() {
+    let mut sc = load("hierarchy.yaml");
+    sc.scale_time(1, 5);
+    let models = [NicKind::Mq, NicKind::Qpf, NicKind::Tonic, NicKind::Loom];
+    let sum = summary(&sc, &models);
+    for m in ["tonic", "loom"] {
+        for t in ["A", "B", "C"] {
+            let e = sum["nics"][m]["tenants"][t]["rel_error"].as_f64().unwrap();
+            assert!(e < 0.05, "{m} {t} rel_error {e}");
+        }
+    }
+    let a = &sum["nics"]["qpf"]["tenants"]["A"];
+    assert!(a["rel_error"].as_f64().unwrap() > 0.5, "qpf A {a}");
+    let p90 = |m: &str, t: &str| {
+        sum["nics"][m]["tenants"][t]["apps"]["kv"]["latency_us"]["p90"]
+            .as_f64()
+            .unwrap()
+    };
+    for t in ["A", "B", "C"] {
+        assert!(
+            p90("loom", t) < p90("mq", t),
+            "{t}: loom {} mq {}",
+            p90("loom", t),
+            p90("mq", t)
+        );
+    }
+}
