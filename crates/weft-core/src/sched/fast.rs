@@ -30,6 +30,7 @@
 //! the peak occupancy. Hand-written (no crate provides a PIFO tree).
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -110,14 +111,20 @@ impl Pifo {
             Pifo::Heap(h) => h.pop().map(|Reverse((r, _, v))| (r, v)),
             Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v)),
             Pifo::PerChild(pc) => loop {
-                let Reverse((rank, seq, v)) = pc.heads.pop()?;
+                let mut top = pc.heads.peek_mut()?;
+                let Reverse((rank, seq, v)) = *top;
                 let q = &mut pc.queues[(v - pc.first) as usize];
                 if q.front() != Some(&(rank, seq)) {
-                    continue; // stale head
+                    PeekMut::pop(top); // stale head
+                    continue;
                 }
                 q.pop_front();
-                if let Some(&(r2, s2)) = q.front() {
-                    pc.heads.push(Reverse((r2, s2, v)));
+                match q.front() {
+                    // The child's next entry replaces its head in place: one sift-down.
+                    Some(&(r2, s2)) => *top = Reverse((r2, s2, v)),
+                    None => {
+                        PeekMut::pop(top);
+                    }
                 }
                 return Some((rank, v));
             },
@@ -160,7 +167,6 @@ struct Slot {
     /// Has been through the shaping queue (see the reference).
     was_deferred: bool,
     n_senic: u8,
-    shaping: ShapingPath,
 }
 
 /// One flow: 56 bytes, kept while idle (it holds the flow's counters).
@@ -281,6 +287,8 @@ pub struct FastEngine {
     flow_drops: FxHashMap<u32, [u64; 5]>,
     // Packets.
     slots: Vec<Slot>,
+    /// Per slot: its shaping classes (apart from the slot, which stays small to copy).
+    shaping: Vec<ShapingPath>,
     ranks: Vec<Rank>,
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
@@ -338,16 +346,13 @@ impl FastEngine {
             .enumerate()
             .map(|(v, x)| match x.algo {
                 // Ranks a child's packets in push order except on re-entry.
-                Algo::Fifo
-                | Algo::Prio
-                | Algo::Wfq
-                | Algo::Rr
-                | Algo::Drr
-                | Algo::Senic { .. } => Pifo::PerChild(PerChild {
-                    first: x.children.start,
-                    queues: vec![VecDeque::new(); x.children.len()],
-                    heads: BinaryHeap::new(),
-                }),
+                Algo::Fifo | Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
+                    Pifo::PerChild(PerChild {
+                        first: x.children.start,
+                        queues: vec![VecDeque::new(); x.children.len()],
+                        heads: BinaryHeap::new(),
+                    })
+                }
                 Algo::Leaf(_) => match &params.specs[v] {
                     Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::Sorted(VecDeque::new()),
                     _ => Pifo::Heap(BinaryHeap::new()),
@@ -382,6 +387,7 @@ impl FastEngine {
             flow_table: HashTable::new(),
             flow_drops: FxHashMap::default(),
             slots: Vec::new(),
+            shaping: Vec::new(),
             ranks: Vec::new(),
             tags: Vec::new(),
             free: Vec::new(),
@@ -560,7 +566,7 @@ impl FastEngine {
             }
             self.shaping_queue.pop();
             let sl = self.slots[slot as usize];
-            for &b in sl.shaping.as_slice() {
+            for &b in self.shaping[slot as usize].as_slice() {
                 self.buckets[b as usize].unhold(sl.bytes);
             }
             if let Some(d) = self.deferred.get_mut(&sl.flow) {
@@ -579,7 +585,7 @@ impl FastEngine {
     /// When the popped packet in `slot` may be sent (`now` if at once).
     fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
         let mut at = now;
-        for &b in s.shaping.as_slice() {
+        for &b in self.shaping[slot as usize].as_slice() {
             let bk = &self.buckets[b as usize];
             at = at.max(if s.was_deferred {
                 bk.earliest(s.bytes, now)
@@ -652,7 +658,11 @@ impl Engine for FastEngine {
         class: Classification,
         now: u64,
     ) -> Result<(), DropReason> {
-        debug_assert_eq!(class, self.prog.classify(&pkt.meta), "enqueue_classified: wrong class");
+        debug_assert_eq!(
+            class,
+            self.prog.classify(&pkt.meta),
+            "enqueue_classified: wrong class"
+        );
         let (leaf, leaf_node, shaping) = match class {
             Classification::Leaf {
                 leaf,
@@ -708,15 +718,16 @@ impl Engine for FastEngine {
             fseq: f.seq,
             was_deferred: false,
             n_senic: 0,
-            shaping,
         };
         let slot = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = s;
+                self.shaping[i as usize] = shaping;
                 i
             }
             None => {
                 self.slots.push(s);
+                self.shaping.push(shaping);
                 self.ranks.resize(self.slots.len() * self.stride, 0);
                 self.tags.resize(self.slots.len() * self.stride, (0, 0));
                 (self.slots.len() - 1) as u32
@@ -761,13 +772,13 @@ impl Engine for FastEngine {
                     .entry(s.flow)
                     .or_insert_with(|| spare.pop().unwrap_or_default())
                     .push((s.fseq, eligible_at));
-                for &b in s.shaping.as_slice() {
+                for &b in self.shaping[slot as usize].as_slice() {
                     self.buckets[b as usize].hold(s.bytes);
                 }
                 self.slots[slot as usize].was_deferred = true;
                 continue;
             }
-            for &b in s.shaping.as_slice() {
+            for &b in self.shaping[slot as usize].as_slice() {
                 self.buckets[b as usize].charge(s.bytes, now);
             }
             self.free.push(slot);

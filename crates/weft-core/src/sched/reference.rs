@@ -36,7 +36,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::{
-    check_update, Counters, Departure, DropReason, Engine, Packet, Params, Stats, Update, UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, Packet, Params, Stats, Update,
+    UpdateError,
 };
 use crate::classifier::Field;
 use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
@@ -86,6 +87,12 @@ impl Bucket {
 
     /// Time to send `bytes` at `rate`, ps, rounded up (or down).
     fn ps(bytes: u64, rate: u64, up: bool) -> u64 {
+        if bytes < 1 << 20 {
+            // bits · 10^12 < 2^63: a 64-bit division (the common case: one frame).
+            let bits = bytes * 8 * PS_PER_S as u64;
+            let rate = rate.max(1);
+            return if up { bits.div_ceil(rate) } else { bits / rate };
+        }
         let bits = bytes as u128 * 8 * PS_PER_S;
         let rate = rate.max(1) as u128;
         let t = if up { bits.div_ceil(rate) } else { bits / rate };
@@ -139,8 +146,8 @@ impl Bucket {
         let missing = cap_new - credit.min(cap_new);
         let limit = (u64::MAX / 4) as i128;
         self.full_ps = now + ((missing + new_rate - 1) / new_rate).min(limit) as u64;
-        self.pending_ps = ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate)
-            .min(limit) as u64;
+        self.pending_ps =
+            ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate).min(limit) as u64;
         self.rate_bps = rate;
         self.depth_ps = Self::ps(burst_bytes, rate, false);
     }
@@ -522,7 +529,11 @@ impl Engine for ReferenceEngine {
         class: Classification,
         now: u64,
     ) -> Result<(), DropReason> {
-        debug_assert_eq!(class, self.prog.classify(&pkt.meta), "enqueue_classified: wrong class");
+        debug_assert_eq!(
+            class,
+            self.prog.classify(&pkt.meta),
+            "enqueue_classified: wrong class"
+        );
         let (leaf, leaf_node, shaping) = match class {
             Classification::Leaf {
                 leaf,
@@ -766,7 +777,11 @@ impl Engine for ReferenceEngine {
     }
 
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
-        let mut v: Vec<_> = self.flow_stats.iter().map(|(&(l, k), &c)| (l, k, c)).collect();
+        let mut v: Vec<_> = self
+            .flow_stats
+            .iter()
+            .map(|(&(l, k), &c)| (l, k, c))
+            .collect();
         v.sort_unstable_by_key(|&(l, k, _)| (l, k));
         v
     }
