@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
-use weft_core::sched::{fast::FastEngine, link::wire_ps, reference::ReferenceEngine, Engine, Packet};
+use weft_core::sched::{
+    fast::FastEngine, link::wire_ps, reference::ReferenceEngine, Engine, Packet,
+};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -52,7 +54,12 @@ fn main() {
     let flows = args.get(3).map_or(65_536, |s| s.parse().unwrap());
     let text = synth::scaled(64, 16, 64).replace("rate: 1", "rate: 10");
     let prog = Arc::new(
-        compile_str(std::path::Path::new("fig1.yaml"), &text, &Default::default()).unwrap(),
+        compile_str(
+            std::path::Path::new("fig1.yaml"),
+            &text,
+            &Default::default(),
+        )
+        .unwrap(),
     );
     let link = prog.link;
     match engine {

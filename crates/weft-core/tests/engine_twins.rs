@@ -11,7 +11,7 @@ use weft_core::policy::{compile_str, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event, Input};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{Engine, Packet, Update};
+use weft_core::sched::{Engine, EngineOptions, Packet, Update};
 
 const KINDS: [&str; 8] = ["fifo", "prio", "wfq", "rr", "drr", "lstf", "edf", "senic"];
 
@@ -206,6 +206,11 @@ proptest! {
         let p = Arc::new(compiled.unwrap());
         let want = events(ReferenceEngine::new(p.clone()), &p, inputs(&s, &p));
         let got = events(FastEngine::new(p.clone()), &p, inputs(&s, &p));
+        // And with Loom's "currently limited" fast path.
+        let on = EngineOptions { limited_fast_path: true };
+        let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));
+        let got_fp = events(FastEngine::with_options(p.clone(), on), &p, inputs(&s, &p));
+        prop_assert_eq!(got_fp, want_fp, "limited fast path; policy:\n{}", text);
         // Conservation under live updates: every packet is sent or dropped exactly once.
         let settled = want.iter().filter(|e| e.contains(" sent ") || e.contains(" drop ")).count();
         prop_assert_eq!(settled, s.arrivals.len());

@@ -10,7 +10,7 @@ use weft_core::classifier::PacketMeta;
 use weft_core::policy::{compile_str, LoadOptions, Program};
 use weft_core::sched::link::{self, wire_ps, Event};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::Packet;
+use weft_core::sched::{EngineOptions, Packet};
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -20,6 +20,8 @@ struct Case {
     shaping: Vec<Option<(u32, u32)>>,
     /// (arrival ps, leaf, flow, bytes)
     arrivals: Vec<(u64, usize, u64, u32)>,
+    /// Loom's "currently limited" fast path on.
+    fast_path: bool,
 }
 
 fn policy(c: &Case) -> String {
@@ -66,14 +68,15 @@ fn case(shaped: bool) -> impl Strategy<Value = Case> {
             ),
             1..120,
         );
-        (Just(root), Just(leaves), shaping, arrivals).prop_map(
-            |(root, leaves, shaping, mut arrivals)| {
+        (Just(root), Just(leaves), shaping, arrivals, any::<bool>()).prop_map(
+            |(root, leaves, shaping, mut arrivals, fast_path)| {
                 arrivals.sort_by_key(|a| a.0);
                 Case {
                     root,
                     leaves,
                     shaping,
                     arrivals,
+                    fast_path,
                 }
             },
         )
@@ -103,7 +106,10 @@ fn run(c: &Case) -> Run {
             (t, p)
         })
         .collect();
-    let mut e = ReferenceEngine::new(prog.clone());
+    let options = EngineOptions {
+        limited_fast_path: c.fast_path,
+    };
+    let mut e = ReferenceEngine::with_options(prog.clone(), options);
     let mut sent = Vec::new();
     link::run(&mut e, &prog.link, arrivals, u64::MAX, |ev| match ev {
         Event::Sent { at_ps, departure } => sent.push((at_ps, departure.id as usize)),

@@ -40,8 +40,8 @@ use rustc_hash::{FxHashMap, FxHasher};
 
 use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
 use super::{
-    check_update, Counters, Departure, DropReason, Engine, Packet, Params, Stats, Update,
-    UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
+    Update, UpdateError,
 };
 use crate::policy::program::{Algo, FlowSched};
 use crate::policy::{Classification, Program, ShapingPath};
@@ -304,11 +304,17 @@ pub struct FastEngine {
     held: usize,
     /// Counters per node.
     stats: Stats,
+    options: EngineOptions,
 }
 
 impl FastEngine {
     /// An engine for `prog`.
     pub fn new(prog: Arc<Program>) -> FastEngine {
+        Self::with_options(prog, EngineOptions::default())
+    }
+
+    /// An engine for `prog` with `options`.
+    pub fn with_options(prog: Arc<Program>, options: EngineOptions) -> FastEngine {
         let n = prog.nodes.len();
         let kind: Vec<Kind> = prog
             .nodes
@@ -398,6 +404,7 @@ impl FastEngine {
             seq: 0,
             held: 0,
             stats: Stats::new(n),
+            options,
             prog,
         }
     }
@@ -540,7 +547,52 @@ impl FastEngine {
         }
         self.slots[slot as usize].n_senic = n_senic as u8;
         self.admitted[s.leaf_node as usize] += 1;
+        self.enter(slot, now);
+    }
+
+    /// Puts an admitted packet into the tree or, with Loom's "currently limited" fast path,
+    /// straight into the shaping queue when a shaping class on its path has packets there.
+    fn enter(&mut self, slot: u32, now: u64) {
+        if self.options.limited_fast_path {
+            let classes = self.shaping[slot as usize];
+            let classes = classes.as_slice();
+            if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
+                let s = self.slots[slot as usize];
+                let mut at = now;
+                for &b in classes {
+                    at = at.max(self.buckets[b as usize].estimate(s.bytes, now));
+                }
+                if let Some(d) = self.deferred.get(&s.flow) {
+                    for &(fseq, until) in d {
+                        if seq_before(fseq, s.fseq) {
+                            at = at.max(until);
+                        }
+                    }
+                }
+                if at > now {
+                    self.defer(slot, at);
+                    return;
+                }
+            }
+        }
         self.push_entries(slot);
+    }
+
+    /// Moves a held packet to the shaping queue until `at`.
+    fn defer(&mut self, slot: u32, at: u64) {
+        let seq = self.next_seq();
+        self.shaping_queue.push(Reverse((at, seq, slot)));
+        let s = &mut self.slots[slot as usize];
+        s.was_deferred = true;
+        let (flow, fseq, bytes) = (s.flow, s.fseq, s.bytes);
+        let spare = &mut self.spare;
+        self.deferred
+            .entry(flow)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+            .push((fseq, at));
+        for &b in self.shaping[slot as usize].as_slice() {
+            self.buckets[b as usize].hold(bytes);
+        }
     }
 
     fn push_entries(&mut self, slot: u32) {
@@ -765,17 +817,7 @@ impl Engine for FastEngine {
             let s = self.slots[slot as usize];
             let eligible_at = self.eligible_at(&s, slot, now);
             if eligible_at > now {
-                let seq = self.next_seq();
-                self.shaping_queue.push(Reverse((eligible_at, seq, slot)));
-                let spare = &mut self.spare;
-                self.deferred
-                    .entry(s.flow)
-                    .or_insert_with(|| spare.pop().unwrap_or_default())
-                    .push((s.fseq, eligible_at));
-                for &b in self.shaping[slot as usize].as_slice() {
-                    self.buckets[b as usize].hold(s.bytes);
-                }
-                self.slots[slot as usize].was_deferred = true;
+                self.defer(slot, eligible_at);
                 continue;
             }
             for &b in self.shaping[slot as usize].as_slice() {

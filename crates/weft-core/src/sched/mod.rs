@@ -371,6 +371,17 @@ impl Stats {
     }
 }
 
+/// Engine options; both engines honour them identically (the twin tests run with each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Loom §4.2.3's "currently limited" flag: at admission, a packet whose shaping class
+    /// already has packets in the shaping queue goes straight there (release time estimated
+    /// now) instead of passing through the tree first. Saves a tree pass per shaped packet
+    /// of a backlogged class; departure times may differ slightly from the default, which
+    /// estimates the release time when the packet first reaches the root. Off by default.
+    pub limited_fast_path: bool,
+}
+
 /// The interface every engine implements.
 pub trait Engine {
     /// The program it runs.

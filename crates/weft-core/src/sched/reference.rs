@@ -36,8 +36,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::{
-    check_update, Counters, Departure, DropReason, Engine, Packet, Params, Stats, Update,
-    UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
+    Update, UpdateError,
 };
 use crate::classifier::Field;
 use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
@@ -127,6 +127,12 @@ impl Bucket {
     /// Counts a deferred packet's fill time as pending.
     pub(crate) fn hold(&mut self, bytes: u32) {
         self.pending_ps += self.need(bytes);
+    }
+
+    /// True while packets of this class wait in the shaping queue (Loom's "currently
+    /// limited" flag).
+    pub(crate) fn limited(&self) -> bool {
+        self.pending_ps > 0
     }
 
     /// Releases a deferred packet's pending fill time.
@@ -238,6 +244,7 @@ pub struct ReferenceEngine {
     pub stats: Stats,
     /// Counters per (leaf id, flow key).
     flow_stats: HashMap<(u32, u64), Counters>,
+    options: EngineOptions,
 }
 
 pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
@@ -263,6 +270,11 @@ pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
 impl ReferenceEngine {
     /// An engine for `prog`.
     pub fn new(prog: Arc<Program>) -> ReferenceEngine {
+        Self::with_options(prog, EngineOptions::default())
+    }
+
+    /// An engine for `prog` with `options`.
+    pub fn with_options(prog: Arc<Program>, options: EngineOptions) -> ReferenceEngine {
         let buckets = prog
             .shapers
             .iter()
@@ -273,6 +285,7 @@ impl ReferenceEngine {
             nodes: vec![NodeState::default(); prog.nodes.len()],
             stats: Stats::new(prog.nodes.len()),
             flow_stats: HashMap::new(),
+            options,
             buckets,
             prog,
             slab: Vec::new(),
@@ -441,7 +454,47 @@ impl ReferenceEngine {
         held.ranks = ranks;
         held.senic = senic_tags;
         self.nodes[leaf_node as usize].admitted += 1;
+        self.enter(slot, now);
+    }
+
+    /// Puts an admitted packet into the tree or, with Loom's "currently limited" fast path,
+    /// straight into the shaping queue when a shaping class on its path has packets there.
+    fn enter(&mut self, slot: usize, now: u64) {
+        if self.options.limited_fast_path {
+            let h = self.slab[slot].as_ref().expect("held");
+            let (shaping, bytes, key, fseq) = (h.shaping, h.pkt.bytes, (h.leaf, h.flow), h.fseq);
+            let classes = shaping.as_slice();
+            if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
+                let mut at = classes
+                    .iter()
+                    .map(|&b| self.buckets[b as usize].estimate(bytes, now))
+                    .max()
+                    .unwrap_or(now);
+                if let Some(d) = self.deferred.get(&key) {
+                    for (_, &until) in d.range(..fseq) {
+                        at = at.max(until);
+                    }
+                }
+                if at > now {
+                    self.defer(slot, at);
+                    return;
+                }
+            }
+        }
         self.push_entries(slot);
+    }
+
+    /// Moves a held packet to the shaping queue until `at`.
+    fn defer(&mut self, slot: usize, at: u64) {
+        let seq = self.next_seq();
+        self.shaping_queue.insert((at, seq), slot);
+        let h = self.slab[slot].as_mut().expect("held");
+        h.was_deferred = true;
+        let (key, fseq, bytes, shaping) = ((h.leaf, h.flow), h.fseq, h.pkt.bytes, h.shaping);
+        self.deferred.entry(key).or_default().insert(fseq, at);
+        for &b in shaping.as_slice() {
+            self.buckets[b as usize].hold(bytes);
+        }
     }
 
     /// Pushes a held packet's entries (with its stored ranks) into the tree.
@@ -639,16 +692,7 @@ impl Engine for ReferenceEngine {
                 }
             }
             if eligible_at > now {
-                let seq = self.next_seq();
-                self.shaping_queue.insert((eligible_at, seq), slot);
-                self.deferred
-                    .entry(key)
-                    .or_default()
-                    .insert(fseq, eligible_at);
-                for &b in shaping.as_slice() {
-                    self.buckets[b as usize].hold(bytes);
-                }
-                self.slab[slot].as_mut().expect("held").was_deferred = true;
+                self.defer(slot, eligible_at);
                 continue;
             }
             // Send it: charge its shaping classes now.
