@@ -136,6 +136,13 @@ enum Command {
         /// Use this policy file instead of the scenario's.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+        /// Override the policy's link rate, e.g. `40gbit`.
+        #[arg(long, value_name = "RATE")]
+        link: Option<String>,
+        /// Set a NIC model parameter, e.g. `loom.batch=256kb`, `sq.cpu_per_packet=300ns`,
+        /// `tonic.queues=32`, `hw.ring=8`, `mq.qdisc=fifo`, `senic.max_pulls=2`; repeatable.
+        #[arg(long, value_name = "MODEL.KEY=VALUE")]
+        set: Vec<String>,
         /// Output directory.
         #[arg(long, default_value = "weft-sim")]
         out: PathBuf,
@@ -456,6 +463,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             seed,
             duration,
             policy,
+            link,
+            set,
             out,
             json: j,
             quiet,
@@ -470,6 +479,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     seed,
                     duration,
                     policy,
+                    link,
+                    set,
                     out,
                     json: j,
                     quiet,

@@ -33,6 +33,8 @@ pub struct SimArgs {
     pub seed: Option<u64>,
     pub duration: Option<String>,
     pub policy: Option<PathBuf>,
+    pub link: Option<String>,
+    pub set: Vec<String>,
     pub out: PathBuf,
     pub json: bool,
     pub quiet: bool,
@@ -59,6 +61,33 @@ fn parse_models(names: &[String]) -> Result<Vec<NicKind>, Fail> {
             })
         })
         .collect()
+}
+
+/// `--policy`, `--link RATE` and `--set MODEL.KEY=VALUE`.
+pub fn overrides(
+    policy: Option<PathBuf>,
+    link: Option<&str>,
+    set: &[String],
+) -> Result<weft_sim::Overrides, Fail> {
+    let mut ov = weft_sim::Overrides {
+        policy,
+        ..Default::default()
+    };
+    if let Some(l) = link {
+        ov.link_rate_bps =
+            Some(weft_core::units::parse_rate(l).map_err(|e| usage(format!("--link: {e}")))?);
+    }
+    for s in set {
+        let bad = || {
+            usage(format!(
+                "--set `{s}`: expected MODEL.KEY=VALUE, e.g. loom.batch=256kb"
+            ))
+        };
+        let (lhs, v) = s.split_once('=').ok_or_else(bad)?;
+        let (m, k) = lhs.split_once('.').ok_or_else(bad)?;
+        ov.nic_params.push((m.into(), k.into(), v.into()));
+    }
+    Ok(ov)
 }
 
 fn apply_overrides(
@@ -157,8 +186,8 @@ pub fn print_table(sum: &Value) {
 /// `weft sim`.
 pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let models = parse_models(&a.nics)?;
-    let mut sc =
-        weft_sim::load(&a.scenario, a.policy.as_deref()).map_err(|e| usage(e.to_string()))?;
+    let ov = overrides(a.policy.clone(), a.link.as_deref(), &a.set)?;
+    let mut sc = weft_sim::load(&a.scenario, &ov).map_err(|e| usage(e.to_string()))?;
     apply_overrides(&mut sc, a.seed, a.duration.as_deref())?;
     let (runs, secs) = run_models(&sc, &models, a.quiet, "sim");
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
@@ -182,9 +211,10 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
 /// (or the given scenario and models), best of three runs.
 pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result<(), Fail> {
     let mut models = parse_models(nics)?;
+    let ov = weft_sim::Overrides::default();
     let sc = match scenario {
-        Some(p) => weft_sim::load(p, None).map_err(|e| usage(e.to_string()))?,
-        None => weft_sim::load_str(Path::new("examples/scenarios/loom-fig9.yaml"), FIG9, None)
+        Some(p) => weft_sim::load(p, &ov).map_err(|e| usage(e.to_string()))?,
+        None => weft_sim::load_str(Path::new("examples/scenarios/loom-fig9.yaml"), FIG9, &ov)
             .map_err(|e| usage(e.to_string()))?,
     };
     if models.is_empty() {
@@ -229,8 +259,8 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
         ("examples/scenarios/loom-fig9.yaml", FIG9),
         ("examples/scenarios/hierarchy.yaml", HIERARCHY),
     ] {
-        let sc =
-            weft_sim::load_str(Path::new(file), text, None).map_err(|e| usage(e.to_string()))?;
+        let sc = weft_sim::load_str(Path::new(file), text, &weft_sim::Overrides::default())
+            .map_err(|e| usage(e.to_string()))?;
         let (runs, _) = run_models(&sc, &DEMO_MODELS, quiet, &sc.name);
         let dir = out.join(&sc.name);
         let sum = weft_sim::report::write(&dir, &sc, &runs)

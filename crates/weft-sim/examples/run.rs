@@ -2,10 +2,11 @@
 //! models and prints the summary (a development aid; the CLI is `weft sim`).
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let sc = weft_sim::load(std::path::Path::new(&args[1]), None).unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2)
-    });
+    let sc =
+        weft_sim::load(std::path::Path::new(&args[1]), &Default::default()).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        });
     let t0 = std::time::Instant::now();
     let runs = weft_sim::run_all(&sc, &[], &mut |_, _| {});
     let el = t0.elapsed().as_secs_f64();

@@ -18,7 +18,7 @@ pub mod scenario;
 pub mod sim;
 
 pub use nic::NicKind;
-pub use scenario::{load, load_str, Scenario, ScenarioError};
+pub use scenario::{load, load_str, Overrides, Scenario, ScenarioError};
 pub use sim::NicRun;
 
 /// Runs `models` (the scenario's list when empty) and returns their raw results in order.

@@ -40,6 +40,9 @@ pub enum ScenarioError {
         column: u64,
         message: String,
     },
+    /// A `--set` override is wrong.
+    #[error("--set: {message}")]
+    Override { message: String },
     /// The policy did not compile.
     #[error("{path}: policy: {message}")]
     Policy { path: String, message: String },
@@ -282,14 +285,25 @@ struct RawStep {
     flows: u32,
 }
 
+/// Changes to a scenario made when loading it (the CLI's `--policy`, `--link`, `--set`).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Use this policy file instead of the scenario's.
+    pub policy: Option<PathBuf>,
+    /// Link rate, bits per second, instead of the policy's.
+    pub link_rate_bps: Option<u64>,
+    /// NIC parameters `(model, key, value)` set after the scenario's own.
+    pub nic_params: Vec<(String, String, String)>,
+}
+
 /// Parses scenario text. `path` is used in messages and to resolve a relative `policy:`.
-/// `policy_override` replaces the scenario's policy (a file path).
-pub fn load_str(
-    path: &Path,
-    text: &str,
-    policy_override: Option<&Path>,
-) -> Result<Scenario, ScenarioError> {
+pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, ScenarioError> {
     let p = path.display().to_string();
+    let policy_override = ov.policy.as_deref();
+    let lopts = LoadOptions {
+        link_rate_bps: ov.link_rate_bps,
+        ..LoadOptions::default()
+    };
     let raw: RawScenario = serde_saphyr::from_str(text).map_err(|e| {
         let (line, column) = e
             .location()
@@ -304,7 +318,7 @@ pub fn load_str(
     })?;
     let ctx = Ctx { path: &p };
     let program = match (policy_override, &raw.policy, &raw.policy_inline) {
-        (Some(f), _, _) => load_policy_file(&p, f)?,
+        (Some(f), _, _) => load_policy_file(&p, f, &lopts)?,
         (None, Some(f), None) => {
             let base = path.parent().unwrap_or(Path::new("."));
             let file: PathBuf = base.join(&f.value);
@@ -314,16 +328,16 @@ pub fn load_str(
                     format!("policy file {} not found", file.display()),
                 ));
             }
-            load_policy_file(&p, &file)?
+            load_policy_file(&p, &file, &lopts)?
         }
         (None, None, Some(inline)) => {
             let name = format!("{p} (policy_inline)");
-            policy::compile_str(Path::new(&name), &inline.value, &LoadOptions::default()).map_err(
-                |e| ScenarioError::Policy {
+            policy::compile_str(Path::new(&name), &inline.value, &lopts).map_err(|e| {
+                ScenarioError::Policy {
                     path: p.clone(),
                     message: e.render_plain(),
-                },
-            )?
+                }
+            })?
         }
         (None, Some(f), Some(_)) => {
             return Err(ctx.err(
@@ -376,6 +390,11 @@ pub fn load_str(
                     .map_err(|msg| ctx.err(&v.referenced, msg))?;
             }
         }
+    }
+    for (model, key, v) in &ov.nic_params {
+        nic_params
+            .set(model, key, v)
+            .map_err(|message| ScenarioError::Override { message })?;
     }
     let rh = raw.host.as_ref();
     let host = Host {
@@ -481,20 +500,24 @@ impl Scenario {
 }
 
 /// Reads and parses a scenario file.
-pub fn load(path: &Path, policy_override: Option<&Path>) -> Result<Scenario, ScenarioError> {
+pub fn load(path: &Path, ov: &Overrides) -> Result<Scenario, ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
         path: path.display().to_string(),
         source: e,
     })?;
-    load_str(path, &text, policy_override)
+    load_str(path, &text, ov)
 }
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
 }
 
-fn load_policy_file(scenario: &str, file: &Path) -> Result<Program, ScenarioError> {
-    policy::load(file, &LoadOptions::default()).map_err(|e| ScenarioError::Policy {
+fn load_policy_file(
+    scenario: &str,
+    file: &Path,
+    opts: &LoadOptions,
+) -> Result<Program, ScenarioError> {
+    policy::load(file, opts).map_err(|e| ScenarioError::Policy {
         path: scenario.to_string(),
         message: e.render_plain(),
     })

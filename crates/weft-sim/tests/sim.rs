@@ -14,7 +14,7 @@ fn scenarios_dir() -> PathBuf {
 }
 
 fn load(name: &str) -> weft_sim::Scenario {
-    weft_sim::load(&scenarios_dir().join(name), None).expect("scenario loads")
+    weft_sim::load(&scenarios_dir().join(name), &Default::default()).expect("scenario loads")
 }
 
 fn summary(sc: &weft_sim::Scenario, models: &[NicKind]) -> serde_json::Value {
@@ -44,10 +44,10 @@ fn every_example_scenario_runs_every_model_briefly() {
         if p.extension().and_then(|x| x.to_str()) != Some("yaml") {
             continue;
         }
-        let mut sc = weft_sim::load(&p, None).unwrap_or_else(|e| panic!("{e}"));
-        // A few milliseconds of each model, scaled so that schedules still happen.
+        let mut sc = weft_sim::load(&p, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+        // A millisecond of each model, scaled so that schedules still happen.
         let d = sc.duration_ps;
-        sc.scale_time(3_000_000_000, d.max(1));
+        sc.scale_time(1_000_000_000, d.max(1));
         let runs = weft_sim::run_all(&sc, &[], &mut |_, _| {});
         for r in &runs {
             let sent: u64 = r.app_packets.iter().sum();
@@ -71,24 +71,24 @@ fn every_example_scenario_runs_every_model_briefly() {
 fn bad_scenarios_name_file_and_line() {
     let policy = "policy_inline: |\n  weft: 1\n  nodes:\n    - {name: r, type: wfq}\n    - {name: l, type: leaf, parent: r}\n";
     let bad = format!("duration: 10ms\n{policy}tenants:\n  - name: T\n    apps:\n      - {{name: a, kind: bulky}}\n");
-    let e = weft_sim::load_str(Path::new("bad.yaml"), &bad, None)
+    let e = weft_sim::load_str(Path::new("bad.yaml"), &bad, &Default::default())
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("bad.yaml:10:"), "{e}");
     assert!(e.contains("bulky"), "{e}");
     let bad = "duration: 10 parsecs\npolicy_inline: 'x'\ntenants: []\n";
-    let e = weft_sim::load_str(Path::new("b.yaml"), bad, None)
+    let e = weft_sim::load_str(Path::new("b.yaml"), bad, &Default::default())
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("b.yaml:"), "{e}");
     let bad =
         format!("duration: 10ms\nnics: [sq, warp]\n{policy}tenants:\n  - {{name: T, apps: []}}\n");
-    let e = weft_sim::load_str(Path::new("c.yaml"), &bad, None)
+    let e = weft_sim::load_str(Path::new("c.yaml"), &bad, &Default::default())
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("c.yaml:2:") && e.contains("warp"), "{e}");
     let bad = "duration: 10ms\nunknown_key: 1\n";
-    let e = weft_sim::load_str(Path::new("d.yaml"), bad, None)
+    let e = weft_sim::load_str(Path::new("d.yaml"), bad, &Default::default())
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("d.yaml:2:"), "{e}");
