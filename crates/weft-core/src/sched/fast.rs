@@ -12,10 +12,10 @@
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
 //!   packet fields still needed; not the packet's metadata) addressed by `u32`; their per-level
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
-//! * **Flows** live in a chunked arena of 56-byte [`FlowRec`]s (key, leaf, holdings, counters,
-//!   fair-queuing tag) found through a `hashbrown::HashTable` of `u32` indices: one hash probe
-//!   per enqueue and none per dequeue; a record stays when its flow goes idle (it holds the
-//!   flow's counters). Drops per flow are counted in a sparse side map (drops are rare).
+//! * **Flows** live in a chunked arena of 48-byte [`FlowRec`]s (key, leaf, holdings,
+//!   counters; a flow of a fair leaf adds a 16-byte finish tag in a side array), found
+//!   through a `hashbrown::HashTable` of `u32` indices: one hash probe per enqueue and none
+//!   per dequeue; a record stays when its flow goes idle (it holds the flow's counters). Drops per flow are counted in a sparse side map (drops are rare).
 //! * **Shaping queue**: one binary heap of `(time, seq, slot)`; per-flow deferral records only
 //!   for flows with deferred packets.
 //! * Node algorithms dispatch on a small `Copy` enum; per-child state is indexed by node id.
@@ -169,7 +169,7 @@ struct Slot {
     n_senic: u8,
 }
 
-/// One flow: 56 bytes, kept while idle (it holds the flow's counters).
+/// One flow: 48 bytes, kept while idle (it holds the flow's counters).
 #[derive(Debug, Clone, Copy, Default)]
 struct FlowRec {
     /// Flow key within its leaf (see `flow_key`).
@@ -178,10 +178,6 @@ struct FlowRec {
     sent_packets: u64,
     /// Bytes sent.
     sent_bytes: u64,
-    /// Fair leaves: finish tag of its latest packet (virtual bytes with FRAC fractional
-    /// bits), low and high halves (two `u64`s keep the record 8-aligned and 56 bytes).
-    last_lo: u64,
-    last_hi: u64,
     /// Leaf node id.
     leaf_node: u32,
     /// Packets held (tree, waiting or shaping queue).
@@ -190,17 +186,8 @@ struct FlowRec {
     held_bytes: u32,
     /// Sequence number of its latest packet (wrapping).
     seq: u32,
-}
-
-impl FlowRec {
-    fn last(&self) -> u128 {
-        (self.last_hi as u128) << 64 | self.last_lo as u128
-    }
-
-    fn set_last(&mut self, v: u128) {
-        self.last_lo = v as u64;
-        self.last_hi = (v >> 64) as u64;
-    }
+    /// Flows of fair leaves: index of its finish tag in `FastEngine::fair_last`.
+    fair: u32,
 }
 
 /// Flow records in fixed-size chunks: growth never copies, and unused capacity is at most
@@ -283,6 +270,9 @@ pub struct FastEngine {
     flows: FlowArena,
     /// Indices into `flows`, hashed by (leaf node, flow key).
     flow_table: HashTable<u32>,
+    /// Finish tags of flows in fair leaves (virtual bytes, FRAC fractional bits), indexed by
+    /// `FlowRec::fair`.
+    fair_last: Vec<u128>,
     /// Drops per flow index, by reason.
     flow_drops: FxHashMap<u32, [u64; 5]>,
     // Packets.
@@ -391,6 +381,7 @@ impl FastEngine {
             waiting: vec![VecDeque::new(); n],
             flows: FlowArena::default(),
             flow_table: HashTable::new(),
+            fair_last: Vec::new(),
             flow_drops: FxHashMap::default(),
             slots: Vec::new(),
             shaping: Vec::new(),
@@ -428,6 +419,7 @@ impl FastEngine {
         let i = self.flows.push(FlowRec {
             key,
             leaf_node,
+            fair: NO,
             ..FlowRec::default()
         });
         let flows = &self.flows;
@@ -466,8 +458,13 @@ impl FastEngine {
             FlowSched::Fifo => now as u128,
             FlowSched::Fair => {
                 let f = self.flows.get_mut(s.flow);
-                let start = self.vtime[s.leaf_node as usize].max(f.last());
-                f.set_last(start + Self::cost(s.bytes, quantum));
+                if f.fair == NO {
+                    f.fair = self.fair_last.len() as u32;
+                    self.fair_last.push(0);
+                }
+                let last = &mut self.fair_last[f.fair as usize];
+                let start = self.vtime[s.leaf_node as usize].max(*last);
+                *last = start + Self::cost(s.bytes, quantum);
                 start
             }
         };
