@@ -117,6 +117,14 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
                 if matches!(app.kind, AppKind::RequestResponse { .. }) {
                     v["requests"] = json!(r.requests_done[i]);
                 }
+                let g = &r.app_gaps[i];
+                if let (Some(m), Some(sd)) = (g.mean_ps(), g.std_ps()) {
+                    v["interdeparture_us"] = json!({
+                        "mean": round(m / 1e6, 6),
+                        "std": round(sd / 1e6, 6),
+                        "gaps": g.n,
+                    });
+                }
                 apps.insert(app.name.clone(), v);
             }
             tenants.insert(

@@ -63,6 +63,41 @@ pub struct NicRun {
     pub counters: NicCounters,
     /// Requests completed per request/response application.
     pub requests_done: Vec<u64>,
+    /// Per application: inter-departure times of its packets (SENIC Table 3).
+    pub app_gaps: Vec<Gaps>,
+}
+
+/// Running statistics of the gaps between an application's departures, ps.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Gaps {
+    last_ps: Option<u64>,
+    /// Gaps seen.
+    pub n: u64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl Gaps {
+    fn add(&mut self, t_ps: u64) {
+        if let Some(l) = self.last_ps {
+            let g = (t_ps - l) as f64;
+            self.n += 1;
+            self.sum += g;
+            self.sum_sq += g * g;
+        }
+        self.last_ps = Some(t_ps);
+    }
+
+    /// Mean gap, ps.
+    pub fn mean_ps(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+
+    /// Standard deviation of the gaps, ps.
+    pub fn std_ps(&self) -> Option<f64> {
+        let m = self.mean_ps()?;
+        Some((self.sum_sq / self.n as f64 - m * m).max(0.0).sqrt())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,6 +330,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 packets: 0,
                 counters: NicCounters::default(),
                 requests_done: vec![0; napps],
+                app_gaps: vec![Gaps::default(); napps],
             },
         }
     }
@@ -516,6 +552,7 @@ impl<'a, N: Nic> Sim<'a, N> {
         o.window_bytes[w][app] += p.bytes as u64;
         o.app_packets[app] += 1;
         o.app_bytes[app] += p.bytes as u64;
+        o.app_gaps[app].add(now);
         o.packets += 1;
         o.wire_bytes += p.bytes as u64 + sc.program.link.overhead_bytes;
         if p.req != u32::MAX {

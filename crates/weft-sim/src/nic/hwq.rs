@@ -22,6 +22,10 @@
 //!   queue's qdisc, the rest at the tail (Alg. 3). This breaks per-flow order for the
 //!   prioritized application's packets relative to others, as the paper accepts.
 //!
+//! Optionally (`hw.queue_rate`) the NIC rate-limits every queue (Loom §2.2: "some advanced
+//! NICs allow per-queue rate limits"; Fig. 2): a queue sends only when its virtual clock
+//! (wire bits / rate) allows.
+//!
 //! Counters: a doorbell per queue that received descriptors in a host burst (`flush`) and per
 //! ring refill after a completion; a descriptor DMA read per `descriptors_per_read`
 //! descriptors of a doorbell; a payload read per packet; CPU: the host's per-packet driver
@@ -219,6 +223,14 @@ pub struct HwqNic {
     descs_per_read: u64,
     cpu_ps_per_packet: u64,
     cpu_ps_per_doorbell: u64,
+    /// Per-queue NIC rate limit, bits per second (`hw.queue_rate`).
+    queue_rate_bps: Option<u64>,
+    /// Per queue: earliest time it may send again under its rate limit, ps.
+    next_ok_ps: Vec<u64>,
+    /// Queues held back by their rate limit (not in their class's DRR list).
+    throttled: Vec<u32>,
+    is_throttled: Vec<bool>,
+    overhead_bytes: u64,
 }
 
 impl HwqNic {
@@ -318,6 +330,11 @@ impl HwqNic {
             descs_per_read: p.descriptors_per_read.max(1),
             cpu_ps_per_packet,
             cpu_ps_per_doorbell,
+            queue_rate_bps: p.hw_queue_rate_bps,
+            next_ok_ps: vec![0; nq],
+            throttled: Vec::new(),
+            is_throttled: vec![false; nq],
+            overhead_bytes: 20,
         }
     }
 
@@ -427,12 +444,52 @@ impl Nic for HwqNic {
         self.dirty[core as usize] = d;
     }
 
-    fn advance(&mut self, _now_ps: u64) {}
+    fn advance(&mut self, now_ps: u64) {
+        if self.throttled.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.throttled.len() {
+            let q = self.throttled[i];
+            if self.next_ok_ps[q as usize] <= now_ps {
+                self.throttled.swap_remove(i);
+                self.is_throttled[q as usize] = false;
+                if !self.queues[q as usize].ring.is_empty() {
+                    let c = self.queues[q as usize].class as usize;
+                    self.classes[c].activate(q);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
 
-    fn poll(&mut self, _now_ps: u64) -> Option<Pkt> {
+    fn poll(&mut self, now_ps: u64) -> Option<Pkt> {
+        self.advance(now_ps);
         let class = self.pick_class()?;
         let queues = &self.queues;
-        let q = self.classes[class].pick(|q| queues[q as usize].ring.front().map(|p| p.bytes))?;
+        let next_ok = &self.next_ok_ps;
+        let throttled = &mut self.throttled;
+        let is_throttled = &mut self.is_throttled;
+        let limited = self.queue_rate_bps.is_some();
+        let q = self.classes[class].pick(|q| {
+            let qu = q as usize;
+            if limited && next_ok[qu] > now_ps && !queues[qu].ring.is_empty() {
+                if !is_throttled[qu] {
+                    is_throttled[qu] = true;
+                    throttled.push(q);
+                }
+                return None;
+            }
+            queues[qu].ring.front().map(|p| p.bytes)
+        })?;
+        if let Some(rate) = self.queue_rate_bps {
+            let bytes = self.queues[q as usize].ring.front().map_or(0, |p| p.bytes) as u64;
+            let t = (((bytes + self.overhead_bytes) * 8) as u128 * 1_000_000_000_000)
+                .div_ceil(rate.max(1) as u128) as u64;
+            let n = &mut self.next_ok_ps[q as usize];
+            *n = (*n).max(now_ps) + t;
+        }
         let queue = &mut self.queues[q as usize];
         let p = queue.ring.pop_front().expect("picked a non-empty ring");
         // The driver refills the ring from the qdisc on completion and rings a doorbell.
@@ -459,8 +516,12 @@ impl Nic for HwqNic {
         Some(p)
     }
 
-    fn next_event(&self, _now_ps: u64) -> Option<u64> {
-        None
+    fn next_event(&self, now_ps: u64) -> Option<u64> {
+        self.throttled
+            .iter()
+            .map(|&q| self.next_ok_ps[q as usize])
+            .filter(|&t| t > now_ps)
+            .min()
     }
 
     fn take_drops(&mut self, out: &mut Vec<Pkt>) {

@@ -145,6 +145,8 @@ pub struct NicParams {
     pub hw_ring_packets: usize,
     /// `mq`/`qpf`/`mq-*`/`tonic`: NIC DRR quantum per queue per round, bytes.
     pub hw_quantum_bytes: u64,
+    /// `mq`/`qpf`/`mq-*`/`tonic`: NIC rate limit per queue, bits per second (none by default).
+    pub hw_queue_rate_bps: Option<u64>,
     /// `mq`/`mq-*`/`tonic`: software qdisc limit per queue, packets (tail drop).
     pub qdisc_limit_packets: usize,
     /// `mq`/`mq-*`: per-queue software qdisc: `fq` (per-flow DRR, Linux fq_codel without AQM)
@@ -177,6 +179,7 @@ impl Default for NicParams {
             sq_ring_packets: 16,
             hw_ring_packets: 4,
             hw_quantum_bytes: 1514,
+            hw_queue_rate_bps: None,
             qdisc_limit_packets: 100_000,
             mq_qdisc_fq: true,
             tonic_queues: 16,
@@ -209,6 +212,11 @@ impl NicParams {
             ("sq", "ring") => self.sq_ring_packets = count(v)?,
             ("hw", "ring") => self.hw_ring_packets = count(v)?,
             ("hw", "quantum") => self.hw_quantum_bytes = size(v)?,
+            ("hw", "queue_rate") => {
+                self.hw_queue_rate_bps = Some(
+                    weft_core::units::parse_rate(v).map_err(|e| e.to_string())?,
+                )
+            }
             ("hw", "qdisc_limit") => self.qdisc_limit_packets = count(v)?,
             ("mq", "qdisc") => {
                 self.mq_qdisc_fq = match v {
@@ -229,7 +237,7 @@ impl NicParams {
             _ => {
                 return Err(format!(
                     "unknown NIC parameter `{model}.{key}` (known: sq.cpu_per_packet, sq.ring, \
-                     hw.ring, hw.quantum, hw.qdisc_limit, mq.qdisc, tonic.queues, senic.dma, \
+                     hw.ring, hw.quantum, hw.queue_rate, hw.qdisc_limit, mq.qdisc, tonic.queues, senic.dma, \
                      senic.max_pulls, loom.batch, loom.batch_timeout, loom.descriptor_dma, \
                      loom.payload_dma, loom.pipeline, all.descriptors_per_read)"
                 ))
