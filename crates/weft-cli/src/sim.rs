@@ -147,9 +147,17 @@ fn fmt(v: &Value, scale: f64, digits: usize) -> String {
 
 /// Prints the per-model table of a summary.
 pub fn print_table(sum: &Value) {
+    emit(&table(sum));
+}
+
+/// The per-model table of a summary.
+pub fn table(sum: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
     let headline = sum["headline_app"].as_str().unwrap_or("");
     let (ht, ha) = headline.split_once('/').unwrap_or(("", ""));
-    println!(
+    let _ = writeln!(
+        s,
         "{}  ({} s simulated{})",
         sum["scenario"].as_str().unwrap_or(""),
         sum["duration_s"],
@@ -157,7 +165,8 @@ pub fn print_table(sum: &Value) {
             .as_str()
             .map_or(String::new(), |s| format!("; {s}"))
     );
-    println!(
+    let _ = writeln!(
+        s,
         "{:<8} {:>9} {:>15} {:>9} {:>12} {:>12} {:>8}",
         "model",
         "jain_min",
@@ -169,7 +178,8 @@ pub fn print_table(sum: &Value) {
     );
     if let Some(m) = sum["nics"].as_object() {
         for (k, v) in m {
-            println!(
+            let _ = writeln!(
+                s,
                 "{:<8} {:>9} {:>15} {:>9} {:>12} {:>12} {:>8}",
                 k,
                 fmt(&v["jain_min"], 1.0, 4),
@@ -181,6 +191,13 @@ pub fn print_table(sum: &Value) {
             );
         }
     }
+    s
+}
+
+/// Writes to stdout, ignoring a closed pipe (`weft demo | head`).
+fn emit(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// `weft sim`.
@@ -193,7 +210,7 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
         .map_err(|e| (1, format!("cannot write {}: {e}", a.out.display())))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&sum).unwrap_or_default());
+        emit(&(serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n"));
     } else {
         print_table(&sum);
     }
@@ -231,18 +248,18 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
             best = best.max(packets as f64 / secs);
         }
         if json_out {
-            println!(
-                "{}",
+            emit(&format!(
+                "{}\n",
                 json!({"scenario": sc.name, "nic": m.name(), "packets": packets, "packets_per_s": best.round()})
-            );
+            ));
         } else {
-            println!(
-                "{} {:<6} {:>9} packets  {:>6.2} M simulated packets/s (best of 3)",
+            emit(&format!(
+                "{} {:<6} {:>9} packets  {:>6.2} M simulated packets/s (best of 3)\n",
                 sc.name,
                 m.name(),
                 packets,
                 best / 1e6
-            );
+            ));
         }
     }
     Ok(())
@@ -265,8 +282,7 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
         let dir = out.join(&sc.name);
         let sum = weft_sim::report::write(&dir, &sc, &runs)
             .map_err(|e| (1, format!("cannot write {}: {e}", dir.display())))?;
-        print_table(&sum);
-        println!();
+        emit(&(table(&sum) + "\n"));
         index += &format!(
             "<li><a href=\"{0}/index.html\">{0}</a>: {1}</li>",
             sc.name, sc.description
