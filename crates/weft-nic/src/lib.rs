@@ -1,0 +1,17 @@
+//! weft's software NIC (issue 5): a userspace NIC that takes tenants' frames from Linux
+//! interfaces, classifies them, schedules them with weft's sans-IO core and transmits them on
+//! an uplink paced at a configured rate (Loom and SENIC prototyped their NICs the same way,
+//! in software).
+//!
+//! * [`iface`]: the OS/NIC interface (Loom §4.3–4.4, SENIC §6.2.3), sans-IO: per-flow
+//!   descriptor rings, per-core doorbells with inline metadata updates, completions, queue
+//!   ownership, bounded outstanding descriptors per class.
+//! * [`parse`]: Ethernet/IP/L4 frames to classifier metadata (never panics).
+//! * [`afpacket`]: AF_PACKET sockets with TPACKET_V3 receive rings (Linux only).
+//! * [`dataplane`]: the busy-polling loop: receive, post, doorbell, fetch, schedule, pace,
+//!   transmit, complete; live stats and reload over a Unix socket ([`ctl`]).
+//! * [`testbed`]: network namespaces, veth pairs, real applications, Linux HTB baselines.
+
+pub mod clock;
+pub mod iface;
+pub mod parse;
