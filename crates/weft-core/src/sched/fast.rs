@@ -3,9 +3,10 @@
 //! (`tests/engine_twins.rs`) demand identical departures and drops on random policies,
 //! traces and live updates; nothing here is approximate.
 //!
-//! * **PIFOs.** A node that ranks a child's packets in push order (`fifo`, `prio`, `wfq`,
-//!   `rr`, `drr`, `senic`) keeps a FIFO per child and a binary heap over the children's heads
-//!   ([`PerChild`]); a leaf whose flows are served first-come first-served keeps one sorted
+//! * **PIFOs.** A `prio` node with up to 64 children of distinct priorities keeps a count per
+//!   child and a find-first-set bitmap ([`Ffs`]); a `fifo` node one sorted queue; other nodes
+//!   that rank a child's packets in push order (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a
+//!   FIFO per child and a binary heap over the children's heads ([`PerChild`]); a leaf whose flows are served first-come first-served keeps one sorted
 //!   FIFO ([`Pifo::Sorted`]); `lstf`, `edf` and fair leaves keep a binary heap. Re-entries
 //!   from the shaping queue carry old ranks and are inserted in order (they are few, and land
 //!   near the front). Ties break on the same global sequence numbers as the reference.
@@ -61,6 +62,77 @@ enum Pifo {
     Sorted(VecDeque<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
     PerChild(PerChild),
+    /// A count per child and a find-first-set bitmap (see [`Ffs`]).
+    Ffs(Ffs),
+}
+
+/// A `prio` node with at most 64 children of distinct priorities, none changed by a live
+/// update yet. Every entry a child pushes then has that child's priority as its rank, so a
+/// child's entries are interchangeable tokens and the sequence numbers never decide (no two
+/// children tie): a count per child and a bitmap in priority order give the same answers as
+/// [`PerChild`] in a few instructions. A priority update turns it into a [`PerChild`]
+/// (old entries keep their old rank, ordered before any later entry of equal rank).
+#[derive(Debug, Clone)]
+struct Ffs {
+    /// Node id of the first child.
+    first: u32,
+    /// Per child (by offset from `first`): its position in priority order.
+    pos_of: Vec<u8>,
+    /// Per position: the child's node id, its rank (priority) and its entries.
+    child_at: Vec<u32>,
+    rank_at: Vec<Rank>,
+    count: Vec<u32>,
+    /// Bit `p` set when the child at position `p` has entries.
+    bits: u64,
+}
+
+impl Ffs {
+    /// For a node whose children `first..first + prios.len()` have priorities `prios`, if
+    /// they qualify.
+    fn new(first: u32, prios: &[u64]) -> Option<Ffs> {
+        if prios.len() > 64 {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..prios.len()).collect();
+        order.sort_by_key(|&i| prios[i]);
+        if order.windows(2).any(|w| prios[w[0]] == prios[w[1]]) {
+            return None;
+        }
+        let mut pos_of = vec![0u8; prios.len()];
+        for (p, &i) in order.iter().enumerate() {
+            pos_of[i] = p as u8;
+        }
+        Some(Ffs {
+            first,
+            pos_of,
+            child_at: order.iter().map(|&i| first + i as u32).collect(),
+            rank_at: order.iter().map(|&i| prios[i] as Rank).collect(),
+            count: vec![0; prios.len()],
+            bits: 0,
+        })
+    }
+
+    /// The same entries as a [`PerChild`]: each child's tokens with sequence number 0, before
+    /// any entry pushed later.
+    fn to_per_child(&self) -> PerChild {
+        let mut pc = PerChild {
+            first: self.first,
+            queues: vec![VecDeque::new(); self.pos_of.len()],
+            heads: BinaryHeap::new(),
+        };
+        for p in 0..self.child_at.len() {
+            if self.count[p] > 0 {
+                let v = self.child_at[p];
+                let q = &mut pc.queues[(v - self.first) as usize];
+                q.extend(std::iter::repeat_n(
+                    (self.rank_at[p], 0),
+                    self.count[p] as usize,
+                ));
+                pc.heads.push(Reverse((self.rank_at[p], 0, v)));
+            }
+        }
+        pc
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -84,6 +156,12 @@ impl Pifo {
                 }
                 _ => q.push_back((rank, seq, v)),
             },
+            Pifo::Ffs(f) => {
+                let p = f.pos_of[(v - f.first) as usize] as usize;
+                debug_assert_eq!(rank, f.rank_at[p], "ffs node: rank of child {v}");
+                f.count[p] += 1;
+                f.bits |= 1 << p;
+            }
             Pifo::PerChild(pc) => {
                 let q = &mut pc.queues[(v - pc.first) as usize];
                 match q.back() {
@@ -110,6 +188,17 @@ impl Pifo {
         match self {
             Pifo::Heap(h) => h.pop().map(|Reverse((r, _, v))| (r, v)),
             Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v)),
+            Pifo::Ffs(f) => {
+                if f.bits == 0 {
+                    return None;
+                }
+                let p = f.bits.trailing_zeros() as usize;
+                f.count[p] -= 1;
+                if f.count[p] == 0 {
+                    f.bits &= !(1 << p);
+                }
+                Some((f.rank_at[p], f.child_at[p]))
+            }
             Pifo::PerChild(pc) => loop {
                 let mut top = pc.heads.peek_mut()?;
                 let Reverse((rank, seq, v)) = *top;
@@ -222,6 +311,14 @@ impl FlowArena {
         *self.get_mut(i) = r;
         i
     }
+}
+
+/// The priorities of a node's children.
+fn prios(params: &Params, node: &crate::policy::program::Node) -> Vec<u64> {
+    node.children
+        .clone()
+        .map(|c| params.edges[c as usize].priority)
+        .collect()
 }
 
 fn flow_hash(leaf_node: u32, key: u64) -> u64 {
@@ -341,8 +438,13 @@ impl FastEngine {
             .iter()
             .enumerate()
             .map(|(v, x)| match x.algo {
+                // Arrival-time ranks: one sorted queue.
+                Algo::Fifo => Pifo::Sorted(VecDeque::new()),
+                Algo::Prio if Ffs::new(x.children.start, &prios(&params, x)).is_some() => {
+                    Pifo::Ffs(Ffs::new(x.children.start, &prios(&params, x)).expect("checked"))
+                }
                 // Ranks a child's packets in push order except on re-entry.
-                Algo::Fifo | Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
+                Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
                     Pifo::PerChild(PerChild {
                         first: x.children.start,
                         queues: vec![VecDeque::new(); x.children.len()],
@@ -397,6 +499,12 @@ impl FastEngine {
             stats: Stats::new(n),
             options,
             prog,
+        }
+    }
+
+    fn ffs_to_per_child(&mut self, node: u32) {
+        if let Pifo::Ffs(f) = &self.pifo[node as usize] {
+            self.pifo[node as usize] = Pifo::PerChild(f.to_per_child());
         }
     }
 
@@ -896,6 +1004,11 @@ impl Engine for FastEngine {
 
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
         check_update(&self.prog, &u)?;
+        if let Update::Priority { node, .. } = u {
+            if self.parent[node as usize] != NO {
+                self.ffs_to_per_child(self.parent[node as usize]);
+            }
+        }
         if let Update::Rate { node, rate_bps } = u {
             // A backlogged senic class changes φ: advance V at the old rates first.
             let nu = node as usize;
