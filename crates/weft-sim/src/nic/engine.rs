@@ -42,9 +42,12 @@ pub struct EngineNic<E: Engine> {
     kind: NicKind,
     engine: E,
     slab: Vec<Pkt>,
-    meta: Vec<PacketMeta>,
+    /// Metadata per flow (a flow's packets share it; stored once, not per packet).
+    flow_meta: Vec<PacketMeta>,
     free: Vec<u32>,
     batches: Vec<Batch>,
+    /// Earliest pending batch deadline (cached; `u64::MAX` when none).
+    min_deadline_ps: u64,
     visible: VecDeque<(u64, u32)>,
     stage: VecDeque<(u64, Pkt)>,
     stage_cap: usize,
@@ -81,9 +84,10 @@ impl<E: Engine> EngineNic<E> {
             kind,
             engine,
             slab: Vec::new(),
-            meta: Vec::new(),
+            flow_meta: Vec::new(),
             free: Vec::new(),
             batches: vec![Batch::default(); cores as usize],
+            min_deadline_ps: u64::MAX,
             visible: VecDeque::new(),
             stage: VecDeque::new(),
             stage_cap: stage_cap.max(1),
@@ -111,15 +115,20 @@ impl<E: Engine> EngineNic<E> {
     }
 
     fn store(&mut self, pkt: Pkt, meta: &PacketMeta) -> u32 {
+        let f = pkt.flow as usize;
+        if f >= self.flow_meta.len() {
+            self.flow_meta.resize(f + 1, PacketMeta::default());
+            self.flow_meta[f] = *meta;
+        } else if self.flow_meta[f] != *meta {
+            self.flow_meta[f] = *meta;
+        }
         match self.free.pop() {
             Some(i) => {
                 self.slab[i as usize] = pkt;
-                self.meta[i as usize] = *meta;
                 i
             }
             None => {
                 self.slab.push(pkt);
-                self.meta.push(*meta);
                 (self.slab.len() - 1) as u32
             }
         }
@@ -127,7 +136,7 @@ impl<E: Engine> EngineNic<E> {
 
     fn offer(&mut self, i: u32, at_ps: u64) {
         let p = self.slab[i as usize];
-        let mut pkt = Packet::new(i as u64, p.bytes, self.meta[i as usize]);
+        let mut pkt = Packet::new(i as u64, p.bytes, self.flow_meta[p.flow as usize]);
         pkt.flow = p.flow as u64;
         if self.engine.enqueue(pkt, at_ps).is_err() {
             self.drops.push(p);
@@ -212,7 +221,9 @@ impl<E: Engine> Nic for EngineNic<E> {
                     if b.bytes >= self.batch_bytes {
                         self.doorbell(core, now_ps);
                     } else if b.deadline_ps.is_none() {
-                        b.deadline_ps = Some(now_ps + self.batch_timeout_ps);
+                        let d = now_ps + self.batch_timeout_ps;
+                        b.deadline_ps = Some(d);
+                        self.min_deadline_ps = self.min_deadline_ps.min(d);
                     }
                 }
             }
@@ -228,12 +239,18 @@ impl<E: Engine> Nic for EngineNic<E> {
     }
 
     fn advance(&mut self, now_ps: u64) {
-        for core in 0..self.batches.len() {
-            if let Some(d) = self.batches[core].deadline_ps {
-                if d <= now_ps {
-                    self.doorbell(core, d);
+        if self.min_deadline_ps <= now_ps {
+            let mut min = u64::MAX;
+            for core in 0..self.batches.len() {
+                if let Some(d) = self.batches[core].deadline_ps {
+                    if d <= now_ps {
+                        self.doorbell(core, d);
+                    } else {
+                        min = min.min(d);
+                    }
                 }
             }
+            self.min_deadline_ps = min;
         }
         while let Some(&(t, i)) = self.visible.front() {
             if t > now_ps {
@@ -264,10 +281,8 @@ impl<E: Engine> Nic for EngineNic<E> {
                 next = Some(next.map_or(t, |n: u64| n.min(t)))
             }
         };
-        for b in &self.batches {
-            if let Some(d) = b.deadline_ps {
-                consider(d);
-            }
+        if self.min_deadline_ps != u64::MAX {
+            consider(self.min_deadline_ps);
         }
         if let Some(&(t, _)) = self.visible.front() {
             consider(t);
