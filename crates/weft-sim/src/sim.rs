@@ -29,6 +29,7 @@ use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{Algo, Classification, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
+use weft_core::sched::reference::ReferenceEngine;
 
 use crate::metrics::Hist;
 use crate::nic::engine::EngineNic;
@@ -211,6 +212,18 @@ pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRu
     let apps = derive_app_info(sc, kind);
     let h = &sc.host;
     match kind {
+        NicKind::Sq | NicKind::Loom | NicKind::Senic if sc.nic_params.reference_engine => {
+            let engine = ReferenceEngine::new(sc.program.clone());
+            let nic = EngineNic::new(
+                kind,
+                engine,
+                &sc.nic_params,
+                h.cores,
+                h.cpu_ps_per_packet,
+                h.cpu_ps_per_doorbell,
+            );
+            Sim::new(sc, kind, nic, flows).run(progress)
+        }
         NicKind::Sq | NicKind::Loom | NicKind::Senic => {
             let engine = FastEngine::new(sc.program.clone());
             let nic = EngineNic::new(

@@ -290,3 +290,16 @@ fn hierarchy_claims() {
         );
     }
 }
+
+/// The engine-based models give the same results with weft-core's reference engine as with
+/// the fast one (the engines promise the same departures).
+#[test]
+fn fast_and_reference_engines_agree() {
+    let mut sc = load("hierarchy.yaml");
+    sc.duration_ps = 4_000_000_000;
+    let models = [NicKind::Sq, NicKind::Loom];
+    let fast = serde_json::to_string(&summary(&sc, &models)).unwrap();
+    sc.nic_params.reference_engine = true;
+    let reference = serde_json::to_string(&summary(&sc, &models)).unwrap();
+    assert_eq!(fast, reference);
+}

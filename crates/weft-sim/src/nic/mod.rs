@@ -170,6 +170,9 @@ pub struct NicParams {
     pub loom_pipeline_packets: usize,
     /// Descriptors fetched per descriptor DMA read (every model).
     pub descriptors_per_read: u64,
+    /// `sq`/`senic`/`loom`: run weft-core's reference engine instead of the fast one
+    /// (`all.engine=reference`; same departures, slower: a cross-check).
+    pub reference_engine: bool,
 }
 
 impl Default for NicParams {
@@ -191,6 +194,7 @@ impl Default for NicParams {
             loom_payload_dma_ps: 500_000,
             loom_pipeline_packets: 2,
             descriptors_per_read: 8,
+            reference_engine: false,
         }
     }
 }
@@ -234,12 +238,19 @@ impl NicParams {
             ("loom", "payload_dma") => self.loom_payload_dma_ps = time(v)?,
             ("loom", "pipeline") => self.loom_pipeline_packets = count(v)?,
             ("all", "descriptors_per_read") => self.descriptors_per_read = count(v)? as u64,
+            ("all", "engine") => {
+                self.reference_engine = match v {
+                    "fast" => false,
+                    "reference" => true,
+                    _ => return Err(format!("engine `{v}`: expected `fast` or `reference`")),
+                }
+            }
             _ => {
                 return Err(format!(
                     "unknown NIC parameter `{model}.{key}` (known: sq.cpu_per_packet, sq.ring, \
                      hw.ring, hw.quantum, hw.queue_rate, hw.qdisc_limit, mq.qdisc, tonic.queues, senic.dma, \
                      senic.max_pulls, loom.batch, loom.batch_timeout, loom.descriptor_dma, \
-                     loom.payload_dma, loom.pipeline, all.descriptors_per_read)"
+                     loom.payload_dma, loom.pipeline, all.descriptors_per_read, all.engine)"
                 ))
             }
         }
