@@ -280,7 +280,6 @@ fn build_flows(sc: &Scenario) -> Vec<Flow> {
 
 struct Sim<'a, N: Nic> {
     sc: &'a Scenario,
-    kind: NicKind,
     nic: N,
     flows: Vec<Flow>,
     /// First flow index of each application.
@@ -315,7 +314,6 @@ impl<'a, N: Nic> Sim<'a, N> {
             .collect();
         Sim {
             sc,
-            kind,
             nic,
             flows,
             app_flow0,
@@ -447,7 +445,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 if let AppKind::RequestResponse { rate_per_s, .. } = a.kind {
                     if n > 0 && !was_active {
                         let gap = self.rngs[app as usize].exp(1e12 / rate_per_s) as u64;
-                        self.at(now + gap.max(1), Ev::Request { app });
+                        self.at(now.saturating_add(gap.max(1)), Ev::Request { app });
                     }
                 }
             }
@@ -487,7 +485,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                     failed: false,
                 };
                 self.send(now, fi, bytes, slot);
-                self.at(now + gap.max(1), Ev::Request { app });
+                self.at(now.saturating_add(gap.max(1)), Ev::Request { app });
             }
             Ev::Udp { flow } => {
                 let f = &self.flows[flow as usize];
@@ -510,7 +508,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 } else {
                     self.send(now, flow, mtu, u32::MAX);
                 }
-                self.at(now + gap.max(1), Ev::Udp { flow });
+                self.at(now.saturating_add(gap.max(1)), Ev::Udp { flow });
             }
             Ev::Retry { flow } => {
                 self.flows[flow as usize].retry_pending = false;
@@ -627,6 +625,5 @@ impl<'a, N: Nic> Sim<'a, N> {
         let mut d = drops;
         d.clear();
         self.drops = d;
-        let _ = self.kind;
     }
 }

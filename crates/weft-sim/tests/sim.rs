@@ -303,3 +303,29 @@ fn fast_and_reference_engines_agree() {
     let reference = serde_json::to_string(&summary(&sc, &models)).unwrap();
     assert_eq!(fast, reference);
 }
+
+/// Odd but valid inputs run to the end without panicking: tiny and huge rates, zero flows,
+/// a window smaller than a segment, unclassified traffic (dropped and counted by the engine
+/// models), one core, a window longer than the run.
+#[test]
+fn odd_inputs_do_not_panic() {
+    let text = "duration: 2ms\nwindow: 5ms\nhost: {cores: 1, segment: 100kb, mtu: 64b}\n\
+        policy_inline: |\n  weft: 1\n  nodes:\n    - {name: r, type: wfq}\n    - {name: l, type: leaf, parent: r, match: {tenant: 1}, limit: {packets: 3}}\n\
+        tenants:\n  - name: T\n    meta: {tenant: 1}\n    apps:\n\
+        \x20     - {name: a, kind: bulk, flows: 3, window: 1kb}\n\
+        \x20     - {name: b, kind: udp, rate: 1bit}\n\
+        \x20     - {name: c, kind: request-response, rate: 0.000001/s, size: 1b}\n\
+        \x20     - {name: d, kind: bulk, flows: 0}\n\
+        \x20     - {name: e, kind: udp, rate: unlimited, socket_limit: 1b}\n\
+        \x20 - name: U\n    meta: {tenant: 9}\n    apps:\n\
+        \x20     - {name: x, kind: bulk, flows: 2}\n";
+    let sc = weft_sim::load_str(Path::new("odd.yaml"), text, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let runs = weft_sim::run_all(&sc, &NicKind::ALL, &mut |_, _| {});
+    let an = report::analyse(&sc, &runs);
+    let s = report::summary(&sc, &an);
+    assert!(
+        s["nics"]["loom"]["tenants"]["U"]["drops"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+}
