@@ -85,6 +85,10 @@ enum Command {
         /// Scheduling engine; both give identical departures.
         #[arg(long, value_enum, default_value_t = replay::EngineKind::Fast)]
         engine: replay::EngineKind,
+        /// Loom's "currently limited" fast path: a packet whose shaping class already has
+        /// packets waiting goes straight to the shaping queue (see docs/scheduling.md).
+        #[arg(long)]
+        limited_fast_path: bool,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -518,12 +522,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
             quiet,
             progress,
             engine,
+            limited_fast_path,
             load: l,
         } => {
             let p = std::sync::Arc::new(load(&file, &l)?);
             let progress =
                 progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            let opts = replay::Options { engine, progress };
+            let opts = replay::Options {
+                engine,
+                progress,
+                engine_options: weft_core::sched::EngineOptions { limited_fast_path },
+            };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
             if j {
                 println!(

@@ -36,7 +36,7 @@ use weft_core::policy::Program;
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{Counters, DropReason, Engine, Packet};
+use weft_core::sched::{Counters, DropReason, Engine, EngineOptions, Packet};
 
 /// Which engine replays the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,6 +63,8 @@ pub struct Options {
     pub engine: EngineKind,
     /// Report progress on stderr.
     pub progress: bool,
+    /// Engine options (both engines honour them identically).
+    pub engine_options: EngineOptions,
 }
 
 /// Columns a trace may carry besides `arrive_ps` and `bytes`.
@@ -241,8 +243,14 @@ pub fn replay(
     opts: Options,
 ) -> Result<Value, String> {
     match opts.engine {
-        EngineKind::Fast => run(FastEngine::new(prog.clone()), prog, trace, out, opts),
-        EngineKind::Reference => run(ReferenceEngine::new(prog.clone()), prog, trace, out, opts),
+        EngineKind::Fast => {
+            let e = FastEngine::with_options(prog.clone(), opts.engine_options);
+            run(e, prog, trace, out, opts)
+        }
+        EngineKind::Reference => {
+            let e = ReferenceEngine::with_options(prog.clone(), opts.engine_options);
+            run(e, prog, trace, out, opts)
+        }
     }
 }
 
@@ -457,6 +465,7 @@ fn run<E: Engine>(
         "policy": prog.name,
         "trace": trace_name,
         "engine": opts.engine.name(),
+        "limited_fast_path": opts.engine_options.limited_fast_path,
         "link_bps": prog.link.rate_bps,
         "packets": rows,
         "sent": sent,

@@ -257,6 +257,40 @@ fn replay_engines_agree_byte_for_byte_on_every_example() {
     }
 }
 
+/// With Loom's "currently limited" fast path both engines still agree, and every packet of a
+/// shaped example is still sent exactly once.
+#[test]
+fn replay_limited_fast_path_engines_agree() {
+    for stem in ["loom-fig8", "loom-fig11"] {
+        let fp = ["--limited-fast-path"];
+        let fast = replay_example(stem, "fp-fast", &[&["--engine", "fast"][..], &fp].concat());
+        let refr = replay_example(
+            stem,
+            "fp-ref",
+            &[&["--engine", "reference"][..], &fp].concat(),
+        );
+        let a = fs::read_to_string(fast.join("departures.csv")).unwrap();
+        let b = fs::read_to_string(refr.join("departures.csv")).unwrap();
+        assert_eq!(a, b, "{stem}: departures differ between the engines");
+        let rows = fs::read_to_string(root().join(format!("examples/traces/{stem}.csv"))).unwrap();
+        let packets = rows
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .count()
+            - 1;
+        assert_eq!(
+            a.lines().count() - 1,
+            packets,
+            "{stem}: every packet sent once"
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&fs::read(fast.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["limited_fast_path"], true);
+        let _ = fs::remove_dir_all(&fast);
+        let _ = fs::remove_dir_all(&refr);
+    }
+}
+
 #[test]
 fn replay_progress_on_request_when_stderr_is_not_a_terminal() {
     let out = std::env::temp_dir().join(format!("weft-progress-{}", std::process::id()));
