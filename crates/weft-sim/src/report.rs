@@ -1,4 +1,5 @@
-//! Reports: `summary.json` (per NIC model: `jain_min`, `link_utilization`,
+//! Reports: `summary.json` (per NIC model: `jain_min` and Jain's index per set of backlogged
+//! tenants, `link_utilization`,
 //! `doorbell_writes_per_s`, `dma_reads_per_s`, CPU; per tenant and application: `mean_bps`,
 //! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99}, `drops`), tidy
 //! `timeseries.csv` (window_start_s, nic, tenant, app, bytes), `latency.csv` and `jain.csv`
@@ -140,6 +141,29 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
                 }),
             );
         }
+        // Jain's index grouped by which tenants are backlogged (the phases of Loom Fig. 9).
+        let mut phases: Vec<(String, Vec<f64>)> = Vec::new();
+        for (w, j) in a.windows.jain.iter().enumerate() {
+            let Some(j) = j else { continue };
+            let key = a.windows.backlogged[w]
+                .iter()
+                .map(|&t| sc.tenants[t].name.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
+            match phases.iter_mut().find(|p| p.0 == key) {
+                Some(p) => p.1.push(*j),
+                None => phases.push((key, vec![*j])),
+            }
+        }
+        let mut by_backlog = Map::new();
+        for (k, js) in phases {
+            let min = js.iter().copied().fold(f64::INFINITY, f64::min);
+            let mean = js.iter().sum::<f64>() / js.len() as f64;
+            by_backlog.insert(
+                k,
+                json!({"windows": js.len(), "jain_min": round(min, 6), "jain_mean": round(mean, 6)}),
+            );
+        }
         let c = r.counters;
         let util = r.wire_bytes as f64 * 8.0 / (sc.program.link.rate_bps as f64 * dur_s);
         nics.insert(
@@ -148,6 +172,7 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
                 "jain_min": if jains.is_empty() { Value::Null } else { json!(round(jain_min, 6)) },
                 "jain_mean": if jains.is_empty() { Value::Null } else { json!(round(jain_mean, 6)) },
                 "jain_windows": jains.len(),
+                "jain_by_backlogged_tenants": by_backlog,
                 "link_utilization": round(util, 6),
                 "throughput_bps": (total * 8.0 / dur_s).round(),
                 "packets": r.packets,
