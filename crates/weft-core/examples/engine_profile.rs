@@ -1,5 +1,5 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
-//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows]
+//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow]
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -17,7 +17,8 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn run<E: Engine>(mut e: E, link: weft_core::policy::Link, ops: u64, flows: u64) {
+fn run<E: Engine>(mut e: E, link: weft_core::policy::Link, ops: u64, flows: u64, per_flow: bool) {
+    let prog = e.program().clone();
     let make = |i: u64| {
         let f = mix(i) % flows;
         let mut p = synth::packet(f, 64, 16, 64);
@@ -25,23 +26,40 @@ fn run<E: Engine>(mut e: E, link: weft_core::policy::Link, ops: u64, flows: u64)
         p.set_int(Field::Src, 0xffff_0a00_0000u64 | (f >> 16));
         Packet::new(i, 1518, p)
     };
-    let (mut now, mut next) = (0u64, 0u64);
-    for _ in 0..4096 {
-        let _ = e.enqueue(make(next), now);
+    // Packets (and classifications) made before the measured loop, as `weft bench` does.
+    let pool: Vec<(Packet, weft_core::policy::Classification)> = (0..4096 + ops)
+        .map(|i| {
+            let p = make(i);
+            let c = prog.classify(&p.meta);
+            (p, c)
+        })
+        .collect();
+    let wire = wire_ps(1518, &link);
+    let mut now = 0u64;
+    let mut next = 0usize;
+    let mut offer = |e: &mut E, now: u64| {
+        let (p, c) = pool[next % pool.len()];
         next += 1;
+        let _ = if per_flow {
+            e.enqueue_classified(p, c, now)
+        } else {
+            e.enqueue(p, now)
+        };
+    };
+    for _ in 0..4096 {
+        offer(&mut e, now);
     }
     let t = std::time::Instant::now();
     let mut done = 0;
     while done < ops {
         match e.dequeue(now) {
-            Some(d) => {
-                now += wire_ps(d.bytes, &link);
+            Some(_) => {
+                now += wire;
                 done += 1;
             }
             None => now = e.next_wakeup().unwrap_or(now + 1).max(now + 1),
         }
-        let _ = e.enqueue(make(next), now);
-        next += 1;
+        offer(&mut e, now);
     }
     let s = t.elapsed().as_secs_f64();
     println!("{ops} ops in {s:.3}s: {:.0} pkt/s", ops as f64 / s);
@@ -52,6 +70,7 @@ fn main() {
     let engine = args.get(1).map_or("fast", |s| s.as_str());
     let ops = args.get(2).map_or(1_000_000, |s| s.parse().unwrap());
     let flows = args.get(3).map_or(65_536, |s| s.parse().unwrap());
+    let per_flow = args.get(4).is_some_and(|s| s == "per-flow");
     let text = synth::scaled(64, 16, 64).replace("rate: 1", "rate: 10");
     let prog = Arc::new(
         compile_str(
@@ -63,7 +82,7 @@ fn main() {
     );
     let link = prog.link;
     match engine {
-        "fast" => run(FastEngine::new(prog), link, ops, flows),
-        _ => run(ReferenceEngine::new(prog), link, ops, flows),
+        "fast" => run(FastEngine::new(prog), link, ops, flows, per_flow),
+        _ => run(ReferenceEngine::new(prog), link, ops, flows, per_flow),
     }
 }
