@@ -375,6 +375,9 @@ impl<'a, N: Nic> Sim<'a, N> {
         let mut now = 0u64;
         let mut link_free = 0u64;
         let mut next_progress = 0u64;
+        // Wire time of the last frame size seen (most frames are MTU-sized; saves a u128
+        // division per packet).
+        let mut wire_cache = (u32::MAX, 0u64);
         loop {
             while let Some(Reverse(top)) = self.heap.peek() {
                 if top.t > now {
@@ -389,7 +392,10 @@ impl<'a, N: Nic> Sim<'a, N> {
             self.drain_drops(now);
             if now >= link_free {
                 if let Some(p) = self.nic.poll(now) {
-                    let w = wire_ps(p.bytes, &link);
+                    if wire_cache.0 != p.bytes {
+                        wire_cache = (p.bytes, wire_ps(p.bytes, &link));
+                    }
+                    let w = wire_cache.1;
                     link_free = now + w;
                     self.depart(now, w, p);
                     self.drain_drops(now);
