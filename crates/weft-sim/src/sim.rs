@@ -246,6 +246,13 @@ pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRu
                 h.cpu_ps_per_packet,
                 h.cpu_ps_per_doorbell,
             );
+            let policy_qdisc = sc.nic_params.mq_qdisc == crate::nic::MqQdisc::Policy
+                && matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair);
+            let nic = if policy_qdisc {
+                nic.with_policy_qdiscs(&sc.program)
+            } else {
+                nic
+            };
             Sim::new(sc, kind, nic, flows).run(progress)
         }
     }

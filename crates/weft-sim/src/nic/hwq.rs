@@ -8,7 +8,8 @@
 //! equal bytes per round). Models:
 //!
 //! * `mq` (Loom §2.2, Fig. 9b): a queue per core; a flow uses its thread's core's queue (XPS);
-//!   per-queue qdisc `fq` (per-flow DRR, as fq_codel without AQM) or `fifo`.
+//!   per-queue qdisc `fq` (per-flow DRR, as fq_codel without AQM), `fifo`, or `policy` (the
+//!   policy itself, one weft-core engine per queue, as in Loom §2.2.2's setup).
 //! * `qpf` (Loom Fig. 9c): a queue per flow (FIFO), NIC round robin across all of them.
 //! * `mq-pri`, `mq-fair` (Loom §2.2 Fig. 4, DCB/ETS): 8 NIC traffic classes, each with a queue
 //!   per core; `mq-pri` serves classes by strict priority (class 0 first), `mq-fair` by
@@ -35,8 +36,13 @@
 
 use std::collections::VecDeque;
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 use weft_core::classifier::PacketMeta;
+use weft_core::policy::Program;
+use weft_core::sched::fast::FastEngine;
+use weft_core::sched::{Engine, Packet};
 
 use super::{AppInfo, Nic, NicCounters, NicKind, NicParams, Pkt};
 
@@ -125,10 +131,20 @@ struct Fq {
     len: usize,
 }
 
-#[derive(Debug, Clone)]
+/// The policy as a per-queue software qdisc (Loom §2.2.2: "for each transmit queue, we
+/// configure Linux Qdisc to classify and schedule packets according to a network policy"):
+/// one weft-core engine per queue, each seeing only its queue's packets.
+struct PolicyQdisc {
+    engine: FastEngine,
+    slab: Vec<Pkt>,
+    free: Vec<u32>,
+    flow_meta: FxHashMap<u32, PacketMeta>,
+}
+
 enum Qdisc {
     Fifo(VecDeque<Pkt>),
     Fq(Box<Fq>),
+    Policy(Box<PolicyQdisc>),
 }
 
 impl Qdisc {
@@ -136,11 +152,58 @@ impl Qdisc {
         match self {
             Qdisc::Fifo(q) => q.len(),
             Qdisc::Fq(f) => f.len,
+            Qdisc::Policy(e) => e.engine.backlog(),
+        }
+    }
+
+    /// Offers a packet to the policy qdisc; `Err` when the engine drops it.
+    fn push_policy(&mut self, p: Pkt, meta: &PacketMeta, now_ps: u64) -> Result<(), Pkt> {
+        let Qdisc::Policy(e) = self else {
+            self.push(p, false);
+            return Ok(());
+        };
+        e.flow_meta.entry(p.flow).or_insert(*meta);
+        let i = match e.free.pop() {
+            Some(i) => {
+                e.slab[i as usize] = p;
+                i
+            }
+            None => {
+                e.slab.push(p);
+                (e.slab.len() - 1) as u32
+            }
+        };
+        let mut pkt = Packet::new(i as u64, p.bytes, e.flow_meta[&p.flow]);
+        pkt.flow = p.flow as u64;
+        if e.engine.enqueue(pkt, now_ps).is_err() {
+            e.free.push(i);
+            return Err(p);
+        }
+        Ok(())
+    }
+
+    /// The policy qdisc's next packet at `now_ps` (others ignore the time).
+    fn pop_at(&mut self, now_ps: u64) -> Option<Pkt> {
+        match self {
+            Qdisc::Policy(e) => {
+                let d = e.engine.dequeue(now_ps)?;
+                e.free.push(d.id as u32);
+                Some(e.slab[d.id as usize])
+            }
+            other => other.pop(),
+        }
+    }
+
+    fn wakeup(&self) -> Option<u64> {
+        match self {
+            Qdisc::Policy(e) if e.engine.backlog() > 0 => e.engine.next_wakeup(),
+            _ => None,
         }
     }
 
     fn push(&mut self, p: Pkt, head: bool) {
         match self {
+            Qdisc::Policy(_) => unreachable!("policy qdiscs take push_policy"),
             Qdisc::Fifo(q) => {
                 if head {
                     q.push_front(p)
@@ -163,6 +226,7 @@ impl Qdisc {
 
     fn pop(&mut self) -> Option<Pkt> {
         match self {
+            Qdisc::Policy(_) => None,
             Qdisc::Fifo(q) => q.pop_front(),
             Qdisc::Fq(f) => {
                 let slots = &f.slots;
@@ -176,7 +240,6 @@ impl Qdisc {
     }
 }
 
-#[derive(Debug, Clone)]
 struct Queue {
     ring: VecDeque<Pkt>,
     qdisc: Qdisc,
@@ -201,7 +264,6 @@ enum Mapping {
 }
 
 /// A multiqueue NIC (see the module docs for the models).
-#[derive(Debug, Clone)]
 pub struct HwqNic {
     kind: NicKind,
     mapping: Mapping,
@@ -231,6 +293,8 @@ pub struct HwqNic {
     throttled: Vec<u32>,
     is_throttled: Vec<bool>,
     overhead_bytes: u64,
+    /// True when the queues' qdiscs are policy engines.
+    policy_qdiscs: bool,
 }
 
 impl HwqNic {
@@ -298,8 +362,8 @@ impl HwqNic {
             }
             _ => panic!("HwqNic does not model {kind:?}"),
         };
-        let qdisc_fq =
-            matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair) && p.mq_qdisc_fq;
+        let qdisc_fq = matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair)
+            && p.mq_qdisc == super::MqQdisc::Fq;
         let queues = (0..nq)
             .map(|i| Queue {
                 ring: VecDeque::new(),
@@ -335,7 +399,46 @@ impl HwqNic {
             throttled: Vec::new(),
             is_throttled: vec![false; nq],
             overhead_bytes: 20,
+            policy_qdiscs: false,
         }
+    }
+
+    /// Replaces every queue's qdisc by the policy (`mq.qdisc: policy`): one engine per queue.
+    pub fn with_policy_qdiscs(mut self, prog: &Arc<Program>) -> HwqNic {
+        for q in &mut self.queues {
+            q.qdisc = Qdisc::Policy(Box::new(PolicyQdisc {
+                engine: FastEngine::new(prog.clone()),
+                slab: Vec::new(),
+                free: Vec::new(),
+                flow_meta: FxHashMap::default(),
+            }));
+        }
+        self.overhead_bytes = prog.link.overhead_bytes;
+        self.policy_qdiscs = true;
+        self
+    }
+
+    /// Moves packets from queue `q`'s qdisc into its ring while there is room; true when
+    /// any moved.
+    fn refill(&mut self, q: u32, now_ps: u64) -> bool {
+        let queue = &mut self.queues[q as usize];
+        let was_empty = queue.ring.is_empty();
+        let mut moved = false;
+        while queue.ring.len() < self.ring_cap {
+            match queue.qdisc.pop_at(now_ps) {
+                Some(x) => {
+                    queue.ring.push_back(x);
+                    queue.unannounced += 1;
+                    moved = true;
+                }
+                None => break,
+            }
+        }
+        if moved && was_empty {
+            let c = queue.class as usize;
+            self.classes[c].activate(q);
+        }
+        moved
     }
 
     /// The model.
@@ -412,8 +515,20 @@ impl HwqNic {
 }
 
 impl Nic for HwqNic {
-    fn submit(&mut self, _now_ps: u64, pkt: Pkt, _meta: &PacketMeta) {
+    fn submit(&mut self, now_ps: u64, pkt: Pkt, meta: &PacketMeta) {
         let q = self.queue_of(&pkt);
+        if self.policy_qdiscs {
+            self.c.cpu_ps += self.cpu_ps_per_packet;
+            if let Err(p) = self.queues[q as usize].qdisc.push_policy(pkt, meta, now_ps) {
+                self.drops.push(p);
+                return;
+            }
+            let before = self.queues[q as usize].unannounced;
+            if self.refill(q, now_ps) && before == 0 {
+                self.dirty[pkt.core as usize].push(q);
+            }
+            return;
+        }
         let head = matches!(self.mapping, Mapping::Tonic { .. })
             && self.apps[pkt.app as usize].prioritized;
         self.c.cpu_ps += self.cpu_ps_per_packet;
@@ -445,6 +560,18 @@ impl Nic for HwqNic {
     }
 
     fn advance(&mut self, now_ps: u64) {
+        if self.policy_qdiscs {
+            // Shaped packets become eligible in their queue's engine over time.
+            for q in 0..self.queues.len() as u32 {
+                let qu = &self.queues[q as usize];
+                if qu.ring.len() < self.ring_cap
+                    && qu.qdisc.wakeup().is_some_and(|t| t <= now_ps)
+                    && self.refill(q, now_ps)
+                {
+                    self.announce(q);
+                }
+            }
+        }
         if self.throttled.is_empty() {
             return;
         }
@@ -490,21 +617,14 @@ impl Nic for HwqNic {
             let n = &mut self.next_ok_ps[q as usize];
             *n = (*n).max(now_ps) + t;
         }
-        let queue = &mut self.queues[q as usize];
-        let p = queue.ring.pop_front().expect("picked a non-empty ring");
+        let p = self.queues[q as usize]
+            .ring
+            .pop_front()
+            .expect("picked a non-empty ring");
         // The driver refills the ring from the qdisc on completion and rings a doorbell.
-        let mut refilled = false;
-        while queue.ring.len() < self.ring_cap {
-            match queue.qdisc.pop() {
-                Some(x) => {
-                    queue.ring.push_back(x);
-                    queue.unannounced += 1;
-                    refilled = true;
-                }
-                None => break,
-            }
-        }
-        let empty = queue.ring.is_empty();
+        // (The queue is still listed in its class's DRR, so `refill` does not re-add it.)
+        let refilled = self.refill(q, now_ps);
+        let empty = self.queues[q as usize].ring.is_empty();
         self.classes[class].sent(q, empty);
         if refilled {
             self.announce(q);
@@ -517,10 +637,21 @@ impl Nic for HwqNic {
     }
 
     fn next_event(&self, now_ps: u64) -> Option<u64> {
-        self.throttled
+        let throttle = self
+            .throttled
             .iter()
             .map(|&q| self.next_ok_ps[q as usize])
             .filter(|&t| t > now_ps)
+            .min();
+        if !self.policy_qdiscs {
+            return throttle;
+        }
+        self.queues
+            .iter()
+            .filter(|q| q.ring.len() < self.ring_cap)
+            .filter_map(|q| q.qdisc.wakeup())
+            .filter(|&t| t > now_ps)
+            .chain(throttle)
             .min()
     }
 

@@ -131,6 +131,17 @@ impl NicKind {
     }
 }
 
+/// The software qdisc per hardware queue of `mq`, `mq-pri`, `mq-fair`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MqQdisc {
+    /// Per-flow deficit round robin.
+    Fq,
+    /// One FIFO.
+    Fifo,
+    /// The scenario's policy (a weft-core engine per queue).
+    Policy,
+}
+
 /// Parameters of every model (defaults in [`NicParams::default`]); set in a scenario under
 /// `nic: {MODEL: {key: value}}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,9 +160,9 @@ pub struct NicParams {
     pub hw_queue_rate_bps: Option<u64>,
     /// `mq`/`mq-*`/`tonic`: software qdisc limit per queue, packets (tail drop).
     pub qdisc_limit_packets: usize,
-    /// `mq`/`mq-*`: per-queue software qdisc: `fq` (per-flow DRR, Linux fq_codel without AQM)
-    /// or `fifo` (pfifo).
-    pub mq_qdisc_fq: bool,
+    /// `mq`/`mq-*`: per-queue software qdisc: `fq` (per-flow DRR, Linux fq_codel without AQM),
+    /// `fifo` (pfifo), or `policy` (the scenario's policy per queue).
+    pub mq_qdisc: MqQdisc,
     /// `tonic`: hardware queues shared among the tenants' pools.
     pub tonic_queues: usize,
     /// `senic`: payload DMA latency of a pull, ps.
@@ -184,7 +195,7 @@ impl Default for NicParams {
             hw_quantum_bytes: 1514,
             hw_queue_rate_bps: None,
             qdisc_limit_packets: 100_000,
-            mq_qdisc_fq: true,
+            mq_qdisc: MqQdisc::Fq,
             tonic_queues: 16,
             senic_dma_ps: 1_000_000,
             senic_max_pulls: 4,
@@ -223,10 +234,11 @@ impl NicParams {
             }
             ("hw", "qdisc_limit") => self.qdisc_limit_packets = count(v)?,
             ("mq", "qdisc") => {
-                self.mq_qdisc_fq = match v {
-                    "fq" => true,
-                    "fifo" => false,
-                    _ => return Err(format!("qdisc `{v}`: expected `fq` or `fifo`")),
+                self.mq_qdisc = match v {
+                    "fq" => MqQdisc::Fq,
+                    "fifo" => MqQdisc::Fifo,
+                    "policy" => MqQdisc::Policy,
+                    _ => return Err(format!("qdisc `{v}`: expected `fq`, `fifo` or `policy`")),
                 }
             }
             ("tonic", "queues") => self.tonic_queues = count(v)?,
