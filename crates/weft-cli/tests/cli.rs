@@ -567,3 +567,61 @@ fn replay_streams_with_backlog_bounded_by_occupancy() {
     let backlog = s["max_backlog_packets"].as_u64().unwrap();
     assert!((1..=8).contains(&backlog), "max backlog {backlog}");
 }
+
+/// SENIC's fallback (`examples/traces/senic-fallback.csv`): limits 8 and 4 Gbit/s on a
+/// 10 Gbit/s link share it 2:1 while both classes are backlogged (the first 150 µs; the
+/// quantum is one 1.2 µs packet, so the ratio is checked within 2.5 %) and fill it.
+#[test]
+fn replay_senic_fallback_shares() {
+    let out = replay_example("senic-fallback", "shares", &[]);
+    let g = gbps_by_leaf(&out, 0, 150_000_000);
+    let _ = fs::remove_dir_all(&out);
+    let (c1, c2) = (g["c1"], g["c2"]);
+    assert!((c1 / c2 - 2.0).abs() < 0.05, "c1/c2 = {} ({g:?})", c1 / c2);
+    assert!(c1 + c2 > 9.8, "the link is full: {g:?}");
+}
+
+/// Strict priority (`examples/traces/strict-priority.csv`): no low packet starts while a
+/// high packet is queued (a high packet that has arrived by then has already started).
+#[test]
+fn replay_strict_priority_never_serves_low_while_high_waits() {
+    let out = replay_example("strict-priority", "prio", &[]);
+    let departures = fs::read_to_string(out.join("departures.csv")).unwrap();
+    let _ = fs::remove_dir_all(&out);
+    let trace = fs::read_to_string(root().join("examples/traces/strict-priority.csv")).unwrap();
+    // Trace row id -> arrival (ids count data rows from 0).
+    let arrivals: Vec<u64> = trace
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let mut high = Vec::new(); // (arrival, departure)
+    let mut low_starts = Vec::new();
+    for line in departures.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (t, id): (u64, usize) = (f[0].parse().unwrap(), f[1].parse().unwrap());
+        match f[2] {
+            "high" => high.push((arrivals[id], t)),
+            "low" => low_starts.push(t),
+            other => panic!("unexpected leaf {other}"),
+        }
+    }
+    assert!(high.len() > 100 && low_starts.len() > 100);
+    let mut contended = 0;
+    for &tl in &low_starts {
+        for &(a, d) in &high {
+            if a <= tl {
+                assert!(
+                    d < tl,
+                    "low started at {tl} ps while high (arrived {a}) waited until {d}"
+                );
+                contended += usize::from(d + 2_000_000 > tl);
+            }
+        }
+    }
+    assert!(
+        contended > 10,
+        "the trace must make the classes contend ({contended})"
+    );
+}
