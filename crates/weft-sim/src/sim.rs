@@ -246,8 +246,7 @@ pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRu
                 h.cpu_ps_per_packet,
                 h.cpu_ps_per_doorbell,
             );
-            let policy_qdisc = sc.nic_params.mq_qdisc == crate::nic::MqQdisc::Policy
-                && matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair);
+            let policy_qdisc = sc.nic_params.qdisc_of(kind) == crate::nic::MqQdisc::Policy;
             let nic = if policy_qdisc {
                 nic.with_policy_qdiscs(&sc.program)
             } else {

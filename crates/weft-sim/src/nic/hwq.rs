@@ -12,7 +12,7 @@
 //!   policy itself, one weft-core engine per queue, as in Loom §2.2.2's setup).
 //! * `qpf` (Loom Fig. 9c): a queue per flow (FIFO), NIC round robin across all of them.
 //! * `mq-pri`, `mq-fair` (Loom §2.2 Fig. 4, DCB/ETS): 8 NIC traffic classes, each with a queue
-//!   per core; `mq-pri` serves classes by strict priority (class 0 first), `mq-fair` by
+//!   per core, and the policy in software on each queue (`dcb.qdisc`, default `policy`); `mq-pri` serves classes by strict priority (class 0 first), `mq-fair` by
 //!   deficit round robin (equal ETS shares). An application's class is its `dcb_class`
 //!   (default: `mq-pri` puts prioritized applications in class 0 and the rest in 1;
 //!   `mq-fair` puts tenant t in class t mod 8).
@@ -362,8 +362,7 @@ impl HwqNic {
             }
             _ => panic!("HwqNic does not model {kind:?}"),
         };
-        let qdisc_fq = matches!(kind, NicKind::Mq | NicKind::MqPri | NicKind::MqFair)
-            && p.mq_qdisc == super::MqQdisc::Fq;
+        let qdisc_fq = p.qdisc_of(kind) == super::MqQdisc::Fq;
         let queues = (0..nq)
             .map(|i| Queue {
                 ring: VecDeque::new(),

@@ -160,9 +160,12 @@ pub struct NicParams {
     pub hw_queue_rate_bps: Option<u64>,
     /// `mq`/`mq-*`/`tonic`: software qdisc limit per queue, packets (tail drop).
     pub qdisc_limit_packets: usize,
-    /// `mq`/`mq-*`: per-queue software qdisc: `fq` (per-flow DRR, Linux fq_codel without AQM),
-    /// `fifo` (pfifo), or `policy` (the scenario's policy per queue).
+    /// `mq`: per-queue software qdisc: `fq` (per-flow DRR, Linux fq_codel without AQM;
+    /// default), `fifo` (pfifo), or `policy` (the scenario's policy per queue).
     pub mq_qdisc: MqQdisc,
+    /// `mq-pri`/`mq-fair`: the software part of the DCB hybrids (Loom Fig. 4), per queue;
+    /// default `policy`.
+    pub dcb_qdisc: MqQdisc,
     /// `tonic`: hardware queues shared among the tenants' pools.
     pub tonic_queues: usize,
     /// `senic`: payload DMA latency of a pull, ps.
@@ -196,6 +199,7 @@ impl Default for NicParams {
             hw_queue_rate_bps: None,
             qdisc_limit_packets: 100_000,
             mq_qdisc: MqQdisc::Fq,
+            dcb_qdisc: MqQdisc::Policy,
             tonic_queues: 16,
             senic_dma_ps: 1_000_000,
             senic_max_pulls: 4,
@@ -211,6 +215,15 @@ impl Default for NicParams {
 }
 
 impl NicParams {
+    /// The per-queue qdisc of model `kind` (`mq`, `mq-pri`, `mq-fair`; FIFO elsewhere).
+    pub fn qdisc_of(&self, kind: NicKind) -> MqQdisc {
+        match kind {
+            NicKind::Mq => self.mq_qdisc,
+            NicKind::MqPri | NicKind::MqFair => self.dcb_qdisc,
+            _ => MqQdisc::Fifo,
+        }
+    }
+
     /// Sets `model.key` from text with units; the error names the known keys.
     pub fn set(&mut self, model: &str, key: &str, v: &str) -> Result<(), String> {
         use weft_core::units::{parse_size, parse_time};
@@ -233,12 +246,17 @@ impl NicParams {
                 )
             }
             ("hw", "qdisc_limit") => self.qdisc_limit_packets = count(v)?,
-            ("mq", "qdisc") => {
-                self.mq_qdisc = match v {
+            (m @ ("mq" | "dcb"), "qdisc") => {
+                let q = match v {
                     "fq" => MqQdisc::Fq,
                     "fifo" => MqQdisc::Fifo,
                     "policy" => MqQdisc::Policy,
                     _ => return Err(format!("qdisc `{v}`: expected `fq`, `fifo` or `policy`")),
+                };
+                if m == "mq" {
+                    self.mq_qdisc = q;
+                } else {
+                    self.dcb_qdisc = q;
                 }
             }
             ("tonic", "queues") => self.tonic_queues = count(v)?,
@@ -260,7 +278,7 @@ impl NicParams {
             _ => {
                 return Err(format!(
                     "unknown NIC parameter `{model}.{key}` (known: sq.cpu_per_packet, sq.ring, \
-                     hw.ring, hw.quantum, hw.queue_rate, hw.qdisc_limit, mq.qdisc, tonic.queues, senic.dma, \
+                     hw.ring, hw.quantum, hw.queue_rate, hw.qdisc_limit, mq.qdisc, dcb.qdisc, tonic.queues, senic.dma, \
                      senic.max_pulls, loom.batch, loom.batch_timeout, loom.descriptor_dma, \
                      loom.payload_dma, loom.pipeline, all.descriptors_per_read, all.engine)"
                 ))
