@@ -577,6 +577,16 @@ impl FastEngine {
             }
         };
         self.ranks[base] = leaf_rank;
+        // Into the shaping queue at once (the "currently limited" fast path), or into the
+        // tree: then each level's entry is pushed as soon as its rank is known.
+        let defer_at = self.limited_release(slot, now);
+        let seq = if defer_at.is_none() {
+            let q = self.next_seq();
+            self.pifo[s.leaf_node as usize].push(leaf_rank, q, slot);
+            Some(q)
+        } else {
+            None
+        };
         let mut level = 1;
         let mut n_senic = 0usize;
         let mut inner: Option<(u128, u128)> = None;
@@ -647,17 +657,23 @@ impl FastEngine {
                 inner = None;
             }
             self.ranks[base + level] = rank;
+            if let Some(q) = seq {
+                self.pifo[nu].push(rank, q, child);
+            }
             level += 1;
             child = n;
         }
         self.slots[slot as usize].n_senic = n_senic as u8;
         self.admitted[s.leaf_node as usize] += 1;
-        self.enter(slot, now);
+        if let Some(at) = defer_at {
+            self.defer(slot, at);
+        }
     }
 
-    /// Puts an admitted packet into the tree or, with Loom's "currently limited" fast path,
-    /// straight into the shaping queue when a shaping class on its path has packets there.
-    fn enter(&mut self, slot: u32, now: u64) {
+    /// With Loom's "currently limited" fast path: when a shaping class on the packet's path
+    /// has packets in the shaping queue, the time the packet goes there until (if later than
+    /// `now`).
+    fn limited_release(&self, slot: u32, now: u64) -> Option<u64> {
         if self.options.limited_fast_path {
             let classes = self.shaping[slot as usize];
             let classes = classes.as_slice();
@@ -675,12 +691,11 @@ impl FastEngine {
                     }
                 }
                 if at > now {
-                    self.defer(slot, at);
-                    return;
+                    return Some(at);
                 }
             }
         }
-        self.push_entries(slot);
+        None
     }
 
     /// Moves a held packet to the shaping queue until `at`.
