@@ -135,6 +135,8 @@ pub struct IdealModel {
     leaf: Vec<Option<u32>>,
     /// Shaping cap of each application, bits per second.
     cap_bps: Vec<Option<u64>>,
+    /// Applications per leaf node, `(node, apps)`.
+    members: Vec<(usize, Vec<usize>)>,
 }
 
 impl IdealModel {
@@ -161,10 +163,22 @@ impl IdealModel {
                 }
             }
         }
+        let mut index: rustc_hash::FxHashMap<u32, usize> = Default::default();
+        let mut members: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, l) in leaf.iter().enumerate() {
+            if let Some(l) = *l {
+                let k = *index.entry(l).or_insert_with(|| {
+                    members.push((l as usize, Vec::new()));
+                    members.len() - 1
+                });
+                members[k].1.push(i);
+            }
+        }
         IdealModel {
             prog,
             leaf,
             cap_bps,
+            members,
         }
     }
 
@@ -235,15 +249,9 @@ impl IdealModel {
         }
         // Leaves to applications: equal shares within a leaf.
         let mut out = vec![0.0; demand.len()];
-        for (l, &leaf_alloc) in alloc.iter().enumerate() {
-            let members: Vec<usize> = (0..demand.len())
-                .filter(|&i| self.leaf[i] == Some(l as u32))
-                .collect();
-            if members.is_empty() {
-                continue;
-            }
+        for (l, members) in &self.members {
             let items: Vec<(f64, f64)> = members.iter().map(|&i| (1.0, app_demand[i])).collect();
-            for (i, a) in members.iter().zip(waterfill(leaf_alloc, &items)) {
+            for (i, a) in members.iter().zip(waterfill(alloc[*l], &items)) {
                 out[*i] = a;
             }
         }

@@ -45,9 +45,9 @@ fn every_example_scenario_runs_every_model_briefly() {
             continue;
         }
         let mut sc = weft_sim::load(&p, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
-        // A millisecond of each model, scaled so that schedules still happen.
+        // Half a millisecond of each model, scaled so that schedules still happen.
         let d = sc.duration_ps;
-        sc.scale_time(1_000_000_000, d.max(1));
+        sc.scale_time(500_000_000, d.max(1));
         let runs = weft_sim::run_all(&sc, &[], &mut |_, _| {});
         for r in &runs {
             let sent: u64 = r.app_packets.iter().sum();
@@ -199,13 +199,13 @@ fn tonic_fig8_hierarchy_preserved() {
     );
 }
 
-/// Loom Fig. 9 (time-scaled by 1/20 more): in the 1:64 phase (all four bulk tenants backlogged)
+/// Loom Fig. 9 (time-scaled by 1/40 more: 5 ms phases, 125 µs windows): in the 1:64 phase (all four bulk tenants backlogged)
 /// Loom keeps Jain's index ≥ 0.99 while MQ and QPF fall below 0.8; SQ is fair but cannot
 /// reach line rate; Loom keeps T0's p90 latency below MQ's and QPF's.
 #[test]
 fn loom_fig9_claims() {
     let mut sc = load("loom-fig9.yaml");
-    sc.scale_time(1, 20);
+    sc.scale_time(1, 40);
     let models = [NicKind::Sq, NicKind::Mq, NicKind::Qpf, NicKind::Loom];
     let runs = weft_sim::run_all(&sc, &models, &mut |_, _| {});
     let an = report::analyse(&sc, &runs);
