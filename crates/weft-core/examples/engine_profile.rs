@@ -1,5 +1,5 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
-//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow]
+//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow|all] [fig1|senic]
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -17,15 +17,14 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn run<E: Engine>(mut e: E, link: weft_core::policy::Link, ops: u64, flows: u64, per_flow: bool) {
+fn run<E: Engine>(
+    mut e: E,
+    link: weft_core::policy::Link,
+    ops: u64,
+    make: &dyn Fn(u64) -> Packet,
+    per_flow: bool,
+) {
     let prog = e.program().clone();
-    let make = |i: u64| {
-        let f = mix(i) % flows;
-        let mut p = synth::packet(f, 64, 16, 64);
-        p.set_int(Field::Sport, f & 0xffff);
-        p.set_int(Field::Src, 0xffff_0a00_0000u64 | (f >> 16));
-        Packet::new(i, 1518, p)
-    };
     // Packets (and classifications) made before the measured loop, as `weft bench` does.
     let pool: Vec<(Packet, weft_core::policy::Classification)> = (0..4096 + ops)
         .map(|i| {
@@ -71,7 +70,34 @@ fn main() {
     let ops = args.get(2).map_or(1_000_000, |s| s.parse().unwrap());
     let flows = args.get(3).map_or(65_536, |s| s.parse().unwrap());
     let per_flow = args.get(4).is_some_and(|s| s == "per-flow");
-    let text = synth::scaled(64, 16, 64).replace("rate: 1", "rate: 10");
+    let senic = args.get(5).is_some_and(|s| s == "senic");
+    let fig1 = move |i: u64| {
+        let f = mix(i) % flows;
+        let mut p = synth::packet(f, 64, 16, 64);
+        p.set_int(Field::Sport, f & 0xffff);
+        p.set_int(Field::Src, 0xffff_0a00_0000u64 | (f >> 16));
+        Packet::new(i, 1518, p)
+    };
+    // `senic`: a flat senic node with `flows` classes (as in `weft bench`).
+    let flat = move |i: u64| {
+        let mut m = weft_core::classifier::PacketMeta::default();
+        m.set_int(Field::Tag, mix(i) % flows);
+        Packet::new(i, 1518, m)
+    };
+    let make: &dyn Fn(u64) -> Packet = if senic { &flat } else { &fig1 };
+    let text = if senic {
+        let mut s =
+            String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
+        for c in 0..flows {
+            s += &format!(
+                "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
+                20 + c % 50
+            );
+        }
+        s
+    } else {
+        synth::scaled(64, 16, 64).replace("rate: 1", "rate: 10")
+    };
     let prog = Arc::new(
         compile_str(
             std::path::Path::new("fig1.yaml"),
@@ -82,7 +108,7 @@ fn main() {
     );
     let link = prog.link;
     match engine {
-        "fast" => run(FastEngine::new(prog), link, ops, flows, per_flow),
-        _ => run(ReferenceEngine::new(prog), link, ops, flows, per_flow),
+        "fast" => run(FastEngine::new(prog), link, ops, make, per_flow),
+        _ => run(ReferenceEngine::new(prog), link, ops, make, per_flow),
     }
 }

@@ -17,7 +17,7 @@
 //!   counters; a flow of a fair leaf adds a 16-byte finish tag in a side array), found
 //!   through a `hashbrown::HashTable` of `u32` indices: one hash probe per enqueue and none
 //!   per dequeue; a record stays when its flow goes idle (it holds the flow's counters). Drops per flow are counted in a sparse side map (drops are rare).
-//! * **Shaping queue**: one binary heap of `(time, seq, slot)`; per-flow deferral records only
+//! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow deferral records only
 //!   for flows with deferred packets.
 //! * Node algorithms dispatch on a small `Copy` enum; per-child state is indexed by node id.
 //!
@@ -40,6 +40,7 @@ use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
+use super::wheel::TimingWheel;
 use super::{
     check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
     Update, UpdateError,
@@ -379,7 +380,8 @@ pub struct FastEngine {
     ranks: Vec<Rank>,
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
-    shaping_queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// The global shaping queue: `(release time ps, seq, slot)` in a timing wheel.
+    shaping_queue: TimingWheel,
     /// Per flow index with packets in the shaping queue: (fseq, release time, ps).
     deferred: FxHashMap<u32, Vec<(u32, u64)>>,
     /// Emptied deferral lists, kept for reuse (no allocation in steady state).
@@ -490,7 +492,7 @@ impl FastEngine {
             ranks: Vec::new(),
             tags: Vec::new(),
             free: Vec::new(),
-            shaping_queue: BinaryHeap::new(),
+            shaping_queue: TimingWheel::default(),
             deferred: FxHashMap::default(),
             spare: Vec::new(),
             popped: Vec::with_capacity(stride),
@@ -701,7 +703,7 @@ impl FastEngine {
     /// Moves a held packet to the shaping queue until `at`.
     fn defer(&mut self, slot: u32, at: u64) {
         let seq = self.next_seq();
-        self.shaping_queue.push(Reverse((at, seq, slot)));
+        self.shaping_queue.push((at, seq, slot));
         let s = &mut self.slots[slot as usize];
         s.was_deferred = true;
         let (flow, fseq, bytes) = (s.flow, s.fseq, s.bytes);
@@ -732,7 +734,7 @@ impl FastEngine {
 
     /// Moves due packets from the shaping queue back into the tree.
     fn release_due(&mut self, now: u64) {
-        while let Some(&Reverse((t, _, slot))) = self.shaping_queue.peek() {
+        while let Some((t, _, slot)) = self.shaping_queue.peek() {
             if t > now {
                 break;
             }
@@ -915,11 +917,7 @@ impl Engine for FastEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        if self
-            .shaping_queue
-            .peek()
-            .is_some_and(|Reverse((t, _, _))| *t <= now)
-        {
+        if self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
             self.release_due(now);
         }
         loop {
@@ -1010,7 +1008,7 @@ impl Engine for FastEngine {
     }
 
     fn next_wakeup(&self) -> Option<u64> {
-        self.shaping_queue.peek().map(|r| r.0 .0)
+        self.shaping_queue.peek().map(|e| e.0)
     }
 
     fn backlog(&self) -> usize {

@@ -20,6 +20,7 @@
 pub mod fast;
 pub mod link;
 pub mod reference;
+mod wheel;
 
 use crate::classifier::PacketMeta;
 
