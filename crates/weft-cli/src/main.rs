@@ -6,6 +6,7 @@
 mod bench;
 mod diagnostics;
 mod replay;
+mod run;
 mod sim;
 
 /// mimalloc (compiling a 100,000-leaf policy allocates and frees millions of small YAML
@@ -174,6 +175,8 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    #[command(flatten)]
+    Nic(run::NicCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// Example: weft completions bash > /etc/bash_completion.d/weft
@@ -496,6 +499,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             })
         }
         Command::Demo { out, quiet } => sim::demo(&out, quiet).map_err(|(code, m)| Failure {
+            code,
+            message: Some(m),
+        }),
+        Command::Nic(c) => run::main(c).map_err(|(code, m)| Failure {
             code,
             message: Some(m),
         }),

@@ -645,6 +645,19 @@ impl Interface {
         Ok(())
     }
 
+    /// NIC side: the descriptor behind an outstanding handle (the NIC's copy, read when it
+    /// transmits); `None` when the handle is not outstanding.
+    pub fn outstanding_desc(&self, handle: u64) -> Option<Descriptor> {
+        let q = (handle >> 32) as u32;
+        let seq = handle as u32;
+        let s = self.queues.get(q as usize)?;
+        let slot = q as usize * (self.mask as usize + 1) + (seq & self.mask) as usize;
+        let live = s.owner != FREE
+            && seq.wrapping_sub(s.head) < s.fetched.wrapping_sub(s.head)
+            && !self.done[slot];
+        live.then(|| self.descs[slot])
+    }
+
     /// Host side: takes `driver`'s completions (at most `max`).
     pub fn poll_completions(
         &mut self,
@@ -740,6 +753,7 @@ mod tests {
         i.ring_doorbell(0, a, &[DoorbellEntry::Kick(q)]).unwrap();
         assert_eq!(i.nic_doorbells(0, |_| {}), 1);
         assert_eq!(i.nic_fetch(10, &mut out), 4);
+        assert_eq!(i.outstanding_desc(out[2].handle), Some(d(2)));
         assert_eq!(
             out.iter().map(|f| f.desc.cookie).collect::<Vec<_>>(),
             [0, 1, 2, 3]

@@ -12,6 +12,10 @@
 //!   transmit, complete; live stats and reload over a Unix socket ([`ctl`]).
 //! * [`testbed`]: network namespaces, veth pairs, real applications, Linux HTB baselines.
 
+pub mod afpacket;
 pub mod clock;
+pub mod ctl;
+pub mod dataplane;
 pub mod iface;
 pub mod parse;
+pub mod testbed;

@@ -1,0 +1,341 @@
+//! `weft run` (the software NIC on real Linux interfaces), `weft ctl` (live stats and
+//! reload over its Unix socket) and `weft testbed` (namespaces, veth, real applications,
+//! Linux HTB side by side). The work is done by the `weft-nic` crate; this module parses
+//! arguments, prints, and maps failures to exit codes (2: usage or input, 1: the system).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use weft_core::policy::{self, LoadOptions};
+use weft_core::units;
+use weft_nic::{ctl, dataplane, testbed};
+
+type Fail = (u8, String);
+
+fn usage(m: impl Into<String>) -> Fail {
+    (2, m.into())
+}
+
+#[derive(Subcommand)]
+pub enum NicCommand {
+    /// Run the software NIC: schedule tenants' frames onto a paced uplink.
+    ///
+    /// Frames from each tenant interface (AF_PACKET, TPACKET_V3 rings) are parsed, classified
+    /// (tenant = the interface's position in the --tenant list, 1-based; ports; destination
+    /// prefix), scheduled by the policy and transmitted on the uplink at RATE. Frames arriving
+    /// on the uplink go back to the tenant that owns their destination MAC. Runs until SIGINT
+    /// or SIGTERM (or `weft ctl stop`), then prints its stats as JSON on stdout. Needs root
+    /// (CAP_NET_RAW); run it inside the namespace that holds the interfaces.
+    ///
+    /// Example:
+    ///   ip netns exec nic weft run --policy fair.yaml --uplink up --rate 500mbit \
+    ///       --tenant a=t1 --tenant b=t2
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
+    /// Talk to a running `weft run`: stats, reload, stop.
+    #[command(subcommand)]
+    Ctl(CtlCommand),
+    /// A testbed of network namespaces with real applications, weft vs Linux HTB.
+    #[command(subcommand)]
+    Testbed(TestbedCommand),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Policy file.
+    #[arg(long)]
+    policy: PathBuf,
+    /// Uplink interface (frames are transmitted here).
+    #[arg(long)]
+    uplink: String,
+    /// Uplink rate, e.g. `500mbit` (overrides the policy's link rate).
+    #[arg(long)]
+    rate: String,
+    /// A tenant: NAME=IFACE; repeatable. Tenant ids follow the order given (1, 2, ...).
+    #[arg(long, value_name = "NAME=IFACE", required = true)]
+    tenant: Vec<String>,
+    /// Control socket.
+    #[arg(long, default_value = ctl::DEFAULT_SOCKET)]
+    ctl: PathBuf,
+    /// Serve Prometheus text metrics on this loopback address, e.g. `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// Frame buffers in the pool.
+    #[arg(long, default_value_t = 32768)]
+    buffers: u32,
+    /// Descriptors per flow ring.
+    #[arg(long, default_value_t = 256)]
+    ring: u32,
+    /// Descriptors of one class the NIC holds at most.
+    #[arg(long, default_value_t = 1024)]
+    outstanding: u32,
+    /// Flow queues at most.
+    #[arg(long, default_value_t = 16384)]
+    max_queues: u32,
+    /// Sleep this many microseconds when idle (0: pure busy polling).
+    #[arg(long, default_value_t = 0)]
+    idle_sleep_us: u64,
+}
+
+#[derive(Subcommand)]
+pub enum CtlCommand {
+    /// Per node and leaf: packets, bytes, drops by reason, current rate; dataplane and
+    /// OS/NIC interface counters.
+    Stats {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Control socket.
+        #[arg(long, default_value = ctl::DEFAULT_SOCKET)]
+        socket: PathBuf,
+    },
+    /// Swap the running policy: validated here first (diagnostics, exit 2) and again by the
+    /// daemon; a rejected policy leaves the running one untouched; queued packets drain.
+    Reload {
+        /// Policy file.
+        policy: PathBuf,
+        /// Control socket.
+        #[arg(long, default_value = ctl::DEFAULT_SOCKET)]
+        socket: PathBuf,
+    },
+    /// Stop the daemon.
+    Stop {
+        /// Control socket.
+        #[arg(long, default_value = ctl::DEFAULT_SOCKET)]
+        socket: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TestbedCommand {
+    /// Create namespaces PREFIX-t1..tN (tenants), PREFIX-nic (the software NIC),
+    /// PREFIX-rx (the receiver) and their veth pairs.
+    Up {
+        #[arg(long, default_value = "wt")]
+        prefix: String,
+        #[arg(long, default_value_t = 2)]
+        tenants: usize,
+    },
+    /// Delete every namespace named PREFIX-* (and the processes in them).
+    Down {
+        #[arg(long, default_value = "wt")]
+        prefix: String,
+    },
+    /// Run an experiment with weft and with Linux HTB on the same uplink; write a report.
+    ///
+    /// Experiments: fair-1v8 (two equal tenants, 1 vs 8 iperf3 flows), weights-123 (three
+    /// tenants weighted 1:2:3, 4 flows each). Installs iperf3 and ethtool with apt-get when
+    /// missing.
+    Run {
+        /// Experiment name.
+        experiment: String,
+        #[arg(long, default_value = "wt")]
+        prefix: String,
+        /// Uplink rate.
+        #[arg(long, default_value = "500mbit")]
+        rate: String,
+        /// Measured seconds (after 2 s of warm-up).
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+        /// Only this scheduler: weft or htb (default both).
+        #[arg(long)]
+        only: Option<String>,
+        /// Report directory.
+        #[arg(long, default_value = "weft-testbed")]
+        out: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn main(c: NicCommand) -> Result<(), Fail> {
+    match c {
+        NicCommand::Run(a) => run(a),
+        NicCommand::Ctl(c) => ctl_cmd(c),
+        NicCommand::Testbed(t) => testbed_cmd(t),
+    }
+}
+
+fn run(a: RunArgs) -> Result<(), Fail> {
+    let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
+    let mut tenants = Vec::new();
+    for t in &a.tenant {
+        let (n, i) = t
+            .split_once('=')
+            .filter(|(n, i)| !n.is_empty() && !i.is_empty())
+            .ok_or_else(|| usage(format!("--tenant `{t}`: expected NAME=IFACE")))?;
+        tenants.push((n.to_string(), i.to_string()));
+    }
+    // Validate the policy with diagnostics before touching any socket.
+    let opts = LoadOptions {
+        link_rate_bps: Some(rate_bps),
+        ..LoadOptions::default()
+    };
+    if let Err(e) = policy::load(&a.policy, &opts) {
+        crate::diagnostics::report(&e, false);
+        return Err(usage(format!("{}: invalid policy", a.policy.display())));
+    }
+    let cfg = dataplane::Config {
+        policy: a.policy,
+        load: opts,
+        uplink: a.uplink,
+        rate_bps,
+        tenants,
+        ctl: Some(a.ctl.clone()),
+        metrics: a.metrics,
+        buffers: a.buffers.max(64),
+        max_queues: a.max_queues.max(16),
+        ring: a.ring.max(1),
+        outstanding: a.outstanding.max(1),
+        idle_sleep_us: a.idle_sleep_us,
+    };
+    let ctl_path = a.ctl;
+    let stats = dataplane::run(cfg, || {
+        eprintln!("weft run: ready (control socket {})", ctl_path.display());
+    })
+    .map_err(|e| match e {
+        dataplane::RunError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            usage(e.to_string())
+        }
+        dataplane::RunError::Config(m) => usage(m),
+        e => (1, e.to_string()),
+    })?;
+    println!("{stats}");
+    Ok(())
+}
+
+fn ask(socket: &std::path::Path, req: Value) -> Result<Value, Fail> {
+    let v = ctl::request(socket, &req).map_err(|e| (1, e.to_string()))?;
+    if v["ok"] == json!(false) {
+        return Err((2, v["error"].as_str().unwrap_or("refused").to_string()));
+    }
+    Ok(v)
+}
+
+fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
+    match c {
+        CtlCommand::Stats { json: j, socket } => {
+            let v = ask(&socket, json!({"cmd": "stats"}))?;
+            if j {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                print_stats(&v);
+            }
+            Ok(())
+        }
+        CtlCommand::Reload { policy: p, socket } => {
+            if let Err(e) = policy::load(&p, &LoadOptions::default()) {
+                crate::diagnostics::report(&e, false);
+                return Err(usage(format!(
+                    "{}: invalid policy; the running one is untouched",
+                    p.display()
+                )));
+            }
+            let abs = std::fs::canonicalize(&p).map_err(|e| usage(e.to_string()))?;
+            let v = ask(
+                &socket,
+                json!({"cmd": "reload", "policy": abs.display().to_string()}),
+            )?;
+            println!(
+                "reloaded: policy {} (generation {})",
+                v["policy"], v["generation"]
+            );
+            Ok(())
+        }
+        CtlCommand::Stop { socket } => ask(&socket, json!({"cmd": "stop"})).map(|_| ()),
+    }
+}
+
+fn print_stats(v: &Value) {
+    println!(
+        "policy {} (generation {}), up {:.1} s, uplink {}",
+        v["policy"].as_str().unwrap_or("?"),
+        v["generation"],
+        v["uptime_s"].as_f64().unwrap_or(0.0),
+        units::format_rate(v["rate_bps"].as_u64().unwrap_or(0))
+    );
+    println!(
+        "{:<24} {:>6} {:>12} {:>14} {:>12} {:>10}  drops by reason",
+        "node", "type", "packets", "bytes", "Mbit/s", "drops"
+    );
+    for n in v["nodes"].as_array().into_iter().flatten() {
+        let drops = n["drops"].as_object();
+        let total: u64 = drops.map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
+        let reasons: Vec<String> = drops
+            .into_iter()
+            .flatten()
+            .filter(|(_, c)| c.as_u64().unwrap_or(0) > 0)
+            .map(|(r, c)| format!("{r}={c}"))
+            .collect();
+        println!(
+            "{:<24} {:>6} {:>12} {:>14} {:>12.1} {:>10}  {}",
+            n["name"].as_str().unwrap_or(""),
+            n["type"].as_str().unwrap_or(""),
+            n["packets"],
+            n["bytes"],
+            n["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            total,
+            reasons.join(" ")
+        );
+    }
+    println!("dataplane: {}", v["dataplane"]);
+    println!("iface: {}", v["iface"]);
+}
+
+fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
+    match t {
+        TestbedCommand::Up { prefix, tenants } => {
+            testbed::check_prefix(&prefix).map_err(usage)?;
+            let tb = testbed::Testbed::up(&prefix, tenants).map_err(|e| (1, e.to_string()))?;
+            let names = tb.namespaces();
+            tb.keep();
+            println!("{}", names.join(" "));
+            Ok(())
+        }
+        TestbedCommand::Down { prefix } => {
+            testbed::check_prefix(&prefix).map_err(usage)?;
+            testbed::down(&prefix);
+            Ok(())
+        }
+        TestbedCommand::Run {
+            experiment,
+            prefix,
+            rate,
+            seconds,
+            only,
+            out,
+            json: j,
+        } => {
+            testbed::check_prefix(&prefix).map_err(usage)?;
+            let rate_bps = units::parse_rate(&rate).map_err(|e| usage(format!("--rate: {e}")))?;
+            let exp =
+                testbed::Experiment::named(&experiment, rate_bps, seconds).ok_or_else(|| {
+                    usage(format!(
+                        "unknown experiment `{experiment}`; known: {}",
+                        testbed::Experiment::NAMES.join(", ")
+                    ))
+                })?;
+            let modes: Vec<testbed::Mode> = match only.as_deref() {
+                None => vec![testbed::Mode::Weft, testbed::Mode::Htb],
+                Some("weft") => vec![testbed::Mode::Weft],
+                Some("htb") => vec![testbed::Mode::Htb],
+                Some(o) => return Err(usage(format!("--only `{o}`: weft or htb"))),
+            };
+            let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
+            let report =
+                testbed::run(&exp, &prefix, &modes, &weft, &out).map_err(|e| (1, e.to_string()))?;
+            if j {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
+            } else {
+                print!("{}", testbed::markdown(&report));
+                eprintln!("wrote {}/report.json and report.md", out.display());
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,664 @@
+//! The software NIC's dataplane (issue 5): one busy-polling thread that plays both sides of
+//! the OS/NIC interface ([`crate::iface`], Loom §4.3) around weft's scheduling core.
+//!
+//! Per loop iteration, with `now_ps` read once from [`crate::clock`]:
+//! 1. **Host side, ingress**: frames from each tenant interface's TPACKET_V3 ring
+//!    ([`crate::afpacket`]) are parsed ([`crate::parse`]; the tenant is the ingress
+//!    interface's position in the configuration, 1-based), copied into a buffer of the
+//!    pool, and posted to their flow's descriptor queue (one queue per five-tuple, owned by
+//!    the tenant's driver, created on the flow's first frame and bound to the leaf and
+//!    shaping classes the policy classifies it into: classification once per flow, as in
+//!    Loom). Each tenant then rings one doorbell for every queue it posted to.
+//! 2. **NIC side**: doorbells are processed (validated: ownership), descriptors fetched
+//!    (bounded per class) and offered to the engine with their queue's classification.
+//! 3. **Transmit**: while the paced link is free (`next_free_ps ≤ now`), the engine's next
+//!    departure is sent on the uplink and its descriptor completed; the link becomes free
+//!    again after the frame's wire time at the configured rate (policy link overhead
+//!    included). Frames start back to back as long as the loop is less than
+//!    [`CATCH_UP_PS`] late, so loop jitter does not lower the rate.
+//! 4. **Host side, completions**: buffers of completed descriptors return to the pool.
+//! 5. **Reverse path**: frames arriving on the uplink (ACKs, ARP replies) go straight to
+//!    the tenant whose MAC address they are for (learned from ingress; broadcast and unknown
+//!    destinations go to every tenant). They are not scheduled.
+//! 6. About every millisecond: control requests ([`crate::ctl`]), rate sampling, idle-queue
+//!    reclamation, the stop flag.
+//!
+//! Invariants: the daemon never panics on input (bad frames are counted: `parse_errors`,
+//! `oversize`); every frame taken from a ring is transmitted or dropped with a counted
+//! reason (`no_buffer`, `ring_full`, `no_queue`, `unclassified`, engine drops, `tx_errors`);
+//! a reload swaps the engine only after the new policy compiled, and the old engine keeps
+//! draining until empty (no admitted packet is lost); memory is bounded by the pool.
+//!
+//! Cost: per frame, one parse, one hash lookup (flow → queue), one copy into the pool, one
+//! post, a share of a doorbell, one engine enqueue/dequeue, one `send(2)`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use weft_core::classifier::PacketMeta;
+use weft_core::policy::{self, Classification, LoadOptions, Program};
+use weft_core::sched::fast::FastEngine;
+use weft_core::sched::link::wire_ps;
+use weft_core::sched::{DropReason, Engine, Packet, Update};
+
+use crate::afpacket::{PacketSocket, RingConfig};
+use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
+use crate::{clock, ctl, parse};
+
+/// Bytes per pool buffer (frames longer than this are dropped as `oversize`).
+pub const BUF_BYTES: usize = 2048;
+/// How late the loop may be and still send the next frame back to back, ps.
+pub const CATCH_UP_PS: u64 = 50_000_000;
+
+/// What `weft run` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Policy file.
+    pub policy: PathBuf,
+    /// Options for loading it (the link rate is overridden by `rate_bps`).
+    pub load: LoadOptions,
+    /// Uplink interface.
+    pub uplink: String,
+    /// Transmit rate, bits per second.
+    pub rate_bps: u64,
+    /// Tenants: (name, interface); tenant id = position + 1.
+    pub tenants: Vec<(String, String)>,
+    /// Control socket.
+    pub ctl: Option<PathBuf>,
+    /// Prometheus endpoint (loopback address).
+    pub metrics: Option<String>,
+    /// Pool buffers (frames held at once).
+    pub buffers: u32,
+    /// Descriptor queues (flows) at once.
+    pub max_queues: u32,
+    /// Descriptors per flow ring.
+    pub ring: u32,
+    /// Descriptors of one class in the NIC at once.
+    pub outstanding: u32,
+    /// Sleep this long when a loop iteration found nothing to do (0: pure busy polling).
+    pub idle_sleep_us: u64,
+}
+
+/// Errors that stop `weft run` before it starts.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("policy: {0}")]
+    Policy(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Dataplane counters (beyond the engine's and the interface's).
+#[derive(Debug, Clone, Default)]
+pub struct DpCounters {
+    pub rx_frames: Vec<u64>,
+    pub rx_bytes: Vec<u64>,
+    pub parse_errors: u64,
+    pub oversize: u64,
+    pub no_buffer: u64,
+    pub ring_full: u64,
+    pub no_queue: u64,
+    pub unclassified: u64,
+    pub engine_drops: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    pub reverse_frames: u64,
+    pub reverse_flooded: u64,
+    pub reloads: u64,
+    pub queues_reclaimed: u64,
+}
+
+struct Flow {
+    tenant: u32,
+    key: u64,
+    meta: PacketMeta,
+    class: Classification,
+    pending_kick: bool,
+    last_ps: u64,
+}
+
+struct State {
+    prog: Arc<Program>,
+    engine: FastEngine,
+    draining: Vec<FastEngine>,
+    generation: u64,
+    iface: Interface,
+    drivers: Vec<iface::DriverId>,
+    flows: HashMap<(u32, u64), QueueId>,
+    queues: HashMap<QueueId, Flow>,
+    kicks: Vec<Vec<DoorbellEntry>>,
+    pool: Vec<u8>,
+    lens: Vec<u16>,
+    free: Vec<u32>,
+    macs: HashMap<[u8; 6], usize>,
+    c: DpCounters,
+    next_free_ps: u64,
+    cfg: Config,
+    started_ps: u64,
+    /// (time, bytes per node) at the last two samples, for `rate_bps`.
+    samples: [(u64, Vec<u64>); 2],
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Stops `run` at its next control poll (also set by SIGINT and SIGTERM).
+pub fn request_stop() {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn load(cfg: &Config, path: &std::path::Path) -> Result<Program, String> {
+    let mut o = cfg.load.clone();
+    o.link_rate_bps = Some(cfg.rate_bps);
+    policy::load(path, &o).map_err(|e| e.to_string())
+}
+
+/// Runs the software NIC until SIGINT/SIGTERM (or [`request_stop`]); `ready` is called once
+/// the sockets are open. Returns the final stats.
+pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
+    if cfg.tenants.is_empty() {
+        return Err(RunError::Config("at least one --tenant NAME=IFACE".into()));
+    }
+    let prog = Arc::new(load(&cfg, &cfg.policy).map_err(RunError::Policy)?);
+    let classes = (prog.leaves.len() as u32).max(4096);
+    let mut iface = Interface::new(iface::Config {
+        max_queues: cfg.max_queues,
+        ring_capacity: cfg.ring,
+        cores: 1,
+        doorbell_capacity: 8192,
+        classes,
+        outstanding_per_class: cfg.outstanding,
+    });
+    let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
+    let mut tenants = Vec::new();
+    for (_, ifname) in &cfg.tenants {
+        tenants.push(PacketSocket::open(ifname, RingConfig::default())?);
+    }
+    let mut uplink = PacketSocket::open(&cfg.uplink, RingConfig::default())?;
+    let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref())?;
+    // SAFETY: installs an async-signal-safe handler (one atomic store).
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    if cfg.idle_sleep_us > 0 {
+        // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer; 1 µs of slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+    }
+    let nodes = prog.nodes.len();
+    let now = clock::now_ps();
+    let mut st = State {
+        engine: FastEngine::new(prog.clone()),
+        prog,
+        draining: Vec::new(),
+        generation: 1,
+        iface,
+        kicks: vec![Vec::new(); cfg.tenants.len()],
+        drivers,
+        flows: HashMap::new(),
+        queues: HashMap::new(),
+        pool: vec![0; cfg.buffers as usize * BUF_BYTES],
+        lens: vec![0; cfg.buffers as usize],
+        free: (0..cfg.buffers).rev().collect(),
+        macs: HashMap::new(),
+        c: DpCounters {
+            rx_frames: vec![0; cfg.tenants.len()],
+            rx_bytes: vec![0; cfg.tenants.len()],
+            ..DpCounters::default()
+        },
+        next_free_ps: now,
+        started_ps: now,
+        samples: [(now, vec![0; nodes]), (now, vec![0; nodes])],
+        cfg,
+    };
+    ready();
+    let mut fetched = Vec::with_capacity(256);
+    let mut completions = Vec::with_capacity(256);
+    let mut next_ctl_ps = now;
+    let mut next_sample_ps = now;
+    let mut idle_iters = 0u32;
+    loop {
+        let now = clock::now_ps();
+        let mut work = 0usize;
+        // 1. Ingress.
+        for (t, sock) in tenants.iter_mut().enumerate() {
+            work += sock.recv_batch(8, |f| st.ingress(t, f, now));
+            st.ring_doorbell(t);
+        }
+        // 2. NIC side.
+        let mut controls = Vec::new();
+        st.iface.nic_doorbells(0, |c| controls.push(c));
+        for c in controls {
+            st.control(c, now);
+        }
+        fetched.clear();
+        st.iface.nic_fetch(512, &mut fetched);
+        for f in &fetched {
+            st.offer(f, now);
+        }
+        // 3. Transmit.
+        work += st.transmit(&uplink, now);
+        // 4. Completions.
+        for &d in &st.drivers {
+            completions.clear();
+            st.iface.poll_completions(d, usize::MAX, &mut completions);
+            for c in &completions {
+                st.free.push(c.desc.buf);
+            }
+        }
+        // 5. Reverse path.
+        work += uplink.recv_batch(8, |f| st.reverse(&tenants, f));
+        // 6. Housekeeping.
+        if now >= next_ctl_ps {
+            next_ctl_ps = now + 1_000_000_000;
+            server.poll(|req| st.handle(req, now));
+            if now >= next_sample_ps {
+                next_sample_ps = now + 1_000_000_000_000;
+                st.sample(now);
+                st.reclaim(now);
+            }
+            if STOP.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        if work == 0 && st.cfg.idle_sleep_us > 0 {
+            idle_iters += 1;
+            // Nothing received or sent: give the core back for a moment (on a 2-core machine
+            // the applications and the kernel's TCP need it), waking in time for the next
+            // paced departure. `prctl(PR_SET_TIMERSLACK)` above keeps the wakeup precise.
+            if idle_iters > 16 {
+                let mut us = st.cfg.idle_sleep_us;
+                let backlog = st.engine.backlog() > 0 || !st.draining.is_empty();
+                if backlog && st.next_free_ps > now {
+                    us = us.min((st.next_free_ps - now) / 1_000_000);
+                }
+                if us > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(us));
+                }
+            }
+        } else {
+            idle_iters = 0;
+        }
+    }
+    Ok(st.stats(clock::now_ps()))
+}
+
+impl State {
+    fn ingress(&mut self, t: usize, frame: &[u8], now: u64) {
+        self.c.rx_frames[t] += 1;
+        self.c.rx_bytes[t] += frame.len() as u64;
+        if frame.len() > BUF_BYTES {
+            self.c.oversize += 1;
+            return;
+        }
+        let p = match parse::parse(frame, t as u32 + 1) {
+            Ok(p) => p,
+            Err(_) => {
+                self.c.parse_errors += 1;
+                return;
+            }
+        };
+        if frame.len() >= 12 {
+            let mut src = [0u8; 6];
+            src.copy_from_slice(&frame[6..12]);
+            if src[0] & 1 == 0 {
+                self.macs.insert(src, t);
+            }
+        }
+        let key = (t as u32, p.flow);
+        let q = match self.flows.get(&key) {
+            Some(&q) => q,
+            None => {
+                let class = self.prog.classify(&p.meta);
+                let Classification::Leaf { leaf, shaping, .. } = class else {
+                    self.c.unclassified += 1;
+                    let pkt = Packet::new(0, frame.len() as u32, p.meta);
+                    let _ = self.engine.enqueue_classified(pkt, class, now);
+                    return;
+                };
+                let shaper = shaping.as_slice().first().copied();
+                match self.iface.create_queue(self.drivers[t], leaf, shaper) {
+                    Ok(q) => {
+                        self.flows.insert(key, q);
+                        self.queues.insert(
+                            q,
+                            Flow {
+                                tenant: t as u32,
+                                key: p.flow,
+                                meta: p.meta,
+                                class,
+                                pending_kick: false,
+                                last_ps: now,
+                            },
+                        );
+                        q
+                    }
+                    Err(_) => {
+                        self.c.no_queue += 1;
+                        return;
+                    }
+                }
+            }
+        };
+        let Some(buf) = self.free.pop() else {
+            self.c.no_buffer += 1;
+            return;
+        };
+        let off = buf as usize * BUF_BYTES;
+        self.pool[off..off + frame.len()].copy_from_slice(frame);
+        self.lens[buf as usize] = frame.len() as u16;
+        let d = Descriptor {
+            buf,
+            bytes: frame.len() as u32,
+            cookie: 0,
+        };
+        if self.iface.post(self.drivers[t], q, d).is_err() {
+            self.free.push(buf);
+            self.c.ring_full += 1;
+            return;
+        }
+        let f = self.queues.get_mut(&q).expect("queue of a flow");
+        f.last_ps = now;
+        if !f.pending_kick {
+            f.pending_kick = true;
+            self.kicks[t].push(DoorbellEntry::Kick(q));
+        }
+    }
+
+    fn ring_doorbell(&mut self, t: usize) {
+        if self.kicks[t].is_empty() {
+            return;
+        }
+        // A refused batch (doorbell queue full) keeps its kicks for the next iteration.
+        if self
+            .iface
+            .ring_doorbell(0, self.drivers[t], &self.kicks[t])
+            .is_ok()
+        {
+            for e in self.kicks[t].drain(..) {
+                if let DoorbellEntry::Kick(q) = e {
+                    if let Some(f) = self.queues.get_mut(&q) {
+                        f.pending_kick = false;
+                    }
+                }
+            }
+        }
+    }
+
+    fn control(&mut self, c: Control, now: u64) {
+        match c {
+            Control::Rate {
+                shaper,
+                rate_bps,
+                burst_bytes,
+                ..
+            } => {
+                let _ = self.engine.update(
+                    Update::Shaper {
+                        shaper,
+                        rate_bps,
+                        burst_bytes,
+                    },
+                    now,
+                );
+            }
+            Control::Moved { queue, to, .. } => {
+                if let Some(f) = self.queues.get_mut(&queue) {
+                    if let (Classification::Leaf { shaping, .. }, Some(&node)) =
+                        (f.class, self.prog.leaves.get(to as usize))
+                    {
+                        f.class = Classification::Leaf {
+                            leaf: to,
+                            node,
+                            shaping,
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    fn offer(&mut self, f: &iface::Fetched, now: u64) {
+        let (meta, key, class) = match self.queues.get(&f.queue) {
+            Some(fl) => (fl.meta, fl.key, fl.class),
+            None => (
+                PacketMeta::default(),
+                0,
+                Classification::Unclassified { at: 0 },
+            ),
+        };
+        let pkt = Packet {
+            id: f.handle,
+            bytes: f.desc.bytes,
+            meta,
+            flow: key,
+            deadline_ps: None,
+            slack_ps: (f.rank != 0).then_some(f.rank),
+        };
+        if let Err(r) = self.engine.enqueue_classified(pkt, class, now) {
+            self.c.engine_drops += 1;
+            if r == DropReason::Unclassified {
+                self.c.unclassified += 1;
+            }
+            let _ = self.iface.nic_complete(f.handle, Status::Dropped(r));
+        }
+    }
+
+    fn transmit(&mut self, uplink: &PacketSocket, now: u64) -> usize {
+        let mut n = 0;
+        while self.next_free_ps <= now {
+            // Engines of earlier policies drain first (a reload loses no admitted packet).
+            let mut d = None;
+            for old in &mut self.draining {
+                d = old.dequeue(now);
+                if d.is_some() {
+                    break;
+                }
+            }
+            self.draining.retain(|e| e.backlog() > 0);
+            if d.is_none() {
+                d = self.engine.dequeue(now);
+            }
+            let Some(d) = d else { break };
+            let Some(desc) = self.iface.outstanding_desc(d.id) else {
+                continue;
+            };
+            let off = desc.buf as usize * BUF_BYTES;
+            let len = self.lens[desc.buf as usize] as usize;
+            let status = match uplink.send(&self.pool[off..off + len]) {
+                Ok(true) => {
+                    self.c.tx_frames += 1;
+                    self.c.tx_bytes += len as u64;
+                    Status::Sent
+                }
+                _ => {
+                    self.c.tx_errors += 1;
+                    Status::Aborted
+                }
+            };
+            let _ = self.iface.nic_complete(d.id, status);
+            let start = if now > self.next_free_ps + CATCH_UP_PS {
+                now
+            } else {
+                self.next_free_ps
+            };
+            self.next_free_ps = start + wire_ps(d.bytes, &self.prog.link);
+            n += 1;
+        }
+        n
+    }
+
+    fn reverse(&mut self, tenants: &[PacketSocket], frame: &[u8]) {
+        if frame.len() < 14 {
+            self.c.parse_errors += 1;
+            return;
+        }
+        self.c.reverse_frames += 1;
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&frame[..6]);
+        match self.macs.get(&dst) {
+            Some(&t) if dst[0] & 1 == 0 => {
+                if !matches!(tenants[t].send(frame), Ok(true)) {
+                    self.c.tx_errors += 1;
+                }
+            }
+            _ => {
+                self.c.reverse_flooded += 1;
+                for s in tenants {
+                    let _ = s.send(frame);
+                }
+            }
+        }
+    }
+
+    fn sample(&mut self, now: u64) {
+        let bytes = self.engine.stats().nodes.iter().map(|c| c.bytes).collect();
+        self.samples[0] = std::mem::replace(&mut self.samples[1], (now, bytes));
+    }
+
+    /// Destroys queues idle for a second (their ids return to the arena).
+    fn reclaim(&mut self, now: u64) {
+        let idle: Vec<QueueId> = self
+            .queues
+            .iter()
+            .filter(|(q, f)| {
+                now.saturating_sub(f.last_ps) > 1_000_000_000_000
+                    && !f.pending_kick
+                    && self.iface.ring_len(**q) == 0
+            })
+            .map(|(q, _)| *q)
+            .collect();
+        for q in idle {
+            let f = &self.queues[&q];
+            if self
+                .iface
+                .destroy_queue(self.drivers[f.tenant as usize], q)
+                .is_ok()
+            {
+                let f = self.queues.remove(&q).expect("present");
+                self.flows.remove(&(f.tenant, f.key));
+                self.c.queues_reclaimed += 1;
+            }
+        }
+    }
+
+    fn reload(&mut self, path: &str, now: u64) -> Value {
+        let prog = match load(&self.cfg, std::path::Path::new(path)) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return json!({"ok": false, "error": e}),
+        };
+        if prog.leaves.len() as u32 > self.iface.config().classes {
+            return json!({"ok": false, "error": format!(
+                "the new policy has {} leaves; this dataplane was started for at most {}",
+                prog.leaves.len(), self.iface.config().classes)});
+        }
+        let old = std::mem::replace(&mut self.engine, FastEngine::new(prog.clone()));
+        if old.backlog() > 0 {
+            self.draining.push(old);
+        }
+        self.prog = prog;
+        for (&q, f) in self.queues.iter_mut() {
+            f.class = self.prog.classify(&f.meta);
+            if let Classification::Leaf { leaf, shaping, .. } = f.class {
+                self.iface
+                    .rebind(q, leaf, shaping.as_slice().first().copied());
+            }
+        }
+        let n = self.prog.nodes.len();
+        self.samples = [(now, vec![0; n]), (now, vec![0; n])];
+        self.generation += 1;
+        self.c.reloads += 1;
+        json!({"ok": true, "policy": self.prog.name, "generation": self.generation})
+    }
+
+    fn handle(&mut self, req: &Value, now: u64) -> Value {
+        match req["cmd"].as_str() {
+            Some("stats") => self.stats(now),
+            Some("reload") => match req["policy"].as_str() {
+                Some(p) => self.reload(p, now),
+                None => json!({"ok": false, "error": "reload needs \"policy\": PATH"}),
+            },
+            Some("stop") => {
+                request_stop();
+                json!({"ok": true})
+            }
+            _ => json!({"ok": false, "error": "unknown command (stats, reload, stop)"}),
+        }
+    }
+
+    fn stats(&self, now: u64) -> Value {
+        let s = self.engine.stats();
+        let (t0, b0) = &self.samples[0];
+        let (t1, b1) = &self.samples[1];
+        let dt = t1.saturating_sub(*t0).max(1) as f64 / 1e12;
+        let nodes: Vec<Value> = self
+            .prog
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let c = &s.nodes[i];
+                let drops: serde_json::Map<String, Value> = DropReason::ALL
+                    .iter()
+                    .map(|r| (r.name().to_string(), json!(c.drops[r.index()])))
+                    .collect();
+                let rate = (b1[i].saturating_sub(b0[i])) as f64 * 8.0 / dt;
+                json!({
+                    "id": i, "name": n.name, "type": n.algo.name(), "leaf": n.leaf.is_some(),
+                    "packets": c.packets, "bytes": c.bytes, "drops": drops,
+                    "rate_bps": if *t1 > *t0 { rate.round() } else { 0.0 },
+                })
+            })
+            .collect();
+        let ic = self.iface.counters();
+        let rejects: serde_json::Map<String, Value> = iface::Reject::ALL
+            .iter()
+            .zip(ic.rejects)
+            .map(|(r, n)| (r.name().to_string(), json!(n)))
+            .collect();
+        let tenants: Vec<Value> = self
+            .cfg
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(i, (name, ifn))| {
+                json!({"tenant": i + 1, "name": name, "iface": ifn,
+                    "rx_frames": self.c.rx_frames[i], "rx_bytes": self.c.rx_bytes[i]})
+            })
+            .collect();
+        let c = &self.c;
+        json!({
+            "ok": true,
+            "policy": self.prog.name,
+            "generation": self.generation,
+            "uptime_s": now.saturating_sub(self.started_ps) as f64 / 1e12,
+            "rate_bps": self.cfg.rate_bps,
+            "nodes": nodes,
+            "tenants": tenants,
+            "dataplane": {
+                "parse_errors": c.parse_errors, "oversize": c.oversize, "no_buffer": c.no_buffer,
+                "ring_full": c.ring_full, "no_queue": c.no_queue, "unclassified": c.unclassified,
+                "engine_drops": c.engine_drops, "tx_frames": c.tx_frames, "tx_bytes": c.tx_bytes,
+                "tx_errors": c.tx_errors, "reverse_frames": c.reverse_frames,
+                "reverse_flooded": c.reverse_flooded, "reloads": c.reloads,
+                "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
+                "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
+                "buffers_free": self.free.len(),
+            },
+            "iface": {
+                "doorbell_writes": ic.doorbell_writes, "doorbell_entries": ic.doorbell_entries,
+                "posted": ic.posted, "fetched": ic.fetched, "sent": ic.sent,
+                "dropped": ic.dropped, "meta_updates": ic.meta_updates, "rejects": rejects,
+            },
+        })
+    }
+}

@@ -1,0 +1,719 @@
+//! A testbed of network namespaces for real-traffic experiments (issue 5): tenant
+//! namespaces `P-t1..P-tN` → software-NIC namespace `P-nic` → uplink → receiver namespace
+//! `P-rx`, one veth pair per link, all on 10.77.0.0/24 (tenant i is 10.77.0.i, the
+//! receiver 10.77.0.100). Tenant and receiver links have checksum offload, TSO and GSO off
+//! (frames cross the software NIC as real, complete, MTU-sized frames).
+//!
+//! Two schedulers on the same wires:
+//! * **weft**: `weft run` in `P-nic` (no addresses there, so the kernel forwards nothing);
+//! * **HTB**: a Linux bridge in `P-nic` and HTB on the uplink's egress, one class per tenant
+//!   with `rate` in the ratio of the weights and `ceil` the link (borrowing shares spare
+//!   capacity in the ratio of rates), u32 filters on the tenant's source address, a
+//!   1000-packet pfifo per class (the weft policy's leaves hold 1000 packets too), and
+//!   `stab overhead 20` so both count the same 20 bytes of preamble and gap per frame.
+//!
+//! Applications are real: iperf3 (bulk TCP). Every namespace and process started is
+//! removed by guards' `Drop`, also on errors and panics ([`Testbed`], [`Child`]).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A command's failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TestbedError(pub String);
+
+type R<T> = Result<T, TestbedError>;
+
+fn sh(args: &[&str]) -> R<String> {
+    let o = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| TestbedError(format!("{}: {e}", args.join(" "))))?;
+    if !o.status.success() {
+        return Err(TestbedError(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn nsx(ns: &str, args: &[&str]) -> R<String> {
+    let mut v = vec!["ip", "netns", "exec", ns];
+    v.extend_from_slice(args);
+    sh(&v)
+}
+
+/// A prefix must be short (interface and namespace names) and plain.
+pub fn check_prefix(p: &str) -> Result<(), String> {
+    if p.is_empty() || p.len() > 10 || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "--prefix `{p}`: 1 to 10 letters, digits or underscores"
+        ));
+    }
+    Ok(())
+}
+
+/// Why the testbed cannot run here, if it cannot (not root, no `ip netns`, tools missing).
+pub fn missing_prerequisite() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    for t in ["ip", "tc", "ethtool", "iperf3"] {
+        if sh(&["sh", "-c", &format!("command -v {t}")]).is_err() {
+            return Some(format!("`{t}` not found"));
+        }
+    }
+    None
+}
+
+/// Installs iperf3 and ethtool with apt-get when missing (root only).
+pub fn install_tools() {
+    let missing: Vec<&str> = ["iperf3", "ethtool"]
+        .into_iter()
+        .filter(|t| sh(&["sh", "-c", &format!("command -v {t}")]).is_err())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    eprintln!("testbed: installing {} with apt-get", missing.join(" "));
+    let _ = sh(&["sh", "-c", "apt-get update -qq >/dev/null 2>&1 || true"]);
+    let mut v = vec!["apt-get", "install", "-y", "-qq"];
+    v.extend(missing);
+    if let Err(e) = Command::new(v[0])
+        .args(&v[1..])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status()
+    {
+        eprintln!("testbed: apt-get failed: {e}");
+    }
+}
+
+/// Deletes every namespace named `prefix-*` (killing the processes inside first).
+pub fn down(prefix: &str) {
+    let list = sh(&["ip", "netns", "list"]).unwrap_or_default();
+    for line in list.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        if name.starts_with(&format!("{prefix}-")) {
+            if let Ok(pids) = sh(&["ip", "netns", "pids", name]) {
+                for pid in pids.split_whitespace() {
+                    if let Ok(p) = pid.parse::<i32>() {
+                        // SAFETY: plain system call on a pid living in our own namespace.
+                        unsafe { libc::kill(p, libc::SIGKILL) };
+                    }
+                }
+            }
+            let _ = sh(&["ip", "netns", "del", name]);
+        }
+    }
+}
+
+/// Live namespaces; deleted on drop unless [`Testbed::keep`] was called.
+pub struct Testbed {
+    pub prefix: String,
+    pub tenants: usize,
+    keep: bool,
+}
+
+impl Testbed {
+    /// Namespace names.
+    pub fn nic(&self) -> String {
+        format!("{}-nic", self.prefix)
+    }
+    pub fn rx(&self) -> String {
+        format!("{}-rx", self.prefix)
+    }
+    pub fn tenant(&self, i: usize) -> String {
+        format!("{}-t{i}", self.prefix)
+    }
+    /// Every namespace, tenants first.
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut v: Vec<String> = (1..=self.tenants).map(|i| self.tenant(i)).collect();
+        v.push(self.nic());
+        v.push(self.rx());
+        v
+    }
+
+    /// Creates the namespaces and links (removing leftovers of the same prefix first).
+    pub fn up(prefix: &str, tenants: usize) -> R<Testbed> {
+        if !(1..=16).contains(&tenants) {
+            return Err(TestbedError("1 to 16 tenants".into()));
+        }
+        down(prefix);
+        let tb = Testbed {
+            prefix: prefix.to_string(),
+            tenants,
+            keep: false,
+        };
+        for ns in tb.namespaces() {
+            sh(&["ip", "netns", "add", &ns])?;
+            nsx(&ns, &["ip", "link", "set", "lo", "up"])?;
+            let _ = nsx(&ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+            let _ = nsx(
+                &ns,
+                &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+            );
+        }
+        let nic = tb.nic();
+        let mut links: Vec<(String, String, String)> = (1..=tenants)
+            .map(|i| (tb.tenant(i), format!("t{i}"), format!("10.77.0.{i}/24")))
+            .collect();
+        links.push((tb.rx(), "up".to_string(), "10.77.0.100/24".to_string()));
+        for (ns, nic_if, addr) in &links {
+            sh(&[
+                "ip", "-n", &nic, "link", "add", "name", nic_if, "type", "veth", "peer", "name",
+                "eth0", "netns", ns,
+            ])?;
+            nsx(ns, &["ip", "addr", "add", addr, "dev", "eth0"])?;
+            nsx(ns, &["ip", "link", "set", "eth0", "up"])?;
+            nsx(
+                ns,
+                &[
+                    "ethtool", "-K", "eth0", "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+                ],
+            )?;
+            sh(&["ip", "-n", &nic, "link", "set", "dev", nic_if, "up"])?;
+            let _ = nsx(
+                &nic,
+                &[
+                    "ethtool", "-K", nic_if, "gro", "off", "tso", "off", "gso", "off",
+                ],
+            );
+        }
+        Ok(tb)
+    }
+
+    /// Leaves the namespaces in place after drop (`weft testbed up`).
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+
+    /// Interfaces of the software-NIC namespace bridged, with HTB on the uplink: the Linux
+    /// baseline for `weights` (per tenant) at `rate_bps`.
+    pub fn htb(&self, weights: &[u64], rate_bps: u64) -> R<()> {
+        let nic = self.nic();
+        sh(&[
+            "ip", "-n", &nic, "link", "add", "name", "br0", "type", "bridge",
+        ])?;
+        for i in 1..=self.tenants {
+            sh(&[
+                "ip",
+                "-n",
+                &nic,
+                "link",
+                "set",
+                "dev",
+                &format!("t{i}"),
+                "master",
+                "br0",
+            ])?;
+        }
+        sh(&[
+            "ip", "-n", &nic, "link", "set", "dev", "up", "master", "br0",
+        ])?;
+        sh(&["ip", "-n", &nic, "link", "set", "dev", "br0", "up"])?;
+        let rate = format!("{rate_bps}bit");
+        nsx(
+            &nic,
+            &[
+                "tc", "qdisc", "add", "dev", "up", "root", "handle", "1:", "stab", "overhead",
+                "20", "htb", "default", "999",
+            ],
+        )?;
+        nsx(
+            &nic,
+            &[
+                "tc", "class", "add", "dev", "up", "parent", "1:", "classid", "1:1", "htb", "rate",
+                &rate, "ceil", &rate, "quantum", "1514",
+            ],
+        )?;
+        let total: u64 = weights.iter().sum::<u64>().max(1);
+        for (i, w) in weights.iter().enumerate() {
+            let id = format!("1:{}", 10 + i);
+            let r = format!("{}bit", rate_bps * w / total);
+            nsx(
+                &nic,
+                &[
+                    "tc", "class", "add", "dev", "up", "parent", "1:1", "classid", &id, "htb",
+                    "rate", &r, "ceil", &rate, "quantum", "1514",
+                ],
+            )?;
+            nsx(
+                &nic,
+                &[
+                    "tc", "qdisc", "add", "dev", "up", "parent", &id, "pfifo", "limit", "1000",
+                ],
+            )?;
+            nsx(
+                &nic,
+                &[
+                    "tc",
+                    "filter",
+                    "add",
+                    "dev",
+                    "up",
+                    "parent",
+                    "1:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "u32",
+                    "match",
+                    "ip",
+                    "src",
+                    &format!("10.77.0.{}/32", i + 1),
+                    "flowid",
+                    &id,
+                ],
+            )?;
+        }
+        // Everything else (ARP) in a small class of its own.
+        nsx(
+            &nic,
+            &[
+                "tc", "class", "add", "dev", "up", "parent", "1:1", "classid", "1:999", "htb",
+                "rate", "1mbit", "ceil", &rate,
+            ],
+        )?;
+        Ok(())
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if !self.keep {
+            down(&self.prefix);
+        }
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Child(pub std::process::Child);
+
+impl Child {
+    pub fn spawn(cmd: &mut Command) -> R<Child> {
+        cmd.stdin(Stdio::null())
+            .spawn()
+            .map(Child)
+            .map_err(|e| TestbedError(format!("{cmd:?}: {e}")))
+    }
+    /// Sends SIGTERM and waits up to `grace`, then SIGKILL.
+    pub fn stop(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < grace {
+            if let Ok(Some(s)) = self.0.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        self.0.wait().ok()
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Which scheduler runs the uplink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Weft,
+    Htb,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Weft => "weft",
+            Mode::Htb => "htb",
+        }
+    }
+}
+
+/// One tenant's application in an experiment.
+#[derive(Debug, Clone)]
+pub struct TenantSpec {
+    pub weight: u64,
+    /// Parallel iperf3 TCP flows.
+    pub flows: u32,
+}
+
+/// A real-traffic experiment.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub name: String,
+    pub tenants: Vec<TenantSpec>,
+    pub rate_bps: u64,
+    /// Measured seconds (after `warmup_s`).
+    pub seconds: u32,
+    pub warmup_s: u32,
+    /// `weft run --idle-sleep-us` (0: pure busy polling).
+    pub idle_sleep_us: u64,
+}
+
+impl Experiment {
+    pub const NAMES: [&'static str; 2] = ["fair-1v8", "weights-123"];
+
+    pub fn named(name: &str, rate_bps: u64, seconds: u32) -> Option<Experiment> {
+        let tenants = match name {
+            "fair-1v8" => vec![
+                TenantSpec {
+                    weight: 1,
+                    flows: 1,
+                },
+                TenantSpec {
+                    weight: 1,
+                    flows: 8,
+                },
+            ],
+            "weights-123" => (1..=3)
+                .map(|w| TenantSpec {
+                    weight: w,
+                    flows: 4,
+                })
+                .collect(),
+            _ => return None,
+        };
+        Some(Experiment {
+            name: name.into(),
+            tenants,
+            rate_bps,
+            seconds: seconds.max(1),
+            warmup_s: 2,
+            idle_sleep_us: std::env::var("WEFT_TESTBED_IDLE_SLEEP_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20),
+        })
+    }
+
+    /// The weft policy: a `wfq` root with one leaf per tenant (matched on `tenant`).
+    pub fn policy_yaml(&self) -> String {
+        let mut s = format!(
+            "weft: 1\nname: testbed-{}\nlink: {{rate: {}bit}}\nnodes:\n  - {{name: root, type: wfq}}\n",
+            self.name, self.rate_bps
+        );
+        for (i, t) in self.tenants.iter().enumerate() {
+            s += &format!(
+                "  - {{name: tenant{n}, type: leaf, parent: root, weight: {w}, match: {{tenant: {n}}}, limit: {{packets: 1000}}}}\n",
+                n = i + 1,
+                w = t.weight
+            );
+        }
+        s
+    }
+}
+
+/// Jain's fairness index of `x` (1 = equal).
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if q == 0.0 {
+        return 0.0;
+    }
+    s * s / (x.len() as f64 * q)
+}
+
+fn cpu_ticks_pid(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn cpu_ticks_system() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let l = s.lines().next()?;
+    let v: Vec<u64> = l
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// Runs `exp` once per mode on a fresh testbed; writes `out/report.json` and `report.md`.
+pub fn run(exp: &Experiment, prefix: &str, modes: &[Mode], weft: &Path, out: &Path) -> R<Value> {
+    install_tools();
+    if let Some(why) = missing_prerequisite() {
+        return Err(TestbedError(format!("cannot run the testbed: {why}")));
+    }
+    std::fs::create_dir_all(out).map_err(|e| TestbedError(format!("{}: {e}", out.display())))?;
+    let mut results = Vec::new();
+    for &m in modes {
+        results.push(run_mode(exp, prefix, m, weft, out)?);
+    }
+    let report = json!({
+        "experiment": exp.name,
+        "rate_bps": exp.rate_bps,
+        "seconds": exp.seconds,
+        "tenants": exp.tenants.iter().map(|t| json!({"weight": t.weight, "flows": t.flows})).collect::<Vec<_>>(),
+        "results": results,
+    });
+    let _ = std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    );
+    let _ = std::fs::write(out.join("report.md"), markdown(&report));
+    Ok(report)
+}
+
+fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path) -> R<Value> {
+    let n = exp.tenants.len();
+    let tb = Testbed::up(prefix, n)?;
+    let mut daemon = None;
+    let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
+    match mode {
+        Mode::Weft => {
+            let pol = out.join(format!("{}-policy.yaml", exp.name));
+            std::fs::write(&pol, exp.policy_yaml())
+                .map_err(|e| TestbedError(format!("{}: {e}", pol.display())))?;
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &tb.nic()])
+                .arg(weft)
+                .arg("run")
+                .arg("--policy")
+                .arg(&pol)
+                .args(["--uplink", "up", "--rate", &format!("{}bit", exp.rate_bps)])
+                .arg("--ctl")
+                .arg(&sock)
+                .args(["--idle-sleep-us", &exp.idle_sleep_us.to_string()])
+                .stdout(Stdio::piped());
+            for i in 1..=n {
+                c.args(["--tenant", &format!("tenant{i}=t{i}")]);
+            }
+            let d = Child::spawn(&mut c)?;
+            let t = Instant::now();
+            while crate::ctl::request(&sock, &json!({"cmd": "stats"})).is_err() {
+                if t.elapsed() > Duration::from_secs(10) {
+                    return Err(TestbedError("weft run did not start within 10 s".into()));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            daemon = Some(d);
+        }
+        Mode::Htb => {
+            let w: Vec<u64> = exp.tenants.iter().map(|t| t.weight).collect();
+            tb.htb(&w, exp.rate_bps)?;
+        }
+    }
+    // Reachability first (ARP through the NIC), so the measurement starts warm.
+    for i in 1..=n {
+        let ok = (0..20).any(|_| {
+            nsx(
+                &tb.tenant(i),
+                &["ping", "-c", "1", "-W", "1", "10.77.0.100"],
+            )
+            .is_ok()
+        });
+        if !ok && sh(&["sh", "-c", "command -v ping"]).is_ok() {
+            return Err(TestbedError(format!(
+                "{}: tenant {i} cannot reach the receiver",
+                mode.name()
+            )));
+        }
+    }
+    let mut servers = Vec::new();
+    for i in 1..=n {
+        let port = format!("{}", 5200 + i);
+        servers.push(Child::spawn(
+            Command::new("ip")
+                .args(["netns", "exec", &tb.rx(), "iperf3", "-s", "-1", "-p", &port])
+                .stdout(Stdio::null()),
+        )?);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = daemon.as_ref().map(|d| d.0.id());
+    let cpu0 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
+    let t0 = Instant::now();
+    let mut clients = Vec::new();
+    for (i, t) in exp.tenants.iter().enumerate() {
+        let i = i + 1;
+        clients.push(Child::spawn(
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &tb.tenant(i),
+                    "iperf3",
+                    "-J",
+                    "-c",
+                    "10.77.0.100",
+                ])
+                .args(["-p", &format!("{}", 5200 + i), "-P", &t.flows.to_string()])
+                .args(["-t", &(exp.seconds + exp.warmup_s).to_string()])
+                .args(["-O", &exp.warmup_s.to_string()])
+                .stdout(Stdio::piped()),
+        )?);
+    }
+    let mut tenants = Vec::new();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let mut stdout = Vec::new();
+        if let Some(mut so) = c.0.stdout.take() {
+            let _ = std::io::Read::read_to_end(&mut so, &mut stdout);
+        }
+        let _ = c.0.wait();
+        let o = std::process::Output {
+            status: std::process::ExitStatus::default(),
+            stdout,
+            stderr: Vec::new(),
+        };
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        if !v["error"].is_null() || v.is_null() {
+            return Err(TestbedError(format!(
+                "{}: iperf3 of tenant {} failed: {}",
+                mode.name(),
+                i + 1,
+                v["error"]
+            )));
+        }
+        let bps = v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0);
+        let series: Vec<f64> = v["intervals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .skip(exp.warmup_s as usize)
+            .filter_map(|x| x["sum"]["bits_per_second"].as_f64())
+            .map(|b| (b / 1e6 * 10.0).round() / 10.0)
+            .collect();
+        let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+        tenants.push(json!({
+            "tenant": i + 1, "weight": exp.tenants[i].weight, "flows": exp.tenants[i].flows,
+            "mbps": (bps / 1e5).round() / 10.0, "mbps_per_second": series, "retransmits": retr,
+        }));
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpu1 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let weft_cpu = match (cpu0.0, cpu1.0) {
+        (Some(a), Some(b)) => json!(((b - a) as f64 / hz / elapsed * 1000.0).round() / 10.0),
+        _ => Value::Null,
+    };
+    let sys_cpu = match (cpu0.1, cpu1.1) {
+        (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+            json!(((b1 - b0) as f64 / (t1 - t0) as f64 * 1000.0).round() / 10.0)
+        }
+        _ => Value::Null,
+    };
+    let mut stats = Value::Null;
+    if let Some(mut d) = daemon {
+        stats = crate::ctl::request(&sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
+        d.stop(Duration::from_secs(3));
+    }
+    drop(servers);
+    drop(tb);
+    let norm: Vec<f64> = tenants
+        .iter()
+        .map(|t| t["mbps"].as_f64().unwrap_or(0.0) / t["weight"].as_f64().unwrap_or(1.0))
+        .collect();
+    let total: f64 = tenants
+        .iter()
+        .map(|t| t["mbps"].as_f64().unwrap_or(0.0))
+        .sum();
+    let wsum: u64 = exp.tenants.iter().map(|t| t.weight).sum();
+    let mut max_rel_err = 0.0f64;
+    for (t, spec) in tenants.iter_mut().zip(&exp.tenants) {
+        let ideal = total * spec.weight as f64 / wsum as f64;
+        let err = (t["mbps"].as_f64().unwrap_or(0.0) - ideal).abs() / ideal.max(1e-9);
+        max_rel_err = max_rel_err.max(err);
+        t["ideal_mbps"] = json!((ideal * 10.0).round() / 10.0);
+        t["rel_error"] = json!((err * 1e4).round() / 1e4);
+    }
+    Ok(json!({
+        "scheduler": mode.name(),
+        "jain": (jain(&norm) * 1e4).round() / 1e4,
+        "total_mbps": (total * 10.0).round() / 10.0,
+        "max_rel_error": (max_rel_err * 1e4).round() / 1e4,
+        "weft_cpu_pct": weft_cpu,
+        "system_cpu_pct": sys_cpu,
+        "tenants": tenants,
+        "weft_stats": stats,
+    }))
+}
+
+/// The report as Markdown.
+pub fn markdown(r: &Value) -> String {
+    let mut s = format!(
+        "# testbed: {} at {} Mbit/s, {} s measured\n\n",
+        r["experiment"].as_str().unwrap_or(""),
+        r["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+        r["seconds"]
+    );
+    s += "| scheduler | tenant | weight | flows | Mbit/s | ideal | rel. error | retransmits |\n|---|---|---|---|---|---|---|---|\n";
+    for m in r["results"].as_array().into_iter().flatten() {
+        for t in m["tenants"].as_array().into_iter().flatten() {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                m["scheduler"].as_str().unwrap_or(""),
+                t["tenant"],
+                t["weight"],
+                t["flows"],
+                t["mbps"],
+                t["ideal_mbps"],
+                t["rel_error"],
+                t["retransmits"]
+            );
+        }
+    }
+    s += "\n| scheduler | Jain (weighted) | total Mbit/s | max rel. error | weft CPU % | system CPU % |\n|---|---|---|---|---|---|\n";
+    for m in r["results"].as_array().into_iter().flatten() {
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            m["scheduler"].as_str().unwrap_or(""),
+            m["jain"],
+            m["total_mbps"],
+            m["max_rel_error"],
+            m["weft_cpu_pct"],
+            m["system_cpu_pct"]
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_index() {
+        assert!((jain(&[1.0, 1.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn experiment_policies_compile() {
+        for n in Experiment::NAMES {
+            let e = Experiment::named(n, 500_000_000, 10).unwrap();
+            let p = weft_core::policy::compile_str(
+                Path::new("x.yaml"),
+                &e.policy_yaml(),
+                &Default::default(),
+            );
+            assert!(p.is_ok(), "{n}: {:?}", p.err().map(|e| e.to_string()));
+        }
+        assert!(check_prefix("wt").is_ok());
+        assert!(check_prefix("a/b").is_err());
+    }
+}
