@@ -66,7 +66,13 @@ pub enum AppKind {
     Bulk { window_bytes: u64 },
     /// Requests arrive as a Poisson process (`rate_per_s`); each makes the host send a
     /// response; latency = response completion (last byte on the wire) − request arrival.
-    RequestResponse { rate_per_s: f64, size: SizeDist },
+    /// `closed_loop` (sockperf ping-pong, TONIC §V-D): each flow has one request at a time,
+    /// the next arriving when the previous response completes; `rate_per_s` is unused.
+    RequestResponse {
+        rate_per_s: f64,
+        size: SizeDist,
+        closed_loop: bool,
+    },
     /// UDP: each flow offers `rate_bps` (`None`: unlimited, i.e. twice the link rate) in
     /// MTU packets; a packet is dropped at the socket when the flow already holds
     /// `socket_limit_bytes`.
@@ -276,6 +282,7 @@ struct RawApp {
     socket_limit: Option<Spanned<String>>,
     prioritized: Option<bool>,
     dcb_class: Option<Spanned<u8>>,
+    closed_loop: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -570,12 +577,22 @@ impl Ctx<'_> {
                 },
             },
             "request-response" => {
-                let rate = ra.rate.as_ref().ok_or_else(|| {
-                    self.err(
-                        &ra.kind.referenced,
-                        "request-response needs `rate` (e.g. 10000/s)".into(),
-                    )
-                })?;
+                let closed_loop = ra.closed_loop.unwrap_or(false);
+                let rate =
+                    match (&ra.rate, closed_loop) {
+                        (Some(r), _) => r.clone(),
+                        (None, true) => Spanned {
+                            value: "1/s".to_string(),
+                            referenced: ra.kind.referenced,
+                            defined: ra.kind.defined,
+                        },
+                        (None, false) => return Err(self.err(
+                            &ra.kind.referenced,
+                            "request-response needs `rate` (e.g. 10000/s) or `closed_loop: true`"
+                                .into(),
+                        )),
+                    };
+                let rate = &rate;
                 let rate_per_s = rate
                     .value
                     .trim_end_matches("/s")
@@ -606,7 +623,11 @@ impl Ctx<'_> {
                         ))
                     }
                 };
-                AppKind::RequestResponse { rate_per_s, size }
+                AppKind::RequestResponse {
+                    rate_per_s,
+                    size,
+                    closed_loop,
+                }
             }
             "udp" => AppKind::Udp {
                 rate_bps: match &ra.rate {

@@ -103,10 +103,23 @@ impl Gaps {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
-    Step { app: u32, step: u32 },
-    Request { app: u32 },
-    Udp { flow: u32 },
-    Retry { flow: u32 },
+    Step {
+        app: u32,
+        step: u32,
+    },
+    Request {
+        app: u32,
+    },
+    /// The next request of a closed-loop flow.
+    ClosedRequest {
+        flow: u32,
+    },
+    Udp {
+        flow: u32,
+    },
+    Retry {
+        flow: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +156,7 @@ struct Req {
     arrival_ps: u64,
     remaining: u32,
     failed: bool,
+    flow: u32,
 }
 
 /// Per-application facts derived from the policy: the leaf, the tenant weight (the weight of
@@ -450,11 +464,19 @@ impl<'a, N: Nic> Sim<'a, N> {
                         match a.kind {
                             AppKind::Bulk { .. } => self.refill(now, fi),
                             AppKind::Udp { .. } => self.at(now, Ev::Udp { flow: fi }),
+                            AppKind::RequestResponse {
+                                closed_loop: true, ..
+                            } => self.at(now, Ev::ClosedRequest { flow: fi }),
                             AppKind::RequestResponse { .. } => {}
                         }
                     }
                 }
-                if let AppKind::RequestResponse { rate_per_s, .. } = a.kind {
+                if let AppKind::RequestResponse {
+                    rate_per_s,
+                    closed_loop: false,
+                    ..
+                } = a.kind
+                {
                     if n > 0 && !was_active {
                         let gap = self.rngs[app as usize].exp(1e12 / rate_per_s) as u64;
                         self.at(now.saturating_add(gap.max(1)), Ev::Request { app });
@@ -463,41 +485,26 @@ impl<'a, N: Nic> Sim<'a, N> {
             }
             Ev::Request { app } => {
                 let a = &sc.apps[app as usize];
-                let AppKind::RequestResponse { rate_per_s, size } = &a.kind else {
+                let AppKind::RequestResponse { rate_per_s, .. } = a.kind else {
                     return;
                 };
                 let n = a.flows_at(now);
                 if n == 0 {
                     return;
                 }
-                let rng = &mut self.rngs[app as usize];
-                let bytes = match *size {
-                    SizeDist::Fixed(b) => b,
-                    SizeDist::Exponential(m) => (rng.exp(m as f64) as u64).max(1),
-                };
-                let gap = rng.exp(1e12 / rate_per_s) as u64;
+                let gap = self.rngs[app as usize].exp(1e12 / rate_per_s) as u64;
                 let k = self.app_next_flow[app as usize] % n;
                 self.app_next_flow[app as usize] = k + 1;
                 let fi = self.app_flow0[app as usize] + k;
-                let mtu = sc.host.mtu_bytes as u64;
-                let slot = match self.free_reqs.pop() {
-                    Some(s) => s,
-                    None => {
-                        self.reqs.push(Req {
-                            arrival_ps: 0,
-                            remaining: 0,
-                            failed: false,
-                        });
-                        (self.reqs.len() - 1) as u32
-                    }
-                };
-                self.reqs[slot as usize] = Req {
-                    arrival_ps: now,
-                    remaining: bytes.div_ceil(mtu) as u32,
-                    failed: false,
-                };
-                self.send(now, fi, bytes, slot);
+                self.issue_request(now, app, fi);
                 self.at(now.saturating_add(gap.max(1)), Ev::Request { app });
+            }
+            Ev::ClosedRequest { flow } => {
+                let f = &self.flows[flow as usize];
+                if f.active {
+                    let app = f.app as u32;
+                    self.issue_request(now, app, flow);
+                }
             }
             Ev::Udp { flow } => {
                 let f = &self.flows[flow as usize];
@@ -526,6 +533,49 @@ impl<'a, N: Nic> Sim<'a, N> {
                 self.flows[flow as usize].retry_pending = false;
                 self.refill(now, flow);
             }
+        }
+    }
+
+    /// A request of application `app` arrives for flow `fi`: the response is written now.
+    fn issue_request(&mut self, now: u64, app: u32, fi: u32) {
+        let sc = self.sc;
+        let AppKind::RequestResponse { size, .. } = &sc.apps[app as usize].kind else {
+            return;
+        };
+        let bytes = match *size {
+            SizeDist::Fixed(b) => b,
+            SizeDist::Exponential(m) => (self.rngs[app as usize].exp(m as f64) as u64).max(1),
+        };
+        let mtu = sc.host.mtu_bytes as u64;
+        let req = Req {
+            arrival_ps: now,
+            remaining: bytes.div_ceil(mtu) as u32,
+            failed: false,
+            flow: fi,
+        };
+        let slot = match self.free_reqs.pop() {
+            Some(s) => {
+                self.reqs[s as usize] = req;
+                s
+            }
+            None => {
+                self.reqs.push(req);
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        self.send(now, fi, bytes, slot);
+    }
+
+    /// A request finished (or failed) at `t`: a closed-loop flow sends its next one then.
+    fn request_done(&mut self, t: u64, slot: u32) {
+        self.free_reqs.push(slot);
+        let fi = self.reqs[slot as usize].flow;
+        let app = self.flows[fi as usize].app as usize;
+        if let AppKind::RequestResponse {
+            closed_loop: true, ..
+        } = self.sc.apps[app].kind
+        {
+            self.at(t, Ev::ClosedRequest { flow: fi });
         }
     }
 
@@ -592,7 +642,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                     }
                     o.requests_done[app] += 1;
                 }
-                self.free_reqs.push(p.req);
+                self.request_done(now + wire, p.req);
             }
         } else {
             o.app_latency[app].record(now - p.submit_ps);
@@ -615,16 +665,16 @@ impl<'a, N: Nic> Sim<'a, N> {
         let drops = std::mem::take(&mut self.drops);
         for p in &drops {
             self.out.app_drops[p.app as usize] += 1;
-            let f = &mut self.flows[p.flow as usize];
-            f.queued_bytes -= p.bytes as u64;
+            self.flows[p.flow as usize].queued_bytes -= p.bytes as u64;
             if p.req != u32::MAX {
                 let r = &mut self.reqs[p.req as usize];
                 r.failed = true;
                 r.remaining -= 1;
                 if r.remaining == 0 {
-                    self.free_reqs.push(p.req);
+                    self.request_done(now, p.req);
                 }
             }
+            let f = &mut self.flows[p.flow as usize];
             if matches!(self.sc.apps[p.app as usize].kind, AppKind::Bulk { .. })
                 && f.active
                 && !f.retry_pending
