@@ -8,8 +8,10 @@
 //!   `window − segment` — the refill happens when its packets start on the wire (TCP small
 //!   queues: backpressure from the NIC, not from the network). Lost (dropped) packets are
 //!   rewritten after `host.retry_ps`.
-//! * request/response: Poisson request arrivals; each writes a response; its latency is the
-//!   time from the request to the response's last bit on the wire.
+//! * request/response: Poisson request arrivals (or closed loop: one request per flow at a
+//!   time, the next when the response completes, like sockperf ping-pong); each writes a
+//!   response; its latency is the time from the request to the response's last bit on the
+//!   wire.
 //! * UDP: a packet every `mtu × 8 / rate` per flow; unlimited = twice the link rate; dropped
 //!   at the socket when the flow holds `socket_limit_bytes`.
 //! * Flow counts change at the application's schedule steps (start, `schedule`, stop).
