@@ -69,6 +69,9 @@ pub fn run_inputs<E: Engine>(
     let mut arrivals = inputs.into_iter().peekable();
     let mut now = 0u64;
     let mut link_free = 0u64;
+    // Packets arriving at the same instant are offered as one batch (`Engine::enqueue_batch`).
+    let mut batch: Vec<Packet> = Vec::new();
+    let mut results = Vec::new();
     loop {
         while let Some(&(t, input)) = arrivals.peek() {
             if t > now {
@@ -77,12 +80,25 @@ pub fn run_inputs<E: Engine>(
             arrivals.next();
             match input {
                 Input::Packet(pkt) => {
-                    if let Err(reason) = engine.enqueue(pkt, t) {
-                        on_event(Event::Dropped {
-                            at_ps: t,
-                            id: pkt.id,
-                            reason,
-                        });
+                    batch.clear();
+                    batch.push(pkt);
+                    while let Some(&(t2, Input::Packet(p2))) = arrivals.peek() {
+                        if t2 != t {
+                            break;
+                        }
+                        batch.push(p2);
+                        arrivals.next();
+                    }
+                    results.clear();
+                    engine.enqueue_batch(&batch, t, &mut results);
+                    for (pkt, r) in batch.iter().zip(&results) {
+                        if let Err(reason) = *r {
+                            on_event(Event::Dropped {
+                                at_ps: t,
+                                id: pkt.id,
+                                reason,
+                            });
+                        }
                     }
                 }
                 Input::Update(update) => {

@@ -401,6 +401,19 @@ pub trait Engine {
         class: crate::policy::Classification,
         now_ps: u64,
     ) -> Result<(), DropReason>;
+    /// Offers packets arriving together at `now_ps`, appending one result per packet to
+    /// `out`: the same outcome as offering them one by one in order (an engine may overlap
+    /// their classification and flow lookups).
+    fn enqueue_batch(
+        &mut self,
+        pkts: &[Packet],
+        now_ps: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        for p in pkts {
+            out.push(self.enqueue(*p, now_ps));
+        }
+    }
     /// The packet to transmit at `now_ps`, if any is eligible.
     fn dequeue(&mut self, now_ps: u64) -> Option<Departure>;
     /// Earliest time a deferred (shaped or not yet eligible) packet may become eligible.
