@@ -206,6 +206,13 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let ov = overrides(a.policy.clone(), a.link.as_deref(), &a.set)?;
     let mut sc = weft_sim::load(&a.scenario, &ov).map_err(|e| usage(e.to_string()))?;
     apply_overrides(&mut sc, a.seed, a.duration.as_deref())?;
+    for app in sc.unclassified_apps() {
+        eprintln!(
+            "warning: {app}: no leaf of policy `{}` matches its packets; models that run the \
+             policy drop them (reason: unclassified)",
+            sc.program.name
+        );
+    }
     let (runs, secs) = run_models(&sc, &models, a.quiet, "sim");
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
         .map_err(|e| (1, format!("cannot write {}: {e}", a.out.display())))?;

@@ -491,6 +491,21 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
 }
 
 impl Scenario {
+    /// `tenant/app` of every application whose packets no leaf of the policy matches (the
+    /// engine-based models drop them as unclassified).
+    pub fn unclassified_apps(&self) -> Vec<String> {
+        self.apps
+            .iter()
+            .filter(|a| {
+                matches!(
+                    self.program.classify(&a.meta),
+                    weft_core::policy::Classification::Unclassified { .. }
+                )
+            })
+            .map(|a| format!("{}/{}", self.tenants[a.tenant].name, a.name))
+            .collect()
+    }
+
     /// Multiplies every time of the scenario (duration, windows, schedules) by `num / den`,
     /// e.g. to run a short version of an experiment; rates and sizes are unchanged.
     pub fn scale_time(&mut self, num: u64, den: u64) {
