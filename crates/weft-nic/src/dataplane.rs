@@ -446,9 +446,6 @@ impl State {
         };
         if let Err(r) = self.engine.enqueue_classified(pkt, class, now) {
             self.c.engine_drops += 1;
-            if r == DropReason::Unclassified {
-                self.c.unclassified += 1;
-            }
             let _ = self.iface.nic_complete(f.handle, Status::Dropped(r));
         }
     }
