@@ -6,8 +6,8 @@
 //!   priority order; `wfq`: by weight; `drr`: by quantum; `senic`: by rate, capped at the
 //!   rate; other nodes: equally), where an application that is backlogged throughout the
 //!   window (bulk or unlimited UDP) demands without bound and any other demands what it sent.
-//!   A shaping class on an application's path caps its demand at rate × window
-//!   (approximation: a class shared by several applications caps each one separately).
+//!   A shaping class caps the sum of the applications passing it at rate × window (the
+//!   water-fill is repeated with their demands fixed at their scaled-down allocation).
 //!   Applications in the same leaf share it equally.
 //! * Jain's index per window over the tenants backlogged throughout it, on throughput
 //!   normalized by the ideal allocation: (Σx)² / (n Σx²); `jain_min` is the lowest over
@@ -133,8 +133,9 @@ pub struct IdealModel {
     prog: std::sync::Arc<Program>,
     /// Leaf node of each application (`None`: unclassified).
     leaf: Vec<Option<u32>>,
-    /// Shaping cap of each application, bits per second.
-    cap_bps: Vec<Option<u64>>,
+    /// Shaping classes and the applications whose packets pass them: `(rate_bps, apps)`.
+    /// A class caps the sum of its applications.
+    shapers: Vec<(u64, Vec<usize>)>,
     /// Applications per leaf node, `(node, apps)`.
     members: Vec<(usize, Vec<usize>)>,
 }
@@ -144,25 +145,23 @@ impl IdealModel {
     pub fn new(sc: &Scenario) -> IdealModel {
         let prog = sc.program.clone();
         let mut leaf = Vec::new();
-        let mut cap_bps = Vec::new();
-        for a in &sc.apps {
+        let mut shapers: Vec<(u64, Vec<usize>)> = prog
+            .shapers
+            .iter()
+            .map(|s| (s.rate_bps, Vec::new()))
+            .collect();
+        for (i, a) in sc.apps.iter().enumerate() {
             match prog.classify(&a.meta) {
                 Classification::Leaf { node, shaping, .. } => {
                     leaf.push(Some(node));
-                    cap_bps.push(
-                        shaping
-                            .as_slice()
-                            .iter()
-                            .map(|&s| prog.shapers[s as usize].rate_bps)
-                            .min(),
-                    );
+                    for &s in shaping.as_slice() {
+                        shapers[s as usize].1.push(i);
+                    }
                 }
-                Classification::Unclassified { .. } => {
-                    leaf.push(None);
-                    cap_bps.push(None);
-                }
+                Classification::Unclassified { .. } => leaf.push(None),
             }
         }
+        shapers.retain(|s| !s.1.is_empty());
         let mut index: rustc_hash::FxHashMap<u32, usize> = Default::default();
         let mut members: Vec<(usize, Vec<usize>)> = Vec::new();
         for (i, l) in leaf.iter().enumerate() {
@@ -177,22 +176,46 @@ impl IdealModel {
         IdealModel {
             prog,
             leaf,
-            cap_bps,
+            shapers,
             members,
         }
     }
 
     /// Ideal bytes per application, given each one's demand (`f64::INFINITY` when
-    /// backlogged), the window's capacity in bytes and its length in seconds.
+    /// backlogged), the window's capacity in bytes and its length in seconds. Shaping
+    /// classes cap the sum of their applications: a class over its rate × window has its
+    /// applications' demands fixed at their allocation scaled down to the cap, and the
+    /// division is repeated so the others get the rest.
     pub fn divide(&self, demand: &[f64], capacity: f64, window_s: f64) -> Vec<f64> {
+        let mut d = demand.to_vec();
+        let mut alloc = self.divide_tree(&d, capacity, window_s);
+        for _ in 0..=self.shapers.len() {
+            let mut changed = false;
+            for (rate, apps) in &self.shapers {
+                let cap = *rate as f64 * window_s / 8.0;
+                let total: f64 = apps.iter().map(|&i| alloc[i]).sum();
+                if total > cap * (1.0 + 1e-9) {
+                    for &i in apps {
+                        d[i] = alloc[i] * cap / total;
+                    }
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+            alloc = self.divide_tree(&d, capacity, window_s);
+        }
+        alloc
+    }
+
+    /// The tree water-fill, without shaping classes.
+    fn divide_tree(&self, demand: &[f64], capacity: f64, window_s: f64) -> Vec<f64> {
         let p = &self.prog;
         let n = p.nodes.len();
         let mut node_demand = vec![0.0f64; n];
-        let mut app_demand = demand.to_vec();
-        for (i, d) in app_demand.iter_mut().enumerate() {
-            if let Some(c) = self.cap_bps[i] {
-                *d = d.min(c as f64 * window_s / 8.0);
-            }
+        let app_demand = demand;
+        for (i, d) in app_demand.iter().enumerate() {
             if let Some(l) = self.leaf[i] {
                 node_demand[l as usize] += *d;
             }

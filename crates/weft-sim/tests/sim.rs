@@ -382,3 +382,22 @@ fn tonic_fig14_priority_inside_a_tenant() {
     );
     assert!(s["nics"]["tonic"]["jain_min"].as_f64().unwrap() > 0.99);
 }
+
+/// Loom Fig. 11 (10 Gbit/s variant, time-scaled): J1 and J2 share one 2.5 Gbit/s limit, so
+/// Loom keeps each job near its ideal (the water-fill respects the shared limit) while MQ,
+/// which knows no limit, sends J1 and J2 far above it.
+#[test]
+fn loom_fig11_shared_limit() {
+    let mut sc = load("loom-fig11-10g.yaml");
+    sc.scale_time(1, 5);
+    let s = summary(&sc, &[NicKind::Mq, NicKind::Loom]);
+    let err = |m: &str, j: &str| {
+        s["nics"][m]["tenants"]["T1"]["apps"][j]["rel_error"]
+            .as_f64()
+            .unwrap()
+    };
+    for j in ["J0", "J1", "J2"] {
+        assert!(err("loom", j) < 0.05, "loom {j} {}", err("loom", j));
+    }
+    assert!(err("mq", "J1") > 0.3 && err("mq", "J2") > 0.3);
+}
