@@ -389,7 +389,7 @@ fn tonic_fig14_priority_inside_a_tenant() {
 #[test]
 fn loom_fig11_shared_limit() {
     let mut sc = load("loom-fig11-10g.yaml");
-    sc.scale_time(1, 5);
+    sc.scale_time(1, 10);
     let s = summary(&sc, &[NicKind::Mq, NicKind::Loom]);
     let err = |m: &str, j: &str| {
         s["nics"][m]["tenants"]["T1"]["apps"][j]["rel_error"]
