@@ -1,5 +1,6 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
 //! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow|all] [fig1|senic]
+//! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -33,6 +34,11 @@ fn run<E: Engine>(
             (p, c)
         })
         .collect();
+    if std::env::var_os("WEFT_PROFILE_POOL_ONLY").is_some() {
+        // Baseline for instruction counts: everything but the engine's work.
+        println!("pool of {} packets", pool.len());
+        return;
+    }
     let wire = wire_ps(1518, &link);
     let mut now = 0u64;
     let mut next = 0usize;
