@@ -26,6 +26,7 @@
 use std::collections::VecDeque;
 
 use weft_core::classifier::PacketMeta;
+use weft_core::policy::Classification;
 use weft_core::sched::{Engine, Packet};
 
 use super::{Nic, NicCounters, NicKind, NicParams, Pkt};
@@ -44,6 +45,9 @@ pub struct EngineNic<E: Engine> {
     slab: Vec<Pkt>,
     /// Metadata per flow (a flow's packets share it; stored once, not per packet).
     flow_meta: Vec<PacketMeta>,
+    /// Classification per flow (Loom §4.3: a per-flow queue is bound to its leaf and
+    /// shaping classes, so the NIC does not classify per packet).
+    flow_class: Vec<Classification>,
     free: Vec<u32>,
     batches: Vec<Batch>,
     /// Earliest pending batch deadline (cached; `u64::MAX` when none).
@@ -85,6 +89,7 @@ impl<E: Engine> EngineNic<E> {
             engine,
             slab: Vec::new(),
             flow_meta: Vec::new(),
+            flow_class: Vec::new(),
             free: Vec::new(),
             batches: vec![Batch::default(); cores as usize],
             min_deadline_ps: u64::MAX,
@@ -117,10 +122,14 @@ impl<E: Engine> EngineNic<E> {
     fn store(&mut self, pkt: Pkt, meta: &PacketMeta) -> u32 {
         let f = pkt.flow as usize;
         if f >= self.flow_meta.len() {
+            let unknown = Classification::Unclassified { at: 0 };
             self.flow_meta.resize(f + 1, PacketMeta::default());
+            self.flow_class.resize(f + 1, unknown);
             self.flow_meta[f] = *meta;
+            self.flow_class[f] = self.engine.program().classify(meta);
         } else if self.flow_meta[f] != *meta {
             self.flow_meta[f] = *meta;
+            self.flow_class[f] = self.engine.program().classify(meta);
         }
         match self.free.pop() {
             Some(i) => {
@@ -138,7 +147,8 @@ impl<E: Engine> EngineNic<E> {
         let p = self.slab[i as usize];
         let mut pkt = Packet::new(i as u64, p.bytes, self.flow_meta[p.flow as usize]);
         pkt.flow = p.flow as u64;
-        if self.engine.enqueue(pkt, at_ps).is_err() {
+        let class = self.flow_class[p.flow as usize];
+        if self.engine.enqueue_classified(pkt, class, at_ps).is_err() {
             self.drops.push(p);
             self.free.push(i);
         }

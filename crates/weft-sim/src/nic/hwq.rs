@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::Program;
+use weft_core::policy::{Classification, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::{Engine, Packet};
 
@@ -138,7 +138,8 @@ struct PolicyQdisc {
     engine: FastEngine,
     slab: Vec<Pkt>,
     free: Vec<u32>,
-    flow_meta: FxHashMap<u32, PacketMeta>,
+    /// Per flow: its metadata and classification (computed once).
+    flow_meta: FxHashMap<u32, (PacketMeta, Classification)>,
 }
 
 enum Qdisc {
@@ -162,7 +163,11 @@ impl Qdisc {
             self.push(p, false);
             return Ok(());
         };
-        e.flow_meta.entry(p.flow).or_insert(*meta);
+        let prog = e.engine.program();
+        let (fmeta, class) = *e
+            .flow_meta
+            .entry(p.flow)
+            .or_insert_with(|| (*meta, prog.classify(meta)));
         let i = match e.free.pop() {
             Some(i) => {
                 e.slab[i as usize] = p;
@@ -173,9 +178,9 @@ impl Qdisc {
                 (e.slab.len() - 1) as u32
             }
         };
-        let mut pkt = Packet::new(i as u64, p.bytes, e.flow_meta[&p.flow]);
+        let mut pkt = Packet::new(i as u64, p.bytes, fmeta);
         pkt.flow = p.flow as u64;
-        if e.engine.enqueue(pkt, now_ps).is_err() {
+        if e.engine.enqueue_classified(pkt, class, now_ps).is_err() {
             e.free.push(i);
             return Err(p);
         }
