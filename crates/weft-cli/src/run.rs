@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// Sleep this many microseconds when idle (0: pure busy polling).
     #[arg(long, default_value_t = 0)]
     idle_sleep_us: u64,
+    /// Test hook: tenant N (1-based) also posts to other tenants' and invalid queues and
+    /// rings doorbells naming them, every 100 µs; all refused and counted (`ctl stats`).
+    #[arg(long, value_name = "N")]
+    rogue: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -190,6 +194,16 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         ring: a.ring.max(1),
         outstanding: a.outstanding.max(1),
         idle_sleep_us: a.idle_sleep_us,
+        rogue: match a.rogue {
+            Some(0) => return Err(usage("--rogue: tenants are numbered from 1")),
+            Some(n) if n > a.tenant.len() => {
+                return Err(usage(format!(
+                    "--rogue {n}: only {} tenants",
+                    a.tenant.len()
+                )))
+            }
+            r => r.map(|n| n - 1),
+        },
     };
     let ctl_path = a.ctl;
     let stats = dataplane::run(cfg, || {

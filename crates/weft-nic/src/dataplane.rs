@@ -80,6 +80,11 @@ pub struct Config {
     pub outstanding: u32,
     /// Sleep this long when a loop iteration found nothing to do (0: pure busy polling).
     pub idle_sleep_us: u64,
+    /// Test hook (`weft run --rogue N`): tenant N's driver also behaves like a buggy or
+    /// malicious VNIC, every 100 µs posting to other tenants' queues and to invalid ids and
+    /// ringing doorbells that name them (kicks, class moves, rate changes). The interface
+    /// must refuse and count all of it without touching the others (Loom §4.4).
+    pub rogue: Option<usize>,
 }
 
 /// Errors that stop `weft run` before it starts.
@@ -225,6 +230,7 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
     let mut completions = Vec::with_capacity(256);
     let mut next_ctl_ps = now;
     let mut next_sample_ps = now;
+    let mut next_rogue_ps = now;
     let mut idle_iters = 0u32;
     loop {
         let now = clock::now_ps();
@@ -253,6 +259,12 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
             st.iface.poll_completions(d, usize::MAX, &mut completions);
             for c in &completions {
                 st.free.push(c.desc.buf);
+            }
+        }
+        if let Some(r) = st.cfg.rogue {
+            if now >= next_rogue_ps {
+                next_rogue_ps = now + 100_000_000;
+                st.misbehave(r);
             }
         }
         // 5. Reverse path.
@@ -372,6 +384,44 @@ impl State {
             f.pending_kick = true;
             self.kicks[t].push(DoorbellEntry::Kick(q));
         }
+    }
+
+    /// The rogue driver's attempts (see [`Config::rogue`]); all are refused and counted.
+    fn misbehave(&mut self, r: usize) {
+        let Some(&d) = self.drivers.get(r) else {
+            return;
+        };
+        let foreign: Vec<QueueId> = self
+            .queues
+            .iter()
+            .filter(|(_, f)| f.tenant as usize != r)
+            .map(|(&q, _)| q)
+            .take(2)
+            .collect();
+        let bogus = Descriptor {
+            buf: u32::MAX,
+            bytes: 1500,
+            cookie: u64::MAX,
+        };
+        let invalid = self.iface.config().max_queues + 7;
+        let mut entries = vec![DoorbellEntry::Kick(invalid)];
+        for &q in &foreign {
+            let _ = self.iface.post(d, q, bogus);
+            entries.push(DoorbellEntry::Kick(q));
+            entries.push(DoorbellEntry::Meta(
+                q,
+                iface::MetaUpdate::MoveClass { class: 0 },
+            ));
+            entries.push(DoorbellEntry::Meta(
+                q,
+                iface::MetaUpdate::Rate {
+                    rate_bps: 1,
+                    burst_bytes: 1,
+                },
+            ));
+        }
+        let _ = self.iface.post(d, invalid, bogus);
+        let _ = self.iface.ring_doorbell(0, d, &entries);
     }
 
     fn ring_doorbell(&mut self, t: usize) {
@@ -628,8 +678,21 @@ impl State {
             .iter()
             .enumerate()
             .map(|(i, (name, ifn))| {
+                let rejects: serde_json::Map<String, Value> = self
+                    .iface
+                    .driver_rejects(self.drivers[i])
+                    .map(|r| {
+                        iface::Reject::ALL
+                            .iter()
+                            .zip(r)
+                            .filter(|(_, &n)| n > 0)
+                            .map(|(k, &n)| (k.name().to_string(), json!(n)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 json!({"tenant": i + 1, "name": name, "iface": ifn,
-                    "rx_frames": self.c.rx_frames[i], "rx_bytes": self.c.rx_bytes[i]})
+                    "rx_frames": self.c.rx_frames[i], "rx_bytes": self.c.rx_bytes[i],
+                    "rejects": rejects})
             })
             .collect();
         let c = &self.c;

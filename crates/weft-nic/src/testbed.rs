@@ -204,7 +204,7 @@ impl Testbed {
 
     /// Interfaces of the software-NIC namespace bridged, with HTB on the uplink: the Linux
     /// baseline for `weights` (per tenant) at `rate_bps`.
-    pub fn htb(&self, weights: &[u64], rate_bps: u64) -> R<()> {
+    pub fn htb(&self, weights: &[u64], rate_bps: u64, limit: Option<&(String, u64)>) -> R<()> {
         let nic = self.nic();
         sh(&[
             "ip", "-n", &nic, "link", "add", "name", "br0", "type", "bridge",
@@ -271,7 +271,7 @@ impl Testbed {
                     "protocol",
                     "ip",
                     "prio",
-                    "1",
+                    "2",
                     "u32",
                     "match",
                     "ip",
@@ -279,6 +279,46 @@ impl Testbed {
                     &format!("10.77.0.{}/32", i + 1),
                     "flowid",
                     &id,
+                ],
+            )?;
+        }
+        if let Some((dst, lim)) = limit {
+            // The per-destination limit: its own class with rate = ceil, matched first.
+            let r = format!("{lim}bit");
+            nsx(
+                &nic,
+                &[
+                    "tc", "class", "add", "dev", "up", "parent", "1:1", "classid", "1:5", "htb",
+                    "rate", &r, "ceil", &r, "quantum", "1514",
+                ],
+            )?;
+            nsx(
+                &nic,
+                &[
+                    "tc", "qdisc", "add", "dev", "up", "parent", "1:5", "pfifo", "limit", "1000",
+                ],
+            )?;
+            nsx(
+                &nic,
+                &[
+                    "tc",
+                    "filter",
+                    "add",
+                    "dev",
+                    "up",
+                    "parent",
+                    "1:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "u32",
+                    "match",
+                    "ip",
+                    "dst",
+                    &format!("{dst}/32"),
+                    "flowid",
+                    "1:5",
                 ],
             )?;
         }
@@ -359,6 +399,8 @@ pub struct TenantSpec {
     pub weight: u64,
     /// Parallel iperf3 TCP flows.
     pub flows: u32,
+    /// The receiver address it sends to.
+    pub dst: String,
 }
 
 /// A real-traffic experiment.
@@ -372,34 +414,32 @@ pub struct Experiment {
     pub warmup_s: u32,
     /// `weft run --idle-sleep-us` (0: pure busy polling).
     pub idle_sleep_us: u64,
+    /// A per-destination limit: (destination address, rate): a shaping class in weft, an
+    /// HTB class with `rate = ceil` in the baseline.
+    pub limit: Option<(String, u64)>,
+    /// weft only: `weft run --rogue N` (1-based).
+    pub rogue: Option<usize>,
+    /// weft only: halfway through the measurement, try an invalid policy (must be refused
+    /// with the running one untouched), then reload with these weights.
+    pub reload_weights: Option<Vec<u64>>,
 }
 
+const RX: &str = "10.77.0.100";
+const RX2: &str = "10.77.0.200";
+
 impl Experiment {
-    pub const NAMES: [&'static str; 2] = ["fair-1v8", "weights-123"];
+    pub const NAMES: [&'static str; 5] =
+        ["fair-1v8", "weights-123", "dest-limit", "rogue", "reload"];
 
     pub fn named(name: &str, rate_bps: u64, seconds: u32) -> Option<Experiment> {
-        let tenants = match name {
-            "fair-1v8" => vec![
-                TenantSpec {
-                    weight: 1,
-                    flows: 1,
-                },
-                TenantSpec {
-                    weight: 1,
-                    flows: 8,
-                },
-            ],
-            "weights-123" => (1..=3)
-                .map(|w| TenantSpec {
-                    weight: w,
-                    flows: 4,
-                })
-                .collect(),
-            _ => return None,
+        let t = |weight, flows| TenantSpec {
+            weight,
+            flows,
+            dst: RX.to_string(),
         };
-        Some(Experiment {
+        let mut e = Experiment {
             name: name.into(),
-            tenants,
+            tenants: vec![],
             rate_bps,
             seconds: seconds.max(1),
             warmup_s: 2,
@@ -407,20 +447,55 @@ impl Experiment {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(20),
-        })
+            limit: None,
+            rogue: None,
+            reload_weights: None,
+        };
+        match name {
+            "fair-1v8" => e.tenants = vec![t(1, 1), t(1, 8)],
+            "weights-123" => e.tenants = (1..=3).map(|w| t(w, 4)).collect(),
+            "dest-limit" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.tenants[0].dst = RX2.to_string();
+                // 100 Mbit/s on the 500 Mbit/s uplink (a fifth of the uplink at other rates).
+                e.limit = Some((RX2.to_string(), rate_bps / 5));
+            }
+            "rogue" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.rogue = Some(1);
+            }
+            "reload" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.reload_weights = Some(vec![1, 3]);
+            }
+            _ => return None,
+        }
+        Some(e)
     }
 
-    /// The weft policy: a `wfq` root with one leaf per tenant (matched on `tenant`).
+    /// The weft policy: a `wfq` root with one leaf per tenant (matched on `tenant`), the
+    /// per-destination limit as a shaping node on the leaves' edge.
     pub fn policy_yaml(&self) -> String {
+        let w: Vec<u64> = self.tenants.iter().map(|t| t.weight).collect();
+        self.policy_with(&w)
+    }
+
+    fn policy_with(&self, weights: &[u64]) -> String {
         let mut s = format!(
             "weft: 1\nname: testbed-{}\nlink: {{rate: {}bit}}\nnodes:\n  - {{name: root, type: wfq}}\n",
             self.name, self.rate_bps
         );
-        for (i, t) in self.tenants.iter().enumerate() {
+        let mut parent = "root".to_string();
+        if let Some((dst, rate)) = &self.limit {
             s += &format!(
-                "  - {{name: tenant{n}, type: leaf, parent: root, weight: {w}, match: {{tenant: {n}}}, limit: {{packets: 1000}}}}\n",
+                "  - {{name: limit, type: shape, parent: root, rate: {rate}bit, burst: 64kb, match: {{dst: {dst}/32}}}}\n"
+            );
+            parent = "[limit]".into();
+        }
+        for (i, w) in weights.iter().enumerate() {
+            s += &format!(
+                "  - {{name: tenant{n}, type: leaf, parent: {parent}, weight: {w}, match: {{tenant: {n}}}, limit: {{packets: 1000}}}}\n",
                 n = i + 1,
-                w = t.weight
             );
         }
         s
@@ -507,6 +582,9 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
                 .arg(&sock)
                 .args(["--idle-sleep-us", &exp.idle_sleep_us.to_string()])
                 .stdout(Stdio::piped());
+            if let Some(r) = exp.rogue {
+                c.args(["--rogue", &r.to_string()]);
+            }
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);
             }
@@ -522,18 +600,19 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         }
         Mode::Htb => {
             let w: Vec<u64> = exp.tenants.iter().map(|t| t.weight).collect();
-            tb.htb(&w, exp.rate_bps)?;
+            tb.htb(&w, exp.rate_bps, exp.limit.as_ref())?;
         }
+    }
+    if exp.limit.is_some() {
+        nsx(
+            &tb.rx(),
+            &["ip", "addr", "add", &format!("{RX2}/24"), "dev", "eth0"],
+        )?;
     }
     // Reachability first (ARP through the NIC), so the measurement starts warm.
     for i in 1..=n {
-        let ok = (0..20).any(|_| {
-            nsx(
-                &tb.tenant(i),
-                &["ping", "-c", "1", "-W", "1", "10.77.0.100"],
-            )
-            .is_ok()
-        });
+        let dst = exp.tenants[i - 1].dst.clone();
+        let ok = (0..20).any(|_| nsx(&tb.tenant(i), &["ping", "-c", "1", "-W", "1", &dst]).is_ok());
         if !ok && sh(&["sh", "-c", "command -v ping"]).is_ok() {
             return Err(TestbedError(format!(
                 "{}: tenant {i} cannot reach the receiver",
@@ -559,20 +638,40 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         let i = i + 1;
         clients.push(Child::spawn(
             Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &tb.tenant(i),
-                    "iperf3",
-                    "-J",
-                    "-c",
-                    "10.77.0.100",
-                ])
+                .args(["netns", "exec", &tb.tenant(i), "iperf3", "-J", "-c", &t.dst])
                 .args(["-p", &format!("{}", 5200 + i), "-P", &t.flows.to_string()])
                 .args(["-t", &(exp.seconds + exp.warmup_s).to_string()])
                 .args(["-O", &exp.warmup_s.to_string()])
                 .stdout(Stdio::piped()),
         )?);
+    }
+    // The timeline: counters at the start and end of the measured window; a reload halfway.
+    let ask = |req: Value| crate::ctl::request(&sock, &req).unwrap_or(Value::Null);
+    let at = |s: f64| {
+        let d = Duration::from_secs_f64(s).saturating_sub(t0.elapsed());
+        std::thread::sleep(d);
+    };
+    let mut snaps = (Value::Null, Value::Null, 0.0);
+    let mut reload = Value::Null;
+    if daemon.is_some() {
+        at(exp.warmup_s as f64 + 0.2);
+        let ta = t0.elapsed().as_secs_f64();
+        snaps.0 = ask(json!({"cmd": "stats"}));
+        if let Some(w) = &exp.reload_weights {
+            at(exp.warmup_s as f64 + exp.seconds as f64 / 2.0);
+            let bad = out.join(format!("{}-invalid.yaml", exp.name));
+            let good = out.join(format!("{}-reloaded.yaml", exp.name));
+            let _ = std::fs::write(&bad, exp.policy_with(&[1, 0]));
+            let _ = std::fs::write(&good, exp.policy_with(w));
+            let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+            let r1 = ask(json!({"cmd": "reload", "policy": abs(&bad).display().to_string()}));
+            let g1 = ask(json!({"cmd": "stats"}))["generation"].clone();
+            let r2 = ask(json!({"cmd": "reload", "policy": abs(&good).display().to_string()}));
+            reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
+        }
+        at((exp.warmup_s + exp.seconds) as f64 - 0.2);
+        snaps.1 = ask(json!({"cmd": "stats"}));
+        snaps.2 = t0.elapsed().as_secs_f64() - ta;
     }
     let mut tenants = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
@@ -652,8 +751,66 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         t["ideal_mbps"] = json!((ideal * 10.0).round() / 10.0);
         t["rel_error"] = json!((err * 1e4).round() / 1e4);
     }
+    // Per-leaf rates from weft's own counters over the window (not across a reload).
+    let mut leaf_mbps = Value::Null;
+    if exp.reload_weights.is_none() && snaps.2 > 0.0 {
+        let bytes = |v: &Value, i: usize| v["nodes"][i]["bytes"].as_u64().unwrap_or(0);
+        let m: serde_json::Map<String, Value> = snaps.1["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, nd)| {
+                let r = (bytes(&snaps.1, i) - bytes(&snaps.0, i).min(bytes(&snaps.1, i))) as f64
+                    * 8.0
+                    / snaps.2
+                    / 1e6;
+                (
+                    nd["name"].as_str().unwrap_or("").to_string(),
+                    json!((r * 100.0).round() / 100.0),
+                )
+            })
+            .collect();
+        leaf_mbps = Value::Object(m);
+    }
+    // The limited class's rate at L2 (frame bytes, as the limit counts them): weft's leaf
+    // counter; for HTB, goodput × 1514/1448 (full-size TCP segments with timestamps).
+    let limit = exp.limit.as_ref().map(|(dst, rate)| {
+        let i = exp.tenants.iter().position(|t| &t.dst == dst).unwrap_or(0);
+        let l2 = match mode {
+            Mode::Weft => leaf_mbps[format!("tenant{}", i + 1)]
+                .as_f64()
+                .unwrap_or(0.0),
+            Mode::Htb => tenants[i]["mbps"].as_f64().unwrap_or(0.0) * 1514.0 / 1448.0,
+        };
+        let lim = *rate as f64 / 1e6;
+        json!({"dst": dst, "limit_mbps": lim, "l2_mbps": (l2 * 100.0).round() / 100.0,
+               "rel_error": (((l2 - lim) / lim).abs() * 1e4).round() / 1e4})
+    });
+    // After a reload: the shares over the second half's last seconds.
+    let after_reload = exp.reload_weights.as_ref().map(|w| {
+        let k = (exp.seconds / 2).saturating_sub(1).max(1) as usize;
+        let means: Vec<f64> = tenants
+            .iter()
+            .map(|t| {
+                let v: Vec<f64> = t["mbps_per_second"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_f64)
+                    .collect();
+                let tail = &v[v.len().saturating_sub(k)..];
+                tail.iter().sum::<f64>() / tail.len().max(1) as f64
+            })
+            .collect();
+        json!({"weights": w, "mbps_last_seconds": means})
+    });
     Ok(json!({
         "scheduler": mode.name(),
+        "leaf_mbps": leaf_mbps,
+        "limit": limit,
+        "reload": reload,
+        "after_reload": after_reload,
         "jain": (jain(&norm) * 1e4).round() / 1e4,
         "total_mbps": (total * 10.0).round() / 10.0,
         "max_rel_error": (max_rel_err * 1e4).round() / 1e4,
