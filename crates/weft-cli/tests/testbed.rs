@@ -246,3 +246,31 @@ fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
         "ratio {ratio} after reload to 1:3: {w}"
     );
 }
+
+#[test]
+fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    if !Command::new("sh")
+        .args([
+            "-c",
+            "command -v sockperf >/dev/null || apt-get install -y -qq sockperf >/dev/null 2>&1",
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        println!("skipped: sockperf not found and not installable");
+        return;
+    }
+    let prefix = format!("wts{}", std::process::id() % 100_000);
+    let r = run_experiment("latency", &prefix, Duration::from_secs(60));
+    let w = weft_result(&r);
+    println!("idle {} loaded {}", w["latency_idle"], w["latency_loaded"]);
+    let ratio = w["p99_loaded_over_idle"]
+        .as_f64()
+        .expect("both p99s measured");
+    assert!(ratio <= 2.0, "p99 under load is {ratio}x the idle p99: {w}");
+}

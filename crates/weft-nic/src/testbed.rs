@@ -204,7 +204,13 @@ impl Testbed {
 
     /// Interfaces of the software-NIC namespace bridged, with HTB on the uplink: the Linux
     /// baseline for `weights` (per tenant) at `rate_bps`.
-    pub fn htb(&self, weights: &[u64], rate_bps: u64, limit: Option<&(String, u64)>) -> R<()> {
+    pub fn htb(
+        &self,
+        weights: &[u64],
+        rate_bps: u64,
+        limit: Option<&(String, u64)>,
+        prio: bool,
+    ) -> R<()> {
         let nic = self.nic();
         sh(&[
             "ip", "-n", &nic, "link", "add", "name", "br0", "type", "bridge",
@@ -245,13 +251,16 @@ impl Testbed {
         for (i, w) in weights.iter().enumerate() {
             let id = format!("1:{}", 10 + i);
             let r = format!("{}bit", rate_bps * w / total);
-            nsx(
-                &nic,
-                &[
-                    "tc", "class", "add", "dev", "up", "parent", "1:1", "classid", &id, "htb",
-                    "rate", &r, "ceil", &rate, "quantum", "1514",
-                ],
-            )?;
+            // Strict priority's nearest HTB form: `prio` (lower first) on the classes.
+            let p = i.to_string();
+            let mut args = vec![
+                "tc", "class", "add", "dev", "up", "parent", "1:1", "classid", &id, "htb", "rate",
+                &r, "ceil", &rate, "quantum", "1514",
+            ];
+            if prio {
+                args.extend(["prio", &p]);
+            }
+            nsx(&nic, &args)?;
             nsx(
                 &nic,
                 &[
@@ -422,14 +431,23 @@ pub struct Experiment {
     /// weft only: halfway through the measurement, try an invalid policy (must be refused
     /// with the running one untouched), then reload with these weights.
     pub reload_weights: Option<Vec<u64>>,
+    /// Strict priority instead of weights (tenant 1 first), and tenant 1 runs sockperf
+    /// ping-pong (idle, then under the others' iperf3 load) instead of iperf3.
+    pub latency: bool,
 }
 
 const RX: &str = "10.77.0.100";
 const RX2: &str = "10.77.0.200";
 
 impl Experiment {
-    pub const NAMES: [&'static str; 5] =
-        ["fair-1v8", "weights-123", "dest-limit", "rogue", "reload"];
+    pub const NAMES: [&'static str; 6] = [
+        "fair-1v8",
+        "weights-123",
+        "dest-limit",
+        "rogue",
+        "reload",
+        "latency",
+    ];
 
     pub fn named(name: &str, rate_bps: u64, seconds: u32) -> Option<Experiment> {
         let t = |weight, flows| TenantSpec {
@@ -450,6 +468,7 @@ impl Experiment {
             limit: None,
             rogue: None,
             reload_weights: None,
+            latency: false,
         };
         match name {
             "fair-1v8" => e.tenants = vec![t(1, 1), t(1, 8)],
@@ -463,6 +482,10 @@ impl Experiment {
             "rogue" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
                 e.rogue = Some(1);
+            }
+            "latency" => {
+                e.tenants = vec![t(1, 0), t(1, 8)];
+                e.latency = true;
             }
             "reload" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
@@ -482,8 +505,10 @@ impl Experiment {
 
     fn policy_with(&self, weights: &[u64]) -> String {
         let mut s = format!(
-            "weft: 1\nname: testbed-{}\nlink: {{rate: {}bit}}\nnodes:\n  - {{name: root, type: wfq}}\n",
-            self.name, self.rate_bps
+            "weft: 1\nname: testbed-{}\nlink: {{rate: {}bit}}\nnodes:\n  - {{name: root, type: {}}}\n",
+            self.name,
+            self.rate_bps,
+            if self.latency { "prio" } else { "wfq" }
         );
         let mut parent = "root".to_string();
         if let Some((dst, rate)) = &self.limit {
@@ -494,8 +519,10 @@ impl Experiment {
         }
         for (i, w) in weights.iter().enumerate() {
             s += &format!(
-                "  - {{name: tenant{n}, type: leaf, parent: {parent}, weight: {w}, match: {{tenant: {n}}}, limit: {{packets: 1000}}}}\n",
+                "  - {{name: tenant{n}, type: leaf, parent: {parent}, {key}: {v}, match: {{tenant: {n}}}, limit: {{packets: 1000}}}}\n",
                 n = i + 1,
+                key = if self.latency { "priority" } else { "weight" },
+                v = if self.latency { i as u64 } else { *w },
             );
         }
         s
@@ -558,11 +585,19 @@ pub fn run(exp: &Experiment, prefix: &str, modes: &[Mode], weft: &Path, out: &Pa
     Ok(report)
 }
 
-fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path) -> R<Value> {
+/// Namespaces up, the scheduler started (weft's daemon, or bridge + HTB), every tenant
+/// able to reach its receiver address.
+fn setup(
+    exp: &Experiment,
+    prefix: &str,
+    mode: Mode,
+    weft: &Path,
+    out: &Path,
+    sock: &Path,
+) -> R<(Testbed, Option<Child>)> {
     let n = exp.tenants.len();
     let tb = Testbed::up(prefix, n)?;
     let mut daemon = None;
-    let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
     match mode {
         Mode::Weft => {
             let pol = out.join(format!("{}-policy.yaml", exp.name));
@@ -579,7 +614,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
                 .arg(&pol)
                 .args(["--uplink", "up", "--rate", &format!("{}bit", exp.rate_bps)])
                 .arg("--ctl")
-                .arg(&sock)
+                .arg(sock)
                 .args(["--idle-sleep-us", &exp.idle_sleep_us.to_string()])
                 .stdout(Stdio::piped());
             if let Some(r) = exp.rogue {
@@ -590,7 +625,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
             }
             let d = Child::spawn(&mut c)?;
             let t = Instant::now();
-            while crate::ctl::request(&sock, &json!({"cmd": "stats"})).is_err() {
+            while crate::ctl::request(sock, &json!({"cmd": "stats"})).is_err() {
                 if t.elapsed() > Duration::from_secs(10) {
                     return Err(TestbedError("weft run did not start within 10 s".into()));
                 }
@@ -600,7 +635,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         }
         Mode::Htb => {
             let w: Vec<u64> = exp.tenants.iter().map(|t| t.weight).collect();
-            tb.htb(&w, exp.rate_bps, exp.limit.as_ref())?;
+            tb.htb(&w, exp.rate_bps, exp.limit.as_ref(), exp.latency)?;
         }
     }
     if exp.limit.is_some() {
@@ -620,6 +655,16 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
             )));
         }
     }
+    Ok((tb, daemon))
+}
+
+fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path) -> R<Value> {
+    let n = exp.tenants.len();
+    let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
+    if exp.latency {
+        return run_latency(exp, prefix, mode, weft, out, &sock);
+    }
+    let (tb, daemon) = setup(exp, prefix, mode, weft, out, &sock)?;
     let mut servers = Vec::new();
     for i in 1..=n {
         let port = format!("{}", 5200 + i);
@@ -821,6 +866,120 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     }))
 }
 
+/// Percentiles (µs) from sockperf's summary.
+fn sockperf_percentiles(text: &str) -> Value {
+    let mut m = serde_json::Map::new();
+    for l in text.lines() {
+        if let Some(rest) = l.split("percentile ").nth(1) {
+            let mut it = rest.split('=');
+            let (Some(p), Some(v)) = (it.next(), it.next()) else {
+                continue;
+            };
+            let key = match p.trim() {
+                "50.000" => "p50_us",
+                "90.000" => "p90_us",
+                "99.000" => "p99_us",
+                "99.900" => "p999_us",
+                _ => continue,
+            };
+            if let Ok(x) = v.trim().parse::<f64>() {
+                m.insert(key.into(), json!(x));
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+fn sockperf(tb: &Testbed, dst: &str, seconds: u32) -> R<Value> {
+    let o = nsx(
+        &tb.tenant(1),
+        &[
+            "sockperf",
+            "ping-pong",
+            "-i",
+            dst,
+            "-p",
+            "11111",
+            "-t",
+            &seconds.to_string(),
+            "--mps",
+            "1000",
+        ],
+    )?;
+    Ok(sockperf_percentiles(&o))
+}
+
+/// The latency experiment: tenant 1's sockperf ping-pong (UDP, 1000 messages/s) alone, then
+/// under the other tenants' iperf3 load; tenant 1 has strict priority.
+fn run_latency(
+    exp: &Experiment,
+    prefix: &str,
+    mode: Mode,
+    weft: &Path,
+    out: &Path,
+    sock: &Path,
+) -> R<Value> {
+    if sh(&["sh", "-c", "command -v sockperf"]).is_err() {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-qq", "sockperf"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status();
+    }
+    let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
+    let dst = exp.tenants[0].dst.clone();
+    let _server = Child::spawn(
+        Command::new("ip")
+            .args(["netns", "exec", &tb.rx(), "sockperf", "server", "-i", &dst])
+            .args(["-p", "11111"])
+            .stdout(Stdio::null()),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = sockperf(&tb, &dst, 4)?;
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for (i, t) in exp.tenants.iter().enumerate().skip(1) {
+        let port = format!("{}", 5201 + i);
+        servers.push(Child::spawn(
+            Command::new("ip")
+                .args(["netns", "exec", &tb.rx(), "iperf3", "-s", "-1", "-p", &port])
+                .stdout(Stdio::null()),
+        )?);
+        std::thread::sleep(Duration::from_millis(200));
+        clients.push(Child::spawn(
+            Command::new("ip")
+                .args(["netns", "exec", &tb.tenant(i + 1), "iperf3", "-c", &t.dst])
+                .args(["-p", &port, "-P", &t.flows.to_string()])
+                .args(["-t", &(exp.seconds + exp.warmup_s + 1).to_string()])
+                .stdout(Stdio::null()),
+        )?);
+    }
+    std::thread::sleep(Duration::from_secs(exp.warmup_s as u64));
+    let loaded = sockperf(&tb, &dst, exp.seconds)?;
+    let stats = match daemon {
+        Some(mut d) => {
+            let s = crate::ctl::request(sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
+            d.stop(Duration::from_secs(3));
+            s
+        }
+        None => Value::Null,
+    };
+    drop(clients);
+    drop(servers);
+    drop(tb);
+    let ratio = match (loaded["p99_us"].as_f64(), idle["p99_us"].as_f64()) {
+        (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "scheduler": mode.name(),
+        "latency_idle": idle,
+        "latency_loaded": loaded,
+        "p99_loaded_over_idle": ratio,
+        "weft_stats": stats,
+    }))
+}
+
 /// The report as Markdown.
 pub fn markdown(r: &Value) -> String {
     let mut s = format!(
@@ -842,6 +1001,17 @@ pub fn markdown(r: &Value) -> String {
                 t["ideal_mbps"],
                 t["rel_error"],
                 t["retransmits"]
+            );
+        }
+    }
+    for m in r["results"].as_array().into_iter().flatten() {
+        if !m["latency_idle"].is_null() {
+            s += &format!(
+                "\n{}: tenant 1 sockperf latency idle {} / under load {} (µs); p99 loaded/idle = {}\n",
+                m["scheduler"].as_str().unwrap_or(""),
+                m["latency_idle"],
+                m["latency_loaded"],
+                m["p99_loaded_over_idle"]
             );
         }
     }
