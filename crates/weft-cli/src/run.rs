@@ -80,6 +80,11 @@ pub struct RunArgs {
     /// rings doorbells naming them, every 100 µs; all refused and counted (`ctl stats`).
     #[arg(long, value_name = "N")]
     rogue: Option<usize>,
+    /// Receive ring: v3 (TPACKET_V3: frames batched per block; a block is handed over when
+    /// full or after 1 ms) or v2 (TPACKET_V2: every frame handed over at once; lower latency
+    /// at low load).
+    #[arg(long, default_value = "v3", value_parser = ["v2", "v3"])]
+    ring_version: String,
 }
 
 #[derive(Subcommand)]
@@ -194,6 +199,11 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         ring: a.ring.max(1),
         outstanding: a.outstanding.max(1),
         idle_sleep_us: a.idle_sleep_us,
+        ring_version: if a.ring_version == "v2" {
+            weft_nic::afpacket::RingVersion::V2
+        } else {
+            weft_nic::afpacket::RingVersion::V3
+        },
         rogue: match a.rogue {
             Some(0) => return Err(usage("--rogue: tenants are numbered from 1")),
             Some(n) if n > a.tenant.len() => {

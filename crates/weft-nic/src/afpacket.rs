@@ -17,11 +17,17 @@
 //! load), and returned with a release fence before `TP_STATUS_KERNEL` is stored; frame
 //! offsets are bounds-checked against the block before any byte is read, so a corrupt ring
 //! cannot make us read outside the mapping.
+//!
+//! `RingVersion::V2` (TPACKET_V2, fixed 2 KiB frame slots, each handed over by its own
+//! `tp_status`) is the low-latency alternative: no retire timer, so a lone frame is seen
+//! at once (measured in docs/dataplane.md); frames longer than a slot arrive truncated and
+//! are counted as such, never passed on.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
+const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -71,9 +77,34 @@ struct Tpacket3Hdr {
 /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where the `sockaddr_ll` follows.
 const TPACKET3_HDRLEN: usize = 48;
 
+/// `struct tpacket2_hdr` (the fields we read).
+#[repr(C)]
+struct Tpacket2Hdr {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+}
+
+/// `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))`.
+const TPACKET2_HDRLEN: usize = 32;
+/// Frame slot of a V2 ring.
+const V2_FRAME: u32 = 2048;
+
+/// Which TPACKET version the receive ring speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingVersion {
+    /// Variable-size frames packed in blocks, handed over per block (full or timer).
+    V3,
+    /// One fixed slot per frame, handed over per frame.
+    V2,
+}
+
 /// Ring geometry.
 #[derive(Debug, Clone, Copy)]
 pub struct RingConfig {
+    pub version: RingVersion,
     pub block_bytes: u32,
     pub blocks: u32,
     pub retire_ms: u32,
@@ -82,6 +113,7 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> RingConfig {
         RingConfig {
+            version: RingVersion::V3,
             block_bytes: 32 * 1024,
             blocks: 128,
             retire_ms: 1,
@@ -95,8 +127,10 @@ pub struct PacketSocket {
     ring: *mut u8,
     ring_bytes: usize,
     cfg: RingConfig,
-    /// The block to read next.
+    /// The block (V3) or frame slot (V2) to read next.
     block: u32,
+    /// Frames that arrived truncated (longer than a V2 slot).
+    pub truncated: u64,
     /// Interface index.
     pub ifindex: i32,
     /// Interface name.
@@ -165,7 +199,10 @@ impl PacketSocket {
         }
         // SAFETY: `raw` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let v: libc::c_int = TPACKET_V3;
+        let v: libc::c_int = match cfg.version {
+            RingVersion::V3 => TPACKET_V3,
+            RingVersion::V2 => TPACKET_V2,
+        };
         setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &v, "PACKET_VERSION")?;
         let one: libc::c_int = 1;
         let _ = setopt(
@@ -192,13 +229,33 @@ impl PacketSocket {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setopt(
-            raw,
-            libc::SOL_PACKET,
-            PACKET_RX_RING,
-            &req,
-            "PACKET_RX_RING",
-        )?;
+        match cfg.version {
+            RingVersion::V3 => {
+                setopt(
+                    raw,
+                    libc::SOL_PACKET,
+                    PACKET_RX_RING,
+                    &req,
+                    "PACKET_RX_RING",
+                )?;
+            }
+            RingVersion::V2 => {
+                // `struct tpacket_req`: the first four fields of tpacket_req3.
+                let req2 = [
+                    cfg.block_bytes,
+                    cfg.blocks,
+                    V2_FRAME,
+                    cfg.block_bytes / V2_FRAME * cfg.blocks,
+                ];
+                setopt(
+                    raw,
+                    libc::SOL_PACKET,
+                    PACKET_RX_RING,
+                    &req2,
+                    "PACKET_RX_RING",
+                )?;
+            }
+        }
         let ring_bytes = cfg.block_bytes as usize * cfg.blocks as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket; checked below.
         let ring = unsafe {
@@ -220,6 +277,7 @@ impl PacketSocket {
             ring_bytes,
             cfg,
             block: 0,
+            truncated: 0,
             ifindex,
             name: name.to_string(),
         };
@@ -255,7 +313,52 @@ impl PacketSocket {
 
     /// Calls `f` on every received frame of the blocks ready now (at most `max_blocks`
     /// blocks), then returns those blocks to the kernel. Returns the frames seen.
-    pub fn recv_batch(&mut self, max_blocks: u32, mut f: impl FnMut(&[u8])) -> usize {
+    pub fn recv_batch(&mut self, max_blocks: u32, f: impl FnMut(&[u8])) -> usize {
+        match self.cfg.version {
+            RingVersion::V3 => self.recv_v3(max_blocks, f),
+            RingVersion::V2 => self.recv_v2(max_blocks * 16, f),
+        }
+    }
+
+    /// TPACKET_V2: one slot per frame, `tp_status` per slot.
+    fn recv_v2(&mut self, max_frames: u32, mut f: impl FnMut(&[u8])) -> usize {
+        let slots = self.cfg.block_bytes / V2_FRAME * self.cfg.blocks;
+        let fsz = V2_FRAME as usize;
+        let mut frames = 0;
+        for _ in 0..max_frames {
+            // SAFETY: block < slots, so the slot lies inside the mapping (blocks are whole
+            // multiples of the slot size).
+            let base = unsafe { self.ring.add(self.block as usize * fsz) };
+            let h = base as *mut Tpacket2Hdr;
+            // SAFETY: aligned header inside the mapping; the kernel writes tp_status
+            // concurrently, hence the volatile read.
+            let status = unsafe { std::ptr::addr_of!((*h).tp_status).read_volatile() };
+            if status & TP_STATUS_USER == 0 {
+                break;
+            }
+            fence(Ordering::Acquire);
+            // SAFETY: the slot is ours while TP_STATUS_USER is set.
+            let (len, snap, mac) =
+                unsafe { ((*h).tp_len, (*h).tp_snaplen as usize, (*h).tp_mac as usize) };
+            // SAFETY: the sockaddr_ll follows the aligned header, inside the slot.
+            let pkttype = unsafe { *base.add(TPACKET2_HDRLEN + 10) };
+            if snap < len as usize {
+                self.truncated += 1;
+            } else if pkttype != PACKET_OUTGOING && mac + snap <= fsz {
+                // SAFETY: the frame lies inside the slot (checked).
+                f(unsafe { std::slice::from_raw_parts(base.add(mac), snap) });
+                frames += 1;
+            }
+            fence(Ordering::Release);
+            // SAFETY: returning the slot to the kernel.
+            unsafe { std::ptr::addr_of_mut!((*h).tp_status).write_volatile(TP_STATUS_KERNEL) };
+            self.block = (self.block + 1) % slots;
+        }
+        frames
+    }
+
+    /// TPACKET_V3: blocks of frames.
+    fn recv_v3(&mut self, max_blocks: u32, mut f: impl FnMut(&[u8])) -> usize {
         let mut frames = 0;
         let bsz = self.cfg.block_bytes as usize;
         for _ in 0..max_blocks {

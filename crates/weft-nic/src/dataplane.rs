@@ -88,6 +88,8 @@ pub struct Config {
     /// ringing doorbells that name them (kicks, class moves, rate changes). The interface
     /// must refuse and count all of it without touching the others (Loom §4.4).
     pub rogue: Option<usize>,
+    /// Receive ring version (V3 batches per block, V2 hands over every frame at once).
+    pub ring_version: crate::afpacket::RingVersion,
 }
 
 /// Errors that stop `weft run` before it starts.
@@ -187,11 +189,15 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
         outstanding_per_class: cfg.outstanding,
     });
     let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
+    let ring = RingConfig {
+        version: cfg.ring_version,
+        ..RingConfig::default()
+    };
     let mut tenants = Vec::new();
     for (_, ifname) in &cfg.tenants {
-        tenants.push(PacketSocket::open(ifname, RingConfig::default())?);
+        tenants.push(PacketSocket::open(ifname, ring)?);
     }
-    let mut uplink = PacketSocket::open(&cfg.uplink, RingConfig::default())?;
+    let mut uplink = PacketSocket::open(&cfg.uplink, ring)?;
     let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref())?;
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe {

@@ -434,6 +434,8 @@ pub struct Experiment {
     /// Strict priority instead of weights (tenant 1 first), and tenant 1 runs sockperf
     /// ping-pong (idle, then under the others' iperf3 load) instead of iperf3.
     pub latency: bool,
+    /// `weft run --ring-version` (v3 or v2; env `WEFT_TESTBED_RING`, default v3).
+    pub ring_version: String,
 }
 
 const RX: &str = "10.77.0.100";
@@ -469,6 +471,7 @@ impl Experiment {
             rogue: None,
             reload_weights: None,
             latency: false,
+            ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v3".into()),
         };
         match name {
             "fair-1v8" => e.tenants = vec![t(1, 1), t(1, 8)],
@@ -616,6 +619,7 @@ fn setup(
                 .arg("--ctl")
                 .arg(sock)
                 .args(["--idle-sleep-us", &exp.idle_sleep_us.to_string()])
+                .args(["--ring-version", &exp.ring_version])
                 .stdout(Stdio::piped());
             if let Some(r) = exp.rogue {
                 c.args(["--rogue", &r.to_string()]);
