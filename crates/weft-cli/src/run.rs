@@ -157,6 +157,39 @@ pub enum TestbedCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Forwarding benchmark: packets/s through weft (Loom Fig. 1 policy, FIFO policy) and
+    /// Linux HTB (1 and 1,000 classes) at 64 and 1500-byte frames, unpaced (100 Gbit/s).
+    Bench {
+        #[arg(long, default_value = "wtb")]
+        prefix: String,
+        /// The Loom Fig. 1 policy.
+        #[arg(long, default_value = "examples/policies/loom-fig1.yaml")]
+        fig1: PathBuf,
+        /// Seconds per configuration.
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// Frame sizes, bytes.
+        #[arg(long, value_delimiter = ',', default_value = "64,1500")]
+        sizes: Vec<usize>,
+    },
+    /// (Internal) send UDP frames on IFACE for the benchmark; prints the frames sent.
+    #[command(hide = true)]
+    Blast {
+        #[arg(long)]
+        iface: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        seconds: f64,
+        #[arg(long, default_value_t = 1000)]
+        flows: u16,
+        #[arg(long)]
+        src: std::net::Ipv4Addr,
+        #[arg(long)]
+        dst: std::net::Ipv4Addr,
+        #[arg(long)]
+        dst_mac: String,
+    },
 }
 
 pub fn main(c: NicCommand) -> Result<(), Fail> {
@@ -316,6 +349,84 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let names = tb.namespaces();
             tb.keep();
             println!("{}", names.join(" "));
+            Ok(())
+        }
+        TestbedCommand::Bench {
+            prefix,
+            fig1,
+            seconds,
+            sizes,
+        } => {
+            testbed::check_prefix(&prefix).map_err(usage)?;
+            if !fig1.exists() {
+                return Err(usage(format!("--fig1 {}: no such file", fig1.display())));
+            }
+            let dir = std::env::temp_dir().join(format!("weft-bench-{prefix}"));
+            std::fs::create_dir_all(&dir).map_err(|e| (1, e.to_string()))?;
+            let fifo = dir.join("fifo.yaml");
+            std::fs::write(
+                &fifo,
+                "weft: 1\nname: fifo\nlink: {rate: 100gbit}\nnodes:\n  - {name: root, type: fifo}\n  - {name: all, type: leaf, parent: root}\n",
+            )
+            .map_err(|e| (1, e.to_string()))?;
+            let abs = std::fs::canonicalize(&fig1).map_err(|e| usage(e.to_string()))?;
+            let configs = [
+                testbed::BenchConfig::Weft {
+                    label: "loom-fig1".into(),
+                    policy: abs,
+                },
+                testbed::BenchConfig::Weft {
+                    label: "fifo".into(),
+                    policy: fifo,
+                },
+                testbed::BenchConfig::Htb { classes: 1 },
+                testbed::BenchConfig::Htb { classes: 1000 },
+            ];
+            let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
+            let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds)
+                .map_err(|e| (1, e.to_string()))?;
+            println!(
+                "{:<22} {:>6} {:>14} {:>14}",
+                "config", "bytes", "offered pps", "forwarded pps"
+            );
+            for row in r["rows"].as_array().into_iter().flatten() {
+                println!(
+                    "{:<22} {:>6} {:>14} {:>14}",
+                    row["config"].as_str().unwrap_or(""),
+                    row["frame_bytes"],
+                    row["offered_pps"],
+                    row["forwarded_pps"]
+                );
+            }
+            Ok(())
+        }
+        TestbedCommand::Blast {
+            iface,
+            size,
+            seconds,
+            flows,
+            src,
+            dst,
+            dst_mac,
+        } => {
+            let mac: Vec<u8> = dst_mac
+                .split(':')
+                .filter_map(|h| u8::from_str_radix(h, 16).ok())
+                .collect();
+            let mac: [u8; 6] = mac
+                .try_into()
+                .map_err(|_| usage(format!("--dst-mac `{dst_mac}`")))?;
+            let n = testbed::blast(
+                &iface,
+                mac,
+                src.octets(),
+                dst.octets(),
+                size,
+                flows,
+                seconds,
+            )
+            .map_err(|e| (1, e.to_string()))?;
+            println!("{n}");
             Ok(())
         }
         TestbedCommand::Down { prefix } => {

@@ -1,6 +1,7 @@
 //! Frames to classifier metadata: Ethernet (with up to two VLAN tags), IPv4/IPv6, TCP/UDP
 //! ports, DSCP, with `etherparse`'s slicing parser (zero copy). The tenant comes from the
-//! ingress interface, not the frame. A frame that cannot be parsed as far as its headers
+//! ingress interface, not the frame; it is given as both `tenant` and `vm` (a tenant's
+//! interface is its VM's VNIC), so policies written per VM (Loom Fig. 1) run unchanged. A frame that cannot be parsed as far as its headers
 //! claim is an error the dataplane counts and drops; this module never panics on input.
 //! Non-IP frames (ARP) are valid: they carry only the tenant and are classified on it.
 //!
@@ -30,6 +31,7 @@ pub fn parse(frame: &[u8], tenant: u32) -> Result<Parsed, ParseError> {
     let p = SlicedPacket::from_ethernet(frame).map_err(|e| ParseError::Malformed(e.to_string()))?;
     let mut meta = PacketMeta::default();
     meta.set_int(Field::Tenant, tenant as u64);
+    meta.set_int(Field::Vm, tenant as u64);
     let mut h = 0xcbf2_9ce4_8422_2325u64 ^ tenant as u64;
     let mut mix = |v: u128| {
         h ^= v as u64 ^ (v >> 64) as u64;
@@ -95,7 +97,7 @@ mod tests {
         assert_eq!(p.meta.dport, 5201);
         assert_eq!(p.meta.proto, 6);
         let m: PacketMeta =
-            "tenant=2,sport=1234,dport=5201,proto=tcp,dscp=0,src=10.0.0.1,dst=10.0.3.7"
+            "tenant=2,vm=2,sport=1234,dport=5201,proto=tcp,dscp=0,src=10.0.0.1,dst=10.0.3.7"
                 .parse()
                 .unwrap();
         assert_eq!(p.meta, m);
