@@ -146,7 +146,7 @@ struct PerChild {
 }
 
 impl Pifo {
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
             Pifo::Heap(h) => h.push(Reverse((rank, seq, v))),
@@ -184,7 +184,7 @@ impl Pifo {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn pop(&mut self) -> Option<(Rank, u32)> {
         match self {
             Pifo::Heap(h) => h.pop().map(|Reverse((r, _, v))| (r, v)),
@@ -1004,9 +1004,14 @@ impl Engine for FastEngine {
             }
             self.free.push(slot);
             self.held -= 1;
+            // One pass over the path (root to leaf): counters, virtual times, senic backlog (φ).
+            let b64 = s.bytes as u64;
             for i in 0..self.popped.len() {
                 let (node, rank) = self.popped[i];
                 let nu = node as usize;
+                let c = &mut self.stats.nodes[nu];
+                c.packets += 1;
+                c.bytes += b64;
                 match self.kind[nu] {
                     Kind::Wfq | Kind::Rr => self.vtime[nu] = self.vtime[nu].max(rank),
                     Kind::Drr => {
@@ -1018,31 +1023,18 @@ impl Engine for FastEngine {
                             self.vtime[nu] = self.vtime[nu].max(rank);
                         }
                     }
+                    Kind::Senic => {
+                        // V was advanced to `now` by the eligibility check, at the old φ.
+                        let top = self.senic_top[nu];
+                        self.senic_advance(top, now);
+                        let cu = self.popped[i + 1].0 as usize;
+                        self.child_backlog[cu] -= 1;
+                        if self.child_backlog[cu] == 0 {
+                            self.backlog_rate[nu] -= self.params.edges[cu].rate_bps.max(1) as u128;
+                        }
+                    }
                     _ => {}
                 }
-            }
-            // Counters and senic backlog (φ) bookkeeping, leaf to root.
-            let b64 = s.bytes as u64;
-            let mut child = s.leaf_node;
-            loop {
-                let c = &mut self.stats.nodes[child as usize];
-                c.packets += 1;
-                c.bytes += b64;
-                let n = self.parent[child as usize];
-                if n == NO {
-                    break;
-                }
-                if self.kind[n as usize] == Kind::Senic {
-                    let top = self.senic_top[n as usize];
-                    self.senic_advance(top, now);
-                    let cu = child as usize;
-                    self.child_backlog[cu] -= 1;
-                    if self.child_backlog[cu] == 0 {
-                        self.backlog_rate[n as usize] -=
-                            self.params.edges[cu].rate_bps.max(1) as u128;
-                    }
-                }
-                child = n;
             }
             let ln = s.leaf_node as usize;
             self.held_packets[ln] -= 1;
