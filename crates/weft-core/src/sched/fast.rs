@@ -397,6 +397,8 @@ pub struct FastEngine {
     /// Emptied deferral lists, kept for reuse (no allocation in steady state).
     spare: Vec<Vec<(u32, u64)>>,
     buckets: Vec<Bucket>,
+    /// Scratch: the popped packet's cost at each of its shaping classes, ps.
+    costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
     /// Scratch: the (node, rank) popped at each level of the current dequeue.
     popped: Vec<(u32, Rank)>,
     seq: u64,
@@ -505,6 +507,7 @@ impl FastEngine {
             shaping_queue: TimingWheel::default(),
             deferred: FxHashMap::default(),
             spare: Vec::new(),
+            costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
             popped: Vec::with_capacity(stride),
             seq: 0,
             held: 0,
@@ -867,14 +870,18 @@ impl FastEngine {
     }
 
     /// When the popped packet in `slot` may be sent (`now` if at once).
+    /// Also leaves the packet's cost at each of its shaping classes in `self.costs`.
     fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
         let mut at = now;
-        for &b in self.shaping[slot as usize].as_slice() {
+        let classes = self.shaping[slot as usize];
+        for (i, &b) in classes.as_slice().iter().enumerate() {
             let bk = &self.buckets[b as usize];
+            let cost = bk.cost(s.bytes);
+            self.costs[i] = cost;
             at = at.max(if s.was_deferred {
-                bk.earliest(s.bytes, now)
+                bk.earliest_cost(cost, now)
             } else {
-                bk.estimate(s.bytes, now)
+                bk.estimate_cost(cost, now)
             });
         }
         let base = slot as usize * self.stride;
@@ -999,8 +1006,9 @@ impl Engine for FastEngine {
                 self.defer(slot, eligible_at);
                 continue;
             }
-            for &b in self.shaping[slot as usize].as_slice() {
-                self.buckets[b as usize].charge(s.bytes, now);
+            let classes = self.shaping[slot as usize];
+            for (i, &b) in classes.as_slice().iter().enumerate() {
+                self.buckets[b as usize].charge_cost(self.costs[i], now);
             }
             self.free.push(slot);
             self.held -= 1;

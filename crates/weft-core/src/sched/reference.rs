@@ -105,9 +105,20 @@ impl Bucket {
         Self::ps(bytes as u64, self.rate_bps, true).min(self.depth_ps)
     }
 
+    /// What sending `bytes` costs this class: its time at the class rate, ps (rounded up).
+    /// The `_cost` methods take it, so a caller computes it once per packet.
+    pub(crate) fn cost(&self, bytes: u32) -> u64 {
+        Self::ps(bytes as u64, self.rate_bps, true)
+    }
+
     /// The earliest time at or after `now` when `bytes` conform.
     pub(crate) fn earliest(&self, bytes: u32, now: u64) -> u64 {
-        (self.full_ps + self.need(bytes))
+        self.earliest_cost(self.cost(bytes), now)
+    }
+
+    /// [`Bucket::earliest`] for a packet of cost `cost` ps.
+    pub(crate) fn earliest_cost(&self, cost: u64, now: u64) -> u64 {
+        (self.full_ps + cost.min(self.depth_ps))
             .saturating_sub(self.depth_ps)
             .max(now)
     }
@@ -115,11 +126,16 @@ impl Bucket {
     /// When a packet of `bytes` may go, counting the packets already deferred on this class
     /// (an estimate; a released packet is checked again).
     pub(crate) fn estimate(&self, bytes: u32, now: u64) -> u64 {
+        self.estimate_cost(self.cost(bytes), now)
+    }
+
+    /// [`Bucket::estimate`] for a packet of cost `cost` ps.
+    pub(crate) fn estimate_cost(&self, cost: u64, now: u64) -> u64 {
         if self.pending_ps == 0 {
-            return self.earliest(bytes, now);
+            return self.earliest_cost(cost, now);
         }
         // The deferred packets' fill time counts from when the bucket holds nothing extra.
-        (self.full_ps.max(now) + self.pending_ps + self.need(bytes))
+        (self.full_ps.max(now) + self.pending_ps + cost.min(self.depth_ps))
             .saturating_sub(self.depth_ps)
             .max(now)
     }
@@ -160,8 +176,12 @@ impl Bucket {
 
     /// Charges `bytes` sent at `tx`.
     pub(crate) fn charge(&mut self, bytes: u32, tx: u64) {
-        let from = self.full_ps.max(tx);
-        self.full_ps = from + Self::ps(bytes as u64, self.rate_bps, true);
+        self.charge_cost(self.cost(bytes), tx);
+    }
+
+    /// [`Bucket::charge`] for a packet of cost `cost` ps.
+    pub(crate) fn charge_cost(&mut self, cost: u64, tx: u64) {
+        self.full_ps = self.full_ps.max(tx) + cost;
     }
 }
 
