@@ -45,6 +45,24 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::{DropReason, Engine, Packet, Update};
 
 use crate::afpacket::{PacketSocket, RingConfig};
+
+/// Where frames come from and go to: an AF_PACKET socket in production, memory in tests
+/// (so the loop's conservation and robustness are tested without root).
+pub trait Port {
+    /// Calls `f` on every frame ready now (at most about `max_blocks` ring blocks' worth).
+    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8])) -> usize;
+    /// Sends a frame; `Ok(false)` when it could not be queued.
+    fn send(&self, frame: &[u8]) -> std::io::Result<bool>;
+}
+
+impl Port for PacketSocket {
+    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8])) -> usize {
+        PacketSocket::recv_batch(self, max_blocks, f)
+    }
+    fn send(&self, frame: &[u8]) -> std::io::Result<bool> {
+        PacketSocket::send(self, frame)
+    }
+}
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
 use crate::{clock, ctl, parse};
 
@@ -178,6 +196,35 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
     if cfg.tenants.is_empty() {
         return Err(RunError::Config("at least one --tenant NAME=IFACE".into()));
     }
+    let ring = RingConfig {
+        version: cfg.ring_version,
+        ..RingConfig::default()
+    };
+    let mut tenants: Vec<Box<dyn Port>> = Vec::new();
+    for (_, ifname) in &cfg.tenants {
+        tenants.push(Box::new(PacketSocket::open(ifname, ring)?));
+    }
+    let uplink = Box::new(PacketSocket::open(&cfg.uplink, ring)?);
+    // SAFETY: installs an async-signal-safe handler (one atomic store).
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    run_ports(cfg, tenants, uplink, &STOP, ready)
+}
+
+/// The loop over given ports (one per tenant, in `cfg.tenants` order, and the uplink) until
+/// `stop` (or SIGINT/SIGTERM, or `ctl stop`) is set. Returns the final stats.
+pub fn run_ports(
+    cfg: Config,
+    mut tenants: Vec<Box<dyn Port>>,
+    mut uplink: Box<dyn Port>,
+    stop: &AtomicBool,
+    ready: impl FnOnce(),
+) -> Result<Value, RunError> {
+    if tenants.len() != cfg.tenants.len() || tenants.is_empty() {
+        return Err(RunError::Config("one port per tenant".into()));
+    }
     let prog = Arc::new(load(&cfg, &cfg.policy).map_err(RunError::Policy)?);
     let classes = (prog.leaves.len() as u32).max(4096);
     let mut iface = Interface::new(iface::Config {
@@ -189,21 +236,7 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
         outstanding_per_class: cfg.outstanding,
     });
     let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
-    let ring = RingConfig {
-        version: cfg.ring_version,
-        ..RingConfig::default()
-    };
-    let mut tenants = Vec::new();
-    for (_, ifname) in &cfg.tenants {
-        tenants.push(PacketSocket::open(ifname, ring)?);
-    }
-    let mut uplink = PacketSocket::open(&cfg.uplink, ring)?;
     let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref())?;
-    // SAFETY: installs an async-signal-safe handler (one atomic store).
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
     if cfg.idle_sleep_us > 0 {
         // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer; 1 µs of slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
@@ -246,7 +279,7 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
         let mut work = 0usize;
         // 1. Ingress.
         for (t, sock) in tenants.iter_mut().enumerate() {
-            work += sock.recv_batch(8, |f| st.ingress(t, f, now));
+            work += sock.recv_batch(8, &mut |f| st.ingress(t, f, now));
             st.ring_doorbell(t);
         }
         // 2. NIC side.
@@ -261,7 +294,7 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
             st.offer(f, now);
         }
         // 3. Transmit.
-        work += st.transmit(&uplink, now);
+        work += st.transmit(&*uplink, now);
         // 4. Completions.
         for &d in &st.drivers {
             completions.clear();
@@ -277,7 +310,7 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
             }
         }
         // 5. Reverse path.
-        work += uplink.recv_batch(8, |f| st.reverse(&tenants, f));
+        work += uplink.recv_batch(8, &mut |f| st.reverse(&tenants, f));
         // 6. Housekeeping.
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
@@ -287,7 +320,7 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
                 st.sample(now);
                 st.reclaim(now);
             }
-            if STOP.load(Ordering::Relaxed) {
+            if STOP.load(Ordering::Relaxed) || stop.load(Ordering::Relaxed) {
                 break;
             }
         }
@@ -509,7 +542,7 @@ impl State {
         }
     }
 
-    fn transmit(&mut self, uplink: &PacketSocket, now: u64) -> usize {
+    fn transmit(&mut self, uplink: &dyn Port, now: u64) -> usize {
         let mut n = 0;
         while self.next_free_ps <= now {
             // Engines of earlier policies drain first (a reload loses no admitted packet).
@@ -553,7 +586,7 @@ impl State {
         n
     }
 
-    fn reverse(&mut self, tenants: &[PacketSocket], frame: &[u8]) {
+    fn reverse(&mut self, tenants: &[Box<dyn Port>], frame: &[u8]) {
         if frame.len() < 14 {
             self.c.parse_errors += 1;
             return;

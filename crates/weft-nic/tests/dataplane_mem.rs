@@ -1,0 +1,325 @@
+//! The dataplane loop over in-memory ports (no root, no sockets besides the control socket):
+//! bad frames are counted and dropped, never a crash; counters balance (every frame received
+//! is posted or dropped with a reason; every posted descriptor is sent or dropped with a
+//! reason); the reverse path reaches the tenant that owns the destination MAC; a reload over
+//! the control socket refuses an invalid policy and swaps a valid one without losing
+//! packets; a rogue tenant's posts to foreign queues are refused and counted against it only.
+//! No timing assertions: the tests wait (bounded) for the frames to come out.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use weft_core::policy::LoadOptions;
+use weft_nic::afpacket::RingVersion;
+use weft_nic::dataplane::{self, Port};
+use weft_nic::{ctl, parse};
+
+#[derive(Clone, Default)]
+struct MemPort {
+    rx: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    tx: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Port for MemPort {
+    fn recv_batch(&mut self, _max: u32, f: &mut dyn FnMut(&[u8])) -> usize {
+        let batch: Vec<Vec<u8>> = {
+            let mut q = self.rx.lock().unwrap();
+            let n = q.len().min(64);
+            q.drain(..n).collect()
+        };
+        for fr in &batch {
+            f(fr);
+        }
+        batch.len()
+    }
+    fn send(&self, frame: &[u8]) -> std::io::Result<bool> {
+        self.tx.lock().unwrap().push(frame.to_vec());
+        Ok(true)
+    }
+}
+
+fn tcp(src_mac: u8, sport: u16, payload: usize) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, src_mac], [2, 0, 0, 0, 0, 0x64])
+        .ipv4([10, 77, 0, src_mac], [10, 77, 0, 100], 64)
+        .tcp(sport, 5201, 1, 1000);
+    let mut v = Vec::new();
+    b.write(&mut v, &vec![0u8; payload]).unwrap();
+    v
+}
+
+fn policy(dir: &std::path::Path, name: &str, w2: u64) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!(
+            "weft: 1\nname: {name}\nlink: {{rate: 10gbit}}\nnodes:\n  - {{name: root, type: wfq}}\n  - {{name: a, type: leaf, parent: root, weight: 1, match: {{tenant: 1}}}}\n  - {{name: b, type: leaf, parent: root, weight: {w2}, match: {{tenant: 2}}}}\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+struct Running {
+    tenants: Vec<MemPort>,
+    uplink: MemPort,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Value>>,
+    sock: PathBuf,
+    dir: PathBuf,
+}
+
+impl Running {
+    fn start(tag: &str, rogue: Option<usize>) -> Running {
+        let dir = std::env::temp_dir().join(format!("weft-dp-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("ctl.sock");
+        let cfg = dataplane::Config {
+            policy: policy(&dir, "p1.yaml", 1),
+            load: LoadOptions::default(),
+            uplink: "mem".into(),
+            rate_bps: 10_000_000_000,
+            tenants: vec![("a".into(), "m1".into()), ("b".into(), "m2".into())],
+            ctl: Some(sock.clone()),
+            metrics: None,
+            buffers: 4096,
+            max_queues: 256,
+            ring: 64,
+            outstanding: 128,
+            idle_sleep_us: 0,
+            rogue,
+            ring_version: RingVersion::V3,
+        };
+        let tenants = vec![MemPort::default(), MemPort::default()];
+        let uplink = MemPort::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, u, s) = (tenants.clone(), uplink.clone(), stop.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            let ports: Vec<Box<dyn Port>> = t.into_iter().map(|p| Box::new(p) as _).collect();
+            dataplane::run_ports(cfg, ports, Box::new(u), &s, || {
+                let _ = tx.send(());
+            })
+            .expect("dataplane runs")
+        });
+        rx.recv_timeout(Duration::from_secs(30)).expect("ready");
+        Running {
+            tenants,
+            uplink,
+            stop,
+            handle: Some(handle),
+            sock,
+            dir,
+        }
+    }
+
+    fn inject(&self, t: usize, frames: impl IntoIterator<Item = Vec<u8>>) {
+        self.tenants[t].rx.lock().unwrap().extend(frames);
+    }
+
+    fn stats(&self) -> Value {
+        ctl::request(&self.sock, &json!({"cmd": "stats"})).unwrap()
+    }
+
+    /// Waits (bounded) until every received frame is accounted for and nothing is held.
+    fn settle(&self, expect_rx: u64) -> Value {
+        let t = Instant::now();
+        loop {
+            let s = self.stats();
+            let rx: u64 = s["tenants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["rx_frames"].as_u64().unwrap())
+                .sum();
+            let i = &s["iface"];
+            let done = i["sent"].as_u64().unwrap() + i["dropped"].as_u64().unwrap();
+            if rx == expect_rx && done == i["posted"].as_u64().unwrap() {
+                return s;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "did not settle: {s}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn finish(mut self) -> Value {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn balanced(s: &Value) {
+    let n = |p: &str| s.pointer(p).and_then(Value::as_u64).unwrap();
+    let rx: u64 = s["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["rx_frames"].as_u64().unwrap())
+        .sum();
+    let drops: u64 = [
+        "parse_errors",
+        "oversize",
+        "no_buffer",
+        "ring_full",
+        "no_queue",
+        "unclassified",
+    ]
+    .iter()
+    .map(|k| n(&format!("/dataplane/{k}")))
+    .sum();
+    assert_eq!(rx, n("/iface/posted") + drops, "{s}");
+    assert_eq!(
+        n("/iface/posted"),
+        n("/iface/sent") + n("/iface/dropped"),
+        "{s}"
+    );
+    assert_eq!(n("/iface/sent"), n("/dataplane/tx_frames"), "{s}");
+}
+
+#[test]
+fn bad_frames_are_counted_and_everything_balances() {
+    let r = Running::start("bad", None);
+    let mut frames = Vec::new();
+    for i in 0..200u16 {
+        frames.push(tcp(1, 1000 + i % 7, 100 + i as usize));
+    }
+    let good = tcp(1, 1, 200);
+    let mut bad = vec![
+        vec![],
+        vec![0u8; 5],
+        good[..20].to_vec(),
+        good[..40].to_vec(),
+    ];
+    let mut x = 0x9e37_79b9u32;
+    for _ in 0..300 {
+        let len = (x % 120) as usize;
+        bad.push(
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect(),
+        );
+    }
+    bad.push(tcp(1, 9, 3000)); // longer than a buffer
+    let expect_parse_errors = bad
+        .iter()
+        .filter(|f| f.len() <= dataplane::BUF_BYTES && parse::parse(f, 1).is_err())
+        .count() as u64;
+    let n = (frames.len() + bad.len()) as u64;
+    r.inject(0, frames.clone());
+    r.inject(0, bad);
+    for i in 0..100u16 {
+        r.inject(1, [tcp(2, 2000 + i % 3, 500)]);
+    }
+    let s = r.settle(n + 100);
+    balanced(&s);
+    assert_eq!(s["dataplane"]["parse_errors"], expect_parse_errors, "{s}");
+    assert_eq!(s["dataplane"]["oversize"], 1);
+    // Every well-formed frame came out on the uplink, byte for byte, per flow in order.
+    let out = r.uplink.tx.lock().unwrap().clone();
+    let from_a: Vec<&Vec<u8>> = out.iter().filter(|f| f[11] == 1).collect();
+    let sent_ok = s["iface"]["sent"].as_u64().unwrap();
+    assert!(sent_ok >= 300, "{s}");
+    for sport in 1000..1007u16 {
+        let want: Vec<&Vec<u8>> = frames
+            .iter()
+            .filter(|f| u16::from_be_bytes([f[34], f[35]]) == sport)
+            .collect();
+        let got: Vec<&Vec<u8>> = from_a
+            .iter()
+            .copied()
+            .filter(|f| f.len() > 35 && u16::from_be_bytes([f[34], f[35]]) == sport)
+            .collect();
+        assert_eq!(got, want, "flow {sport} not delivered in order");
+    }
+    // Reverse path: a frame for tenant 2's MAC reaches tenant 2 only; broadcast reaches both.
+    let mut back = tcp(0x64, 5201, 10);
+    back[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    r.uplink.rx.lock().unwrap().push_back(back.clone());
+    r.uplink.rx.lock().unwrap().push_back(vec![0xff; 60]);
+    let t = Instant::now();
+    while r.tenants[0].tx.lock().unwrap().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        r.tenants[1].tx.lock().unwrap().as_slice(),
+        [back, vec![0xff; 60]]
+    );
+    assert_eq!(r.tenants[0].tx.lock().unwrap().as_slice(), [vec![0xff; 60]]);
+    let fin = r.finish();
+    balanced(&fin);
+}
+
+#[test]
+fn reload_refuses_invalid_and_swaps_valid_without_loss() {
+    let r = Running::start("reload", None);
+    r.inject(0, (0..300u16).map(|i| tcp(1, 3000 + i % 5, 800)));
+    r.inject(1, (0..300u16).map(|i| tcp(2, 4000 + i % 5, 800)));
+    let bad = r.dir.join("bad.yaml");
+    std::fs::write(&bad, "weft: 1\nnodes:\n  - {name: root, type: wfq\n").unwrap();
+    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": bad})).unwrap();
+    assert_eq!(a["ok"], false, "{a}");
+    assert_eq!(r.stats()["generation"], 1);
+    let good = policy(&r.dir, "p2.yaml", 3);
+    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": good})).unwrap();
+    assert_eq!(a["ok"], true, "{a}");
+    assert_eq!(a["generation"], 2);
+    r.inject(0, (0..200u16).map(|i| tcp(1, 3000 + i % 5, 800)));
+    r.inject(1, (0..200u16).map(|i| tcp(2, 4000 + i % 5, 800)));
+    let s = r.settle(1000);
+    balanced(&s);
+    assert_eq!(s["iface"]["dropped"], 0, "{s}");
+    assert_eq!(s["dataplane"]["tx_frames"], 1000, "{s}");
+    assert_eq!(s["policy"], "p2.yaml");
+}
+
+#[test]
+fn rogue_driver_is_refused_and_counted_against_itself_only() {
+    let r = Running::start("rogue", Some(0));
+    r.inject(1, (0..200u16).map(|i| tcp(2, 5000 + i % 4, 300)));
+    r.inject(0, (0..50u16).map(|i| tcp(1, 6000 + i % 4, 300)));
+    let s = r.settle(250);
+    // Let the rogue try for a while with the other tenant's queues alive.
+    let t = Instant::now();
+    let s = loop {
+        let s2 = r.stats();
+        if s2["tenants"][0]["rejects"]["foreign_queue"]
+            .as_u64()
+            .unwrap_or(0)
+            > 10
+        {
+            break s2;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{s}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    balanced(&s);
+    assert!(
+        s["tenants"][0]["rejects"]["unknown_queue"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(s["tenants"][1]["rejects"], json!({}), "{s}");
+    assert_eq!(s["dataplane"]["tx_frames"], 250, "{s}");
+    assert_eq!(s["iface"]["dropped"], 0);
+}
