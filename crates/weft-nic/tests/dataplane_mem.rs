@@ -74,6 +74,10 @@ struct Running {
 
 impl Running {
     fn start(tag: &str, rogue: Option<usize>) -> Running {
+        Running::start_with(tag, rogue, None)
+    }
+
+    fn start_with(tag: &str, rogue: Option<usize>, metrics: Option<String>) -> Running {
         let dir = std::env::temp_dir().join(format!("weft-dp-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("ctl.sock");
@@ -84,7 +88,7 @@ impl Running {
             rate_bps: 10_000_000_000,
             tenants: vec![("a".into(), "m1".into()), ("b".into(), "m2".into())],
             ctl: Some(sock.clone()),
-            metrics: None,
+            metrics,
             buffers: 4096,
             max_queues: 256,
             ring: 64,
@@ -322,4 +326,26 @@ fn rogue_driver_is_refused_and_counted_against_itself_only() {
     assert_eq!(s["tenants"][1]["rejects"], json!({}), "{s}");
     assert_eq!(s["dataplane"]["tx_frames"], 250, "{s}");
     assert_eq!(s["iface"]["dropped"], 0);
+}
+
+#[test]
+fn prometheus_endpoint_serves_counters() {
+    use std::io::{Read, Write};
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let addr = format!("127.0.0.1:{port}");
+    let r = Running::start_with("prom", None, Some(addr.clone()));
+    r.inject(0, (0..10u16).map(|i| tcp(1, 7000 + i, 100)));
+    r.settle(10);
+    let mut c = std::net::TcpStream::connect(&addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    assert!(
+        body.contains("weft_node_packets_total{node=\"a\"} 10"),
+        "{body}"
+    );
+    assert!(body.contains("weft_node_drops_total{node=\"b\",reason=\"leaf_packets\"} 0"));
+    assert!(body.contains("weft_iface_doorbell_writes "), "{body}");
 }
