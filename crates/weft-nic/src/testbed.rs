@@ -436,19 +436,22 @@ pub struct Experiment {
     pub latency: bool,
     /// `weft run --ring-version` (v3 or v2; env `WEFT_TESTBED_RING`, default v3).
     pub ring_version: String,
+    /// With `latency`: tenant 1 runs memaslap against memcached instead of sockperf.
+    pub memcached: bool,
 }
 
 const RX: &str = "10.77.0.100";
 const RX2: &str = "10.77.0.200";
 
 impl Experiment {
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
         "rogue",
         "reload",
         "latency",
+        "memcached",
     ];
 
     pub fn named(name: &str, rate_bps: u64, seconds: u32) -> Option<Experiment> {
@@ -472,6 +475,7 @@ impl Experiment {
             reload_weights: None,
             latency: false,
             ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v3".into()),
+            memcached: false,
         };
         match name {
             "fair-1v8" => e.tenants = vec![t(1, 1), t(1, 8)],
@@ -489,6 +493,11 @@ impl Experiment {
             "latency" => {
                 e.tenants = vec![t(1, 0), t(1, 8)];
                 e.latency = true;
+            }
+            "memcached" => {
+                e.tenants = vec![t(1, 0), t(1, 8)];
+                e.latency = true;
+                e.memcached = true;
             }
             "reload" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
@@ -894,6 +903,48 @@ fn sockperf_percentiles(text: &str) -> Value {
     Value::Object(m)
 }
 
+/// memaslap's "Total Statistics" global line: operations/s and latency (µs).
+fn memaslap_totals(text: &str) -> Value {
+    let mut in_total = false;
+    for l in text.lines() {
+        if l.starts_with("Total Statistics") {
+            in_total = true;
+        }
+        if in_total && l.starts_with("Global") {
+            let f: Vec<f64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // Time, Ops, TPS, Net, Get_miss, Min, Max, Avg, Std_dev, Geo_dist
+            if f.len() >= 9 {
+                return json!({"ops_per_s": f[2], "min_us": f[5], "max_us": f[6], "avg_us": f[7], "std_us": f[8]});
+            }
+        }
+    }
+    Value::Null
+}
+
+fn memaslap(tb: &Testbed, dst: &str, seconds: u32) -> R<Value> {
+    let o = nsx(
+        &tb.tenant(1),
+        &[
+            "memcaslap",
+            "-s",
+            &format!("{dst}:11211"),
+            "-t",
+            &format!("{seconds}s"),
+            "-T",
+            "1",
+            "-c",
+            "4",
+            "-S",
+            &format!("{seconds}s"),
+        ],
+    )?;
+    Ok(memaslap_totals(&o))
+}
+
 fn sockperf(tb: &Testbed, dst: &str, seconds: u32) -> R<Value> {
     let o = nsx(
         &tb.tenant(1),
@@ -923,23 +974,54 @@ fn run_latency(
     out: &Path,
     sock: &Path,
 ) -> R<Value> {
-    if sh(&["sh", "-c", "command -v sockperf"]).is_err() {
+    let (tool, pkgs): (&str, &[&str]) = if exp.memcached {
+        ("memcaslap", &["memcached", "libmemcached-tools"])
+    } else {
+        ("sockperf", &["sockperf"])
+    };
+    if sh(&[
+        "sh",
+        "-c",
+        &format!("command -v {tool} && command -v {}", pkgs[0]),
+    ])
+    .is_err()
+    {
         let _ = Command::new("apt-get")
-            .args(["install", "-y", "-qq", "sockperf"])
+            .args(["install", "-y", "-qq"])
+            .args(pkgs)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .stdout(Stdio::null())
             .status();
     }
     let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
     let dst = exp.tenants[0].dst.clone();
-    let _server = Child::spawn(
-        Command::new("ip")
-            .args(["netns", "exec", &tb.rx(), "sockperf", "server", "-i", &dst])
-            .args(["-p", "11111"])
-            .stdout(Stdio::null()),
-    )?;
+    let mut server = Command::new("ip");
+    server.args(["netns", "exec", &tb.rx()]);
+    if exp.memcached {
+        server.args([
+            "memcached",
+            "-u",
+            "root",
+            "-l",
+            &dst,
+            "-p",
+            "11211",
+            "-t",
+            "1",
+        ]);
+    } else {
+        server.args(["sockperf", "server", "-i", &dst, "-p", "11111"]);
+    }
+    let _server = Child::spawn(server.stdout(Stdio::null()))?;
     std::thread::sleep(Duration::from_millis(300));
-    let idle = sockperf(&tb, &dst, 4)?;
+    let probe = |s: u32| {
+        if exp.memcached {
+            memaslap(&tb, &dst, s)
+        } else {
+            sockperf(&tb, &dst, s)
+        }
+    };
+    let idle = probe(4)?;
     let mut servers = Vec::new();
     let mut clients = Vec::new();
     for (i, t) in exp.tenants.iter().enumerate().skip(1) {
@@ -959,7 +1041,7 @@ fn run_latency(
         )?);
     }
     std::thread::sleep(Duration::from_secs(exp.warmup_s as u64));
-    let loaded = sockperf(&tb, &dst, exp.seconds)?;
+    let loaded = probe(exp.seconds)?;
     let stats = match daemon {
         Some(mut d) => {
             let s = crate::ctl::request(sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
@@ -971,7 +1053,8 @@ fn run_latency(
     drop(clients);
     drop(servers);
     drop(tb);
-    let ratio = match (loaded["p99_us"].as_f64(), idle["p99_us"].as_f64()) {
+    let key = if exp.memcached { "avg_us" } else { "p99_us" };
+    let ratio = match (loaded[key].as_f64(), idle[key].as_f64()) {
         (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
         _ => Value::Null,
     };
@@ -979,6 +1062,8 @@ fn run_latency(
         "scheduler": mode.name(),
         "latency_idle": idle,
         "latency_loaded": loaded,
+        "app": if exp.memcached { "memcached (memaslap)" } else { "sockperf ping-pong" },
+        "loaded_over_idle": key,
         "p99_loaded_over_idle": ratio,
         "weft_stats": stats,
     }))
@@ -1011,13 +1096,38 @@ pub fn markdown(r: &Value) -> String {
     for m in r["results"].as_array().into_iter().flatten() {
         if !m["latency_idle"].is_null() {
             s += &format!(
-                "\n{}: tenant 1 sockperf latency idle {} / under load {} (µs); p99 loaded/idle = {}\n",
+                "\n{}: tenant 1 {} idle {} / under load {} (µs); {} loaded/idle = {}\n",
                 m["scheduler"].as_str().unwrap_or(""),
+                m["app"].as_str().unwrap_or(""),
                 m["latency_idle"],
                 m["latency_loaded"],
+                m["loaded_over_idle"].as_str().unwrap_or(""),
                 m["p99_loaded_over_idle"]
             );
         }
+    }
+    let mut series = String::new();
+    for m in r["results"].as_array().into_iter().flatten() {
+        for t in m["tenants"].as_array().into_iter().flatten() {
+            let v: Vec<String> = t["mbps_per_second"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|x| format!("{x}"))
+                .collect();
+            if !v.is_empty() {
+                series += &format!(
+                    "| {} | {} | {} |\n",
+                    m["scheduler"].as_str().unwrap_or(""),
+                    t["tenant"],
+                    v.join(" ")
+                );
+            }
+        }
+    }
+    if !series.is_empty() {
+        s += "\nThroughput over time (Mbit/s per second, sender side):\n\n| scheduler | tenant | per second |\n|---|---|---|\n";
+        s += &series;
     }
     s += "\n| scheduler | Jain (weighted) | total Mbit/s | max rel. error | weft CPU % | system CPU % |\n|---|---|---|---|---|---|\n";
     for m in r["results"].as_array().into_iter().flatten() {
