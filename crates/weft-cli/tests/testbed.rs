@@ -254,6 +254,13 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
         println!("skipped: {why}");
         return;
     }
+    if cfg!(debug_assertions) {
+        // At the debug build's 30 Mbit/s a full-size frame occupies the wire for 400 µs, and
+        // a prioritized packet can wait for one (non-preemptive): that alone is most of the
+        // 2x margin, so the criterion would measure the rate, not the scheduler.
+        println!("skipped: the latency test needs an optimized build at 500 Mbit/s (cargo test --release -p weft-cli --test testbed)");
+        return;
+    }
     if !Command::new("sh")
         .args([
             "-c",
