@@ -306,15 +306,19 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
 }
 
 fn print_stats(v: &Value) {
-    println!(
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "policy {} (generation {}), up {:.1} s, uplink {}",
         v["policy"].as_str().unwrap_or("?"),
         v["generation"],
         v["uptime_s"].as_f64().unwrap_or(0.0),
         units::format_rate(v["rate_bps"].as_u64().unwrap_or(0))
     );
-    println!(
-        "{:<24} {:>6} {:>12} {:>14} {:>12} {:>10}  drops by reason",
+    let _ = writeln!(
+        o,
+        "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10}  drops by reason",
         "node", "type", "packets", "bytes", "Mbit/s", "drops"
     );
     for n in v["nodes"].as_array().into_iter().flatten() {
@@ -326,19 +330,33 @@ fn print_stats(v: &Value) {
             .filter(|(_, c)| c.as_u64().unwrap_or(0) > 0)
             .map(|(r, c)| format!("{r}={c}"))
             .collect();
-        println!(
-            "{:<24} {:>6} {:>12} {:>14} {:>12.1} {:>10}  {}",
+        let _ = writeln!(
+            o,
+            "{:<24} {:>6} {:>12} {:>14} {:>10.1} {:>10}  {}",
             n["name"].as_str().unwrap_or(""),
             n["type"].as_str().unwrap_or(""),
-            n["packets"],
-            n["bytes"],
+            n["packets"].as_u64().unwrap_or(0),
+            n["bytes"].as_u64().unwrap_or(0),
             n["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
             total,
             reasons.join(" ")
         );
     }
-    println!("dataplane: {}", v["dataplane"]);
-    println!("iface: {}", v["iface"]);
+    for t in v["tenants"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            o,
+            "tenant {} ({} on {}): {} frames received, refused: {}",
+            t["tenant"],
+            t["name"].as_str().unwrap_or(""),
+            t["iface"].as_str().unwrap_or(""),
+            t["rx_frames"],
+            t["rejects"]
+        );
+    }
+    let _ = writeln!(o, "dataplane: {}", v["dataplane"]);
+    let _ = writeln!(o, "iface: {}", v["iface"]);
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), o.as_bytes());
 }
 
 fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
