@@ -1149,6 +1149,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tool_outputs_parse() {
+        let sp = "sockperf: ---> percentile 99.000 = 1997.688\nsockperf: ---> percentile 50.000 =   15.704\nnoise";
+        assert_eq!(
+            sockperf_percentiles(sp),
+            json!({"p99_us": 1997.688, "p50_us": 15.704})
+        );
+        let ms = "Total Statistics\nType     Time(s)  Ops  TPS(ops/s)   Net(M/s)   Get_miss   Min(us)  Max(us)    Avg(us)    Std_dev    Geo_dist\nPeriod   2  151371  75685  78.5  0  16  2751  52  50.54  46.47\nGlobal   2  151371  75685  78.5  0  16  2751  52  50.54  46.47\n";
+        assert_eq!(memaslap_totals(ms)["ops_per_s"], json!(75685.0));
+        assert_eq!(memaslap_totals(ms)["avg_us"], json!(52.0));
+        assert_eq!(memaslap_totals("garbage"), Value::Null);
+    }
+
+    #[test]
     fn jain_index() {
         assert!((jain(&[1.0, 1.0]) - 1.0).abs() < 1e-12);
         assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
