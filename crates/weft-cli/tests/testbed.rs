@@ -44,9 +44,20 @@ fn skip_reason() -> Option<String> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
+    let veth = ok
+        && Command::new("ip")
+            .args([
+                "-n", &probe, "link", "add", "name", "pa", "type", "veth", "peer", "name", "pb",
+            ])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
     let _ = Command::new("ip").args(["netns", "del", &probe]).status();
     if !ok {
         return Some("`ip netns add` failed (no network namespaces here)".into());
+    }
+    if !veth {
+        return Some("cannot create veth pairs here".into());
     }
     None
 }
