@@ -62,14 +62,18 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-/// Removes the testbed's namespaces on drop (also when the test panics).
-struct Down(String);
+/// Removes the testbed's namespaces on drop (also when the test panics), and its report
+/// directory unless the test failed (kept for the post-mortem).
+struct Down(String, PathBuf);
 
 impl Drop for Down {
     fn drop(&mut self) {
         let _ = Command::new(weft())
             .args(["testbed", "down", "--prefix", &self.0])
             .status();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
     }
 }
 
@@ -85,8 +89,8 @@ fn rate() -> &'static str {
 
 fn run_experiment(experiment: &str, prefix: &str, limit: Duration) -> Value {
     println!("{experiment}: uplink {}", rate());
-    let _down = Down(prefix.to_string());
     let out = std::env::temp_dir().join(format!("weft-testbed-{prefix}"));
+    let _down = Down(prefix.to_string(), out.clone());
     let mut child = Command::new(weft())
         .args(["testbed", "run", experiment, "--only", "weft", "--json"])
         .args(["--prefix", prefix, "--seconds", "10", "--rate", rate()])

@@ -103,8 +103,15 @@ pub fn install_tools() {
     }
 }
 
-/// Deletes every namespace named `prefix-*` (killing the processes inside first).
+/// Deletes every namespace named `prefix-*` (killing the processes inside first) and the
+/// control sockets a killed daemon may have left.
 pub fn down(prefix: &str) {
+    for f in [
+        format!("weft-testbed-{prefix}.sock"),
+        format!("weft-bench-{prefix}.sock"),
+    ] {
+        let _ = std::fs::remove_file(std::env::temp_dir().join(f));
+    }
     let list = sh(&["ip", "netns", "list"]).unwrap_or_default();
     for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or("");
