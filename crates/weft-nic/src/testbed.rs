@@ -1433,7 +1433,8 @@ impl Testbed {
         }
         let f = std::env::temp_dir().join(format!("weft-htb-{}.tc", self.prefix));
         std::fs::write(&f, batch).map_err(|e| TestbedError(e.to_string()))?;
-        nsx(&nic, &["tc", "-batch", &f.display().to_string()])?;
-        Ok(())
+        let r = nsx(&nic, &["tc", "-batch", &f.display().to_string()]);
+        let _ = std::fs::remove_file(&f);
+        r.map(|_| ())
     }
 }
