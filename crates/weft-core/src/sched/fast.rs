@@ -912,7 +912,8 @@ impl FastEngine {
 
     /// Checks that every flow's holdings equal the sum over the held slots (debug builds).
     fn debug_check_holdings(&self) {
-        if !cfg!(debug_assertions) || self.flows.len > 64 {
+        // Small engines only (the property tests): it scans every slot.
+        if !cfg!(debug_assertions) || self.flows.len > 64 || self.slots.len() > 512 {
             return;
         }
         let mut sum: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
