@@ -320,7 +320,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             path: p.clone(),
             line,
             column,
-            message: first_line(&e.to_string()),
+            message: without_location(&first_line(&e.to_string())),
         }
     })?;
     let ctx = Ctx { path: &p };
@@ -532,6 +532,20 @@ pub fn load(path: &Path, ov: &Overrides) -> Result<Scenario, ScenarioError> {
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
+}
+
+/// The YAML library's message without its own `error: line L column C: ` prefix (the error
+/// already names the file, line and column).
+fn without_location(m: &str) -> String {
+    let m = m.strip_prefix("error: ").unwrap_or(m);
+    if m.starts_with("line ") {
+        if let Some((head, rest)) = m.split_once(": ") {
+            if head.contains(" column ") {
+                return rest.to_string();
+            }
+        }
+    }
+    m.to_string()
 }
 
 fn load_policy_file(

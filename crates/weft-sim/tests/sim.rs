@@ -94,6 +94,8 @@ fn bad_scenarios_name_file_and_line() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("d.yaml:2:"), "{e}");
+    // The location is said once, not repeated from the YAML library's own message.
+    assert!(!e.contains("error:") && !e.contains(" column "), "{e}");
 }
 
 /// A TONIC NIC with rings of one descriptor and pure round robin (quantum = packet size).
