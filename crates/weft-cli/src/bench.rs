@@ -325,26 +325,12 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
             eprintln!("bench: {}", s.name);
         }
         let backlog = 4_096.min(s.flows * 4).max(64);
-        let fast = throughput(
-            FastEngine::new(s.prog.clone()),
-            &s,
-            backlog,
-            ops_fast,
-            Mode::Classify,
-        );
-        let per_flow = throughput(
-            FastEngine::new(s.prog.clone()),
-            &s,
-            backlog,
-            ops_fast,
-            Mode::PerFlowQueues,
-        );
-        let batched = throughput(
-            FastEngine::new(s.prog.clone()),
-            &s,
-            backlog,
-            ops_fast,
-            Mode::Batch,
+        let fast_in =
+            |mode| throughput(FastEngine::new(s.prog.clone()), &s, backlog, ops_fast, mode);
+        let (fast, per_flow, batched) = (
+            fast_in(Mode::Classify),
+            fast_in(Mode::PerFlowQueues),
+            fast_in(Mode::Batch),
         );
         let reference = throughput(
             ReferenceEngine::new(s.prog.clone()),
