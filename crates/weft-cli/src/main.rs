@@ -98,6 +98,13 @@ enum Command {
     /// Scenarios: Loom Fig. 1 scaled to 4,096 per-destination shaping classes with 1k, 64k
     /// and 1M flows; a flat senic node with 10k classes; an 8-level policy. Every row carries
     /// the reference engine's figure from the same process (`ratio_vs_reference`).
+    ///
+    /// Columns: the fast engine classifying every packet ("dequeue one, enqueue one" with a
+    /// 4,096-packet backlog; packets made before the clock starts); the reference engine the
+    /// same way and the ratio; the fast engine offered 16 packets at a time (`batch16`); the
+    /// fast engine with per-flow queues (flows classified once, as Loom's OS does); heap bytes
+    /// per idle flow; engine bytes per shaping class. The machine's load moves these figures;
+    /// docs/scheduling.md has instruction counts that it does not.
     Bench {
         /// One JSON object per row on stdout.
         #[arg(long)]
