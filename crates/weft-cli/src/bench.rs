@@ -231,48 +231,37 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
     } else {
         Vec::new()
     };
+    // Each round: `per_round` dequeues (advancing time by the frames sent), then as many
+    // packets offered, in one batch or one by one.
+    let per_round = if mode == Mode::Batch { BATCH } else { 1 };
+    let mut results = Vec::with_capacity(BATCH);
     let t = Instant::now();
     let mut done = 0u64;
-    if mode == Mode::Batch {
-        let mut results = Vec::with_capacity(BATCH);
-        while done < ops {
-            for _ in 0..BATCH {
-                match e.dequeue(now) {
-                    Some(d) => {
-                        if d.bytes != wire.0 {
-                            wire = (d.bytes, wire_ps(d.bytes, &link));
-                        }
-                        now += wire.1;
-                        done += 1;
+    while done < ops {
+        for _ in 0..per_round {
+            match e.dequeue(now) {
+                Some(d) => {
+                    if d.bytes != wire.0 {
+                        wire = (d.bytes, wire_ps(d.bytes, &link));
                     }
-                    None => now = e.next_wakeup().unwrap_or(now + 1).max(now + 1),
+                    now += wire.1;
+                    done += 1;
                 }
+                None => now = e.next_wakeup().unwrap_or(now + 1).max(now + 1),
             }
+        }
+        if mode == Mode::Batch {
             let at = next % packets.len();
             let end = (at + BATCH).min(packets.len());
             results.clear();
             e.enqueue_batch(&packets[at..end], now, &mut results);
             next += end - at;
+        } else {
+            offer(&mut e, next, now);
+            next += 1;
         }
-        return done as f64 / t.elapsed().as_secs_f64();
     }
-    while done < ops {
-        match e.dequeue(now) {
-            Some(d) => {
-                if d.bytes != wire.0 {
-                    wire = (d.bytes, wire_ps(d.bytes, &link));
-                }
-                now += wire.1;
-                done += 1;
-            }
-            None => {
-                now = e.next_wakeup().unwrap_or(now + 1).max(now + 1);
-            }
-        }
-        offer(&mut e, next, now);
-        next += 1;
-    }
-    ops as f64 / t.elapsed().as_secs_f64()
+    done as f64 / t.elapsed().as_secs_f64()
 }
 
 /// Heap bytes per idle flow: every flow gets one packet, all are sent, then the growth is

@@ -219,26 +219,7 @@ impl Testbed {
         prio: bool,
     ) -> R<()> {
         let nic = self.nic();
-        sh(&[
-            "ip", "-n", &nic, "link", "add", "name", "br0", "type", "bridge",
-        ])?;
-        for i in 1..=self.tenants {
-            sh(&[
-                "ip",
-                "-n",
-                &nic,
-                "link",
-                "set",
-                "dev",
-                &format!("t{i}"),
-                "master",
-                "br0",
-            ])?;
-        }
-        sh(&[
-            "ip", "-n", &nic, "link", "set", "dev", "up", "master", "br0",
-        ])?;
-        sh(&["ip", "-n", &nic, "link", "set", "dev", "br0", "up"])?;
+        self.bridge()?;
         let rate = format!("{rate_bps}bit");
         nsx(
             &nic,
@@ -1385,30 +1366,31 @@ pub fn bench(
 }
 
 impl Testbed {
-    /// Bridge plus HTB with `classes` leaf classes sharing the link, selected by u32
-    /// filters on the UDP source port (10000 + i), one filter per class, linear.
-    pub fn htb_classes(&self, classes: u32) -> R<()> {
+    /// Bridges the tenant links and the uplink (`up`) in the NIC namespace (`br0`), the
+    /// wiring under Linux HTB (the kernel forwards; weft is not running).
+    fn bridge(&self) -> R<()> {
         let nic = self.nic();
         sh(&[
             "ip", "-n", &nic, "link", "add", "name", "br0", "type", "bridge",
         ])?;
         for i in 1..=self.tenants {
+            let dev = format!("t{i}");
             sh(&[
-                "ip",
-                "-n",
-                &nic,
-                "link",
-                "set",
-                "dev",
-                &format!("t{i}"),
-                "master",
-                "br0",
+                "ip", "-n", &nic, "link", "set", "dev", &dev, "master", "br0",
             ])?;
         }
         sh(&[
             "ip", "-n", &nic, "link", "set", "dev", "up", "master", "br0",
         ])?;
         sh(&["ip", "-n", &nic, "link", "set", "dev", "br0", "up"])?;
+        Ok(())
+    }
+
+    /// Bridge plus HTB with `classes` leaf classes sharing the link, selected by u32
+    /// filters on the UDP source port (10000 + i), one filter per class, linear.
+    pub fn htb_classes(&self, classes: u32) -> R<()> {
+        let nic = self.nic();
+        self.bridge()?;
         let mac = BENCH_DST_MAC.map(|b| format!("{b:02x}")).join(":");
         nsx(
             &nic,

@@ -228,29 +228,32 @@ pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRu
     let apps = derive_app_info(sc, kind);
     let h = &sc.host;
     match kind {
-        NicKind::Sq | NicKind::Loom | NicKind::Senic if sc.nic_params.reference_engine => {
-            let engine = ReferenceEngine::new(sc.program.clone());
-            let nic = EngineNic::new(
-                kind,
-                engine,
-                &sc.nic_params,
-                h.cores,
-                h.cpu_ps_per_packet,
-                h.cpu_ps_per_doorbell,
-            );
-            Sim::new(sc, kind, nic, flows).run(progress)
-        }
         NicKind::Sq | NicKind::Loom | NicKind::Senic => {
-            let engine = FastEngine::new(sc.program.clone());
-            let nic = EngineNic::new(
-                kind,
-                engine,
-                &sc.nic_params,
-                h.cores,
-                h.cpu_ps_per_packet,
-                h.cpu_ps_per_doorbell,
-            );
-            Sim::new(sc, kind, nic, flows).run(progress)
+            // The policy on weft-core's engine: the fast one, or the reference twin.
+            fn on<E: weft_core::sched::Engine>(
+                sc: &Scenario,
+                kind: NicKind,
+                engine: E,
+                flows: Vec<Flow>,
+                progress: &mut dyn FnMut(u64),
+            ) -> NicRun {
+                let h = &sc.host;
+                let nic = EngineNic::new(
+                    kind,
+                    engine,
+                    &sc.nic_params,
+                    h.cores,
+                    h.cpu_ps_per_packet,
+                    h.cpu_ps_per_doorbell,
+                );
+                Sim::new(sc, kind, nic, flows).run(progress)
+            }
+            let p = sc.program.clone();
+            if sc.nic_params.reference_engine {
+                on(sc, kind, ReferenceEngine::new(p), flows, progress)
+            } else {
+                on(sc, kind, FastEngine::new(p), flows, progress)
+            }
         }
         _ => {
             let nic = HwqNic::new(
