@@ -185,6 +185,7 @@ fn trace(s: &Spec) -> Vec<(u64, Packet)> {
         .collect()
 }
 
+/// The run's events, then every node's counters and every flow's.
 fn events<E: Engine>(mut e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<String> {
     let mut out = Vec::new();
     link::run_inputs(&mut e, &p.link, inputs, u64::MAX, |ev| match ev {
@@ -197,6 +198,12 @@ fn events<E: Engine>(mut e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<St
         }
         Event::Rejected { at_ps, error, .. } => out.push(format!("{at_ps} rejected {error}")),
     });
+    for (n, c) in e.stats().nodes.iter().enumerate() {
+        out.push(format!("node {n}: {c:?}"));
+    }
+    for (leaf, flow, c) in e.flow_counters() {
+        out.push(format!("leaf {leaf} flow {flow}: {c:?}"));
+    }
     out
 }
 
@@ -219,6 +226,7 @@ proptest! {
         prop_assert_eq!(got_fp, want_fp, "limited fast path; policy:\n{}", text);
         // Conservation under live updates: every packet is sent or dropped exactly once.
         let settled = want.iter().filter(|e| e.contains(" sent ") || e.contains(" drop ")).count();
+        prop_assert!(want.iter().any(|e| e.starts_with("node 0:")), "counters compared");
         prop_assert_eq!(settled, s.arrivals.len());
         prop_assert_eq!(got, want, "policy:\n{}", text);
     }
