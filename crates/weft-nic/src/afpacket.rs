@@ -85,6 +85,8 @@ struct Tpacket2Hdr {
     tp_snaplen: u32,
     tp_mac: u16,
     tp_net: u16,
+    tp_sec: u32,
+    tp_nsec: u32,
 }
 
 /// `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))`.
@@ -312,8 +314,10 @@ impl PacketSocket {
     }
 
     /// Calls `f` on every received frame of the blocks ready now (at most `max_blocks`
-    /// blocks), then returns those blocks to the kernel. Returns the frames seen.
-    pub fn recv_batch(&mut self, max_blocks: u32, f: impl FnMut(&[u8])) -> usize {
+    /// blocks; V2: at most `16 × max_blocks` frames), then returns those blocks to the
+    /// kernel. `f` also gets the kernel's receive timestamp (`CLOCK_REALTIME` ns, see
+    /// [`crate::clock::realtime_ns`]). Returns the frames seen.
+    pub fn recv_batch(&mut self, max_blocks: u32, f: impl FnMut(&[u8], u64)) -> usize {
         match self.cfg.version {
             RingVersion::V3 => self.recv_v3(max_blocks, f),
             RingVersion::V2 => self.recv_v2(max_blocks * 16, f),
@@ -321,7 +325,7 @@ impl PacketSocket {
     }
 
     /// TPACKET_V2: one slot per frame, `tp_status` per slot.
-    fn recv_v2(&mut self, max_frames: u32, mut f: impl FnMut(&[u8])) -> usize {
+    fn recv_v2(&mut self, max_frames: u32, mut f: impl FnMut(&[u8], u64)) -> usize {
         let slots = self.cfg.block_bytes / V2_FRAME * self.cfg.blocks;
         let fsz = V2_FRAME as usize;
         let mut frames = 0;
@@ -338,15 +342,21 @@ impl PacketSocket {
             }
             fence(Ordering::Acquire);
             // SAFETY: the slot is ours while TP_STATUS_USER is set.
-            let (len, snap, mac) =
-                unsafe { ((*h).tp_len, (*h).tp_snaplen as usize, (*h).tp_mac as usize) };
+            let (len, snap, mac, ts) = unsafe {
+                (
+                    (*h).tp_len,
+                    (*h).tp_snaplen as usize,
+                    (*h).tp_mac as usize,
+                    (*h).tp_sec as u64 * 1_000_000_000 + (*h).tp_nsec as u64,
+                )
+            };
             // SAFETY: the sockaddr_ll follows the aligned header, inside the slot.
             let pkttype = unsafe { *base.add(TPACKET2_HDRLEN + 10) };
             if snap < len as usize {
                 self.truncated += 1;
             } else if pkttype != PACKET_OUTGOING && mac + snap <= fsz {
                 // SAFETY: the frame lies inside the slot (checked).
-                f(unsafe { std::slice::from_raw_parts(base.add(mac), snap) });
+                f(unsafe { std::slice::from_raw_parts(base.add(mac), snap) }, ts);
                 frames += 1;
             }
             fence(Ordering::Release);
@@ -358,7 +368,7 @@ impl PacketSocket {
     }
 
     /// TPACKET_V3: blocks of frames.
-    fn recv_v3(&mut self, max_blocks: u32, mut f: impl FnMut(&[u8])) -> usize {
+    fn recv_v3(&mut self, max_blocks: u32, mut f: impl FnMut(&[u8], u64)) -> usize {
         let mut frames = 0;
         let bsz = self.cfg.block_bytes as usize;
         for _ in 0..max_blocks {
@@ -386,7 +396,7 @@ impl PacketSocket {
                 if pkttype != PACKET_OUTGOING && off + mac + len <= bsz {
                     // SAFETY: the frame lies inside the block (checked).
                     let frame = unsafe { std::slice::from_raw_parts(base.add(off + mac), len) };
-                    f(frame);
+                    f(frame, h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64);
                     frames += 1;
                 }
                 if h.tp_next_offset == 0 {

@@ -15,6 +15,18 @@ pub fn now_ps() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000_000 + ts.tv_nsec as u64 * 1_000
 }
 
+/// Nanoseconds since the epoch from `CLOCK_REALTIME`: the clock of the kernel's receive
+/// timestamps in TPACKET ring headers (used to measure how long a frame waited in a ring).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -49,14 +49,15 @@ use crate::afpacket::{PacketSocket, RingConfig};
 /// Where frames come from and go to: an AF_PACKET socket in production, memory in tests
 /// (so the loop's conservation and robustness are tested without root).
 pub trait Port {
-    /// Calls `f` on every frame ready now (at most about `max_blocks` ring blocks' worth).
-    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8])) -> usize;
+    /// Calls `f` on every frame ready now (at most about `max_blocks` ring blocks' worth),
+    /// with the kernel's receive timestamp (`CLOCK_REALTIME` ns; 0 when unknown).
+    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize;
     /// Sends a frame; `Ok(false)` when it could not be queued.
     fn send(&self, frame: &[u8]) -> std::io::Result<bool>;
 }
 
 impl Port for PacketSocket {
-    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8])) -> usize {
+    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
         PacketSocket::recv_batch(self, max_blocks, f)
     }
     fn send(&self, frame: &[u8]) -> std::io::Result<bool> {
@@ -64,6 +65,7 @@ impl Port for PacketSocket {
     }
 }
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
+use crate::timing::Hist;
 use crate::{clock, ctl, parse};
 
 /// Bytes per pool buffer (frames longer than this are dropped as `oversize`).
@@ -142,6 +144,73 @@ pub struct DpCounters {
     pub queues_reclaimed: u64,
 }
 
+/// Where the loop's time goes and how long frames wait (`ctl stats`: `timing`; reset with
+/// `{"cmd": "reset_timing"}`).
+#[derive(Default)]
+struct Timing {
+    /// Duration of loop iterations that did some work.
+    busy_iter: Hist,
+    /// One `send(2)` on the uplink / to a tenant (reverse path).
+    uplink_send: Hist,
+    reverse_send: Hist,
+    /// Per tenant: receive-ring wait of its frames (kernel timestamp → read by the loop),
+    /// NIC sojourn (read → transmission starts), receive-ring wait of the uplink frames
+    /// addressed to it.
+    rx_wait: Vec<Hist>,
+    queue: Vec<Hist>,
+    reverse_wait: Vec<Hist>,
+    /// Per pool buffer: when its frame was read and its tenant.
+    posted: Vec<(u64, u32)>,
+}
+
+impl Timing {
+    fn new(tenants: usize, buffers: usize) -> Timing {
+        Timing {
+            rx_wait: vec![Hist::default(); tenants],
+            queue: vec![Hist::default(); tenants],
+            reverse_wait: vec![Hist::default(); tenants],
+            posted: vec![(0, 0); buffers],
+            ..Timing::default()
+        }
+    }
+
+    fn clear(&mut self) {
+        self.busy_iter.clear();
+        self.uplink_send.clear();
+        self.reverse_send.clear();
+        for h in self
+            .rx_wait
+            .iter_mut()
+            .chain(&mut self.queue)
+            .chain(&mut self.reverse_wait)
+        {
+            h.clear();
+        }
+    }
+
+    fn json(&self) -> Value {
+        let tenants: Vec<Value> = (0..self.rx_wait.len())
+            .map(|t| {
+                json!({"tenant": t + 1, "rx_wait": self.rx_wait[t].summary(),
+                    "queue": self.queue[t].summary(),
+                    "reverse_wait": self.reverse_wait[t].summary()})
+            })
+            .collect();
+        json!({
+            "busy_iteration": self.busy_iter.summary(),
+            "uplink_send": self.uplink_send.summary(),
+            "reverse_send": self.reverse_send.summary(),
+            "tenants": tenants,
+        })
+    }
+}
+
+/// Ring wait from a kernel receive timestamp (ns, `CLOCK_REALTIME`) to `now_real`; `None`
+/// when there is no timestamp.
+fn ring_wait(ts: u64, now_real: u64) -> Option<u64> {
+    (ts != 0).then(|| now_real.saturating_sub(ts))
+}
+
 struct Flow {
     tenant: u32,
     key: u64,
@@ -166,6 +235,7 @@ struct State {
     free: Vec<u32>,
     macs: HashMap<[u8; 6], usize>,
     c: DpCounters,
+    timing: Timing,
     next_free_ps: u64,
     cfg: Config,
     started_ps: u64,
@@ -262,6 +332,7 @@ pub fn run_ports(
             rx_bytes: vec![0; cfg.tenants.len()],
             ..DpCounters::default()
         },
+        timing: Timing::new(cfg.tenants.len(), cfg.buffers as usize),
         next_free_ps: now,
         started_ps: now,
         samples: [(now, vec![0; nodes]), (now, vec![0; nodes])],
@@ -279,7 +350,13 @@ pub fn run_ports(
         let mut work = 0usize;
         // 1. Ingress.
         for (t, sock) in tenants.iter_mut().enumerate() {
-            work += sock.recv_batch(8, &mut |f| st.ingress(t, f, now));
+            let real = clock::realtime_ns();
+            work += sock.recv_batch(8, &mut |f, ts| {
+                if let Some(w) = ring_wait(ts, real) {
+                    st.timing.rx_wait[t].record(w);
+                }
+                st.ingress(t, f, now)
+            });
             st.ring_doorbell(t);
         }
         // 2. NIC side.
@@ -310,7 +387,7 @@ pub fn run_ports(
             }
         }
         // 5. Reverse path.
-        work += uplink.recv_batch(8, &mut |f| st.reverse(&tenants, f));
+        work += uplink.recv_batch(8, &mut |f, ts| st.reverse(&tenants, f, ts));
         // 6. Housekeeping.
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
@@ -323,6 +400,11 @@ pub fn run_ports(
             if STOP.load(Ordering::Relaxed) || stop.load(Ordering::Relaxed) {
                 break;
             }
+        }
+        if work > 0 {
+            st.timing
+                .busy_iter
+                .record(clock::now_ps().saturating_sub(now) / 1000);
         }
         if work == 0 && st.cfg.idle_sleep_us > 0 {
             idle_iters += 1;
@@ -410,6 +492,7 @@ impl State {
         let off = buf as usize * BUF_BYTES;
         self.pool[off..off + frame.len()].copy_from_slice(frame);
         self.lens[buf as usize] = frame.len() as u16;
+        self.timing.posted[buf as usize] = (now, t as u32);
         let d = Descriptor {
             buf,
             bytes: frame.len() as u32,
@@ -563,7 +646,16 @@ impl State {
             };
             let off = desc.buf as usize * BUF_BYTES;
             let len = self.lens[desc.buf as usize] as usize;
-            let status = match uplink.send(&self.pool[off..off + len]) {
+            let t0 = clock::now_ps();
+            let (posted, tenant) = self.timing.posted[desc.buf as usize];
+            if let Some(h) = self.timing.queue.get_mut(tenant as usize) {
+                h.record(t0.saturating_sub(posted) / 1000);
+            }
+            let sent = uplink.send(&self.pool[off..off + len]);
+            self.timing
+                .uplink_send
+                .record(clock::now_ps().saturating_sub(t0) / 1000);
+            let status = match sent {
                 Ok(true) => {
                     self.c.tx_frames += 1;
                     self.c.tx_bytes += len as u64;
@@ -586,7 +678,7 @@ impl State {
         n
     }
 
-    fn reverse(&mut self, tenants: &[Box<dyn Port>], frame: &[u8]) {
+    fn reverse(&mut self, tenants: &[Box<dyn Port>], frame: &[u8], ts: u64) {
         if frame.len() < 14 {
             self.c.parse_errors += 1;
             return;
@@ -596,7 +688,15 @@ impl State {
         dst.copy_from_slice(&frame[..6]);
         match self.macs.get(&dst) {
             Some(&t) if dst[0] & 1 == 0 => {
-                if !matches!(tenants[t].send(frame), Ok(true)) {
+                if let Some(w) = ring_wait(ts, clock::realtime_ns()) {
+                    self.timing.reverse_wait[t].record(w);
+                }
+                let t0 = clock::now_ps();
+                let sent = tenants[t].send(frame);
+                self.timing
+                    .reverse_send
+                    .record(clock::now_ps().saturating_sub(t0) / 1000);
+                if !matches!(sent, Ok(true)) {
                     self.c.tx_errors += 1;
                 }
             }
@@ -676,11 +776,15 @@ impl State {
                 Some(p) => self.reload(p, now),
                 None => json!({"ok": false, "error": "reload needs \"policy\": PATH"}),
             },
+            Some("reset_timing") => {
+                self.timing.clear();
+                json!({"ok": true})
+            }
             Some("stop") => {
                 request_stop();
                 json!({"ok": true})
             }
-            _ => json!({"ok": false, "error": "unknown command (stats, reload, stop)"}),
+            _ => json!({"ok": false, "error": "unknown command (stats, reload, reset_timing, stop)"}),
         }
     }
 
@@ -756,6 +860,7 @@ impl State {
                 "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),
             },
+            "timing": self.timing.json(),
             "iface": {
                 "doorbell_writes": ic.doorbell_writes, "doorbell_entries": ic.doorbell_entries,
                 "posted": ic.posted, "fetched": ic.fetched, "sent": ic.sent,

@@ -19,3 +19,4 @@ pub mod dataplane;
 pub mod iface;
 pub mod parse;
 pub mod testbed;
+pub mod timing;

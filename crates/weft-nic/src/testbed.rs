@@ -1010,6 +1010,17 @@ fn run_latency(
         }
     };
     let idle = probe(4)?;
+    // weft's timing histograms of the idle phase; then a fresh start for the loaded one.
+    let timing_idle = match daemon {
+        Some(_) => {
+            let t = crate::ctl::request(sock, &json!({"cmd": "stats"}))
+                .map(|s| s["timing"].clone())
+                .unwrap_or(Value::Null);
+            let _ = crate::ctl::request(sock, &json!({"cmd": "reset_timing"}));
+            t
+        }
+        None => Value::Null,
+    };
     let mut servers = Vec::new();
     let mut clients = Vec::new();
     for (i, t) in exp.tenants.iter().enumerate().skip(1) {
@@ -1053,6 +1064,7 @@ fn run_latency(
         "app": if exp.memcached { "memcached (memaslap)" } else { "sockperf ping-pong" },
         "loaded_over_idle": key,
         "p99_loaded_over_idle": ratio,
+        "weft_timing_idle": timing_idle,
         "weft_stats": stats,
     }))
 }

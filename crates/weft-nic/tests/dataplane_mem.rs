@@ -25,14 +25,14 @@ struct MemPort {
 }
 
 impl Port for MemPort {
-    fn recv_batch(&mut self, _max: u32, f: &mut dyn FnMut(&[u8])) -> usize {
+    fn recv_batch(&mut self, _max: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
         let batch: Vec<Vec<u8>> = {
             let mut q = self.rx.lock().unwrap();
             let n = q.len().min(64);
             q.drain(..n).collect()
         };
         for fr in &batch {
-            f(fr);
+            f(fr, 0);
         }
         batch.len()
     }

@@ -229,10 +229,109 @@ enum Kind {
     Wfq,
     Rr,
     Drr,
-    Lstf(u64),
-    Edf(u64),
+    Lstf,
+    Edf,
     Senic,
     Leaf,
+}
+
+/// Per node: what every packet's enqueue and dequeue read and write at that node, in one
+/// record (one bounds check and one cache line per level instead of one per field).
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+struct NodeRt {
+    /// Virtual time (wfq, rr, drr, fair leaves), bytes with FRAC fractional bits.
+    vtime: u128,
+    /// This node's last finish tag at its parent (wfq, rr, drr), FRAC fractional bits.
+    last: u128,
+    /// The edge parameter the parent's algorithm reads: priority (`prio`), weight (`wfq`),
+    /// quantum in bytes (`drr`), rate in bits/s (`senic`); 0 under other parents. A copy of
+    /// `Params::edges`, refreshed on a live update.
+    param: u64,
+    /// `lstf`: default slack, ps; `edf`: default deadline offset, ps; 0 otherwise.
+    default_ps: u64,
+    /// Scheduling parent, or `NO` for the root.
+    parent: u32,
+    kind: Kind,
+}
+
+/// The edge parameter a parent of `kind` reads from `edge`.
+fn edge_param(kind: Kind, edge: &crate::policy::program::Edge) -> u64 {
+    match kind {
+        Kind::Prio => edge.priority,
+        Kind::Wfq => edge.weight,
+        Kind::Drr => edge.quantum_bytes,
+        Kind::Senic => edge.rate_bps,
+        _ => 0,
+    }
+}
+
+/// Per leaf: its limits (`u64::MAX` = none) and holdings, in one record.
+#[derive(Debug, Clone, Copy)]
+struct LeafRt {
+    /// Packets and bytes held (tree, waiting list or shaping queue).
+    held_packets: u64,
+    held_bytes: u64,
+    /// Packets admitted to the tree (not waiting for `outstanding`).
+    admitted: u64,
+    limit_packets: u64,
+    limit_bytes: u64,
+    flow_limit_packets: u64,
+    flow_limit_bytes: u64,
+    outstanding: u64,
+    /// Flows of a fair leaf: DRR quantum, bytes.
+    quantum: u64,
+    fair: bool,
+}
+
+impl LeafRt {
+    fn new(spec: &crate::policy::LeafSpec) -> LeafRt {
+        let mut l = LeafRt {
+            held_packets: 0,
+            held_bytes: 0,
+            admitted: 0,
+            limit_packets: 0,
+            limit_bytes: 0,
+            flow_limit_packets: 0,
+            flow_limit_bytes: 0,
+            outstanding: 0,
+            quantum: spec.flow_quantum_bytes,
+            fair: spec.flow_sched == FlowSched::Fair,
+        };
+        l.set_limits(spec);
+        l
+    }
+
+    fn set_limits(&mut self, spec: &crate::policy::LeafSpec) {
+        let or_max = |o: Option<u64>| o.unwrap_or(u64::MAX);
+        self.limit_packets = or_max(spec.limit_packets);
+        self.limit_bytes = or_max(spec.limit_bytes);
+        self.flow_limit_packets = or_max(spec.flow_limit_packets);
+        self.flow_limit_bytes = or_max(spec.flow_limit_bytes);
+        self.outstanding = or_max(spec.outstanding);
+    }
+
+    /// The limit a packet of `bytes` would break, checked in the reference's order
+    /// ([`super::limit_broken`]), then the flow record's own 32-bit bounds.
+    #[inline]
+    fn broken(&self, f: &FlowRec, bytes: u64) -> Option<DropReason> {
+        let (fp, fb) = (f.held_packets as u64, f.held_bytes as u64);
+        if self.held_packets >= self.limit_packets {
+            Some(DropReason::LeafPackets)
+        } else if self.held_bytes.saturating_add(bytes) > self.limit_bytes {
+            Some(DropReason::LeafBytes)
+        } else if fp >= self.flow_limit_packets {
+            Some(DropReason::FlowPackets)
+        } else if fb + bytes > self.flow_limit_bytes {
+            Some(DropReason::FlowBytes)
+        } else if f.held_packets == u32::MAX {
+            Some(DropReason::FlowPackets)
+        } else if fb + bytes > u32::MAX as u64 {
+            Some(DropReason::FlowBytes)
+        } else {
+            None
+        }
+    }
 }
 
 /// A held packet: what the scheduler still needs of it once classified.
@@ -242,10 +341,10 @@ struct Slot {
     id: u64,
     /// Arrival time, ps.
     enqueued_ps: u64,
-    /// The packet's own deadline (`edf`), ps.
-    deadline_ps: Option<u64>,
-    /// The packet's own slack (`lstf`), ps.
-    slack_ps: Option<u64>,
+    /// The packet's own deadline (`edf`), ps, when `flags` has [`HAS_DEADLINE`].
+    deadline_ps: u64,
+    /// The packet's own slack (`lstf`), ps, when `flags` has [`HAS_SLACK`].
+    slack_ps: u64,
     /// Frame length, bytes.
     bytes: u32,
     /// Index of its flow in the flow arena.
@@ -254,9 +353,31 @@ struct Slot {
     leaf: u32,
     /// Position in its flow (arrival order; compared with wrapping arithmetic).
     fseq: u32,
-    /// Has been through the shaping queue (see the reference).
-    was_deferred: bool,
+    /// [`HAS_DEADLINE`], [`HAS_SLACK`], [`DEFERRED`].
+    flags: u8,
+    /// Entries of its SENIC tags in `FastEngine::tags`.
     n_senic: u8,
+}
+
+/// [`Slot::flags`]: the packet carries a deadline.
+const HAS_DEADLINE: u8 = 1;
+/// [`Slot::flags`]: the packet carries a slack.
+const HAS_SLACK: u8 = 2;
+/// [`Slot::flags`]: it has been through the shaping queue (see the reference).
+const DEFERRED: u8 = 4;
+
+impl Slot {
+    fn deadline(&self) -> Option<u64> {
+        (self.flags & HAS_DEADLINE != 0).then_some(self.deadline_ps)
+    }
+
+    fn slack(&self) -> Option<u64> {
+        (self.flags & HAS_SLACK != 0).then_some(self.slack_ps)
+    }
+
+    fn was_deferred(&self) -> bool {
+        self.flags & DEFERRED != 0
+    }
 }
 
 /// One flow: 48 bytes, kept while idle (it holds the flow's counters).
@@ -347,9 +468,12 @@ fn seq_before(a: u32, b: u32) -> bool {
 #[derive(Debug, Clone)]
 pub struct FastEngine {
     prog: Arc<Program>,
-    // Static, per node.
-    parent: Vec<u32>,
-    kind: Vec<Kind>,
+    /// Per node: parent, algorithm, edge parameter, virtual times.
+    nodes: Vec<NodeRt>,
+    /// Per leaf id: limits and holdings.
+    leaves: Vec<LeafRt>,
+    /// Per leaf id: slots waiting for `outstanding`.
+    waiting: Vec<VecDeque<u32>>,
     senic_top: Vec<u32>,
     /// Edges, capacities and leaf parameters (live updates change these).
     params: Params,
@@ -357,10 +481,6 @@ pub struct FastEngine {
     stride: usize,
     // Dynamic, per node.
     pifo: Vec<Pifo>,
-    /// Virtual time (wfq, rr, drr, fair leaves), FRAC fractional bits.
-    vtime: Vec<u128>,
-    /// Per child node: last finish tag at its parent (wfq, rr, drr).
-    last: Vec<u128>,
     /// Per senic top node: system virtual time (ps with FRAC bits) and its reference time.
     senic_v: Vec<u128>,
     senic_t: Vec<u64>,
@@ -369,11 +489,6 @@ pub struct FastEngine {
     /// Per child node: packets held below its senic parent, and its last finish tag there.
     child_backlog: Vec<u64>,
     last_f: Vec<u128>,
-    /// Per leaf node: packets and bytes held, packets admitted, packets waiting.
-    held_packets: Vec<u64>,
-    held_bytes: Vec<u64>,
-    admitted: Vec<u64>,
-    waiting: Vec<VecDeque<u32>>,
     // Flows.
     flows: FlowArena,
     /// Indices into `flows`, hashed by (leaf node, flow key).
@@ -417,23 +532,23 @@ impl FastEngine {
     /// An engine for `prog` with `options`.
     pub fn with_options(prog: Arc<Program>, options: EngineOptions) -> FastEngine {
         let n = prog.nodes.len();
-        let kind: Vec<Kind> = prog
+        let (kind, default_ps): (Vec<Kind>, Vec<u64>) = prog
             .nodes
             .iter()
             .map(|node| match node.algo {
-                Algo::Fifo => Kind::Fifo,
-                Algo::Prio => Kind::Prio,
-                Algo::Wfq => Kind::Wfq,
-                Algo::Rr => Kind::Rr,
-                Algo::Drr => Kind::Drr,
-                Algo::Lstf { default_slack_ps } => Kind::Lstf(default_slack_ps),
+                Algo::Fifo => (Kind::Fifo, 0),
+                Algo::Prio => (Kind::Prio, 0),
+                Algo::Wfq => (Kind::Wfq, 0),
+                Algo::Rr => (Kind::Rr, 0),
+                Algo::Drr => (Kind::Drr, 0),
+                Algo::Lstf { default_slack_ps } => (Kind::Lstf, default_slack_ps),
                 Algo::Edf {
                     default_deadline_ps,
-                } => Kind::Edf(default_deadline_ps),
-                Algo::Senic { .. } => Kind::Senic,
-                Algo::Leaf(_) => Kind::Leaf,
+                } => (Kind::Edf, default_deadline_ps),
+                Algo::Senic { .. } => (Kind::Senic, 0),
+                Algo::Leaf(_) => (Kind::Leaf, 0),
             })
-            .collect();
+            .unzip();
         let parent: Vec<u32> = prog.nodes.iter().map(|x| x.parent.unwrap_or(NO)).collect();
         let mut senic_top = vec![NO; n];
         for v in 0..n {
@@ -472,29 +587,42 @@ impl FastEngine {
                 _ => Pifo::Heap(BinaryHeap::new()),
             })
             .collect();
+        let nodes = (0..n)
+            .map(|v| NodeRt {
+                vtime: 0,
+                last: 0,
+                param: match parent[v] {
+                    NO => 0,
+                    p => edge_param(kind[p as usize], &params.edges[v]),
+                },
+                default_ps: default_ps[v],
+                parent: parent[v],
+                kind: kind[v],
+            })
+            .collect();
+        let leaves = prog
+            .leaves
+            .iter()
+            .map(|&v| LeafRt::new(params.specs[v as usize].as_ref().expect("a leaf")))
+            .collect();
         FastEngine {
+            nodes,
+            leaves,
+            waiting: vec![VecDeque::new(); prog.leaves.len()],
             buckets: prog
                 .shapers
                 .iter()
                 .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
                 .collect(),
             params,
-            kind,
-            parent,
             senic_top,
             stride,
             pifo,
-            vtime: vec![0; n],
-            last: vec![0; n],
             senic_v: vec![0; n],
             senic_t: vec![0; n],
             backlog_rate: vec![0; n],
             child_backlog: vec![0; n],
             last_f: vec![0; n],
-            held_packets: vec![0; n],
-            held_bytes: vec![0; n],
-            admitted: vec![0; n],
-            waiting: vec![VecDeque::new(); n],
             flows: FlowArena::default(),
             flow_table: HashTable::new(),
             fair_last: Vec::new(),
@@ -550,54 +678,42 @@ impl FastEngine {
     }
 
     /// Admission checks, the slot, and admission to the tree (or the waiting list).
-    fn enqueue_located(&mut self, pkt: Packet, at: Located, now: u64) -> Result<(), DropReason> {
+    fn enqueue_located(&mut self, pkt: &Packet, at: Located, now: u64) -> Result<(), DropReason> {
         let Located {
             leaf,
             leaf_node,
             shaping,
             flow: fi,
         } = at;
-        let ln = leaf_node as usize;
-        let spec = self.params.specs[ln].as_ref().expect("leaf");
-        let f = self.flows.get(fi);
         let bytes = pkt.bytes as u64;
-        let held = super::Holding {
-            leaf_packets: self.held_packets[ln],
-            leaf_bytes: self.held_bytes[ln],
-            flow_packets: f.held_packets as u64,
-            flow_bytes: f.held_bytes as u64,
-        };
-        let outstanding = spec.outstanding;
-        let reason = super::limit_broken(spec, held, bytes).or_else(|| {
-            // The flow record's own limits (see the module doc).
-            if f.held_packets == u32::MAX {
-                Some(DropReason::FlowPackets)
-            } else {
-                (f.held_bytes as u64 + bytes > u32::MAX as u64).then_some(DropReason::FlowBytes)
-            }
-        });
-        if let Some(r) = reason {
+        let l = &mut self.leaves[leaf as usize];
+        let f = self.flows.get_mut(fi);
+        if let Some(r) = l.broken(f, bytes) {
             self.stats.dropped(leaf_node, r);
             self.flow_drops.entry(fi).or_default()[r.index()] += 1;
             return Err(r);
         }
-        self.held_packets[ln] += 1;
-        self.held_bytes[ln] += bytes;
-        let f = self.flows.get_mut(fi);
+        l.held_packets += 1;
+        l.held_bytes += bytes;
+        let waits = l.admitted >= l.outstanding;
         f.held_packets += 1;
         f.held_bytes += pkt.bytes;
         f.seq = f.seq.wrapping_add(1);
         let s = Slot {
             id: pkt.id,
             enqueued_ps: now,
-            deadline_ps: pkt.deadline_ps,
-            slack_ps: pkt.slack_ps,
+            deadline_ps: pkt.deadline_ps.unwrap_or(0),
+            slack_ps: pkt.slack_ps.unwrap_or(0),
             bytes: pkt.bytes,
             flow: fi,
             leaf_node,
             leaf,
             fseq: f.seq,
-            was_deferred: false,
+            flags: if pkt.deadline_ps.is_some() {
+                HAS_DEADLINE
+            } else {
+                0
+            } | if pkt.slack_ps.is_some() { HAS_SLACK } else { 0 },
             n_senic: 0,
         };
         let slot = match self.free.pop() {
@@ -615,8 +731,8 @@ impl FastEngine {
             }
         };
         self.held += 1;
-        if outstanding.is_some_and(|o| self.admitted[ln] >= o) {
-            self.waiting[ln].push_back(slot);
+        if waits {
+            self.waiting[leaf as usize].push_back(slot);
         } else {
             self.admit(slot, now);
         }
@@ -673,23 +789,21 @@ impl FastEngine {
     fn admit(&mut self, slot: u32, now: u64) {
         let s = self.slots[slot as usize];
         let base = slot as usize * self.stride;
-        let (sched, quantum) = self.params.specs[s.leaf_node as usize]
-            .as_ref()
-            .map(|l| (l.flow_sched, l.flow_quantum_bytes))
-            .expect("leaf");
-        let leaf_rank = match sched {
-            FlowSched::Fifo => now as u128,
-            FlowSched::Fair => {
-                let f = self.flows.get_mut(s.flow);
-                if f.fair == NO {
-                    f.fair = self.fair_last.len() as u32;
-                    self.fair_last.push(0);
-                }
-                let last = &mut self.fair_last[f.fair as usize];
-                let start = self.vtime[s.leaf_node as usize].max(*last);
-                *last = start + Self::cost(s.bytes, quantum);
-                start
+        let l = &self.leaves[s.leaf as usize];
+        let leaf_rank = if l.fair {
+            let quantum = l.quantum;
+            let vtime = self.nodes[s.leaf_node as usize].vtime;
+            let f = self.flows.get_mut(s.flow);
+            if f.fair == NO {
+                f.fair = self.fair_last.len() as u32;
+                self.fair_last.push(0);
             }
+            let last = &mut self.fair_last[f.fair as usize];
+            let start = vtime.max(*last);
+            *last = start + Self::cost(s.bytes, quantum);
+            start
+        } else {
+            now as u128
         };
         self.ranks[base] = leaf_rank;
         // Into the shaping queue at once (the "currently limited" fast path), or into the
@@ -706,24 +820,28 @@ impl FastEngine {
         let mut n_senic = 0usize;
         let mut inner: Option<(u128, u128)> = None;
         let mut child = s.leaf_node;
-        while self.parent[child as usize] != NO {
-            let n = self.parent[child as usize];
+        loop {
+            let c = self.nodes[child as usize];
+            if c.parent == NO {
+                break;
+            }
+            let n = c.parent;
             let nu = n as usize;
             let cu = child as usize;
-            let edge = self.params.edges[cu];
-            let kind = self.kind[nu];
+            let node = &self.nodes[nu];
+            let kind = node.kind;
             let rank = match kind {
                 Kind::Fifo => now as u128,
-                Kind::Prio => edge.priority as u128,
+                Kind::Prio => c.param as u128,
                 Kind::Wfq | Kind::Rr | Kind::Drr => {
-                    let start = self.vtime[nu].max(self.last[cu]);
+                    let start = node.vtime.max(c.last);
                     let cost = match kind {
-                        Kind::Wfq => Self::cost(s.bytes, edge.weight),
+                        Kind::Wfq => Self::cost(s.bytes, c.param),
                         Kind::Rr => 1u128 << FRAC,
-                        _ => Self::cost(s.bytes, edge.quantum_bytes),
+                        _ => Self::cost(s.bytes, c.param),
                     };
                     let finish = start + cost;
-                    self.last[cu] = finish;
+                    self.nodes[cu].last = finish;
                     if kind == Kind::Drr {
                         let one = 1u128 << FRAC;
                         finish.div_ceil(one) * one
@@ -731,17 +849,20 @@ impl FastEngine {
                         start
                     }
                 }
-                Kind::Lstf(d) => now as u128 + s.slack_ps.unwrap_or(d) as u128,
-                Kind::Edf(d) => s.deadline_ps.unwrap_or(now.saturating_add(d)) as u128,
+                Kind::Lstf => now as u128 + s.slack().unwrap_or(node.default_ps) as u128,
+                Kind::Edf => s
+                    .deadline()
+                    .unwrap_or(now.saturating_add(node.default_ps))
+                    as u128,
                 Kind::Senic => {
                     let top = self.senic_top[nu];
                     self.senic_advance(top, now);
-                    let rate = edge.rate_bps.max(1);
+                    let rate = c.param.max(1);
                     self.child_backlog[cu] += 1;
                     if self.child_backlog[cu] == 1 {
                         self.backlog_rate[nu] += rate as u128;
                     }
-                    let child_senic = self.kind[cu] == Kind::Senic;
+                    let child_senic = c.kind == Kind::Senic;
                     let (st, f) = match inner {
                         Some(tags) if child_senic => tags,
                         _ => {
@@ -779,7 +900,7 @@ impl FastEngine {
             child = n;
         }
         self.slots[slot as usize].n_senic = n_senic as u8;
-        self.admitted[s.leaf_node as usize] += 1;
+        self.leaves[s.leaf as usize].admitted += 1;
         if let Some(at) = defer_at {
             self.defer(slot, at);
         }
@@ -818,7 +939,7 @@ impl FastEngine {
         let seq = self.next_seq();
         self.shaping_queue.push((at, seq, slot));
         let s = &mut self.slots[slot as usize];
-        s.was_deferred = true;
+        s.flags |= DEFERRED;
         let (flow, fseq, bytes) = (s.flow, s.fseq, s.bytes);
         let spare = &mut self.spare;
         self.deferred
@@ -837,8 +958,8 @@ impl FastEngine {
         self.pifo[leaf_node as usize].push(self.ranks[base], seq, slot);
         let mut child = leaf_node;
         let mut i = 1;
-        while self.parent[child as usize] != NO {
-            let n = self.parent[child as usize];
+        while self.nodes[child as usize].parent != NO {
+            let n = self.nodes[child as usize].parent;
             self.pifo[n as usize].push(self.ranks[base + i], seq, child);
             child = n;
             i += 1;
@@ -878,7 +999,7 @@ impl FastEngine {
             let bk = &self.buckets[b as usize];
             let cost = bk.cost(s.bytes);
             self.costs[i] = cost;
-            at = at.max(if s.was_deferred {
+            at = at.max(if s.was_deferred() {
                 bk.earliest_cost(cost, now)
             } else {
                 bk.estimate_cost(cost, now)
@@ -944,6 +1065,12 @@ impl Engine for FastEngine {
         &self.prog
     }
 
+    fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
+        let class = self.prog.classify(&pkt.meta);
+        let located = self.locate(&pkt, class)?;
+        self.enqueue_located(&pkt, located, now)
+    }
+
     fn enqueue_classified(
         &mut self,
         pkt: Packet,
@@ -956,7 +1083,7 @@ impl Engine for FastEngine {
             "enqueue_classified: wrong class"
         );
         let located = self.locate(&pkt, class)?;
-        self.enqueue_located(pkt, located, now)
+        self.enqueue_located(&pkt, located, now)
     }
 
     fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
@@ -979,7 +1106,7 @@ impl Engine for FastEngine {
             }
             for i in 0..n {
                 out.push(match located[i] {
-                    Ok(l) => self.enqueue_located(chunk[i], l, now),
+                    Ok(l) => self.enqueue_located(&chunk[i], l, now),
                     Err(r) => Err(r),
                 });
             }
@@ -996,7 +1123,7 @@ impl Engine for FastEngine {
             let slot = loop {
                 let (rank, v) = self.pifo[n as usize].pop()?;
                 self.popped.push((n, rank));
-                if self.kind[n as usize] == Kind::Leaf {
+                if self.nodes[n as usize].kind == Kind::Leaf {
                     break v;
                 }
                 n = v;
@@ -1021,15 +1148,14 @@ impl Engine for FastEngine {
                 let c = &mut self.stats.nodes[nu];
                 c.packets += 1;
                 c.bytes += b64;
-                match self.kind[nu] {
-                    Kind::Wfq | Kind::Rr => self.vtime[nu] = self.vtime[nu].max(rank),
-                    Kind::Drr => {
-                        self.vtime[nu] = self.vtime[nu].max(rank.saturating_sub(1 << FRAC))
-                    }
+                let rt = &mut self.nodes[nu];
+                match rt.kind {
+                    Kind::Wfq | Kind::Rr => rt.vtime = rt.vtime.max(rank),
+                    Kind::Drr => rt.vtime = rt.vtime.max(rank.saturating_sub(1 << FRAC)),
                     Kind::Leaf => {
                         if matches!(self.pifo[nu], Pifo::Heap(_)) {
                             // A fair leaf (first-come first-served leaves are `Sorted`).
-                            self.vtime[nu] = self.vtime[nu].max(rank);
+                            rt.vtime = rt.vtime.max(rank);
                         }
                     }
                     Kind::Senic => {
@@ -1039,23 +1165,23 @@ impl Engine for FastEngine {
                         let cu = self.popped[i + 1].0 as usize;
                         self.child_backlog[cu] -= 1;
                         if self.child_backlog[cu] == 0 {
-                            self.backlog_rate[nu] -= self.params.edges[cu].rate_bps.max(1) as u128;
+                            self.backlog_rate[nu] -= self.nodes[cu].param.max(1) as u128;
                         }
                     }
                     _ => {}
                 }
             }
-            let ln = s.leaf_node as usize;
-            self.held_packets[ln] -= 1;
-            self.held_bytes[ln] -= b64;
-            self.admitted[ln] -= 1;
+            let l = &mut self.leaves[s.leaf as usize];
+            l.held_packets -= 1;
+            l.held_bytes -= b64;
+            l.admitted -= 1;
             let f = self.flows.get_mut(s.flow);
             f.held_packets -= 1;
             f.held_bytes -= s.bytes;
             f.sent_packets += 1;
             f.sent_bytes += b64;
             let flow = f.key;
-            if let Some(next) = self.waiting[ln].pop_front() {
+            if let Some(next) = self.waiting[s.leaf as usize].pop_front() {
                 self.admit(next, now);
             }
             self.debug_check_holdings();
@@ -1080,15 +1206,15 @@ impl Engine for FastEngine {
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
         check_update(&self.prog, &u)?;
         if let Update::Priority { node, .. } = u {
-            if self.parent[node as usize] != NO {
-                self.ffs_to_per_child(self.parent[node as usize]);
+            if self.nodes[node as usize].parent != NO {
+                self.ffs_to_per_child(self.nodes[node as usize].parent);
             }
         }
         if let Update::Rate { node, rate_bps } = u {
             // A backlogged senic class changes φ: advance V at the old rates first.
             let nu = node as usize;
-            let p = self.parent[nu];
-            if p != NO && self.kind[p as usize] == Kind::Senic {
+            let p = self.nodes[nu].parent;
+            if p != NO && self.nodes[p as usize].kind == Kind::Senic {
                 self.senic_advance(self.senic_top[p as usize], now);
                 if self.child_backlog[nu] > 0 {
                     let old = self.params.edges[nu].rate_bps.max(1) as u128;
@@ -1096,13 +1222,33 @@ impl Engine for FastEngine {
                         self.backlog_rate[p as usize] - old + rate_bps as u128;
                 }
             }
-            if self.kind[nu] == Kind::Senic {
+            if self.nodes[nu].kind == Kind::Senic {
                 self.senic_advance(self.senic_top[nu], now);
             }
         }
         let senic =
-            matches!(u, Update::Rate { node, .. } if self.kind[node as usize] == Kind::Senic);
+            matches!(u, Update::Rate { node, .. } if self.nodes[node as usize].kind == Kind::Senic);
         self.params.apply(&u, senic);
+        // Refresh the copies of the changed parameters.
+        match u {
+            Update::Weight { node, .. }
+            | Update::Priority { node, .. }
+            | Update::Quantum { node, .. }
+            | Update::Rate { node, .. } => {
+                let v = node as usize;
+                let p = self.nodes[v].parent;
+                if p != NO {
+                    self.nodes[v].param =
+                        edge_param(self.nodes[p as usize].kind, &self.params.edges[v]);
+                }
+            }
+            Update::LeafLimits { node, .. } => {
+                let leaf = self.prog.nodes[node as usize].leaf.expect("checked: a leaf");
+                let spec = self.params.specs[node as usize].as_ref().expect("a leaf");
+                self.leaves[leaf as usize].set_limits(spec);
+            }
+            Update::Shaper { .. } => {}
+        }
         match u {
             Update::Shaper {
                 shaper,
@@ -1112,9 +1258,9 @@ impl Engine for FastEngine {
             Update::LeafLimits {
                 node, outstanding, ..
             } => {
-                let nu = node as usize;
-                while outstanding.is_none_or(|o| self.admitted[nu] < o) {
-                    let Some(next) = self.waiting[nu].pop_front() else {
+                let leaf = self.prog.nodes[node as usize].leaf.expect("checked: a leaf") as usize;
+                while outstanding.is_none_or(|o| self.leaves[leaf].admitted < o) {
+                    let Some(next) = self.waiting[leaf].pop_front() else {
                         break;
                     };
                     self.admit(next, now);
