@@ -85,6 +85,11 @@ pub struct RunArgs {
     /// at low load).
     #[arg(long, default_value = "v3", value_parser = ["v2", "v3"])]
     ring_version: String,
+    /// How frames reach the NIC: af-packet (TPACKET rings) or af-xdp (AF_XDP sockets in copy
+    /// mode and an XDP redirect program attached in generic mode while weft runs; needs the
+    /// `af-xdp` cargo feature, on by default). --ring-version applies to af-packet only.
+    #[arg(long, default_value = "af-packet", value_parser = dataplane::Backend::NAMES)]
+    backend: String,
 }
 
 #[derive(Subcommand)]
@@ -156,6 +161,10 @@ pub enum TestbedCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// weft's backend (`weft run --backend`): af-packet or af-xdp (default: env
+        /// WEFT_TESTBED_BACKEND, else af-packet).
+        #[arg(long, value_parser = dataplane::Backend::NAMES)]
+        backend: Option<String>,
     },
     /// Forwarding benchmark: packets/s through weft (Loom Fig. 1 policy, FIFO policy) and
     /// Linux HTB (1 and 1,000 classes) at 64 and 1500-byte frames, unpaced (100 Gbit/s).
@@ -171,6 +180,10 @@ pub enum TestbedCommand {
         /// Frame sizes, bytes.
         #[arg(long, value_delimiter = ',', default_value = "64,1500")]
         sizes: Vec<usize>,
+        /// weft's backends, each measured with both policies: af-packet, af-xdp or both
+        /// (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "af-packet", value_parser = dataplane::Backend::NAMES)]
+        backend: Vec<String>,
     },
     /// (Internal) send UDP frames on IFACE for the benchmark; prints the frames sent.
     #[command(hide = true)]
@@ -210,6 +223,15 @@ fn run(a: RunArgs) -> Result<(), Fail> {
             .ok_or_else(|| usage(format!("--tenant `{t}`: expected NAME=IFACE")))?;
         tenants.push((n.to_string(), i.to_string()));
     }
+    let backend = dataplane::Backend::parse(&a.backend)
+        .ok_or_else(|| usage(format!("--backend `{}`", a.backend)))?;
+    if backend == dataplane::Backend::AfXdp && !cfg!(feature = "af-xdp") {
+        return Err(usage(format!(
+            "--backend {}: this weft was built without it (cargo feature `af-xdp`); \
+             use --backend af-packet or rebuild with `--features af-xdp`",
+            a.backend
+        )));
+    }
     // Validate the policy with diagnostics before touching any socket.
     let opts = LoadOptions {
         link_rate_bps: Some(rate_bps),
@@ -232,6 +254,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         ring: a.ring.max(1),
         outstanding: a.outstanding.max(1),
         idle_sleep_us: a.idle_sleep_us,
+        backend,
         ring_version: if a.ring_version == "v2" {
             weft_nic::afpacket::RingVersion::V2
         } else {
@@ -257,6 +280,9 @@ fn run(a: RunArgs) -> Result<(), Fail> {
             usage(e.to_string())
         }
         dataplane::RunError::Config(m) => usage(m),
+        // The backend is not in this build, or the kernel refused one of its steps (the
+        // message names the step and the errno): the choice cannot be used here.
+        dataplane::RunError::Backend(m) => usage(m),
         e => (1, e.to_string()),
     })?;
     println!("{stats}");
@@ -354,6 +380,9 @@ fn print_stats(v: &Value) {
         );
     }
     let _ = writeln!(o, "dataplane: {}", v["dataplane"]);
+    for p in v["ports"].as_array().into_iter().flatten() {
+        let _ = writeln!(o, "port: {p}");
+    }
     let _ = writeln!(o, "iface: {}", v["iface"]);
     // A closed pipe (`| head`) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), o.as_bytes());
@@ -374,6 +403,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             fig1,
             seconds,
             sizes,
+            backend,
         } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
             if !fig1.exists() {
@@ -388,18 +418,27 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             )
             .map_err(|e| (1, e.to_string()))?;
             let abs = std::fs::canonicalize(&fig1).map_err(|e| usage(e.to_string()))?;
-            let configs = [
-                testbed::BenchConfig::Weft {
-                    label: "loom-fig1".into(),
-                    policy: abs,
-                },
-                testbed::BenchConfig::Weft {
-                    label: "fifo".into(),
-                    policy: fifo,
-                },
-                testbed::BenchConfig::Htb { classes: 1 },
-                testbed::BenchConfig::Htb { classes: 1000 },
-            ];
+            let mut configs = Vec::new();
+            for b in &backend {
+                // The backend in the label only when it is not the default.
+                let tag = if b == "af-packet" {
+                    String::new()
+                } else {
+                    format!(" {b}")
+                };
+                configs.push(testbed::BenchConfig::Weft {
+                    label: format!("loom-fig1{tag}"),
+                    policy: abs.clone(),
+                    backend: b.clone(),
+                });
+                configs.push(testbed::BenchConfig::Weft {
+                    label: format!("fifo{tag}"),
+                    policy: fifo.clone(),
+                    backend: b.clone(),
+                });
+            }
+            configs.push(testbed::BenchConfig::Htb { classes: 1 });
+            configs.push(testbed::BenchConfig::Htb { classes: 1000 });
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
             let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds)
                 .map_err(|e| (1, e.to_string()))?;
@@ -460,16 +499,20 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             only,
             out,
             json: j,
+            backend,
         } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
             let rate_bps = units::parse_rate(&rate).map_err(|e| usage(format!("--rate: {e}")))?;
-            let exp =
+            let mut exp =
                 testbed::Experiment::named(&experiment, rate_bps, seconds).ok_or_else(|| {
                     usage(format!(
                         "unknown experiment `{experiment}`; known: {}",
                         testbed::Experiment::NAMES.join(", ")
                     ))
                 })?;
+            if let Some(b) = backend {
+                exp.backend = b;
+            }
             let modes: Vec<testbed::Mode> = match only.as_deref() {
                 None => vec![testbed::Mode::Weft, testbed::Mode::Htb],
                 Some("weft") => vec![testbed::Mode::Weft],

@@ -54,6 +54,74 @@ pub trait Port {
     fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize;
     /// Sends a frame; `Ok(false)` when it could not be queued.
     fn send(&self, frame: &[u8]) -> std::io::Result<bool>;
+    /// Pushes out frames `send` queued without a system call (AF_XDP batches its kicks);
+    /// called once per loop iteration.
+    fn flush(&self) {}
+    /// The port's own counters for `ctl stats` (`ports`), `Null` when it has none.
+    fn counters(&self) -> Value {
+        Value::Null
+    }
+}
+
+/// Where `weft run` gets and puts frames (`--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// AF_PACKET with TPACKET rings ([`crate::afpacket`]).
+    #[default]
+    AfPacket,
+    /// AF_XDP sockets and an XDP redirect program (`crate::afxdp`, cargo feature `af-xdp`).
+    AfXdp,
+}
+
+impl Backend {
+    pub const NAMES: [&'static str; 2] = ["af-packet", "af-xdp"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::AfPacket => "af-packet",
+            Backend::AfXdp => "af-xdp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "af-packet" => Some(Backend::AfPacket),
+            "af-xdp" => Some(Backend::AfXdp),
+            _ => None,
+        }
+    }
+
+    /// Whether this build has the backend (AF_XDP needs the `af-xdp` feature).
+    pub fn available(self) -> bool {
+        match self {
+            Backend::AfPacket => true,
+            Backend::AfXdp => cfg!(feature = "af-xdp"),
+        }
+    }
+}
+
+fn open_port(cfg: &Config, ifname: &str, ring: RingConfig) -> Result<Box<dyn Port>, RunError> {
+    match cfg.backend {
+        Backend::AfPacket => Ok(Box::new(PacketSocket::open(ifname, ring)?)),
+        #[cfg(feature = "af-xdp")]
+        Backend::AfXdp => crate::afxdp::XdpPort::open(ifname)
+            .map(|p| Box::new(p) as Box<dyn Port>)
+            .map_err(|e| RunError::Backend(e.to_string())),
+        #[cfg(not(feature = "af-xdp"))]
+        Backend::AfXdp => Err(RunError::Backend(
+            "the af-xdp backend is not in this build (cargo feature `af-xdp` of weft-nic)".into(),
+        )),
+    }
+}
+
+fn port_counters(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Value {
+    let v: Vec<Value> = tenants
+        .iter()
+        .map(|p| p.counters())
+        .chain(std::iter::once(uplink.counters()))
+        .filter(|c| !c.is_null())
+        .collect();
+    Value::Array(v)
 }
 
 impl Port for PacketSocket {
@@ -110,6 +178,8 @@ pub struct Config {
     pub rogue: Option<usize>,
     /// Receive ring version (V3 batches per block, V2 hands over every frame at once).
     pub ring_version: crate::afpacket::RingVersion,
+    /// AF_PACKET or AF_XDP.
+    pub backend: Backend,
 }
 
 /// Errors that stop `weft run` before it starts.
@@ -121,6 +191,9 @@ pub enum RunError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Config(String),
+    /// The chosen backend cannot be used (not in this build, or the kernel refused a step).
+    #[error("{0}")]
+    Backend(String),
 }
 
 /// Dataplane counters (beyond the engine's and the interface's).
@@ -272,9 +345,9 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
     };
     let mut tenants: Vec<Box<dyn Port>> = Vec::new();
     for (_, ifname) in &cfg.tenants {
-        tenants.push(Box::new(PacketSocket::open(ifname, ring)?));
+        tenants.push(open_port(&cfg, ifname, ring)?);
     }
-    let uplink = Box::new(PacketSocket::open(&cfg.uplink, ring)?);
+    let uplink = open_port(&cfg, &cfg.uplink, ring)?;
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -372,6 +445,7 @@ pub fn run_ports(
         }
         // 3. Transmit.
         work += st.transmit(&*uplink, now);
+        uplink.flush();
         // 4. Completions.
         for &d in &st.drivers {
             completions.clear();
@@ -388,10 +462,19 @@ pub fn run_ports(
         }
         // 5. Reverse path.
         work += uplink.recv_batch(8, &mut |f, ts| st.reverse(&tenants, f, ts));
+        for t in &tenants {
+            t.flush();
+        }
         // 6. Housekeeping.
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
-            server.poll(|req| st.handle(req, now));
+            server.poll(|req| {
+                let mut v = st.handle(req, now);
+                if req["cmd"] == "stats" {
+                    v["ports"] = port_counters(&tenants, &*uplink);
+                }
+                v
+            });
             if now >= next_sample_ps {
                 next_sample_ps = now + 1_000_000_000_000;
                 st.sample(now);
@@ -425,7 +508,9 @@ pub fn run_ports(
             idle_iters = 0;
         }
     }
-    Ok(st.stats(clock::now_ps()))
+    let mut v = st.stats(clock::now_ps());
+    v["ports"] = port_counters(&tenants, &*uplink);
+    Ok(v)
 }
 
 impl State {
@@ -784,7 +869,9 @@ impl State {
                 request_stop();
                 json!({"ok": true})
             }
-            _ => json!({"ok": false, "error": "unknown command (stats, reload, reset_timing, stop)"}),
+            _ => {
+                json!({"ok": false, "error": "unknown command (stats, reload, reset_timing, stop)"})
+            }
         }
     }
 

@@ -8,11 +8,15 @@
 //!   ownership, bounded outstanding descriptors per class.
 //! * [`parse`]: Ethernet/IP/L4 frames to classifier metadata (never panics).
 //! * [`afpacket`]: AF_PACKET sockets with TPACKET_V3 receive rings (Linux only).
+//! * `afxdp` (cargo feature `af-xdp`, on by default): AF_XDP sockets with a hand-assembled
+//!   XDP redirect program, the optional backend (`weft run --backend af-xdp`).
 //! * [`dataplane`]: the busy-polling loop: receive, post, doorbell, fetch, schedule, pace,
 //!   transmit, complete; live stats and reload over a Unix socket ([`ctl`]).
 //! * [`testbed`]: network namespaces, veth pairs, real applications, Linux HTB baselines.
 
 pub mod afpacket;
+#[cfg(feature = "af-xdp")]
+pub mod afxdp;
 pub mod clock;
 pub mod ctl;
 pub mod dataplane;

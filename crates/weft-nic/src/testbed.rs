@@ -426,6 +426,9 @@ pub struct Experiment {
     pub ring_version: String,
     /// With `latency`: tenant 1 runs memaslap against memcached instead of sockperf.
     pub memcached: bool,
+    /// `weft run --backend` (af-packet or af-xdp; env `WEFT_TESTBED_BACKEND`, default
+    /// af-packet; `weft testbed run --backend`).
+    pub backend: String,
 }
 
 const RX: &str = "10.77.0.100";
@@ -464,6 +467,7 @@ impl Experiment {
             latency: false,
             ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v3".into()),
             memcached: false,
+            backend: std::env::var("WEFT_TESTBED_BACKEND").unwrap_or_else(|_| "af-packet".into()),
         };
         match name {
             "fair-1v8" => e.tenants = vec![t(1, 1), t(1, 8)],
@@ -617,6 +621,7 @@ fn setup(
                 .arg(sock)
                 .args(["--idle-sleep-us", &exp.idle_sleep_us.to_string()])
                 .args(["--ring-version", &exp.ring_version])
+                .args(["--backend", &exp.backend])
                 .stdout(Stdio::piped());
             if let Some(r) = exp.rogue {
                 c.args(["--rogue", &r.to_string()]);
@@ -1251,6 +1256,8 @@ pub enum BenchConfig {
     Weft {
         label: String,
         policy: std::path::PathBuf,
+        /// `weft run --backend`.
+        backend: String,
     },
     /// Linux HTB with this many leaf classes (u32 filters on the UDP source port).
     Htb { classes: u32 },
@@ -1285,7 +1292,11 @@ pub fn bench(
             let dst_mac = BENCH_DST_MAC;
             let sock = std::env::temp_dir().join(format!("weft-bench-{prefix}.sock"));
             let (label, mut daemon) = match cfg {
-                BenchConfig::Weft { label, policy } => {
+                BenchConfig::Weft {
+                    label,
+                    policy,
+                    backend,
+                } => {
                     let mut c = Command::new("ip");
                     c.args(["netns", "exec", &tb.nic(), "nice", "-n", "-15"])
                         .arg(weft)
@@ -1294,6 +1305,7 @@ pub fn bench(
                         .args(["--uplink", "up", "--rate", "100gbit", "--ctl"])
                         .arg(&sock)
                         .args(["--tenant", "a=t1", "--tenant", "b=t2"])
+                        .args(["--backend", backend])
                         .stdout(Stdio::null())
                         .stderr(Stdio::null());
                     let d = Child::spawn(&mut c)?;
@@ -1369,6 +1381,7 @@ pub fn bench(
                 "forwarded_pps": (fwd as f64 / dt).round(),
                 "weft_drops": stats["iface"]["dropped"],
                 "weft_ring_full": stats["dataplane"]["ring_full"],
+                "weft_ports": stats["ports"],
             });
             eprintln!("{row}");
             rows.push(row);

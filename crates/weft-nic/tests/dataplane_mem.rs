@@ -96,6 +96,7 @@ impl Running {
             idle_sleep_us: 0,
             rogue,
             ring_version: RingVersion::V3,
+            backend: dataplane::Backend::AfPacket,
         };
         let tenants = vec![MemPort::default(), MemPort::default()];
         let uplink = MemPort::default();
