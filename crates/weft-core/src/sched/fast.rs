@@ -39,13 +39,13 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHasher};
 
-use super::reference::{flow_key, wire_ps_frac, Bucket, Rank, FRAC};
+use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
 use super::wheel::TimingWheel;
 use super::{
     check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
     Update, UpdateError,
 };
-use crate::policy::program::{Algo, FlowSched};
+use crate::policy::program::{Algo, FlowKey, FlowSched};
 use crate::policy::{Classification, Program, ShapingPath};
 
 const NO: u32 = u32::MAX;
@@ -62,9 +62,9 @@ enum Pifo {
     /// back in time on a re-entry.
     Sorted(VecDeque<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
-    PerChild(PerChild),
+    PerChild(Box<PerChild>),
     /// A count per child and a find-first-set bitmap (see [`Ffs`]).
-    Ffs(Ffs),
+    Ffs(Box<Ffs>),
 }
 
 /// A `prio` node with at most 64 children of distinct priorities, none changed by a live
@@ -242,7 +242,8 @@ enum Kind {
 struct NodeRt {
     /// Virtual time (wfq, rr, drr, fair leaves), bytes with FRAC fractional bits.
     vtime: u128,
-    /// This node's last finish tag at its parent (wfq, rr, drr), FRAC fractional bits.
+    /// This node's last finish tag at its parent (wfq, rr, drr: virtual bytes; senic: ps),
+    /// FRAC fractional bits.
     last: u128,
     /// The edge parameter the parent's algorithm reads: priority (`prio`), weight (`wfq`),
     /// quantum in bytes (`drr`), rate in bits/s (`senic`); 0 under other parents. A copy of
@@ -252,7 +253,27 @@ struct NodeRt {
     default_ps: u64,
     /// Scheduling parent, or `NO` for the root.
     parent: u32,
+    /// A `senic` node: its index in `FastEngine::senic`; `NO` otherwise.
+    senic: u32,
+    /// Under a `senic` parent: packets held below this node (its class is backlogged while
+    /// this is positive).
+    backlog: u32,
     kind: Kind,
+}
+
+/// Per `senic` node: SENIC's system virtual time and what advances it (§4).
+#[derive(Debug, Clone, Copy)]
+struct SenicRt {
+    /// System virtual time (read at the top of a senic group), ps with FRAC fractional bits.
+    v: u128,
+    /// Sum of the backlogged children's rates, bits/s (φ × capacity).
+    backlog_rate: u128,
+    /// When `v` was last advanced, ps.
+    t: u64,
+    /// Capacity, bits/s (a live `Rate` update changes it).
+    capacity: u64,
+    /// Index of the top of its group of nested senic nodes.
+    top: u32,
 }
 
 /// The edge parameter a parent of `kind` reads from `edge`.
@@ -281,6 +302,8 @@ struct LeafRt {
     outstanding: u64,
     /// Flows of a fair leaf: DRR quantum, bytes.
     quantum: u64,
+    /// How packets are grouped into flows.
+    flow_key: FlowKey,
     fair: bool,
 }
 
@@ -296,19 +319,27 @@ impl LeafRt {
             flow_limit_bytes: 0,
             outstanding: 0,
             quantum: spec.flow_quantum_bytes,
+            flow_key: spec.flow_key,
             fair: spec.flow_sched == FlowSched::Fair,
         };
-        l.set_limits(spec);
+        l.set_limits([
+            spec.limit_packets,
+            spec.limit_bytes,
+            spec.flow_limit_packets,
+            spec.flow_limit_bytes,
+            spec.outstanding,
+        ]);
         l
     }
 
-    fn set_limits(&mut self, spec: &crate::policy::LeafSpec) {
-        let or_max = |o: Option<u64>| o.unwrap_or(u64::MAX);
-        self.limit_packets = or_max(spec.limit_packets);
-        self.limit_bytes = or_max(spec.limit_bytes);
-        self.flow_limit_packets = or_max(spec.flow_limit_packets);
-        self.flow_limit_bytes = or_max(spec.flow_limit_bytes);
-        self.outstanding = or_max(spec.outstanding);
+    /// Packets and bytes per leaf, per flow, outstanding (`None` = unlimited).
+    fn set_limits(&mut self, limits: [Option<u64>; 5]) {
+        let [p, b, fp, fb, o] = limits.map(|l| l.unwrap_or(u64::MAX));
+        self.limit_packets = p;
+        self.limit_bytes = b;
+        self.flow_limit_packets = fp;
+        self.flow_limit_bytes = fb;
+        self.outstanding = o;
     }
 
     /// The limit a packet of `bytes` would break, checked in the reference's order
@@ -474,21 +505,12 @@ pub struct FastEngine {
     leaves: Vec<LeafRt>,
     /// Per leaf id: slots waiting for `outstanding`.
     waiting: Vec<VecDeque<u32>>,
-    senic_top: Vec<u32>,
-    /// Edges, capacities and leaf parameters (live updates change these).
-    params: Params,
+    /// Per senic node (see [`NodeRt::senic`]).
+    senic: Vec<SenicRt>,
     /// Ranks per packet: the longest leaf-to-root path.
     stride: usize,
     // Dynamic, per node.
     pifo: Vec<Pifo>,
-    /// Per senic top node: system virtual time (ps with FRAC bits) and its reference time.
-    senic_v: Vec<u128>,
-    senic_t: Vec<u64>,
-    /// Per senic node: sum of its backlogged children's rates, bits/s.
-    backlog_rate: Vec<u128>,
-    /// Per child node: packets held below its senic parent, and its last finish tag there.
-    child_backlog: Vec<u64>,
-    last_f: Vec<u128>,
     // Flows.
     flows: FlowArena,
     /// Indices into `flows`, hashed by (leaf node, flow key).
@@ -503,6 +525,7 @@ pub struct FastEngine {
     /// Per slot: its shaping classes (apart from the slot, which stays small to copy).
     shaping: Vec<ShapingPath>,
     ranks: Vec<Rank>,
+    /// Per slot, `stride` entries: (index in `senic` of a senic group's top, start tag).
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
     /// The global shaping queue: `(release time ps, seq, slot)` in a timing wheel.
@@ -550,18 +573,29 @@ impl FastEngine {
             })
             .unzip();
         let parent: Vec<u32> = prog.nodes.iter().map(|x| x.parent.unwrap_or(NO)).collect();
-        let mut senic_top = vec![NO; n];
-        for v in 0..n {
-            if kind[v] == Kind::Senic {
-                let mut t = v as u32;
-                while parent[t as usize] != NO && kind[parent[t as usize] as usize] == Kind::Senic {
-                    t = parent[t as usize];
-                }
-                senic_top[v] = t;
-            }
-        }
         let stride = prog.depth().max(1) as usize;
         let params = Params::new(&prog);
+        // Senic nodes, numbered in node order (a parent before its children).
+        let mut senic_of = vec![NO; n];
+        let mut senic: Vec<SenicRt> = Vec::new();
+        for v in 0..n {
+            if kind[v] == Kind::Senic {
+                let p = parent[v];
+                let top = if p != NO && kind[p as usize] == Kind::Senic {
+                    senic[senic_of[p as usize] as usize].top
+                } else {
+                    senic.len() as u32
+                };
+                senic_of[v] = senic.len() as u32;
+                senic.push(SenicRt {
+                    v: 0,
+                    backlog_rate: 0,
+                    t: 0,
+                    capacity: params.capacities[v],
+                    top,
+                });
+            }
+        }
         let pifo = prog
             .nodes
             .iter()
@@ -570,15 +604,17 @@ impl FastEngine {
                 // Arrival-time ranks: one sorted queue.
                 Algo::Fifo => Pifo::Sorted(VecDeque::new()),
                 Algo::Prio if Ffs::new(x.children.start, &prios(&params, x)).is_some() => {
-                    Pifo::Ffs(Ffs::new(x.children.start, &prios(&params, x)).expect("checked"))
+                    Pifo::Ffs(Box::new(
+                        Ffs::new(x.children.start, &prios(&params, x)).expect("checked"),
+                    ))
                 }
                 // Ranks a child's packets in push order except on re-entry.
                 Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
-                    Pifo::PerChild(PerChild {
+                    Pifo::PerChild(Box::new(PerChild {
                         first: x.children.start,
                         queues: vec![VecDeque::new(); x.children.len()],
                         heads: BinaryHeap::new(),
-                    })
+                    }))
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
                     Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::Sorted(VecDeque::new()),
@@ -597,6 +633,8 @@ impl FastEngine {
                 },
                 default_ps: default_ps[v],
                 parent: parent[v],
+                senic: senic_of[v],
+                backlog: 0,
                 kind: kind[v],
             })
             .collect();
@@ -614,15 +652,9 @@ impl FastEngine {
                 .iter()
                 .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
                 .collect(),
-            params,
-            senic_top,
+            senic,
             stride,
             pifo,
-            senic_v: vec![0; n],
-            senic_t: vec![0; n],
-            backlog_rate: vec![0; n],
-            child_backlog: vec![0; n],
-            last_f: vec![0; n],
             flows: FlowArena::default(),
             flow_table: HashTable::new(),
             fair_last: Vec::new(),
@@ -645,9 +677,18 @@ impl FastEngine {
         }
     }
 
+    /// Sets `node`'s edge parameter to `value` if its parent is a `kind` node (the parameter
+    /// other parents read is another one).
+    fn set_param(&mut self, node: u32, kind: Kind, value: u64) {
+        let p = self.nodes[node as usize].parent;
+        if p != NO && self.nodes[p as usize].kind == kind {
+            self.nodes[node as usize].param = value;
+        }
+    }
+
     fn ffs_to_per_child(&mut self, node: u32) {
         if let Pifo::Ffs(f) = &self.pifo[node as usize] {
-            self.pifo[node as usize] = Pifo::PerChild(f.to_per_child());
+            self.pifo[node as usize] = Pifo::PerChild(Box::new(f.to_per_child()));
         }
     }
 
@@ -660,8 +701,7 @@ impl FastEngine {
                 node,
                 shaping,
             } => {
-                let spec = self.params.specs[node as usize].as_ref().expect("leaf");
-                let key = flow_key(spec, pkt);
+                let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
                 let flow = self.flow_index(node, key);
                 Ok(Located {
                     leaf,
@@ -769,13 +809,14 @@ impl FastEngine {
         i
     }
 
+    /// Advances the system virtual time of the senic group whose top is `senic[top]` to `now`.
     fn senic_advance(&mut self, top: u32, now: u64) {
-        let t = top as usize;
-        if now > self.senic_t[t] {
-            let cap = self.params.capacities[t] as u128;
-            let dt = ((now - self.senic_t[t]) as u128) << FRAC;
-            self.senic_v[t] += dt * cap / cap.max(self.backlog_rate[t]);
-            self.senic_t[t] = now;
+        let g = &mut self.senic[top as usize];
+        if now > g.t {
+            let cap = g.capacity as u128;
+            let dt = ((now - g.t) as u128) << FRAC;
+            g.v += dt * cap / cap.max(g.backlog_rate);
+            g.t = now;
         }
     }
 
@@ -850,38 +891,37 @@ impl FastEngine {
                     }
                 }
                 Kind::Lstf => now as u128 + s.slack().unwrap_or(node.default_ps) as u128,
-                Kind::Edf => s
-                    .deadline()
-                    .unwrap_or(now.saturating_add(node.default_ps))
-                    as u128,
+                Kind::Edf => s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128,
                 Kind::Senic => {
-                    let top = self.senic_top[nu];
+                    let si = node.senic as usize;
+                    let top = self.senic[si].top;
                     self.senic_advance(top, now);
                     let rate = c.param.max(1);
-                    self.child_backlog[cu] += 1;
-                    if self.child_backlog[cu] == 1 {
-                        self.backlog_rate[nu] += rate as u128;
+                    self.nodes[cu].backlog += 1;
+                    if self.nodes[cu].backlog == 1 {
+                        self.senic[si].backlog_rate += rate as u128;
                     }
                     let child_senic = c.kind == Kind::Senic;
                     let (st, f) = match inner {
                         Some(tags) if child_senic => tags,
                         _ => {
-                            let eff = if n != top {
-                                let cap = self.params.capacities[nu] as u128;
-                                let active = self.backlog_rate[nu].max(1);
+                            let g = &self.senic[si];
+                            let eff = if si as u32 != top {
+                                let cap = g.capacity as u128;
+                                let active = g.backlog_rate.max(1);
                                 (rate as u128).min(cap * rate as u128 / active).max(1) as u64
                             } else {
                                 rate
                             };
-                            let v = self.senic_v[top as usize];
-                            let st = v.max(self.last_f[cu]);
+                            let v = self.senic[top as usize].v;
+                            let st = v.max(self.nodes[cu].last);
                             let f = st + wire_ps_frac(s.bytes, eff);
-                            self.last_f[cu] = f;
+                            self.nodes[cu].last = f;
                             (st, f)
                         }
                     };
                     if !(child_senic && inner.is_some()) {
-                        self.tags[base + n_senic] = (n, st);
+                        self.tags[base + n_senic] = (top, st);
                         n_senic += 1;
                     }
                     inner = Some((st, f));
@@ -1007,13 +1047,13 @@ impl FastEngine {
         }
         let base = slot as usize * self.stride;
         for k in 0..s.n_senic as usize {
-            let (node, st) = self.tags[base + k];
-            let top = self.senic_top[node as usize];
+            let (top, st) = self.tags[base + k];
             self.senic_advance(top, now);
-            let v = self.senic_v[top as usize];
-            if v < st {
-                let cap = self.params.capacities[top as usize] as u128;
-                let slow = cap.max(self.backlog_rate[top as usize]);
+            let g = &self.senic[top as usize];
+            if g.v < st {
+                let v = g.v;
+                let cap = g.capacity as u128;
+                let slow = cap.max(g.backlog_rate);
                 let dt = ((st - v) * slow / cap).div_ceil(1u128 << FRAC);
                 at = at.max(now + (dt as u64).max(1));
             }
@@ -1160,12 +1200,12 @@ impl Engine for FastEngine {
                     }
                     Kind::Senic => {
                         // V was advanced to `now` by the eligibility check, at the old φ.
-                        let top = self.senic_top[nu];
-                        self.senic_advance(top, now);
+                        let si = self.nodes[nu].senic as usize;
+                        self.senic_advance(self.senic[si].top, now);
                         let cu = self.popped[i + 1].0 as usize;
-                        self.child_backlog[cu] -= 1;
-                        if self.child_backlog[cu] == 0 {
-                            self.backlog_rate[nu] -= self.nodes[cu].param.max(1) as u128;
+                        self.nodes[cu].backlog -= 1;
+                        if self.nodes[cu].backlog == 0 {
+                            self.senic[si].backlog_rate -= self.nodes[cu].param.max(1) as u128;
                         }
                     }
                     _ => {}
@@ -1215,37 +1255,45 @@ impl Engine for FastEngine {
             let nu = node as usize;
             let p = self.nodes[nu].parent;
             if p != NO && self.nodes[p as usize].kind == Kind::Senic {
-                self.senic_advance(self.senic_top[p as usize], now);
-                if self.child_backlog[nu] > 0 {
-                    let old = self.params.edges[nu].rate_bps.max(1) as u128;
-                    self.backlog_rate[p as usize] =
-                        self.backlog_rate[p as usize] - old + rate_bps as u128;
+                let ps = self.nodes[p as usize].senic as usize;
+                self.senic_advance(self.senic[ps].top, now);
+                if self.nodes[nu].backlog > 0 {
+                    // Under a senic parent, `param` is the class's rate.
+                    let old = self.nodes[nu].param.max(1) as u128;
+                    let g = &mut self.senic[ps];
+                    g.backlog_rate = g.backlog_rate - old + rate_bps as u128;
                 }
             }
-            if self.nodes[nu].kind == Kind::Senic {
-                self.senic_advance(self.senic_top[nu], now);
+            let si = self.nodes[nu].senic;
+            if si != NO {
+                self.senic_advance(self.senic[si as usize].top, now);
+                self.senic[si as usize].capacity = rate_bps;
             }
         }
-        let senic =
-            matches!(u, Update::Rate { node, .. } if self.nodes[node as usize].kind == Kind::Senic);
-        self.params.apply(&u, senic);
-        // Refresh the copies of the changed parameters.
+        // The edge parameter, where the parent reads the changed one.
         match u {
-            Update::Weight { node, .. }
-            | Update::Priority { node, .. }
-            | Update::Quantum { node, .. }
-            | Update::Rate { node, .. } => {
-                let v = node as usize;
-                let p = self.nodes[v].parent;
-                if p != NO {
-                    self.nodes[v].param =
-                        edge_param(self.nodes[p as usize].kind, &self.params.edges[v]);
-                }
-            }
-            Update::LeafLimits { node, .. } => {
-                let leaf = self.prog.nodes[node as usize].leaf.expect("checked: a leaf");
-                let spec = self.params.specs[node as usize].as_ref().expect("a leaf");
-                self.leaves[leaf as usize].set_limits(spec);
+            Update::Weight { node, weight } => self.set_param(node, Kind::Wfq, weight),
+            Update::Priority { node, priority } => self.set_param(node, Kind::Prio, priority),
+            Update::Quantum { node, bytes } => self.set_param(node, Kind::Drr, bytes),
+            Update::Rate { node, rate_bps } => self.set_param(node, Kind::Senic, rate_bps),
+            Update::LeafLimits {
+                node,
+                limit_packets,
+                limit_bytes,
+                flow_limit_packets,
+                flow_limit_bytes,
+                outstanding,
+            } => {
+                let leaf = self.prog.nodes[node as usize]
+                    .leaf
+                    .expect("checked: a leaf");
+                self.leaves[leaf as usize].set_limits([
+                    limit_packets,
+                    limit_bytes,
+                    flow_limit_packets,
+                    flow_limit_bytes,
+                    outstanding,
+                ]);
             }
             Update::Shaper { .. } => {}
         }
@@ -1258,7 +1306,9 @@ impl Engine for FastEngine {
             Update::LeafLimits {
                 node, outstanding, ..
             } => {
-                let leaf = self.prog.nodes[node as usize].leaf.expect("checked: a leaf") as usize;
+                let leaf = self.prog.nodes[node as usize]
+                    .leaf
+                    .expect("checked: a leaf") as usize;
                 while outstanding.is_none_or(|o| self.leaves[leaf].admitted < o) {
                     let Some(next) = self.waiting[leaf].pop_front() else {
                         break;
@@ -1292,5 +1342,32 @@ impl Engine for FastEngine {
             .collect();
         v.sort_unstable_by_key(|&(l, k, _)| (l, k));
         v
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-node, per-leaf and per-packet records stay the sizes the module doc and
+    /// `weft bench`'s memory figures assume.
+    #[test]
+    fn records_stay_compact() {
+        assert_eq!(std::mem::size_of::<NodeRt>(), 64, "one cache line per node");
+        assert!(
+            std::mem::size_of::<Pifo>() <= 32,
+            "{}",
+            std::mem::size_of::<Pifo>()
+        );
+        assert!(
+            std::mem::size_of::<Slot>() <= 56,
+            "{}",
+            std::mem::size_of::<Slot>()
+        );
+        assert_eq!(std::mem::size_of::<FlowRec>(), 48);
+        assert!(
+            std::mem::size_of::<LeafRt>() <= 88,
+            "{}",
+            std::mem::size_of::<LeafRt>()
+        );
     }
 }

@@ -268,7 +268,12 @@ pub struct ReferenceEngine {
 }
 
 pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
-    match spec.flow_key {
+    flow_key_of(spec.flow_key, pkt)
+}
+
+/// A packet's flow key within a leaf that groups flows `by`.
+pub(crate) fn flow_key_of(by: FlowKey, pkt: &Packet) -> u64 {
+    match by {
         FlowKey::Flow => pkt.flow,
         FlowKey::None => 0,
         FlowKey::FiveTuple => {
