@@ -74,6 +74,19 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A flat `senic` node with `classes` rate-limited classes on a 100 Gbit/s link.
+fn senic_flat(classes: u64) -> String {
+    let mut s =
+        String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
+    for c in 0..classes {
+        s += &format!(
+            "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
+            20 + c % 50
+        );
+    }
+    s
+}
+
 fn scenarios(quick: bool) -> Vec<Scenario> {
     let mut v = Vec::new();
     // Loom Fig. 1, scaled: 64 VMs × 16 applications, 64 per-destination limits per VM
@@ -101,15 +114,7 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
     }
     // A flat senic node with 10k classes (oversubscribed: falls back to sharing).
     let classes = if quick { 1_000 } else { 10_000 };
-    let mut s =
-        String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
-    for c in 0..classes {
-        s += &format!(
-            "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
-            20 + c % 50
-        );
-    }
-    let senic = compile("senic-flat.yaml", &s);
+    let senic = compile("senic-flat.yaml", &senic_flat(classes));
     v.push(Scenario {
         name: format!("senic flat, {classes} classes"),
         prog: senic,
@@ -309,6 +314,18 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
         let (p0, e0) = per(0);
         ((e1 - e0) / 4096.0, (p1 - p0) / 4096.0)
     };
+    // Engine state per senic class before any packet: 10,000 classes vs 1,000.
+    let engine_per_senic_class = {
+        let per = |classes: u64| {
+            let prog = compile("senic.yaml", &senic_flat(classes));
+            let before = live();
+            let e = FastEngine::new(prog.clone());
+            let after = live();
+            drop((e, prog));
+            (after - before) as f64
+        };
+        (per(10_000) - per(1_000)) / 9_000.0
+    };
     for s in scenarios(quick) {
         if progress {
             eprintln!("bench: {}", s.name);
@@ -342,6 +359,7 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
             "bytes_per_idle_flow": bytes_per_flow(&s, flows_for_memory).round(),
             "bytes_per_rate_limiter": engine_per_limiter.round(),
             "policy_bytes_per_rate_limiter": policy_per_limiter.round(),
+            "engine_bytes_per_senic_class": engine_per_senic_class.round(),
             "backlog_packets": backlog,
         }));
     }
@@ -377,8 +395,13 @@ pub fn print_table(rows: &[Value]) {
             f("bytes_per_rate_limiter")
         );
     }
+    let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
     println!(
         "(B/limit: engine state per shaping class; the compiled policy adds {:.0} B per class: names and classifier tables)",
-        rows.first().map_or(0.0, |r| r["policy_bytes_per_rate_limiter"].as_f64().unwrap_or(0.0))
+        first("policy_bytes_per_rate_limiter")
+    );
+    println!(
+        "(a senic class is a leaf node: {:.0} B of engine state before its first packet, plus its B/flow once used)",
+        first("engine_bytes_per_senic_class")
     );
 }
