@@ -19,7 +19,11 @@
 //!   per dequeue; a record stays when its flow goes idle (it holds the flow's counters). Drops per flow are counted in a sparse side map (drops are rare).
 //! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow deferral records only
 //!   for flows with deferred packets.
-//! * Node algorithms dispatch on a small `Copy` enum; per-child state is indexed by node id.
+//! * **Nodes and leaves.** What every packet reads and writes at a node (parent, algorithm,
+//!   the edge parameter its parent reads, virtual time, last finish tag, SENIC backlog) is
+//!   one 64-byte [`NodeRt`]; a leaf's limits and holdings one [`LeafRt`]; a `senic` node's
+//!   system virtual time one [`SenicRt`]. Live updates change these copies (the compiled
+//!   program stays as written). Node algorithms dispatch on a small `Copy` enum.
 //!
 //! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
 //! list, shaping queue or free list); a flow's holdings equal the sum over its held slots.
