@@ -522,6 +522,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
             let report =
                 testbed::run(&exp, &prefix, &modes, &weft, &out).map_err(|e| (1, e.to_string()))?;
+            write_throughput_chart(&out, &report);
             if j {
                 println!(
                     "{}",
@@ -533,5 +534,77 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             }
             Ok(())
         }
+    }
+}
+
+/// The testbed report's per-tenant throughput over time as `throughput.svg` (one line per
+/// scheduler and tenant), linked from `report.md`. Nothing is written when the report has no
+/// per-second series.
+fn write_throughput_chart(out: &std::path::Path, report: &Value) {
+    let Some(svg) = throughput_chart(report) else {
+        return;
+    };
+    if std::fs::write(out.join("throughput.svg"), svg).is_ok() {
+        let md = out.join("report.md");
+        if let Ok(mut text) = std::fs::read_to_string(&md) {
+            text += "\n![per-tenant throughput over time](throughput.svg)\n";
+            let _ = std::fs::write(md, text);
+        }
+    }
+}
+
+/// The chart's SVG text, if the report has per-second throughput.
+fn throughput_chart(report: &Value) -> Option<String> {
+    let mut series = Vec::new();
+    for m in report["results"].as_array().into_iter().flatten() {
+        let scheduler = m["scheduler"].as_str().unwrap_or("?");
+        for t in m["tenants"].as_array().into_iter().flatten() {
+            let points: Vec<(f64, f64)> = t["mbps_per_second"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .filter_map(|(i, v)| Some(((i + 1) as f64, v.as_f64()?)))
+                .collect();
+            if !points.is_empty() {
+                series.push(weft_sim::report::Series {
+                    name: format!("{scheduler} t{}", t["tenant"]),
+                    points,
+                });
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let title = format!(
+        "{}: per-tenant throughput",
+        report["experiment"].as_str().unwrap_or("testbed")
+    );
+    Some(weft_sim::report::line_chart(
+        &title, "second", "Mbit/s", &series, None,
+    ))
+}
+
+#[cfg(test)]
+mod chart_tests {
+    use super::*;
+
+    #[test]
+    fn throughput_chart_has_a_line_per_scheduler_and_tenant() {
+        let r = json!({"experiment": "fair-1v8", "results": [
+            {"scheduler": "weft", "tenants": [
+                {"tenant": 1, "mbps_per_second": [240.0, 250.5, 249.0]},
+                {"tenant": 2, "mbps_per_second": [250.0, 249.5, 251.0]}]},
+            {"scheduler": "htb", "tenants": [
+                {"tenant": 1, "mbps_per_second": [245.0, 248.0]},
+                {"tenant": 2, "mbps_per_second": []}]}]});
+        let svg = throughput_chart(&r).expect("a chart");
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert_eq!(svg.matches("<path").count(), 3, "{svg}");
+        for name in ["weft t1", "weft t2", "htb t1"] {
+            assert!(svg.contains(name), "{name} missing: {svg}");
+        }
+        assert!(throughput_chart(&json!({"results": []})).is_none());
     }
 }
