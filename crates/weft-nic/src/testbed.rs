@@ -1381,6 +1381,7 @@ pub fn bench(
                 "forwarded_pps": (fwd as f64 / dt).round(),
                 "weft_drops": stats["iface"]["dropped"],
                 "weft_ring_full": stats["dataplane"]["ring_full"],
+                "weft_no_buffer": stats["dataplane"]["no_buffer"],
                 "weft_ports": stats["ports"],
             });
             eprintln!("{row}");
