@@ -21,10 +21,11 @@ fn usage(m: impl Into<String>) -> Fail {
 pub enum NicCommand {
     /// Run the software NIC: schedule tenants' frames onto a paced uplink.
     ///
-    /// Frames from each tenant interface (AF_PACKET, TPACKET_V3 rings) are parsed, classified
-    /// (tenant = the interface's position in the --tenant list, 1-based; ports; destination
-    /// prefix), scheduled by the policy and transmitted on the uplink at RATE. Frames arriving
-    /// on the uplink go back to the tenant that owns their destination MAC. Runs until SIGINT
+    /// Frames from each tenant interface (AF_PACKET, TPACKET_V3 rings; or AF_XDP with
+    /// --backend af-xdp) are parsed, classified (tenant = the interface's position in the
+    /// --tenant list, 1-based; ports; destination prefix), scheduled by the policy and
+    /// transmitted on the uplink at RATE. Frames arriving on the uplink go back to the
+    /// tenant that owns their destination MAC. Runs until SIGINT
     /// or SIGTERM (or `weft ctl stop`), then prints its stats as JSON on stdout. Needs root
     /// (CAP_NET_RAW); run it inside the namespace that holds the interfaces.
     ///
