@@ -74,9 +74,13 @@ pub struct RunArgs {
     /// Flow queues at most.
     #[arg(long, default_value_t = 16384)]
     max_queues: u32,
-    /// Sleep this many microseconds when idle (0: pure busy polling).
+    /// When idle, wait at most this many microseconds for a frame (in ppoll(2) on the rings:
+    /// an arriving frame wakes the loop at once); 0: pure busy polling.
     #[arg(long, default_value_t = 0)]
     idle_sleep_us: u64,
+    /// Pin the dataplane thread to this CPU (a software NIC owns its core).
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
     /// Test hook: tenant N (1-based) also posts to other tenants' and invalid queues and
     /// rings doorbells naming them, every 100 µs; all refused and counted (`ctl stats`).
     #[arg(long, value_name = "N")]
@@ -255,6 +259,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         ring: a.ring.max(1),
         outstanding: a.outstanding.max(1),
         idle_sleep_us: a.idle_sleep_us,
+        cpu: a.cpu,
         backend,
         ring_version: if a.ring_version == "v2" {
             weft_nic::afpacket::RingVersion::V2

@@ -313,14 +313,14 @@ impl PacketSocket {
         Ok(sock)
     }
 
-    /// Calls `f` on every received frame of the blocks ready now (at most `max_blocks`
-    /// blocks; V2: at most `16 × max_blocks` frames), then returns those blocks to the
-    /// kernel. `f` also gets the kernel's receive timestamp (`CLOCK_REALTIME` ns, see
-    /// [`crate::clock::realtime_ns`]). Returns the frames seen.
-    pub fn recv_batch(&mut self, max_blocks: u32, f: impl FnMut(&[u8], u64)) -> usize {
+    /// Calls `f` on the received frames ready now, at most `max_frames` of them (V3: whole
+    /// blocks until `max_frames` is reached, so up to a block's worth more), and returns
+    /// their slots to the kernel. `f` also gets the kernel's receive timestamp
+    /// (`CLOCK_REALTIME` ns, see [`crate::clock::realtime_ns`]). Returns the frames seen.
+    pub fn recv_batch(&mut self, max_frames: u32, f: impl FnMut(&[u8], u64)) -> usize {
         match self.cfg.version {
-            RingVersion::V3 => self.recv_v3(max_blocks, f),
-            RingVersion::V2 => self.recv_v2(max_blocks * 16, f),
+            RingVersion::V3 => self.recv_v3(max_frames, f),
+            RingVersion::V2 => self.recv_v2(max_frames, f),
         }
     }
 
@@ -356,7 +356,10 @@ impl PacketSocket {
                 self.truncated += 1;
             } else if pkttype != PACKET_OUTGOING && mac + snap <= fsz {
                 // SAFETY: the frame lies inside the slot (checked).
-                f(unsafe { std::slice::from_raw_parts(base.add(mac), snap) }, ts);
+                f(
+                    unsafe { std::slice::from_raw_parts(base.add(mac), snap) },
+                    ts,
+                );
                 frames += 1;
             }
             fence(Ordering::Release);
@@ -368,10 +371,10 @@ impl PacketSocket {
     }
 
     /// TPACKET_V3: blocks of frames.
-    fn recv_v3(&mut self, max_blocks: u32, mut f: impl FnMut(&[u8], u64)) -> usize {
+    fn recv_v3(&mut self, max_frames: u32, mut f: impl FnMut(&[u8], u64)) -> usize {
         let mut frames = 0;
         let bsz = self.cfg.block_bytes as usize;
-        for _ in 0..max_blocks {
+        while frames < max_frames as usize {
             // SAFETY: block < blocks, so the descriptor lies inside the mapping.
             let bd = unsafe { self.ring.add(self.block as usize * bsz) } as *mut BlockDesc;
             // SAFETY: `bd` is aligned (page-aligned block) and inside the mapping; the kernel
@@ -410,6 +413,11 @@ impl PacketSocket {
             self.block = (self.block + 1) % self.cfg.blocks;
         }
         frames
+    }
+
+    /// The socket's descriptor (for `poll(2)`: readable when a frame or block is ready).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 
     /// Sends one frame out of the interface. `Ok(false)` when the socket is full (EAGAIN /

@@ -1263,8 +1263,8 @@ impl XdpPort {
 }
 
 impl Port for XdpPort {
-    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
-        let budget = max_blocks.max(1) * 32;
+    fn recv_batch(&mut self, max_frames: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
+        let budget = max_frames.max(1);
         let mut n = 0;
         for q in &mut self.queues {
             n += q.recv(budget, f);

@@ -1,38 +1,53 @@
 //! The software NIC's dataplane (issue 5): one busy-polling thread that plays both sides of
 //! the OS/NIC interface ([`crate::iface`], Loom §4.3) around weft's scheduling core.
 //!
-//! Per loop iteration, with `now_ps` read once from [`crate::clock`]:
-//! 1. **Host side, ingress**: frames from each tenant interface's TPACKET_V3 ring
-//!    ([`crate::afpacket`]) are parsed ([`crate::parse`]; the tenant is the ingress
-//!    interface's position in the configuration, 1-based), copied into a buffer of the
-//!    pool, and posted to their flow's descriptor queue (one queue per five-tuple, owned by
-//!    the tenant's driver, created on the flow's first frame and bound to the leaf and
-//!    shaping classes the policy classifies it into: classification once per flow, as in
-//!    Loom). Each tenant then rings one doorbell for every queue it posted to.
+//! The loop runs in *passes*, each with `now_ps` read once from [`crate::clock`]. A pass
+//! does all the cheap work there is and at most **one expensive step**: a `send(2)`, which
+//! on veth runs the receiving side's network stack inside the call (the receiver's TCP, or a
+//! tenant's TCP acting on an ACK and sending its next segments), 4–50 µs. So a frame that
+//! arrives while a send is in progress is seen right after it, whatever else is queued:
+//! 1. **Host side, ingress**: frames from each tenant interface's receive ring
+//!    ([`crate::afpacket`], at most [`RX_BATCH`] per ring and pass) are parsed
+//!    ([`crate::parse`]; the tenant is the ingress interface's position in the
+//!    configuration, 1-based), copied into a buffer of the pool, and posted to their flow's
+//!    descriptor queue (one queue per five-tuple, owned by the tenant's driver, created on
+//!    the flow's first frame and bound to the leaf and shaping classes the policy
+//!    classifies it into: classification once per flow, as in Loom). Each tenant then rings
+//!    one doorbell for every queue it posted to.
 //! 2. **NIC side**: doorbells are processed (validated: ownership), descriptors fetched
 //!    (bounded per class) and offered to the engine with their queue's classification.
-//! 3. **Transmit**: while the paced link is free (`next_free_ps ≤ now`), the engine's next
-//!    departure is sent on the uplink and its descriptor completed; the link becomes free
-//!    again after the frame's wire time at the configured rate (policy link overhead
+//! 3. **The expensive step**: if the paced link is free (`next_free_ps ≤ now`), the engine's
+//!    next departure is sent on the uplink and its descriptor completed; the link becomes
+//!    free again after the frame's wire time at the configured rate (policy link overhead
 //!    included). Frames start back to back as long as the loop is less than
-//!    [`CATCH_UP_PS`] late, so loop jitter does not lower the rate.
+//!    [`CATCH_UP_PS`] late, so loop jitter does not lower the rate. Otherwise one frame of
+//!    the reverse path goes to its tenant, tenants served round robin.
 //! 4. **Host side, completions**: buffers of completed descriptors return to the pool.
-//! 5. **Reverse path**: frames arriving on the uplink (ACKs, ARP replies) go straight to
-//!    the tenant whose MAC address they are for (learned from ingress; broadcast and unknown
-//!    destinations go to every tenant). They are not scheduled.
+//! 5. **Reverse path, receive side**: frames arriving on the uplink (ACKs, replies, ARP)
+//!    are copied into per-tenant FIFOs by destination MAC (learned from ingress; broadcast
+//!    and unknown destinations are copied to every tenant). They are not scheduled by the
+//!    policy, but one tenant's burst of ACKs delays another tenant's frame by at most one
+//!    send. While [`REVERSE_BUFFERS`] frames wait, the rest stay in the ring.
 //! 6. About every millisecond: control requests ([`crate::ctl`]), rate sampling, idle-queue
 //!    reclamation, the stop flag.
+//! 7. **Idle**: after a few passes with nothing to do, the loop waits in `ppoll(2)` on its
+//!    rings (a frame wakes it at once) until the next paced departure, at most
+//!    `idle_sleep_us` (0: it never waits, pure busy polling).
+//!
+//! Where the time goes (loop passes, sends, ring waits, NIC sojourn per tenant) is measured
+//! by `timing` histograms in the stats (docs/dataplane.md, latency).
 //!
 //! Invariants: the daemon never panics on input (bad frames are counted: `parse_errors`,
 //! `oversize`); every frame taken from a ring is transmitted or dropped with a counted
-//! reason (`no_buffer`, `ring_full`, `no_queue`, `unclassified`, engine drops, `tx_errors`);
+//! reason (`no_buffer`, `ring_full`, `no_queue`, `unclassified`, engine drops, `tx_errors`,
+//! `reverse_dropped`);
 //! a reload swaps the engine only after the new policy compiled, and the old engine keeps
 //! draining until empty (no admitted packet is lost); memory is bounded by the pool.
 //!
 //! Cost: per frame, one parse, one hash lookup (flow → queue), one copy into the pool, one
 //! post, a share of a doorbell, one engine enqueue/dequeue, one `send(2)`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,14 +64,21 @@ use crate::afpacket::{PacketSocket, RingConfig};
 /// Where frames come from and go to: an AF_PACKET socket in production, memory in tests
 /// (so the loop's conservation and robustness are tested without root).
 pub trait Port {
-    /// Calls `f` on every frame ready now (at most about `max_blocks` ring blocks' worth),
-    /// with the kernel's receive timestamp (`CLOCK_REALTIME` ns; 0 when unknown).
-    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize;
+    /// Calls `f` on the frames ready now, about `max_frames` at most (a TPACKET_V3 ring
+    /// hands over whole blocks), with the kernel's receive timestamp (`CLOCK_REALTIME` ns;
+    /// 0 when unknown).
+    fn recv_batch(&mut self, max_frames: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize;
     /// Sends a frame; `Ok(false)` when it could not be queued.
     fn send(&self, frame: &[u8]) -> std::io::Result<bool>;
     /// Pushes out frames `send` queued without a system call (AF_XDP batches its kicks);
-    /// called once per loop iteration.
+    /// called after each transmit step of the loop.
     fn flush(&self) {}
+    /// A descriptor that `poll(2)` reports readable when frames are ready, if the port has
+    /// one: an idle loop then waits in `ppoll(2)` and wakes at once when a frame arrives
+    /// (otherwise it sleeps a fixed time).
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
     /// The port's own counters for `ctl stats` (`ports`), `Null` when it has none.
     fn counters(&self) -> Value {
         Value::Null
@@ -125,11 +147,14 @@ fn port_counters(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Value {
 }
 
 impl Port for PacketSocket {
-    fn recv_batch(&mut self, max_blocks: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
-        PacketSocket::recv_batch(self, max_blocks, f)
+    fn recv_batch(&mut self, max_frames: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
+        PacketSocket::recv_batch(self, max_frames, f)
     }
     fn send(&self, frame: &[u8]) -> std::io::Result<bool> {
         PacketSocket::send(self, frame)
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.fd())
     }
 }
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
@@ -143,6 +168,17 @@ pub const BUF_BYTES: usize = 2048;
 /// 50 µs window lost ~10% of the line rate, 500 µs none, at the cost of bursts of at most
 /// 500 µs of line rate after a preemption, like a qdisc's burst).
 pub const CATCH_UP_PS: u64 = 500_000_000;
+/// Frames read from one receive ring per pass of the loop (bounds the time between two
+/// transmit decisions).
+pub const RX_BATCH: u32 = 32;
+/// Uplink frames held for the reverse path at once (beyond, they wait in the ring).
+pub const REVERSE_BUFFERS: u32 = 1024;
+/// The uplink ring is read while this many reverse buffers are free: more than a TPACKET_V3
+/// block can hold (32 KiB of minimum-size frames with their headers, ~290), so a batch never
+/// finds the pool empty.
+const REVERSE_ROOM: usize = 512;
+/// Passes that found nothing to do before the loop waits (`Config::idle_sleep_us`).
+const IDLE_SPINS: u32 = 16;
 
 /// What `weft run` needs.
 #[derive(Debug, Clone)]
@@ -169,8 +205,12 @@ pub struct Config {
     pub ring: u32,
     /// Descriptors of one class in the NIC at once.
     pub outstanding: u32,
-    /// Sleep this long when a loop iteration found nothing to do (0: pure busy polling).
+    /// When passes of the loop find nothing to do, wait at most this long for a frame
+    /// (`ppoll(2)` on the rings, so a frame wakes the loop at once; or the next paced
+    /// departure); 0: pure busy polling.
     pub idle_sleep_us: u64,
+    /// Pin the loop's thread to this CPU (`sched_setaffinity`).
+    pub cpu: Option<usize>,
     /// Test hook (`weft run --rogue N`): tenant N's driver also behaves like a buggy or
     /// malicious VNIC, every 100 µs posting to other tenants' queues and to invalid ids and
     /// ringing doorbells that name them (kicks, class moves, rate changes). The interface
@@ -213,6 +253,7 @@ pub struct DpCounters {
     pub tx_errors: u64,
     pub reverse_frames: u64,
     pub reverse_flooded: u64,
+    pub reverse_dropped: u64,
     pub reloads: u64,
     pub queues_reclaimed: u64,
 }
@@ -284,6 +325,59 @@ fn ring_wait(ts: u64, now_real: u64) -> Option<u64> {
     (ts != 0).then(|| now_real.saturating_sub(ts))
 }
 
+/// The reverse path's frames waiting for their tenant: a pool of buffers and one FIFO per
+/// tenant, served round robin. No allocation after start (queues hold every buffer at most).
+struct Reverse {
+    pool: Vec<u8>,
+    lens: Vec<u16>,
+    ts: Vec<u64>,
+    free: Vec<u32>,
+    queues: Vec<VecDeque<u32>>,
+    next: usize,
+}
+
+impl Reverse {
+    fn new(tenants: usize, buffers: u32) -> Reverse {
+        Reverse {
+            pool: vec![0; buffers as usize * BUF_BYTES],
+            lens: vec![0; buffers as usize],
+            ts: vec![0; buffers as usize],
+            free: (0..buffers).rev().collect(),
+            queues: (0..tenants)
+                .map(|_| VecDeque::with_capacity(buffers as usize))
+                .collect(),
+            next: 0,
+        }
+    }
+
+    /// Copies `frame` (at most [`BUF_BYTES`]) into a buffer queued for tenant `t`; false
+    /// when no buffer is free.
+    fn push(&mut self, t: usize, frame: &[u8], ts: u64) -> bool {
+        let Some(b) = self.free.pop() else {
+            return false;
+        };
+        let off = b as usize * BUF_BYTES;
+        self.pool[off..off + frame.len()].copy_from_slice(frame);
+        self.lens[b as usize] = frame.len() as u16;
+        self.ts[b as usize] = ts;
+        self.queues[t].push_back(b);
+        true
+    }
+
+    /// The next tenant's oldest frame, round robin (the caller frees the buffer).
+    fn pop(&mut self) -> Option<(usize, u32)> {
+        let n = self.queues.len();
+        for i in 0..n {
+            let t = (self.next + i) % n;
+            if let Some(b) = self.queues[t].pop_front() {
+                self.next = (t + 1) % n;
+                return Some((t, b));
+            }
+        }
+        None
+    }
+}
+
 struct Flow {
     tenant: u32,
     key: u64,
@@ -307,6 +401,7 @@ struct State {
     lens: Vec<u16>,
     free: Vec<u32>,
     macs: HashMap<[u8; 6], usize>,
+    rev: Reverse,
     c: DpCounters,
     timing: Timing,
     next_free_ps: u64,
@@ -348,6 +443,9 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
         tenants.push(open_port(&cfg, ifname, ring)?);
     }
     let uplink = open_port(&cfg, &cfg.uplink, ring)?;
+    if let Some(cpu) = cfg.cpu {
+        pin_to_cpu(cpu).map_err(|e| RunError::Config(e.to_string()))?;
+    }
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -400,6 +498,7 @@ pub fn run_ports(
         lens: vec![0; cfg.buffers as usize],
         free: (0..cfg.buffers).rev().collect(),
         macs: HashMap::new(),
+        rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
         c: DpCounters {
             rx_frames: vec![0; cfg.tenants.len()],
             rx_bytes: vec![0; cfg.tenants.len()],
@@ -418,13 +517,28 @@ pub fn run_ports(
     let mut next_sample_ps = now;
     let mut next_rogue_ps = now;
     let mut idle_iters = 0u32;
+    // What an idle loop waits on: every port's descriptor (all or none).
+    let mut pollfds: Option<Vec<libc::pollfd>> = tenants
+        .iter()
+        .map(|p| p.wait_fd())
+        .chain(std::iter::once(uplink.wait_fd()))
+        .map(|fd| {
+            fd.map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+        })
+        .collect();
     loop {
         let now = clock::now_ps();
         let mut work = 0usize;
-        // 1. Ingress.
+        // 1. Cheap work first, every pass: ingress from every tenant ring (a bounded batch),
+        //    doorbells, fetches, offers to the engine. So the decision below always sees the
+        //    frames that arrived during the previous pass's send.
         for (t, sock) in tenants.iter_mut().enumerate() {
             let real = clock::realtime_ns();
-            work += sock.recv_batch(8, &mut |f, ts| {
+            work += sock.recv_batch(RX_BATCH, &mut |f, ts| {
                 if let Some(w) = ring_wait(ts, real) {
                     st.timing.rx_wait[t].record(w);
                 }
@@ -432,21 +546,18 @@ pub fn run_ports(
             });
             st.ring_doorbell(t);
         }
-        // 2. NIC side.
-        let mut controls = Vec::new();
-        st.iface.nic_doorbells(0, |c| controls.push(c));
-        for c in controls {
-            st.control(c, now);
+        st.nic_side(now, &mut fetched);
+        // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack): the
+        //    uplink's next departure when the paced link is free, otherwise one frame of the
+        //    reverse path (tenants in round robin).
+        if st.next_free_ps <= now && st.transmit_one(&*uplink, now) {
+            uplink.flush();
+            work += 1;
+        } else if let Some(t) = st.reverse_send_one(&tenants) {
+            tenants[t].flush();
+            work += 1;
         }
-        fetched.clear();
-        st.iface.nic_fetch(512, &mut fetched);
-        for f in &fetched {
-            st.offer(f, now);
-        }
-        // 3. Transmit.
-        work += st.transmit(&*uplink, now);
-        uplink.flush();
-        // 4. Completions.
+        // 3. Completions.
         for &d in &st.drivers {
             completions.clear();
             st.iface.poll_completions(d, usize::MAX, &mut completions);
@@ -460,12 +571,12 @@ pub fn run_ports(
                 st.misbehave(r);
             }
         }
-        // 5. Reverse path.
-        work += uplink.recv_batch(8, &mut |f, ts| st.reverse(&tenants, f, ts));
-        for t in &tenants {
-            t.flush();
+        // 4. Reverse path, receive side: uplink frames into per-tenant queues (a copy each;
+        //    while the queues hold REVERSE_BUFFERS frames, the rest wait in the ring).
+        if st.rev.free.len() >= REVERSE_ROOM {
+            work += uplink.recv_batch(RX_BATCH, &mut |f, ts| st.reverse_in(f, ts));
         }
-        // 6. Housekeeping.
+        // 5. Housekeeping.
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
             server.poll(|req| {
@@ -491,17 +602,20 @@ pub fn run_ports(
         }
         if work == 0 && st.cfg.idle_sleep_us > 0 {
             idle_iters += 1;
-            // Nothing received or sent: give the core back for a moment (on a 2-core machine
-            // the applications and the kernel's TCP need it), waking in time for the next
-            // paced departure. `prctl(PR_SET_TIMERSLACK)` above keeps the wakeup precise.
-            if idle_iters > 16 {
-                let mut us = st.cfg.idle_sleep_us;
+            // Nothing received or sent: give the core back (on a 2-core machine the
+            // applications and the kernel's TCP need it) until a frame arrives, or the next
+            // paced departure. `prctl(PR_SET_TIMERSLACK)` above keeps the timeout precise.
+            if idle_iters > IDLE_SPINS {
+                let mut ns = st.cfg.idle_sleep_us * 1000;
                 let backlog = st.engine.backlog() > 0 || !st.draining.is_empty();
-                if backlog && st.next_free_ps > now {
-                    us = us.min((st.next_free_ps - now) / 1_000_000);
+                if backlog {
+                    ns = ns.min(st.next_free_ps.saturating_sub(now) / 1000);
                 }
-                if us > 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(us));
+                if ns > 0 {
+                    match pollfds.as_mut() {
+                        Some(fds) => wait_readable(fds, ns),
+                        None => std::thread::sleep(std::time::Duration::from_nanos(ns)),
+                    }
                 }
             }
         } else {
@@ -511,6 +625,45 @@ pub fn run_ports(
     let mut v = st.stats(clock::now_ps());
     v["ports"] = port_counters(&tenants, &*uplink);
     Ok(v)
+}
+
+/// Waits until one of `fds` is readable or `ns` nanoseconds have passed (`ppoll(2)`).
+fn wait_readable(fds: &mut [libc::pollfd], ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd; `ts` a valid timespec; no
+    // signal mask is passed.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+}
+
+/// Pins the calling thread to CPU `cpu` (`sched_setaffinity(2)`).
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} out of range"),
+        ));
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (checked above).
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(e.kind(), format!("--cpu {cpu}: {e}")));
+    }
+    Ok(())
 }
 
 impl State {
@@ -710,9 +863,24 @@ impl State {
         }
     }
 
-    fn transmit(&mut self, uplink: &dyn Port, now: u64) -> usize {
-        let mut n = 0;
-        while self.next_free_ps <= now {
+    /// Doorbells, fetches and offers to the engine (the NIC side of the interface).
+    fn nic_side(&mut self, now: u64, fetched: &mut Vec<iface::Fetched>) {
+        let mut controls = Vec::new();
+        self.iface.nic_doorbells(0, |c| controls.push(c));
+        for c in controls {
+            self.control(c, now);
+        }
+        fetched.clear();
+        self.iface.nic_fetch(512, fetched);
+        for f in fetched.iter() {
+            self.offer(f, now);
+        }
+    }
+
+    /// Sends the engine's next departure on the uplink (the link is free at `now`); the link
+    /// is then busy for the frame's wire time. False when nothing is queued.
+    fn transmit_one(&mut self, uplink: &dyn Port, now: u64) -> bool {
+        loop {
             // Engines of earlier policies drain first (a reload loses no admitted packet).
             let mut d = None;
             for old in &mut self.draining {
@@ -725,7 +893,7 @@ impl State {
             if d.is_none() {
                 d = self.engine.dequeue(now);
             }
-            let Some(d) = d else { break };
+            let Some(d) = d else { return false };
             let Some(desc) = self.iface.outstanding_desc(d.id) else {
                 continue;
             };
@@ -758,14 +926,15 @@ impl State {
                 self.next_free_ps
             };
             self.next_free_ps = start + wire_ps(d.bytes, &self.prog.link);
-            n += 1;
+            return true;
         }
-        n
     }
 
-    fn reverse(&mut self, tenants: &[Box<dyn Port>], frame: &[u8], ts: u64) {
-        if frame.len() < 14 {
-            self.c.parse_errors += 1;
+    /// Reverse path, receive side: queues an uplink frame for the tenant that owns its
+    /// destination MAC (a copy for every tenant for broadcast and unknown destinations).
+    fn reverse_in(&mut self, frame: &[u8], ts: u64) {
+        if frame.len() < 14 || frame.len() > BUF_BYTES {
+            self.c.reverse_dropped += 1;
             return;
         }
         self.c.reverse_frames += 1;
@@ -773,25 +942,40 @@ impl State {
         dst.copy_from_slice(&frame[..6]);
         match self.macs.get(&dst) {
             Some(&t) if dst[0] & 1 == 0 => {
-                if let Some(w) = ring_wait(ts, clock::realtime_ns()) {
-                    self.timing.reverse_wait[t].record(w);
-                }
-                let t0 = clock::now_ps();
-                let sent = tenants[t].send(frame);
-                self.timing
-                    .reverse_send
-                    .record(clock::now_ps().saturating_sub(t0) / 1000);
-                if !matches!(sent, Ok(true)) {
-                    self.c.tx_errors += 1;
+                if !self.rev.push(t, frame, ts) {
+                    self.c.reverse_dropped += 1;
                 }
             }
             _ => {
                 self.c.reverse_flooded += 1;
-                for s in tenants {
-                    let _ = s.send(frame);
+                for t in 0..self.rev.queues.len() {
+                    if !self.rev.push(t, frame, ts) {
+                        self.c.reverse_dropped += 1;
+                    }
                 }
             }
         }
+    }
+
+    /// Reverse path, send side: one queued frame to its tenant, tenants in round robin (a
+    /// tenant's flood of ACKs delays another tenant's frame by at most one send). Returns
+    /// the tenant served, `None` when nothing is queued.
+    fn reverse_send_one(&mut self, tenants: &[Box<dyn Port>]) -> Option<usize> {
+        let (t, b) = self.rev.pop()?;
+        let (off, len) = (b as usize * BUF_BYTES, self.rev.lens[b as usize] as usize);
+        if let Some(w) = ring_wait(self.rev.ts[b as usize], clock::realtime_ns()) {
+            self.timing.reverse_wait[t].record(w);
+        }
+        let t0 = clock::now_ps();
+        let sent = tenants[t].send(&self.rev.pool[off..off + len]);
+        self.timing
+            .reverse_send
+            .record(clock::now_ps().saturating_sub(t0) / 1000);
+        if !matches!(sent, Ok(true)) {
+            self.c.tx_errors += 1;
+        }
+        self.rev.free.push(b);
+        Some(t)
     }
 
     fn sample(&mut self, now: u64) {
@@ -942,7 +1126,9 @@ impl State {
                 "ring_full": c.ring_full, "no_queue": c.no_queue, "unclassified": c.unclassified,
                 "engine_drops": c.engine_drops, "tx_frames": c.tx_frames, "tx_bytes": c.tx_bytes,
                 "tx_errors": c.tx_errors, "reverse_frames": c.reverse_frames,
-                "reverse_flooded": c.reverse_flooded, "reloads": c.reloads,
+                "reverse_flooded": c.reverse_flooded, "reverse_dropped": c.reverse_dropped,
+                "reverse_queued": self.rev.queues.iter().map(|q| q.len()).sum::<usize>(),
+                "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
                 "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),

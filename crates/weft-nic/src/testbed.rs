@@ -426,6 +426,11 @@ pub struct Experiment {
     pub ring_version: String,
     /// With `latency`: tenant 1 runs memaslap against memcached instead of sockperf.
     pub memcached: bool,
+    /// With `latency`: the niceness of the latency-sensitive application's client and
+    /// server, the same under weft and HTB (env `WEFT_TESTBED_APP_NICE`).
+    pub app_nice: i32,
+    /// `weft run --cpu` (env `WEFT_TESTBED_CPU`).
+    pub weft_cpu: Option<usize>,
     /// `weft run --backend` (af-packet or af-xdp; env `WEFT_TESTBED_BACKEND`, default
     /// af-packet; `weft testbed run --backend`).
     pub backend: String,
@@ -467,6 +472,13 @@ impl Experiment {
             latency: false,
             ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v3".into()),
             memcached: false,
+            app_nice: std::env::var("WEFT_TESTBED_APP_NICE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            weft_cpu: std::env::var("WEFT_TESTBED_CPU")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             backend: std::env::var("WEFT_TESTBED_BACKEND").unwrap_or_else(|_| "af-packet".into()),
         };
         match name {
@@ -625,6 +637,9 @@ fn setup(
                 .stdout(Stdio::piped());
             if let Some(r) = exp.rogue {
                 c.args(["--rogue", &r.to_string()]);
+            }
+            if let Some(cpu) = exp.weft_cpu {
+                c.args(["--cpu", &cpu.to_string()]);
             }
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);
@@ -918,10 +933,13 @@ fn memaslap_totals(text: &str) -> Value {
     Value::Null
 }
 
-fn memaslap(tb: &Testbed, dst: &str, seconds: u32) -> R<Value> {
+fn memaslap(tb: &Testbed, nice: &str, dst: &str, seconds: u32) -> R<Value> {
     let o = nsx(
         &tb.tenant(1),
         &[
+            "nice",
+            "-n",
+            nice,
             "memcaslap",
             "-s",
             &format!("{dst}:11211"),
@@ -938,10 +956,13 @@ fn memaslap(tb: &Testbed, dst: &str, seconds: u32) -> R<Value> {
     Ok(memaslap_totals(&o))
 }
 
-fn sockperf(tb: &Testbed, dst: &str, seconds: u32) -> R<Value> {
+fn sockperf(tb: &Testbed, nice: &str, dst: &str, seconds: u32) -> R<Value> {
     let o = nsx(
         &tb.tenant(1),
         &[
+            "nice",
+            "-n",
+            nice,
             "sockperf",
             "ping-pong",
             "-i",
@@ -988,8 +1009,9 @@ fn run_latency(
     }
     let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
     let dst = exp.tenants[0].dst.clone();
+    let nice = exp.app_nice.to_string();
     let mut server = Command::new("ip");
-    server.args(["netns", "exec", &tb.rx()]);
+    server.args(["netns", "exec", &tb.rx(), "nice", "-n", &nice]);
     if exp.memcached {
         server.args([
             "memcached",
@@ -1009,9 +1031,9 @@ fn run_latency(
     std::thread::sleep(Duration::from_millis(300));
     let probe = |s: u32| {
         if exp.memcached {
-            memaslap(&tb, &dst, s)
+            memaslap(&tb, &nice, &dst, s)
         } else {
-            sockperf(&tb, &dst, s)
+            sockperf(&tb, &nice, &dst, s)
         }
     };
     let idle = probe(4)?;
