@@ -1280,6 +1280,13 @@ impl Port for XdpPort {
         self.queues[0].flush();
     }
 
+    /// Queue 0's socket: `poll(2)` reports it readable while its RX ring holds frames (the
+    /// kernel wakes it as it fills the ring). Frames on further queues are seen after the
+    /// idle wait's timeout at the latest.
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.queues[0].fd.as_raw_fd())
+    }
+
     fn counters(&self) -> Value {
         self.counters_json()
     }
