@@ -1,6 +1,8 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
 //! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow|all] [fig1|senic]
-//! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count).
+//! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count;
+//! with `WEFT_PROFILE_FIFO=1` the `fig1` packets go to a one-leaf FIFO policy instead, the
+//! engine's fixed cost per packet).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -101,6 +103,9 @@ fn main() {
             );
         }
         s
+    } else if std::env::var_os("WEFT_PROFILE_FIFO").is_some() {
+        "weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: only, type: leaf, flows: {by: five-tuple}}\n"
+            .to_string()
     } else {
         synth::scaled(64, 16, 64).replace("rate: 1", "rate: 10")
     };
