@@ -81,6 +81,11 @@ pub struct RunArgs {
     /// Pin the dataplane thread to this CPU (a software NIC owns its core).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
+    /// The dataplane thread's scheduler slice in microseconds (Linux >= 6.12, EEVDF: 100 to
+    /// 100000): a short slice lets it preempt an application on its CPU as soon as it wakes
+    /// from an idle wait, without raising its CPU share.
+    #[arg(long, value_name = "US")]
+    slice_us: Option<u64>,
     /// Test hook: tenant N (1-based) also posts to other tenants' and invalid queues and
     /// rings doorbells naming them, every 100 µs; all refused and counted (`ctl stats`).
     #[arg(long, value_name = "N")]
@@ -260,6 +265,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         outstanding: a.outstanding.max(1),
         idle_sleep_us: a.idle_sleep_us,
         cpu: a.cpu,
+        slice_us: a.slice_us,
         backend,
         ring_version: if a.ring_version == "v2" {
             weft_nic::afpacket::RingVersion::V2

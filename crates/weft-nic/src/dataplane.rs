@@ -211,6 +211,10 @@ pub struct Config {
     pub idle_sleep_us: u64,
     /// Pin the loop's thread to this CPU (`sched_setaffinity`).
     pub cpu: Option<usize>,
+    /// The loop thread's scheduler slice, µs (`sched_setattr` `sched_runtime` for
+    /// SCHED_OTHER, Linux ≥ 6.12's EEVDF): a short slice makes the loop preempt the task
+    /// running on its CPU as soon as it wakes from its idle wait, without raising its share.
+    pub slice_us: Option<u64>,
     /// Test hook (`weft run --rogue N`): tenant N's driver also behaves like a buggy or
     /// malicious VNIC, every 100 µs posting to other tenants' queues and to invalid ids and
     /// ringing doorbells that name them (kicks, class moves, rate changes). The interface
@@ -326,13 +330,19 @@ fn ring_wait(ts: u64, now_real: u64) -> Option<u64> {
 }
 
 /// The reverse path's frames waiting for their tenant: a pool of buffers and one FIFO per
-/// tenant, served round robin. No allocation after start (queues hold every buffer at most).
+/// tenant. A tenant whose FIFO was empty when a frame arrived is *sparse* and served first
+/// (its frame waits for no other tenant's backlog: a request/response tenant's replies pass a
+/// bulk tenant's ACKs, as in DRR++ / fq_codel's new flows); tenants with a backlog are
+/// served round robin, one frame per turn. No allocation after start.
 struct Reverse {
     pool: Vec<u8>,
     lens: Vec<u16>,
     ts: Vec<u64>,
     free: Vec<u32>,
     queues: Vec<VecDeque<u32>>,
+    /// Sparse tenants in arrival order (each at most once: `is_sparse`).
+    sparse: VecDeque<usize>,
+    is_sparse: Vec<bool>,
     next: usize,
 }
 
@@ -346,8 +356,15 @@ impl Reverse {
             queues: (0..tenants)
                 .map(|_| VecDeque::with_capacity(buffers as usize))
                 .collect(),
+            sparse: VecDeque::with_capacity(tenants),
+            is_sparse: vec![false; tenants],
             next: 0,
         }
+    }
+
+    /// Whether any frame waits.
+    fn pending(&self) -> bool {
+        self.free.len() < self.lens.len()
     }
 
     /// Copies `frame` (at most [`BUF_BYTES`]) into a buffer queued for tenant `t`; false
@@ -360,12 +377,23 @@ impl Reverse {
         self.pool[off..off + frame.len()].copy_from_slice(frame);
         self.lens[b as usize] = frame.len() as u16;
         self.ts[b as usize] = ts;
+        if self.queues[t].is_empty() && !self.is_sparse[t] {
+            self.is_sparse[t] = true;
+            self.sparse.push_back(t);
+        }
         self.queues[t].push_back(b);
         true
     }
 
-    /// The next tenant's oldest frame, round robin (the caller frees the buffer).
+    /// The oldest frame of the first sparse tenant, else of the next tenant in round robin
+    /// (the caller frees the buffer).
     fn pop(&mut self) -> Option<(usize, u32)> {
+        while let Some(t) = self.sparse.pop_front() {
+            self.is_sparse[t] = false;
+            if let Some(b) = self.queues[t].pop_front() {
+                return Some((t, b));
+            }
+        }
         let n = self.queues.len();
         for i in 0..n {
             let t = (self.next + i) % n;
@@ -402,6 +430,8 @@ struct State {
     free: Vec<u32>,
     macs: HashMap<[u8; 6], usize>,
     rev: Reverse,
+    /// The reverse path goes next if both directions wait (they alternate).
+    reverse_turn: bool,
     c: DpCounters,
     timing: Timing,
     next_free_ps: u64,
@@ -445,6 +475,9 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
     let uplink = open_port(&cfg, &cfg.uplink, ring)?;
     if let Some(cpu) = cfg.cpu {
         pin_to_cpu(cpu).map_err(|e| RunError::Config(e.to_string()))?;
+    }
+    if let Some(us) = cfg.slice_us {
+        set_slice(us).map_err(|e| RunError::Config(e.to_string()))?;
     }
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe {
@@ -499,6 +532,7 @@ pub fn run_ports(
         free: (0..cfg.buffers).rev().collect(),
         macs: HashMap::new(),
         rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
+        reverse_turn: false,
         c: DpCounters {
             rx_frames: vec![0; cfg.tenants.len()],
             rx_bytes: vec![0; cfg.tenants.len()],
@@ -548,15 +582,23 @@ pub fn run_ports(
         }
         st.nic_side(now, &mut fetched);
         // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack): the
-        //    uplink's next departure when the paced link is free, otherwise one frame of the
-        //    reverse path (tenants in round robin).
-        if st.next_free_ps <= now && st.transmit_one(&*uplink, now) {
+        //    uplink's next departure when the paced link is free, or one frame of the reverse
+        //    path; when both wait, they alternate (neither direction starves the other).
+        let due = st.next_free_ps <= now;
+        let mut stepped = false;
+        if due && !(st.reverse_turn && st.rev.pending()) && st.transmit_one(&*uplink, now) {
             uplink.flush();
-            work += 1;
-        } else if let Some(t) = st.reverse_send_one(&tenants) {
-            tenants[t].flush();
-            work += 1;
+            st.reverse_turn = true;
+            stepped = true;
         }
+        if !stepped {
+            if let Some(t) = st.reverse_send_one(&tenants) {
+                tenants[t].flush();
+                st.reverse_turn = false;
+                stepped = true;
+            }
+        }
+        work += stepped as usize;
         // 3. Completions.
         for &d in &st.drivers {
             completions.clear();
@@ -662,6 +704,51 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     if r != 0 {
         let e = std::io::Error::last_os_error();
         return Err(std::io::Error::new(e.kind(), format!("--cpu {cpu}: {e}")));
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's EEVDF slice (`sched_setattr(2)`, SCHED_OTHER with
+/// `sched_runtime`; the kernel accepts 100 µs to 100 ms), keeping its nice value.
+pub fn set_slice(us: u64) -> std::io::Result<()> {
+    set_slice_raw(us).map_err(|e| std::io::Error::new(e.kind(), format!("--slice-us {us}: {e}")))
+}
+
+/// [`set_slice`] without allocating (only system calls: usable between `fork` and `exec`,
+/// e.g. in `CommandExt::pre_exec`; the slice is inherited across `exec`).
+pub fn set_slice_raw(us: u64) -> std::io::Result<()> {
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    // SAFETY: getpriority has no memory arguments; errno is cleared first since -1 is a
+    // valid nice value.
+    let nice = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, 0)
+    };
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice,
+        priority: 0,
+        runtime: us.saturating_mul(1000),
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: `attr` is a valid `struct sched_attr` (SCHED_ATTR_SIZE_VER0 layout) of the
+    // size it declares, alive for the call.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -429,6 +429,13 @@ pub struct Experiment {
     /// With `latency`: the niceness of the latency-sensitive application's client and
     /// server, the same under weft and HTB (env `WEFT_TESTBED_APP_NICE`).
     pub app_nice: i32,
+    /// With `latency`: the CPUs of the latency-sensitive application's client and server
+    /// (`taskset -c`), the same under weft and HTB (env `WEFT_TESTBED_APP_CPUS`).
+    pub app_cpus: Option<String>,
+    /// With `latency`: the latency-sensitive application's scheduler slice, µs (see
+    /// [`crate::dataplane::set_slice`]), the same under weft and HTB (env
+    /// `WEFT_TESTBED_APP_SLICE_US`).
+    pub app_slice_us: Option<u64>,
     /// `weft run --cpu` (env `WEFT_TESTBED_CPU`).
     pub weft_cpu: Option<usize>,
     /// `weft run --backend` (af-packet or af-xdp; env `WEFT_TESTBED_BACKEND`, default
@@ -476,6 +483,10 @@ impl Experiment {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            app_cpus: std::env::var("WEFT_TESTBED_APP_CPUS").ok(),
+            app_slice_us: std::env::var("WEFT_TESTBED_APP_SLICE_US")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             weft_cpu: std::env::var("WEFT_TESTBED_CPU")
                 .ok()
                 .and_then(|v| v.parse().ok()),
@@ -640,6 +651,9 @@ fn setup(
             }
             if let Some(cpu) = exp.weft_cpu {
                 c.args(["--cpu", &cpu.to_string()]);
+            }
+            if let Ok(us) = std::env::var("WEFT_TESTBED_SLICE_US") {
+                c.args(["--slice-us", &us]);
             }
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);
@@ -933,48 +947,84 @@ fn memaslap_totals(text: &str) -> Value {
     Value::Null
 }
 
-fn memaslap(tb: &Testbed, nice: &str, dst: &str, seconds: u32) -> R<Value> {
-    let o = nsx(
-        &tb.tenant(1),
-        &[
-            "nice",
-            "-n",
-            nice,
-            "memcaslap",
-            "-s",
-            &format!("{dst}:11211"),
-            "-t",
-            &format!("{seconds}s"),
-            "-T",
-            "1",
-            "-c",
-            "4",
-            "-S",
-            &format!("{seconds}s"),
-        ],
-    )?;
+/// How the latency-sensitive application's processes start: `taskset -c CPUS` (when set)
+/// and `nice -n N`, the same under weft and HTB.
+fn app_prefix(exp: &Experiment) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(c) = &exp.app_cpus {
+        v.extend(["taskset".to_string(), "-c".into(), c.clone()]);
+    }
+    v.extend(["nice".to_string(), "-n".into(), exp.app_nice.to_string()]);
+    v
+}
+
+/// `ip netns exec NS` + the application prefix ([`app_prefix`]), with the application's
+/// scheduler slice ([`Experiment::app_slice_us`]) set before `exec`.
+fn app_command(exp: &Experiment, ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(app_prefix(exp));
+    if let Some(us) = exp.app_slice_us {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the hook only makes system calls (no allocation, no locks), as required
+        // between fork and exec.
+        unsafe {
+            c.pre_exec(move || crate::dataplane::set_slice_raw(us));
+        }
+    }
+    c
+}
+
+fn app_output(exp: &Experiment, ns: &str, args: &[&str]) -> R<String> {
+    let o = app_command(exp, ns)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| TestbedError(format!("{}: {e}", args.join(" "))))?;
+    if !o.status.success() {
+        return Err(TestbedError(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn memaslap(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
+    let (server, t) = (format!("{dst}:11211"), format!("{seconds}s"));
+    let args = [
+        "memcaslap",
+        "-s",
+        &server,
+        "-t",
+        &t,
+        "-T",
+        "1",
+        "-c",
+        "4",
+        "-S",
+        &t,
+    ];
+    let o = app_output(exp, &tb.tenant(1), &args)?;
     Ok(memaslap_totals(&o))
 }
 
-fn sockperf(tb: &Testbed, nice: &str, dst: &str, seconds: u32) -> R<Value> {
-    let o = nsx(
-        &tb.tenant(1),
-        &[
-            "nice",
-            "-n",
-            nice,
-            "sockperf",
-            "ping-pong",
-            "-i",
-            dst,
-            "-p",
-            "11111",
-            "-t",
-            &seconds.to_string(),
-            "--mps",
-            "1000",
-        ],
-    )?;
+fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
+    let t = seconds.to_string();
+    let mps = std::env::var("WEFT_TESTBED_SOCKPERF_MPS").unwrap_or_else(|_| "1000".into());
+    let args = [
+        "sockperf",
+        "ping-pong",
+        "-i",
+        dst,
+        "-p",
+        "11111",
+        "-t",
+        &t,
+        "--mps",
+        &mps,
+    ];
+    let o = app_output(exp, &tb.tenant(1), &args)?;
     Ok(sockperf_percentiles(&o))
 }
 
@@ -1009,9 +1059,7 @@ fn run_latency(
     }
     let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
     let dst = exp.tenants[0].dst.clone();
-    let nice = exp.app_nice.to_string();
-    let mut server = Command::new("ip");
-    server.args(["netns", "exec", &tb.rx(), "nice", "-n", &nice]);
+    let mut server = app_command(exp, &tb.rx());
     if exp.memcached {
         server.args([
             "memcached",
@@ -1031,9 +1079,9 @@ fn run_latency(
     std::thread::sleep(Duration::from_millis(300));
     let probe = |s: u32| {
         if exp.memcached {
-            memaslap(&tb, &nice, &dst, s)
+            memaslap(&tb, exp, &dst, s)
         } else {
-            sockperf(&tb, &nice, &dst, s)
+            sockperf(&tb, exp, &dst, s)
         }
     };
     let idle = probe(4)?;

@@ -103,6 +103,7 @@ impl Running {
             outstanding: 128,
             idle_sleep_us: 0,
             cpu: None,
+            slice_us: None,
             rogue,
             ring_version: RingVersion::V3,
             backend: dataplane::Backend::AfPacket,
