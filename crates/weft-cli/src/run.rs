@@ -21,7 +21,7 @@ fn usage(m: impl Into<String>) -> Fail {
 pub enum NicCommand {
     /// Run the software NIC: schedule tenants' frames onto a paced uplink.
     ///
-    /// Frames from each tenant interface (AF_PACKET, TPACKET_V3 rings; or AF_XDP with
+    /// Frames from each tenant interface (AF_PACKET, TPACKET_V2 rings; or AF_XDP with
     /// --backend af-xdp) are parsed, classified (tenant = the interface's position in the
     /// --tenant list, 1-based; ports; destination prefix), scheduled by the policy and
     /// transmitted on the uplink at RATE. Frames arriving on the uplink go back to the
@@ -90,10 +90,10 @@ pub struct RunArgs {
     /// rings doorbells naming them, every 100 µs; all refused and counted (`ctl stats`).
     #[arg(long, value_name = "N")]
     rogue: Option<usize>,
-    /// Receive ring: v3 (TPACKET_V3: frames batched per block; a block is handed over when
-    /// full or after 1 ms) or v2 (TPACKET_V2: every frame handed over at once; lower latency
-    /// at low load).
-    #[arg(long, default_value = "v3", value_parser = ["v2", "v3"])]
+    /// Receive ring: v2 (TPACKET_V2: every frame handed over as it arrives) or v3
+    /// (TPACKET_V3: frames batched per block, a block handed over when full or after 1 ms,
+    /// so a frame may wait up to 1 ms at low load).
+    #[arg(long, default_value = "v2", value_parser = ["v2", "v3"])]
     ring_version: String,
     /// How frames reach the NIC: af-packet (TPACKET rings) or af-xdp (AF_XDP sockets in copy
     /// mode and an XDP redirect program attached in generic mode while weft runs; needs the

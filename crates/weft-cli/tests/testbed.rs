@@ -9,7 +9,7 @@
 //! two with apt-get when missing). Without them each test prints `skipped: REASON` and
 //! passes. Every namespace and process they start is removed by guards, also on failure:
 //! the `weft` child is killed on drop and `weft testbed down --prefix P` runs on drop. The
-//! tests hold one lock, so they never run concurrently (each takes ~15 s).
+//! tests hold one lock, so they never run concurrently (each takes ~15-25 s).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -276,12 +276,46 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
         println!("skipped: sockperf not found and not installable");
         return;
     }
-    let prefix = format!("wts{}", std::process::id() % 100_000);
-    let r = run_experiment("latency", &prefix, Duration::from_secs(60));
-    let w = weft_result(&r);
-    println!("idle {} loaded {}", w["latency_idle"], w["latency_loaded"]);
-    let ratio = w["p99_loaded_over_idle"]
-        .as_f64()
-        .expect("both p99s measured");
-    assert!(ratio <= 2.0, "p99 under load is {ratio}x the idle p99: {w}");
+    // The criterion on the defaults (TPACKET_V2 rings, the loop pinned to the last CPU with a
+    // short scheduler slice, sockperf in a closed loop; docs/dataplane.md, latency), with two
+    // guards: the idle p99 must itself be low (the test cannot pass by making idle slow, as
+    // TPACKET_V3's 1 ms block timer did), and the load must be real. Latency tails on a
+    // shared 2-core machine move with whatever else runs there, so one failed attempt is
+    // retried once, printed; the second attempt decides.
+    let mut failures = Vec::new();
+    for attempt in 1..=2 {
+        let prefix = format!("wts{attempt}{}", std::process::id() % 10_000);
+        let r = run_experiment("latency", &prefix, Duration::from_secs(60));
+        let w = weft_result(&r);
+        let idle = w["latency_idle"]["p99_us"].as_f64().expect("idle p99");
+        let loaded = w["latency_loaded"]["p99_us"].as_f64().expect("loaded p99");
+        let ratio = loaded / idle;
+        // The bulk tenant's rate over the last second of the loaded phase (weft's counters).
+        let bulk_mbps = w["weft_stats"]["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["name"] == "tenant2"))
+            .and_then(|n| n["rate_bps"].as_f64())
+            .map_or(0.0, |b| b / 1e6);
+        println!(
+            "attempt {attempt}: idle {} loaded {} (p99 ratio {ratio:.2}; bulk tenant at \
+             {bulk_mbps:.0} Mbit/s)",
+            w["latency_idle"], w["latency_loaded"]
+        );
+        let mut why = Vec::new();
+        if idle >= 500.0 {
+            why.push(format!("idle p99 {idle} µs is not below 500 µs"));
+        }
+        if ratio > 2.0 {
+            why.push(format!("p99 under load is {ratio:.2}x the idle p99"));
+        }
+        if bulk_mbps < 250.0 {
+            why.push(format!("the bulk tenant sent only {bulk_mbps:.0} Mbit/s"));
+        }
+        if why.is_empty() {
+            return;
+        }
+        println!("attempt {attempt} failed: {}", why.join("; "));
+        failures.push(format!("{}: {w}", why.join("; ")));
+    }
+    panic!("both attempts failed:\n{}", failures.join("\n"));
 }

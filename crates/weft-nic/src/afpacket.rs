@@ -1,27 +1,30 @@
-//! AF_PACKET sockets with a TPACKET_V3 receive ring, written by hand over `libc` (no packet
-//! library): `PACKET_VERSION = TPACKET_V3`, `PACKET_RX_RING` with `tpacket_req3`, one
-//! `mmap` of the ring, then the block protocol of `Documentation/networking/packet_mmap.rst`:
-//! the kernel fills a block with frames (`tpacket3_hdr` + frame, chained by
-//! `tp_next_offset`) and hands it over by setting `TP_STATUS_USER` in the block header; the
-//! reader walks its frames and gives the block back by writing `TP_STATUS_KERNEL`. A block
-//! is handed over when full or when its retire timer (`tp_retire_blk_tov`, 1 ms here)
-//! expires, so at low load a frame may wait up to 1 ms: V3's price for batching. Blocks are
-//! small (32 KiB) so that under load they retire after a few frames.
+//! AF_PACKET sockets with a memory-mapped receive ring, written by hand over `libc` (no
+//! packet library), in one of two TPACKET versions (`Documentation/networking/packet_mmap.rst`):
 //!
-//! Transmission uses `send(2)` on the same socket, bound to the interface, with
-//! `PACKET_QDISC_BYPASS`: one system call per frame (a TX ring is future work). Our own
-//! transmissions are not looped back to the receive ring (`PACKET_IGNORE_OUTGOING`, and
-//! outgoing frames are skipped by `sll_pkttype` on older kernels).
+//! * **TPACKET_V2, the default** (`RingVersion::V2`): fixed 2 KiB frame slots, each handed
+//!   over by its own `tp_status` (`TP_STATUS_USER`) as soon as the kernel has written it, and
+//!   given back with `TP_STATUS_KERNEL`. A lone frame is seen at once: the low-latency ring
+//!   (docs/dataplane.md, latency). Frames longer than a slot arrive truncated and are
+//!   counted as such, never passed on.
+//! * **TPACKET_V3** (`RingVersion::V3`, `--ring-version v3`): `PACKET_RX_RING` with
+//!   `tpacket_req3`; the kernel fills a block with frames (`tpacket3_hdr` + frame, chained
+//!   by `tp_next_offset`) and hands it over by setting `TP_STATUS_USER` in the block header;
+//!   the reader walks its frames and gives the block back. A block is handed over when full
+//!   or when its retire timer (`tp_retire_blk_tov`, 1 ms here, the timer's unit) expires, so
+//!   at low load a frame waits up to 1 ms — even in the smallest block (one page, two
+//!   full-size frames), a lone request fills nothing and waits for the timer. Fewer ring
+//!   handovers under load is what V3 buys with that. Blocks are 32 KiB.
 //!
-//! Invariants: a block is read only while `TP_STATUS_USER` is set (acquire fence after the
-//! load), and returned with a release fence before `TP_STATUS_KERNEL` is stored; frame
-//! offsets are bounds-checked against the block before any byte is read, so a corrupt ring
-//! cannot make us read outside the mapping.
+//! Either ring is one `mmap`. Transmission uses `send(2)` on the same socket, bound to the
+//! interface, with `PACKET_QDISC_BYPASS`: one system call per frame (a TX ring is future
+//! work). Our own transmissions are not looped back to the receive ring
+//! (`PACKET_IGNORE_OUTGOING`, and outgoing frames are skipped by `sll_pkttype` on older
+//! kernels). The socket's descriptor polls readable when a frame (V2) or block (V3) is ready.
 //!
-//! `RingVersion::V2` (TPACKET_V2, fixed 2 KiB frame slots, each handed over by its own
-//! `tp_status`) is the low-latency alternative: no retire timer, so a lone frame is seen
-//! at once (measured in docs/dataplane.md); frames longer than a slot arrive truncated and
-//! are counted as such, never passed on.
+//! Invariants: a slot or block is read only while `TP_STATUS_USER` is set (acquire fence
+//! after the load), and returned with a release fence before `TP_STATUS_KERNEL` is stored;
+//! frame offsets are bounds-checked against the slot or block before any byte is read, so a
+//! corrupt ring cannot make us read outside the mapping.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -115,7 +118,7 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> RingConfig {
         RingConfig {
-            version: RingVersion::V3,
+            version: RingVersion::V2,
             block_bytes: 32 * 1024,
             blocks: 128,
             retire_ms: 1,
@@ -123,7 +126,7 @@ impl Default for RingConfig {
     }
 }
 
-/// An AF_PACKET socket bound to one interface, with a TPACKET_V3 receive ring.
+/// An AF_PACKET socket bound to one interface, with a TPACKET_V2 or V3 receive ring.
 pub struct PacketSocket {
     fd: OwnedFd,
     ring: *mut u8,

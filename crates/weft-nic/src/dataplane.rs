@@ -177,6 +177,13 @@ pub const REVERSE_BUFFERS: u32 = 1024;
 /// block can hold (32 KiB of minimum-size frames with their headers, ~290), so a batch never
 /// finds the pool empty.
 const REVERSE_ROOM: usize = 512;
+/// A sparse tenant's reverse frame goes before a due departure unless the uplink is this far
+/// behind (50 µs, two full-size frames at 500 Mbit/s; the pacer catches up within
+/// [`CATCH_UP_PS`]).
+const SPARSE_LATE_PS: u64 = 50_000_000;
+/// A backlogged tenant's reverse frame is not started when a departure is due within 10 µs
+/// (about two median reverse sends), so departures leave on time.
+const REVERSE_GUARD_PS: u64 = 10_000_000;
 /// Passes that found nothing to do before the loop waits (`Config::idle_sleep_us`).
 const IDLE_SPINS: u32 = 16;
 
@@ -360,6 +367,11 @@ impl Reverse {
             is_sparse: vec![false; tenants],
             next: 0,
         }
+    }
+
+    /// Whether a sparse tenant's frame (probably) waits.
+    fn has_sparse(&self) -> bool {
+        !self.sparse.is_empty()
     }
 
     /// Whether any frame waits.
@@ -580,18 +592,40 @@ pub fn run_ports(
             });
             st.ring_doorbell(t);
         }
+        let received = work;
         st.nic_side(now, &mut fetched);
-        // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack): the
-        //    uplink's next departure when the paced link is free, or one frame of the reverse
-        //    path; when both wait, they alternate (neither direction starves the other).
+        // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack), the
+        //    first of: a sparse tenant's reverse frame (a reply), unless the uplink is
+        //    already SPARSE_LATE_PS behind; the uplink's due departures; a backlogged
+        //    tenant's reverse frame, unless a departure is due within REVERSE_GUARD_PS (then
+        //    the loop waits for it, so departures leave on time). Departures and backlogged
+        //    reverse frames alternate when both wait. Due departures go one more than the
+        //    frames this pass received, at most: one in the paced steady state (a frame that
+        //    arrives meanwhile is seen before the next), as many as arrive when the loop is
+        //    the bottleneck (unpaced, or catching up), so receiving cannot outrun sending.
         let due = st.next_free_ps <= now;
+        let backlog = st.engine.backlog() > 0 || !st.draining.is_empty();
         let mut stepped = false;
-        if due && !(st.reverse_turn && st.rev.pending()) && st.transmit_one(&*uplink, now) {
-            uplink.flush();
-            st.reverse_turn = true;
-            stepped = true;
+        if st.rev.has_sparse() && now.saturating_sub(st.next_free_ps) <= SPARSE_LATE_PS {
+            if let Some(t) = st.reverse_send_one(&tenants) {
+                tenants[t].flush();
+                st.reverse_turn = false;
+                stepped = true;
+            }
         }
-        if !stepped {
+        if !stepped && due && !(st.reverse_turn && st.rev.pending()) {
+            let mut sent = 0;
+            while sent <= received && st.next_free_ps <= now && st.transmit_one(&*uplink, now) {
+                sent += 1;
+            }
+            if sent > 0 {
+                uplink.flush();
+                st.reverse_turn = true;
+                stepped = true;
+            }
+        }
+        let imminent = backlog && !due && st.next_free_ps - now < REVERSE_GUARD_PS;
+        if !stepped && !imminent {
             if let Some(t) = st.reverse_send_one(&tenants) {
                 tenants[t].flush();
                 st.reverse_turn = false;

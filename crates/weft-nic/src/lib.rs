@@ -7,7 +7,7 @@
 //!   descriptor rings, per-core doorbells with inline metadata updates, completions, queue
 //!   ownership, bounded outstanding descriptors per class.
 //! * [`parse`]: Ethernet/IP/L4 frames to classifier metadata (never panics).
-//! * [`afpacket`]: AF_PACKET sockets with TPACKET_V3 receive rings (Linux only).
+//! * [`afpacket`]: AF_PACKET sockets with TPACKET_V2 (default) or V3 receive rings (Linux only).
 //! * `afxdp` (cargo feature `af-xdp`, on by default): AF_XDP sockets with a hand-assembled
 //!   XDP redirect program, the optional backend (`weft run --backend af-xdp`).
 //! * [`dataplane`]: the busy-polling loop: receive, post, doorbell, fetch, schedule, pace,

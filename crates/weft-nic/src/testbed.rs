@@ -422,7 +422,7 @@ pub struct Experiment {
     /// Strict priority instead of weights (tenant 1 first), and tenant 1 runs sockperf
     /// ping-pong (idle, then under the others' iperf3 load) instead of iperf3.
     pub latency: bool,
-    /// `weft run --ring-version` (v3 or v2; env `WEFT_TESTBED_RING`, default v3).
+    /// `weft run --ring-version` (v2 or v3; env `WEFT_TESTBED_RING`, default v2).
     pub ring_version: String,
     /// With `latency`: tenant 1 runs memaslap against memcached instead of sockperf.
     pub memcached: bool,
@@ -436,11 +436,29 @@ pub struct Experiment {
     /// [`crate::dataplane::set_slice`]), the same under weft and HTB (env
     /// `WEFT_TESTBED_APP_SLICE_US`).
     pub app_slice_us: Option<u64>,
-    /// `weft run --cpu` (env `WEFT_TESTBED_CPU`).
+    /// `weft run --cpu`: the last CPU when there are several (env `WEFT_TESTBED_CPU`: a
+    /// number, or `none`).
     pub weft_cpu: Option<usize>,
+    /// `weft run --slice-us` (env `WEFT_TESTBED_SLICE_US`: a number, or `none`; default 100).
+    pub weft_slice_us: Option<u64>,
+    /// With `latency`: sockperf's `--mps` (env `WEFT_TESTBED_SOCKPERF_MPS`; default `max`,
+    /// a closed loop: each request leaves when the previous reply is in. A fixed rate makes
+    /// sockperf busy-wait between requests, so on a small machine its figures measure its
+    /// own CPU scheduling more than the network: docs/dataplane.md, latency).
+    pub sockperf_mps: String,
     /// `weft run --backend` (af-packet or af-xdp; env `WEFT_TESTBED_BACKEND`, default
     /// af-packet; `weft testbed run --backend`).
     pub backend: String,
+}
+
+/// The environment variable `name` parsed, `None` if it says `none`, `default` if unset or
+/// unparsable.
+fn env_or<T: std::str::FromStr>(name: &str, default: Option<T>) -> Option<T> {
+    match std::env::var(name) {
+        Ok(v) if v == "none" => None,
+        Ok(v) => v.parse().ok().or(default),
+        Err(_) => default,
+    }
 }
 
 const RX: &str = "10.77.0.100";
@@ -477,7 +495,7 @@ impl Experiment {
             rogue: None,
             reload_weights: None,
             latency: false,
-            ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v3".into()),
+            ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v2".into()),
             memcached: false,
             app_nice: std::env::var("WEFT_TESTBED_APP_NICE")
                 .ok()
@@ -487,9 +505,17 @@ impl Experiment {
             app_slice_us: std::env::var("WEFT_TESTBED_APP_SLICE_US")
                 .ok()
                 .and_then(|v| v.parse().ok()),
-            weft_cpu: std::env::var("WEFT_TESTBED_CPU")
-                .ok()
-                .and_then(|v| v.parse().ok()),
+            weft_cpu: env_or(
+                "WEFT_TESTBED_CPU",
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .ok()
+                    .filter(|&n| n > 1)
+                    .map(|n| n - 1),
+            ),
+            weft_slice_us: env_or("WEFT_TESTBED_SLICE_US", Some(100)),
+            sockperf_mps: std::env::var("WEFT_TESTBED_SOCKPERF_MPS")
+                .unwrap_or_else(|_| "max".into()),
             backend: std::env::var("WEFT_TESTBED_BACKEND").unwrap_or_else(|_| "af-packet".into()),
         };
         match name {
@@ -652,8 +678,8 @@ fn setup(
             if let Some(cpu) = exp.weft_cpu {
                 c.args(["--cpu", &cpu.to_string()]);
             }
-            if let Ok(us) = std::env::var("WEFT_TESTBED_SLICE_US") {
-                c.args(["--slice-us", &us]);
+            if let Some(us) = exp.weft_slice_us {
+                c.args(["--slice-us", &us.to_string()]);
             }
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);
@@ -1011,7 +1037,7 @@ fn memaslap(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value>
 
 fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
     let t = seconds.to_string();
-    let mps = std::env::var("WEFT_TESTBED_SOCKPERF_MPS").unwrap_or_else(|_| "1000".into());
+    let mps = &exp.sockperf_mps;
     let args = [
         "sockperf",
         "ping-pong",
@@ -1022,13 +1048,14 @@ fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value>
         "-t",
         &t,
         "--mps",
-        &mps,
+        mps,
     ];
     let o = app_output(exp, &tb.tenant(1), &args)?;
     Ok(sockperf_percentiles(&o))
 }
 
-/// The latency experiment: tenant 1's sockperf ping-pong (UDP, 1000 messages/s) alone, then
+/// The latency experiment: tenant 1's sockperf ping-pong (UDP; `--mps` from
+/// [`Experiment::sockperf_mps`], a closed loop by default) alone, then
 /// under the other tenants' iperf3 load; tenant 1 has strict priority.
 fn run_latency(
     exp: &Experiment,
@@ -1110,7 +1137,9 @@ fn run_latency(
             Command::new("ip")
                 .args(["netns", "exec", &tb.tenant(i + 1), "iperf3", "-c", &t.dst])
                 .args(["-p", &port, "-P", &t.flows.to_string()])
-                .args(["-t", &(exp.seconds + exp.warmup_s + 1).to_string()])
+                // Longer than the probe, which takes a second or two beyond its measured
+                // seconds (start, sockperf's own warm-up); the clients are killed after it.
+                .args(["-t", &(exp.seconds + exp.warmup_s + 10).to_string()])
                 .stdout(Stdio::null()),
         )?);
     }
