@@ -74,19 +74,6 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A flat `senic` node with `classes` rate-limited classes on a 100 Gbit/s link.
-fn senic_flat(classes: u64) -> String {
-    let mut s =
-        String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
-    for c in 0..classes {
-        s += &format!(
-            "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
-            20 + c % 50
-        );
-    }
-    s
-}
-
 fn scenarios(quick: bool) -> Vec<Scenario> {
     let mut v = Vec::new();
     // Loom Fig. 1, scaled: 64 VMs × 16 applications, 64 per-destination limits per VM
@@ -114,7 +101,7 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
     }
     // A flat senic node with 10k classes (oversubscribed: falls back to sharing).
     let classes = if quick { 1_000 } else { 10_000 };
-    let senic = compile("senic-flat.yaml", &senic_flat(classes));
+    let senic = compile("senic-flat.yaml", &synth::senic_flat(classes));
     v.push(Scenario {
         name: format!("senic flat, {classes} classes"),
         prog: senic,
@@ -317,7 +304,7 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
     // Engine state per senic class before any packet: 10,000 classes vs 1,000.
     let engine_per_senic_class = {
         let per = |classes: u64| {
-            let prog = compile("senic.yaml", &senic_flat(classes));
+            let prog = compile("senic.yaml", &synth::senic_flat(classes));
             let before = live();
             let e = FastEngine::new(prog.clone());
             let after = live();

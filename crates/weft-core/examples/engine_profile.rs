@@ -94,15 +94,7 @@ fn main() {
     };
     let make: &dyn Fn(u64) -> Packet = if senic { &flat } else { &fig1 };
     let text = if senic {
-        let mut s =
-            String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
-        for c in 0..flows {
-            s += &format!(
-                "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
-                20 + c % 50
-            );
-        }
-        s
+        synth::senic_flat(flows)
     } else if std::env::var_os("WEFT_PROFILE_FIFO").is_some() {
         "weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: only, type: leaf, flows: {by: five-tuple}}\n"
             .to_string()

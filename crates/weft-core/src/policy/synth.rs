@@ -50,6 +50,21 @@ pub fn scaled(vms: u32, apps: u32, dsts: u32) -> String {
     s
 }
 
+/// A flat `senic` node with `classes` rate-limited classes (20–69 Mbit/s, one queue each,
+/// matched by `tag`) on a 100 Gbit/s link: SENIC's many-rate-limiter case.
+pub fn senic_flat(classes: u64) -> String {
+    let mut s =
+        String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
+    for c in 0..classes {
+        let _ = writeln!(
+            s,
+            "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}",
+            20 + c % 50
+        );
+    }
+    s
+}
+
 /// A packet for [`scaled`] from a pseudo-random `seed`: VM, port and destination vary, and
 /// about one in `vms × apps` packets misses every leaf.
 pub fn packet(seed: u64, vms: u32, apps: u32, dsts: u32) -> PacketMeta {
