@@ -148,9 +148,21 @@ pub enum TestbedCommand {
     },
     /// Run an experiment with weft and with Linux HTB on the same uplink; write a report.
     ///
-    /// Experiments: fair-1v8 (two equal tenants, 1 vs 8 iperf3 flows), weights-123 (three
-    /// tenants weighted 1:2:3, 4 flows each). Installs iperf3 and ethtool with apt-get when
-    /// missing.
+    /// Experiments:
+    ///   fair-1v8     two equal tenants, 1 vs 8 iperf3 flows (Jain's index);
+    ///   weights-123  three tenants weighted 1:2:3, 4 flows each (relative error);
+    ///   dest-limit   a 100 Mbit/s limit on one destination address;
+    ///   latency      a strict-priority tenant's sockperf ping-pong, idle then under the
+    ///                other tenant's 8 iperf3 flows (p50/p99, loaded over idle);
+    ///   memcached    the same with memcached and memaslap (Debian's libmemcached-tools);
+    ///   rogue        tenant 1 also posts to foreign and invalid queues (refusals counted);
+    ///   reload       halfway, an invalid policy, then weights 1:1 -> 1:3 (nothing lost).
+    ///
+    /// Root only. Installs iperf3, ethtool, sockperf, memcached with apt-get when missing.
+    /// Under weft the applications run on every CPU but weft's (WEFT_TESTBED_APP_CPUS);
+    /// docs/dataplane.md lists every environment knob. Writes DIR/report.json, report.md
+    /// and throughput.svg.
+    #[command(verbatim_doc_comment)]
     Run {
         /// Experiment name.
         experiment: String,

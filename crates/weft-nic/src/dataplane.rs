@@ -278,6 +278,9 @@ struct Timing {
     /// One `send(2)` on the uplink / to a tenant (reverse path).
     uplink_send: Hist,
     reverse_send: Hist,
+    /// How late departures start: transmit start − the later of the paced start time and
+    /// the frame's arrival (the engine's choice aside, how long the loop kept it waiting).
+    departure_late: Hist,
     /// Per tenant: receive-ring wait of its frames (kernel timestamp → read by the loop),
     /// NIC sojourn (read → transmission starts), receive-ring wait of the uplink frames
     /// addressed to it.
@@ -303,6 +306,7 @@ impl Timing {
         self.busy_iter.clear();
         self.uplink_send.clear();
         self.reverse_send.clear();
+        self.departure_late.clear();
         for h in self
             .rx_wait
             .iter_mut()
@@ -325,6 +329,7 @@ impl Timing {
             "busy_iteration": self.busy_iter.summary(),
             "uplink_send": self.uplink_send.summary(),
             "reverse_send": self.reverse_send.summary(),
+            "departure_late": self.departure_late.summary(),
             "tenants": tenants,
         })
     }
@@ -1022,6 +1027,9 @@ impl State {
             let len = self.lens[desc.buf as usize] as usize;
             let t0 = clock::now_ps();
             let (posted, tenant) = self.timing.posted[desc.buf as usize];
+            self.timing
+                .departure_late
+                .record(t0.saturating_sub(self.next_free_ps.max(posted)) / 1000);
             if let Some(h) = self.timing.queue.get_mut(tenant as usize) {
                 h.record(t0.saturating_sub(posted) / 1000);
             }

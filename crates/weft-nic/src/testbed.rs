@@ -429,8 +429,12 @@ pub struct Experiment {
     /// With `latency`: the niceness of the latency-sensitive application's client and
     /// server, the same under weft and HTB (env `WEFT_TESTBED_APP_NICE`).
     pub app_nice: i32,
-    /// With `latency`: the CPUs of the latency-sensitive application's client and server
-    /// (`taskset -c`), the same under weft and HTB (env `WEFT_TESTBED_APP_CPUS`).
+    /// The applications' CPUs (`taskset -c`, every iperf3, sockperf and memcached process).
+    /// Default: under weft, every CPU but the one weft busy-polls ([`Experiment::weft_cpu`]),
+    /// as a NIC's own cores are not the host's (an application sharing that core waits for
+    /// weft's slice, and weft for the application's: millisecond tails); under HTB, which has
+    /// no core of its own, all CPUs. Env `WEFT_TESTBED_APP_CPUS`: a `taskset -c` list for
+    /// both schedulers, or `all`. Resolved per scheduler by [`Experiment::for_mode`].
     pub app_cpus: Option<String>,
     /// With `latency`: the latency-sensitive application's scheduler slice, µs (see
     /// [`crate::dataplane::set_slice`]), the same under weft and HTB (env
@@ -549,6 +553,19 @@ impl Experiment {
         Some(e)
     }
 
+    /// This experiment as run under `mode`: [`Experiment::app_cpus`] resolved (`None`: no
+    /// pinning).
+    pub fn for_mode(&self, mode: Mode) -> Experiment {
+        let mut e = self.clone();
+        e.app_cpus = match (self.app_cpus.as_deref(), mode, self.weft_cpu) {
+            (Some("all"), _, _) => None,
+            (Some(list), _, _) => Some(list.to_string()),
+            (None, Mode::Weft, Some(cpu)) => host_cpus(cpu),
+            (None, _, _) => None,
+        };
+        e
+    }
+
     /// The weft policy: a `wfq` root with one leaf per tenant (matched on `tenant`), the
     /// per-destination limit as a shaping node on the leaves' edge.
     pub fn policy_yaml(&self) -> String {
@@ -580,6 +597,26 @@ impl Experiment {
         }
         s
     }
+}
+
+/// Every CPU but `nic_cpu`, as a `taskset -c` list (`None` on a single CPU).
+fn host_cpus(nic_cpu: usize) -> Option<String> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let v: Vec<String> = (0..n)
+        .filter(|&c| c != nic_cpu)
+        .map(|c| c.to_string())
+        .collect();
+    (!v.is_empty()).then(|| v.join(","))
+}
+
+/// `ip netns exec NS` with the applications' CPUs ([`Experiment::app_cpus`]).
+fn pinned(exp: &Experiment, ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]);
+    if let Some(cpus) = &exp.app_cpus {
+        c.args(["taskset", "-c", cpus]);
+    }
+    c
 }
 
 /// Jain's fairness index of `x` (1 = equal).
@@ -720,6 +757,7 @@ fn setup(
 }
 
 fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path) -> R<Value> {
+    let exp = &exp.for_mode(mode);
     let n = exp.tenants.len();
     let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
     if exp.latency {
@@ -730,8 +768,8 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     for i in 1..=n {
         let port = format!("{}", 5200 + i);
         servers.push(Child::spawn(
-            Command::new("ip")
-                .args(["netns", "exec", &tb.rx(), "iperf3", "-s", "-1", "-p", &port])
+            pinned(exp, &tb.rx())
+                .args(["iperf3", "-s", "-1", "-p", &port])
                 .stdout(Stdio::null()),
         )?);
     }
@@ -743,8 +781,8 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     for (i, t) in exp.tenants.iter().enumerate() {
         let i = i + 1;
         clients.push(Child::spawn(
-            Command::new("ip")
-                .args(["netns", "exec", &tb.tenant(i), "iperf3", "-J", "-c", &t.dst])
+            pinned(exp, &tb.tenant(i))
+                .args(["iperf3", "-J", "-c", &t.dst])
                 .args(["-p", &format!("{}", 5200 + i), "-P", &t.flows.to_string()])
                 .args(["-t", &(exp.seconds + exp.warmup_s).to_string()])
                 .args(["-O", &exp.warmup_s.to_string()])
@@ -913,6 +951,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     });
     Ok(json!({
         "scheduler": mode.name(),
+        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
         "leaf_mbps": leaf_mbps,
         "limit": limit,
         "reload": reload,
@@ -1128,14 +1167,14 @@ fn run_latency(
     for (i, t) in exp.tenants.iter().enumerate().skip(1) {
         let port = format!("{}", 5201 + i);
         servers.push(Child::spawn(
-            Command::new("ip")
-                .args(["netns", "exec", &tb.rx(), "iperf3", "-s", "-1", "-p", &port])
+            pinned(exp, &tb.rx())
+                .args(["iperf3", "-s", "-1", "-p", &port])
                 .stdout(Stdio::null()),
         )?);
         std::thread::sleep(Duration::from_millis(200));
         clients.push(Child::spawn(
-            Command::new("ip")
-                .args(["netns", "exec", &tb.tenant(i + 1), "iperf3", "-c", &t.dst])
+            pinned(exp, &tb.tenant(i + 1))
+                .args(["iperf3", "-c", &t.dst])
                 .args(["-p", &port, "-P", &t.flows.to_string()])
                 // Longer than the probe, which takes a second or two beyond its measured
                 // seconds (start, sockperf's own warm-up); the clients are killed after it.
@@ -1163,6 +1202,7 @@ fn run_latency(
     };
     Ok(json!({
         "scheduler": mode.name(),
+        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
         "latency_idle": idle,
         "latency_loaded": loaded,
         "app": if exp.memcached { "memcached (memaslap)" } else { "sockperf ping-pong" },
@@ -1251,6 +1291,29 @@ pub fn markdown(r: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn applications_avoid_the_nic_core_under_weft_only() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut e = Experiment::named("latency", 500_000_000, 10).expect("known experiment");
+        e.app_cpus = None;
+        e.weft_cpu = Some(n - 1);
+        let weft = e.for_mode(Mode::Weft).app_cpus;
+        if n > 1 {
+            let list = weft.expect("pinned under weft");
+            let cpus: Vec<usize> = list.split(',').map(|c| c.parse().unwrap()).collect();
+            assert_eq!(cpus, (0..n - 1).collect::<Vec<_>>(), "{list}");
+        } else {
+            assert_eq!(weft, None);
+        }
+        assert_eq!(e.for_mode(Mode::Htb).app_cpus, None);
+        e.weft_cpu = None;
+        assert_eq!(e.for_mode(Mode::Weft).app_cpus, None);
+        e.app_cpus = Some("all".into());
+        assert_eq!(e.for_mode(Mode::Weft).app_cpus, None);
+        e.app_cpus = Some("0-1".into());
+        assert_eq!(e.for_mode(Mode::Htb).app_cpus.as_deref(), Some("0-1"));
+    }
 
     #[test]
     fn tool_outputs_parse() {
