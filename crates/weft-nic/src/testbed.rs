@@ -1213,20 +1213,23 @@ fn run_latency(
     }))
 }
 
-/// The report as Markdown.
+/// The report as Markdown: per-tenant throughput (and its series) for the throughput
+/// experiments, percentiles idle and under load for the latency ones.
 pub fn markdown(r: &Value) -> String {
+    let results: Vec<&Value> = r["results"].as_array().into_iter().flatten().collect();
+    let name = |m: &Value| m["scheduler"].as_str().unwrap_or("").to_string();
     let mut s = format!(
-        "# testbed: {} at {} Mbit/s, {} s measured\n\n",
+        "# testbed: {} at {} Mbit/s, {} s measured\n",
         r["experiment"].as_str().unwrap_or(""),
         r["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
         r["seconds"]
     );
-    s += "| scheduler | tenant | weight | flows | Mbit/s | ideal | rel. error | retransmits |\n|---|---|---|---|---|---|---|---|\n";
-    for m in r["results"].as_array().into_iter().flatten() {
+    let mut rows = String::new();
+    for m in &results {
         for t in m["tenants"].as_array().into_iter().flatten() {
-            s += &format!(
+            rows += &format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                m["scheduler"].as_str().unwrap_or(""),
+                name(m),
                 t["tenant"],
                 t["weight"],
                 t["flows"],
@@ -1237,21 +1240,60 @@ pub fn markdown(r: &Value) -> String {
             );
         }
     }
-    for m in r["results"].as_array().into_iter().flatten() {
-        if !m["latency_idle"].is_null() {
-            s += &format!(
-                "\n{}: tenant 1 {} idle {} / under load {} (µs); {} loaded/idle = {}\n",
-                m["scheduler"].as_str().unwrap_or(""),
-                m["app"].as_str().unwrap_or(""),
-                m["latency_idle"],
-                m["latency_loaded"],
-                m["loaded_over_idle"].as_str().unwrap_or(""),
-                m["p99_loaded_over_idle"]
-            );
+    if !rows.is_empty() {
+        s += "\n| scheduler | tenant | weight | flows | Mbit/s | ideal | rel. error | retransmits |\n|---|---|---|---|---|---|---|---|\n";
+        s += &rows;
+    }
+    // Latency: one row per scheduler and phase, the columns the tool reported.
+    let lat: Vec<&&Value> = results
+        .iter()
+        .filter(|m| m["latency_idle"].is_object())
+        .collect();
+    if let Some(first) = lat.first() {
+        let keys: Vec<String> = first["latency_idle"]
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        s += &format!(
+            "\nTenant 1's {} (µs unless named), idle and under the other tenants' load:\n\n| scheduler | phase | {} | loaded/idle ({}) | bulk tenants' Mbit/s |\n|---|---|{}---|---|\n",
+            first["app"].as_str().unwrap_or(""),
+            keys.join(" | "),
+            first["loaded_over_idle"].as_str().unwrap_or(""),
+            "---|".repeat(keys.len())
+        );
+        for m in &lat {
+            // The bulk tenants' rate from weft's counters (weft only; HTB has none).
+            let bulk: f64 = m["weft_stats"]["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|n| n["leaf"] == true && n["name"] != "tenant1")
+                .filter_map(|n| n["rate_bps"].as_f64())
+                .sum();
+            for (phase, key) in [("idle", "latency_idle"), ("loaded", "latency_loaded")] {
+                let cells: Vec<String> = keys.iter().map(|k| m[key][k].to_string()).collect();
+                let (ratio, rate) = if phase == "loaded" {
+                    (
+                        m["p99_loaded_over_idle"].to_string(),
+                        if bulk > 0.0 {
+                            format!("{:.1}", bulk / 1e6)
+                        } else {
+                            "–".into()
+                        },
+                    )
+                } else {
+                    (String::new(), String::new())
+                };
+                s += &format!(
+                    "| {} | {phase} | {} | {ratio} | {rate} |\n",
+                    name(m),
+                    cells.join(" | ")
+                );
+            }
         }
     }
     let mut series = String::new();
-    for m in r["results"].as_array().into_iter().flatten() {
+    for m in &results {
         for t in m["tenants"].as_array().into_iter().flatten() {
             let v: Vec<String> = t["mbps_per_second"]
                 .as_array()
@@ -1260,30 +1302,27 @@ pub fn markdown(r: &Value) -> String {
                 .map(|x| format!("{x}"))
                 .collect();
             if !v.is_empty() {
-                series += &format!(
-                    "| {} | {} | {} |\n",
-                    m["scheduler"].as_str().unwrap_or(""),
-                    t["tenant"],
-                    v.join(" ")
-                );
+                series += &format!("| {} | {} | {} |\n", name(m), t["tenant"], v.join(" "));
             }
         }
     }
     if !series.is_empty() {
-        s += "\nThroughput over time (Mbit/s per second, sender side):\n\n| scheduler | tenant | per second |\n|---|---|---|\n";
+        s += "\nThroughput over time (Mbit/s per second, sender side; plot: throughput.svg):\n\n| scheduler | tenant | per second |\n|---|---|---|\n";
         s += &series;
     }
-    s += "\n| scheduler | Jain (weighted) | total Mbit/s | max rel. error | weft CPU % | system CPU % |\n|---|---|---|---|---|---|\n";
-    for m in r["results"].as_array().into_iter().flatten() {
-        s += &format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            m["scheduler"].as_str().unwrap_or(""),
-            m["jain"],
-            m["total_mbps"],
-            m["max_rel_error"],
-            m["weft_cpu_pct"],
-            m["system_cpu_pct"]
-        );
+    if results.iter().any(|m| !m["total_mbps"].is_null()) {
+        s += "\n| scheduler | Jain (weighted) | total Mbit/s | max rel. error | weft CPU % | system CPU % |\n|---|---|---|---|---|---|\n";
+        for m in &results {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                name(m),
+                m["jain"],
+                m["total_mbps"],
+                m["max_rel_error"],
+                m["weft_cpu_pct"],
+                m["system_cpu_pct"]
+            );
+        }
     }
     s
 }
@@ -1313,6 +1352,43 @@ mod tests {
         assert_eq!(e.for_mode(Mode::Weft).app_cpus, None);
         e.app_cpus = Some("0-1".into());
         assert_eq!(e.for_mode(Mode::Htb).app_cpus.as_deref(), Some("0-1"));
+    }
+
+    #[test]
+    fn latency_report_has_a_table_and_no_empty_throughput_rows() {
+        let r = json!({
+            "experiment": "latency", "rate_bps": 500_000_000u64, "seconds": 10,
+            "results": [{
+                "scheduler": "weft", "app": "sockperf ping-pong", "loaded_over_idle": "p99_us",
+                "latency_idle": {"p99_us": 30.0, "p50_us": 21.5},
+                "latency_loaded": {"p99_us": 55.0, "p50_us": 25.0},
+                "p99_loaded_over_idle": 1.833,
+                "weft_stats": {"nodes": [
+                    {"name": "root", "leaf": false, "rate_bps": 5e8},
+                    {"name": "tenant1", "leaf": true, "rate_bps": 8e6},
+                    {"name": "tenant2", "leaf": true, "rate_bps": 4.8e8}]}
+            }, {
+                "scheduler": "htb", "app": "sockperf ping-pong", "loaded_over_idle": "p99_us",
+                "latency_idle": {"p99_us": 17.0, "p50_us": 12.0},
+                "latency_loaded": {"p99_us": 110.0, "p50_us": 26.0},
+                "p99_loaded_over_idle": 6.47, "weft_stats": null
+            }]
+        });
+        let md = markdown(&r);
+        assert!(
+            md.contains("| scheduler | phase | p99_us | p50_us | loaded/idle (p99_us) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| weft | loaded | 55.0 | 25.0 | 1.833 | 480.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| htb | loaded | 110.0 | 26.0 | 6.47 | – |"),
+            "{md}"
+        );
+        assert!(!md.contains("null"), "{md}");
+        assert!(!md.contains("retransmits"), "{md}");
     }
 
     #[test]
