@@ -4,15 +4,12 @@
 //! port is AF_XDP and counted no bad descriptor. Namespaces `wxf<pid>-*` (apart from the
 //! testbed tests' `wt*`), removed by a guard also on failure.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
 
-fn weft() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_weft"))
-}
+use common::weft;
 
 fn policy() -> &'static str {
     concat!(
@@ -76,57 +73,12 @@ fn af_xdp_errors_exit_2_and_say_why() {
     }
 }
 
+/// Why the AF_XDP testbed test cannot run here: the feature, then the namespace checks.
 fn skip_reason() -> Option<String> {
     if !cfg!(feature = "af-xdp") {
         return Some("built without the af-xdp feature".into());
     }
-    if std::env::var_os("WEFT_SKIP_NETNS").is_some() {
-        return Some("WEFT_SKIP_NETNS is set".into());
-    }
-    if !weft_nic::testbed::is_root() {
-        return Some("not root (network namespaces, XDP and AF_XDP need it)".into());
-    }
-    weft_nic::testbed::install_tools();
-    if let Some(r) = weft_nic::testbed::missing_prerequisite() {
-        return Some(r);
-    }
-    let probe = format!("wxprobe{}", std::process::id() % 100_000);
-    let ok = Command::new("ip")
-        .args(["netns", "add", &probe])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let veth = ok
-        && Command::new("ip")
-            .args([
-                "-n", &probe, "link", "add", "name", "pa", "type", "veth", "peer", "name", "pb",
-            ])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
-    if !ok {
-        return Some("`ip netns add` failed (no network namespaces here)".into());
-    }
-    if !veth {
-        return Some("cannot create veth pairs here".into());
-    }
-    None
-}
-
-/// `weft testbed down` for the prefix and the report directory removed (kept when the test
-/// failed), also on panic.
-struct Down(String, PathBuf);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(weft())
-            .args(["testbed", "down", "--prefix", &self.0])
-            .status();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.1);
-        }
-    }
+    common::skip_reason("wxprobe")
 }
 
 #[test]
@@ -136,28 +88,13 @@ fn fair_1v8_through_af_xdp_jain_at_least_0_98_and_counters_balance() {
         return;
     }
     let prefix = format!("wxf{}", std::process::id() % 100_000);
-    let out = std::env::temp_dir().join(format!("weft-testbed-{prefix}"));
-    let _down = Down(prefix.clone(), out.clone());
-    let mut child = Command::new(weft())
-        .args(["testbed", "run", "fair-1v8", "--only", "weft", "--json"])
-        .args(["--backend", "af-xdp", "--prefix", &prefix])
-        .args(["--seconds", "8", "--rate", "500mbit", "--out"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn weft testbed run");
-    let t = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if t.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("weft testbed run fair-1v8 --backend af-xdp took longer than 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let o = child.wait_with_output().expect("output");
-    assert!(o.status.success(), "weft testbed run failed");
-    let r: Value = serde_json::from_slice(&o.stdout).expect("report JSON");
+    let r = common::run_experiment(
+        "fair-1v8",
+        &prefix,
+        8,
+        Duration::from_secs(90),
+        &["--backend", "af-xdp"],
+    );
     let w = &r["results"][0];
     println!("{}", serde_json::to_string(&w["tenants"]).unwrap());
     let jain = w["jain"].as_f64().unwrap();
@@ -166,31 +103,8 @@ fn fair_1v8_through_af_xdp_jain_at_least_0_98_and_counters_balance() {
         assert!(t["mbps"].as_f64().unwrap() > 10.0, "{t}");
     }
     let s = &w["weft_stats"];
-    let n = |p: &str| {
-        s.pointer(p)
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| panic!("{p}: {s}"))
-    };
-    // The dataplane's balance, as for AF_PACKET (crates/weft-cli/tests/testbed.rs).
-    let rx: u64 = (0..2).map(|i| n(&format!("/tenants/{i}/rx_frames"))).sum();
-    let ingress_drops: u64 = [
-        "parse_errors",
-        "oversize",
-        "no_buffer",
-        "ring_full",
-        "no_queue",
-        "unclassified",
-    ]
-    .iter()
-    .map(|k| n(&format!("/dataplane/{k}")))
-    .sum();
-    assert_eq!(rx, n("/iface/posted") + ingress_drops, "{s}");
-    assert_eq!(
-        n("/iface/posted"),
-        n("/iface/sent") + n("/iface/dropped"),
-        "{s}"
-    );
-    assert_eq!(n("/iface/sent"), n("/dataplane/tx_frames"), "{s}");
+    // The dataplane's balance, as for AF_PACKET (tests/testbed.rs).
+    common::assert_balanced(s);
     // And the ports': tenants then uplink, all AF_XDP. What the dataplane read is what the
     // sockets delivered; what it sent on the uplink was posted to the uplink's TX ring and
     // completed by the kernel; no bad descriptor, no kernel drop.

@@ -11,105 +11,20 @@
 //! the `weft` child is killed on drop and `weft testbed down --prefix P` runs on drop. The
 //! tests hold one lock, so they never run concurrently (each takes ~15-25 s).
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::{assert_balanced, skip_reason};
 use serde_json::Value;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn weft() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_weft"))
-}
-
-/// Why these tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    if std::env::var_os("WEFT_SKIP_NETNS").is_some() {
-        return Some("WEFT_SKIP_NETNS is set".into());
-    }
-    if !weft_nic::testbed::is_root() {
-        return Some("not root (network namespaces need CAP_SYS_ADMIN)".into());
-    }
-    weft_nic::testbed::install_tools();
-    if let Some(r) = weft_nic::testbed::missing_prerequisite() {
-        return Some(r);
-    }
-    let probe = format!("wtprobe{}", std::process::id() % 100_000);
-    let ok = Command::new("ip")
-        .args(["netns", "add", &probe])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let veth = ok
-        && Command::new("ip")
-            .args([
-                "-n", &probe, "link", "add", "name", "pa", "type", "veth", "peer", "name", "pb",
-            ])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
-    if !ok {
-        return Some("`ip netns add` failed (no network namespaces here)".into());
-    }
-    if !veth {
-        return Some("cannot create veth pairs here".into());
-    }
-    None
-}
-
-/// Removes the testbed's namespaces on drop (also when the test panics), and its report
-/// directory unless the test failed (kept for the post-mortem).
-struct Down(String, PathBuf);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(weft())
-            .args(["testbed", "down", "--prefix", &self.0])
-            .status();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.1);
-        }
-    }
-}
-
-/// Runs `weft testbed run EXPERIMENT --only weft --json`, killed after `limit`.
-/// The uplink rate for this build (see the module doc).
-fn rate() -> &'static str {
-    // weft-core and weft-nic are optimized in test builds too (the workspace's
-    // `profile.dev.package` settings), so debug builds forward 500 Mbit/s as well.
-    "500mbit"
-}
-
+/// `weft testbed run EXPERIMENT` for 10 s at 500 Mbit/s, killed after `limit`.
 fn run_experiment(experiment: &str, prefix: &str, limit: Duration) -> Value {
-    println!("{experiment}: uplink {}", rate());
-    let out = std::env::temp_dir().join(format!("weft-testbed-{prefix}"));
-    let _down = Down(prefix.to_string(), out.clone());
-    let mut child = Command::new(weft())
-        .args(["testbed", "run", experiment, "--only", "weft", "--json"])
-        .args(["--prefix", prefix, "--seconds", "10", "--rate", rate()])
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn weft testbed run");
-    let t = Instant::now();
-    loop {
-        if let Some(_s) = child.try_wait().expect("wait") {
-            break;
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("weft testbed run {experiment} took longer than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let o = child.wait_with_output().expect("output");
-    assert!(o.status.success(), "weft testbed run {experiment} failed");
-    serde_json::from_slice(&o.stdout).expect("report JSON")
+    common::run_experiment(experiment, prefix, 10, limit, &[])
 }
 
 fn weft_result(r: &Value) -> &Value {
@@ -119,7 +34,7 @@ fn weft_result(r: &Value) -> &Value {
 #[test]
 fn two_equal_tenants_1_vs_8_flows_jain_at_least_0_98() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason("wtprobe") {
         println!("skipped: {why}");
         return;
     }
@@ -136,45 +51,10 @@ fn two_equal_tenants_1_vs_8_flows_jain_at_least_0_98() {
     assert_balanced(&w["weft_stats"]);
 }
 
-/// Conservation at quiescence: every frame received was posted or dropped with a counted
-/// reason, and every posted descriptor was sent or dropped with a counted reason.
-fn assert_balanced(s: &Value) {
-    let n = |p: &str| {
-        s.pointer(p)
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| panic!("{p}: {s}"))
-    };
-    let rx: u64 = s["tenants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["rx_frames"].as_u64().unwrap())
-        .sum();
-    let ingress_drops: u64 = [
-        "parse_errors",
-        "oversize",
-        "no_buffer",
-        "ring_full",
-        "no_queue",
-        "unclassified",
-    ]
-    .iter()
-    .map(|k| n(&format!("/dataplane/{k}")))
-    .sum();
-    assert_eq!(rx, n("/iface/posted") + ingress_drops, "{s}");
-    assert_eq!(
-        n("/iface/posted"),
-        n("/iface/sent") + n("/iface/dropped"),
-        "{s}"
-    );
-    assert_eq!(n("/iface/sent"), n("/dataplane/tx_frames"), "{s}");
-    assert_eq!(n("/dataplane/backlog"), 0, "{s}");
-}
-
 #[test]
 fn weights_1_2_3_within_5_percent() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason("wtprobe") {
         println!("skipped: {why}");
         return;
     }
@@ -189,7 +69,7 @@ fn weights_1_2_3_within_5_percent() {
 #[test]
 fn per_destination_limit_holds_within_2_percent() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason("wtprobe") {
         println!("skipped: {why}");
         return;
     }
@@ -209,7 +89,7 @@ fn per_destination_limit_holds_within_2_percent() {
 #[test]
 fn rogue_tenant_is_refused_and_counted_while_shares_hold() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason("wtprobe") {
         println!("skipped: {why}");
         return;
     }
@@ -235,7 +115,7 @@ fn rogue_tenant_is_refused_and_counted_while_shares_hold() {
 #[test]
 fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason("wtprobe") {
         println!("skipped: {why}");
         return;
     }
@@ -261,7 +141,7 @@ fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
 #[test]
 fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason("wtprobe") {
         println!("skipped: {why}");
         return;
     }
