@@ -207,8 +207,16 @@ fn events<E: Engine>(mut e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<St
     out
 }
 
+/// 300 cases, or `PROPTEST_CASES` when set (an explicit `with_cases` would override it).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn fast_engine_matches_reference(s in spec()) {

@@ -6,8 +6,10 @@
 //! * **PIFOs.** A `prio` node with up to 64 children of distinct priorities keeps a count per
 //!   child and a find-first-set bitmap ([`Ffs`]); a `fifo` node one sorted queue; other nodes
 //!   that rank a child's packets in push order (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a
-//!   FIFO per child and a binary heap over the children's heads ([`PerChild`]); a leaf whose flows are served first-come first-served keeps one sorted
-//!   FIFO ([`Pifo::Sorted`]); `lstf`, `edf` and fair leaves keep a binary heap. Re-entries
+//!   FIFO per child and a binary heap over the children's heads ([`PerChild`]); a leaf whose
+//!   flows are served first-come first-served keeps one sorted FIFO ([`Pifo::Sorted`]);
+//!   `lstf`, `edf` and fair leaves keep a binary heap. The heaps are [`MinHeap`]s (32-byte
+//!   entries, the 128-bit rank compared in two 64-bit halves). Re-entries
 //!   from the shaping queue carry old ranks and are inserted in order (they are few, and land
 //!   near the front). Ties break on the same global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
@@ -23,7 +25,9 @@
 //!   the edge parameter its parent reads, virtual time, last finish tag, SENIC backlog) is
 //!   one 64-byte [`NodeRt`]; a leaf's limits and holdings one [`LeafRt`]; a `senic` node's
 //!   system virtual time one [`SenicRt`]. Live updates change these copies (the compiled
-//!   program stays as written). Node algorithms dispatch on a small `Copy` enum.
+//!   program stays as written). Node algorithms dispatch on a small `Copy` enum; what a
+//!   departure updates at a node on a precomputed one ([`OnSend`]); PIFOs on an explicit
+//!   tag byte.
 //!
 //! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
 //! list, shaping queue or free list); a flow's holdings equal the sum over its held slots.
@@ -34,15 +38,14 @@
 //! work at enqueue and dequeue; no allocation once the slab, heaps and arenas have grown to
 //! the peak occupancy. Hand-written (no crate provides a PIFO tree).
 
-use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHasher};
 
+use super::heap::{HeapEntry, MinHeap};
 use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
 use super::wheel::TimingWheel;
 use super::{
@@ -57,11 +60,14 @@ const NO: u32 = u32::MAX;
 /// A PIFO entry: rank, global sequence number (tie break), payload (child node or slot).
 type Entry = (Rank, u64, u32);
 
-/// A node's PIFO.
+/// A node's PIFO. `repr(u8)`: an explicit tag byte, so dispatch is one load and a jump
+/// (the default layout hides the tag in a niche of `VecDeque`'s capacity, costing a few
+/// more instructions per level at every push and pop).
 #[derive(Debug, Clone)]
+#[repr(u8)]
 enum Pifo {
     /// Every entry in one heap (`lstf`, `edf`, fair leaves: ranks not ordered by arrival).
-    Heap(BinaryHeap<Reverse<Entry>>),
+    Heap(MinHeap),
     /// One queue sorted by (rank, seq): first-come first-served leaves, whose ranks only go
     /// back in time on a re-entry.
     Sorted(VecDeque<Entry>),
@@ -123,7 +129,7 @@ impl Ffs {
         let mut pc = PerChild {
             first: self.first,
             queues: vec![VecDeque::new(); self.pos_of.len()],
-            heads: BinaryHeap::new(),
+            heads: MinHeap::default(),
         };
         for p in 0..self.child_at.len() {
             if self.count[p] > 0 {
@@ -133,7 +139,7 @@ impl Ffs {
                     (self.rank_at[p], 0),
                     self.count[p] as usize,
                 ));
-                pc.heads.push(Reverse((self.rank_at[p], 0, v)));
+                pc.heads.push(HeapEntry::new(self.rank_at[p], 0, v));
             }
         }
         pc
@@ -146,14 +152,14 @@ struct PerChild {
     first: u32,
     queues: Vec<VecDeque<(Rank, u64)>>,
     /// Heads, possibly stale: an item is live when it equals its queue's front.
-    heads: BinaryHeap<Reverse<Entry>>,
+    heads: MinHeap,
 }
 
 impl Pifo {
     #[inline(always)]
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
-            Pifo::Heap(h) => h.push(Reverse((rank, seq, v))),
+            Pifo::Heap(h) => h.push(HeapEntry::new(rank, seq, v)),
             Pifo::Sorted(q) => match q.back() {
                 Some(&(r, s, _)) if (rank, seq) < (r, s) => {
                     let at = q.partition_point(|&(r, s, _)| (r, s) < (rank, seq));
@@ -172,7 +178,7 @@ impl Pifo {
                 match q.back() {
                     None => {
                         q.push_back((rank, seq));
-                        pc.heads.push(Reverse((rank, seq, v)));
+                        pc.heads.push(HeapEntry::new(rank, seq, v));
                     }
                     Some(&last) if (rank, seq) > last => q.push_back((rank, seq)),
                     Some(_) => {
@@ -180,7 +186,7 @@ impl Pifo {
                         let at = q.partition_point(|&e| e < (rank, seq));
                         q.insert(at, (rank, seq));
                         if at == 0 {
-                            pc.heads.push(Reverse((rank, seq, v)));
+                            pc.heads.push(HeapEntry::new(rank, seq, v));
                         }
                     }
                 }
@@ -191,7 +197,7 @@ impl Pifo {
     #[inline(always)]
     fn pop(&mut self) -> Option<(Rank, u32)> {
         match self {
-            Pifo::Heap(h) => h.pop().map(|Reverse((r, _, v))| (r, v)),
+            Pifo::Heap(h) => h.pop().map(|e| (e.rank(), e.v)),
             Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v)),
             Pifo::Ffs(f) => {
                 if f.bits == 0 {
@@ -205,19 +211,19 @@ impl Pifo {
                 Some((f.rank_at[p], f.child_at[p]))
             }
             Pifo::PerChild(pc) => loop {
-                let mut top = pc.heads.peek_mut()?;
-                let Reverse((rank, seq, v)) = *top;
+                let top = *pc.heads.peek()?;
+                let (rank, v) = (top.rank(), top.v);
                 let q = &mut pc.queues[(v - pc.first) as usize];
-                if q.front() != Some(&(rank, seq)) {
-                    PeekMut::pop(top); // stale head
+                if q.front() != Some(&(rank, top.seq)) {
+                    pc.heads.pop(); // stale head
                     continue;
                 }
                 q.pop_front();
                 match q.front() {
                     // The child's next entry replaces its head in place: one sift-down.
-                    Some(&(r2, s2)) => *top = Reverse((r2, s2, v)),
+                    Some(&(r2, s2)) => pc.heads.replace_top(HeapEntry::new(r2, s2, v)),
                     None => {
-                        PeekMut::pop(top);
+                        pc.heads.pop();
                     }
                 }
                 return Some((rank, v));
@@ -263,6 +269,21 @@ struct NodeRt {
     /// this is positive).
     backlog: u32,
     kind: Kind,
+    /// What a departure through this node updates (derived from `kind` and, at a leaf, its
+    /// flow scheduling).
+    on_send: OnSend,
+}
+
+/// [`NodeRt::on_send`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnSend {
+    Nothing,
+    /// `vtime = max(vtime, rank)` (`wfq`, `rr`, a fair leaf).
+    Vtime,
+    /// `vtime = max(vtime, rank - 1)` in virtual bytes (`drr`).
+    DrrVtime,
+    /// SENIC: advance V, then the child's backlog (φ) drops.
+    Senic,
 }
 
 /// Per `senic` node: SENIC's system virtual time and what advances it (§4).
@@ -541,7 +562,8 @@ pub struct FastEngine {
     buckets: Vec<Bucket>,
     /// Scratch: the popped packet's cost at each of its shaping classes, ps.
     costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
-    /// Scratch: the (node, rank) popped at each level of the current dequeue.
+    /// Scratch: the (node, rank) popped at each level of the current dequeue, root first
+    /// (`stride` entries, written by index).
     popped: Vec<(u32, Rank)>,
     seq: u64,
     held: usize,
@@ -600,7 +622,7 @@ impl FastEngine {
                 });
             }
         }
-        let pifo = prog
+        let pifo: Vec<Pifo> = prog
             .nodes
             .iter()
             .enumerate()
@@ -617,14 +639,14 @@ impl FastEngine {
                     Pifo::PerChild(Box::new(PerChild {
                         first: x.children.start,
                         queues: vec![VecDeque::new(); x.children.len()],
-                        heads: BinaryHeap::new(),
+                        heads: MinHeap::default(),
                     }))
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
                     Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::Sorted(VecDeque::new()),
-                    _ => Pifo::Heap(BinaryHeap::new()),
+                    _ => Pifo::Heap(MinHeap::default()),
                 },
-                _ => Pifo::Heap(BinaryHeap::new()),
+                _ => Pifo::Heap(MinHeap::default()),
             })
             .collect();
         let nodes = (0..n)
@@ -640,6 +662,13 @@ impl FastEngine {
                 senic: senic_of[v],
                 backlog: 0,
                 kind: kind[v],
+                on_send: match kind[v] {
+                    Kind::Wfq | Kind::Rr => OnSend::Vtime,
+                    Kind::Drr => OnSend::DrrVtime,
+                    Kind::Senic => OnSend::Senic,
+                    Kind::Leaf if matches!(pifo[v], Pifo::Heap(_)) => OnSend::Vtime,
+                    _ => OnSend::Nothing,
+                },
             })
             .collect();
         let leaves = prog
@@ -672,7 +701,7 @@ impl FastEngine {
             deferred: FxHashMap::default(),
             spare: Vec::new(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
-            popped: Vec::with_capacity(stride),
+            popped: vec![(0, 0); stride],
             seq: 0,
             held: 0,
             stats: Stats::new(n),
@@ -815,7 +844,13 @@ impl FastEngine {
 
     /// Advances the system virtual time of the senic group whose top is `senic[top]` to `now`.
     fn senic_advance(&mut self, top: u32, now: u64) {
-        let g = &mut self.senic[top as usize];
+        Self::advance_group(&mut self.senic, top, now);
+    }
+
+    /// [`Self::senic_advance`] on the senic records alone (for callers holding other fields).
+    #[inline]
+    fn advance_group(senic: &mut [SenicRt], top: u32, now: u64) {
+        let g = &mut senic[top as usize];
         if now > g.t {
             let cap = g.capacity as u128;
             let dt = ((now - g.t) as u128) << FRAC;
@@ -831,21 +866,26 @@ impl FastEngine {
         (((bytes as u64) << FRAC) / by.max(1)) as u128
     }
 
+    /// Computes the packet's ranks at every level (stored in `ranks` for a re-entry) and
+    /// pushes its entries, or sends it to the shaping queue at once (the "currently limited"
+    /// fast path).
     fn admit(&mut self, slot: u32, now: u64) {
-        let s = self.slots[slot as usize];
+        let s = &self.slots[slot as usize];
+        let (leaf, leaf_node, flow, bytes) = (s.leaf, s.leaf_node, s.flow, s.bytes);
         let base = slot as usize * self.stride;
-        let l = &self.leaves[s.leaf as usize];
+        let l = &mut self.leaves[leaf as usize];
+        l.admitted += 1;
         let leaf_rank = if l.fair {
             let quantum = l.quantum;
-            let vtime = self.nodes[s.leaf_node as usize].vtime;
-            let f = self.flows.get_mut(s.flow);
+            let vtime = self.nodes[leaf_node as usize].vtime;
+            let f = self.flows.get_mut(flow);
             if f.fair == NO {
                 f.fair = self.fair_last.len() as u32;
                 self.fair_last.push(0);
             }
             let last = &mut self.fair_last[f.fair as usize];
             let start = vtime.max(*last);
-            *last = start + Self::cost(s.bytes, quantum);
+            *last = start + Self::cost(bytes, quantum);
             start
         } else {
             now as u128
@@ -853,40 +893,66 @@ impl FastEngine {
         self.ranks[base] = leaf_rank;
         // Into the shaping queue at once (the "currently limited" fast path), or into the
         // tree: then each level's entry is pushed as soon as its rank is known.
-        let defer_at = self.limited_release(slot, now);
+        let defer_at = if self.options.limited_fast_path {
+            self.limited_release(slot, now)
+        } else {
+            None
+        };
         let seq = if defer_at.is_none() {
             let q = self.next_seq();
-            self.pifo[s.leaf_node as usize].push(leaf_rank, q, slot);
+            self.pifo[leaf_node as usize].push(leaf_rank, q, slot);
             Some(q)
         } else {
             None
         };
-        let mut level = 1;
+        if self.nodes[leaf_node as usize].parent != NO {
+            self.admit_levels(slot, base, seq, now);
+        }
+        if let Some(at) = defer_at {
+            self.defer(slot, at);
+        }
+    }
+
+    /// [`Self::admit`] above the leaf: each level's rank, and its entry when `seq` is given.
+    #[inline(never)]
+    fn admit_levels(&mut self, slot: u32, base: usize, seq: Option<u64>, now: u64) {
+        let FastEngine {
+            nodes,
+            senic,
+            slots,
+            ranks,
+            tags,
+            pifo,
+            stride,
+            ..
+        } = self;
+        let s = &mut slots[slot as usize];
+        let ranks = &mut ranks[base..base + *stride];
+        let tags = &mut tags[base..base + *stride];
         let mut n_senic = 0usize;
         let mut inner: Option<(u128, u128)> = None;
         let mut child = s.leaf_node;
-        loop {
-            let c = self.nodes[child as usize];
-            if c.parent == NO {
+        for rank_out in ranks.iter_mut().skip(1) {
+            let c = &nodes[child as usize];
+            let (n, c_param, c_last, c_kind) = (c.parent, c.param, c.last, c.kind);
+            if n == NO {
                 break;
             }
-            let n = c.parent;
             let nu = n as usize;
             let cu = child as usize;
-            let node = &self.nodes[nu];
+            let node = &nodes[nu];
             let kind = node.kind;
             let rank = match kind {
                 Kind::Fifo => now as u128,
-                Kind::Prio => c.param as u128,
+                Kind::Prio => c_param as u128,
                 Kind::Wfq | Kind::Rr | Kind::Drr => {
-                    let start = node.vtime.max(c.last);
+                    let start = node.vtime.max(c_last);
                     let cost = match kind {
-                        Kind::Wfq => Self::cost(s.bytes, c.param),
                         Kind::Rr => 1u128 << FRAC,
-                        _ => Self::cost(s.bytes, c.param),
+                        _ => Self::cost(s.bytes, c_param),
                     };
                     let finish = start + cost;
-                    self.nodes[cu].last = finish;
+                    nodes[cu].last = finish;
                     if kind == Kind::Drr {
                         let one = 1u128 << FRAC;
                         finish.div_ceil(one) * one
@@ -898,18 +964,19 @@ impl FastEngine {
                 Kind::Edf => s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128,
                 Kind::Senic => {
                     let si = node.senic as usize;
-                    let top = self.senic[si].top;
-                    self.senic_advance(top, now);
-                    let rate = c.param.max(1);
-                    self.nodes[cu].backlog += 1;
-                    if self.nodes[cu].backlog == 1 {
-                        self.senic[si].backlog_rate += rate as u128;
+                    let top = senic[si].top;
+                    Self::advance_group(senic, top, now);
+                    let rate = c_param.max(1);
+                    let cn = &mut nodes[cu];
+                    cn.backlog += 1;
+                    if cn.backlog == 1 {
+                        senic[si].backlog_rate += rate as u128;
                     }
-                    let child_senic = c.kind == Kind::Senic;
+                    let child_senic = c_kind == Kind::Senic;
                     let (st, f) = match inner {
                         Some(tags) if child_senic => tags,
                         _ => {
-                            let g = &self.senic[si];
+                            let g = &senic[si];
                             let eff = if si as u32 != top {
                                 let cap = g.capacity as u128;
                                 let active = g.backlog_rate.max(1);
@@ -917,15 +984,15 @@ impl FastEngine {
                             } else {
                                 rate
                             };
-                            let v = self.senic[top as usize].v;
-                            let st = v.max(self.nodes[cu].last);
+                            let v = senic[top as usize].v;
+                            let st = v.max(cn.last);
                             let f = st + wire_ps_frac(s.bytes, eff);
-                            self.nodes[cu].last = f;
+                            cn.last = f;
                             (st, f)
                         }
                     };
                     if !(child_senic && inner.is_some()) {
-                        self.tags[base + n_senic] = (top, st);
+                        tags[n_senic] = (top, st);
                         n_senic += 1;
                     }
                     inner = Some((st, f));
@@ -936,43 +1003,36 @@ impl FastEngine {
             if kind != Kind::Senic {
                 inner = None;
             }
-            self.ranks[base + level] = rank;
+            *rank_out = rank;
             if let Some(q) = seq {
-                self.pifo[nu].push(rank, q, child);
+                pifo[nu].push(rank, q, child);
             }
-            level += 1;
             child = n;
         }
-        self.slots[slot as usize].n_senic = n_senic as u8;
-        self.leaves[s.leaf as usize].admitted += 1;
-        if let Some(at) = defer_at {
-            self.defer(slot, at);
-        }
+        s.n_senic = n_senic as u8;
     }
 
-    /// With Loom's "currently limited" fast path: when a shaping class on the packet's path
-    /// has packets in the shaping queue, the time the packet goes there until (if later than
-    /// `now`).
+    /// With Loom's "currently limited" fast path (the caller checks the option): when a
+    /// shaping class on the packet's path has packets in the shaping queue, the time the
+    /// packet goes there until (if later than `now`).
     fn limited_release(&self, slot: u32, now: u64) -> Option<u64> {
-        if self.options.limited_fast_path {
-            let classes = self.shaping[slot as usize];
-            let classes = classes.as_slice();
-            if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
-                let s = self.slots[slot as usize];
-                let mut at = now;
-                for &b in classes {
-                    at = at.max(self.buckets[b as usize].estimate(s.bytes, now));
-                }
-                if let Some(d) = self.deferred.get(&s.flow) {
-                    for &(fseq, until) in d {
-                        if seq_before(fseq, s.fseq) {
-                            at = at.max(until);
-                        }
+        let classes = self.shaping[slot as usize];
+        let classes = classes.as_slice();
+        if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
+            let s = self.slots[slot as usize];
+            let mut at = now;
+            for &b in classes {
+                at = at.max(self.buckets[b as usize].estimate(s.bytes, now));
+            }
+            if let Some(d) = self.deferred.get(&s.flow) {
+                for &(fseq, until) in d {
+                    if seq_before(fseq, s.fseq) {
+                        at = at.max(until);
                     }
                 }
-                if at > now {
-                    return Some(at);
-                }
+            }
+            if at > now {
+                return Some(at);
             }
         }
         None
@@ -1162,11 +1222,12 @@ impl Engine for FastEngine {
         }
         loop {
             // Pop the path from the root.
-            self.popped.clear();
             let mut n = 0u32;
+            let mut depth = 0;
             let slot = loop {
                 let (rank, v) = self.pifo[n as usize].pop()?;
-                self.popped.push((n, rank));
+                self.popped[depth] = (n, rank);
+                depth += 1;
                 if self.nodes[n as usize].kind == Kind::Leaf {
                     break v;
                 }
@@ -1186,33 +1247,35 @@ impl Engine for FastEngine {
             self.held -= 1;
             // One pass over the path (root to leaf): counters, virtual times, senic backlog (φ).
             let b64 = s.bytes as u64;
-            for i in 0..self.popped.len() {
-                let (node, rank) = self.popped[i];
+            let FastEngine {
+                popped,
+                stats,
+                nodes,
+                senic,
+                ..
+            } = self;
+            let path = &popped[..depth];
+            for (i, &(node, rank)) in path.iter().enumerate() {
                 let nu = node as usize;
-                let c = &mut self.stats.nodes[nu];
+                let c = &mut stats.nodes[nu];
                 c.packets += 1;
                 c.bytes += b64;
-                let rt = &mut self.nodes[nu];
-                match rt.kind {
-                    Kind::Wfq | Kind::Rr => rt.vtime = rt.vtime.max(rank),
-                    Kind::Drr => rt.vtime = rt.vtime.max(rank.saturating_sub(1 << FRAC)),
-                    Kind::Leaf => {
-                        if matches!(self.pifo[nu], Pifo::Heap(_)) {
-                            // A fair leaf (first-come first-served leaves are `Sorted`).
-                            rt.vtime = rt.vtime.max(rank);
-                        }
-                    }
-                    Kind::Senic => {
+                let rt = &mut nodes[nu];
+                match rt.on_send {
+                    OnSend::Nothing => {}
+                    OnSend::Vtime => rt.vtime = rt.vtime.max(rank),
+                    OnSend::DrrVtime => rt.vtime = rt.vtime.max(rank.saturating_sub(1 << FRAC)),
+                    OnSend::Senic => {
                         // V was advanced to `now` by the eligibility check, at the old φ.
-                        let si = self.nodes[nu].senic as usize;
-                        self.senic_advance(self.senic[si].top, now);
-                        let cu = self.popped[i + 1].0 as usize;
-                        self.nodes[cu].backlog -= 1;
-                        if self.nodes[cu].backlog == 0 {
-                            self.senic[si].backlog_rate -= self.nodes[cu].param.max(1) as u128;
+                        let si = rt.senic as usize;
+                        let top = senic[si].top;
+                        Self::advance_group(senic, top, now);
+                        let cn = &mut nodes[path[i + 1].0 as usize];
+                        cn.backlog -= 1;
+                        if cn.backlog == 0 {
+                            senic[si].backlog_rate -= cn.param.max(1) as u128;
                         }
                     }
-                    _ => {}
                 }
             }
             let l = &mut self.leaves[s.leaf as usize];
@@ -1358,7 +1421,7 @@ mod tests {
     fn records_stay_compact() {
         assert_eq!(std::mem::size_of::<NodeRt>(), 64, "one cache line per node");
         assert!(
-            std::mem::size_of::<Pifo>() <= 32,
+            std::mem::size_of::<Pifo>() <= 40,
             "{}",
             std::mem::size_of::<Pifo>()
         );
