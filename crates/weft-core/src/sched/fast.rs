@@ -89,12 +89,21 @@ struct Ffs {
     first: u32,
     /// Per child (by offset from `first`): its position in priority order.
     pos_of: Vec<u8>,
-    /// Per position: the child's node id, its rank (priority) and its entries.
-    child_at: Vec<u32>,
-    rank_at: Vec<Rank>,
-    count: Vec<u32>,
+    /// Per position: the child, its priority and its entries (one record: one bounds check).
+    at: Vec<FfsChild>,
     /// Bit `p` set when the child at position `p` has entries.
     bits: u64,
+}
+
+/// [`Ffs::at`]: 16 bytes.
+#[derive(Debug, Clone, Copy)]
+struct FfsChild {
+    /// The child's priority (its entries' rank).
+    prio: u64,
+    /// Its node id.
+    child: u32,
+    /// Its entries.
+    count: u32,
 }
 
 impl Ffs {
@@ -116,9 +125,14 @@ impl Ffs {
         Some(Ffs {
             first,
             pos_of,
-            child_at: order.iter().map(|&i| first + i as u32).collect(),
-            rank_at: order.iter().map(|&i| prios[i] as Rank).collect(),
-            count: vec![0; prios.len()],
+            at: order
+                .iter()
+                .map(|&i| FfsChild {
+                    prio: prios[i],
+                    child: first + i as u32,
+                    count: 0,
+                })
+                .collect(),
             bits: 0,
         })
     }
@@ -131,15 +145,12 @@ impl Ffs {
             queues: vec![VecDeque::new(); self.pos_of.len()],
             heads: MinHeap::default(),
         };
-        for p in 0..self.child_at.len() {
-            if self.count[p] > 0 {
-                let v = self.child_at[p];
+        for c in &self.at {
+            if c.count > 0 {
+                let v = c.child;
                 let q = &mut pc.queues[(v - self.first) as usize];
-                q.extend(std::iter::repeat_n(
-                    (self.rank_at[p], 0),
-                    self.count[p] as usize,
-                ));
-                pc.heads.push(HeapEntry::new(self.rank_at[p], 0, v));
+                q.extend(std::iter::repeat_n((c.prio as Rank, 0), c.count as usize));
+                pc.heads.push(HeapEntry::new(c.prio as Rank, 0, v));
             }
         }
         pc
@@ -169,8 +180,9 @@ impl Pifo {
             },
             Pifo::Ffs(f) => {
                 let p = f.pos_of[(v - f.first) as usize] as usize;
-                debug_assert_eq!(rank, f.rank_at[p], "ffs node: rank of child {v}");
-                f.count[p] += 1;
+                let c = &mut f.at[p];
+                debug_assert_eq!(rank, c.prio as Rank, "ffs node: rank of child {v}");
+                c.count += 1;
                 f.bits |= 1 << p;
             }
             Pifo::PerChild(pc) => {
@@ -204,11 +216,12 @@ impl Pifo {
                     return None;
                 }
                 let p = f.bits.trailing_zeros() as usize;
-                f.count[p] -= 1;
-                if f.count[p] == 0 {
+                let c = &mut f.at[p];
+                c.count -= 1;
+                if c.count == 0 {
                     f.bits &= !(1 << p);
                 }
-                Some((f.rank_at[p], f.child_at[p]))
+                Some((c.prio as Rank, c.child))
             }
             Pifo::PerChild(pc) => loop {
                 let top = *pc.heads.peek()?;
@@ -461,7 +474,8 @@ struct FlowRec {
 /// one chunk.
 #[derive(Debug, Clone, Default)]
 struct FlowArena {
-    chunks: Vec<Box<[FlowRec]>>,
+    /// Fixed-size chunks: the index within a chunk is masked, so it needs no bounds check.
+    chunks: Vec<Box<[FlowRec; CHUNK]>>,
     len: u32,
 }
 
@@ -482,8 +496,11 @@ impl FlowArena {
     fn push(&mut self, r: FlowRec) -> u32 {
         let i = self.len;
         if i as usize & (CHUNK - 1) == 0 {
-            self.chunks
-                .push(vec![FlowRec::default(); CHUNK].into_boxed_slice());
+            let chunk: Box<[FlowRec; CHUNK]> = vec![FlowRec::default(); CHUNK]
+                .into_boxed_slice()
+                .try_into()
+                .expect("CHUNK records");
+            self.chunks.push(chunk);
         }
         self.len += 1;
         *self.get_mut(i) = r;
@@ -726,7 +743,7 @@ impl FastEngine {
     }
 
     /// The packet's leaf and flow (created on first sight), or why it is dropped.
-    #[inline]
+    #[inline(always)]
     fn locate(&mut self, pkt: &Packet, class: Classification) -> Result<Located, DropReason> {
         match class {
             Classification::Leaf {
@@ -751,6 +768,7 @@ impl FastEngine {
     }
 
     /// Admission checks, the slot, and admission to the tree (or the waiting list).
+    #[inline(always)]
     fn enqueue_located(&mut self, pkt: &Packet, at: Located, now: u64) -> Result<(), DropReason> {
         let Located {
             leaf,
@@ -828,6 +846,13 @@ impl FastEngine {
         }) {
             return i;
         }
+        self.new_flow(h, leaf_node, key)
+    }
+
+    /// A record for a flow seen for the first time (hash `h`).
+    #[cold]
+    #[inline(never)]
+    fn new_flow(&mut self, h: u64, leaf_node: u32, key: u64) -> u32 {
         let i = self.flows.push(FlowRec {
             key,
             leaf_node,
@@ -869,6 +894,7 @@ impl FastEngine {
     /// Computes the packet's ranks at every level (stored in `ranks` for a re-entry) and
     /// pushes its entries, or sends it to the shaping queue at once (the "currently limited"
     /// fast path).
+    #[inline(always)]
     fn admit(&mut self, slot: u32, now: u64) {
         let s = &self.slots[slot as usize];
         let (leaf, leaf_node, flow, bytes) = (s.leaf, s.leaf_node, s.flow, s.bytes);
