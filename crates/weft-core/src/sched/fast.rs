@@ -171,8 +171,11 @@ impl Pifo {
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
             Pifo::Heap(h) => h.push(HeapEntry::new(rank, seq, v)),
+            // `seq` is the largest sequence number yet (every push takes a new one), so
+            // `(rank, seq) < (r, s)` comes down to `rank < r`.
             Pifo::Sorted(q) => match q.back() {
-                Some(&(r, s, _)) if (rank, seq) < (r, s) => {
+                Some(&(r, s, _)) if rank < r => {
+                    debug_assert!(seq > s, "sorted push: seq {seq} not after {s}");
                     let at = q.partition_point(|&(r, s, _)| (r, s) < (rank, seq));
                     q.insert(at, (rank, seq, v));
                 }
@@ -192,7 +195,12 @@ impl Pifo {
                         q.push_back((rank, seq));
                         pc.heads.push(HeapEntry::new(rank, seq, v));
                     }
-                    Some(&last) if (rank, seq) > last => q.push_back((rank, seq)),
+                    // `seq` is after every queued one (see `Sorted`): `(rank, seq) > last`
+                    // comes down to `rank >= last.0`.
+                    Some(&last) if rank >= last.0 => {
+                        debug_assert!(seq > last.1, "per-child push: seq {seq} not after {last:?}");
+                        q.push_back((rank, seq))
+                    }
                     Some(_) => {
                         // A re-entered packet (old rank): insert in order.
                         let at = q.partition_point(|&e| e < (rank, seq));
@@ -1260,14 +1268,18 @@ impl Engine for FastEngine {
                 n = v;
             };
             let s = self.slots[slot as usize];
-            let eligible_at = self.eligible_at(&s, slot, now);
-            if eligible_at > now {
-                self.defer(slot, eligible_at);
-                continue;
-            }
             let classes = self.shaping[slot as usize];
-            for (i, &b) in classes.as_slice().iter().enumerate() {
-                self.buckets[b as usize].charge_cost(self.costs[i], now);
+            // Nothing to check or charge without shaping classes, senic tags or deferred
+            // packets (a packet of a flow with none deferred is never held back for order).
+            if !(classes.as_slice().is_empty() && s.n_senic == 0 && self.deferred.is_empty()) {
+                let eligible_at = self.eligible_at(&s, slot, now);
+                if eligible_at > now {
+                    self.defer(slot, eligible_at);
+                    continue;
+                }
+                for (i, &b) in classes.as_slice().iter().enumerate() {
+                    self.buckets[b as usize].charge_cost(self.costs[i], now);
+                }
             }
             self.free.push(slot);
             self.held -= 1;
@@ -1308,14 +1320,27 @@ impl Engine for FastEngine {
             l.held_packets -= 1;
             l.held_bytes -= b64;
             l.admitted -= 1;
+            // Held but not admitted: waiting for `outstanding`.
+            let some_wait = l.held_packets > l.admitted;
             let f = self.flows.get_mut(s.flow);
             f.held_packets -= 1;
             f.held_bytes -= s.bytes;
             f.sent_packets += 1;
             f.sent_bytes += b64;
             let flow = f.key;
-            if let Some(next) = self.waiting[s.leaf as usize].pop_front() {
-                self.admit(next, now);
+            debug_assert_eq!(
+                some_wait,
+                !self.waiting[s.leaf as usize].is_empty(),
+                "leaf {}: held {} admitted {} waiting {:?}",
+                s.leaf,
+                self.leaves[s.leaf as usize].held_packets,
+                self.leaves[s.leaf as usize].admitted,
+                self.waiting[s.leaf as usize]
+            );
+            if some_wait {
+                if let Some(next) = self.waiting[s.leaf as usize].pop_front() {
+                    self.admit(next, now);
+                }
             }
             self.debug_check_holdings();
             return Some(Departure {
