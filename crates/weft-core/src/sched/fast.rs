@@ -351,6 +351,8 @@ struct LeafRt {
     /// How packets are grouped into flows.
     flow_key: FlowKey,
     fair: bool,
+    /// Some leaf or flow limit (packets or bytes) is set: the admission check reads them.
+    limited: bool,
 }
 
 impl LeafRt {
@@ -367,6 +369,7 @@ impl LeafRt {
             quantum: spec.flow_quantum_bytes,
             flow_key: spec.flow_key,
             fair: spec.flow_sched == FlowSched::Fair,
+            limited: false,
         };
         l.set_limits([
             spec.limit_packets,
@@ -386,6 +389,7 @@ impl LeafRt {
         self.flow_limit_packets = fp;
         self.flow_limit_bytes = fb;
         self.outstanding = o;
+        self.limited = [p, b, fp, fb].iter().any(|&l| l != u64::MAX);
     }
 
     /// The limit a packet of `bytes` would break, checked in the reference's order
@@ -393,6 +397,16 @@ impl LeafRt {
     #[inline]
     fn broken(&self, f: &FlowRec, bytes: u64) -> Option<DropReason> {
         let (fp, fb) = (f.held_packets as u64, f.held_bytes as u64);
+        if !self.limited {
+            // No leaf or flow limit: only the flow record's own bounds.
+            return if f.held_packets == u32::MAX {
+                Some(DropReason::FlowPackets)
+            } else if fb + bytes > u32::MAX as u64 {
+                Some(DropReason::FlowBytes)
+            } else {
+                None
+            };
+        }
         if self.held_packets >= self.limit_packets {
             Some(DropReason::LeafPackets)
         } else if self.held_bytes.saturating_add(bytes) > self.limit_bytes {
@@ -1128,6 +1142,42 @@ impl FastEngine {
         }
     }
 
+    /// One pass over a sent packet's path (root to leaf): counters, virtual times, senic
+    /// backlog (φ).
+    #[inline(always)]
+    fn count_departure(
+        path: &[(u32, Rank)],
+        counters: &mut [Counters],
+        nodes: &mut [NodeRt],
+        senic: &mut [SenicRt],
+        bytes: u64,
+        now: u64,
+    ) {
+        for (i, &(node, rank)) in path.iter().enumerate() {
+            let nu = node as usize;
+            let c = &mut counters[nu];
+            c.packets += 1;
+            c.bytes += bytes;
+            let rt = &mut nodes[nu];
+            match rt.on_send {
+                OnSend::Nothing => {}
+                OnSend::Vtime => rt.vtime = rt.vtime.max(rank),
+                OnSend::DrrVtime => rt.vtime = rt.vtime.max(rank.saturating_sub(1 << FRAC)),
+                OnSend::Senic => {
+                    // V was advanced to `now` by the eligibility check, at the old φ.
+                    let si = rt.senic as usize;
+                    let top = senic[si].top;
+                    Self::advance_group(senic, top, now);
+                    let cn = &mut nodes[path[i + 1].0 as usize];
+                    cn.backlog -= 1;
+                    if cn.backlog == 0 {
+                        senic[si].backlog_rate -= cn.param.max(1) as u128;
+                    }
+                }
+            }
+        }
+    }
+
     /// When the popped packet in `slot` may be sent (`now` if at once).
     /// Also leaves the packet's cost at each of its shaping classes in `self.costs`.
     fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
@@ -1283,39 +1333,15 @@ impl Engine for FastEngine {
             }
             self.free.push(slot);
             self.held -= 1;
-            // One pass over the path (root to leaf): counters, virtual times, senic backlog (φ).
             let b64 = s.bytes as u64;
-            let FastEngine {
-                popped,
-                stats,
-                nodes,
-                senic,
-                ..
-            } = self;
-            let path = &popped[..depth];
-            for (i, &(node, rank)) in path.iter().enumerate() {
-                let nu = node as usize;
-                let c = &mut stats.nodes[nu];
-                c.packets += 1;
-                c.bytes += b64;
-                let rt = &mut nodes[nu];
-                match rt.on_send {
-                    OnSend::Nothing => {}
-                    OnSend::Vtime => rt.vtime = rt.vtime.max(rank),
-                    OnSend::DrrVtime => rt.vtime = rt.vtime.max(rank.saturating_sub(1 << FRAC)),
-                    OnSend::Senic => {
-                        // V was advanced to `now` by the eligibility check, at the old φ.
-                        let si = rt.senic as usize;
-                        let top = senic[si].top;
-                        Self::advance_group(senic, top, now);
-                        let cn = &mut nodes[path[i + 1].0 as usize];
-                        cn.backlog -= 1;
-                        if cn.backlog == 0 {
-                            senic[si].backlog_rate -= cn.param.max(1) as u128;
-                        }
-                    }
-                }
-            }
+            Self::count_departure(
+                &self.popped[..depth],
+                &mut self.stats.nodes,
+                &mut self.nodes,
+                &mut self.senic,
+                b64,
+                now,
+            );
             let l = &mut self.leaves[s.leaf as usize];
             l.held_packets -= 1;
             l.held_bytes -= b64;
