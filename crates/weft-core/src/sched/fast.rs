@@ -7,7 +7,7 @@
 //!   child and a find-first-set bitmap ([`Ffs`]); a `fifo` node one sorted queue; other nodes
 //!   that rank a child's packets in push order (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a
 //!   FIFO per child and a binary heap over the children's heads ([`PerChild`]); a leaf whose
-//!   flows are served first-come first-served keeps one sorted FIFO ([`Pifo::Sorted`]);
+//!   flows are served first-come first-served keeps one sorted FIFO ([`Pifo::LeafSorted`]);
 //!   `lstf`, `edf` and fair leaves keep a binary heap. The heaps are [`MinHeap`]s (32-byte
 //!   entries, the 128-bit rank compared in two 64-bit halves). Re-entries
 //!   from the shaping queue carry old ranks and are inserted in order (they are few, and land
@@ -66,11 +66,15 @@ type Entry = (Rank, u64, u32);
 #[derive(Debug, Clone)]
 #[repr(u8)]
 enum Pifo {
-    /// Every entry in one heap (`lstf`, `edf`, fair leaves: ranks not ordered by arrival).
+    /// Every entry in one heap (`lstf`, `edf`: ranks not ordered by arrival).
     Heap(MinHeap),
-    /// One queue sorted by (rank, seq): first-come first-served leaves, whose ranks only go
-    /// back in time on a re-entry.
+    /// One queue sorted by (rank, seq) (`fifo` nodes: ranks only go back in time on a
+    /// re-entry).
     Sorted(VecDeque<Entry>),
+    /// [`Pifo::Heap`] at a leaf whose flows are served fairly (entries are slots).
+    LeafHeap(MinHeap),
+    /// [`Pifo::Sorted`] at a leaf whose flows are served first-come first-served.
+    LeafSorted(VecDeque<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
     PerChild(Box<PerChild>),
     /// A count per child and a find-first-set bitmap (see [`Ffs`]).
@@ -170,10 +174,10 @@ impl Pifo {
     #[inline(always)]
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
-            Pifo::Heap(h) => h.push(HeapEntry::new(rank, seq, v)),
+            Pifo::Heap(h) | Pifo::LeafHeap(h) => h.push(HeapEntry::new(rank, seq, v)),
             // `seq` is the largest sequence number yet (every push takes a new one), so
             // `(rank, seq) < (r, s)` comes down to `rank < r`.
-            Pifo::Sorted(q) => match q.back() {
+            Pifo::Sorted(q) | Pifo::LeafSorted(q) => match q.back() {
                 Some(&(r, s, _)) if rank < r => {
                     debug_assert!(seq > s, "sorted push: seq {seq} not after {s}");
                     let at = q.partition_point(|&(r, s, _)| (r, s) < (rank, seq));
@@ -214,11 +218,15 @@ impl Pifo {
         }
     }
 
+    /// The first entry: its rank, its payload, and whether this is a leaf's PIFO (the
+    /// payload is then a slot, else a child node).
     #[inline(always)]
-    fn pop(&mut self) -> Option<(Rank, u32)> {
+    fn pop(&mut self) -> Option<(Rank, u32, bool)> {
         match self {
-            Pifo::Heap(h) => h.pop().map(|e| (e.rank(), e.v)),
-            Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v)),
+            Pifo::Heap(h) => h.pop().map(|e| (e.rank(), e.v, false)),
+            Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v, false)),
+            Pifo::LeafHeap(h) => h.pop().map(|e| (e.rank(), e.v, true)),
+            Pifo::LeafSorted(q) => q.pop_front().map(|(r, _, v)| (r, v, true)),
             Pifo::Ffs(f) => {
                 if f.bits == 0 {
                     return None;
@@ -229,7 +237,7 @@ impl Pifo {
                 if c.count == 0 {
                     f.bits &= !(1 << p);
                 }
-                Some((c.prio as Rank, c.child))
+                Some((c.prio as Rank, c.child, false))
             }
             Pifo::PerChild(pc) => loop {
                 let top = *pc.heads.peek()?;
@@ -247,7 +255,7 @@ impl Pifo {
                         pc.heads.pop();
                     }
                 }
-                return Some((rank, v));
+                return Some((rank, v, false));
             },
         }
     }
@@ -682,8 +690,8 @@ impl FastEngine {
                     }))
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
-                    Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::Sorted(VecDeque::new()),
-                    _ => Pifo::Heap(MinHeap::default()),
+                    Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::LeafSorted(VecDeque::new()),
+                    _ => Pifo::LeafHeap(MinHeap::default()),
                 },
                 _ => Pifo::Heap(MinHeap::default()),
             })
@@ -705,7 +713,7 @@ impl FastEngine {
                     Kind::Wfq | Kind::Rr => OnSend::Vtime,
                     Kind::Drr => OnSend::DrrVtime,
                     Kind::Senic => OnSend::Senic,
-                    Kind::Leaf if matches!(pifo[v], Pifo::Heap(_)) => OnSend::Vtime,
+                    Kind::Leaf if matches!(pifo[v], Pifo::LeafHeap(_)) => OnSend::Vtime,
                     _ => OnSend::Nothing,
                 },
             })
@@ -1309,10 +1317,10 @@ impl Engine for FastEngine {
             let mut n = 0u32;
             let mut depth = 0;
             let slot = loop {
-                let (rank, v) = self.pifo[n as usize].pop()?;
+                let (rank, v, leaf) = self.pifo[n as usize].pop()?;
                 self.popped[depth] = (n, rank);
                 depth += 1;
-                if self.nodes[n as usize].kind == Kind::Leaf {
+                if leaf {
                     break v;
                 }
                 n = v;
