@@ -361,6 +361,8 @@ struct LeafRt {
     fair: bool,
     /// Some leaf or flow limit (packets or bytes) is set: the admission check reads them.
     limited: bool,
+    /// A `senic` node is on the path to the root (its packets carry SENIC tags).
+    senic_path: bool,
 }
 
 impl LeafRt {
@@ -378,6 +380,7 @@ impl LeafRt {
             flow_key: spec.flow_key,
             fair: spec.flow_sched == FlowSched::Fair,
             limited: false,
+            senic_path: false,
         };
         l.set_limits([
             spec.limit_packets,
@@ -721,7 +724,15 @@ impl FastEngine {
         let leaves = prog
             .leaves
             .iter()
-            .map(|&v| LeafRt::new(params.specs[v as usize].as_ref().expect("a leaf")))
+            .map(|&v| {
+                let mut l = LeafRt::new(params.specs[v as usize].as_ref().expect("a leaf"));
+                let mut a = parent[v as usize];
+                while a != NO {
+                    l.senic_path |= kind[a as usize] == Kind::Senic;
+                    a = parent[a as usize];
+                }
+                l
+            })
             .collect();
         FastEngine {
             nodes,
@@ -962,10 +973,82 @@ impl FastEngine {
             None
         };
         if self.nodes[leaf_node as usize].parent != NO {
-            self.admit_levels(slot, base, seq, now);
+            match seq {
+                Some(q) if !self.leaves[leaf as usize].senic_path => {
+                    self.push_levels(leaf_node, bytes, slot, base, q, now)
+                }
+                _ => self.admit_levels(slot, base, seq, now),
+            }
         }
         if let Some(at) = defer_at {
             self.defer(slot, at);
+        }
+    }
+
+    /// [`Self::admit_levels`] for the common case: no `senic` node on the path (no tags) and
+    /// the packet goes into the tree now (every level's entry is pushed; its rank is also
+    /// kept in `ranks`, for a re-entry should the dequeue defer the packet).
+    #[inline(never)]
+    fn push_levels(
+        &mut self,
+        leaf_node: u32,
+        bytes: u32,
+        slot: u32,
+        base: usize,
+        seq: u64,
+        now: u64,
+    ) {
+        let FastEngine {
+            nodes,
+            slots,
+            pifo,
+            ranks,
+            stride,
+            ..
+        } = self;
+        let ranks = &mut ranks[base + 1..base + *stride];
+        let mut child = leaf_node;
+        for rank_out in ranks.iter_mut() {
+            let c = &nodes[child as usize];
+            let (n, c_param, c_last) = (c.parent, c.param, c.last);
+            if n == NO {
+                break;
+            }
+            let node = &nodes[n as usize];
+            let kind = node.kind;
+            let rank = match kind {
+                Kind::Fifo => now as u128,
+                Kind::Prio => c_param as u128,
+                Kind::Wfq | Kind::Rr | Kind::Drr => {
+                    let start = node.vtime.max(c_last);
+                    let cost = match kind {
+                        Kind::Rr => 1u128 << FRAC,
+                        _ => Self::cost(bytes, c_param),
+                    };
+                    let finish = start + cost;
+                    nodes[child as usize].last = finish;
+                    if kind == Kind::Drr {
+                        let one = 1u128 << FRAC;
+                        finish.div_ceil(one) * one
+                    } else {
+                        start
+                    }
+                }
+                Kind::Lstf => {
+                    let s = &slots[slot as usize];
+                    now as u128 + s.slack().unwrap_or(node.default_ps) as u128
+                }
+                Kind::Edf => {
+                    let s = &slots[slot as usize];
+                    s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128
+                }
+                Kind::Senic | Kind::Leaf => {
+                    unreachable!("push_levels: a {kind:?} parent above leaf node {leaf_node}")
+                }
+            };
+            *rank_out = rank;
+            pifo[n as usize].push(rank, seq, child);
+            child = n;
         }
     }
 
