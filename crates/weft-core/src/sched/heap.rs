@@ -7,11 +7,14 @@
 //! derived comparison is a chain of branches. Here the rank is kept as two `u64` halves
 //! (entries are 32 bytes, no alignment padding) and compared as one branch on the high half
 //! (almost always equal) and one 128-bit comparison of `(low half, seq)`: about six
-//! instructions. Pop moves the hole to the bottom with one comparison per level, then sifts
-//! the last entry up (Floyd's method, as `std` does).
+//! instructions. The heap is 4-ary (half the depth of a binary heap, the four children of a
+//! node in two cache lines); pop moves the hole to the bottom along the smallest children
+//! (three comparisons per level), then sifts the last entry up (Floyd's method, as `std`
+//! does for its binary heap).
 //!
-//! Invariant: `v[i]` is not after either of its children `v[2i + 1]`, `v[2i + 2]`. Cost: push
-//! and pop O(log n); no allocation once the vector has grown to its peak.
+//! Invariant: `v[i]` is not after any of its children `v[4i + 1] ..= v[4i + 4]`. Cost: push
+//! O(log₄ n), pop O(log₄ n) levels of three comparisons; no allocation once the vector has
+//! grown to its peak.
 
 use super::reference::Rank;
 
@@ -53,6 +56,10 @@ impl HeapEntry {
         }
     }
 }
+
+/// Children per node: a 4-ary heap is half as deep as a binary one (senic's 10k classes:
+/// 6 levels instead of 12), with three comparisons per level on the way down.
+const ARITY: usize = 4;
 
 /// The heap (see the module doc).
 #[derive(Debug, Clone, Default)]
@@ -100,23 +107,36 @@ impl MinHeap {
         Self::sift_down_to_bottom(&mut self.v, e);
     }
 
-    /// `e` goes to index 0's place: the hole moves down along the smaller children to the
+    /// `e` goes to index 0's place: the hole moves down along the smallest children to the
     /// bottom, then `e` moves up from there.
     #[inline(always)]
     fn sift_down_to_bottom(v: &mut [HeapEntry], e: HeapEntry) {
         let n = v.len();
         let mut pos = 0;
-        let mut child = 1;
-        while child + 1 < n {
-            // The smaller of the two children moves up into the hole.
-            child += usize::from(v[child + 1].before(&v[child]));
-            v[pos] = v[child];
-            pos = child;
-            child = 2 * pos + 1;
-        }
-        if child < n {
-            v[pos] = v[child];
-            pos = child;
+        loop {
+            let first = ARITY * pos + 1;
+            if first + ARITY <= n {
+                // All four children: the smallest of them in three comparisons.
+                let c = &v[first..first + ARITY];
+                let a = usize::from(c[1].before(&c[0]));
+                let b = 2 + usize::from(c[3].before(&c[2]));
+                let m = if c[b].before(&c[a]) { b } else { a };
+                v[pos] = c[m];
+                pos = first + m;
+            } else {
+                // Fewer: the last parent with children; they have none below them.
+                if first < n {
+                    let mut m = first;
+                    for k in first + 1..n {
+                        if v[k].before(&v[m]) {
+                            m = k;
+                        }
+                    }
+                    v[pos] = v[m];
+                    pos = m;
+                }
+                break;
+            }
         }
         Self::sift_up(v, pos, e);
     }
@@ -125,7 +145,7 @@ impl MinHeap {
     #[inline(always)]
     fn sift_up(v: &mut [HeapEntry], mut pos: usize, e: HeapEntry) {
         while pos > 0 {
-            let parent = (pos - 1) / 2;
+            let parent = (pos - 1) / ARITY;
             if !e.before(&v[parent]) {
                 break;
             }
