@@ -866,7 +866,7 @@ impl FastEngine {
         if waits {
             self.waiting[leaf as usize].push_back(slot);
         } else {
-            self.admit(slot, now);
+            self.admit_slot(slot, leaf, leaf_node, fi, pkt.bytes, now);
         }
         Ok(())
     }
@@ -939,6 +939,29 @@ impl FastEngine {
     fn admit(&mut self, slot: u32, now: u64) {
         let s = &self.slots[slot as usize];
         let (leaf, leaf_node, flow, bytes) = (s.leaf, s.leaf_node, s.flow, s.bytes);
+        self.admit_slot(slot, leaf, leaf_node, flow, bytes, now);
+    }
+
+    /// [`Self::admit`] for a caller that has the slot's leaf, leaf node, flow and bytes at
+    /// hand (the enqueue, which just wrote them).
+    #[inline(always)]
+    fn admit_slot(
+        &mut self,
+        slot: u32,
+        leaf: u32,
+        leaf_node: u32,
+        flow: u32,
+        bytes: u32,
+        now: u64,
+    ) {
+        debug_assert!(
+            {
+                let s = &self.slots[slot as usize];
+                (s.leaf, s.leaf_node, s.flow, s.bytes) == (leaf, leaf_node, flow, bytes)
+            },
+            "admit_slot: slot {slot} is {:?}, not leaf {leaf} node {leaf_node} flow {flow} bytes {bytes}",
+            self.slots[slot as usize]
+        );
         let base = slot as usize * self.stride;
         let l = &mut self.leaves[leaf as usize];
         l.admitted += 1;
