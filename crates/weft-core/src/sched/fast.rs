@@ -6,10 +6,11 @@
 //! * **PIFOs.** A `prio` node with up to 64 children of distinct priorities keeps a count per
 //!   child and a find-first-set bitmap ([`Ffs`]); a `fifo` node one sorted queue; other nodes
 //!   that rank a child's packets in push order (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a
-//!   FIFO per child and a binary heap over the children's heads ([`PerChild`]); a leaf whose
+//!   FIFO per child and a heap over the children's heads ([`PerChild`]); a leaf whose
 //!   flows are served first-come first-served keeps one sorted FIFO ([`Pifo::LeafSorted`]);
-//!   `lstf`, `edf` and fair leaves keep a binary heap. The heaps are [`MinHeap`]s (32-byte
-//!   entries, the 128-bit rank compared in two 64-bit halves). Re-entries
+//!   `lstf`, `edf` and fair leaves keep a heap. The heaps are [`MinHeap`]s (4-ary, 32-byte
+//!   entries, the 128-bit rank compared in two 64-bit halves); the sorted queues are
+//!   [`Ring`]s (power-of-two ring buffers whose push inlines). Re-entries
 //!   from the shaping queue carry old ranks and are inserted in order (they are few, and land
 //!   near the front). Ties break on the same global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
@@ -47,6 +48,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
+use super::ring::Ring;
 use super::wheel::TimingWheel;
 use super::{
     check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
@@ -61,8 +63,8 @@ const NO: u32 = u32::MAX;
 type Entry = (Rank, u64, u32);
 
 /// A node's PIFO. `repr(u8)`: an explicit tag byte, so dispatch is one load and a jump
-/// (the default layout hides the tag in a niche of `VecDeque`'s capacity, costing a few
-/// more instructions per level at every push and pop).
+/// (the default layout may hide the tag in a niche of a field, costing a few more
+/// instructions per level at every push and pop).
 #[derive(Debug, Clone)]
 #[repr(u8)]
 enum Pifo {
@@ -70,11 +72,11 @@ enum Pifo {
     Heap(MinHeap),
     /// One queue sorted by (rank, seq) (`fifo` nodes: ranks only go back in time on a
     /// re-entry).
-    Sorted(VecDeque<Entry>),
+    Sorted(Ring<Entry>),
     /// [`Pifo::Heap`] at a leaf whose flows are served fairly (entries are slots).
     LeafHeap(MinHeap),
     /// [`Pifo::Sorted`] at a leaf whose flows are served first-come first-served.
-    LeafSorted(VecDeque<Entry>),
+    LeafSorted(Ring<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
     PerChild(Box<PerChild>),
     /// A count per child and a find-first-set bitmap (see [`Ffs`]).
@@ -146,7 +148,7 @@ impl Ffs {
     fn to_per_child(&self) -> PerChild {
         let mut pc = PerChild {
             first: self.first,
-            queues: vec![VecDeque::new(); self.pos_of.len()],
+            queues: vec![Ring::new(); self.pos_of.len()],
             heads: MinHeap::default(),
         };
         for c in &self.at {
@@ -165,7 +167,7 @@ impl Ffs {
 struct PerChild {
     /// Node id of the first child (children are contiguous).
     first: u32,
-    queues: Vec<VecDeque<(Rank, u64)>>,
+    queues: Vec<Ring<(Rank, u64)>>,
     /// Heads, possibly stale: an item is live when it equals its queue's front.
     heads: MinHeap,
 }
@@ -678,7 +680,7 @@ impl FastEngine {
             .enumerate()
             .map(|(v, x)| match x.algo {
                 // Arrival-time ranks: one sorted queue.
-                Algo::Fifo => Pifo::Sorted(VecDeque::new()),
+                Algo::Fifo => Pifo::Sorted(Ring::new()),
                 Algo::Prio if Ffs::new(x.children.start, &prios(&params, x)).is_some() => {
                     Pifo::Ffs(Box::new(
                         Ffs::new(x.children.start, &prios(&params, x)).expect("checked"),
@@ -688,12 +690,12 @@ impl FastEngine {
                 Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
                     Pifo::PerChild(Box::new(PerChild {
                         first: x.children.start,
-                        queues: vec![VecDeque::new(); x.children.len()],
+                        queues: vec![Ring::new(); x.children.len()],
                         heads: MinHeap::default(),
                     }))
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
-                    Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::LeafSorted(VecDeque::new()),
+                    Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::LeafSorted(Ring::new()),
                     _ => Pifo::LeafHeap(MinHeap::default()),
                 },
                 _ => Pifo::Heap(MinHeap::default()),

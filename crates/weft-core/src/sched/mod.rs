@@ -21,6 +21,7 @@ pub mod fast;
 mod heap;
 pub mod link;
 pub mod reference;
+mod ring;
 mod wheel;
 
 use crate::classifier::PacketMeta;
