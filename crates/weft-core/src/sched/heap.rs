@@ -87,7 +87,7 @@ impl MinHeap {
     }
 
     /// Removes and returns the first entry.
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<HeapEntry> {
         let last = self.v.pop()?;
         match self.v.first_mut() {
