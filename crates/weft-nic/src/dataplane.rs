@@ -181,12 +181,6 @@ const REVERSE_ROOM: usize = 512;
 /// behind (50 µs, two full-size frames at 500 Mbit/s; the pacer catches up within
 /// [`CATCH_UP_PS`]).
 const SPARSE_LATE_PS: u64 = 50_000_000;
-/// A tenant with at most this many frames in the NIC (posted, not completed) is sparse.
-const SPARSE_INFLIGHT: u32 = 2;
-/// How long a sparse tenant's waiting frame holds reverse sends back (100 µs: four
-/// full-size frames' wire time at 500 Mbit/s; a frame still waiting is shaped or behind
-/// others, and the reverse path goes on).
-const URGENT_PS: u64 = 100_000_000;
 /// A backlogged tenant's reverse frame is not started when a departure is due within 10 µs
 /// (about two median reverse sends), so departures leave on time.
 const REVERSE_GUARD_PS: u64 = 10_000_000;
@@ -453,10 +447,6 @@ struct State {
     free: Vec<u32>,
     macs: HashMap<[u8; 6], usize>,
     rev: Reverse,
-    /// Per tenant: frames posted and not yet completed (its forward backlog in the NIC),
-    /// and when that count last rose from zero (ps).
-    fwd_inflight: Vec<u32>,
-    fwd_since_ps: Vec<u64>,
     /// The reverse path goes next if both directions wait (they alternate).
     reverse_turn: bool,
     c: DpCounters,
@@ -559,8 +549,6 @@ pub fn run_ports(
         free: (0..cfg.buffers).rev().collect(),
         macs: HashMap::new(),
         rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
-        fwd_inflight: vec![0; cfg.tenants.len()],
-        fwd_since_ps: vec![0; cfg.tenants.len()],
         reverse_turn: false,
         c: DpCounters {
             rx_frames: vec![0; cfg.tenants.len()],
@@ -611,10 +599,8 @@ pub fn run_ports(
         }
         let received = work;
         st.nic_side(now, &mut fetched);
-        // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack). While
-        //    a sparse tenant's frame waits in the NIC (`sparse_forward`), only departures:
-        //    a reverse send started now could hold the link past that frame's turn.
-        //    Otherwise the first of: a sparse tenant's reverse frame (a reply), unless the uplink is
+        // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack), the
+        //    first of: a sparse tenant's reverse frame (a reply), unless the uplink is
         //    already SPARSE_LATE_PS behind; the uplink's due departures; a backlogged
         //    tenant's reverse frame, unless a departure is due within REVERSE_GUARD_PS (then
         //    the loop waits for it, so departures leave on time). Departures and backlogged
@@ -622,19 +608,40 @@ pub fn run_ports(
         //    frames this pass received, at most: one in the paced steady state (a frame that
         //    arrives meanwhile is seen before the next), as many as arrive when the loop is
         //    the bottleneck (unpaced, or catching up), so receiving cannot outrun sending.
-        let stepped = st.expensive_step(&tenants, &*uplink, now, received);
+        let due = st.next_free_ps <= now;
+        let backlog = st.engine.backlog() > 0 || !st.draining.is_empty();
+        let mut stepped = false;
+        if st.rev.has_sparse() && now.saturating_sub(st.next_free_ps) <= SPARSE_LATE_PS {
+            if let Some(t) = st.reverse_send_one(&tenants) {
+                tenants[t].flush();
+                st.reverse_turn = false;
+                stepped = true;
+            }
+        }
+        if !stepped && due && !(st.reverse_turn && st.rev.pending()) {
+            let mut sent = 0;
+            while sent <= received && st.next_free_ps <= now && st.transmit_one(&*uplink, now) {
+                sent += 1;
+            }
+            if sent > 0 {
+                uplink.flush();
+                st.reverse_turn = true;
+                stepped = true;
+            }
+        }
+        let imminent = backlog && !due && st.next_free_ps - now < REVERSE_GUARD_PS;
+        if !stepped && !imminent {
+            if let Some(t) = st.reverse_send_one(&tenants) {
+                tenants[t].flush();
+                st.reverse_turn = false;
+                stepped = true;
+            }
+        }
         work += stepped as usize;
         // 3. Completions.
-        for (t, &d) in st.drivers.iter().enumerate() {
+        for &d in &st.drivers {
             completions.clear();
             st.iface.poll_completions(d, usize::MAX, &mut completions);
-            debug_assert!(
-                st.fwd_inflight[t] as usize >= completions.len(),
-                "tenant {t}: {} completions for {} frames in the NIC",
-                completions.len(),
-                st.fwd_inflight[t]
-            );
-            st.fwd_inflight[t] = st.fwd_inflight[t].saturating_sub(completions.len() as u32);
             for c in &completions {
                 st.free.push(c.desc.buf);
             }
@@ -860,79 +867,12 @@ impl State {
             self.c.ring_full += 1;
             return;
         }
-        if self.fwd_inflight[t] == 0 {
-            self.fwd_since_ps[t] = now;
-        }
-        self.fwd_inflight[t] += 1;
         let f = self.queues.get_mut(&q).expect("queue of a flow");
         f.last_ps = now;
         if !f.pending_kick {
             f.pending_kick = true;
             self.kicks[t].push(DoorbellEntry::Kick(q));
         }
-    }
-
-    /// Step 2 of a pass (see the loop): at most one expensive step; whether one was made.
-    fn expensive_step(
-        &mut self,
-        tenants: &[Box<dyn Port>],
-        uplink: &dyn Port,
-        now: u64,
-        received: usize,
-    ) -> bool {
-        let due = self.next_free_ps <= now;
-        if self.sparse_forward(now) {
-            return due && self.departures(uplink, now, 0);
-        }
-        if self.rev.has_sparse()
-            && now.saturating_sub(self.next_free_ps) <= SPARSE_LATE_PS
-            && self.reverse_step(tenants)
-        {
-            return true;
-        }
-        if due
-            && !(self.reverse_turn && self.rev.pending())
-            && self.departures(uplink, now, received)
-        {
-            return true;
-        }
-        let backlog = self.engine.backlog() > 0 || !self.draining.is_empty();
-        let imminent = backlog && !due && self.next_free_ps - now < REVERSE_GUARD_PS;
-        !imminent && self.reverse_step(tenants)
-    }
-
-    /// Due departures, at most `1 + extra`; whether any left.
-    fn departures(&mut self, uplink: &dyn Port, now: u64, extra: usize) -> bool {
-        let mut sent = 0;
-        while sent <= extra && self.next_free_ps <= now && self.transmit_one(uplink, now) {
-            sent += 1;
-        }
-        if sent > 0 {
-            uplink.flush();
-            self.reverse_turn = true;
-        }
-        sent > 0
-    }
-
-    /// One reverse frame to its tenant; whether one was waiting.
-    fn reverse_step(&mut self, tenants: &[Box<dyn Port>]) -> bool {
-        let Some(t) = self.reverse_send_one(tenants) else {
-            return false;
-        };
-        tenants[t].flush();
-        self.reverse_turn = false;
-        true
-    }
-
-    /// Whether a sparse tenant (at most [`SPARSE_INFLIGHT`] frames in the NIC) has had a
-    /// frame waiting for less than [`URGENT_PS`]: a request of a request/response
-    /// application, which a reverse `send(2)` started now could hold up by tens of µs.
-    /// Bounded in time, so a sparse frame held by a shaper cannot stall the reverse path.
-    fn sparse_forward(&self, now: u64) -> bool {
-        self.fwd_inflight
-            .iter()
-            .zip(&self.fwd_since_ps)
-            .any(|(&n, &since)| (1..=SPARSE_INFLIGHT).contains(&n) && now - since < URGENT_PS)
     }
 
     /// The rogue driver's attempts (see [`Config::rogue`]); all are refused and counted.
