@@ -470,14 +470,41 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                 "{:<22} {:>6} {:>14} {:>14}",
                 "config", "bytes", "offered pps", "forwarded pps"
             );
-            for row in r["rows"].as_array().into_iter().flatten() {
+            let rows: Vec<&serde_json::Value> =
+                r["rows"].as_array().into_iter().flatten().collect();
+            let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+            for row in &rows {
                 println!(
-                    "{:<22} {:>6} {:>14} {:>14}",
+                    "{:<22} {:>6} {:>14.0} {:>14.0}",
                     row["config"].as_str().unwrap_or(""),
-                    row["frame_bytes"],
-                    row["offered_pps"],
-                    row["forwarded_pps"]
+                    row["frame_bytes"].as_u64().unwrap_or(0),
+                    num(&row["offered_pps"]),
+                    num(&row["forwarded_pps"])
                 );
+            }
+            // The ratios the issue asks for, per frame size, from this run's rows.
+            for &size in &sizes {
+                let fwd = |prefix: &str| {
+                    rows.iter()
+                        .find(|r| {
+                            r["frame_bytes"].as_u64() == Some(size as u64)
+                                && r["config"].as_str().is_some_and(|c| c.starts_with(prefix))
+                        })
+                        .map(|r| num(&r["forwarded_pps"]))
+                };
+                if let (Some(fig1), Some(fifo), Some(h1), Some(h1000)) = (
+                    fwd("weft loom-fig1"),
+                    fwd("weft fifo"),
+                    fwd("htb 1 class"),
+                    fwd("htb 1000 classes"),
+                ) {
+                    println!(
+                        "{size} B, forwarded: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
+                        fig1 / h1,
+                        fig1 / h1000,
+                        fig1 / fifo
+                    );
+                }
             }
             Ok(())
         }
