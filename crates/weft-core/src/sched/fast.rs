@@ -927,6 +927,48 @@ impl FastEngine {
         }
     }
 
+    /// The rank a node of any algorithm but `senic` gives a child (`c_param`, `c_last`: the
+    /// child's edge parameter and last finish tag) for a packet of `bytes`, and the child's
+    /// new finish tag for the fair algorithms. One definition for both paths that push
+    /// levels ([`Self::push_levels`] and the general one).
+    #[inline(always)]
+    fn plain_rank(
+        node: &NodeRt,
+        c_param: u64,
+        c_last: u128,
+        bytes: u32,
+        s: &Slot,
+        now: u64,
+    ) -> (Rank, Option<u128>) {
+        match node.kind {
+            Kind::Fifo => (now as u128, None),
+            Kind::Prio => (c_param as u128, None),
+            kind @ (Kind::Wfq | Kind::Rr | Kind::Drr) => {
+                let start = node.vtime.max(c_last);
+                let cost = match kind {
+                    Kind::Rr => 1u128 << FRAC,
+                    _ => Self::cost(bytes, c_param),
+                };
+                let finish = start + cost;
+                let rank = if kind == Kind::Drr {
+                    let one = 1u128 << FRAC;
+                    finish.div_ceil(one) * one
+                } else {
+                    start
+                };
+                (rank, Some(finish))
+            }
+            Kind::Lstf => (
+                now as u128 + s.slack().unwrap_or(node.default_ps) as u128,
+                None,
+            ),
+            Kind::Edf => (
+                s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128,
+                None,
+            ),
+            Kind::Senic | Kind::Leaf => unreachable!("plain_rank: a {:?} node", node.kind),
+        }
+    }
     /// `bytes << FRAC` divided by `by` (exact: `bytes` has 32 bits, so the dividend fits in
     /// 64).
     #[inline]
@@ -1040,37 +1082,16 @@ impl FastEngine {
                 break;
             }
             let node = &nodes[n as usize];
-            let kind = node.kind;
-            let rank = match kind {
-                Kind::Fifo => now as u128,
-                Kind::Prio => c_param as u128,
-                Kind::Wfq | Kind::Rr | Kind::Drr => {
-                    let start = node.vtime.max(c_last);
-                    let cost = match kind {
-                        Kind::Rr => 1u128 << FRAC,
-                        _ => Self::cost(bytes, c_param),
-                    };
-                    let finish = start + cost;
-                    nodes[child as usize].last = finish;
-                    if kind == Kind::Drr {
-                        let one = 1u128 << FRAC;
-                        finish.div_ceil(one) * one
-                    } else {
-                        start
-                    }
-                }
-                Kind::Lstf => {
-                    let s = &slots[slot as usize];
-                    now as u128 + s.slack().unwrap_or(node.default_ps) as u128
-                }
-                Kind::Edf => {
-                    let s = &slots[slot as usize];
-                    s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128
-                }
-                Kind::Senic | Kind::Leaf => {
-                    unreachable!("push_levels: a {kind:?} parent above leaf node {leaf_node}")
-                }
-            };
+            debug_assert!(
+                !matches!(node.kind, Kind::Senic | Kind::Leaf),
+                "push_levels: a {:?} parent above leaf node {leaf_node}",
+                node.kind
+            );
+            let (rank, last) =
+                Self::plain_rank(node, c_param, c_last, bytes, &slots[slot as usize], now);
+            if let Some(last) = last {
+                nodes[child as usize].last = last;
+            }
             *rank_out = rank;
             pifo[n as usize].push(rank, seq, child);
             child = n;
@@ -1107,25 +1128,6 @@ impl FastEngine {
             let node = &nodes[nu];
             let kind = node.kind;
             let rank = match kind {
-                Kind::Fifo => now as u128,
-                Kind::Prio => c_param as u128,
-                Kind::Wfq | Kind::Rr | Kind::Drr => {
-                    let start = node.vtime.max(c_last);
-                    let cost = match kind {
-                        Kind::Rr => 1u128 << FRAC,
-                        _ => Self::cost(s.bytes, c_param),
-                    };
-                    let finish = start + cost;
-                    nodes[cu].last = finish;
-                    if kind == Kind::Drr {
-                        let one = 1u128 << FRAC;
-                        finish.div_ceil(one) * one
-                    } else {
-                        start
-                    }
-                }
-                Kind::Lstf => now as u128 + s.slack().unwrap_or(node.default_ps) as u128,
-                Kind::Edf => s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128,
                 Kind::Senic => {
                     let si = node.senic as usize;
                     let top = senic[si].top;
@@ -1163,6 +1165,13 @@ impl FastEngine {
                     f
                 }
                 Kind::Leaf => unreachable!("a leaf is never a parent"),
+                _ => {
+                    let (rank, last) = Self::plain_rank(node, c_param, c_last, s.bytes, s, now);
+                    if let Some(last) = last {
+                        nodes[cu].last = last;
+                    }
+                    rank
+                }
             };
             if kind != Kind::Senic {
                 inner = None;
