@@ -708,6 +708,51 @@ pub fn run_ports(
     Ok(v)
 }
 
+/// The dataplane's conservation laws on a `ctl stats` snapshot taken at quiescence: every
+/// frame received from a tenant was posted or dropped with a counted reason; every posted
+/// descriptor was sent or dropped with a counted reason; every sent descriptor is a
+/// transmitted frame. `Err` names the law that failed, with its figures.
+pub fn check_balance(stats: &Value) -> Result<(), String> {
+    let n = |p: &str| {
+        stats
+            .pointer(p)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("{p}: missing from the stats"))
+    };
+    let mut rx = 0;
+    let tenants = stats["tenants"].as_array().map_or(0, Vec::len);
+    for i in 0..tenants {
+        rx += n(&format!("/tenants/{i}/rx_frames"))?;
+    }
+    let mut ingress_drops = 0;
+    for k in [
+        "parse_errors",
+        "oversize",
+        "no_buffer",
+        "ring_full",
+        "no_queue",
+        "unclassified",
+    ] {
+        ingress_drops += n(&format!("/dataplane/{k}"))?;
+    }
+    let (posted, sent, dropped) = (n("/iface/posted")?, n("/iface/sent")?, n("/iface/dropped")?);
+    let tx = n("/dataplane/tx_frames")?;
+    if rx != posted + ingress_drops {
+        return Err(format!(
+            "received {rx} != posted {posted} + ingress drops {ingress_drops}"
+        ));
+    }
+    if posted != sent + dropped {
+        return Err(format!(
+            "posted {posted} != sent {sent} + dropped {dropped}"
+        ));
+    }
+    if sent != tx {
+        return Err(format!("sent {sent} != transmitted frames {tx}"));
+    }
+    Ok(())
+}
+
 /// Waits until one of `fds` is readable or `ns` nanoseconds have passed (`ppoll(2)`).
 fn wait_readable(fds: &mut [libc::pollfd], ns: u64) {
     let ts = libc::timespec {
@@ -1269,5 +1314,31 @@ impl State {
                 "dropped": ic.dropped, "meta_updates": ic.meta_updates, "rejects": rejects,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_balance_names_the_broken_law() {
+        let mut s = json!({
+            "tenants": [{"rx_frames": 10}, {"rx_frames": 5}],
+            "dataplane": {"parse_errors": 1, "oversize": 0, "no_buffer": 2, "ring_full": 0,
+                          "no_queue": 0, "unclassified": 0, "tx_frames": 11},
+            "iface": {"posted": 12, "sent": 11, "dropped": 1},
+        });
+        assert_eq!(check_balance(&s), Ok(()));
+        s["tenants"][1]["rx_frames"] = json!(6);
+        assert!(check_balance(&s).unwrap_err().starts_with("received 16"));
+        s["tenants"][1]["rx_frames"] = json!(5);
+        s["iface"]["dropped"] = json!(0);
+        assert!(check_balance(&s).unwrap_err().starts_with("posted 12"));
+        s["iface"]["dropped"] = json!(1);
+        s["dataplane"]["tx_frames"] = json!(10);
+        assert!(check_balance(&s).unwrap_err().starts_with("sent 11"));
+        s["iface"].as_object_mut().unwrap().remove("sent");
+        assert!(check_balance(&s).unwrap_err().contains("/iface/sent"));
     }
 }
