@@ -29,8 +29,13 @@ pub struct TestbedError(pub String);
 type R<T> = Result<T, TestbedError>;
 
 fn sh(args: &[&str]) -> R<String> {
-    let o = Command::new(args[0])
-        .args(&args[1..])
+    output(Command::new(args[0]).args(&args[1..]), args)
+}
+
+/// Runs `c` (stdin closed) to completion: its stdout, or an error naming `args` with its
+/// stderr.
+fn output(c: &mut Command, args: &[&str]) -> R<String> {
+    let o = c
         .stdin(Stdio::null())
         .output()
         .map_err(|e| TestbedError(format!("{}: {e}", args.join(" "))))?;
@@ -1040,19 +1045,7 @@ fn app_command(exp: &Experiment, ns: &str) -> Command {
 }
 
 fn app_output(exp: &Experiment, ns: &str, args: &[&str]) -> R<String> {
-    let o = app_command(exp, ns)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| TestbedError(format!("{}: {e}", args.join(" "))))?;
-    if !o.status.success() {
-        return Err(TestbedError(format!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    output(app_command(exp, ns).args(args), args)
 }
 
 fn memaslap(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
