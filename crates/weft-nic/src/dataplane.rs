@@ -608,35 +608,7 @@ pub fn run_ports(
         //    frames this pass received, at most: one in the paced steady state (a frame that
         //    arrives meanwhile is seen before the next), as many as arrive when the loop is
         //    the bottleneck (unpaced, or catching up), so receiving cannot outrun sending.
-        let due = st.next_free_ps <= now;
-        let backlog = st.engine.backlog() > 0 || !st.draining.is_empty();
-        let mut stepped = false;
-        if st.rev.has_sparse() && now.saturating_sub(st.next_free_ps) <= SPARSE_LATE_PS {
-            if let Some(t) = st.reverse_send_one(&tenants) {
-                tenants[t].flush();
-                st.reverse_turn = false;
-                stepped = true;
-            }
-        }
-        if !stepped && due && !(st.reverse_turn && st.rev.pending()) {
-            let mut sent = 0;
-            while sent <= received && st.next_free_ps <= now && st.transmit_one(&*uplink, now) {
-                sent += 1;
-            }
-            if sent > 0 {
-                uplink.flush();
-                st.reverse_turn = true;
-                stepped = true;
-            }
-        }
-        let imminent = backlog && !due && st.next_free_ps - now < REVERSE_GUARD_PS;
-        if !stepped && !imminent {
-            if let Some(t) = st.reverse_send_one(&tenants) {
-                tenants[t].flush();
-                st.reverse_turn = false;
-                stepped = true;
-            }
-        }
+        let stepped = st.expensive_step(&tenants, &*uplink, now, received);
         work += stepped as usize;
         // 3. Completions.
         for &d in &st.drivers {
@@ -918,6 +890,55 @@ impl State {
             f.pending_kick = true;
             self.kicks[t].push(DoorbellEntry::Kick(q));
         }
+    }
+
+    /// Step 2 of a pass (see the loop): at most one expensive step; whether one was made.
+    fn expensive_step(
+        &mut self,
+        tenants: &[Box<dyn Port>],
+        uplink: &dyn Port,
+        now: u64,
+        received: usize,
+    ) -> bool {
+        let due = self.next_free_ps <= now;
+        if self.rev.has_sparse()
+            && now.saturating_sub(self.next_free_ps) <= SPARSE_LATE_PS
+            && self.reverse_step(tenants)
+        {
+            return true;
+        }
+        if due
+            && !(self.reverse_turn && self.rev.pending())
+            && self.departures(uplink, now, received)
+        {
+            return true;
+        }
+        let backlog = self.engine.backlog() > 0 || !self.draining.is_empty();
+        let imminent = backlog && !due && self.next_free_ps - now < REVERSE_GUARD_PS;
+        !imminent && self.reverse_step(tenants)
+    }
+
+    /// Due departures, at most `1 + extra`; whether any left.
+    fn departures(&mut self, uplink: &dyn Port, now: u64, extra: usize) -> bool {
+        let mut sent = 0;
+        while sent <= extra && self.next_free_ps <= now && self.transmit_one(uplink, now) {
+            sent += 1;
+        }
+        if sent > 0 {
+            uplink.flush();
+            self.reverse_turn = true;
+        }
+        sent > 0
+    }
+
+    /// One reverse frame to its tenant; whether one was waiting.
+    fn reverse_step(&mut self, tenants: &[Box<dyn Port>]) -> bool {
+        let Some(t) = self.reverse_send_one(tenants) else {
+            return false;
+        };
+        tenants[t].flush();
+        self.reverse_turn = false;
+        true
     }
 
     /// The rogue driver's attempts (see [`Config::rogue`]); all are refused and counted.

@@ -1017,22 +1017,13 @@ fn memaslap_totals(text: &str) -> Value {
     Value::Null
 }
 
-/// How the latency-sensitive application's processes start: `taskset -c CPUS` (when set)
-/// and `nice -n N`, the same under weft and HTB.
-fn app_prefix(exp: &Experiment) -> Vec<String> {
-    let mut v = Vec::new();
-    if let Some(c) = &exp.app_cpus {
-        v.extend(["taskset".to_string(), "-c".into(), c.clone()]);
-    }
-    v.extend(["nice".to_string(), "-n".into(), exp.app_nice.to_string()]);
-    v
-}
-
-/// `ip netns exec NS` + the application prefix ([`app_prefix`]), with the application's
-/// scheduler slice ([`Experiment::app_slice_us`]) set before `exec`.
+/// `ip netns exec NS` with the applications' CPUs ([`pinned`]), `nice -n N`
+/// ([`Experiment::app_nice`]) and the application's scheduler slice
+/// ([`Experiment::app_slice_us`]) set before `exec`: how the latency-sensitive application
+/// starts, the same under weft and HTB.
 fn app_command(exp: &Experiment, ns: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(app_prefix(exp));
+    let mut c = pinned(exp, ns);
+    c.args(["nice", "-n", &exp.app_nice.to_string()]);
     if let Some(us) = exp.app_slice_us {
         use std::os::unix::process::CommandExt;
         // SAFETY: the hook only makes system calls (no allocation, no locks), as required

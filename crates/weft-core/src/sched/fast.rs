@@ -969,6 +969,7 @@ impl FastEngine {
             Kind::Senic | Kind::Leaf => unreachable!("plain_rank: a {:?} node", node.kind),
         }
     }
+
     /// `bytes << FRAC` divided by `by` (exact: `bytes` has 32 bits, so the dividend fits in
     /// 64).
     #[inline]
