@@ -508,10 +508,28 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
 /// `stop` (or SIGINT/SIGTERM, or `ctl stop`) is set. Returns the final stats.
 pub fn run_ports(
     cfg: Config,
+    tenants: Vec<Box<dyn Port>>,
+    uplink: Box<dyn Port>,
+    stop: &AtomicBool,
+    ready: impl FnOnce(),
+) -> Result<Value, RunError> {
+    let mut ready = Some(ready);
+    loop_ports(cfg, tenants, uplink, stop, &mut || {
+        if let Some(f) = ready.take() {
+            f()
+        }
+    })
+}
+
+/// [`run_ports`] without a type parameter, so the loop is compiled (and optimized) in this
+/// crate, not instantiated in the caller's: a debug build of `weft` ran the whole loop at
+/// the binary's opt-level 0 before.
+fn loop_ports(
+    cfg: Config,
     mut tenants: Vec<Box<dyn Port>>,
     mut uplink: Box<dyn Port>,
     stop: &AtomicBool,
-    ready: impl FnOnce(),
+    ready: &mut dyn FnMut(),
 ) -> Result<Value, RunError> {
     if tenants.len() != cfg.tenants.len() || tenants.is_empty() {
         return Err(RunError::Config("one port per tenant".into()));

@@ -1351,18 +1351,23 @@ impl FastEngine {
         if !cfg!(debug_assertions) || self.flows.len > 64 || self.slots.len() > 512 {
             return;
         }
-        let mut sum: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
-        let free: rustc_hash::FxHashSet<u32> = self.free.iter().copied().collect();
+        // On the stack (no allocation per packet, even in a debug daemon): a bitmap of the
+        // free slots and the sums per flow.
+        let mut free = [0u64; 512 / 64];
+        for &i in &self.free {
+            free[i as usize / 64] |= 1 << (i % 64);
+        }
+        let mut sum = [(0u64, 0u64); 64];
         for (i, s) in self.slots.iter().enumerate() {
-            if !free.contains(&(i as u32)) {
-                let e = sum.entry(s.flow).or_default();
+            if free[i / 64] & (1 << (i % 64)) == 0 {
+                let e = &mut sum[s.flow as usize];
                 e.0 += 1;
                 e.1 += s.bytes as u64;
             }
         }
         for i in 0..self.flows.len {
             let f = self.flows.get(i);
-            let (p, b) = sum.get(&i).copied().unwrap_or_default();
+            let (p, b) = sum[i as usize];
             debug_assert!(
                 (f.held_packets as u64, f.held_bytes as u64) == (p, b),
                 "flow {i} ({:?}) holds {}/{} but its slots sum to {p}/{b}",
