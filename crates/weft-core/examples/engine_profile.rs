@@ -1,5 +1,5 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
-//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow|all] [fig1|senic]
+//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow|batch|classify] [fig1|senic]
 //! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count;
 //! with `WEFT_PROFILE_FIFO=1` the `fig1` packets go to a one-leaf FIFO policy instead, the
 //! engine's fixed cost per packet).
@@ -26,6 +26,7 @@ fn run<E: Engine>(
     ops: u64,
     make: &dyn Fn(u64) -> Packet,
     per_flow: bool,
+    batch: bool,
 ) {
     let prog = e.program().clone();
     // Packets (and classifications) made before the measured loop, as `weft bench` does.
@@ -58,6 +59,28 @@ fn run<E: Engine>(
     }
     let t = std::time::Instant::now();
     let mut done = 0;
+    if batch {
+        // 16 dequeues, then the next 16 packets in one `enqueue_batch` (a doorbell's batch).
+        let packets: Vec<Packet> = pool.iter().map(|&(p, _)| p).collect();
+        let mut results = Vec::with_capacity(16);
+        let mut next_batch = 4096;
+        while done < ops {
+            for _ in 0..16 {
+                match e.dequeue(now) {
+                    Some(_) => {
+                        now += wire;
+                        done += 1;
+                    }
+                    None => now = e.next_wakeup().unwrap_or(now + 1).max(now + 1),
+                }
+            }
+            let at = next_batch % packets.len();
+            let end = (at + 16).min(packets.len());
+            results.clear();
+            e.enqueue_batch(&packets[at..end], now, &mut results);
+            next_batch += end - at;
+        }
+    }
     while done < ops {
         match e.dequeue(now) {
             Some(_) => {
@@ -78,6 +101,7 @@ fn main() {
     let ops = args.get(2).map_or(1_000_000, |s| s.parse().unwrap());
     let flows = args.get(3).map_or(65_536, |s| s.parse().unwrap());
     let per_flow = args.get(4).is_some_and(|s| s == "per-flow");
+    let batch = args.get(4).is_some_and(|s| s == "batch");
     let senic = args.get(5).is_some_and(|s| s == "senic");
     let fig1 = move |i: u64| {
         let f = mix(i) % flows;
@@ -111,7 +135,7 @@ fn main() {
     );
     let link = prog.link;
     match engine {
-        "fast" => run(FastEngine::new(prog), link, ops, make, per_flow),
-        _ => run(ReferenceEngine::new(prog), link, ops, make, per_flow),
+        "fast" => run(FastEngine::new(prog), link, ops, make, per_flow, batch),
+        _ => run(ReferenceEngine::new(prog), link, ops, make, per_flow, batch),
     }
 }

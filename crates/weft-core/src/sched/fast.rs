@@ -18,10 +18,13 @@
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
 //! * **Flows** live in a chunked arena of 48-byte [`FlowRec`]s (key, leaf, holdings,
 //!   counters; a flow of a fair leaf adds a 16-byte finish tag in a side array), found
-//!   through a `hashbrown::HashTable` of `u32` indices: one hash probe per enqueue and none
-//!   per dequeue; a record stays when its flow goes idle (it holds the flow's counters). Drops per flow are counted in a sparse side map (drops are rare).
-//! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow deferral records only
-//!   for flows with deferred packets.
+//!   through a [`FlowIndex`] (insert-only linear probing with 8-bit tags, whose
+//!   candidates a batch can find for all its packets before reading any record): one hash
+//!   probe per enqueue and none per dequeue. A record stays when its flow goes idle (it
+//!   holds the flow's counters). Drops per flow are counted in a sparse side map (drops
+//!   are rare).
+//! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow
+//!   deferral records only for flows with deferred packets.
 //! * **Nodes and leaves.** What every packet reads and writes at a node (parent, algorithm,
 //!   the edge parameter its parent reads, virtual time, last finish tag, SENIC backlog) is
 //!   one 64-byte [`NodeRt`]; a leaf's limits and holdings one [`LeafRt`]; a `senic` node's
@@ -43,9 +46,9 @@ use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHasher};
 
+use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
 use super::ring::Ring;
@@ -591,7 +594,7 @@ pub struct FastEngine {
     // Flows.
     flows: FlowArena,
     /// Indices into `flows`, hashed by (leaf node, flow key).
-    flow_table: HashTable<u32>,
+    flow_table: FlowIndex,
     /// Finish tags of flows in fair leaves (virtual bytes, FRAC fractional bits), indexed by
     /// `FlowRec::fair`.
     fair_last: Vec<u128>,
@@ -749,7 +752,7 @@ impl FastEngine {
             stride,
             pifo,
             flows: FlowArena::default(),
-            flow_table: HashTable::new(),
+            flow_table: FlowIndex::default(),
             fair_last: Vec::new(),
             flow_drops: FxHashMap::default(),
             slots: Vec::new(),
@@ -879,11 +882,11 @@ impl FastEngine {
     }
 
     /// The arena index of flow `key` at `leaf_node`, created on first sight.
-    #[inline]
+    #[inline(always)]
     fn flow_index(&mut self, leaf_node: u32, key: u64) -> u32 {
         let h = flow_hash(leaf_node, key);
         let flows = &self.flows;
-        if let Some(&i) = self.flow_table.find(h, |&i| {
+        if let Some(i) = self.flow_table.find(h, |i| {
             let r = flows.get(i);
             r.key == key && r.leaf_node == leaf_node
         }) {
@@ -903,7 +906,7 @@ impl FastEngine {
             ..FlowRec::default()
         });
         let flows = &self.flows;
-        self.flow_table.insert_unique(h, i, |&j| {
+        self.flow_table.insert(h, i, |j| {
             let r = flows.get(j);
             flow_hash(r.leaf_node, r.key)
         });
@@ -1406,31 +1409,77 @@ impl Engine for FastEngine {
     }
 
     fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
-        // Three passes per chunk: classify together (the classifier's batch interface), find
-        // every packet's flow (independent lookups whose cache misses overlap), then enqueue
-        // in order. Same result as enqueuing one by one: the first two passes only read
-        // state, or create flow records in packet order.
+        // Passes per chunk, so that the cache misses of different packets overlap instead
+        // of waiting one after another: classify and hash every packet's flow key; load
+        // every packet's home bucket of the flow index; load every candidate flow record
+        // (at 64k flows, a miss per packet); then, in packet order, look up the flows not
+        // found that way (created on first sight) and enqueue. Same result as enqueuing one
+        // by one: the first passes only read state, and flows are created in packet order
+        // (a flow new in this chunk is created by its first packet and found by the later
+        // ones).
         const CHUNK: usize = 16;
-        let mut metas = [crate::classifier::PacketMeta::default(); CHUNK];
         let mut classes = [Classification::Unclassified { at: 0 }; CHUNK];
-        let mut located = [Err(DropReason::Unclassified); CHUNK];
+        // Per packet: (leaf node, flow key, hash); `NO` as the leaf node when unclassified.
+        let mut keys = [(NO, 0u64, 0u64); CHUNK];
+        let mut found = [NO; CHUNK];
         for chunk in pkts.chunks(CHUNK) {
             let n = chunk.len();
-            for (m, p) in metas.iter_mut().zip(chunk) {
-                *m = p.meta;
-            }
-            self.prog.classify_batch(&metas[..n], &mut classes[..n]);
             for i in 0..n {
-                located[i] = self.locate(&chunk[i], classes[i]);
+                classes[i] = self.prog.classify(&chunk[i].meta);
+                keys[i] = match classes[i] {
+                    Classification::Leaf { leaf, node, .. } => {
+                        let key = flow_key_of(self.leaves[leaf as usize].flow_key, &chunk[i]);
+                        (node, key, flow_hash(node, key))
+                    }
+                    Classification::Unclassified { .. } => (NO, 0, 0),
+                };
+            }
+            // Each packet's candidate (the index's arrays), then each candidate's record
+            // (the flow arena): two passes of independent loads.
+            for i in 0..n {
+                found[i] = match self.flow_table.candidate(keys[i].2) {
+                    Some(j) if keys[i].0 != NO => j,
+                    _ => NO,
+                };
+            }
+            let flows = &self.flows;
+            for i in 0..n {
+                let (leaf_node, key, _) = keys[i];
+                if found[i] != NO {
+                    let r = flows.get(found[i]);
+                    if r.key != key || r.leaf_node != leaf_node {
+                        found[i] = NO;
+                    }
+                }
             }
             for i in 0..n {
-                out.push(match located[i] {
-                    Ok(l) => self.enqueue_located(&chunk[i], l, now),
-                    Err(r) => Err(r),
+                out.push(match classes[i] {
+                    Classification::Leaf {
+                        leaf,
+                        node,
+                        shaping,
+                    } => {
+                        let flow = match found[i] {
+                            NO => self.flow_index(node, keys[i].1),
+                            j => j,
+                        };
+                        let at = Located {
+                            leaf,
+                            leaf_node: node,
+                            shaping,
+                            flow,
+                        };
+                        self.enqueue_located(&chunk[i], at, now)
+                    }
+                    Classification::Unclassified { at } => {
+                        self.stats.dropped(at, DropReason::Unclassified);
+                        Err(DropReason::Unclassified)
+                    }
                 });
             }
         }
     }
+
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
         if self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
             self.release_due(now);

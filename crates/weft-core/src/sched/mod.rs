@@ -18,6 +18,7 @@
 //! * Rank functions per node type are documented on [`reference::Rank`].
 
 pub mod fast;
+mod flow_index;
 mod heap;
 pub mod link;
 pub mod reference;
