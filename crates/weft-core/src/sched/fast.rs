@@ -622,7 +622,8 @@ pub struct FastEngine {
     popped: Vec<(u32, Rank)>,
     seq: u64,
     held: usize,
-    /// Counters per node.
+    /// Counters per node: drops where they happen, departures at the leaf only
+    /// ([`Engine::stats`] adds them up the tree).
     stats: Stats,
     options: EngineOptions,
 }
@@ -1271,8 +1272,8 @@ impl FastEngine {
         }
     }
 
-    /// One pass over a sent packet's path (root to leaf): counters, virtual times, senic
-    /// backlog (φ).
+    /// One pass over a sent packet's path (root to leaf): virtual times, senic backlog (φ);
+    /// then the leaf's counters (the nodes above add them up in [`Engine::stats`]).
     #[inline(always)]
     fn count_departure(
         path: &[(u32, Rank)],
@@ -1283,11 +1284,7 @@ impl FastEngine {
         now: u64,
     ) {
         for (i, &(node, rank)) in path.iter().enumerate() {
-            let nu = node as usize;
-            let c = &mut counters[nu];
-            c.packets += 1;
-            c.bytes += bytes;
-            let rt = &mut nodes[nu];
+            let rt = &mut nodes[node as usize];
             match rt.on_send {
                 OnSend::Nothing => {}
                 OnSend::Vtime => rt.vtime = rt.vtime.max(rank),
@@ -1304,6 +1301,11 @@ impl FastEngine {
                     }
                 }
             }
+        }
+        if let Some(&(leaf, _)) = path.last() {
+            let c = &mut counters[leaf as usize];
+            c.packets += 1;
+            c.bytes += bytes;
         }
     }
 
@@ -1645,8 +1647,20 @@ impl Engine for FastEngine {
         Ok(())
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
+    fn stats(&self) -> Stats {
+        // Departures are counted at the leaf only; a node's are its subtree's (the
+        // scheduling structure is a tree, and a parent's id is below its children's).
+        let mut s = self.stats.clone();
+        for v in (1..self.nodes.len()).rev() {
+            let p = self.nodes[v].parent;
+            if p != NO {
+                let (packets, bytes) = (s.nodes[v].packets, s.nodes[v].bytes);
+                let up = &mut s.nodes[p as usize];
+                up.packets += packets;
+                up.bytes += bytes;
+            }
+        }
+        s
     }
 
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {

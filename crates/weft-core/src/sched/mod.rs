@@ -425,8 +425,9 @@ pub trait Engine {
     fn backlog(&self) -> usize;
     /// Applies a live update at `now_ps`.
     fn update(&mut self, u: Update, now_ps: u64) -> Result<(), UpdateError>;
-    /// Counters per node so far.
-    fn stats(&self) -> &Stats;
+    /// Counters per node so far (built on each call: an engine may keep only its leaves'
+    /// departures and add them up the tree here).
+    fn stats(&self) -> Stats;
     /// Counters of every flow seen so far: `(leaf id, flow key, counters)`, sorted by leaf
     /// and key.
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)>;

@@ -841,8 +841,8 @@ impl Engine for ReferenceEngine {
         Ok(())
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
+    fn stats(&self) -> Stats {
+        self.stats.clone()
     }
 
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
