@@ -169,6 +169,9 @@ enum Mode {
     PerFlowQueues,
     /// `enqueue_batch` of 16 packets after 16 dequeues (a NIC's doorbell batch).
     Batch,
+    /// Per-flow queues and doorbell batches: `enqueue_classified_batch` of 16 packets after
+    /// 16 dequeues (Loom's design whole).
+    PerFlowBatch,
 }
 
 /// Packets per batch in [`Mode::Batch`].
@@ -180,7 +183,9 @@ const BATCH: usize = 16;
 fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: Mode) -> f64 {
     let link = s.prog.link;
     // Per-flow queues: each flow's classification, made once.
-    let by_flow: Vec<Option<Classification>> = if mode == Mode::PerFlowQueues {
+    let per_flow = matches!(mode, Mode::PerFlowQueues | Mode::PerFlowBatch);
+    let batched = matches!(mode, Mode::Batch | Mode::PerFlowBatch);
+    let by_flow: Vec<Option<Classification>> = if per_flow {
         let mut by_flow = vec![None; s.flows as usize];
         let (mut seen, mut i) = (0u64, 0u64);
         while seen < s.flows && i < s.flows * 64 {
@@ -223,9 +228,17 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
     } else {
         Vec::new()
     };
+    // Per-flow batches: every packet with its flow's classification.
+    let classified: Vec<(Packet, Classification)> = if mode == Mode::PerFlowBatch {
+        pool.iter()
+            .map(|&(p, c)| (p, c.unwrap_or_else(|| s.prog.classify(&p.meta))))
+            .collect()
+    } else {
+        Vec::new()
+    };
     // Each round: `per_round` dequeues (advancing time by the frames sent), then as many
     // packets offered, in one batch or one by one.
-    let per_round = if mode == Mode::Batch { BATCH } else { 1 };
+    let per_round = if batched { BATCH } else { 1 };
     let mut results = Vec::with_capacity(BATCH);
     let t = Instant::now();
     let mut done = 0u64;
@@ -247,6 +260,12 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
             let end = (at + BATCH).min(packets.len());
             results.clear();
             e.enqueue_batch(&packets[at..end], now, &mut results);
+            next += end - at;
+        } else if mode == Mode::PerFlowBatch {
+            let at = next % classified.len();
+            let end = (at + BATCH).min(classified.len());
+            results.clear();
+            e.enqueue_classified_batch(&classified[at..end], now, &mut results);
             next += end - at;
         } else {
             offer(&mut e, next, now);
@@ -320,10 +339,11 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
         let backlog = 4_096.min(s.flows * 4).max(64);
         let fast_in =
             |mode| throughput(FastEngine::new(s.prog.clone()), &s, backlog, ops_fast, mode);
-        let (fast, per_flow, batched) = (
+        let (fast, per_flow, batched, per_flow_batched) = (
             fast_in(Mode::Classify),
             fast_in(Mode::PerFlowQueues),
             fast_in(Mode::Batch),
+            fast_in(Mode::PerFlowBatch),
         );
         let reference = throughput(
             ReferenceEngine::new(s.prog.clone()),
@@ -343,6 +363,7 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
             "batch16_packets_per_s": batched.round(),
             "per_flow_queues_packets_per_s": per_flow.round(),
             "per_flow_queues_ns_per_packet": (1e9 / per_flow * 10.0).round() / 10.0,
+            "per_flow_batch16_packets_per_s": per_flow_batched.round(),
             "bytes_per_idle_flow": bytes_per_flow(&s, flows_for_memory).round(),
             "bytes_per_rate_limiter": engine_per_limiter.round(),
             "policy_bytes_per_rate_limiter": policy_per_limiter.round(),
@@ -356,7 +377,7 @@ pub fn run(quick: bool, progress: bool) -> Vec<Value> {
 /// Prints the rows as a table.
 pub fn print_table(rows: &[Value]) {
     println!(
-        "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>7} {:>7}",
+        "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>12} {:>7} {:>7}",
         "scenario",
         "fast pkt/s",
         "ns/pkt",
@@ -364,13 +385,14 @@ pub fn print_table(rows: &[Value]) {
         "ratio",
         "batch16/s",
         "per-flow-q/s",
+        "pf-batch16/s",
         "B/flow",
         "B/limit"
     );
     for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
         println!(
-            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>7.0} {:>7.0}",
+            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>12.0} {:>7.0} {:>7.0}",
             r["scenario"].as_str().unwrap_or(""),
             f("packets_per_s"),
             f("ns_per_packet"),
@@ -378,6 +400,7 @@ pub fn print_table(rows: &[Value]) {
             f("ratio_vs_reference"),
             f("batch16_packets_per_s"),
             f("per_flow_queues_packets_per_s"),
+            f("per_flow_batch16_packets_per_s"),
             f("bytes_per_idle_flow"),
             f("bytes_per_rate_limiter")
         );

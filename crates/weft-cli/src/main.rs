@@ -101,9 +101,11 @@ enum Command {
     ///
     /// Columns: the fast engine classifying every packet ("dequeue one, enqueue one" with a
     /// 4,096-packet backlog; packets made before the clock starts); the reference engine the
-    /// same way and the ratio; the fast engine offered 16 packets at a time (`batch16`); the
-    /// fast engine with per-flow queues (flows classified once, as Loom's OS does); heap bytes
-    /// per idle flow; engine bytes per shaping class. The machine's load moves these figures;
+    /// same way and the ratio; the fast engine offered 16 packets at a time (`batch16`, a
+    /// doorbell's batch: their flow lookups overlap); the fast engine with per-flow queues
+    /// (flows classified once, as Loom's OS does), one packet at a time (`per-flow-q`) and 16
+    /// at a time (`pf-batch16`: Loom's design whole); heap bytes per idle flow; engine bytes
+    /// per shaping class. The machine's load moves these figures;
     /// docs/scheduling.md has instruction counts that it does not.
     Bench {
         /// One JSON object per row on stdout.

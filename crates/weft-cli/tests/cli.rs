@@ -370,6 +370,13 @@ fn bench_quick_reports_ratios_against_the_reference() {
         assert!(r["packets_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["reference_packets_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["ratio_vs_reference"].is_number());
+        for mode in [
+            "batch16_packets_per_s",
+            "per_flow_queues_packets_per_s",
+            "per_flow_batch16_packets_per_s",
+        ] {
+            assert!(r[mode].as_f64().unwrap() > 0.0, "{mode}: {r}");
+        }
         assert!(r["bytes_per_idle_flow"].is_number());
         assert!(r["engine_bytes_per_senic_class"].as_f64().unwrap() > 0.0);
     }

@@ -1,5 +1,5 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
-//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [per-flow|batch|classify] [fig1|senic]
+//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [classify|per-flow|batch|per-flow-batch] [fig1|senic]
 //! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count;
 //! with `WEFT_PROFILE_FIFO=1` the `fig1` packets go to a one-leaf FIFO policy instead, the
 //! engine's fixed cost per packet).
@@ -60,7 +60,8 @@ fn run<E: Engine>(
     let t = std::time::Instant::now();
     let mut done = 0;
     if batch {
-        // 16 dequeues, then the next 16 packets in one `enqueue_batch` (a doorbell's batch).
+        // 16 dequeues, then the next 16 packets in one `enqueue_batch` (a doorbell's batch),
+        // or with their classes in one `enqueue_classified_batch` (`per_flow`).
         let packets: Vec<Packet> = pool.iter().map(|&(p, _)| p).collect();
         let mut results = Vec::with_capacity(16);
         let mut next_batch = 4096;
@@ -77,7 +78,11 @@ fn run<E: Engine>(
             let at = next_batch % packets.len();
             let end = (at + 16).min(packets.len());
             results.clear();
-            e.enqueue_batch(&packets[at..end], now, &mut results);
+            if per_flow {
+                e.enqueue_classified_batch(&pool[at..end], now, &mut results);
+            } else {
+                e.enqueue_batch(&packets[at..end], now, &mut results);
+            }
             next_batch += end - at;
         }
     }
@@ -100,8 +105,9 @@ fn main() {
     let engine = args.get(1).map_or("fast", |s| s.as_str());
     let ops = args.get(2).map_or(1_000_000, |s| s.parse().unwrap());
     let flows = args.get(3).map_or(65_536, |s| s.parse().unwrap());
-    let per_flow = args.get(4).is_some_and(|s| s == "per-flow");
-    let batch = args.get(4).is_some_and(|s| s == "batch");
+    let mode = args.get(4).map_or("classify", |s| s.as_str());
+    let per_flow = mode == "per-flow" || mode == "per-flow-batch";
+    let batch = mode == "batch" || mode == "per-flow-batch";
     let senic = args.get(5).is_some_and(|s| s == "senic");
     let fig1 = move |i: u64| {
         let f = mix(i) % flows;

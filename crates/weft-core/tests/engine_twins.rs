@@ -1,17 +1,22 @@
 //! The fast engine must produce exactly the reference engine's departures (time, packet) and
 //! drops on random policies and traces: every node type, two levels, parallel shaping,
-//! SENIC's two-level form, fair and FIFO flows, limits and `outstanding`.
+//! SENIC's two-level form, fair and FIFO flows, limits and `outstanding`. Packets arriving
+//! together are offered as one batch, classified by the engine (`enqueue_batch`) or by the
+//! driver (`enqueue_classified_batch`, through [`DriverClassifies`]).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use weft_core::classifier::PacketMeta;
+use weft_core::policy::Classification;
 use weft_core::policy::{compile_str, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event, Input};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{Engine, EngineOptions, Packet, Update};
+use weft_core::sched::{
+    Counters, Departure, DropReason, Engine, EngineOptions, Packet, Stats, Update, UpdateError,
+};
 
 const KINDS: [&str; 8] = ["fifo", "prio", "wfq", "rr", "drr", "lstf", "edf", "senic"];
 
@@ -185,6 +190,48 @@ fn trace(s: &Spec) -> Vec<(u64, Packet)> {
         .collect()
 }
 
+/// An engine driven as Loom's OS drives the NIC: the driver classifies each packet and
+/// offers batches with their classes (`enqueue_classified_batch`).
+struct DriverClassifies<E>(E);
+
+impl<E: Engine> Engine for DriverClassifies<E> {
+    fn program(&self) -> &Program {
+        self.0.program()
+    }
+    fn enqueue_classified(
+        &mut self,
+        pkt: Packet,
+        class: Classification,
+        now: u64,
+    ) -> Result<(), DropReason> {
+        self.0.enqueue_classified(pkt, class, now)
+    }
+    fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
+        let p = self.0.program();
+        let classified: Vec<(Packet, Classification)> =
+            pkts.iter().map(|&x| (x, p.classify(&x.meta))).collect();
+        self.0.enqueue_classified_batch(&classified, now, out);
+    }
+    fn dequeue(&mut self, now: u64) -> Option<Departure> {
+        self.0.dequeue(now)
+    }
+    fn next_wakeup(&self) -> Option<u64> {
+        self.0.next_wakeup()
+    }
+    fn backlog(&self) -> usize {
+        self.0.backlog()
+    }
+    fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
+        self.0.update(u, now)
+    }
+    fn stats(&self) -> Stats {
+        self.0.stats()
+    }
+    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+        self.0.flow_counters()
+    }
+}
+
 /// The run's events, then every node's counters and every flow's.
 fn events<E: Engine>(mut e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<String> {
     let mut out = Vec::new();
@@ -227,6 +274,7 @@ proptest! {
         let p = Arc::new(compiled.unwrap());
         let want = events(ReferenceEngine::new(p.clone()), &p, inputs(&s, &p));
         let got = events(FastEngine::new(p.clone()), &p, inputs(&s, &p));
+        let got_classified = events(DriverClassifies(FastEngine::new(p.clone())), &p, inputs(&s, &p));
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));
@@ -236,6 +284,7 @@ proptest! {
         let settled = want.iter().filter(|e| e.contains(" sent ") || e.contains(" drop ")).count();
         prop_assert!(want.iter().any(|e| e.starts_with("node 0:")), "counters compared");
         prop_assert_eq!(settled, s.arrivals.len());
+        prop_assert_eq!(&got_classified, &want, "driver classifies; policy:\n{}", text);
         prop_assert_eq!(got, want, "policy:\n{}", text);
     }
 }

@@ -62,6 +62,9 @@ use crate::policy::{Classification, Program, ShapingPath};
 
 const NO: u32 = u32::MAX;
 
+/// Packets per stage of [`FastEngine::enqueue_staged`] (a doorbell's batch).
+const STAGED: usize = 16;
+
 /// A PIFO entry: rank, global sequence number (tie break), payload (child node or slot).
 type Entry = (Rank, u64, u32);
 
@@ -1350,6 +1353,80 @@ impl FastEngine {
         at
     }
 
+    /// Enqueues `n <= STAGED` packets arriving together, `packet(i)` and `class(i)` giving
+    /// the i-th and its classification (asked once), in passes, so that the cache misses of different packets overlap
+    /// instead of waiting one after another: classify and hash every packet's flow key;
+    /// find every packet's candidate in the flow index; read every candidate's flow record
+    /// (at 64k flows, a miss per packet); then, in packet order, look up the flows not
+    /// found that way (created on first sight) and enqueue. Same result as enqueuing one by
+    /// one: the first passes only read state, and flows are created in packet order (a flow
+    /// new in this batch is created by its first packet and found by the later ones).
+    #[inline(always)]
+    fn enqueue_staged<'a>(
+        &mut self,
+        n: usize,
+        packet: impl Fn(usize) -> &'a Packet,
+        class: impl Fn(usize) -> Classification,
+        now: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        debug_assert!(n <= STAGED, "{n} packets in one stage");
+        let mut classes = [Classification::Unclassified { at: 0 }; STAGED];
+        // Per packet: (leaf node, flow key, hash); `NO` as the leaf node when unclassified.
+        let mut keys = [(NO, 0u64, 0u64); STAGED];
+        let mut found = [NO; STAGED];
+        for i in 0..n {
+            classes[i] = class(i);
+            keys[i] = match classes[i] {
+                Classification::Leaf { leaf, node, .. } => {
+                    let key = flow_key_of(self.leaves[leaf as usize].flow_key, packet(i));
+                    (node, key, flow_hash(node, key))
+                }
+                Classification::Unclassified { .. } => (NO, 0, 0),
+            };
+        }
+        for i in 0..n {
+            found[i] = match self.flow_table.candidate(keys[i].2) {
+                Some(j) if keys[i].0 != NO => j,
+                _ => NO,
+            };
+        }
+        for i in 0..n {
+            let (leaf_node, key, _) = keys[i];
+            if found[i] != NO {
+                let r = self.flows.get(found[i]);
+                if r.key != key || r.leaf_node != leaf_node {
+                    found[i] = NO;
+                }
+            }
+        }
+        for i in 0..n {
+            out.push(match classes[i] {
+                Classification::Leaf {
+                    leaf,
+                    node,
+                    shaping,
+                } => {
+                    let flow = match found[i] {
+                        NO => self.flow_index(node, keys[i].1),
+                        j => j,
+                    };
+                    let at = Located {
+                        leaf,
+                        leaf_node: node,
+                        shaping,
+                        flow,
+                    };
+                    self.enqueue_located(packet(i), at, now)
+                }
+                Classification::Unclassified { at } => {
+                    self.stats.dropped(at, DropReason::Unclassified);
+                    Err(DropReason::Unclassified)
+                }
+            });
+        }
+    }
+
     /// Checks that every flow's holdings equal the sum over the held slots (debug builds).
     fn debug_check_holdings(&self) {
         // Small engines only (the property tests): it scans every slot.
@@ -1411,74 +1488,25 @@ impl Engine for FastEngine {
     }
 
     fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
-        // Passes per chunk, so that the cache misses of different packets overlap instead
-        // of waiting one after another: classify and hash every packet's flow key; load
-        // every packet's home bucket of the flow index; load every candidate flow record
-        // (at 64k flows, a miss per packet); then, in packet order, look up the flows not
-        // found that way (created on first sight) and enqueue. Same result as enqueuing one
-        // by one: the first passes only read state, and flows are created in packet order
-        // (a flow new in this chunk is created by its first packet and found by the later
-        // ones).
-        const CHUNK: usize = 16;
-        let mut classes = [Classification::Unclassified { at: 0 }; CHUNK];
-        // Per packet: (leaf node, flow key, hash); `NO` as the leaf node when unclassified.
-        let mut keys = [(NO, 0u64, 0u64); CHUNK];
-        let mut found = [NO; CHUNK];
-        for chunk in pkts.chunks(CHUNK) {
-            let n = chunk.len();
-            for i in 0..n {
-                classes[i] = self.prog.classify(&chunk[i].meta);
-                keys[i] = match classes[i] {
-                    Classification::Leaf { leaf, node, .. } => {
-                        let key = flow_key_of(self.leaves[leaf as usize].flow_key, &chunk[i]);
-                        (node, key, flow_hash(node, key))
-                    }
-                    Classification::Unclassified { .. } => (NO, 0, 0),
-                };
-            }
-            // Each packet's candidate (the index's arrays), then each candidate's record
-            // (the flow arena): two passes of independent loads.
-            for i in 0..n {
-                found[i] = match self.flow_table.candidate(keys[i].2) {
-                    Some(j) if keys[i].0 != NO => j,
-                    _ => NO,
-                };
-            }
-            let flows = &self.flows;
-            for i in 0..n {
-                let (leaf_node, key, _) = keys[i];
-                if found[i] != NO {
-                    let r = flows.get(found[i]);
-                    if r.key != key || r.leaf_node != leaf_node {
-                        found[i] = NO;
-                    }
-                }
-            }
-            for i in 0..n {
-                out.push(match classes[i] {
-                    Classification::Leaf {
-                        leaf,
-                        node,
-                        shaping,
-                    } => {
-                        let flow = match found[i] {
-                            NO => self.flow_index(node, keys[i].1),
-                            j => j,
-                        };
-                        let at = Located {
-                            leaf,
-                            leaf_node: node,
-                            shaping,
-                            flow,
-                        };
-                        self.enqueue_located(&chunk[i], at, now)
-                    }
-                    Classification::Unclassified { at } => {
-                        self.stats.dropped(at, DropReason::Unclassified);
-                        Err(DropReason::Unclassified)
-                    }
-                });
-            }
+        for chunk in pkts.chunks(STAGED) {
+            let prog = self.prog.clone();
+            let class = |i: usize| prog.classify(&chunk[i].meta);
+            self.enqueue_staged(chunk.len(), |i| &chunk[i], class, now, out);
+        }
+    }
+
+    fn enqueue_classified_batch(
+        &mut self,
+        pkts: &[(Packet, Classification)],
+        now: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        for chunk in pkts.chunks(STAGED) {
+            debug_assert!(
+                chunk.iter().all(|(p, c)| *c == self.prog.classify(&p.meta)),
+                "enqueue_classified_batch: wrong class"
+            );
+            self.enqueue_staged(chunk.len(), |i| &chunk[i].0, |i| chunk[i].1, now, out);
         }
     }
 

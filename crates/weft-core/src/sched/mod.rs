@@ -417,6 +417,18 @@ pub trait Engine {
             out.push(self.enqueue(*p, now_ps));
         }
     }
+    /// [`Engine::enqueue_batch`] for packets the driver has classified (per-flow queues and
+    /// a doorbell's batch, Loom §4.3): the same outcome as `enqueue_classified` one by one.
+    fn enqueue_classified_batch(
+        &mut self,
+        pkts: &[(Packet, crate::policy::Classification)],
+        now_ps: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        for &(p, c) in pkts {
+            out.push(self.enqueue_classified(p, c, now_ps));
+        }
+    }
     /// The packet to transmit at `now_ps`, if any is eligible.
     fn dequeue(&mut self, now_ps: u64) -> Option<Departure>;
     /// Earliest time a deferred (shaped or not yet eligible) packet may become eligible.
