@@ -10,10 +10,12 @@
 //! Two twins implement one dispatch point (the children of one scheduling node, or the parallel
 //! shaping nodes above one node):
 //! * [`tss::Dispatch`] — tuple-space search: rules are grouped by their *shape* (which fields
-//!   they constrain and, for prefixes, the prefix length); each shape is one hash table keyed by
-//!   the masked packet fields. A lookup costs one hash probe per shape, never per rule, and stops
-//!   early once no remaining shape can hold an earlier rule. For prefix-only rules the shapes are
-//!   the distinct prefix lengths, i.e. a hash-per-length longest-prefix match.
+//!   they constrain and, for prefixes, the prefix length); each shape is one table keyed by the
+//!   masked packet fields — a direct array when the keys are dense values of one word (ids,
+//!   ports, sibling prefixes of one length), else a hash table. A lookup costs one probe per
+//!   shape, never per rule, and stops early once no remaining shape can hold an earlier rule;
+//!   the common one-array dispatch is a few instructions inline. For prefix-only rules the
+//!   shapes are the distinct prefix lengths, i.e. a table-per-length longest-prefix match.
 //! * [`reference::ReferenceDispatch`] — a linear scan, obviously correct; property tests demand
 //!   the two agree on random rules and packets.
 //!
