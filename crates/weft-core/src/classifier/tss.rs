@@ -202,10 +202,10 @@ fn word_mask(fields: FieldMask, src_len: u8, dst_len: u8) -> Key {
             | sel(Field::Sport, 0xffff << 32)
             | sel(Field::Dport, 0xffff << 48),
         sel(Field::Proto, 0xff) | sel(Field::Dscp, 0xff << 8),
-        (src >> 64) as u64,
         src as u64,
-        (dst >> 64) as u64,
+        (src >> 64) as u64,
         dst as u64,
+        (dst >> 64) as u64,
     ]
 }
 
