@@ -227,3 +227,159 @@ fn dense_ports_use_a_direct_table_and_sparse_ones_a_hash() {
         }
     }
 }
+
+/// The rules of a one-field dispatch point (the common case: children told apart by one id,
+/// port or destination prefix), with an optional catch-all last.
+#[derive(Debug, Clone)]
+struct OneField {
+    /// 0: `dport`, 1: `vm`, 2: `dst` as sibling `/24`s (`10.a.b.0/24` from the value).
+    field: u8,
+    values: Vec<u64>,
+    catch_all: bool,
+}
+
+fn one_field() -> impl Strategy<Value = OneField> {
+    (
+        0u8..3,
+        // Dense (a small range: a direct array) or spread out (a hash table).
+        prop_oneof![
+            prop::collection::vec(1000u64..1040, 1..24),
+            prop::collection::vec(0u64..60_000, 1..24),
+        ],
+        any::<bool>(),
+    )
+        .prop_map(|(field, mut values, catch_all)| {
+            let mut seen = std::collections::HashSet::new();
+            values.retain(|v| seen.insert(*v));
+            OneField {
+                field,
+                values,
+                catch_all,
+            }
+        })
+}
+
+fn one_field_match(field: u8, v: u64) -> Match {
+    match field {
+        0 => Match {
+            dport: vec![v as u16],
+            ..Match::default()
+        },
+        1 => Match {
+            vm: vec![v as u32],
+            ..Match::default()
+        },
+        _ => Match {
+            dst: vec![format!("10.{}.{}.0/24", (v >> 8) & 0xff, v & 0xff)
+                .parse()
+                .unwrap()],
+            ..Match::default()
+        },
+    }
+}
+
+/// A packet for a one-field dispatch: the field set to `v`, or absent (its bit clear in
+/// `present`) with `stale` left in it, which must not match; for `dst`, `v6` puts the address
+/// outside IPv4 (the constant upper word differs).
+fn one_field_packet(field: u8, v: Option<u64>, v6: bool, stale: u64) -> PacketMeta {
+    let mut p = PacketMeta::default();
+    p.set_field("proto", "tcp").unwrap();
+    let Some(v) = v else {
+        let mut q = one_field_packet(field, Some(stale), false, 0);
+        q.present = p.present;
+        return q;
+    };
+    match field {
+        0 => p.set_field("dport", &(v & 0xffff).to_string()).unwrap(),
+        1 => p.set_field("vm", &v.to_string()).unwrap(),
+        _ if v6 => p
+            .set_field(
+                "dst",
+                &format!("2001:db8::a{:02x}:{:02x}07", (v >> 8) & 0xff, v & 0xff),
+            )
+            .unwrap(),
+        _ => p
+            .set_field("dst", &format!("10.{}.{}.7", (v >> 8) & 0xff, v & 0xff))
+            .unwrap(),
+    }
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// One-field dispatches take the fast paths (a direct array with the catch-all folded into
+    /// its empty slots, with or without a checked constant word; one hashed shape): they must
+    /// still answer as the linear scan does, for absent fields, holes, values outside the
+    /// array and addresses outside IPv4.
+    #[test]
+    fn one_field_dispatches_agree(
+        rules in one_field(),
+        probes in prop::collection::vec((prop::option::of(0u64..61_000), any::<bool>(), 0usize..64), 1..64),
+    ) {
+        let mut fast = DispatchBuilder::new(8);
+        let mut reference = ReferenceDispatch::default();
+        for (i, &v) in rules.values.iter().enumerate() {
+            let m = one_field_match(rules.field, v);
+            prop_assert!(fast.add(&m, 100 + i as u32).is_ok(), "rule {}", m);
+            reference.add(m, 100 + i as u32);
+        }
+        if rules.catch_all {
+            fast.add(&Match::any(), 7).unwrap();
+            reference.add(Match::any(), 7);
+        }
+        let fast = fast.build();
+        for &(v, v6, pick) in &probes {
+            // Half the probes hit a rule's value (or one next to it), the rest anything.
+            let v = if pick < 32 {
+                v.map(|_| rules.values[pick % rules.values.len()] + (pick as u64 % 3))
+            } else {
+                v
+            };
+            let p = one_field_packet(rules.field, v, v6, rules.values[pick % rules.values.len()]);
+            prop_assert_eq!(fast.lookup(&p), reference.lookup(&p), "packet {} rules {:?}", p, rules);
+        }
+    }
+}
+
+#[test]
+fn catch_all_answers_every_miss_of_a_direct_array() {
+    // Dense ports with holes and a catch-all: the holes, the values outside the array and a
+    // packet without the port all reach the catch-all.
+    let mut b = DispatchBuilder::new(8);
+    for (i, port) in [1000u16, 1001, 1003, 1010].into_iter().enumerate() {
+        let m = Match {
+            dport: vec![port],
+            ..Match::default()
+        };
+        b.add(&m, i as u32).unwrap();
+    }
+    b.add(&Match::any(), 99).unwrap();
+    let d = b.build();
+    let p = |s: &str| s.parse::<PacketMeta>().unwrap();
+    assert_eq!(d.lookup(&p("dport=1003")), Some(2));
+    assert_eq!(d.lookup(&p("dport=1002")), Some(99));
+    assert_eq!(d.lookup(&p("dport=999")), Some(99));
+    assert_eq!(d.lookup(&p("dport=65535")), Some(99));
+    assert_eq!(d.lookup(&p("vm=3")), Some(99));
+    assert_eq!(d.shapes(), 2);
+    // Sibling prefixes with a catch-all: an IPv6 destination fails the constant-word check.
+    let mut b = DispatchBuilder::new(8);
+    for d in 0..4u32 {
+        let m = Match {
+            dst: vec![format!("10.0.{d}.0/24").parse().unwrap()],
+            ..Match::default()
+        };
+        b.add(&m, d).unwrap();
+    }
+    b.add(&Match::any(), 99).unwrap();
+    let d = b.build();
+    assert_eq!(d.lookup(&p("dst=10.0.2.9")), Some(2));
+    assert_eq!(d.lookup(&p("dst=10.0.9.9")), Some(99));
+    assert_eq!(d.lookup(&p("dst=::a00:201")), Some(99));
+    assert_eq!(d.lookup(&p("tag=1")), Some(99));
+    // Only a catch-all.
+    let mut b = DispatchBuilder::new(8);
+    b.add(&Match::any(), 5).unwrap();
+    assert_eq!(b.build().lookup(&p("tag=1")), Some(5));
+}

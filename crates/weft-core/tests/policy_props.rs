@@ -368,3 +368,124 @@ proptest! {
         }
     }
 }
+
+/// Shaping sets at several levels of one path (with a level between them that has none),
+/// sets nested two deep, dispatches on several fields and catch-alls: the random policies above rarely
+/// send a packet through more than one of these.
+const SHAPED_LEVELS: &str = "weft: 1
+name: shaped-levels
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: prio}
+  - {name: mgmt, type: leaf, parent: root, priority: 0, match: {tag: 1}}
+  - {name: top-a, type: shape, parent: root, rate: 1gbit, match: {dst: 10.0.0.0/16}}
+  - {name: top-b, type: shape, parent: root, rate: 2gbit, match: {proto: udp}}
+  - {name: tenants, type: wfq, parent: [top-a, top-b], priority: 1}
+  - {name: t1, type: prio, parent: tenants, weight: 1, match: {vm: 1}}
+  - {name: t2, type: leaf, parent: tenants, weight: 2, match: {vm: 2}}
+  - {name: t3, type: wfq, parent: tenants, weight: 3}
+  - {name: cap, type: shape, parent: t1, rate: 5gbit, match: {dst: 10.0.0.0/8}}
+  - {name: out-tcp, type: shape, parent: cap, rate: 1gbit, match: {proto: tcp}}
+  - {name: out-udp, type: shape, parent: t1, rate: 1gbit, match: {proto: udp}}
+  - {name: in-near, type: shape, parent: [out-tcp, out-udp], rate: 1gbit, match: {dst: 10.0.1.0/24}}
+  - {name: in-far, type: shape, parent: t1, rate: 1gbit, match: {dst: 10.1.0.0/16}}
+  - {name: web, type: leaf, parent: [in-near, in-far], priority: 0, match: {dport: [80, 443]}}
+  - {name: rest, type: leaf, parent: t1, priority: 1}
+  - {name: t3-a, type: leaf, parent: t3, match: {dport: 80}}
+  - {name: t3-lim, type: shape, parent: t3, rate: 1gbit, match: {dst: 10.0.1.0/24}}
+  - {name: t3-b, type: leaf, parent: t3-lim, match: {sport: 9}}
+  - {name: t3-c, type: leaf, parent: t3}
+";
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn shaping_at_several_levels_classifies_like_the_reference(
+        pkts in prop::collection::vec(
+            (
+                prop::option::of(0u32..4),
+                prop::option::of(prop::sample::select(vec![80u16, 443, 22])),
+                prop::option::of(prop::sample::select(vec!["tcp", "udp", "icmp"])),
+                prop::option::of((0u32..3, 0u32..3)),
+                prop::option::of(0u32..3),
+                prop::option::of(8u16..11),
+            )
+                .prop_map(|(vm, dport, proto, dst, tag, sport)| {
+                    let mut p = PacketMeta::default();
+                    if let Some(v) = vm {
+                        p.set_field("vm", &v.to_string()).unwrap();
+                    }
+                    if let Some(v) = dport {
+                        p.set_field("dport", &v.to_string()).unwrap();
+                    }
+                    if let Some(v) = proto {
+                        p.set_field("proto", v).unwrap();
+                    }
+                    if let Some((a, b)) = dst {
+                        p.set_field("dst", &format!("10.{a}.{b}.5")).unwrap();
+                    }
+                    if let Some(v) = tag {
+                        p.set_field("tag", &v.to_string()).unwrap();
+                    }
+                    if let Some(v) = sport {
+                        p.set_field("sport", &v.to_string()).unwrap();
+                    }
+                    p
+                }),
+            1..64,
+        ),
+    ) {
+        let p = compile(SHAPED_LEVELS).map_err(|e| TestCaseError::fail(e.render_plain()))?;
+        for pkt in &pkts {
+            prop_assert_eq!(p.classify(pkt), p.classify_reference(pkt), "packet {}", pkt);
+        }
+        let mut batch = vec![weft_core::policy::Classification::Unclassified { at: 0 }; pkts.len()];
+        p.classify_batch(&pkts, &mut batch);
+        for (pkt, got) in pkts.iter().zip(&batch) {
+            prop_assert_eq!(*got, p.classify(pkt), "batch differs for {}", pkt);
+        }
+    }
+}
+
+#[test]
+fn shaping_at_several_levels_is_found() {
+    let p = compile(SHAPED_LEVELS).unwrap_or_else(|e| panic!("{}", e.render_plain()));
+    let names = |pkt: &str| match p.classify(&pkt.parse().unwrap()) {
+        weft_core::policy::Classification::Leaf { node, shaping, .. } => (
+            p.nodes[node as usize].name.clone(),
+            shaping
+                .as_slice()
+                .iter()
+                .map(|&s| p.shapers[s as usize].name.clone())
+                .collect::<Vec<_>>(),
+        ),
+        other => panic!("{pkt}: {other:?}"),
+    };
+    // Leaf side first: the nested sets (in-near, out-tcp above it, cap above that), then
+    // the top set.
+    assert_eq!(
+        names("vm=1,dport=80,proto=tcp,dst=10.0.1.9"),
+        (
+            "web".into(),
+            vec![
+                "in-near".into(),
+                "out-tcp".into(),
+                "cap".into(),
+                "top-a".into()
+            ]
+        )
+    );
+    assert_eq!(
+        names("vm=1,dport=22,proto=udp,dst=10.1.1.9"),
+        ("rest".into(), vec!["top-b".into()])
+    );
+    assert_eq!(
+        names("vm=1,dport=443,proto=icmp,dst=10.1.2.9"),
+        ("web".into(), vec!["in-far".into()])
+    );
+    assert_eq!(
+        names("vm=3,sport=9,proto=udp,dst=10.0.1.1"),
+        ("t3-b".into(), vec!["t3-lim".into(), "top-a".into()])
+    );
+}

@@ -10,10 +10,12 @@
 //! Two twins implement one dispatch point (the children of one scheduling node, or the parallel
 //! shaping nodes above one node):
 //! * [`tss::Dispatch`] — tuple-space search: rules are grouped by their *shape* (which fields
-//!   they constrain and, for prefixes, the prefix length); each shape is one hash table keyed by
-//!   the masked packet fields. A lookup costs one hash probe per shape, never per rule, and stops
-//!   early once no remaining shape can hold an earlier rule. For prefix-only rules the shapes are
-//!   the distinct prefix lengths, i.e. a hash-per-length longest-prefix match.
+//!   they constrain and, for prefixes, the prefix length); each shape is one table keyed by the
+//!   masked packet fields — a direct array when the keys are dense values of one word (ids,
+//!   ports, sibling prefixes of one length), else a hash table. A lookup costs one probe per
+//!   shape, never per rule, and stops early once no remaining shape can hold an earlier rule;
+//!   the common one-array dispatch is a few instructions inline. For prefix-only rules the
+//!   shapes are the distinct prefix lengths, i.e. a table-per-length longest-prefix match.
 //! * [`reference::ReferenceDispatch`] — a linear scan, obviously correct; property tests demand
 //!   the two agree on random rules and packets.
 //!
@@ -451,10 +453,13 @@ pub fn proto_name(p: u8) -> String {
 
 /// The classifier's view of one packet. Fields absent from the packet never satisfy a match
 /// that constrains them; `present` records which ones were given.
+///
+/// Laid out (`repr(C)`, 64 bytes, no padding before the addresses) in the order of
+/// [`PacketMeta::words`], so that function compiles to a copy of the 64 bytes (plus one
+/// masking load: `present` shares the protocol/DSCP word) rather than loads, shifts and ors.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct PacketMeta {
-    /// Which fields below carry a value.
-    pub present: FieldMask,
     pub tenant: u32,
     pub vm: u32,
     pub cgroup: u64,
@@ -463,6 +468,8 @@ pub struct PacketMeta {
     pub dport: u16,
     pub proto: u8,
     pub dscp: u8,
+    /// Which fields carry a value.
+    pub present: FieldMask,
     /// Source address in the unified 128-bit space.
     pub src: u128,
     /// Destination address in the unified 128-bit space.
@@ -535,7 +542,9 @@ impl PacketMeta {
         Ok(())
     }
 
-    /// The packet as eight 64-bit words, the layout tuple keys are masked from.
+    /// The packet as eight 64-bit words, the layout tuple keys are masked from: tenant and
+    /// vm, cgroup, tag and ports, protocol and DSCP, then each address low half first. The
+    /// struct's `repr(C)` layout matches it, so this compiles to a copy of the 64 bytes.
     #[inline]
     pub fn words(&self) -> [u64; 8] {
         [
@@ -543,10 +552,10 @@ impl PacketMeta {
             self.cgroup,
             self.tag as u64 | (self.sport as u64) << 32 | (self.dport as u64) << 48,
             self.proto as u64 | (self.dscp as u64) << 8,
-            (self.src >> 64) as u64,
             self.src as u64,
-            (self.dst >> 64) as u64,
+            (self.src >> 64) as u64,
             self.dst as u64,
+            (self.dst >> 64) as u64,
         ]
     }
 }
@@ -625,6 +634,29 @@ mod tests {
         assert_eq!(p.to_string(), "tenant=3,dport=11211,proto=udp,dst=10.0.2.7");
         assert!("dport=70000".parse::<PacketMeta>().is_err());
         assert!("colour=red".parse::<PacketMeta>().is_err());
+    }
+
+    #[test]
+    fn packet_meta_is_laid_out_like_its_words() {
+        assert_eq!(std::mem::size_of::<PacketMeta>(), 64);
+        let mut p: PacketMeta = "tenant=1,vm=2,cgroup=3,tag=4,sport=5,dport=6,proto=7,dscp=8"
+            .parse()
+            .unwrap();
+        p.src = 0x1111 << 64 | 0x2222;
+        p.dst = 0x3333 << 64 | 0x4444;
+        assert_eq!(
+            p.words(),
+            [
+                1 | 2 << 32,
+                3,
+                4 | 5 << 32 | 6 << 48,
+                7 | 8 << 8,
+                0x2222,
+                0x1111,
+                0x4444,
+                0x3333
+            ]
+        );
     }
 
     #[test]

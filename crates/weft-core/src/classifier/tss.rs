@@ -2,14 +2,22 @@
 //!
 //! Hand-written because no crate does first-match over conjunctive rules with per-field value
 //! lists and prefixes. Each rule expands into *atoms* (one value per constrained field); atoms
-//! of the same shape share a hash table from masked packet words to the lowest rule index.
+//! of the same shape share a table from masked packet words to the lowest rule index. A
+//! shape's table is a direct array when its keys are dense values of one word (ids, ports,
+//! sibling prefixes of one length), else a hash table. A catch-all rule is lifted out of the
+//! shapes. How a lookup proceeds is chosen once, when the dispatch is built (`Path`): no
+//! shape (only the catch-all), one direct array (read inline by the caller, the catch-all
+//! stored in its empty slots), one hashed shape, or several shapes.
 //!
 //! Invariants: within a table a key maps to the earliest rule that has it; tuples are sorted by
 //! the earliest rule they hold, so a lookup may stop at the first tuple whose earliest rule is
-//! not earlier than the best hit so far.
+//! not earlier than the best hit so far; the catch-all, if any, is the last rule, so it
+//! answers exactly the packets no shape holds.
 //!
-//! Cost: build O(atoms × shapes) (the shadowing check probes every compatible shape); lookup
-//! O(shapes) hash probes of a 64-byte key, independent of the number of rules.
+//! Cost: build O(atoms × shapes) (the shadowing check probes every compatible shape). Lookup:
+//! a one-array dispatch (the common case) is about twenty instructions inline — a field-mask
+//! test, a mask, a shift, a bounds check, two loads — with no call and no hashing; otherwise
+//! O(shapes) probes (hashed ones of a 16- or 64-byte key), independent of the number of rules.
 
 use rustc_hash::FxHashMap;
 
@@ -35,6 +43,12 @@ struct Tuple {
     table: FxHashMap<Key, u32>,
 }
 
+/// "No rule" in packed values (`rule << 32 | target`) and in direct slots.
+const NONE: u64 = u64::MAX;
+
+/// "No target" from [`Dispatch::lookup_target`]; targets (node and shaper ids) are below it.
+pub const NO_TARGET: u32 = u32::MAX;
+
 /// A frozen match shape. Values pack `rule << 32 | target`, so the minimum value is the
 /// earliest rule and the answer comes without a second lookup.
 #[derive(Debug, Clone)]
@@ -50,19 +64,8 @@ struct Shape {
 /// How one shape's keys are looked up.
 #[derive(Debug, Clone)]
 enum ShapeTable {
-    /// Dense values of one word (ids, ports, sibling prefixes of one length): an array,
-    /// `slots[((words[word] & mask) >> shift) - base]` (`u64::MAX` = no rule), valid when
-    /// `words[check_word] & check_mask == check_value`. No hashing.
-    Direct {
-        word: u8,
-        shift: u8,
-        check_word: u8,
-        mask: u64,
-        base: u64,
-        check_mask: u64,
-        check_value: u64,
-        slots: Box<[u64]>,
-    },
+    /// Dense values of one word: see [`Direct`]. No hashing.
+    Direct(Direct),
     /// At most two words: hashed as a two-word key (the common sparse case).
     Small {
         pick: [u8; 2],
@@ -73,47 +76,63 @@ enum ShapeTable {
     Full(Box<(Key, FxHashMap<Key, u64>)>),
 }
 
+/// A direct table: dense values of one word (ids, ports, sibling prefixes of one length) as
+/// an array, `slots[((words[word] & mask) >> shift) - base]`, valid when
+/// `words[check_word] & check_mask == check_value` (`check_mask` 0 when the shape reads one
+/// word only, and then the check is skipped). Empty slots hold `NONE`, or, in a dispatch
+/// whose only shape this is, the catch-all (so a miss needs no second step). A lookup is a
+/// load, a mask, a shift, a bounds check and a second load (plus a load and a compare for
+/// the check).
+#[derive(Debug, Clone)]
+struct Direct {
+    mask: u64,
+    base: u64,
+    check_mask: u64,
+    check_value: u64,
+    /// Word indices are below 8 (masked with 7 on use, so no bounds check is needed).
+    word: u8,
+    shift: u8,
+    check_word: u8,
+    slots: Box<[u64]>,
+}
+
+impl Direct {
+    /// The slot for the packet's words, or `miss` outside the table. `CHECK` must be true
+    /// when `check_mask` is not 0.
+    #[inline(always)]
+    fn get<const CHECK: bool>(&self, words: &Key, miss: u64) -> u64 {
+        if CHECK && words[usize::from(self.check_word & 7)] & self.check_mask != self.check_value {
+            return miss;
+        }
+        let v =
+            ((words[usize::from(self.word & 7)] & self.mask) >> self.shift).wrapping_sub(self.base);
+        match self.slots.get(v as usize) {
+            Some(&x) => x,
+            None => miss,
+        }
+    }
+}
+
 impl Shape {
+    /// The packed value of the earliest rule of this shape the packet's words hit, or `NONE`.
+    /// The caller has checked `fields` against the packet's present fields.
     #[inline]
-    fn get(&self, words: &Key) -> Option<u64> {
+    fn get(&self, words: &Key) -> u64 {
         match &self.table {
-            ShapeTable::Direct {
-                word,
-                shift,
-                check_word,
-                mask,
-                base,
-                check_mask,
-                check_value,
-                slots,
-            } => {
-                if words[*check_word as usize] & check_mask != *check_value {
-                    return None;
-                }
-                let v = ((words[*word as usize] & mask) >> shift).wrapping_sub(*base);
-                slots.get(v as usize).copied().filter(|&x| x != u64::MAX)
-            }
+            ShapeTable::Direct(d) => d.get::<true>(words, NONE),
             ShapeTable::Small {
                 pick,
                 pick_mask,
                 map,
-            } => {
-                let k = [
-                    words[pick[0] as usize] & pick_mask[0],
-                    words[pick[1] as usize] & pick_mask[1],
-                ];
-                map.get(&k).copied()
-            }
-            ShapeTable::Full(full) => full.1.get(&and(words, &full.0)).copied(),
+            } => small_get(map, pick, pick_mask, words),
+            ShapeTable::Full(full) => full_get(&full.1, &full.0, words),
         }
     }
 
     /// The packed value of every entry (used to lift a catch-all out of the shapes).
     fn values(&self) -> Vec<u64> {
         match &self.table {
-            ShapeTable::Direct { slots, .. } => {
-                slots.iter().copied().filter(|&v| v != u64::MAX).collect()
-            }
+            ShapeTable::Direct(d) => d.slots.iter().copied().filter(|&v| v != NONE).collect(),
             ShapeTable::Small { map, .. } => map.values().copied().collect(),
             ShapeTable::Full(full) => full.1.values().copied().collect(),
         }
@@ -121,11 +140,32 @@ impl Shape {
 
     fn heap_bytes(&self) -> usize {
         match &self.table {
-            ShapeTable::Direct { slots, .. } => slots.len() * 8,
+            ShapeTable::Direct(d) => d.slots.len() * 8,
             ShapeTable::Small { map, .. } => map.capacity() * (16 + 8 + 1),
             ShapeTable::Full(full) => 64 + full.1.capacity() * (64 + 8 + 1),
         }
     }
+}
+
+/// A two-word hashed probe (out of line: the hashing code would bloat every caller).
+#[inline(never)]
+fn small_get(
+    map: &FxHashMap<[u64; 2], u64>,
+    pick: &[u8; 2],
+    pick_mask: &[u64; 2],
+    words: &Key,
+) -> u64 {
+    let k = [
+        words[usize::from(pick[0] & 7)] & pick_mask[0],
+        words[usize::from(pick[1] & 7)] & pick_mask[1],
+    ];
+    map.get(&k).copied().unwrap_or(NONE)
+}
+
+/// A full-key hashed probe.
+#[inline(never)]
+fn full_get(map: &FxHashMap<Key, u64>, mask: &Key, words: &Key) -> u64 {
+    map.get(&and(words, mask)).copied().unwrap_or(NONE)
 }
 
 /// Why a rule could not be added.
@@ -162,10 +202,10 @@ fn word_mask(fields: FieldMask, src_len: u8, dst_len: u8) -> Key {
             | sel(Field::Sport, 0xffff << 32)
             | sel(Field::Dport, 0xffff << 48),
         sel(Field::Proto, 0xff) | sel(Field::Dscp, 0xff << 8),
-        (src >> 64) as u64,
         src as u64,
-        (dst >> 64) as u64,
+        (src >> 64) as u64,
         dst as u64,
+        (dst >> 64) as u64,
     ]
 }
 
@@ -392,19 +432,34 @@ impl DispatchBuilder {
                 }
             })
             .collect();
-        let mut any = u64::MAX;
+        let mut any = NONE;
         if let Some(i) = shapes.iter().position(|s| s.fields == 0) {
             let catch_all = shapes.remove(i);
-            any = catch_all.values().into_iter().min().unwrap_or(u64::MAX);
+            any = catch_all.values().into_iter().min().unwrap_or(NONE);
         }
-        let head = if shapes.is_empty() {
-            None
-        } else {
-            Some(shapes.remove(0))
+        let path = match shapes.len() {
+            0 => Path::AnyOnly,
+            1 => {
+                let s = shapes.pop().expect("one shape");
+                match s.table {
+                    ShapeTable::Direct(mut table) => {
+                        // The catch-all answers every miss: store it in the empty slots.
+                        for slot in table.slots.iter_mut().filter(|v| **v == NONE) {
+                            *slot = any;
+                        }
+                        Path::Direct {
+                            fields: s.fields,
+                            checked: table.check_mask != 0,
+                            table,
+                        }
+                    }
+                    _ => Path::One(s),
+                }
+            }
+            _ => Path::Many(shapes.into_boxed_slice()),
         };
         Dispatch {
-            head,
-            rest: shapes,
+            path,
             any,
             rules: self.targets.len() as u32,
         }
@@ -444,72 +499,133 @@ fn direct_table(t: &Tuple, pack: &impl Fn(u32) -> u64) -> Option<ShapeTable> {
     if span > 256.max(4 * values.len() as u64) {
         return None;
     }
-    let mut slots = vec![u64::MAX; span as usize].into_boxed_slice();
+    let mut slots = vec![NONE; span as usize].into_boxed_slice();
     for (v, r) in values {
         slots[(v - lo) as usize] = pack(r);
     }
     let (check_word, check_mask) = check.map_or((word, 0), |c| (c, t.mask[c]));
-    Some(ShapeTable::Direct {
-        word: word as u8,
-        shift: shift as u8,
-        check_word: check_word as u8,
+    Some(ShapeTable::Direct(Direct {
         mask,
         base: lo,
         check_mask,
         check_value: first[check_word] & check_mask,
+        word: word as u8,
+        shift: shift as u8,
+        check_word: check_word as u8,
         slots,
-    })
+    }))
 }
 
-/// A frozen first-match dispatch point. The first shape is stored inline so the common
-/// single-shape dispatch costs one hash probe and no extra pointer chase.
+/// A frozen first-match dispatch point. How a lookup proceeds is decided when it is built
+/// (see the module doc), so the common dispatches (one direct array: ids, ports, sibling
+/// prefixes) cost a few instructions inline and no call.
 #[derive(Debug, Clone)]
 pub struct Dispatch {
-    head: Option<Shape>,
-    rest: Vec<Shape>,
+    path: Path,
     /// The catch-all rule (empty match), packed; it is always the last rule because it
     /// shadows everything after it, so it answers only when no shape does.
     any: u64,
     rules: u32,
 }
 
+/// The lookup strategy of a [`Dispatch`], chosen at build time. `repr(u8)`: a plain tag byte,
+/// so telling the paths apart is one compare (a niche-packed tag costs several).
+#[derive(Debug, Clone)]
+#[repr(u8)]
+enum Path {
+    /// No shape: only the catch-all answers (if there is one).
+    AnyOnly,
+    /// One shape stored as a direct array (inline, no hashing); its empty slots hold the
+    /// catch-all. `checked` when a second, constant word is to be checked (e.g. sibling IPv4
+    /// prefixes: the address's upper 64 bits).
+    Direct {
+        fields: FieldMask,
+        checked: bool,
+        table: Direct,
+    },
+    /// One hashed shape (stored inline: one probe, no extra pointer chase).
+    One(Shape),
+    /// Several shapes, sorted by their earliest rule.
+    Many(Box<[Shape]>),
+}
+
 impl Default for Dispatch {
     /// A dispatch with no rules: every lookup misses.
     fn default() -> Dispatch {
         Dispatch {
-            head: None,
-            rest: Vec::new(),
-            any: u64::MAX,
+            path: Path::AnyOnly,
+            any: NONE,
             rules: 0,
         }
     }
 }
 
 impl Dispatch {
-    /// The target of the first rule the packet satisfies, given the packet's words.
-    #[inline]
+    /// The target of the first rule the packet satisfies, given the packet's words. The
+    /// direct-array cases are inlined into the caller; the others are one call away.
+    #[inline(always)]
     pub fn lookup_words(&self, words: &Key, present: FieldMask) -> Option<u32> {
-        let Some(head) = &self.head else {
-            return (self.any != u64::MAX).then_some(self.any as u32);
-        };
-        let mut best = self.any;
-        if present & head.fields == head.fields {
-            if let Some(v) = head.get(words) {
-                best = v;
+        let t = self.lookup_target(words, present);
+        (t != NO_TARGET).then_some(t)
+    }
+
+    /// [`Dispatch::lookup_words`] without the `Option`: the target, or [`NO_TARGET`] (which
+    /// is out of range of every index table, so a caller's bounds check can double as the
+    /// miss check).
+    #[inline(always)]
+    pub fn lookup_target(&self, words: &Key, present: FieldMask) -> u32 {
+        let best = match &self.path {
+            Path::Direct {
+                fields,
+                table,
+                checked,
+            } => {
+                if present & fields != *fields {
+                    self.any
+                } else if *checked {
+                    table.get::<true>(words, self.any)
+                } else {
+                    table.get::<false>(words, self.any)
+                }
             }
+            _ => self.lookup_other(words, present),
+        };
+        // `NONE` truncates to `NO_TARGET`; a real target is below it.
+        best as u32
+    }
+
+    /// The paths with hashing or several shapes: the packed answer or `NONE`.
+    #[inline(never)]
+    fn lookup_other(&self, words: &Key, present: FieldMask) -> u64 {
+        // The catch-all is the last rule, so `min` with it keeps any earlier hit.
+        match &self.path {
+            Path::AnyOnly => self.any,
+            Path::Direct { .. } => unreachable!("direct paths are looked up inline"),
+            Path::One(s) => {
+                if present & s.fields == s.fields {
+                    s.get(words).min(self.any)
+                } else {
+                    self.any
+                }
+            }
+            Path::Many(shapes) => self.lookup_many(shapes, words, present),
         }
-        for s in &self.rest {
+    }
+
+    /// Several shapes: probe them in order of their earliest rule, stopping once no remaining
+    /// shape can hold a rule earlier than the best hit.
+    fn lookup_many(&self, shapes: &[Shape], words: &Key, present: FieldMask) -> u64 {
+        let mut best = self.any;
+        for s in shapes {
             if u64::from(s.min_rule) >= best >> 32 {
                 break;
             }
             if present & s.fields != s.fields {
                 continue;
             }
-            if let Some(v) = s.get(words) {
-                best = best.min(v);
-            }
+            best = best.min(s.get(words));
         }
-        (best != u64::MAX).then_some(best as u32)
+        best
     }
 
     /// The target of the first rule `p` satisfies.
@@ -517,9 +633,14 @@ impl Dispatch {
         self.lookup_words(&p.words(), p.present)
     }
 
-    /// Number of distinct match shapes (the hash probes a lookup may cost).
+    /// Number of distinct match shapes (the probes a lookup may cost).
     pub fn shapes(&self) -> usize {
-        self.rest.len() + usize::from(self.head.is_some()) + usize::from(self.any != u64::MAX)
+        let n = match &self.path {
+            Path::AnyOnly => 0,
+            Path::Direct { .. } | Path::One(_) => 1,
+            Path::Many(shapes) => shapes.len(),
+        };
+        n + usize::from(self.any != NONE)
     }
 
     /// Number of rules.
@@ -529,11 +650,67 @@ impl Dispatch {
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.head
-            .iter()
-            .chain(&self.rest)
-            .map(Shape::heap_bytes)
-            .sum::<usize>()
-            + self.rest.capacity() * std::mem::size_of::<Shape>()
+        match &self.path {
+            Path::AnyOnly => 0,
+            Path::Direct { table, .. } => table.slots.len() * 8,
+            Path::One(s) => s.heap_bytes(),
+            Path::Many(shapes) => shapes
+                .iter()
+                .map(|s| std::mem::size_of::<Shape>() + s.heap_bytes())
+                .sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(rules: &[Match]) -> Dispatch {
+        let mut b = DispatchBuilder::new(8);
+        for (i, m) in rules.iter().enumerate() {
+            b.add(m, i as u32).unwrap();
+        }
+        b.build()
+    }
+
+    fn ports(ps: &[u16]) -> Vec<Match> {
+        ps.iter()
+            .map(|&p| Match {
+                dport: vec![p],
+                ..Match::default()
+            })
+            .collect()
+    }
+
+    /// The fast paths are chosen where they apply (the answers are the property tests' job).
+    #[test]
+    fn build_picks_the_cheapest_path() {
+        let path = |d: &Dispatch| match &d.path {
+            Path::AnyOnly => "any",
+            Path::Direct { checked: false, .. } => "direct",
+            Path::Direct { checked: true, .. } => "direct-checked",
+            Path::One(_) => "one",
+            Path::Many(_) => "many",
+        };
+        let mut dense = ports(&[1000, 1001, 1005]);
+        dense.push(Match::any());
+        assert_eq!(path(&build(&dense)), "direct");
+        assert_eq!(path(&build(&ports(&[22, 80, 11211, 65535]))), "one");
+        let dsts: Vec<Match> = (0..8)
+            .map(|d| Match {
+                dst: vec![format!("10.0.{d}.0/24").parse().unwrap()],
+                ..Match::default()
+            })
+            .collect();
+        assert_eq!(path(&build(&dsts)), "direct-checked");
+        let mut two = ports(&[80]);
+        two.push(Match {
+            vm: vec![1],
+            ..Match::default()
+        });
+        assert_eq!(path(&build(&two)), "many");
+        assert_eq!(path(&build(&[Match::any()])), "any");
+        assert_eq!(path(&Dispatch::default()), "any");
     }
 }

@@ -1023,12 +1023,13 @@ impl<'o> Compiler<'o> {
                 .iter()
                 .map(|n| HotNode {
                     leaf: n.leaf.unwrap_or(NO_ID),
-                    parent: n.parent.unwrap_or(NO_ID),
                     child_dispatch: 0,
                     shape_dispatch: 0,
+                    shape_up: NO_ID,
                 })
                 .collect(),
             shaper_dispatch: Vec::with_capacity(shapers.len()),
+            nested_shaping: false,
             root_match: nodes
                 .first()
                 .map(|n| n.matches.clone())
@@ -1069,6 +1070,7 @@ impl<'o> Compiler<'o> {
             let id = tables.intern(shaping);
             tables.shaper_dispatch.push(id);
         }
+        tables.link_shaping(|i| nodes[i].parent);
         if !self.diags.is_empty() {
             return None;
         }

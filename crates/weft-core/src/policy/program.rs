@@ -14,11 +14,15 @@
 //! smaller than child ids; `children` ranges tile `1..nodes.len()`; every leaf has a `LeafId`
 //! and `leaves[leaf_id] == node_id`.
 //!
-//! Cost: classification is O(depth × match shapes per node) hash probes (see `classifier`).
+//! Cost: classification is one dispatch lookup per level down to a leaf — a few inlined
+//! instructions for the common one-array dispatch, otherwise O(match shapes) probes (see
+//! `classifier`) — then one lookup per node on the way back up that has a shaping set (the
+//! others are skipped through precomputed links); no allocation.
 
 use std::ops::Range;
 
-use crate::classifier::{reference::ReferenceDispatch, tss::Dispatch, Match, PacketMeta};
+use crate::classifier::tss::{Dispatch, NO_TARGET};
+use crate::classifier::{reference::ReferenceDispatch, Match, PacketMeta};
 
 pub use super::parse::{FlowKey, FlowSched, Kind};
 
@@ -219,6 +223,7 @@ pub struct ShapingPath {
 
 impl ShapingPath {
     /// The classes.
+    #[inline]
     pub fn as_slice(&self) -> &[ShaperId] {
         &self.ids[..self.len as usize]
     }
@@ -253,12 +258,15 @@ pub enum Classification {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tables {
     /// Every non-empty dispatch point; index 0 is the empty one. Kept apart from the
-    /// per-node arrays so those stay small (4 bytes per node) and cache-resident.
+    /// per-node array so it stays small (16 bytes per node) and cache-resident.
     pub dispatches: Vec<Dispatch>,
     /// Per node: what classification reads, packed in 16 bytes (one cache access per level).
     pub hot: Vec<HotNode>,
     /// Per shaping class: index of the dispatch among its own shaping parents (0 when none).
     pub shaper_dispatch: Vec<u32>,
+    /// True when some shaping class has shaping parents of its own (`shaper_dispatch` is not
+    /// all 0): only then does classification look for nested sets.
+    pub nested_shaping: bool,
     /// The root's match, when it is not `any`.
     pub root_match: Option<Match>,
 }
@@ -268,15 +276,46 @@ pub(crate) struct Tables {
 pub(crate) struct HotNode {
     /// Leaf id, or `NO_ID` (copy of `Node::leaf`).
     pub leaf: u32,
-    /// Parent, or `NO_ID` for the root (copy of `Node::parent`).
-    pub parent: u32,
     /// Index in `dispatches` of the dispatch among the children (0 for leaves).
     pub child_dispatch: u32,
-    /// Index of the dispatch among the parallel shaping parents (0 when none).
+    /// Index of the dispatch among the parallel shaping parents of the nearest node at or
+    /// above this one that has such a set (0 when none): the first shaping lookup of a packet
+    /// that ends here. [`Tables::link_shaping`] fills it from the node's own dispatch.
     pub shape_dispatch: u32,
+    /// The nearest node strictly above the one `shape_dispatch` belongs to that has a shaping
+    /// set of its own, or `NO_ID`: the shaping walk up from a leaf visits only such nodes.
+    pub shape_up: u32,
 }
 
 impl Tables {
+    /// Turns every node's own shaping dispatch (`shape_dispatch`, as set by the compiler)
+    /// into the effective one (its own, or the nearest ancestor's) and fills `shape_up`, given
+    /// the parents (`parent(i)`; ids are breadth-first, so parents come first).
+    pub fn link_shaping(&mut self, parent: impl Fn(usize) -> Option<u32>) {
+        // at[i]: the nearest node at or above i with a shaping set of its own.
+        let mut at = vec![NO_ID; self.hot.len()];
+        for i in 0..self.hot.len() {
+            at[i] = if self.hot[i].shape_dispatch != 0 {
+                i as u32
+            } else {
+                parent(i).map_or(NO_ID, |p| at[p as usize])
+            };
+        }
+        let own: Vec<u32> = self.hot.iter().map(|h| h.shape_dispatch).collect();
+        for i in 0..self.hot.len() {
+            let a = at[i];
+            let (sd, up) = if a == NO_ID {
+                (0, NO_ID)
+            } else {
+                let up = parent(a as usize).map_or(NO_ID, |p| at[p as usize]);
+                (own[a as usize], up)
+            };
+            self.hot[i].shape_dispatch = sd;
+            self.hot[i].shape_up = up;
+        }
+        self.nested_shaping = self.shaper_dispatch.iter().any(|&d| d != 0);
+    }
+
     /// Stores a dispatch and returns its index (0 for an empty one).
     pub fn intern(&mut self, d: Dispatch) -> u32 {
         if d.rules() == 0 {
@@ -310,7 +349,8 @@ pub struct Program {
 
 impl Program {
     /// Classifies a packet with the fast tables: one dispatch per level down to a leaf, then
-    /// the shaping sets on the path back up. Touches only the compact per-node arrays.
+    /// the shaping sets on the path back up (only the nodes that have one are visited).
+    /// Touches only the compact per-node array and the dispatches on the path.
     #[inline]
     pub fn classify(&self, p: &PacketMeta) -> Classification {
         let t = &self.tables;
@@ -324,10 +364,12 @@ impl Program {
         let mut hot = t.hot[0];
         while hot.leaf == NO_ID {
             let d = &t.dispatches[hot.child_dispatch as usize];
-            match d.lookup_words(&words, p.present) {
-                Some(c) => {
+            let c = d.lookup_target(&words, p.present);
+            // A miss (`NO_TARGET`) is out of range: one bounds check for both.
+            match t.hot.get(c as usize) {
+                Some(&h) => {
                     n = c;
-                    hot = t.hot[c as usize];
+                    hot = h;
                 }
                 None => return Classification::Unclassified { at: n },
             }
@@ -339,28 +381,51 @@ impl Program {
         }
     }
 
-    /// The shaping classes on the path from a leaf (its hot entry) up to the root.
+    /// The shaping classes on the path from a leaf (its hot entry) up to the root, visiting
+    /// only the nodes that have a shaping set (`shape_up` links).
     #[inline]
     fn shaping_from(&self, mut hot: HotNode, words: &[u64; 8], present: u16) -> ShapingPath {
         let t = &self.tables;
         let mut shaping = ShapingPath::default();
-        loop {
-            let sd = hot.shape_dispatch;
-            if sd != 0 {
-                let mut next = t.dispatches[sd as usize].lookup_words(words, present);
-                while let Some(s) = next {
-                    shaping.push(s);
-                    let up = t.shaper_dispatch[s as usize] as usize;
-                    if up == 0 {
-                        break;
-                    }
-                    next = t.dispatches[up].lookup_words(words, present);
+        while hot.shape_dispatch != 0 {
+            let s = t.dispatches[hot.shape_dispatch as usize].lookup_target(words, present);
+            if s != NO_TARGET {
+                shaping.push(s);
+                if t.nested_shaping {
+                    self.nested_shaping(s, words, present, &mut shaping);
                 }
             }
-            if hot.parent == NO_ID {
-                return shaping;
+            if hot.shape_up == NO_ID {
+                break;
             }
-            hot = t.hot[hot.parent as usize];
+            hot = t.hot[hot.shape_up as usize];
+        }
+        shaping
+    }
+
+    /// The nested shaping sets above shaping class `s`, in order (rare: a call, not more
+    /// inlined code in every classification).
+    #[inline(never)]
+    fn nested_shaping(
+        &self,
+        mut s: ShaperId,
+        words: &[u64; 8],
+        present: u16,
+        shaping: &mut ShapingPath,
+    ) {
+        let t = &self.tables;
+        loop {
+            let up = t.shaper_dispatch[s as usize] as usize;
+            if up == 0 {
+                return;
+            }
+            match t.dispatches[up].lookup_words(words, present) {
+                Some(next) => {
+                    shaping.push(next);
+                    s = next;
+                }
+                None => return,
+            }
         }
     }
 
