@@ -1197,8 +1197,7 @@ impl FastEngine {
     /// shaping class on the packet's path has packets in the shaping queue, the time the
     /// packet goes there until (if later than `now`).
     fn limited_release(&self, slot: u32, now: u64) -> Option<u64> {
-        let classes = self.shaping[slot as usize];
-        let classes = classes.as_slice();
+        let classes = self.shaping[slot as usize].as_slice();
         if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
             let s = self.slots[slot as usize];
             let mut at = now;
@@ -1316,11 +1315,17 @@ impl FastEngine {
     /// Also leaves the packet's cost at each of its shaping classes in `self.costs`.
     fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
         let mut at = now;
-        let classes = self.shaping[slot as usize];
-        for (i, &b) in classes.as_slice().iter().enumerate() {
-            let bk = &self.buckets[b as usize];
+        // Borrowed, not copied: a copy of the fixed-capacity path moves every entry.
+        let FastEngine {
+            shaping,
+            buckets,
+            costs,
+            ..
+        } = self;
+        for (i, &b) in shaping[slot as usize].as_slice().iter().enumerate() {
+            let bk = &buckets[b as usize];
             let cost = bk.cost(s.bytes);
-            self.costs[i] = cost;
+            costs[i] = cost;
             at = at.max(if s.was_deferred() {
                 bk.earliest_cost(cost, now)
             } else {
@@ -1528,17 +1533,23 @@ impl Engine for FastEngine {
                 n = v;
             };
             let s = self.slots[slot as usize];
-            let classes = self.shaping[slot as usize];
             // Nothing to check or charge without shaping classes, senic tags or deferred
             // packets (a packet of a flow with none deferred is never held back for order).
-            if !(classes.as_slice().is_empty() && s.n_senic == 0 && self.deferred.is_empty()) {
+            let shaped = !self.shaping[slot as usize].as_slice().is_empty();
+            if shaped || s.n_senic != 0 || !self.deferred.is_empty() {
                 let eligible_at = self.eligible_at(&s, slot, now);
                 if eligible_at > now {
                     self.defer(slot, eligible_at);
                     continue;
                 }
-                for (i, &b) in classes.as_slice().iter().enumerate() {
-                    self.buckets[b as usize].charge_cost(self.costs[i], now);
+                let FastEngine {
+                    shaping,
+                    buckets,
+                    costs,
+                    ..
+                } = self;
+                for (&b, &cost) in shaping[slot as usize].as_slice().iter().zip(costs.iter()) {
+                    buckets[b as usize].charge_cost(cost, now);
                 }
             }
             self.free.push(slot);
