@@ -365,7 +365,8 @@ impl Program {
         while hot.leaf == NO_ID {
             let d = &t.dispatches[hot.child_dispatch as usize];
             let c = d.lookup_target(&words, p.present);
-            // A miss (`NO_TARGET`) is out of range: one bounds check for both.
+            // A miss (`NO_TARGET`, u32::MAX, never a node id) is out of range: one bounds check
+            // for both.
             match t.hot.get(c as usize) {
                 Some(&h) => {
                     n = c;
