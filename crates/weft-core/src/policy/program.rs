@@ -67,7 +67,7 @@ pub struct Limits {
     pub max_nodes: u32,
     /// Shaping nodes stacked on one edge (nested parallel sets).
     pub max_shaping_depth: u32,
-    /// Distinct match shapes among one node's children (hash probes per classification step).
+    /// Distinct match shapes among one node's children (table probes per classification step).
     pub max_match_shapes: u32,
 }
 
