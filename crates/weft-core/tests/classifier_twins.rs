@@ -280,7 +280,8 @@ fn one_field_match(field: u8, v: u64) -> Match {
 
 /// A packet for a one-field dispatch: the field set to `v`, or absent (its bit clear in
 /// `present`) with `stale` left in it, which must not match; for `dst`, `v6` puts the address
-/// outside IPv4 (the constant upper word differs).
+/// outside IPv4 with the same lower 64 bits as the IPv4 address (only the constant upper word
+/// differs, so only the direct array's check word can tell them apart).
 fn one_field_packet(field: u8, v: Option<u64>, v6: bool, stale: u64) -> PacketMeta {
     let mut p = PacketMeta::default();
     p.set_field("proto", "tcp").unwrap();
@@ -295,7 +296,7 @@ fn one_field_packet(field: u8, v: Option<u64>, v6: bool, stale: u64) -> PacketMe
         _ if v6 => p
             .set_field(
                 "dst",
-                &format!("2001:db8::a{:02x}:{:02x}07", (v >> 8) & 0xff, v & 0xff),
+                &format!("2001:db8::ffff:10.{}.{}.7", (v >> 8) & 0xff, v & 0xff),
             )
             .unwrap(),
         _ => p
@@ -377,6 +378,7 @@ fn catch_all_answers_every_miss_of_a_direct_array() {
     assert_eq!(d.lookup(&p("dst=10.0.2.9")), Some(2));
     assert_eq!(d.lookup(&p("dst=10.0.9.9")), Some(99));
     assert_eq!(d.lookup(&p("dst=::a00:201")), Some(99));
+    assert_eq!(d.lookup(&p("dst=2001:db8::ffff:10.0.2.1")), Some(99));
     assert_eq!(d.lookup(&p("tag=1")), Some(99));
     // Only a catch-all.
     let mut b = DispatchBuilder::new(8);

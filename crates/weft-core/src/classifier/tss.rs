@@ -565,16 +565,24 @@ impl Dispatch {
     /// direct-array cases are inlined into the caller; the others are one call away.
     #[inline(always)]
     pub fn lookup_words(&self, words: &Key, present: FieldMask) -> Option<u32> {
-        let t = self.lookup_target(words, present);
-        (t != NO_TARGET).then_some(t)
+        let best = self.lookup_packed(words, present);
+        (best != NONE).then_some(best as u32)
     }
 
-    /// [`Dispatch::lookup_words`] without the `Option`: the target, or [`NO_TARGET`] (which
-    /// is out of range of every index table, so a caller's bounds check can double as the
-    /// miss check).
+    /// [`Dispatch::lookup_words`] without the `Option`: the target, or [`NO_TARGET`] on a
+    /// miss. For callers whose targets are all below `NO_TARGET` (node and shaper ids): a
+    /// miss is then out of range of every index table, so the caller's bounds check doubles
+    /// as the miss check.
     #[inline(always)]
     pub fn lookup_target(&self, words: &Key, present: FieldMask) -> u32 {
-        let best = match &self.path {
+        // `NONE` truncates to `NO_TARGET`.
+        self.lookup_packed(words, present) as u32
+    }
+
+    /// The packed answer (`rule << 32 | target`) or `NONE`.
+    #[inline(always)]
+    fn lookup_packed(&self, words: &Key, present: FieldMask) -> u64 {
+        match &self.path {
             Path::Direct {
                 fields,
                 table,
@@ -589,9 +597,7 @@ impl Dispatch {
                 }
             }
             _ => self.lookup_other(words, present),
-        };
-        // `NONE` truncates to `NO_TARGET`; a real target is below it.
-        best as u32
+        }
     }
 
     /// The paths with hashing or several shapes: the packed answer or `NONE`.

@@ -67,7 +67,7 @@ pub struct Limits {
     pub max_nodes: u32,
     /// Shaping nodes stacked on one edge (nested parallel sets).
     pub max_shaping_depth: u32,
-    /// Distinct match shapes among one node's children (hash probes per classification step).
+    /// Distinct match shapes among one node's children (table probes per classification step).
     pub max_match_shapes: u32,
 }
 
@@ -365,7 +365,8 @@ impl Program {
         while hot.leaf == NO_ID {
             let d = &t.dispatches[hot.child_dispatch as usize];
             let c = d.lookup_target(&words, p.present);
-            // A miss (`NO_TARGET`) is out of range: one bounds check for both.
+            // A miss (`NO_TARGET`, u32::MAX, never a node id) is out of range: one bounds check
+            // for both.
             match t.hot.get(c as usize) {
                 Some(&h) => {
                     n = c;
