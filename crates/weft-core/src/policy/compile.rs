@@ -1155,7 +1155,7 @@ impl<'o> Compiler<'o> {
             AddError::TooManyShapes { limit } => Diagnostic::new(
                 Rule::MatchLimit,
                 span,
-                format!("the {group} use more than {limit} distinct match shapes (field sets and prefix lengths), each one a hash probe per packet"),
+                format!("the {group} use more than {limit} distinct match shapes (field sets and prefix lengths), each one a table probe per packet"),
             )
             .help("use the same fields across siblings, or raise `limits: {max_match_shapes: N}`"),
             AddError::TooManyCombinations { combinations, limit } => Diagnostic::new(
