@@ -222,7 +222,7 @@ enum PolicyCommand {
         files: Vec<PathBuf>,
         #[command(flatten)]
         load: LoadArgs,
-        /// Print diagnostics as one line each (file:line:col: error[rule]: ...) instead of
+        /// Print diagnostics as one line each (`file:line:col: error[rule]: ...`) instead of
         /// annotated source.
         #[arg(long)]
         plain: bool,

@@ -42,6 +42,10 @@
 //! work at enqueue and dequeue; no allocation once the slab, heaps and arenas have grown to
 //! the peak occupancy. Hand-written (no crate provides a PIFO tree).
 
+// The module doc is written for readers of the source (`cargo doc --document-private-items`),
+// so it links to private items.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
