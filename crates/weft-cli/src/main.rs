@@ -105,8 +105,8 @@ enum Command {
     /// doorbell's batch: their flow lookups overlap); the fast engine with per-flow queues
     /// (flows classified once, as Loom's OS does), one packet at a time (`per-flow-q`) and 16
     /// at a time (`pf-batch16`: Loom's design whole); heap bytes per idle flow; engine bytes
-    /// per shaping class. The machine's load moves these figures;
-    /// docs/scheduling.md has instruction counts that it does not.
+    /// per shaping class. Throughputs are medians over `--rounds`. The machine's load moves
+    /// these figures; docs/scheduling.md has instruction counts that it does not.
     Bench {
         /// One JSON object per row on stdout.
         #[arg(long)]
@@ -114,6 +114,11 @@ enum Command {
         /// Smaller scenarios (seconds instead of a minute).
         #[arg(long)]
         quick: bool,
+        /// Rounds: each round runs every mode and the reference once; the figures are the
+        /// medians over the rounds (`packets_per_s_best` in JSON: the best classifying
+        /// round), so one slow moment of a shared machine does not set a figure.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
     },
     /// Simulate NIC designs side by side on a scenario (Loom, SENIC, TONIC experiments).
     ///
@@ -519,8 +524,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             clap_complete::generate(shell, &mut Cli::command(), "weft", &mut std::io::stdout());
             Ok(())
         }
-        Command::Bench { json: j, quick } => {
-            let rows = bench::run(quick, true);
+        Command::Bench {
+            json: j,
+            quick,
+            rounds,
+        } => {
+            let rows = bench::run(quick, rounds as usize, true);
             if j {
                 for r in &rows {
                     println!("{r}");

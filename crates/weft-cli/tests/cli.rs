@@ -356,7 +356,7 @@ fn replay_reports_bad_rows_with_their_line() {
 #[test]
 fn bench_quick_reports_ratios_against_the_reference() {
     let out = weft()
-        .args(["bench", "--quick", "--json"])
+        .args(["bench", "--quick", "--json", "--rounds", "2"])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -367,7 +367,9 @@ fn bench_quick_reports_ratios_against_the_reference() {
         .collect();
     assert_eq!(rows.len(), 3, "{text}");
     for r in rows {
+        assert_eq!(r["rounds"], 2, "{r}");
         assert!(r["packets_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["packets_per_s_best"].as_f64().unwrap() >= r["packets_per_s"].as_f64().unwrap());
         assert!(r["reference_packets_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["ratio_vs_reference"].is_number());
         for mode in [
