@@ -18,9 +18,9 @@
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
 //! * **Flows** live in a chunked arena of 48-byte [`FlowRec`]s (key, leaf, holdings,
 //!   counters; a flow of a fair leaf adds a 16-byte finish tag in a side array), found
-//!   through a [`FlowIndex`] (insert-only linear probing with 8-bit tags, whose
-//!   candidates a batch can find for all its packets before reading any record): one hash
-//!   probe per enqueue and none per dequeue. A record stays when its flow goes idle (it
+//!   through a [`FlowIndex`] (insert-only groups of eight tagged buckets, whose candidates
+//!   a batch can find for all its packets before reading any record): one hash probe per
+//!   enqueue and none per dequeue. A record stays when its flow goes idle (it
 //!   holds the flow's counters). Drops per flow are counted in a sparse side map (drops
 //!   are rare).
 //! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow
@@ -1363,13 +1363,14 @@ impl FastEngine {
     }
 
     /// Enqueues `n <= STAGED` packets arriving together, `packet(i)` and `class(i)` giving
-    /// the i-th and its classification (asked once), in passes, so that the cache misses of different packets overlap
-    /// instead of waiting one after another: classify and hash every packet's flow key;
-    /// find every packet's candidate in the flow index; read every candidate's flow record
-    /// (at 64k flows, a miss per packet); then, in packet order, look up the flows not
-    /// found that way (created on first sight) and enqueue. Same result as enqueuing one by
-    /// one: the first passes only read state, and flows are created in packet order (a flow
-    /// new in this batch is created by its first packet and found by the later ones).
+    /// the i-th and its classification (asked once), in passes, so that the cache misses of
+    /// different packets overlap instead of waiting one after another: classify and hash
+    /// every packet's flow key; find every packet's candidate in the flow index; read every
+    /// candidate's flow record (at 64k flows, a miss per packet); then, in packet order,
+    /// look up the flows not found that way (created on first sight) and enqueue. Same
+    /// result as enqueuing one by one: the first passes only read state, and flows are
+    /// created in packet order (a flow new in this batch is created by its first packet and
+    /// found by the later ones).
     #[inline(always)]
     fn enqueue_staged<'a>(
         &mut self,

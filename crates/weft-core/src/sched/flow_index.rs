@@ -25,7 +25,7 @@
 //! occupied buckets are a prefix; `len` counts them; `len * 8 <= buckets * 7`.
 //!
 //! Cost: 5 bytes per bucket (1.14 to 2.3 buckets per flow; a group is 40 bytes); a lookup
-//! reads one group (two at most cache lines) and, 127 times in 128, only the record it
+//! reads one group (at most two cache lines) and, 127 times in 128, only the record it
 //! looks for.
 
 /// Eight buckets: their tags (one byte each, 0 when free; a tag has its top bit set) and
