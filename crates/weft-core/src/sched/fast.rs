@@ -796,17 +796,27 @@ impl FastEngine {
         }
     }
 
-    /// The packet's leaf and flow (created on first sight), or why it is dropped.
+    /// The packet's leaf and flow (created on first sight), or why it is dropped. `known` is
+    /// the flow's arena index when the caller has already found it, else `NO`.
     #[inline(always)]
-    fn locate(&mut self, pkt: &Packet, class: Classification) -> Result<Located, DropReason> {
+    fn locate(
+        &mut self,
+        pkt: &Packet,
+        class: Classification,
+        known: u32,
+    ) -> Result<Located, DropReason> {
         match class {
             Classification::Leaf {
                 leaf,
                 node,
                 shaping,
             } => {
-                let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
-                let flow = self.flow_index(node, key);
+                let flow = if known != NO {
+                    known
+                } else {
+                    let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
+                    self.flow_index(node, key)
+                };
                 Ok(Located {
                     leaf,
                     leaf_node: node,
@@ -921,12 +931,8 @@ impl FastEngine {
         i
     }
 
-    /// Advances the system virtual time of the senic group whose top is `senic[top]` to `now`.
-    fn senic_advance(&mut self, top: u32, now: u64) {
-        Self::advance_group(&mut self.senic, top, now);
-    }
-
-    /// [`Self::senic_advance`] on the senic records alone (for callers holding other fields).
+    /// Advances the system virtual time of the senic group whose top is `senic[top]` to `now`
+    /// (on the senic records alone, so that callers may hold other fields).
     #[inline]
     fn advance_group(senic: &mut [SenicRt], top: u32, now: u64) {
         let g = &mut senic[top as usize];
@@ -1339,7 +1345,7 @@ impl FastEngine {
         let base = slot as usize * self.stride;
         for k in 0..s.n_senic as usize {
             let (top, st) = self.tags[base + k];
-            self.senic_advance(top, now);
+            Self::advance_group(&mut self.senic, top, now);
             let g = &self.senic[top as usize];
             if g.v < st {
                 let v = g.v;
@@ -1396,9 +1402,10 @@ impl FastEngine {
             };
         }
         for i in 0..n {
-            found[i] = match self.flow_table.candidate(keys[i].2) {
-                Some(j) if keys[i].0 != NO => j,
-                _ => NO,
+            found[i] = if keys[i].0 == NO {
+                NO
+            } else {
+                self.flow_table.candidate(keys[i].2).unwrap_or(NO)
             };
         }
         for i in 0..n {
@@ -1411,29 +1418,12 @@ impl FastEngine {
             }
         }
         for i in 0..n {
-            out.push(match classes[i] {
-                Classification::Leaf {
-                    leaf,
-                    node,
-                    shaping,
-                } => {
-                    let flow = match found[i] {
-                        NO => self.flow_index(node, keys[i].1),
-                        j => j,
-                    };
-                    let at = Located {
-                        leaf,
-                        leaf_node: node,
-                        shaping,
-                        flow,
-                    };
-                    self.enqueue_located(packet(i), at, now)
-                }
-                Classification::Unclassified { at } => {
-                    self.stats.dropped(at, DropReason::Unclassified);
-                    Err(DropReason::Unclassified)
-                }
-            });
+            let pkt = packet(i);
+            let r = match self.locate(pkt, classes[i], found[i]) {
+                Ok(at) => self.enqueue_located(pkt, at, now),
+                Err(r) => Err(r),
+            };
+            out.push(r);
         }
     }
 
@@ -1478,7 +1468,7 @@ impl Engine for FastEngine {
 
     fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
         let class = self.prog.classify(&pkt.meta);
-        let located = self.locate(&pkt, class)?;
+        let located = self.locate(&pkt, class, NO)?;
         self.enqueue_located(&pkt, located, now)
     }
 
@@ -1493,13 +1483,13 @@ impl Engine for FastEngine {
             self.prog.classify(&pkt.meta),
             "enqueue_classified: wrong class"
         );
-        let located = self.locate(&pkt, class)?;
+        let located = self.locate(&pkt, class, NO)?;
         self.enqueue_located(&pkt, located, now)
     }
 
     fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
+        let prog = self.prog.clone();
         for chunk in pkts.chunks(STAGED) {
-            let prog = self.prog.clone();
             let class = |i: usize| prog.classify(&chunk[i].meta);
             self.enqueue_staged(chunk.len(), |i| &chunk[i], class, now, out);
         }
@@ -1626,7 +1616,8 @@ impl Engine for FastEngine {
             let p = self.nodes[nu].parent;
             if p != NO && self.nodes[p as usize].kind == Kind::Senic {
                 let ps = self.nodes[p as usize].senic as usize;
-                self.senic_advance(self.senic[ps].top, now);
+                let top = self.senic[ps].top;
+                Self::advance_group(&mut self.senic, top, now);
                 if self.nodes[nu].backlog > 0 {
                     // Under a senic parent, `param` is the class's rate.
                     let old = self.nodes[nu].param.max(1) as u128;
@@ -1636,7 +1627,8 @@ impl Engine for FastEngine {
             }
             let si = self.nodes[nu].senic;
             if si != NO {
-                self.senic_advance(self.senic[si as usize].top, now);
+                let top = self.senic[si as usize].top;
+                Self::advance_group(&mut self.senic, top, now);
                 self.senic[si as usize].capacity = rate_bps;
             }
         }
