@@ -449,7 +449,6 @@ impl DispatchBuilder {
                         }
                         Path::Direct {
                             fields: s.fields,
-                            checked: table.check_mask != 0,
                             table,
                         }
                     }
@@ -536,13 +535,9 @@ enum Path {
     /// No shape: only the catch-all answers (if there is one).
     AnyOnly,
     /// One shape stored as a direct array (inline, no hashing); its empty slots hold the
-    /// catch-all. `checked` when a second, constant word is to be checked (e.g. sibling IPv4
-    /// prefixes: the address's upper 64 bits).
-    Direct {
-        fields: FieldMask,
-        checked: bool,
-        table: Direct,
-    },
+    /// catch-all. A second, constant word is checked when the table has a check mask (e.g.
+    /// sibling IPv4 prefixes: the address's upper 64 bits).
+    Direct { fields: FieldMask, table: Direct },
     /// One hashed shape (stored inline: one probe, no extra pointer chase).
     One(Shape),
     /// Several shapes, sorted by their earliest rule.
@@ -583,14 +578,10 @@ impl Dispatch {
     #[inline(always)]
     fn lookup_packed(&self, words: &Key, present: FieldMask) -> u64 {
         match &self.path {
-            Path::Direct {
-                fields,
-                table,
-                checked,
-            } => {
+            Path::Direct { fields, table } => {
                 if present & fields != *fields {
                     self.any
-                } else if *checked {
+                } else if table.check_mask != 0 {
                     table.get::<true>(words, self.any)
                 } else {
                     table.get::<false>(words, self.any)
@@ -694,8 +685,8 @@ mod tests {
     fn build_picks_the_cheapest_path() {
         let path = |d: &Dispatch| match &d.path {
             Path::AnyOnly => "any",
-            Path::Direct { checked: false, .. } => "direct",
-            Path::Direct { checked: true, .. } => "direct-checked",
+            Path::Direct { table, .. } if table.check_mask == 0 => "direct",
+            Path::Direct { .. } => "direct-checked",
             Path::One(_) => "one",
             Path::Many(_) => "many",
         };

@@ -166,7 +166,7 @@ impl FlowIndex {
     /// Inserts `index` with hash `h` (the caller knows it is not there yet). `rehash` gives
     /// the hash of any index already inserted, for growing.
     pub(crate) fn insert(&mut self, h: u64, index: u32, rehash: impl Fn(u32) -> u64) {
-        if (self.len + 1) * 8 > self.groups.len() * 8 * 7 {
+        if (self.len + 1) * 8 > self.buckets() * 7 {
             self.grow(&rehash);
         }
         self.place(h, index);
@@ -204,7 +204,6 @@ impl FlowIndex {
     }
 
     /// Buckets (eight per group).
-    #[cfg(test)]
     fn buckets(&self) -> usize {
         self.groups.len() * 8
     }
