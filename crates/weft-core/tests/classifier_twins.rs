@@ -1,6 +1,8 @@
 //! The fast classifier (tuple-space search) and its reference twin (linear scan) must agree:
 //! on which rules are shadowed, and on every lookup.
 
+mod common;
+
 use proptest::prelude::*;
 use weft_core::classifier::reference::ReferenceDispatch;
 use weft_core::classifier::tss::{AddError, DispatchBuilder};
@@ -49,23 +51,13 @@ fn packet() -> impl Strategy<Value = PacketMeta> {
         prop::option::of(0u32..2),
     )
         .prop_map(|(vm, dport, proto, dst, tag)| {
-            let mut p = PacketMeta::default();
-            if let Some(v) = vm {
-                p.set_field("vm", &v.to_string()).unwrap();
-            }
-            if let Some(v) = dport {
-                p.set_field("dport", &v.to_string()).unwrap();
-            }
-            if let Some(v) = proto {
-                p.set_field("proto", &v.to_string()).unwrap();
-            }
-            if let Some((a, b, c)) = dst {
-                p.set_field("dst", &format!("10.{a}.{b}.{c}")).unwrap();
-            }
-            if let Some(v) = tag {
-                p.set_field("tag", &v.to_string()).unwrap();
-            }
-            p
+            common::meta(&[
+                ("vm", vm.map(|v| v.to_string())),
+                ("dport", dport.map(|v| v.to_string())),
+                ("proto", proto.map(|v| v.to_string())),
+                ("dst", dst.map(|(a, b, c)| format!("10.{a}.{b}.{c}"))),
+                ("tag", tag.map(|v| v.to_string())),
+            ])
         })
 }
 

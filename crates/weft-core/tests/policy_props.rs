@@ -4,6 +4,8 @@
 //!   reference twins;
 //! * a random valid policy with one rule broken is rejected, naming that rule.
 
+mod common;
+
 use std::path::Path;
 
 use proptest::prelude::*;
@@ -412,26 +414,14 @@ proptest! {
                 prop::option::of(8u16..11),
             )
                 .prop_map(|(vm, dport, proto, dst, tag, sport)| {
-                    let mut p = PacketMeta::default();
-                    if let Some(v) = vm {
-                        p.set_field("vm", &v.to_string()).unwrap();
-                    }
-                    if let Some(v) = dport {
-                        p.set_field("dport", &v.to_string()).unwrap();
-                    }
-                    if let Some(v) = proto {
-                        p.set_field("proto", v).unwrap();
-                    }
-                    if let Some((a, b)) = dst {
-                        p.set_field("dst", &format!("10.{a}.{b}.5")).unwrap();
-                    }
-                    if let Some(v) = tag {
-                        p.set_field("tag", &v.to_string()).unwrap();
-                    }
-                    if let Some(v) = sport {
-                        p.set_field("sport", &v.to_string()).unwrap();
-                    }
-                    p
+                    common::meta(&[
+                        ("vm", vm.map(|v| v.to_string())),
+                        ("dport", dport.map(|v| v.to_string())),
+                        ("proto", proto.map(str::to_string)),
+                        ("dst", dst.map(|(a, b)| format!("10.{a}.{b}.5"))),
+                        ("tag", tag.map(|v| v.to_string())),
+                        ("sport", sport.map(|v| v.to_string())),
+                    ])
                 }),
             1..64,
         ),
