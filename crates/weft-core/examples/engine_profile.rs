@@ -57,12 +57,17 @@ fn run<E: Engine>(
     for _ in 0..4096 {
         offer(&mut e, now);
     }
+    // The batch modes' packets without their classes, made before the clock starts.
+    let packets: Vec<Packet> = if batch {
+        pool.iter().map(|&(p, _)| p).collect()
+    } else {
+        Vec::new()
+    };
     let t = std::time::Instant::now();
     let mut done = 0;
     if batch {
         // 16 dequeues, then the next 16 packets in one `enqueue_batch` (a doorbell's batch),
         // or with their classes in one `enqueue_classified_batch` (`per_flow`).
-        let packets: Vec<Packet> = pool.iter().map(|&(p, _)| p).collect();
         let mut results = Vec::with_capacity(16);
         let mut next_batch = 4096;
         while done < ops {

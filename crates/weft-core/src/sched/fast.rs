@@ -353,45 +353,62 @@ fn edge_param(kind: Kind, edge: &crate::policy::program::Edge) -> u64 {
     }
 }
 
-/// Per leaf: its limits (`u64::MAX` = none) and holdings, in one record.
+/// Per leaf: what every enqueue and dequeue at the leaf reads and writes (holdings,
+/// departures, limits), in one 72-byte record. Packet counts are `u32`: every held packet
+/// has a `u32` slot, so a leaf never holds `u32::MAX` packets, and a packet limit saturated
+/// at `u32::MAX` behaves as the limit it stands for.
 #[derive(Debug, Clone, Copy)]
 struct LeafRt {
-    /// Packets and bytes held (tree, waiting list or shaping queue).
-    held_packets: u64,
+    /// Bytes held (tree, waiting list or shaping queue).
     held_bytes: u64,
-    /// Packets admitted to the tree (not waiting for `outstanding`).
-    admitted: u64,
-    limit_packets: u64,
-    limit_bytes: u64,
-    flow_limit_packets: u64,
-    flow_limit_bytes: u64,
-    outstanding: u64,
+    /// Packets sent (the leaf's counters; [`Engine::stats`] adds them up the tree).
+    sent_packets: u64,
+    /// Bytes sent.
+    sent_bytes: u64,
     /// Flows of a fair leaf: DRR quantum, bytes.
     quantum: u64,
+    /// Bytes the leaf may hold (`u64::MAX`: no limit).
+    limit_bytes: u64,
+    /// Bytes one flow may hold (`u64::MAX`: no limit).
+    flow_limit_bytes: u64,
+    /// Packets held (tree, waiting list or shaping queue).
+    held_packets: u32,
+    /// Packets admitted to the tree (not waiting for `outstanding`).
+    admitted: u32,
+    /// Packets the leaf may hold, saturated (`u32::MAX`: no limit).
+    limit_packets: u32,
+    /// Packets one flow may hold, saturated (`u32::MAX`: no limit).
+    flow_limit_packets: u32,
+    /// Packets admitted to the tree at once, saturated (`u32::MAX`: no limit).
+    outstanding: u32,
     /// How packets are grouped into flows.
     flow_key: FlowKey,
     fair: bool,
-    /// Some leaf or flow limit (packets or bytes) is set: the admission check reads them.
-    limited: bool,
     /// A `senic` node is on the path to the root (its packets carry SENIC tags).
     senic_path: bool,
+}
+
+/// A packet limit as [`LeafRt`] keeps it: saturated at `u32::MAX`, which is also none.
+fn packets_limit(limit: Option<u64>) -> u32 {
+    limit.map_or(u32::MAX, |l| l.min(u32::MAX as u64) as u32)
 }
 
 impl LeafRt {
     fn new(spec: &crate::policy::LeafSpec) -> LeafRt {
         let mut l = LeafRt {
-            held_packets: 0,
             held_bytes: 0,
+            sent_packets: 0,
+            sent_bytes: 0,
+            quantum: spec.flow_quantum_bytes,
+            limit_bytes: 0,
+            flow_limit_bytes: 0,
+            held_packets: 0,
             admitted: 0,
             limit_packets: 0,
-            limit_bytes: 0,
             flow_limit_packets: 0,
-            flow_limit_bytes: 0,
             outstanding: 0,
-            quantum: spec.flow_quantum_bytes,
             flow_key: spec.flow_key,
             fair: spec.flow_sched == FlowSched::Fair,
-            limited: false,
             senic_path: false,
         };
         l.set_limits([
@@ -406,35 +423,24 @@ impl LeafRt {
 
     /// Packets and bytes per leaf, per flow, outstanding (`None` = unlimited).
     fn set_limits(&mut self, limits: [Option<u64>; 5]) {
-        let [p, b, fp, fb, o] = limits.map(|l| l.unwrap_or(u64::MAX));
-        self.limit_packets = p;
-        self.limit_bytes = b;
-        self.flow_limit_packets = fp;
-        self.flow_limit_bytes = fb;
-        self.outstanding = o;
-        self.limited = [p, b, fp, fb].iter().any(|&l| l != u64::MAX);
+        let [p, b, fp, fb, o] = limits;
+        self.limit_packets = packets_limit(p);
+        self.limit_bytes = b.unwrap_or(u64::MAX);
+        self.flow_limit_packets = packets_limit(fp);
+        self.flow_limit_bytes = fb.unwrap_or(u64::MAX);
+        self.outstanding = packets_limit(o);
     }
 
     /// The limit a packet of `bytes` would break, checked in the reference's order
     /// ([`super::limit_broken`]), then the flow record's own 32-bit bounds.
     #[inline]
     fn broken(&self, f: &FlowRec, bytes: u64) -> Option<DropReason> {
-        let (fp, fb) = (f.held_packets as u64, f.held_bytes as u64);
-        if !self.limited {
-            // No leaf or flow limit: only the flow record's own bounds.
-            return if f.held_packets == u32::MAX {
-                Some(DropReason::FlowPackets)
-            } else if fb + bytes > u32::MAX as u64 {
-                Some(DropReason::FlowBytes)
-            } else {
-                None
-            };
-        }
+        let fb = f.held_bytes as u64;
         if self.held_packets >= self.limit_packets {
             Some(DropReason::LeafPackets)
         } else if self.held_bytes.saturating_add(bytes) > self.limit_bytes {
             Some(DropReason::LeafBytes)
-        } else if fp >= self.flow_limit_packets {
+        } else if f.held_packets >= self.flow_limit_packets {
             Some(DropReason::FlowPackets)
         } else if fb + bytes > self.flow_limit_bytes {
             Some(DropReason::FlowBytes)
@@ -588,10 +594,11 @@ pub struct FastEngine {
     prog: Arc<Program>,
     /// Per node: parent, algorithm, edge parameter, virtual times.
     nodes: Vec<NodeRt>,
-    /// Per leaf id: limits and holdings.
+    /// Per leaf id: holdings, departures, the `outstanding` bound.
     leaves: Vec<LeafRt>,
-    /// Per leaf id: slots waiting for `outstanding`.
-    waiting: Vec<VecDeque<u32>>,
+    /// Per leaf id, for leaves that have had packets wait for `outstanding`: the slots
+    /// waiting, oldest first (kept once made, so a leaf allocates its list once).
+    waiting: FxHashMap<u32, VecDeque<u32>>,
     /// Per senic node (see [`NodeRt::senic`]).
     senic: Vec<SenicRt>,
     /// Ranks per packet: the longest leaf-to-root path.
@@ -629,9 +636,9 @@ pub struct FastEngine {
     popped: Vec<(u32, Rank)>,
     seq: u64,
     held: usize,
-    /// Counters per node: drops where they happen, departures at the leaf only
-    /// ([`Engine::stats`] adds them up the tree).
-    stats: Stats,
+    /// Drops per node id where they happen, by reason, for nodes that have dropped (drops
+    /// are rare; departures are counted in [`LeafRt`], and [`Engine::stats`] adds both up).
+    node_drops: FxHashMap<u32, [u64; 5]>,
     options: EngineOptions,
 }
 
@@ -750,7 +757,7 @@ impl FastEngine {
         FastEngine {
             nodes,
             leaves,
-            waiting: vec![VecDeque::new(); prog.leaves.len()],
+            waiting: FxHashMap::default(),
             buckets: prog
                 .shapers
                 .iter()
@@ -775,10 +782,15 @@ impl FastEngine {
             popped: vec![(0, 0); stride],
             seq: 0,
             held: 0,
-            stats: Stats::new(n),
+            node_drops: FxHashMap::default(),
             options,
             prog,
         }
+    }
+
+    /// Counts a drop at `node`.
+    fn dropped(&mut self, node: u32, r: DropReason) {
+        self.node_drops.entry(node).or_default()[r.index()] += 1;
     }
 
     /// Sets `node`'s edge parameter to `value` if its parent is a `kind` node (the parameter
@@ -825,7 +837,7 @@ impl FastEngine {
                 })
             }
             Classification::Unclassified { at } => {
-                self.stats.dropped(at, DropReason::Unclassified);
+                self.dropped(at, DropReason::Unclassified);
                 Err(DropReason::Unclassified)
             }
         }
@@ -844,7 +856,7 @@ impl FastEngine {
         let l = &mut self.leaves[leaf as usize];
         let f = self.flows.get_mut(fi);
         if let Some(r) = l.broken(f, bytes) {
-            self.stats.dropped(leaf_node, r);
+            self.dropped(leaf_node, r);
             self.flow_drops.entry(fi).or_default()[r.index()] += 1;
             return Err(r);
         }
@@ -887,7 +899,7 @@ impl FastEngine {
         };
         self.held += 1;
         if waits {
-            self.waiting[leaf as usize].push_back(slot);
+            self.waiting.entry(leaf).or_default().push_back(slot);
         } else {
             self.admit_slot(slot, leaf, leaf_node, fi, pkt.bytes, now);
         }
@@ -1284,15 +1296,13 @@ impl FastEngine {
         }
     }
 
-    /// One pass over a sent packet's path (root to leaf): virtual times, senic backlog (φ);
-    /// then the leaf's counters (the nodes above add them up in [`Engine::stats`]).
+    /// One pass over a sent packet's path (root to leaf): virtual times, senic backlog (φ).
+    /// (The leaf counts the departure; the nodes above add it up in [`Engine::stats`].)
     #[inline(always)]
     fn count_departure(
         path: &[(u32, Rank)],
-        counters: &mut [Counters],
         nodes: &mut [NodeRt],
         senic: &mut [SenicRt],
-        bytes: u64,
         now: u64,
     ) {
         for (i, &(node, rank)) in path.iter().enumerate() {
@@ -1313,11 +1323,6 @@ impl FastEngine {
                     }
                 }
             }
-        }
-        if let Some(&(leaf, _)) = path.last() {
-            let c = &mut counters[leaf as usize];
-            c.packets += 1;
-            c.bytes += bytes;
         }
     }
 
@@ -1550,18 +1555,13 @@ impl Engine for FastEngine {
             self.free.push(slot);
             self.held -= 1;
             let b64 = s.bytes as u64;
-            Self::count_departure(
-                &self.popped[..depth],
-                &mut self.stats.nodes,
-                &mut self.nodes,
-                &mut self.senic,
-                b64,
-                now,
-            );
+            Self::count_departure(&self.popped[..depth], &mut self.nodes, &mut self.senic, now);
             let l = &mut self.leaves[s.leaf as usize];
             l.held_packets -= 1;
             l.held_bytes -= b64;
             l.admitted -= 1;
+            l.sent_packets += 1;
+            l.sent_bytes += b64;
             // Held but not admitted: waiting for `outstanding`.
             let some_wait = l.held_packets > l.admitted;
             let f = self.flows.get_mut(s.flow);
@@ -1572,15 +1572,16 @@ impl Engine for FastEngine {
             let flow = f.key;
             debug_assert_eq!(
                 some_wait,
-                !self.waiting[s.leaf as usize].is_empty(),
+                self.waiting.get(&s.leaf).is_some_and(|w| !w.is_empty()),
                 "leaf {}: held {} admitted {} waiting {:?}",
                 s.leaf,
                 self.leaves[s.leaf as usize].held_packets,
                 self.leaves[s.leaf as usize].admitted,
-                self.waiting[s.leaf as usize]
+                self.waiting.get(&s.leaf)
             );
             if some_wait {
-                if let Some(next) = self.waiting[s.leaf as usize].pop_front() {
+                let waiting = self.waiting.get_mut(&s.leaf).expect("some wait");
+                if let Some(next) = waiting.pop_front() {
                     self.admit(next, now);
                 }
             }
@@ -1670,9 +1671,10 @@ impl Engine for FastEngine {
             } => {
                 let leaf = self.prog.nodes[node as usize]
                     .leaf
-                    .expect("checked: a leaf") as usize;
-                while outstanding.is_none_or(|o| self.leaves[leaf].admitted < o) {
-                    let Some(next) = self.waiting[leaf].pop_front() else {
+                    .expect("checked: a leaf");
+                while outstanding.is_none_or(|o| (self.leaves[leaf as usize].admitted as u64) < o) {
+                    let Some(next) = self.waiting.get_mut(&leaf).and_then(VecDeque::pop_front)
+                    else {
                         break;
                     };
                     self.admit(next, now);
@@ -1686,7 +1688,15 @@ impl Engine for FastEngine {
     fn stats(&self) -> Stats {
         // Departures are counted at the leaf only; a node's are its subtree's (the
         // scheduling structure is a tree, and a parent's id is below its children's).
-        let mut s = self.stats.clone();
+        let mut s = Stats::new(self.nodes.len());
+        for (l, &v) in self.leaves.iter().zip(&self.prog.leaves) {
+            let c = &mut s.nodes[v as usize];
+            c.packets = l.sent_packets;
+            c.bytes = l.sent_bytes;
+        }
+        for (&v, drops) in &self.node_drops {
+            s.nodes[v as usize].drops = *drops;
+        }
         for v in (1..self.nodes.len()).rev() {
             let p = self.nodes[v].parent;
             if p != NO {
@@ -1728,7 +1738,7 @@ mod tests {
     fn records_stay_compact() {
         assert_eq!(std::mem::size_of::<NodeRt>(), 64, "one cache line per node");
         assert!(
-            std::mem::size_of::<Pifo>() <= 40,
+            std::mem::size_of::<Pifo>() <= 32,
             "{}",
             std::mem::size_of::<Pifo>()
         );
@@ -1739,7 +1749,7 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<FlowRec>(), 48);
         assert!(
-            std::mem::size_of::<LeafRt>() <= 88,
+            std::mem::size_of::<LeafRt>() <= 72,
             "{}",
             std::mem::size_of::<LeafRt>()
         );
