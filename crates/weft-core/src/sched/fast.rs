@@ -27,11 +27,16 @@
 //!   deferral records only for flows with deferred packets.
 //! * **Nodes and leaves.** What every packet reads and writes at a node (parent, algorithm,
 //!   the edge parameter its parent reads, virtual time, last finish tag, SENIC backlog) is
-//!   one 64-byte [`NodeRt`]; a leaf's limits and holdings one [`LeafRt`]; a `senic` node's
-//!   system virtual time one [`SenicRt`]. Live updates change these copies (the compiled
-//!   program stays as written). Node algorithms dispatch on a small `Copy` enum; what a
-//!   departure updates at a node on a precomputed one ([`OnSend`]); PIFOs on an explicit
-//!   tag byte.
+//!   one 64-byte [`NodeRt`]; a leaf's holdings, limits and departure counters one 64-byte
+//!   [`LeafRt`]; a `senic` node's system virtual time one [`SenicRt`]. Live updates change
+//!   these copies (the compiled program stays as written). Node algorithms dispatch on a
+//!   small `Copy` enum; what a departure updates at a node on a precomputed one
+//!   ([`OnSend`]); PIFOs on an explicit tag byte.
+//! * **Counters.** Departures are counted once, at the leaf ([`Engine::stats`] adds them up
+//!   the tree); drops per node and per flow in sparse maps (drops are rare). What every
+//!   leaf or node pays before its first packet is its records and empty queues: a `senic`
+//!   class (a leaf) 192 bytes (node 64, leaf 64 + 8, its PIFO 32, its queue at the parent
+//!   24), where SENIC's hardware keeps 30.
 //!
 //! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
 //! list, shaping queue or free list); a flow's holdings equal the sum over its held slots.
@@ -354,10 +359,11 @@ fn edge_param(kind: Kind, edge: &crate::policy::program::Edge) -> u64 {
 }
 
 /// Per leaf: what every enqueue and dequeue at the leaf reads and writes (holdings,
-/// departures, limits), in one 72-byte record. Packet counts are `u32`: every held packet
-/// has a `u32` slot, so a leaf never holds `u32::MAX` packets, and a packet limit saturated
-/// at `u32::MAX` behaves as the limit it stands for.
+/// departures, limits), in one 64-byte record (one cache line). Packet counts are `u32`:
+/// every held packet has a `u32` slot, so a leaf never holds `u32::MAX` packets, and a packet
+/// limit saturated at `u32::MAX` behaves as the limit it stands for.
 #[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
 struct LeafRt {
     /// Bytes held (tree, waiting list or shaping queue).
     held_bytes: u64,
@@ -365,8 +371,6 @@ struct LeafRt {
     sent_packets: u64,
     /// Bytes sent.
     sent_bytes: u64,
-    /// Flows of a fair leaf: DRR quantum, bytes.
-    quantum: u64,
     /// Bytes the leaf may hold (`u64::MAX`: no limit).
     limit_bytes: u64,
     /// Bytes one flow may hold (`u64::MAX`: no limit).
@@ -399,7 +403,6 @@ impl LeafRt {
             held_bytes: 0,
             sent_packets: 0,
             sent_bytes: 0,
-            quantum: spec.flow_quantum_bytes,
             limit_bytes: 0,
             flow_limit_bytes: 0,
             held_packets: 0,
@@ -594,8 +597,10 @@ pub struct FastEngine {
     prog: Arc<Program>,
     /// Per node: parent, algorithm, edge parameter, virtual times.
     nodes: Vec<NodeRt>,
-    /// Per leaf id: holdings, departures, the `outstanding` bound.
+    /// Per leaf id: holdings, departures, limits.
     leaves: Vec<LeafRt>,
+    /// Per leaf id: the DRR quantum of its flows, bytes (read by fair leaves only).
+    flow_quantum: Vec<u64>,
     /// Per leaf id, for leaves that have had packets wait for `outstanding`: the slots
     /// waiting, oldest first (kept once made, so a leaf allocates its list once).
     waiting: FxHashMap<u32, VecDeque<u32>>,
@@ -754,9 +759,20 @@ impl FastEngine {
                 l
             })
             .collect();
+        let flow_quantum = prog
+            .leaves
+            .iter()
+            .map(|&v| {
+                params.specs[v as usize]
+                    .as_ref()
+                    .expect("a leaf")
+                    .flow_quantum_bytes
+            })
+            .collect();
         FastEngine {
             nodes,
             leaves,
+            flow_quantum,
             waiting: FxHashMap::default(),
             buckets: prog
                 .shapers
@@ -1040,7 +1056,7 @@ impl FastEngine {
         let l = &mut self.leaves[leaf as usize];
         l.admitted += 1;
         let leaf_rank = if l.fair {
-            let quantum = l.quantum;
+            let quantum = self.flow_quantum[leaf as usize];
             let vtime = self.nodes[leaf_node as usize].vtime;
             let f = self.flows.get_mut(flow);
             if f.fair == NO {
@@ -1749,7 +1765,7 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<FlowRec>(), 48);
         assert!(
-            std::mem::size_of::<LeafRt>() <= 72,
+            std::mem::size_of::<LeafRt>() == 64,
             "{}",
             std::mem::size_of::<LeafRt>()
         );
