@@ -319,7 +319,7 @@ impl XdpError {
                 " (another XDP program is attached to this interface; `ip link show` names it)"
             }
             Some(libc::EBUSY) if step.starts_with("bind") => {
-                " (another AF_XDP socket is bound to this queue: is another weft running here?)"
+                " (another AF_XDP socket is bound to this queue: is another weft running here? One that just exited releases it within moments)"
             }
             Some(libc::ENOMEM) if step.contains("UMEM") => {
                 " (locked-memory limit: run as root or raise RLIMIT_MEMLOCK)"

@@ -458,6 +458,13 @@ struct State {
     samples: [(u64, Vec<u64>); 2],
 }
 
+/// Scratch for [`State::nic_side`]: one fetch's packets and the engine's outcomes.
+#[derive(Default)]
+struct Offers {
+    packets: Vec<(Packet, Classification)>,
+    results: Vec<Result<(), DropReason>>,
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -581,6 +588,7 @@ fn loop_ports(
     };
     ready();
     let mut fetched = Vec::with_capacity(256);
+    let mut offers = Offers::default();
     let mut completions = Vec::with_capacity(256);
     let mut next_ctl_ps = now;
     let mut next_sample_ps = now;
@@ -616,7 +624,7 @@ fn loop_ports(
             st.ring_doorbell(t);
         }
         let received = work;
-        st.nic_side(now, &mut fetched);
+        st.nic_side(now, &mut fetched, &mut offers);
         // 2. One expensive step (a `send(2)`, which on veth runs the receiver's stack), the
         //    first of: a sparse tenant's reverse frame (a reply), unless the uplink is
         //    already SPARSE_LATE_PS behind; the uplink's due departures; a backlogged
@@ -1050,7 +1058,8 @@ impl State {
         }
     }
 
-    fn offer(&mut self, f: &iface::Fetched, now: u64) {
+    /// The packet a fetched descriptor carries, with its queue's classification.
+    fn offer(&self, f: &iface::Fetched) -> (Packet, Classification) {
         let (meta, key, class) = match self.queues.get(&f.queue) {
             Some(fl) => (fl.meta, fl.key, fl.class),
             None => (
@@ -1067,14 +1076,14 @@ impl State {
             deadline_ps: None,
             slack_ps: (f.rank != 0).then_some(f.rank),
         };
-        if let Err(r) = self.engine.enqueue_classified(pkt, class, now) {
-            self.c.engine_drops += 1;
-            let _ = self.iface.nic_complete(f.handle, Status::Dropped(r));
-        }
+        (pkt, class)
     }
 
-    /// Doorbells, fetches and offers to the engine (the NIC side of the interface).
-    fn nic_side(&mut self, now: u64, fetched: &mut Vec<iface::Fetched>) {
+    /// Doorbells, fetches and offers to the engine (the NIC side of the interface). The
+    /// fetched packets go to the engine in one `enqueue_classified_batch` (per-flow queues and
+    /// a doorbell's batch, Loom §4.3: their flow lookups overlap); `scratch` holds the batch
+    /// and its outcomes (kept by the caller, so the loop does not allocate).
+    fn nic_side(&mut self, now: u64, fetched: &mut Vec<iface::Fetched>, scratch: &mut Offers) {
         let mut controls = Vec::new();
         self.iface.nic_doorbells(0, |c| controls.push(c));
         for c in controls {
@@ -1082,8 +1091,24 @@ impl State {
         }
         fetched.clear();
         self.iface.nic_fetch(512, fetched);
+        scratch.packets.clear();
+        scratch.results.clear();
         for f in fetched.iter() {
-            self.offer(f, now);
+            let offer = self.offer(f);
+            scratch.packets.push(offer);
+        }
+        self.engine
+            .enqueue_classified_batch(&scratch.packets, now, &mut scratch.results);
+        debug_assert_eq!(
+            scratch.results.len(),
+            fetched.len(),
+            "one outcome per offer"
+        );
+        for (f, r) in fetched.iter().zip(&scratch.results) {
+            if let Err(r) = *r {
+                self.c.engine_drops += 1;
+                let _ = self.iface.nic_complete(f.handle, Status::Dropped(r));
+            }
         }
     }
 
