@@ -381,6 +381,16 @@ fn bench_quick_reports_ratios_against_the_reference() {
         }
         assert!(r["bytes_per_idle_flow"].is_number());
         assert!(r["engine_bytes_per_senic_class"].as_f64().unwrap() > 0.0);
+        // The tree stays backlogged: no run drains it (packets that miss every leaf, or
+        // are dropped, would shrink the backlog by one each).
+        let (target, kept) = (
+            r["backlog_packets"].as_u64().unwrap(),
+            r["backlog_at_end_min"].as_u64().unwrap(),
+        );
+        assert!(
+            kept >= target / 2,
+            "backlog fell to {kept} of {target}: {r}"
+        );
     }
 }
 

@@ -66,7 +66,8 @@ pub fn senic_flat(classes: u64) -> String {
 }
 
 /// A packet for [`scaled`] from a pseudo-random `seed`: VM, port and destination vary, and
-/// about one in `vms × apps` packets misses every leaf.
+/// some packets miss every leaf: one application value in `apps + 1` and one destination in
+/// `dsts + 1` match none (about 7 % of packets at 16 applications and 64 destinations).
 pub fn packet(seed: u64, vms: u32, apps: u32, dsts: u32) -> PacketMeta {
     // SplitMix64: cheap, well-mixed, deterministic.
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
