@@ -257,12 +257,15 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
         Vec::new()
     };
     // Each round: `per_round` dequeues (advancing time by the frames sent), then as many
-    // packets offered, in one batch or one by one.
+    // packets offered as were sent, in one batch or one by one, so the backlog stays where
+    // it started. (A dequeue that finds nothing eligible, every packet held by shaping,
+    // advances time to the next release and is not replaced.)
     let per_round = if batched { BATCH } else { 1 };
     let mut results = Vec::with_capacity(BATCH);
     let t = Instant::now();
     let mut done = 0u64;
     while done < ops {
+        let mut sent = 0;
         for _ in 0..per_round {
             match e.dequeue(now) {
                 Some(d) => {
@@ -270,24 +273,25 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
                         wire = (d.bytes, wire_ps(d.bytes, &link));
                     }
                     now += wire.1;
-                    done += 1;
+                    sent += 1;
                 }
                 None => now = e.next_wakeup().unwrap_or(now + 1).max(now + 1),
             }
         }
+        done += sent as u64;
         if mode == Mode::Batch {
             let at = next % packets.len();
-            let end = (at + BATCH).min(packets.len());
+            let end = (at + sent).min(packets.len());
             results.clear();
             e.enqueue_batch(&packets[at..end], now, &mut results);
             next += end - at;
         } else if mode == Mode::PerFlowBatch {
             let at = next % classified.len();
-            let end = (at + BATCH).min(classified.len());
+            let end = (at + sent).min(classified.len());
             results.clear();
             e.enqueue_classified_batch(&classified[at..end], now, &mut results);
             next += end - at;
-        } else {
+        } else if sent == 1 {
             offer(&mut e, next, now);
             next += 1;
         }
