@@ -100,7 +100,9 @@ enum Command {
     /// the reference engine's figure from the same process (`ratio_vs_reference`).
     ///
     /// Columns: the fast engine classifying every packet ("dequeue one, enqueue one" with a
-    /// 4,096-packet backlog; packets made before the clock starts); the reference engine the
+    /// 4,096-packet backlog: each departure is replaced by one packet that some leaf accepts,
+    /// so the tree stays full; `backlog_at_end_min` in the JSON shows it did; packets made
+    /// before the clock starts); the reference engine the
     /// same way and the ratio; the fast engine offered 16 packets at a time (`batch16`, a
     /// doorbell's batch: their flow lookups overlap); the fast engine with per-flow queues
     /// (flows classified once, as Loom's OS does), one packet at a time (`per-flow-q`) and 16
