@@ -188,6 +188,15 @@ struct PerChild {
 }
 
 impl Pifo {
+    /// Whether a departure through this PIFO's node may update the node (see [`OnSend`]):
+    /// only `PerChild` nodes (`wfq`, `rr`, `drr`, `senic`; `prio` too, which updates nothing)
+    /// and fair leaves do. `Ffs` (`prio`), `Sorted` (`fifo`), `Heap` (`lstf`, `edf`) and FIFO
+    /// leaves never do, so the dequeue does not visit them again.
+    #[inline(always)]
+    fn may_update(&self) -> bool {
+        matches!(self, Pifo::PerChild(_) | Pifo::LeafHeap(_))
+    }
+
     #[inline(always)]
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
@@ -636,9 +645,10 @@ pub struct FastEngine {
     buckets: Vec<Bucket>,
     /// Scratch: the popped packet's cost at each of its shaping classes, ps.
     costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
-    /// Scratch: the (node, rank) popped at each level of the current dequeue, root first
-    /// (`stride` entries, written by index).
-    popped: Vec<(u32, Rank)>,
+    /// Scratch: (node, rank, child on the path) popped at each level of the current dequeue
+    /// whose node a departure may update ([`Pifo::may_update`]), root first (at most
+    /// `stride` entries, written by index).
+    popped: Vec<(u32, Rank, u32)>,
     seq: u64,
     held: usize,
     /// Drops per node id where they happen, by reason, for nodes that have dropped (drops
@@ -795,7 +805,7 @@ impl FastEngine {
             deferred: FxHashMap::default(),
             spare: Vec::new(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
-            popped: vec![(0, 0); stride],
+            popped: vec![(0, 0, 0); stride],
             seq: 0,
             held: 0,
             node_drops: FxHashMap::default(),
@@ -1312,16 +1322,17 @@ impl FastEngine {
         }
     }
 
-    /// One pass over a sent packet's path (root to leaf): virtual times, senic backlog (φ).
-    /// (The leaf counts the departure; the nodes above add it up in [`Engine::stats`].)
+    /// One pass over the nodes of a sent packet's path that a departure may update (root to
+    /// leaf, with the child each popped): virtual times, senic backlog (φ). (The leaf counts
+    /// the departure; the nodes above add it up in [`Engine::stats`].)
     #[inline(always)]
     fn count_departure(
-        path: &[(u32, Rank)],
+        path: &[(u32, Rank, u32)],
         nodes: &mut [NodeRt],
         senic: &mut [SenicRt],
         now: u64,
     ) {
-        for (i, &(node, rank)) in path.iter().enumerate() {
+        for &(node, rank, child) in path {
             let rt = &mut nodes[node as usize];
             match rt.on_send {
                 OnSend::Nothing => {}
@@ -1332,7 +1343,7 @@ impl FastEngine {
                     let si = rt.senic as usize;
                     let top = senic[si].top;
                     Self::advance_group(senic, top, now);
-                    let cn = &mut nodes[path[i + 1].0 as usize];
+                    let cn = &mut nodes[child as usize];
                     cn.backlog -= 1;
                     if cn.backlog == 0 {
                         senic[si].backlog_rate -= cn.param.max(1) as u128;
@@ -1540,9 +1551,18 @@ impl Engine for FastEngine {
             let mut n = 0u32;
             let mut depth = 0;
             let slot = loop {
-                let (rank, v, leaf) = self.pifo[n as usize].pop()?;
-                self.popped[depth] = (n, rank);
-                depth += 1;
+                let pifo = &mut self.pifo[n as usize];
+                let (rank, v, leaf) = pifo.pop()?;
+                if pifo.may_update() {
+                    self.popped[depth] = (n, rank, v);
+                    depth += 1;
+                } else {
+                    debug_assert_eq!(
+                        self.nodes[n as usize].on_send,
+                        OnSend::Nothing,
+                        "node {n}: its PIFO says a departure never updates it"
+                    );
+                }
                 if leaf {
                     break v;
                 }
