@@ -1130,6 +1130,7 @@ impl FastEngine {
             ..
         } = self;
         let ranks = &mut ranks[base + 1..base + *stride];
+        let s = &slots[slot as usize];
         let mut child = leaf_node;
         for rank_out in ranks.iter_mut() {
             let c = &nodes[child as usize];
@@ -1143,8 +1144,7 @@ impl FastEngine {
                 "push_levels: a {:?} parent above leaf node {leaf_node}",
                 node.kind
             );
-            let (rank, last) =
-                Self::plain_rank(node, c_param, c_last, bytes, &slots[slot as usize], now);
+            let (rank, last) = Self::plain_rank(node, c_param, c_last, bytes, s, now);
             if let Some(last) = last {
                 nodes[child as usize].last = last;
             }
