@@ -1549,13 +1549,14 @@ impl Engine for FastEngine {
         loop {
             // Pop the path from the root.
             let mut n = 0u32;
-            let mut depth = 0;
+            // Levels remembered in `popped` (those a departure may update).
+            let mut tracked = 0;
             let slot = loop {
                 let pifo = &mut self.pifo[n as usize];
                 let (rank, v, leaf) = pifo.pop()?;
                 if pifo.may_update() {
-                    self.popped[depth] = (n, rank, v);
-                    depth += 1;
+                    self.popped[tracked] = (n, rank, v);
+                    tracked += 1;
                 } else {
                     debug_assert_eq!(
                         self.nodes[n as usize].on_send,
@@ -1591,7 +1592,12 @@ impl Engine for FastEngine {
             self.free.push(slot);
             self.held -= 1;
             let b64 = s.bytes as u64;
-            Self::count_departure(&self.popped[..depth], &mut self.nodes, &mut self.senic, now);
+            Self::count_departure(
+                &self.popped[..tracked],
+                &mut self.nodes,
+                &mut self.senic,
+                now,
+            );
             let l = &mut self.leaves[s.leaf as usize];
             l.held_packets -= 1;
             l.held_bytes -= b64;
