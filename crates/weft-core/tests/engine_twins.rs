@@ -190,45 +190,69 @@ fn trace(s: &Spec) -> Vec<(u64, Packet)> {
         .collect()
 }
 
-/// An engine driven as Loom's OS drives the NIC: the driver classifies each packet and
-/// offers batches with their classes (`enqueue_classified_batch`).
-struct DriverClassifies<E>(E);
+/// An engine driven as Loom's OS drives the NIC: the driver binds each packet's flow to a
+/// class and offers batches with their classes (`enqueue_classified_batch`). With `moved`,
+/// the driver has moved some flows to another class (Loom §4.3's inline metadata update):
+/// every packet whose id is a multiple of 4 is bound to the next leaf, keeping its shaping
+/// classes, a class `classify` never returns for it.
+struct Driver<E> {
+    e: E,
+    moved: bool,
+}
 
-impl<E: Engine> Engine for DriverClassifies<E> {
-    fn program(&self) -> &Program {
-        self.0.program()
+impl<E: Engine> Driver<E> {
+    fn bind(&self, pkt: &Packet) -> Classification {
+        let p = self.e.program();
+        match p.classify(&pkt.meta) {
+            Classification::Leaf { leaf, shaping, .. } if self.moved && pkt.id % 4 == 0 => {
+                let to = (leaf as usize + 1) % p.leaves.len();
+                Classification::Leaf {
+                    leaf: to as u32,
+                    node: p.leaves[to],
+                    shaping,
+                }
+            }
+            c => c,
+        }
     }
+}
+
+impl<E: Engine> Engine for Driver<E> {
+    fn program(&self) -> &Program {
+        self.e.program()
+    }
+    /// The driver's own binding, whatever class the caller computed.
     fn enqueue_classified(
         &mut self,
         pkt: Packet,
-        class: Classification,
+        _class: Classification,
         now: u64,
     ) -> Result<(), DropReason> {
-        self.0.enqueue_classified(pkt, class, now)
+        let class = self.bind(&pkt);
+        self.e.enqueue_classified(pkt, class, now)
     }
     fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
-        let p = self.0.program();
         let classified: Vec<(Packet, Classification)> =
-            pkts.iter().map(|&x| (x, p.classify(&x.meta))).collect();
-        self.0.enqueue_classified_batch(&classified, now, out);
+            pkts.iter().map(|&x| (x, self.bind(&x))).collect();
+        self.e.enqueue_classified_batch(&classified, now, out);
     }
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        self.0.dequeue(now)
+        self.e.dequeue(now)
     }
     fn next_wakeup(&self) -> Option<u64> {
-        self.0.next_wakeup()
+        self.e.next_wakeup()
     }
     fn backlog(&self) -> usize {
-        self.0.backlog()
+        self.e.backlog()
     }
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
-        self.0.update(u, now)
+        self.e.update(u, now)
     }
     fn stats(&self) -> Stats {
-        self.0.stats()
+        self.e.stats()
     }
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
-        self.0.flow_counters()
+        self.e.flow_counters()
     }
 }
 
@@ -274,7 +298,14 @@ proptest! {
         let p = Arc::new(compiled.unwrap());
         let want = events(ReferenceEngine::new(p.clone()), &p, inputs(&s, &p));
         let got = events(FastEngine::new(p.clone()), &p, inputs(&s, &p));
-        let got_classified = events(DriverClassifies(FastEngine::new(p.clone())), &p, inputs(&s, &p));
+        let got_classified =
+            events(Driver { e: FastEngine::new(p.clone()), moved: false }, &p, inputs(&s, &p));
+        // Flows the driver moved to other leaves: both engines alike.
+        let want_moved =
+            events(Driver { e: ReferenceEngine::new(p.clone()), moved: true }, &p, inputs(&s, &p));
+        let got_moved =
+            events(Driver { e: FastEngine::new(p.clone()), moved: true }, &p, inputs(&s, &p));
+        prop_assert_eq!(got_moved, want_moved, "driver moved flows; policy:\n{}", text);
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));

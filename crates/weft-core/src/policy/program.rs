@@ -228,7 +228,7 @@ impl ShapingPath {
         &self.ids[..self.len as usize]
     }
 
-    fn push(&mut self, id: ShaperId) {
+    pub(crate) fn push(&mut self, id: ShaperId) {
         debug_assert!(
             (self.len as usize) < MAX_SHAPING_PER_PACKET,
             "shaping path overflow: {:?} + {id}",
@@ -348,6 +348,28 @@ pub struct Program {
 }
 
 impl Program {
+    /// Whether `c` names this program's parts consistently: a leaf with its own node and
+    /// known shaping classes, or a drop at a known node. A driver may bind a flow's queue to
+    /// any such class, not only to what [`Program::classify`] returns (Loom §4.3: the OS
+    /// binds flows to classes, and an inline metadata update may move a flow to another
+    /// class); the engines accept exactly these.
+    pub fn is_valid_class(&self, c: &Classification) -> bool {
+        match *c {
+            Classification::Leaf {
+                leaf,
+                node,
+                shaping,
+            } => {
+                self.leaves.get(leaf as usize) == Some(&node)
+                    && shaping
+                        .as_slice()
+                        .iter()
+                        .all(|&s| (s as usize) < self.shapers.len())
+            }
+            Classification::Unclassified { at } => (at as usize) < self.nodes.len(),
+        }
+    }
+
     /// Classifies a packet with the fast tables: one dispatch per level down to a leaf, then
     /// the shaping sets on the path back up (only the nodes that have one are visited).
     /// Touches only the compact per-node array and the dispatches on the path.

@@ -89,7 +89,7 @@ pub fn packet(seed: u64, vms: u32, apps: u32, dsts: u32) -> PacketMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{compile_str, Classification, LoadOptions};
+    use crate::policy::{compile_str, Classification, LoadOptions, ShapingPath};
 
     #[test]
     fn scaled_policy_compiles_and_twins_agree() {
@@ -115,5 +115,62 @@ mod tests {
             shaped > 1000,
             "most packets should hit a per-destination class: {shaped}"
         );
+    }
+
+    /// Every answer of the classifier is a valid class; a leaf paired with another leaf's
+    /// node, an unknown shaping class or an unknown node is not; a leaf moved to another
+    /// leaf with its own node is.
+    #[test]
+    fn valid_classes() {
+        let p = compile_str(
+            std::path::Path::new("scaled.yaml"),
+            &scaled(4, 3, 2),
+            &LoadOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}", e.render_plain()));
+        let mut leaf_seen = None;
+        for i in 0..200 {
+            let c = p.classify(&packet(i, 4, 3, 2));
+            assert!(p.is_valid_class(&c), "{c:?}");
+            if let Classification::Leaf { shaping, .. } = c {
+                if !shaping.as_slice().is_empty() {
+                    leaf_seen = Some(c);
+                }
+            }
+        }
+        let Some(Classification::Leaf {
+            leaf,
+            node,
+            shaping,
+        }) = leaf_seen
+        else {
+            panic!("no shaped leaf among 200 packets");
+        };
+        let other = (leaf as usize + 1) % p.leaves.len();
+        let moved = Classification::Leaf {
+            leaf: other as u32,
+            node: p.leaves[other],
+            shaping,
+        };
+        assert!(p.is_valid_class(&moved));
+        let wrong_node = Classification::Leaf {
+            leaf: other as u32,
+            node,
+            shaping,
+        };
+        assert!(!p.is_valid_class(&wrong_node));
+        let mut bad_shaping = ShapingPath::default();
+        bad_shaping.push(p.shapers.len() as u32);
+        let bad = Classification::Leaf {
+            leaf,
+            node,
+            shaping: bad_shaping,
+        };
+        assert!(!p.is_valid_class(&bad));
+        let unknown_node = Classification::Unclassified {
+            at: p.nodes.len() as u32,
+        };
+        assert!(!p.is_valid_class(&unknown_node));
+        assert!(p.is_valid_class(&Classification::Unclassified { at: 0 }));
     }
 }

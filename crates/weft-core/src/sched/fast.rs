@@ -1510,10 +1510,9 @@ impl Engine for FastEngine {
         class: Classification,
         now: u64,
     ) -> Result<(), DropReason> {
-        debug_assert_eq!(
-            class,
-            self.prog.classify(&pkt.meta),
-            "enqueue_classified: wrong class"
+        debug_assert!(
+            self.prog.is_valid_class(&class),
+            "enqueue_classified: {class:?} is not a class of this program"
         );
         let located = self.locate(&pkt, class, NO)?;
         self.enqueue_located(&pkt, located, now)
@@ -1535,8 +1534,9 @@ impl Engine for FastEngine {
     ) {
         for chunk in pkts.chunks(STAGED) {
             debug_assert!(
-                chunk.iter().all(|(p, c)| *c == self.prog.classify(&p.meta)),
-                "enqueue_classified_batch: wrong class"
+                chunk.iter().all(|(_, c)| self.prog.is_valid_class(c)),
+                "enqueue_classified_batch: a class not of this program in {:?}",
+                chunk.iter().map(|(_, c)| c).collect::<Vec<_>>()
             );
             self.enqueue_staged(chunk.len(), |i| &chunk[i].0, |i| chunk[i].1, now, out);
         }

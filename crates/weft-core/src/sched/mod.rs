@@ -397,7 +397,12 @@ pub trait Engine {
     }
     /// Offers a packet whose classification the driver already knows (Loom §4.3: the OS
     /// posts to a per-flow queue bound to its leaf and shaping classes, so the NIC does not
-    /// classify per packet). `class` must be what `program().classify(&pkt.meta)` returns.
+    /// classify per packet). `class` is usually what `program().classify(&pkt.meta)`
+    /// returns, but may be any class of the program ([`Program::is_valid_class`]): a flow
+    /// the driver moved to another leaf is enqueued there, its flow key taken as that leaf
+    /// defines it. Both engines treat such a packet alike (`tests/engine_twins.rs`).
+    ///
+    /// [`Program::is_valid_class`]: crate::policy::Program::is_valid_class
     fn enqueue_classified(
         &mut self,
         pkt: Packet,

@@ -607,10 +607,9 @@ impl Engine for ReferenceEngine {
         class: Classification,
         now: u64,
     ) -> Result<(), DropReason> {
-        debug_assert_eq!(
-            class,
-            self.prog.classify(&pkt.meta),
-            "enqueue_classified: wrong class"
+        debug_assert!(
+            self.prog.is_valid_class(&class),
+            "enqueue_classified: {class:?} is not a class of this program"
         );
         let (leaf, leaf_node, shaping) = match class {
             Classification::Leaf {
