@@ -183,8 +183,19 @@ struct PerChild {
     /// Node id of the first child (children are contiguous).
     first: u32,
     queues: Vec<Ring<(Rank, u64)>>,
-    /// Heads, possibly stale: an item is live when it equals its queue's front.
+    /// Heads, possibly stale: an item is live when it equals its queue's front (see
+    /// [`PerChild::live`]). Every non-empty queue's front has a live item.
     heads: MinHeap,
+}
+
+impl PerChild {
+    /// Whether heap item `e` is its child's current head. Sequence numbers are unique per
+    /// entry (tokens converted from an [`Ffs`] share 0, and their equal ranks), so an item
+    /// left by an emptied or reordered queue never matches again.
+    #[inline(always)]
+    fn live(&self, e: &HeapEntry) -> bool {
+        self.queues[(e.v - self.first) as usize].front() == Some(&(e.rank(), e.seq))
+    }
 }
 
 impl Pifo {
@@ -223,7 +234,13 @@ impl Pifo {
                 match q.back() {
                     None => {
                         q.push_back((rank, seq));
-                        pc.heads.push(HeapEntry::new(rank, seq, v));
+                        // A stale top (the head of a child that emptied, left by `pop`) is
+                        // replaced in place: one sift instead of a pop and a push.
+                        let e = HeapEntry::new(rank, seq, v);
+                        match pc.heads.peek() {
+                            Some(top) if !pc.live(top) => pc.heads.replace_top(e),
+                            _ => pc.heads.push(e),
+                        }
                     }
                     // `seq` is after every queued one (see `Sorted`): `(rank, seq) > last`
                     // comes down to `rank >= last.0`.
@@ -267,19 +284,19 @@ impl Pifo {
             }
             Pifo::PerChild(pc) => loop {
                 let top = *pc.heads.peek()?;
-                let (rank, v) = (top.rank(), top.v);
-                let q = &mut pc.queues[(v - pc.first) as usize];
-                if q.front() != Some(&(rank, top.seq)) {
+                if !pc.live(&top) {
                     pc.heads.pop(); // stale head
                     continue;
                 }
+                let (rank, v) = (top.rank(), top.v);
+                let q = &mut pc.queues[(v - pc.first) as usize];
                 q.pop_front();
-                match q.front() {
-                    // The child's next entry replaces its head in place: one sift-down.
-                    Some(&(r2, s2)) => pc.heads.replace_top(HeapEntry::new(r2, s2, v)),
-                    None => {
-                        pc.heads.pop();
-                    }
+                // The child's next entry replaces its head in place: one sift-down. If the
+                // child is empty, its head stays as a stale top: the next push to an empty
+                // child replaces it (most do, on a backlogged node), else the next pop
+                // drops it.
+                if let Some(&(r2, s2)) = q.front() {
+                    pc.heads.replace_top(HeapEntry::new(r2, s2, v));
                 }
                 return Some((rank, v, false));
             },
