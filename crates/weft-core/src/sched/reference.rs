@@ -36,8 +36,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::{
-    check_update, Counters, Departure, DropReason, Engine, EngineOptions, Packet, Params, Stats,
-    Update, UpdateError,
+    check_update, Counters, Departure, DropReason, Engine, EngineOptions, FlowQueue, Packet,
+    Params, Stats, Update, UpdateError,
 };
 use crate::classifier::Field;
 use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
@@ -264,6 +264,10 @@ pub struct ReferenceEngine {
     pub stats: Stats,
     /// Counters per (leaf id, flow key).
     flow_stats: HashMap<(u32, u64), Counters>,
+    /// Per opened flow queue (by handle): its (leaf id, flow key).
+    queues: Vec<(u32, u64)>,
+    /// The handle of each opened (leaf id, flow key).
+    queue_of: HashMap<(u32, u64), u32>,
     options: EngineOptions,
 }
 
@@ -310,6 +314,8 @@ impl ReferenceEngine {
             nodes: vec![NodeState::default(); prog.nodes.len()],
             stats: Stats::new(prog.nodes.len()),
             flow_stats: HashMap::new(),
+            queues: Vec::new(),
+            queue_of: HashMap::new(),
             options,
             buckets,
             prog,
@@ -321,6 +327,72 @@ impl ReferenceEngine {
             seq: 0,
             held: 0,
         }
+    }
+
+    /// Enqueues `pkt` at `(leaf, leaf node, shaping classes)` in the flow keyed `flow` there.
+    fn enqueue_keyed(
+        &mut self,
+        pkt: Packet,
+        (leaf, leaf_node, shaping): (u32, u32, ShapingPath),
+        flow: u64,
+        now: u64,
+    ) -> Result<(), DropReason> {
+        let spec = self.leaf_spec(leaf_node).clone();
+        let st = &self.nodes[leaf_node as usize];
+        let (fp, fb) = st.flows.get(&flow).copied().unwrap_or((0, 0));
+        let bytes = pkt.bytes as u64;
+        let held = super::Holding {
+            leaf_packets: st.held_packets,
+            leaf_bytes: st.held_bytes,
+            flow_packets: fp,
+            flow_bytes: fb,
+        };
+        let reason = super::limit_broken(&spec, held, bytes);
+        if let Some(r) = reason {
+            self.stats.dropped(leaf_node, r);
+            self.flow_stats.entry((leaf, flow)).or_default().drops[r.index()] += 1;
+            return Err(r);
+        }
+        let st = &mut self.nodes[leaf_node as usize];
+        st.held_packets += 1;
+        st.held_bytes += bytes;
+        let f = st.flows.entry(flow).or_insert((0, 0));
+        f.0 += 1;
+        f.1 += bytes;
+        let held = Held {
+            pkt,
+            leaf_node,
+            leaf,
+            flow,
+            shaping,
+            ranks: Vec::new(),
+            fseq: {
+                let n = self.flow_next.entry((leaf, flow)).or_insert(0);
+                *n += 1;
+                *n
+            },
+            was_deferred: false,
+            senic: Vec::new(),
+            enqueued_ps: now,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slab[s] = Some(held);
+                s
+            }
+            None => {
+                self.slab.push(Some(held));
+                self.slab.len() - 1
+            }
+        };
+        self.held += 1;
+        let st = &mut self.nodes[leaf_node as usize];
+        if spec.outstanding.is_some_and(|o| st.admitted >= o) {
+            st.waiting.push_back(slot);
+        } else {
+            self.admit(slot, now);
+        }
+        Ok(())
     }
 
     /// The program it runs.
@@ -611,74 +683,56 @@ impl Engine for ReferenceEngine {
             self.prog.is_valid_class(&class),
             "enqueue_classified: {class:?} is not a class of this program"
         );
-        let (leaf, leaf_node, shaping) = match class {
+        match class {
             Classification::Leaf {
                 leaf,
                 node,
                 shaping,
-            } => (leaf, node, shaping),
+            } => {
+                let flow = flow_key(self.leaf_spec(node), &pkt);
+                self.enqueue_keyed(pkt, (leaf, node, shaping), flow, now)
+            }
             Classification::Unclassified { at } => {
                 self.stats.dropped(at, DropReason::Unclassified);
-                return Err(DropReason::Unclassified);
+                Err(DropReason::Unclassified)
             }
-        };
-        let spec = self.leaf_spec(leaf_node).clone();
-        let flow = flow_key(&spec, &pkt);
-        let st = &self.nodes[leaf_node as usize];
-        let (fp, fb) = st.flows.get(&flow).copied().unwrap_or((0, 0));
-        let bytes = pkt.bytes as u64;
-        let held = super::Holding {
-            leaf_packets: st.held_packets,
-            leaf_bytes: st.held_bytes,
-            flow_packets: fp,
-            flow_bytes: fb,
-        };
-        let reason = super::limit_broken(&spec, held, bytes);
-        if let Some(r) = reason {
-            self.stats.dropped(leaf_node, r);
-            self.flow_stats.entry((leaf, flow)).or_default().drops[r.index()] += 1;
-            return Err(r);
         }
-        let st = &mut self.nodes[leaf_node as usize];
-        st.held_packets += 1;
-        st.held_bytes += bytes;
-        let f = st.flows.entry(flow).or_insert((0, 0));
-        f.0 += 1;
-        f.1 += bytes;
-        let held = Held {
-            pkt,
-            leaf_node,
+    }
+
+    fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        debug_assert!(
+            self.prog.is_valid_class(&class),
+            "open_flow: {class:?} is not a class of this program"
+        );
+        let Classification::Leaf {
             leaf,
-            flow,
+            node,
             shaping,
-            ranks: Vec::new(),
-            fseq: {
-                let n = self.flow_next.entry((leaf, flow)).or_insert(0);
-                *n += 1;
-                *n
-            },
-            was_deferred: false,
-            senic: Vec::new(),
-            enqueued_ps: now,
+        } = class
+        else {
+            return None;
         };
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slab[s] = Some(held);
-                s
-            }
-            None => {
-                self.slab.push(Some(held));
-                self.slab.len() - 1
-            }
-        };
-        self.held += 1;
-        let st = &mut self.nodes[leaf_node as usize];
-        if spec.outstanding.is_some_and(|o| st.admitted >= o) {
-            st.waiting.push_back(slot);
-        } else {
-            self.admit(slot, now);
+        let key = (leaf, flow_key(self.leaf_spec(node), pkt));
+        let next = self.queues.len() as u32;
+        let flow = *self.queue_of.entry(key).or_insert(next);
+        if flow == next {
+            self.queues.push(key);
+            // An opened flow is listed from now on, as the fast engine lists its record.
+            self.flow_stats.entry(key).or_default();
         }
-        Ok(())
+        Some(FlowQueue {
+            flow,
+            leaf,
+            node,
+            shaping,
+        })
+    }
+
+    fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
+        let Some(&(_, key)) = self.queues.get(q.flow as usize).filter(|o| o.0 == q.leaf) else {
+            panic!("enqueue_flow: queue {q:?} was not opened by this engine");
+        };
+        self.enqueue_keyed(pkt, (q.leaf, q.node, q.shaping), key, now)
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
