@@ -171,10 +171,11 @@ enum Mode {
     /// (Loom §4.2.1's per-flow descriptor queues: the engine finds the flow by its queue,
     /// with no classification or flow-table lookup per packet).
     PerFlowQueues,
-    /// `enqueue_batch` of 16 packets after 16 dequeues (a NIC's doorbell batch).
+    /// `enqueue_batch` of 16 packets (a doorbell's batch) after a burst of up to 16
+    /// departures at one instant (`dequeue_batch`, a transmit ring's burst).
     Batch,
-    /// Per-flow queues and doorbell batches: `enqueue_flow_batch` of 16 packets after 16
-    /// dequeues (Loom's design whole).
+    /// Per-flow queues, doorbell batches and transmit bursts: `enqueue_flow_batch` of 16
+    /// packets after a `dequeue_batch` burst of up to 16 (Loom's design, in software).
     PerFlowBatch,
 }
 
@@ -266,27 +267,32 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
     } else {
         Vec::new()
     };
-    // Each round: `per_round` dequeues (advancing time by the frames sent), then as many
-    // packets offered as were sent, in one batch or one by one, so the backlog stays where
-    // it started. (A dequeue that finds nothing eligible, every packet held by shaping,
-    // advances time to the next release and is not replaced.)
-    let per_round = if batched { BATCH } else { 1 };
+    // Each round: one dequeue, or a burst of up to 16 at one instant (time then advances by
+    // the frames sent), then as many packets offered as were sent, in one batch or one by
+    // one, so the backlog stays where it started. (A round that finds nothing eligible,
+    // every packet held by shaping, advances time to the next release and offers nothing.)
     let mut results = Vec::with_capacity(BATCH);
+    let mut burst = Vec::with_capacity(BATCH);
     let t = Instant::now();
     let mut done = 0u64;
     while done < ops {
         let mut sent = 0;
-        for _ in 0..per_round {
-            match e.dequeue(now) {
-                Some(d) => {
-                    if d.bytes != wire.0 {
-                        wire = (d.bytes, wire_ps(d.bytes, &link));
-                    }
-                    now += wire.1;
-                    sent += 1;
-                }
-                None => now = e.next_wakeup().unwrap_or(now + 1).max(now + 1),
+        if batched {
+            burst.clear();
+            e.dequeue_batch(now, BATCH, &mut burst);
+        } else {
+            burst.clear();
+            burst.extend(e.dequeue(now));
+        }
+        for d in &burst {
+            if d.bytes != wire.0 {
+                wire = (d.bytes, wire_ps(d.bytes, &link));
             }
+            now += wire.1;
+            sent += 1;
+        }
+        if sent == 0 {
+            now = e.next_wakeup().unwrap_or(now + 1).max(now + 1);
         }
         done += sent as u64;
         if mode == Mode::Batch {

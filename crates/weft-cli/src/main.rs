@@ -103,11 +103,13 @@ enum Command {
     /// 4,096-packet backlog: each departure is replaced by one packet that some leaf accepts,
     /// so the tree stays full; `backlog_at_end_min` in the JSON shows it did; packets made
     /// before the clock starts); the reference engine the
-    /// same way and the ratio; the fast engine offered 16 packets at a time (`batch16`, a
-    /// doorbell's batch: their flow lookups overlap); the fast engine with per-flow queues
-    /// (flows classified once, as Loom's OS does), one packet at a time (`per-flow-q`) and 16
-    /// at a time (`pf-batch16`: Loom's design whole); heap bytes per idle flow; engine bytes
-    /// per shaping class. Throughputs are medians over `--rounds`. The machine's load moves
+    /// same way and the ratio; the fast engine sending bursts of up to 16 packets at one
+    /// instant and offered 16 packets at a time (`batch16`: a transmit ring's burst and a
+    /// doorbell's batch, whose memory accesses overlap); the fast engine with per-flow queues
+    /// (each flow's queue opened once, as Loom's OS gives each flow its own descriptor
+    /// queue: no classification or flow lookup per packet), one packet at a time
+    /// (`per-flow-q`) and in bursts and batches of 16 (`pf-batch16`); heap bytes per idle
+    /// flow; engine bytes per shaping class. Throughputs are medians over `--rounds`. The machine's load moves
     /// these figures; docs/scheduling.md has instruction counts that it does not.
     Bench {
         /// One JSON object per row on stdout.

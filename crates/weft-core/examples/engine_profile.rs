@@ -85,24 +85,20 @@ fn run<E: Engine>(
     // Every departure is replaced (one packet offered per packet sent), so the backlog stays
     // at 4,096; a dequeue that finds nothing eligible advances time and is not replaced.
     if batch {
-        // 16 dequeues, then as many packets as were sent in one `enqueue_batch` (a doorbell's
-        // batch), or with their classes in one `enqueue_classified_batch` (`per_flow`).
+        // A burst of up to 16 departures at one instant (`dequeue_batch`, a transmit ring's
+        // burst), then as many packets as were sent in one `enqueue_batch` (a doorbell's
+        // batch), or posted to their flows' queues in one `enqueue_flow_batch` (`per_flow`).
         let mut results = Vec::with_capacity(16);
+        let mut burst = Vec::with_capacity(16);
         let mut next_batch = 4096;
         while done < ops {
-            let mut sent = 0;
-            for _ in 0..16 {
-                match e.dequeue(now) {
-                    Some(_) => {
-                        now += wire;
-                        sent += 1;
-                    }
-                    None => {
-                        idle += 1;
-                        now = e.next_wakeup().unwrap_or(now + 1).max(now + 1)
-                    }
-                }
+            burst.clear();
+            let sent = e.dequeue_batch(now, 16, &mut burst);
+            if sent == 0 {
+                idle += 1;
+                now = e.next_wakeup().unwrap_or(now + 1).max(now + 1);
             }
+            now += wire * sent as u64;
             done += sent as u64;
             let at = next_batch % packets.len();
             let end = (at + sent).min(packets.len());

@@ -324,9 +324,19 @@ impl<E: Engine> Engine for Driver<E> {
 }
 
 /// The run's events, then every node's counters and every flow's.
-fn events<E: Engine>(mut e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<String> {
+fn events<E: Engine>(e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<String> {
+    events_in_bursts(e, p, inputs, 1)
+}
+
+/// [`events`] with the link taking up to `burst` frames at once (`Engine::dequeue_batch`).
+fn events_in_bursts<E: Engine>(
+    mut e: E,
+    p: &Program,
+    inputs: Vec<(u64, Input)>,
+    burst: usize,
+) -> Vec<String> {
     let mut out = Vec::new();
-    link::run_inputs(&mut e, &p.link, inputs, u64::MAX, |ev| match ev {
+    link::run_bursts(&mut e, &p.link, inputs, u64::MAX, burst, |ev| match ev {
         Event::Sent { at_ps, departure } => out.push(format!(
             "{at_ps} sent {} leaf {}",
             departure.id, departure.leaf
@@ -382,6 +392,13 @@ proptest! {
         prop_assert_eq!(got_moved, want_moved, "driver moved flows; policy:\n{}", text);
         let (got_moved, want_moved) = driven(true, true);
         prop_assert_eq!(got_moved, want_moved, "driver moved flows, queues; policy:\n{}", text);
+        // Bursts: the fast engine's pipelined `dequeue_batch` against the reference's, which
+        // is `dequeue` called again and again (the trait's definition).
+        for burst in [5, 40] {
+            let want_b = events_in_bursts(ReferenceEngine::new(p.clone()), &p, inputs(&s, &p), burst);
+            let got_b = events_in_bursts(FastEngine::new(p.clone()), &p, inputs(&s, &p), burst);
+            prop_assert_eq!(got_b, want_b, "bursts of {}; policy:\n{}", burst, text);
+        }
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));

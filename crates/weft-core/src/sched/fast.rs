@@ -643,6 +643,8 @@ pub struct FastEngine {
     /// Per leaf id, for leaves that have had packets wait for `outstanding`: the slots
     /// waiting, oldest first (kept once made, so a leaf allocates its list once).
     waiting: FxHashMap<u32, VecDeque<u32>>,
+    /// Packets in all waiting lists.
+    waiting_packets: usize,
     /// Per senic node (see [`NodeRt::senic`]).
     senic: Vec<SenicRt>,
     /// Ranks per packet: the longest leaf-to-root path.
@@ -677,7 +679,8 @@ pub struct FastEngine {
     costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
     /// Scratch: (node, rank, child on the path) popped at each level of the current dequeue
     /// whose node a departure may update ([`Pifo::may_update`]), root first (at most
-    /// `stride` entries, written by index).
+    /// `stride` entries, written by index); [`Engine::dequeue_batch`] keeps up to `STAGED`
+    /// packets' paths, `stride` entries apart.
     popped: Vec<(u32, Rank, u32)>,
     seq: u64,
     held: usize,
@@ -814,6 +817,7 @@ impl FastEngine {
             leaves,
             flow_quantum,
             waiting: FxHashMap::default(),
+            waiting_packets: 0,
             buckets: prog
                 .shapers
                 .iter()
@@ -835,7 +839,7 @@ impl FastEngine {
             deferred: FxHashMap::default(),
             spare: Vec::new(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
-            popped: vec![(0, 0, 0); stride],
+            popped: vec![(0, 0, 0); stride * STAGED],
             seq: 0,
             held: 0,
             node_drops: FxHashMap::default(),
@@ -956,6 +960,7 @@ impl FastEngine {
         self.held += 1;
         if waits {
             self.waiting.entry(leaf).or_default().push_back(slot);
+            self.waiting_packets += 1;
         } else {
             self.admit_slot(slot, leaf, leaf_node, fi, pkt.bytes, now);
         }
@@ -1489,6 +1494,106 @@ impl FastEngine {
         }
     }
 
+    /// Pops one packet's path from the root: its slot, and how many levels it remembered
+    /// in `popped[at..]` (those whose node a departure may update, root first). `None` when
+    /// the tree is empty.
+    #[inline(always)]
+    fn pop_path(&mut self, at: usize) -> Option<(u32, usize)> {
+        let mut n = 0u32;
+        let mut tracked = 0;
+        loop {
+            let pifo = &mut self.pifo[n as usize];
+            let (rank, v, leaf) = pifo.pop()?;
+            if pifo.may_update() {
+                self.popped[at + tracked] = (n, rank, v);
+                tracked += 1;
+            } else {
+                debug_assert_eq!(
+                    self.nodes[n as usize].on_send,
+                    OnSend::Nothing,
+                    "node {n}: its PIFO says a departure never updates it"
+                );
+            }
+            if leaf {
+                return Some((v, tracked));
+            }
+            n = v;
+        }
+    }
+
+    /// Sends the packet in `slot`, whose path `pop_path` just popped (`popped[at..at +
+    /// tracked]`), or defers it to the shaping queue (`None`) if it may not go at `now`.
+    #[inline(always)]
+    fn send(&mut self, slot: u32, at: usize, tracked: usize, now: u64) -> Option<Departure> {
+        let s = self.slots[slot as usize];
+        // Nothing to check or charge without shaping classes, senic tags or deferred
+        // packets (a packet of a flow with none deferred is never held back for order).
+        let shaped = !self.shaping[slot as usize].as_slice().is_empty();
+        if shaped || s.n_senic != 0 || !self.deferred.is_empty() {
+            let eligible_at = self.eligible_at(&s, slot, now);
+            if eligible_at > now {
+                self.defer(slot, eligible_at);
+                return None;
+            }
+            let FastEngine {
+                shaping,
+                buckets,
+                costs,
+                ..
+            } = self;
+            for (&b, &cost) in shaping[slot as usize].as_slice().iter().zip(costs.iter()) {
+                buckets[b as usize].charge_cost(cost, now);
+            }
+        }
+        self.free.push(slot);
+        self.held -= 1;
+        let b64 = s.bytes as u64;
+        Self::count_departure(
+            &self.popped[at..at + tracked],
+            &mut self.nodes,
+            &mut self.senic,
+            now,
+        );
+        let l = &mut self.leaves[s.leaf as usize];
+        l.held_packets -= 1;
+        l.held_bytes -= b64;
+        l.admitted -= 1;
+        l.sent_packets += 1;
+        l.sent_bytes += b64;
+        // Held but not admitted: waiting for `outstanding`.
+        let some_wait = l.held_packets > l.admitted;
+        let f = self.flows.get_mut(s.flow);
+        f.held_packets -= 1;
+        f.held_bytes -= s.bytes;
+        f.sent_packets += 1;
+        f.sent_bytes += b64;
+        let flow = f.key;
+        debug_assert_eq!(
+            some_wait,
+            self.waiting.get(&s.leaf).is_some_and(|w| !w.is_empty()),
+            "leaf {}: held {} admitted {} waiting {:?}",
+            s.leaf,
+            self.leaves[s.leaf as usize].held_packets,
+            self.leaves[s.leaf as usize].admitted,
+            self.waiting.get(&s.leaf)
+        );
+        if some_wait {
+            let waiting = self.waiting.get_mut(&s.leaf).expect("some wait");
+            if let Some(next) = waiting.pop_front() {
+                self.waiting_packets -= 1;
+                self.admit(next, now);
+            }
+        }
+        self.debug_check_holdings();
+        Some(Departure {
+            id: s.id,
+            leaf: s.leaf,
+            flow,
+            bytes: s.bytes,
+            enqueued_ps: s.enqueued_ps,
+        })
+    }
+
     /// The leaf node of the flow record queue `q` names (`NO` if none).
     #[inline(always)]
     fn owner(&self, q: &FlowQueue) -> u32 {
@@ -1646,95 +1751,70 @@ impl Engine for FastEngine {
             self.release_due(now);
         }
         loop {
-            // Pop the path from the root.
-            let mut n = 0u32;
-            // Levels remembered in `popped` (those a departure may update).
-            let mut tracked = 0;
-            let slot = loop {
-                let pifo = &mut self.pifo[n as usize];
-                let (rank, v, leaf) = pifo.pop()?;
-                if pifo.may_update() {
-                    self.popped[tracked] = (n, rank, v);
-                    tracked += 1;
-                } else {
-                    debug_assert_eq!(
-                        self.nodes[n as usize].on_send,
-                        OnSend::Nothing,
-                        "node {n}: its PIFO says a departure never updates it"
-                    );
-                }
-                if leaf {
-                    break v;
-                }
-                n = v;
-            };
-            let s = self.slots[slot as usize];
-            // Nothing to check or charge without shaping classes, senic tags or deferred
-            // packets (a packet of a flow with none deferred is never held back for order).
-            let shaped = !self.shaping[slot as usize].as_slice().is_empty();
-            if shaped || s.n_senic != 0 || !self.deferred.is_empty() {
-                let eligible_at = self.eligible_at(&s, slot, now);
-                if eligible_at > now {
-                    self.defer(slot, eligible_at);
-                    continue;
-                }
-                let FastEngine {
-                    shaping,
-                    buckets,
-                    costs,
-                    ..
-                } = self;
-                for (&b, &cost) in shaping[slot as usize].as_slice().iter().zip(costs.iter()) {
-                    buckets[b as usize].charge_cost(cost, now);
-                }
+            let (slot, tracked) = self.pop_path(0)?;
+            if let Some(d) = self.send(slot, 0, tracked, now) {
+                return Some(d);
             }
-            self.free.push(slot);
-            self.held -= 1;
-            let b64 = s.bytes as u64;
-            Self::count_departure(
-                &self.popped[..tracked],
-                &mut self.nodes,
-                &mut self.senic,
-                now,
-            );
-            let l = &mut self.leaves[s.leaf as usize];
-            l.held_packets -= 1;
-            l.held_bytes -= b64;
-            l.admitted -= 1;
-            l.sent_packets += 1;
-            l.sent_bytes += b64;
-            // Held but not admitted: waiting for `outstanding`.
-            let some_wait = l.held_packets > l.admitted;
-            let f = self.flows.get_mut(s.flow);
-            f.held_packets -= 1;
-            f.held_bytes -= s.bytes;
-            f.sent_packets += 1;
-            f.sent_bytes += b64;
-            let flow = f.key;
-            debug_assert_eq!(
-                some_wait,
-                self.waiting.get(&s.leaf).is_some_and(|w| !w.is_empty()),
-                "leaf {}: held {} admitted {} waiting {:?}",
-                s.leaf,
-                self.leaves[s.leaf as usize].held_packets,
-                self.leaves[s.leaf as usize].admitted,
-                self.waiting.get(&s.leaf)
-            );
-            if some_wait {
-                let waiting = self.waiting.get_mut(&s.leaf).expect("some wait");
-                if let Some(next) = waiting.pop_front() {
-                    self.admit(next, now);
-                }
-            }
-            self.debug_check_holdings();
-            return Some(Departure {
-                id: s.id,
-                leaf: s.leaf,
-                flow,
-                bytes: s.bytes,
-                enqueued_ps: s.enqueued_ps,
-            });
         }
+    }
+
+    fn dequeue_batch(&mut self, now: u64, max: usize, out: &mut Vec<Departure>) -> usize {
+        if self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
+            self.release_due(now);
+        }
+        let mut sent = 0;
+        // Pipelined only while no packet waits for `outstanding`: a departure that admits
+        // one pushes it into the tree, which could change the pops after it. (No departure
+        // makes a packet wait, so this holds for the whole batch once it holds.)
+        if self.waiting_packets != 0 {
+            while sent < max {
+                let Some(d) = self.dequeue(now) else { break };
+                out.push(d);
+                sent += 1;
+            }
+            return sent;
+        }
+        let stride = self.stride;
+        while sent < max {
+            // Pop the paths of as many packets as are still wanted (at most STAGED); the
+            // pops do not depend on what sending the earlier ones does (deferral moves a
+            // packet to the shaping queue, a departure updates virtual times and senic
+            // backlogs, which only later ranks and eligibility read), so this is the order
+            // one dequeue after another pops them in.
+            let want = (max - sent).min(STAGED);
+            let mut paths = [(NO, 0usize); STAGED];
+            let mut k = 0;
+            while k < want {
+                let Some(p) = self.pop_path(k * stride) else {
+                    break;
+                };
+                paths[k] = p;
+                k += 1;
+            }
+            if k == 0 {
+                break;
+            }
+            // Then every popped packet's flow record, leaf record and first shaping class,
+            // so that their cache misses overlap instead of coming one packet after another.
+            let mut touched = 0u32;
+            for &(slot, _) in &paths[..k] {
+                let s = &self.slots[slot as usize];
+                touched ^=
+                    self.flows.get(s.flow).held_packets ^ self.leaves[s.leaf as usize].admitted;
+                if let Some(&b) = self.shaping[slot as usize].as_slice().first() {
+                    touched ^= self.buckets[b as usize].limited() as u32;
+                }
+            }
+            std::hint::black_box(touched);
+            // Then each, in order: sent, or deferred to the shaping queue.
+            for (i, &(slot, tracked)) in paths[..k].iter().enumerate() {
+                if let Some(d) = self.send(slot, i * stride, tracked, now) {
+                    out.push(d);
+                    sent += 1;
+                }
+            }
+        }
+        sent
     }
 
     fn next_wakeup(&self) -> Option<u64> {
@@ -1818,6 +1898,7 @@ impl Engine for FastEngine {
                     else {
                         break;
                     };
+                    self.waiting_packets -= 1;
                     self.admit(next, now);
                 }
             }

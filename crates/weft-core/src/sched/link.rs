@@ -64,8 +64,25 @@ pub fn run_inputs<E: Engine>(
     link: &Link,
     inputs: impl IntoIterator<Item = (u64, Input)>,
     until_ps: u64,
+    on_event: impl FnMut(Event),
+) -> u64 {
+    run_bursts(engine, link, inputs, until_ps, 1, on_event)
+}
+
+/// As [`run_inputs`], the link taking up to `burst` frames at a time, as a software NIC
+/// fills its transmit ring: whenever the link is free it asks for a burst at that instant
+/// ([`Engine::dequeue_batch`]; `burst` 1 asks [`Engine::dequeue`]) and sends its frames back
+/// to back.
+pub fn run_bursts<E: Engine>(
+    engine: &mut E,
+    link: &Link,
+    inputs: impl IntoIterator<Item = (u64, Input)>,
+    until_ps: u64,
+    burst: usize,
     mut on_event: impl FnMut(Event),
 ) -> u64 {
+    let burst = burst.max(1);
+    let mut sent = Vec::with_capacity(burst);
     let mut arrivals = inputs.into_iter().peekable();
     let mut now = 0u64;
     let mut link_free = 0u64;
@@ -116,12 +133,21 @@ pub fn run_inputs<E: Engine>(
             return until_ps;
         }
         if now >= link_free {
-            if let Some(d) = engine.dequeue(now) {
-                on_event(Event::Sent {
-                    at_ps: now,
-                    departure: d,
-                });
-                link_free = now + wire_ps(d.bytes, link);
+            sent.clear();
+            if burst == 1 {
+                sent.extend(engine.dequeue(now));
+            } else {
+                engine.dequeue_batch(now, burst, &mut sent);
+            }
+            if !sent.is_empty() {
+                link_free = now;
+                for &d in &sent {
+                    on_event(Event::Sent {
+                        at_ps: link_free,
+                        departure: d,
+                    });
+                    link_free += wire_ps(d.bytes, link);
+                }
                 now = link_free;
                 continue;
             }

@@ -503,6 +503,19 @@ pub trait Engine {
     }
     /// The packet to transmit at `now_ps`, if any is eligible.
     fn dequeue(&mut self, now_ps: u64) -> Option<Departure>;
+    /// Up to `max` packets to transmit at `now_ps`, appended to `out` in sending order; how
+    /// many. The same outcome as calling [`Engine::dequeue`] `max` times at `now_ps` (and
+    /// stopping at the first `None`): a software NIC that fills its transmit ring in bursts
+    /// schedules a burst at one instant. An engine may overlap the bursts' memory accesses.
+    fn dequeue_batch(&mut self, now_ps: u64, max: usize, out: &mut Vec<Departure>) -> usize {
+        let mut sent = 0;
+        while sent < max {
+            let Some(d) = self.dequeue(now_ps) else { break };
+            out.push(d);
+            sent += 1;
+        }
+        sent
+    }
     /// Earliest time a deferred (shaped or not yet eligible) packet may become eligible.
     fn next_wakeup(&self) -> Option<u64>;
     /// Packets held (in the tree, waiting for admission, or deferred).
