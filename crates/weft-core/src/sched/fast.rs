@@ -1390,6 +1390,7 @@ impl FastEngine {
 
     /// When the popped packet in `slot` may be sent (`now` if at once).
     /// Also leaves the packet's cost at each of its shaping classes in `self.costs`.
+    #[inline(always)]
     fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
         let mut at = now;
         // Borrowed, not copied: a copy of the fixed-capacity path moves every entry.
