@@ -90,6 +90,11 @@ enum Command {
         /// packets waiting goes straight to the shaping queue (see docs/scheduling.md).
         #[arg(long)]
         limited_fast_path: bool,
+        /// Frames the link takes at once: whenever it is free it asks the engine for up to N
+        /// packets at that instant and sends them back to back, as a software NIC fills its
+        /// transmit ring (1: one frame at a time, the exact schedule).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+        burst: u16,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -552,6 +557,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             progress,
             engine,
             limited_fast_path,
+            burst,
             load: l,
         } => {
             let p = std::sync::Arc::new(load(&file, &l)?);
@@ -561,6 +567,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 engine,
                 progress,
                 engine_options: weft_core::sched::EngineOptions { limited_fast_path },
+                burst: burst.into(),
             };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
             if j {

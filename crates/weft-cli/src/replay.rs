@@ -65,6 +65,8 @@ pub struct Options {
     pub progress: bool,
     /// Engine options (both engines honour them identically).
     pub engine_options: EngineOptions,
+    /// Frames the link takes per burst (1: one at a time; see [`link::run_bursts`]).
+    pub burst: usize,
 }
 
 /// Columns a trace may carry besides `arrive_ps` and `bytes`.
@@ -353,28 +355,39 @@ fn run<E: Engine>(
         .iter()
         .map(|&n| prog.nodes[n as usize].name.as_str())
         .collect();
-    link::run(&mut engine, &prog.link, arrivals, u64::MAX, |ev| match ev {
-        Event::Sent { at_ps, departure } => {
-            sent += 1;
-            end_ps = at_ps + link::wire_ps(departure.bytes, &prog.link);
-            max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
-            check(writeln!(
-                deps,
-                "{at_ps},{},{},{},{}",
-                departure.id, leaf_names[departure.leaf as usize], departure.flow, departure.bytes
-            ));
-            let h = delay_ps[departure.leaf as usize]
-                .get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"));
-            // Auto-resizing: recording cannot fail.
-            let _ = h.record(at_ps.saturating_sub(departure.enqueued_ps));
-        }
-        Event::Dropped { at_ps, id, reason } => {
-            dropped += 1;
-            check(writeln!(drops, "{at_ps},{id},{}", reason.name()));
-        }
-        // Traces carry no updates.
-        Event::Rejected { .. } => {}
-    });
+    let inputs = arrivals.map(|(t, p)| (t, link::Input::Packet(p)));
+    link::run_bursts(
+        &mut engine,
+        &prog.link,
+        inputs,
+        u64::MAX,
+        opts.burst,
+        |ev| match ev {
+            Event::Sent { at_ps, departure } => {
+                sent += 1;
+                end_ps = at_ps + link::wire_ps(departure.bytes, &prog.link);
+                max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
+                check(writeln!(
+                    deps,
+                    "{at_ps},{},{},{},{}",
+                    departure.id,
+                    leaf_names[departure.leaf as usize],
+                    departure.flow,
+                    departure.bytes
+                ));
+                let h = delay_ps[departure.leaf as usize]
+                    .get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"));
+                // Auto-resizing: recording cannot fail.
+                let _ = h.record(at_ps.saturating_sub(departure.enqueued_ps));
+            }
+            Event::Dropped { at_ps, id, reason } => {
+                dropped += 1;
+                check(writeln!(drops, "{at_ps},{id},{}", reason.name()));
+            }
+            // Traces carry no updates.
+            Event::Rejected { .. } => {}
+        },
+    );
     let rows = rows.get();
     if let Some(p) = &progress {
         p.finish(rows);
@@ -466,6 +479,7 @@ fn run<E: Engine>(
         "trace": trace_name,
         "engine": opts.engine.name(),
         "limited_fast_path": opts.engine_options.limited_fast_path,
+        "burst": opts.burst,
         "link_bps": prog.link.rate_bps,
         "packets": rows,
         "sent": sent,
