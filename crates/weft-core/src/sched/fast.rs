@@ -20,8 +20,10 @@
 //!   counters; a flow of a fair leaf adds a 16-byte finish tag in a side array), found
 //!   through a [`FlowIndex`] (insert-only groups of eight tagged buckets, whose candidates
 //!   a batch can find for all its packets before reading any record): one hash probe per
-//!   enqueue and none per dequeue. A record stays when its flow goes idle (it
-//!   holds the flow's counters). Drops per flow are counted in a sparse side map (drops
+//!   enqueue and none per dequeue; none at all for a packet posted to its flow's own queue
+//!   ([`Engine::enqueue_flow`]: the queue carries the record's index, Loom §4.2.1). A
+//!   record stays when its flow goes idle (it holds the flow's counters), so a queue's
+//!   handle stays valid. Drops per flow are counted in a sparse side map (drops
 //!   are rare).
 //! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow
 //!   deferral records only for flows with deferred packets.
@@ -45,7 +47,11 @@
 //!
 //! Cost per packet: one classification, one flow-table probe, O(depth · log(children)) heap
 //! work at enqueue and dequeue; no allocation once the slab, heaps and arenas have grown to
-//! the peak occupancy. Hand-written (no crate provides a PIFO tree).
+//! the peak occupancy. Batches overlap their packets' cache misses: `enqueue_batch` and
+//! `enqueue_flow_batch` read all their flow records before the first enqueue, and
+//! [`Engine::dequeue_batch`] pops up to 16 packets' paths, then reads their records, then
+//! sends them in order (exact: the pops do not depend on the sends, as long as no packet
+//! waits for `outstanding`). Hand-written (no crate provides a PIFO tree).
 
 // The module doc is written for readers of the source (`cargo doc --document-private-items`),
 // so it links to private items.
