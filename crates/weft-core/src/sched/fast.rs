@@ -1766,6 +1766,10 @@ impl Engine for FastEngine {
     }
 
     fn dequeue_batch(&mut self, now: u64, max: usize, out: &mut Vec<Departure>) -> usize {
+        if max == 0 {
+            // As no call of `dequeue` at all: the shaping queue is left as it is.
+            return 0;
+        }
         if self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
             self.release_due(now);
         }
