@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::Classification;
-use weft_core::sched::{Engine, Packet};
+use weft_core::sched::{Engine, FlowQueue, Packet};
 
 use super::{Nic, NicCounters, NicKind, NicParams, Pkt};
 
@@ -45,9 +45,11 @@ pub struct EngineNic<E: Engine> {
     slab: Vec<Pkt>,
     /// Metadata per flow (a flow's packets share it; stored once, not per packet).
     flow_meta: Vec<PacketMeta>,
-    /// Classification per flow (Loom §4.3: a per-flow queue is bound to its leaf and
-    /// shaping classes, so the NIC does not classify per packet).
-    flow_class: Vec<Classification>,
+    /// Per flow: its own queue in the engine (Loom §4.2.1: the OS gives each flow a
+    /// descriptor queue bound to its leaf and shaping classes, so the NIC neither classifies
+    /// nor looks the flow up per packet), or the classification of a flow no leaf accepts
+    /// (its packets are offered classified, to be dropped and counted).
+    flow_queue: Vec<Result<FlowQueue, Classification>>,
     free: Vec<u32>,
     batches: Vec<Batch>,
     /// Earliest pending batch deadline (cached; `u64::MAX` when none).
@@ -89,7 +91,7 @@ impl<E: Engine> EngineNic<E> {
             engine,
             slab: Vec::new(),
             flow_meta: Vec::new(),
-            flow_class: Vec::new(),
+            flow_queue: Vec::new(),
             free: Vec::new(),
             batches: vec![Batch::default(); cores as usize],
             min_deadline_ps: u64::MAX,
@@ -121,15 +123,17 @@ impl<E: Engine> EngineNic<E> {
 
     fn store(&mut self, pkt: Pkt, meta: &PacketMeta) -> u32 {
         let f = pkt.flow as usize;
-        if f >= self.flow_meta.len() {
-            let unknown = Classification::Unclassified { at: 0 };
-            self.flow_meta.resize(f + 1, PacketMeta::default());
-            self.flow_class.resize(f + 1, unknown);
+        if f >= self.flow_meta.len() || self.flow_meta[f] != *meta {
+            if f >= self.flow_meta.len() {
+                let unknown = Err(Classification::Unclassified { at: 0 });
+                self.flow_meta.resize(f + 1, PacketMeta::default());
+                self.flow_queue.resize(f + 1, unknown);
+            }
             self.flow_meta[f] = *meta;
-            self.flow_class[f] = self.engine.program().classify(meta);
-        } else if self.flow_meta[f] != *meta {
-            self.flow_meta[f] = *meta;
-            self.flow_class[f] = self.engine.program().classify(meta);
+            let class = self.engine.program().classify(meta);
+            let mut first = Packet::new(0, pkt.bytes, *meta);
+            first.flow = f as u64;
+            self.flow_queue[f] = self.engine.open_flow(&first, class).ok_or(class);
         }
         match self.free.pop() {
             Some(i) => {
@@ -147,8 +151,11 @@ impl<E: Engine> EngineNic<E> {
         let p = self.slab[i as usize];
         let mut pkt = Packet::new(i as u64, p.bytes, self.flow_meta[p.flow as usize]);
         pkt.flow = p.flow as u64;
-        let class = self.flow_class[p.flow as usize];
-        if self.engine.enqueue_classified(pkt, class, at_ps).is_err() {
+        let offered = match &self.flow_queue[p.flow as usize] {
+            Ok(q) => self.engine.enqueue_flow(pkt, q, at_ps),
+            Err(class) => self.engine.enqueue_classified(pkt, *class, at_ps),
+        };
+        if offered.is_err() {
             self.drops.push(p);
             self.free.push(i);
         }
