@@ -1706,18 +1706,7 @@ impl Engine for FastEngine {
     }
 
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
-        debug_assert!(
-            self.prog.is_valid_class(&class),
-            "open_flow: {class:?} is not a class of this program"
-        );
-        let Classification::Leaf {
-            leaf,
-            node,
-            shaping,
-        } = class
-        else {
-            return None;
-        };
+        let (leaf, node, shaping) = FlowQueue::binding(&self.prog, class)?;
         let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
         let flow = self.flow_index(node, key);
         Some(FlowQueue {

@@ -408,6 +408,26 @@ pub struct FlowQueue {
 }
 
 impl FlowQueue {
+    /// What an engine's `open_flow` needs of `class`: its leaf id, leaf node and shaping
+    /// classes, or `None` when it is no leaf. (`class` must be one of `prog`'s.)
+    pub(crate) fn binding(
+        prog: &crate::policy::Program,
+        class: crate::policy::Classification,
+    ) -> Option<(u32, u32, crate::policy::ShapingPath)> {
+        debug_assert!(
+            prog.is_valid_class(&class),
+            "open_flow: {class:?} is not a class of this program"
+        );
+        match class {
+            crate::policy::Classification::Leaf {
+                leaf,
+                node,
+                shaping,
+            } => Some((leaf, node, shaping)),
+            crate::policy::Classification::Unclassified { .. } => None,
+        }
+    }
+
     /// The classification the queue's packets take.
     pub fn class(&self) -> crate::policy::Classification {
         crate::policy::Classification::Leaf {

@@ -700,18 +700,7 @@ impl Engine for ReferenceEngine {
     }
 
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
-        debug_assert!(
-            self.prog.is_valid_class(&class),
-            "open_flow: {class:?} is not a class of this program"
-        );
-        let Classification::Leaf {
-            leaf,
-            node,
-            shaping,
-        } = class
-        else {
-            return None;
-        };
+        let (leaf, node, shaping) = FlowQueue::binding(&self.prog, class)?;
         let key = (leaf, flow_key(self.leaf_spec(node), pkt));
         let next = self.queues.len() as u32;
         let flow = *self.queue_of.entry(key).or_insert(next);
