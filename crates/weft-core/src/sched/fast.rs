@@ -205,15 +205,6 @@ impl PerChild {
 }
 
 impl Pifo {
-    /// Whether a departure through this PIFO's node may update the node (see [`OnSend`]):
-    /// only `PerChild` nodes (`wfq`, `rr`, `drr`, `senic`; `prio` too, which updates nothing)
-    /// and fair leaves do. `Ffs` (`prio`), `Sorted` (`fifo`), `Heap` (`lstf`, `edf`) and FIFO
-    /// leaves never do, so the dequeue does not visit them again.
-    #[inline(always)]
-    fn may_update(&self) -> bool {
-        matches!(self, Pifo::PerChild(_) | Pifo::LeafHeap(_))
-    }
-
     #[inline(always)]
     fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         match self {
@@ -267,15 +258,14 @@ impl Pifo {
         }
     }
 
-    /// The first entry: its rank, its payload, and whether this is a leaf's PIFO (the
-    /// payload is then a slot, else a child node).
+    /// Takes the first entry (see [`Popped`]).
     #[inline(always)]
-    fn pop(&mut self) -> Option<(Rank, u32, bool)> {
+    fn pop(&mut self) -> Option<Popped> {
         match self {
-            Pifo::Heap(h) => h.pop().map(|e| (e.rank(), e.v, false)),
-            Pifo::Sorted(q) => q.pop_front().map(|(r, _, v)| (r, v, false)),
-            Pifo::LeafHeap(h) => h.pop().map(|e| (e.rank(), e.v, true)),
-            Pifo::LeafSorted(q) => q.pop_front().map(|(r, _, v)| (r, v, true)),
+            Pifo::Heap(h) => h.pop().map(|e| Popped::Child(e.v)),
+            Pifo::Sorted(q) => q.pop_front().map(|(_, _, v)| Popped::Child(v)),
+            Pifo::LeafHeap(h) => h.pop().map(|e| Popped::TrackedSlot(e.rank(), e.v)),
+            Pifo::LeafSorted(q) => q.pop_front().map(|(_, _, v)| Popped::Slot(v)),
             Pifo::Ffs(f) => {
                 if f.bits == 0 {
                     return None;
@@ -286,7 +276,7 @@ impl Pifo {
                 if c.count == 0 {
                     f.bits &= !(1 << p);
                 }
-                Some((c.prio as Rank, c.child, false))
+                Some(Popped::Child(c.child))
             }
             Pifo::PerChild(pc) => loop {
                 let top = *pc.heads.peek()?;
@@ -304,10 +294,23 @@ impl Pifo {
                 if let Some(&(r2, s2)) = q.front() {
                     pc.heads.replace_top(HeapEntry::new(r2, s2, v));
                 }
-                return Some((rank, v, false));
+                return Some(Popped::Tracked(rank, v));
             },
         }
     }
+}
+
+/// What [`Pifo::pop`] took: the child node or the leaf's packet slot, with the entry's rank
+/// where a departure through this node may update the node (see [`OnSend`]): `PerChild`
+/// nodes (`wfq`, `rr`, `drr`, `senic`; `prio` after a priority update, which updates
+/// nothing) and fair leaves. `Ffs` (`prio`), `Sorted` (`fifo`), `Heap` (`lstf`, `edf`) and
+/// FIFO leaves never are, so the dequeue neither remembers their ranks nor visits them again.
+#[derive(Debug, Clone, Copy)]
+enum Popped {
+    Child(u32),
+    Tracked(Rank, u32),
+    Slot(u32),
+    TrackedSlot(Rank, u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -684,7 +687,7 @@ pub struct FastEngine {
     /// Scratch: the popped packet's cost at each of its shaping classes, ps.
     costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
     /// Scratch: (node, rank, child on the path) popped at each level of the current dequeue
-    /// whose node a departure may update ([`Pifo::may_update`]), root first (at most
+    /// whose node a departure may update ([`Popped`]), root first (at most
     /// `stride` entries, written by index); [`Engine::dequeue_batch`] keeps up to `STAGED`
     /// packets' paths, `stride` entries apart.
     popped: Vec<(u32, Rank, u32)>,
@@ -1509,22 +1512,33 @@ impl FastEngine {
         let mut n = 0u32;
         let mut tracked = 0;
         loop {
-            let pifo = &mut self.pifo[n as usize];
-            let (rank, v, leaf) = pifo.pop()?;
-            if pifo.may_update() {
-                self.popped[at + tracked] = (n, rank, v);
-                tracked += 1;
-            } else {
-                debug_assert_eq!(
-                    self.nodes[n as usize].on_send,
-                    OnSend::Nothing,
-                    "node {n}: its PIFO says a departure never updates it"
-                );
+            match self.pifo[n as usize].pop()? {
+                Popped::Child(v) => {
+                    debug_assert_eq!(
+                        self.nodes[n as usize].on_send,
+                        OnSend::Nothing,
+                        "node {n}: its PIFO says a departure never updates it"
+                    );
+                    n = v;
+                }
+                Popped::Tracked(rank, v) => {
+                    self.popped[at + tracked] = (n, rank, v);
+                    tracked += 1;
+                    n = v;
+                }
+                Popped::Slot(slot) => {
+                    debug_assert_eq!(
+                        self.nodes[n as usize].on_send,
+                        OnSend::Nothing,
+                        "leaf node {n}: its PIFO says a departure never updates it"
+                    );
+                    return Some((slot, tracked));
+                }
+                Popped::TrackedSlot(rank, slot) => {
+                    self.popped[at + tracked] = (n, rank, slot);
+                    return Some((slot, tracked + 1));
+                }
             }
-            if leaf {
-                return Some((v, tracked));
-            }
-            n = v;
         }
     }
 
