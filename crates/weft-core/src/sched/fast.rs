@@ -134,6 +134,14 @@ struct FfsChild {
 }
 
 impl Ffs {
+    /// One more entry of child `v` (its rank is its priority).
+    #[inline(always)]
+    fn push(&mut self, v: u32) {
+        let p = self.pos_of[(v - self.first) as usize] as usize;
+        self.at[p].count += 1;
+        self.bits |= 1 << p;
+    }
+
     /// For a node whose children `first..first + prios.len()` have priorities `prios`, if
     /// they qualify.
     fn new(first: u32, prios: &[u64]) -> Option<Ffs> {
@@ -220,11 +228,12 @@ impl Pifo {
                 _ => q.push_back((rank, seq, v)),
             },
             Pifo::Ffs(f) => {
-                let p = f.pos_of[(v - f.first) as usize] as usize;
-                let c = &mut f.at[p];
-                debug_assert_eq!(rank, c.prio as Rank, "ffs node: rank of child {v}");
-                c.count += 1;
-                f.bits |= 1 << p;
+                debug_assert_eq!(
+                    rank,
+                    f.at[f.pos_of[(v - f.first) as usize] as usize].prio as Rank,
+                    "ffs node: rank of child {v}"
+                );
+                f.push(v);
             }
             Pifo::PerChild(pc) => {
                 let q = &mut pc.queues[(v - pc.first) as usize];
@@ -1188,12 +1197,22 @@ impl FastEngine {
                 "push_levels: a {:?} parent above leaf node {leaf_node}",
                 node.kind
             );
-            let (rank, last) = Self::plain_rank(node, c_param, c_last, bytes, s, now);
-            if let Some(last) = last {
-                nodes[child as usize].last = last;
-            }
-            *rank_out = rank;
-            pifo[n as usize].push(rank, seq, child);
+            *rank_out = match &mut pifo[n as usize] {
+                // A `prio` node's rank is the child's priority, and its entries are counts.
+                Pifo::Ffs(f) => {
+                    debug_assert_eq!(node.kind, Kind::Prio, "an ffs node is a prio node");
+                    f.push(child);
+                    c_param as Rank
+                }
+                p => {
+                    let (rank, last) = Self::plain_rank(node, c_param, c_last, bytes, s, now);
+                    if let Some(last) = last {
+                        nodes[child as usize].last = last;
+                    }
+                    p.push(rank, seq, child);
+                    rank
+                }
+            };
             child = n;
         }
     }
