@@ -2,7 +2,9 @@
 //! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [classify|per-flow|batch|per-flow-batch] [fig1|senic]
 //! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count;
 //! with `WEFT_PROFILE_FIFO=1` the `fig1` packets go to a one-leaf FIFO policy instead, the
-//! engine's fixed cost per packet).
+//! engine's fixed cost per packet; with `WEFT_PROFILE_POLICY=FILE`, to that policy: the
+//! `fig1` packets carry `vm` 0–63, `dport` 1000–1016 and `dst` 10.0.0–64.x, so a policy
+//! matching on those measures what its levels cost).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -157,6 +159,9 @@ fn main() {
     let make: &dyn Fn(u64) -> Packet = if senic { &flat } else { &fig1 };
     let text = if senic {
         synth::senic_flat(flows)
+    } else if let Some(file) = std::env::var_os("WEFT_PROFILE_POLICY") {
+        std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("WEFT_PROFILE_POLICY={}: {e}", file.to_string_lossy()))
     } else if std::env::var_os("WEFT_PROFILE_FIFO").is_some() {
         "weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: only, type: leaf, flows: {by: five-tuple}}\n"
             .to_string()
