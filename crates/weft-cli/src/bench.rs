@@ -5,8 +5,9 @@
 //! "dequeue one, enqueue one" in virtual time advancing by the wire time, so every operation
 //! works on a full tree. Only packets that some leaf accepts are offered (a packet that
 //! misses every leaf is dropped at once, and each would shrink the backlog by one), and each
-//! row reports the smallest backlog any of its runs ended with. Memory is measured with a counting allocator: heap growth per idle
-//! flow (after every flow has had a packet) and per rate limiter (program + engine).
+//! row reports the smallest backlog any of its runs ended with. Memory is measured with a
+//! counting allocator: heap growth per idle flow (after every flow has had a packet) and per
+//! rate limiter (program + engine).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::path::Path;
@@ -277,11 +278,10 @@ fn throughput<E: Engine>(mut e: E, s: &Scenario, backlog: u64, ops: u64, mode: M
     let mut done = 0u64;
     while done < ops {
         let mut sent = 0;
+        burst.clear();
         if batched {
-            burst.clear();
             e.dequeue_batch(now, BATCH, &mut burst);
         } else {
-            burst.clear();
             burst.extend(e.dequeue(now));
         }
         for d in &burst {

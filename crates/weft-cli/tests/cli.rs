@@ -257,21 +257,31 @@ fn replay_engines_agree_byte_for_byte_on_every_example() {
     }
 }
 
+/// Replays `stem` with `args` on both engines and demands the same departures; returns the
+/// two output directories (the caller removes them) and the departures.
+fn replay_with_both_engines(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, PathBuf, String) {
+    let fast = replay_example(
+        stem,
+        &format!("{tag}-fast"),
+        &[&["--engine", "fast"], args].concat(),
+    );
+    let refr = replay_example(
+        stem,
+        &format!("{tag}-ref"),
+        &[&["--engine", "reference"], args].concat(),
+    );
+    let a = fs::read_to_string(fast.join("departures.csv")).unwrap();
+    let b = fs::read_to_string(refr.join("departures.csv")).unwrap();
+    assert_eq!(a, b, "{stem}: departures differ between the engines");
+    (fast, refr, a)
+}
+
 /// With Loom's "currently limited" fast path both engines still agree, and every packet of a
 /// shaped example is still sent exactly once.
 #[test]
 fn replay_limited_fast_path_engines_agree() {
     for stem in ["loom-fig8", "loom-fig11"] {
-        let fp = ["--limited-fast-path"];
-        let fast = replay_example(stem, "fp-fast", &[&["--engine", "fast"][..], &fp].concat());
-        let refr = replay_example(
-            stem,
-            "fp-ref",
-            &[&["--engine", "reference"][..], &fp].concat(),
-        );
-        let a = fs::read_to_string(fast.join("departures.csv")).unwrap();
-        let b = fs::read_to_string(refr.join("departures.csv")).unwrap();
-        assert_eq!(a, b, "{stem}: departures differ between the engines");
+        let (fast, refr, a) = replay_with_both_engines(stem, "fp", &["--limited-fast-path"]);
         let rows = fs::read_to_string(root().join(format!("examples/traces/{stem}.csv"))).unwrap();
         let packets = rows
             .lines()
@@ -296,20 +306,7 @@ fn replay_limited_fast_path_engines_agree() {
 #[test]
 fn replay_in_bursts() {
     for stem in ["wfq-1-2-4", "loom-fig11"] {
-        let burst = ["--burst", "16"];
-        let fast = replay_example(
-            stem,
-            "burst-fast",
-            &[&["--engine", "fast"][..], &burst].concat(),
-        );
-        let refr = replay_example(
-            stem,
-            "burst-ref",
-            &[&["--engine", "reference"][..], &burst].concat(),
-        );
-        let a = fs::read_to_string(fast.join("departures.csv")).unwrap();
-        let b = fs::read_to_string(refr.join("departures.csv")).unwrap();
-        assert_eq!(a, b, "{stem}: departures differ between the engines");
+        let (fast, refr, a) = replay_with_both_engines(stem, "burst", &["--burst", "16"]);
         let summary: serde_json::Value =
             serde_json::from_slice(&fs::read(fast.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["burst"], 16);

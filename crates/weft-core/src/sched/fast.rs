@@ -1739,15 +1739,9 @@ impl Engine for FastEngine {
     }
 
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
-        let (leaf, node, shaping) = FlowQueue::binding(&self.prog, class)?;
+        let binding @ (leaf, node, _) = FlowQueue::binding(&self.prog, class)?;
         let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
-        let flow = self.flow_index(node, key);
-        Some(FlowQueue {
-            flow,
-            leaf,
-            node,
-            shaping,
-        })
+        Some(FlowQueue::new(self.flow_index(node, key), binding))
     }
 
     fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {

@@ -408,6 +408,19 @@ pub struct FlowQueue {
 }
 
 impl FlowQueue {
+    /// The queue of flow handle `flow` bound to `binding` (from [`FlowQueue::binding`]).
+    pub(crate) fn new(
+        flow: u32,
+        (leaf, node, shaping): (u32, u32, crate::policy::ShapingPath),
+    ) -> FlowQueue {
+        FlowQueue {
+            flow,
+            leaf,
+            node,
+            shaping,
+        }
+    }
+
     /// What an engine's `open_flow` needs of `class`: its leaf id, leaf node and shaping
     /// classes, or `None` when it is no leaf. (`class` must be one of `prog`'s.)
     pub(crate) fn binding(

@@ -700,7 +700,7 @@ impl Engine for ReferenceEngine {
     }
 
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
-        let (leaf, node, shaping) = FlowQueue::binding(&self.prog, class)?;
+        let binding @ (leaf, node, _) = FlowQueue::binding(&self.prog, class)?;
         let key = (leaf, flow_key(self.leaf_spec(node), pkt));
         let next = self.queues.len() as u32;
         let flow = *self.queue_of.entry(key).or_insert(next);
@@ -709,12 +709,7 @@ impl Engine for ReferenceEngine {
             // An opened flow is listed from now on, as the fast engine lists its record.
             self.flow_stats.entry(key).or_default();
         }
-        Some(FlowQueue {
-            flow,
-            leaf,
-            node,
-            shaping,
-        })
+        Some(FlowQueue::new(flow, binding))
     }
 
     fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
