@@ -100,8 +100,9 @@ enum Pifo {
     LeafSorted(Ring<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
     PerChild(Box<PerChild>),
-    /// A count per child and a find-first-set bitmap (see [`Ffs`]).
-    Ffs(Box<Ffs>),
+    /// A count per child and a find-first-set bitmap (see [`Ffs`]), kept in the enum (no
+    /// box: one dependent load less per level).
+    Ffs(Ffs),
 }
 
 /// A `prio` node with at most 64 children of distinct priorities, none changed by a live
@@ -110,14 +111,12 @@ enum Pifo {
 /// children tie): a count per child and a bitmap in priority order give the same answers as
 /// [`PerChild`] in a few instructions. A priority update turns it into a [`PerChild`]
 /// (old entries keep their old rank, ordered before any later entry of equal rank).
+/// A child's position in priority order is kept in its own node record
+/// ([`NodeRt::ffs_pos`]), which a push has at hand.
 #[derive(Debug, Clone)]
 struct Ffs {
-    /// Node id of the first child.
-    first: u32,
-    /// Per child (by offset from `first`): its position in priority order.
-    pos_of: Vec<u8>,
     /// Per position: the child, its priority and its entries (one record: one bounds check).
-    at: Vec<FfsChild>,
+    at: Box<[FfsChild]>,
     /// Bit `p` set when the child at position `p` has entries.
     bits: u64,
 }
@@ -134,17 +133,17 @@ struct FfsChild {
 }
 
 impl Ffs {
-    /// One more entry of child `v` (its rank is its priority).
+    /// One more entry of the child at position `p` (its [`NodeRt::ffs_pos`]; the entry's
+    /// rank is the child's priority).
     #[inline(always)]
-    fn push(&mut self, v: u32) {
-        let p = self.pos_of[(v - self.first) as usize] as usize;
-        self.at[p].count += 1;
+    fn push(&mut self, p: u8) {
+        self.at[p as usize].count += 1;
         self.bits |= 1 << p;
     }
 
-    /// For a node whose children `first..first + prios.len()` have priorities `prios`, if
-    /// they qualify.
-    fn new(first: u32, prios: &[u64]) -> Option<Ffs> {
+    /// The children's positions in priority order, by offset from the first child, if
+    /// the priorities `prios` qualify (at most 64 children, no two equal).
+    fn positions(prios: &[u64]) -> Option<Vec<u8>> {
         if prios.len() > 64 {
             return None;
         }
@@ -157,33 +156,46 @@ impl Ffs {
         for (p, &i) in order.iter().enumerate() {
             pos_of[i] = p as u8;
         }
+        Some(pos_of)
+    }
+
+    /// For a node whose children `first..first + prios.len()` have priorities `prios`, if
+    /// they qualify.
+    fn new(first: u32, prios: &[u64]) -> Option<Ffs> {
+        let pos_of = Self::positions(prios)?;
+        let mut at = vec![
+            FfsChild {
+                prio: 0,
+                child: 0,
+                count: 0
+            };
+            prios.len()
+        ];
+        for (i, &p) in pos_of.iter().enumerate() {
+            at[p as usize] = FfsChild {
+                prio: prios[i],
+                child: first + i as u32,
+                count: 0,
+            };
+        }
         Some(Ffs {
-            first,
-            pos_of,
-            at: order
-                .iter()
-                .map(|&i| FfsChild {
-                    prio: prios[i],
-                    child: first + i as u32,
-                    count: 0,
-                })
-                .collect(),
+            at: at.into_boxed_slice(),
             bits: 0,
         })
     }
 
     /// The same entries as a [`PerChild`]: each child's tokens with sequence number 0, before
     /// any entry pushed later.
-    fn to_per_child(&self) -> PerChild {
+    fn to_per_child(&self, first: u32) -> PerChild {
         let mut pc = PerChild {
-            first: self.first,
-            queues: vec![Ring::new(); self.pos_of.len()],
+            first,
+            queues: vec![Ring::new(); self.at.len()],
             heads: MinHeap::default(),
         };
-        for c in &self.at {
+        for c in self.at.iter() {
             if c.count > 0 {
                 let v = c.child;
-                let q = &mut pc.queues[(v - self.first) as usize];
+                let q = &mut pc.queues[(v - first) as usize];
                 q.extend(std::iter::repeat_n((c.prio as Rank, 0), c.count as usize));
                 pc.heads.push(HeapEntry::new(c.prio as Rank, 0, v));
             }
@@ -213,8 +225,10 @@ impl PerChild {
 }
 
 impl Pifo {
+    /// Pushes entry `(rank, seq)` of child or slot `v`; `ffs_pos` is the child's
+    /// [`NodeRt::ffs_pos`] (read by an [`Ffs`] node only).
     #[inline(always)]
-    fn push(&mut self, rank: Rank, seq: u64, v: u32) {
+    fn push(&mut self, rank: Rank, seq: u64, v: u32, ffs_pos: u8) {
         match self {
             Pifo::Heap(h) | Pifo::LeafHeap(h) => h.push(HeapEntry::new(rank, seq, v)),
             // `seq` is the largest sequence number yet (every push takes a new one), so
@@ -229,11 +243,14 @@ impl Pifo {
             },
             Pifo::Ffs(f) => {
                 debug_assert_eq!(
-                    rank,
-                    f.at[f.pos_of[(v - f.first) as usize] as usize].prio as Rank,
-                    "ffs node: rank of child {v}"
+                    (rank, v),
+                    (
+                        f.at[ffs_pos as usize].prio as Rank,
+                        f.at[ffs_pos as usize].child
+                    ),
+                    "ffs node: rank and position {ffs_pos} of child {v}"
                 );
-                f.push(v);
+                f.push(ffs_pos);
             }
             Pifo::PerChild(pc) => {
                 let q = &mut pc.queues[(v - pc.first) as usize];
@@ -362,6 +379,8 @@ struct NodeRt {
     /// What a departure through this node updates (derived from `kind` and, at a leaf, its
     /// flow scheduling).
     on_send: OnSend,
+    /// Under a parent kept as an [`Ffs`]: this node's position in its priority order.
+    ffs_pos: u8,
 }
 
 /// [`NodeRt::on_send`].
@@ -766,9 +785,7 @@ impl FastEngine {
                 // Arrival-time ranks: one sorted queue.
                 Algo::Fifo => Pifo::Sorted(Ring::new()),
                 Algo::Prio if Ffs::new(x.children.start, &prios(&params, x)).is_some() => {
-                    Pifo::Ffs(Box::new(
-                        Ffs::new(x.children.start, &prios(&params, x)).expect("checked"),
-                    ))
+                    Pifo::Ffs(Ffs::new(x.children.start, &prios(&params, x)).expect("checked"))
                 }
                 // Ranks a child's packets in push order except on re-entry.
                 Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
@@ -805,8 +822,18 @@ impl FastEngine {
                     Kind::Leaf if matches!(pifo[v], Pifo::LeafHeap(_)) => OnSend::Vtime,
                     _ => OnSend::Nothing,
                 },
+                ffs_pos: 0,
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut nodes = nodes;
+        for f in pifo.iter().filter_map(|p| match p {
+            Pifo::Ffs(f) => Some(f),
+            _ => None,
+        }) {
+            for (p, c) in f.at.iter().enumerate() {
+                nodes[c.child as usize].ffs_pos = p as u8;
+            }
+        }
         let leaves = prog
             .leaves
             .iter()
@@ -882,7 +909,8 @@ impl FastEngine {
 
     fn ffs_to_per_child(&mut self, node: u32) {
         if let Pifo::Ffs(f) = &self.pifo[node as usize] {
-            self.pifo[node as usize] = Pifo::PerChild(Box::new(f.to_per_child()));
+            let first = self.prog.nodes[node as usize].children.start;
+            self.pifo[node as usize] = Pifo::PerChild(Box::new(f.to_per_child(first)));
         }
     }
 
@@ -1143,7 +1171,7 @@ impl FastEngine {
         };
         let seq = if defer_at.is_none() {
             let q = self.next_seq();
-            self.pifo[leaf_node as usize].push(leaf_rank, q, slot);
+            self.pifo[leaf_node as usize].push(leaf_rank, q, slot, 0);
             Some(q)
         } else {
             None
@@ -1187,7 +1215,7 @@ impl FastEngine {
         let mut child = leaf_node;
         for rank_out in ranks.iter_mut() {
             let c = &nodes[child as usize];
-            let (n, c_param, c_last) = (c.parent, c.param, c.last);
+            let (n, c_param, c_last, ffs_pos) = (c.parent, c.param, c.last, c.ffs_pos);
             if n == NO {
                 break;
             }
@@ -1201,7 +1229,11 @@ impl FastEngine {
                 // A `prio` node's rank is the child's priority, and its entries are counts.
                 Pifo::Ffs(f) => {
                     debug_assert_eq!(node.kind, Kind::Prio, "an ffs node is a prio node");
-                    f.push(child);
+                    debug_assert_eq!(
+                        f.at[ffs_pos as usize].child, child,
+                        "ffs node {n}: position of child {child}"
+                    );
+                    f.push(ffs_pos);
                     c_param as Rank
                 }
                 p => {
@@ -1209,7 +1241,7 @@ impl FastEngine {
                     if let Some(last) = last {
                         nodes[child as usize].last = last;
                     }
-                    p.push(rank, seq, child);
+                    p.push(rank, seq, child, ffs_pos);
                     rank
                 }
             };
@@ -1297,7 +1329,7 @@ impl FastEngine {
             }
             *rank_out = rank;
             if let Some(q) = seq {
-                pifo[nu].push(rank, q, child);
+                pifo[nu].push(rank, q, child, nodes[cu].ffs_pos);
             }
             child = n;
         }
@@ -1350,12 +1382,13 @@ impl FastEngine {
         let leaf_node = self.slots[slot as usize].leaf_node;
         let base = slot as usize * self.stride;
         let seq = self.next_seq();
-        self.pifo[leaf_node as usize].push(self.ranks[base], seq, slot);
+        self.pifo[leaf_node as usize].push(self.ranks[base], seq, slot, 0);
         let mut child = leaf_node;
         let mut i = 1;
         while self.nodes[child as usize].parent != NO {
             let n = self.nodes[child as usize].parent;
-            self.pifo[n as usize].push(self.ranks[base + i], seq, child);
+            let pos = self.nodes[child as usize].ffs_pos;
+            self.pifo[n as usize].push(self.ranks[base + i], seq, child, pos);
             child = n;
             i += 1;
         }
