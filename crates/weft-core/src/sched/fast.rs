@@ -610,6 +610,15 @@ impl FlowArena {
         &mut self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
     }
 
+    /// Reads both ends of record `i` (its first and last field), so a batch's earlier pass
+    /// brings in every cache line it spans: a 48-byte record crosses a line boundary for
+    /// half the indices.
+    #[inline(always)]
+    fn touch(&self, i: u32) -> u32 {
+        let r = self.get(i);
+        r.key as u32 ^ r.fair
+    }
+
     fn push(&mut self, r: FlowRec) -> u32 {
         let i = self.len;
         if i as usize & (CHUNK - 1) == 0 {
@@ -1792,9 +1801,14 @@ impl Engine for FastEngine {
             // First every packet's flow record (a miss per packet with many flows: this
             // pass lets them overlap), then the enqueues in order.
             let mut owner = [0u32; STAGED];
+            let mut touched = 0u32;
             for (o, (_, q)) in owner.iter_mut().zip(chunk) {
                 *o = self.owner(q);
+                if *o != NO {
+                    touched ^= self.flows.touch(q.flow);
+                }
             }
+            std::hint::black_box(touched);
             for ((p, q), &o) in chunk.iter().zip(&owner) {
                 self.check_queue(q, o);
                 out.push(self.enqueue_located(p, Located::of(q), now));
@@ -1859,8 +1873,7 @@ impl Engine for FastEngine {
             let mut touched = 0u32;
             for &(slot, _) in &paths[..k] {
                 let s = &self.slots[slot as usize];
-                touched ^=
-                    self.flows.get(s.flow).held_packets ^ self.leaves[s.leaf as usize].admitted;
+                touched ^= self.flows.touch(s.flow) ^ self.leaves[s.leaf as usize].admitted;
                 if let Some(&b) = self.shaping[slot as usize].as_slice().first() {
                     touched ^= self.buckets[b as usize].limited() as u32;
                 }
