@@ -116,37 +116,8 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
         }),
         flows: classes,
     });
-    // An 8-level policy: a binary tree of wfq/prio/drr nodes, 128 leaves.
-    let mut s = String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: n1, type: wfq}\n");
-    let kinds = ["wfq", "prio", "drr", "wfq", "rr", "wfq", "prio"];
-    for id in 2u32..256 {
-        let parent = id / 2;
-        let level = 32 - id.leading_zeros(); // root is level 1
-        let parent_kind = if parent == 1 {
-            "wfq"
-        } else {
-            kinds[(32 - parent.leading_zeros()) as usize % kinds.len()]
-        };
-        let edge = match parent_kind {
-            "wfq" => format!("weight: {}, ", 1 + id % 3),
-            "prio" => format!("priority: {}, ", id % 2),
-            "drr" => "quantum: 1518b, ".to_string(),
-            _ => String::new(),
-        };
-        let kind = if level == 8 {
-            "leaf"
-        } else {
-            kinds[level as usize % kinds.len()]
-        };
-        s += &format!(
-            "  - {{name: n{id}, type: {kind}, parent: n{parent}, {edge}match: {{tag: [{}]}}}}\n",
-            (0..(1u32 << (8 - level)))
-                .map(|k| ((id << (8 - level)) + k - 128).to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    let deep = compile("eight-levels.yaml", &s);
+    // An 8-level policy: a binary tree of wfq/prio/drr/rr nodes, 128 leaves.
+    let deep = compile("eight-levels.yaml", &synth::eight_levels());
     v.push(Scenario {
         name: "8-level policy, 128 leaves".into(),
         prog: deep,

@@ -1,5 +1,5 @@
 //! Profiling driver: the `weft bench` Loom Fig. 1 scenario (64k flows) on one engine, for
-//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [classify|per-flow|batch|per-flow-batch] [fig1|senic]
+//! `valgrind --tool=callgrind`. Usage: engine_profile [fast|reference] [ops] [flows] [classify|per-flow|batch|per-flow-batch] [fig1|senic|deep]
 //! (with `WEFT_PROFILE_POOL_ONLY=1` it only makes the packets: subtract that run's count;
 //! with `WEFT_PROFILE_FIFO=1` the `fig1` packets go to a one-leaf FIFO policy instead, the
 //! engine's fixed cost per packet; with `WEFT_PROFILE_POLICY=FILE`, to that policy: the
@@ -143,6 +143,8 @@ fn main() {
     let per_flow = mode == "per-flow" || mode == "per-flow-batch";
     let batch = mode == "batch" || mode == "per-flow-batch";
     let senic = args.get(5).is_some_and(|s| s == "senic");
+    // `deep`: `weft bench`'s 8-level policy and its packets (leaf tag, 64 ports each).
+    let deep = args.get(5).is_some_and(|s| s == "deep");
     let fig1 = move |i: u64| {
         let f = mix(i) % flows;
         let mut p = synth::packet(f, 64, 16, 64);
@@ -156,9 +158,24 @@ fn main() {
         m.set_int(Field::Tag, mix(i) % flows);
         Packet::new(i, 1518, m)
     };
-    let make: &dyn Fn(u64) -> Packet = if senic { &flat } else { &fig1 };
+    let eight = |i: u64| {
+        let mut m = weft_core::classifier::PacketMeta::default();
+        m.set_int(Field::Tag, mix(i) % 128);
+        m.set_int(Field::Sport, mix(i + 7) % 64);
+        m.set_int(Field::Dport, 80);
+        Packet::new(i, 1518, m)
+    };
+    let make: &dyn Fn(u64) -> Packet = if senic {
+        &flat
+    } else if deep {
+        &eight
+    } else {
+        &fig1
+    };
     let text = if senic {
         synth::senic_flat(flows)
+    } else if deep {
+        synth::eight_levels()
     } else if let Some(file) = std::env::var_os("WEFT_PROFILE_POLICY") {
         std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("WEFT_PROFILE_POLICY={}: {e}", file.to_string_lossy()))

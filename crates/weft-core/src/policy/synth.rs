@@ -50,6 +50,42 @@ pub fn scaled(vms: u32, apps: u32, dsts: u32) -> String {
     s
 }
 
+/// An 8-level policy: a binary tree of `wfq`, `prio`, `drr` and `rr` nodes whose 128 leaves
+/// match `tag` 0–127 (every node matches its leaves' tags), for benchmarks of a deep tree.
+pub fn eight_levels() -> String {
+    let mut s = String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: n1, type: wfq}\n");
+    let kinds = ["wfq", "prio", "drr", "wfq", "rr", "wfq", "prio"];
+    for id in 2u32..256 {
+        let parent = id / 2;
+        let level = 32 - id.leading_zeros(); // root is level 1
+        let parent_kind = if parent == 1 {
+            "wfq"
+        } else {
+            kinds[(32 - parent.leading_zeros()) as usize % kinds.len()]
+        };
+        let edge = match parent_kind {
+            "wfq" => format!("weight: {}, ", 1 + id % 3),
+            "prio" => format!("priority: {}, ", id % 2),
+            "drr" => "quantum: 1518b, ".to_string(),
+            _ => String::new(),
+        };
+        let kind = if level == 8 {
+            "leaf"
+        } else {
+            kinds[level as usize % kinds.len()]
+        };
+        let tags = (0..(1u32 << (8 - level)))
+            .map(|k| ((id << (8 - level)) + k - 128).to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            s,
+            "  - {{name: n{id}, type: {kind}, parent: n{parent}, {edge}match: {{tag: [{tags}]}}}}"
+        );
+    }
+    s
+}
+
 /// A flat `senic` node with `classes` rate-limited classes (20–69 Mbit/s, one queue each,
 /// matched by `tag`) on a 100 Gbit/s link: SENIC's many-rate-limiter case.
 pub fn senic_flat(classes: u64) -> String {
