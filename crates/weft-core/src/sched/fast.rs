@@ -728,6 +728,11 @@ pub struct FastEngine {
     /// `stride` entries, written by index); [`Engine::dequeue_batch`] keeps up to `STAGED`
     /// packets' paths, `stride` entries apart.
     popped: Vec<(u32, Rank, u32)>,
+    /// Scratch of [`Engine::dequeue_batch`]: the popped packets' slots and how many levels
+    /// each remembered in `popped` (kept in the engine: a burst often finds only a packet or
+    /// two in the tree when shaping holds the rest, and a fresh array each round cost more
+    /// than their own work).
+    burst: [(u32, u32); STAGED],
     seq: u64,
     held: usize,
     /// Drops per node id where they happen, by reason, for nodes that have dropped (drops
@@ -894,6 +899,7 @@ impl FastEngine {
             spare: Vec::new(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
             popped: vec![(0, 0, 0); stride * STAGED],
+            burst: [(NO, 0); STAGED],
             seq: 0,
             held: 0,
             node_drops: FxHashMap::default(),
@@ -1856,22 +1862,21 @@ impl Engine for FastEngine {
             // backlogs, which only later ranks and eligibility read), so this is the order
             // one dequeue after another pops them in.
             let want = (max - sent).min(STAGED);
-            let mut paths = [(NO, 0usize); STAGED];
             let mut k = 0;
+            let mut emptied = false;
             while k < want {
-                let Some(p) = self.pop_path(k * stride) else {
+                let Some((slot, tracked)) = self.pop_path(k * stride) else {
+                    emptied = true;
                     break;
                 };
-                paths[k] = p;
+                self.burst[k] = (slot, tracked as u32);
                 k += 1;
-            }
-            if k == 0 {
-                break;
             }
             // Then every popped packet's flow record, leaf record and first shaping class,
             // so that their cache misses overlap instead of coming one packet after another.
             let mut touched = 0u32;
-            for &(slot, _) in &paths[..k] {
+            for i in 0..k {
+                let slot = self.burst[i].0;
                 let s = &self.slots[slot as usize];
                 touched ^= self.flows.touch(s.flow) ^ self.leaves[s.leaf as usize].admitted;
                 if let Some(&b) = self.shaping[slot as usize].as_slice().first() {
@@ -1880,11 +1885,17 @@ impl Engine for FastEngine {
             }
             std::hint::black_box(touched);
             // Then each, in order: sent, or deferred to the shaping queue.
-            for (i, &(slot, tracked)) in paths[..k].iter().enumerate() {
-                if let Some(d) = self.send(slot, i * stride, tracked, now) {
+            for i in 0..k {
+                let (slot, tracked) = self.burst[i];
+                if let Some(d) = self.send(slot, i * stride, tracked as usize, now) {
                     out.push(d);
                     sent += 1;
                 }
+            }
+            // The tree ran dry, and sending puts nothing back (a deferred packet goes to the
+            // shaping queue; nothing waits for `outstanding`, see above): no more this time.
+            if emptied {
+                break;
             }
         }
         sent
