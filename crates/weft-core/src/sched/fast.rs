@@ -141,9 +141,9 @@ impl Ffs {
         self.bits |= 1 << p;
     }
 
-    /// The children's positions in priority order, by offset from the first child, if
-    /// the priorities `prios` qualify (at most 64 children, no two equal).
-    fn positions(prios: &[u64]) -> Option<Vec<u8>> {
+    /// For a node whose children `first..first + prios.len()` have priorities `prios`, if
+    /// they qualify (at most 64 children, no two equal).
+    fn new(first: u32, prios: &[u64]) -> Option<Ffs> {
         if prios.len() > 64 {
             return None;
         }
@@ -152,34 +152,15 @@ impl Ffs {
         if order.windows(2).any(|w| prios[w[0]] == prios[w[1]]) {
             return None;
         }
-        let mut pos_of = vec![0u8; prios.len()];
-        for (p, &i) in order.iter().enumerate() {
-            pos_of[i] = p as u8;
-        }
-        Some(pos_of)
-    }
-
-    /// For a node whose children `first..first + prios.len()` have priorities `prios`, if
-    /// they qualify.
-    fn new(first: u32, prios: &[u64]) -> Option<Ffs> {
-        let pos_of = Self::positions(prios)?;
-        let mut at = vec![
-            FfsChild {
-                prio: 0,
-                child: 0,
-                count: 0
-            };
-            prios.len()
-        ];
-        for (i, &p) in pos_of.iter().enumerate() {
-            at[p as usize] = FfsChild {
-                prio: prios[i],
-                child: first + i as u32,
-                count: 0,
-            };
-        }
         Some(Ffs {
-            at: at.into_boxed_slice(),
+            at: order
+                .iter()
+                .map(|&i| FfsChild {
+                    prio: prios[i],
+                    child: first + i as u32,
+                    count: 0,
+                })
+                .collect(),
             bits: 0,
         })
     }
@@ -816,7 +797,7 @@ impl FastEngine {
                 _ => Pifo::Heap(MinHeap::default()),
             })
             .collect();
-        let nodes = (0..n)
+        let mut nodes = (0..n)
             .map(|v| NodeRt {
                 vtime: 0,
                 last: 0,
@@ -839,7 +820,7 @@ impl FastEngine {
                 ffs_pos: 0,
             })
             .collect::<Vec<_>>();
-        let mut nodes = nodes;
+        // Each child of an `Ffs` node learns its position (`at` is in priority order).
         for f in pifo.iter().filter_map(|p| match p {
             Pifo::Ffs(f) => Some(f),
             _ => None,
