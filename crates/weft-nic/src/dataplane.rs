@@ -15,7 +15,10 @@
 //!    classifies it into: classification once per flow, as in Loom). Each tenant then rings
 //!    one doorbell for every queue it posted to.
 //! 2. **NIC side**: doorbells are processed (validated: ownership), descriptors fetched
-//!    (bounded per class) and offered to the engine with their queue's classification.
+//!    (bounded per class) and posted to the engine's own queue for their flow (opened once
+//!    per flow with [`Engine::open_flow`], again when a doorbell moves the flow to another
+//!    class or a reload replaces the engine): the engine finds the flow by its queue, with
+//!    no lookup per packet (Loom §4.2.1).
 //! 3. **The expensive step**: if the paced link is free (`next_free_ps ≤ now`), the engine's
 //!    next departure is sent on the uplink and its descriptor completed; the link becomes
 //!    free again after the frame's wire time at the configured rate (policy link overhead
@@ -57,7 +60,7 @@ use weft_core::classifier::PacketMeta;
 use weft_core::policy::{self, Classification, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
-use weft_core::sched::{DropReason, Engine, Packet, Update};
+use weft_core::sched::{DropReason, Engine, FlowQueue, Packet, Update};
 
 use crate::afpacket::{PacketSocket, RingConfig};
 
@@ -428,8 +431,31 @@ struct Flow {
     key: u64,
     meta: PacketMeta,
     class: Classification,
+    /// The engine's queue for this flow (`Engine::open_flow` of `class` on the current
+    /// engine); `None` while `class` is unclassified (after a reload).
+    queue: Option<FlowQueue>,
     pending_kick: bool,
     last_ps: u64,
+}
+
+impl Flow {
+    /// The flow's packet as the engine sees it: its classifier fields and flow id (a
+    /// fetched frame's own id and size are filled in by [`State::offer`]).
+    fn packet(&self) -> Packet {
+        Packet {
+            id: 0,
+            bytes: 0,
+            meta: self.meta,
+            flow: self.key,
+            deadline_ps: None,
+            slack_ps: None,
+        }
+    }
+
+    /// Opens the flow's queue on `engine` for its current class (`None` if unclassified).
+    fn open(&mut self, engine: &mut FastEngine) {
+        self.queue = engine.open_flow(&self.packet(), self.class);
+    }
 }
 
 struct State {
@@ -461,8 +487,14 @@ struct State {
 /// Scratch for [`State::nic_side`]: one fetch's packets and the engine's outcomes.
 #[derive(Default)]
 struct Offers {
-    packets: Vec<(Packet, Classification)>,
+    /// Packets posted to their flows' queues, in fetch order.
+    posted: Vec<(Packet, FlowQueue)>,
+    /// For each posted packet, its index in the fetch.
+    index: Vec<usize>,
+    /// The engine's outcomes for `posted`.
     results: Vec<Result<(), DropReason>>,
+    /// Per fetched descriptor, its outcome.
+    outcome: Vec<Result<(), DropReason>>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -871,18 +903,18 @@ impl State {
                 let shaper = shaping.as_slice().first().copied();
                 match self.iface.create_queue(self.drivers[t], leaf, shaper) {
                     Ok(q) => {
+                        let mut flow = Flow {
+                            tenant: t as u32,
+                            key: p.flow,
+                            meta: p.meta,
+                            class,
+                            queue: None,
+                            pending_kick: false,
+                            last_ps: now,
+                        };
+                        flow.open(&mut self.engine);
                         self.flows.insert(key, q);
-                        self.queues.insert(
-                            q,
-                            Flow {
-                                tenant: t as u32,
-                                key: p.flow,
-                                meta: p.meta,
-                                class,
-                                pending_kick: false,
-                                last_ps: now,
-                            },
-                        );
+                        self.queues.insert(q, flow);
                         q
                     }
                     Err(_) => {
@@ -1052,37 +1084,36 @@ impl State {
                             node,
                             shaping,
                         };
+                        f.open(&mut self.engine);
                     }
                 }
             }
         }
     }
 
-    /// The packet a fetched descriptor carries, with its queue's classification.
-    fn offer(&self, f: &iface::Fetched) -> (Packet, Classification) {
-        let (meta, key, class) = match self.queues.get(&f.queue) {
-            Some(fl) => (fl.meta, fl.key, fl.class),
-            None => (
-                PacketMeta::default(),
-                0,
-                Classification::Unclassified { at: 0 },
-            ),
+    /// The packet a fetched descriptor carries, with its flow's queue in the engine (none
+    /// for an unclassified flow or an unknown queue: the packet then goes to the engine with
+    /// that classification, which counts its drop).
+    fn offer(&self, f: &iface::Fetched) -> (Packet, Result<FlowQueue, Classification>) {
+        let unclassified = Classification::Unclassified { at: 0 };
+        let (pkt, queue) = match self.queues.get(&f.queue) {
+            Some(fl) => (fl.packet(), fl.queue.ok_or(fl.class)),
+            None => (Packet::new(0, 0, PacketMeta::default()), Err(unclassified)),
         };
         let pkt = Packet {
             id: f.handle,
             bytes: f.desc.bytes,
-            meta,
-            flow: key,
-            deadline_ps: None,
             slack_ps: (f.rank != 0).then_some(f.rank),
+            ..pkt
         };
-        (pkt, class)
+        (pkt, queue)
     }
 
     /// Doorbells, fetches and offers to the engine (the NIC side of the interface). The
-    /// fetched packets go to the engine in one `enqueue_classified_batch` (per-flow queues and
-    /// a doorbell's batch, Loom §4.3: their flow lookups overlap); `scratch` holds the batch
-    /// and its outcomes (kept by the caller, so the loop does not allocate).
+    /// fetched packets go to their flows' queues in the engine in one `enqueue_flow_batch`
+    /// (per-flow queues and a doorbell's batch, Loom §4.2.1 and §4.3: no flow lookup, and the
+    /// flow records' misses overlap); `scratch` holds the batch and its outcomes (kept by the
+    /// caller, so the loop does not allocate).
     fn nic_side(&mut self, now: u64, fetched: &mut Vec<iface::Fetched>, scratch: &mut Offers) {
         let mut controls = Vec::new();
         self.iface.nic_doorbells(0, |c| controls.push(c));
@@ -1091,20 +1122,35 @@ impl State {
         }
         fetched.clear();
         self.iface.nic_fetch(512, fetched);
-        scratch.packets.clear();
+        scratch.posted.clear();
+        scratch.index.clear();
         scratch.results.clear();
-        for f in fetched.iter() {
-            let offer = self.offer(f);
-            scratch.packets.push(offer);
+        scratch.outcome.clear();
+        for (i, f) in fetched.iter().enumerate() {
+            match self.offer(f) {
+                (pkt, Ok(q)) => {
+                    scratch.posted.push((pkt, q));
+                    scratch.index.push(i);
+                    scratch.outcome.push(Ok(()));
+                }
+                // Dropped at once (and counted by the engine): its order among the others
+                // does not matter.
+                (pkt, Err(class)) => scratch
+                    .outcome
+                    .push(self.engine.enqueue_classified(pkt, class, now)),
+            }
         }
         self.engine
-            .enqueue_classified_batch(&scratch.packets, now, &mut scratch.results);
+            .enqueue_flow_batch(&scratch.posted, now, &mut scratch.results);
         debug_assert_eq!(
             scratch.results.len(),
-            fetched.len(),
-            "one outcome per offer"
+            scratch.posted.len(),
+            "one outcome per posted packet"
         );
-        for (f, r) in fetched.iter().zip(&scratch.results) {
+        for (&i, &r) in scratch.index.iter().zip(&scratch.results) {
+            scratch.outcome[i] = r;
+        }
+        for (f, r) in fetched.iter().zip(&scratch.outcome) {
             if let Err(r) = *r {
                 self.c.engine_drops += 1;
                 let _ = self.iface.nic_complete(f.handle, Status::Dropped(r));
@@ -1264,6 +1310,7 @@ impl State {
         self.prog = prog;
         for (&q, f) in self.queues.iter_mut() {
             f.class = self.prog.classify(&f.meta);
+            f.open(&mut self.engine);
             if let Classification::Leaf { leaf, shaping, .. } = f.class {
                 self.iface
                     .rebind(q, leaf, shaping.as_slice().first().copied());
