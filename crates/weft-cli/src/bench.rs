@@ -122,11 +122,8 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
         name: "8-level policy, 128 leaves".into(),
         prog: deep,
         make: Box::new(|i| {
-            let mut m = PacketMeta::default();
             let (leaf, port) = (mix(i) % 128, mix(i + 7) % 64);
-            m.set_int(Field::Tag, leaf);
-            m.set_int(Field::Sport, port);
-            m.set_int(Field::Dport, 80);
+            let m = synth::eight_levels_meta(leaf, port);
             (leaf * 64 + port, Packet::new(i, 1518, m))
         }),
         flows: 128 * 64,

@@ -159,11 +159,11 @@ fn main() {
         Packet::new(i, 1518, m)
     };
     let eight = |i: u64| {
-        let mut m = weft_core::classifier::PacketMeta::default();
-        m.set_int(Field::Tag, mix(i) % 128);
-        m.set_int(Field::Sport, mix(i + 7) % 64);
-        m.set_int(Field::Dport, 80);
-        Packet::new(i, 1518, m)
+        Packet::new(
+            i,
+            1518,
+            synth::eight_levels_meta(mix(i) % 128, mix(i + 7) % 64),
+        )
     };
     let make: &dyn Fn(u64) -> Packet = if senic {
         &flat

@@ -1095,10 +1095,12 @@ impl State {
     /// for an unclassified flow or an unknown queue: the packet then goes to the engine with
     /// that classification, which counts its drop).
     fn offer(&self, f: &iface::Fetched) -> (Packet, Result<FlowQueue, Classification>) {
-        let unclassified = Classification::Unclassified { at: 0 };
         let (pkt, queue) = match self.queues.get(&f.queue) {
             Some(fl) => (fl.packet(), fl.queue.ok_or(fl.class)),
-            None => (Packet::new(0, 0, PacketMeta::default()), Err(unclassified)),
+            None => (
+                Packet::new(0, 0, PacketMeta::default()),
+                Err(Classification::Unclassified { at: 0 }),
+            ),
         };
         let pkt = Packet {
             id: f.handle,

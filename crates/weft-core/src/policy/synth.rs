@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use crate::classifier::PacketMeta;
+use crate::classifier::{Field, PacketMeta};
 
 /// The policy text (YAML).
 pub fn scaled(vms: u32, apps: u32, dsts: u32) -> String {
@@ -84,6 +84,16 @@ pub fn eight_levels() -> String {
         );
     }
     s
+}
+
+/// A packet's fields for [`eight_levels`]: leaf `leaf` (0–127, its `tag`), source port
+/// `port`, destination port 80.
+pub fn eight_levels_meta(leaf: u64, port: u64) -> PacketMeta {
+    let mut m = PacketMeta::default();
+    m.set_int(Field::Tag, leaf);
+    m.set_int(Field::Sport, port);
+    m.set_int(Field::Dport, 80);
+    m
 }
 
 /// A flat `senic` node with `classes` rate-limited classes (20–69 Mbit/s, one queue each,

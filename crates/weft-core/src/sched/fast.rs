@@ -206,6 +206,13 @@ impl PerChild {
 }
 
 impl Pifo {
+    /// A leaf's entry `(rank, seq)` for packet `slot` (a leaf is never an [`Ffs`] node).
+    #[inline(always)]
+    fn push_slot(&mut self, rank: Rank, seq: u64, slot: u32) {
+        debug_assert!(!matches!(self, Pifo::Ffs(_)), "push_slot on an ffs node");
+        self.push(rank, seq, slot, 0)
+    }
+
     /// Pushes entry `(rank, seq)` of child or slot `v`; `ffs_pos` is the child's
     /// [`NodeRt::ffs_pos`] (read by an [`Ffs`] node only).
     #[inline(always)]
@@ -1167,7 +1174,7 @@ impl FastEngine {
         };
         let seq = if defer_at.is_none() {
             let q = self.next_seq();
-            self.pifo[leaf_node as usize].push(leaf_rank, q, slot, 0);
+            self.pifo[leaf_node as usize].push_slot(leaf_rank, q, slot);
             Some(q)
         } else {
             None
@@ -1378,7 +1385,7 @@ impl FastEngine {
         let leaf_node = self.slots[slot as usize].leaf_node;
         let base = slot as usize * self.stride;
         let seq = self.next_seq();
-        self.pifo[leaf_node as usize].push(self.ranks[base], seq, slot, 0);
+        self.pifo[leaf_node as usize].push_slot(self.ranks[base], seq, slot);
         let mut child = leaf_node;
         let mut i = 1;
         while self.nodes[child as usize].parent != NO {
