@@ -245,6 +245,27 @@ fn packets() -> impl Strategy<Value = Vec<PacketMeta>> {
     )
 }
 
+/// `classify_at` (a packet bound to a leaf of the driver's choosing) against its reference
+/// twin at every leaf, and against `classify` at the leaf the packet reaches by itself.
+fn bound_like_the_reference(
+    p: &weft_core::policy::Program,
+    pkt: &weft_core::classifier::PacketMeta,
+) -> Result<(), TestCaseError> {
+    for leaf in 0..p.leaves.len() as u32 + 1 {
+        prop_assert_eq!(
+            p.classify_at(leaf, pkt),
+            p.classify_at_reference(leaf, pkt),
+            "packet {} bound to leaf {}",
+            pkt,
+            leaf
+        );
+    }
+    if let c @ weft_core::policy::Classification::Leaf { leaf, .. } = p.classify(pkt) {
+        prop_assert_eq!(p.classify_at(leaf, pkt), Some(c), "packet {}", pkt);
+    }
+    Ok(())
+}
+
 fn compile(text: &str) -> Result<weft_core::policy::Program, weft_core::policy::PolicyError> {
     compile_str(Path::new("generated.yaml"), text, &LoadOptions::default())
 }
@@ -267,6 +288,7 @@ proptest! {
         for pkt in &pkts {
             prop_assert_eq!(p.classify(pkt), p.classify_reference(pkt), "packet {}", pkt);
             prop_assert_eq!(p.classify(pkt), again.classify(pkt));
+            bound_like_the_reference(&p, pkt)?;
         }
         let mut batch = vec![weft_core::policy::Classification::Unclassified { at: 0 }; pkts.len()];
         p.classify_batch(&pkts, &mut batch);
@@ -429,6 +451,7 @@ proptest! {
         let p = compile(SHAPED_LEVELS).map_err(|e| TestCaseError::fail(e.render_plain()))?;
         for pkt in &pkts {
             prop_assert_eq!(p.classify(pkt), p.classify_reference(pkt), "packet {}", pkt);
+            bound_like_the_reference(&p, pkt)?;
         }
         let mut batch = vec![weft_core::policy::Classification::Unclassified { at: 0 }; pkts.len()];
         p.classify_batch(&pkts, &mut batch);

@@ -12,7 +12,10 @@
 //!    configuration, 1-based), copied into a buffer of the pool, and posted to their flow's
 //!    descriptor queue (one queue per five-tuple, owned by the tenant's driver, created on
 //!    the flow's first frame and bound to the leaf and shaping classes the policy
-//!    classifies it into: classification once per flow, as in Loom). Each tenant then rings
+//!    classifies it into: classification once per flow, as in Loom). A frame whose
+//!    classifier fields differ from its flow's (a DSCP re-marked mid-flow) classifies the
+//!    flow again; if its class changed, the tenant's driver moves the queue with an inline
+//!    metadata update (`MoveClass`, Loom §4.3) in its next doorbell. Each tenant then rings
 //!    one doorbell for every queue it posted to.
 //! 2. **NIC side**: doorbells are processed (validated: ownership), descriptors fetched
 //!    (bounded per class) and posted to the engine's own queue for their flow (opened once
@@ -47,8 +50,9 @@
 //! a reload swaps the engine only after the new policy compiled, and the old engine keeps
 //! draining until empty (no admitted packet is lost); memory is bounded by the pool.
 //!
-//! Cost: per frame, one parse, one hash lookup (flow → queue), one copy into the pool, one
-//! post, a share of a doorbell, one engine enqueue/dequeue, one `send(2)`.
+//! Cost: per frame, one parse, one hash lookup (flow → queue), one comparison of its
+//! classifier fields with the flow's, one copy into the pool, one post, a share of a
+//! doorbell, one engine enqueue/dequeue, one `send(2)`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -270,6 +274,8 @@ pub struct DpCounters {
     pub reverse_dropped: u64,
     pub reloads: u64,
     pub queues_reclaimed: u64,
+    /// Flows moved to another class because their classifier fields changed mid-flow.
+    pub class_moves: u64,
 }
 
 /// Where the loop's time goes and how long frames wait (`ctl stats`: `timing`; reset with
@@ -891,7 +897,12 @@ impl State {
         }
         let key = (t as u32, p.flow);
         let q = match self.flows.get(&key) {
-            Some(&q) => q,
+            Some(&q) => {
+                if self.queues[&q].meta != p.meta && !self.reclassify(t, q, &p.meta, frame, now) {
+                    return;
+                }
+                q
+            }
             None => {
                 let class = self.prog.classify(&p.meta);
                 let Classification::Leaf { leaf, shaping, .. } = class else {
@@ -948,6 +959,40 @@ impl State {
             f.pending_kick = true;
             self.kicks[t].push(DoorbellEntry::Kick(q));
         }
+    }
+
+    /// A known flow's frame whose classifier fields differ from the flow's (a DSCP
+    /// re-marked mid-flow): the flow is classified again, and if its class changed its
+    /// driver moves it with an inline metadata update (`MoveClass`) in the tenant's next
+    /// doorbell, ahead of this frame's kick (Loom §4.3); the NIC side then binds it to the
+    /// new leaf and that leaf's shaping classes ([`State::control`]). A frame that now
+    /// classifies nowhere is dropped and counted (`unclassified`), and the flow keeps its
+    /// class. Whether the frame goes on to its queue.
+    fn reclassify(
+        &mut self,
+        t: usize,
+        q: QueueId,
+        meta: &PacketMeta,
+        frame: &[u8],
+        now: u64,
+    ) -> bool {
+        let class = self.prog.classify(meta);
+        let Classification::Leaf { leaf, .. } = class else {
+            self.c.unclassified += 1;
+            let pkt = Packet::new(0, frame.len() as u32, *meta);
+            let _ = self.engine.enqueue_classified(pkt, class, now);
+            return false;
+        };
+        let f = self.queues.get_mut(&q).expect("queue of a flow");
+        f.meta = *meta;
+        if class != f.class {
+            self.kicks[t].push(DoorbellEntry::Meta(
+                q,
+                iface::MetaUpdate::MoveClass { class: leaf },
+            ));
+            self.c.class_moves += 1;
+        }
+        true
     }
 
     /// Step 2 of a pass (see the loop): at most one expensive step; whether one was made.
@@ -1075,16 +1120,16 @@ impl State {
                 );
             }
             Control::Moved { queue, to, .. } => {
+                // The flow's new leaf, shaped by the classes on that leaf's path that its
+                // packets match (not by its old path's).
                 if let Some(f) = self.queues.get_mut(&queue) {
-                    if let (Classification::Leaf { shaping, .. }, Some(&node)) =
-                        (f.class, self.prog.leaves.get(to as usize))
-                    {
-                        f.class = Classification::Leaf {
-                            leaf: to,
-                            node,
-                            shaping,
-                        };
+                    if let Some(class) = self.prog.classify_at(to, &f.meta) {
+                        f.class = class;
                         f.open(&mut self.engine);
+                        if let Classification::Leaf { shaping, .. } = class {
+                            self.iface
+                                .rebind(queue, to, shaping.as_slice().first().copied());
+                        }
                     }
                 }
             }
@@ -1417,6 +1462,7 @@ impl State {
                 "reverse_queued": self.rev.queues.iter().map(|q| q.len()).sum::<usize>(),
                 "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
+                "class_moves": c.class_moves,
                 "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),
             },

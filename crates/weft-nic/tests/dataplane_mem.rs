@@ -4,7 +4,8 @@
 //! reason); the reverse path reaches the tenant that owns the destination MAC; a reload over
 //! the control socket refuses an invalid policy and swaps a valid one without losing
 //! packets; a rogue tenant's posts to foreign queues are refused and counted against it only;
-//! packets the engine drops (a full leaf) complete their descriptors as dropped.
+//! packets the engine drops (a full leaf) complete their descriptors as dropped; a flow
+//! re-marked mid-flow (DSCP) moves to its new class through a metadata update.
 //! No timing assertions: the tests wait (bounded) for the frames to come out.
 
 use std::collections::VecDeque;
@@ -454,5 +455,72 @@ fn engine_drops_complete_their_descriptors() {
             "flow {sport} out of order: {positions:?}"
         );
     }
+    balanced(&r.finish());
+}
+
+/// `tcp(..)` with the IPv4 DSCP set (header checksum recomputed).
+fn tcp_dscp(src_mac: u8, sport: u16, payload: usize, dscp: u8) -> Vec<u8> {
+    let mut v = tcp(src_mac, sport, payload);
+    v[15] = dscp << 2;
+    v[24..26].fill(0);
+    let sum = v[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum::<u32>();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    let folded = (folded & 0xffff) + (folded >> 16);
+    v[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    v
+}
+
+#[test]
+fn a_remarked_flow_moves_to_its_new_class() {
+    // DSCP 46 (EF) goes to `ef`, under a shaping class; anything else to `be`.
+    let text = "weft: 1\nname: remark\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: prio}\n  - {name: cap, type: shape, parent: root, rate: 5gbit, burst: 64kb}\n  - {name: ef, type: leaf, parent: [cap], priority: 0, match: {dscp: 46}}\n  - {name: be, type: leaf, parent: root, priority: 1}\n";
+    let r = Running::start_with("remark", None, None, Some(text));
+    let leaf_packets = |s: &Value, name: &str| {
+        s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no node {name}: {s}"))["packets"]
+            .as_u64()
+            .unwrap()
+    };
+    // One flow (one five-tuple): 10 best-effort frames, 20 re-marked EF, 5 back to 0. A
+    // second flow stays best effort throughout.
+    r.inject(0, (0..10).map(|_| tcp_dscp(1, 1000, 100, 0)));
+    r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
+    let s = r.settle(14);
+    assert_eq!(
+        (leaf_packets(&s, "be"), leaf_packets(&s, "ef")),
+        (14, 0),
+        "{s}"
+    );
+    assert_eq!(s["dataplane"]["class_moves"], 0, "{s}");
+    r.inject(0, (0..20).map(|_| tcp_dscp(1, 1000, 100, 46)));
+    let s = r.settle(34);
+    assert_eq!(
+        (leaf_packets(&s, "be"), leaf_packets(&s, "ef")),
+        (14, 20),
+        "{s}"
+    );
+    assert_eq!(s["dataplane"]["class_moves"], 1, "{s}");
+    r.inject(0, (0..5).map(|_| tcp_dscp(1, 1000, 100, 0)));
+    r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
+    let s = r.settle(43);
+    assert_eq!(
+        (leaf_packets(&s, "be"), leaf_packets(&s, "ef")),
+        (23, 20),
+        "{s}"
+    );
+    assert_eq!(s["dataplane"]["class_moves"], 2, "{s}");
+    // The moves went through the tenant's doorbells as metadata updates, and the flow kept
+    // its queue (no new queue per class).
+    assert_eq!(s["iface"]["meta_updates"], 2, "{s}");
+    assert_eq!(s["dataplane"]["queues_live"], 2, "{s}");
+    assert_eq!(r.uplink.tx.lock().unwrap().len(), 43, "{s}");
+    balanced(&s);
     balanced(&r.finish());
 }

@@ -452,6 +452,21 @@ impl Program {
         }
     }
 
+    /// The classification of a packet bound to leaf `leaf` whatever its fields say: that leaf,
+    /// and the shaping classes on the leaf's path that match the packet (what
+    /// [`Program::classify`] would give if the packet had reached that leaf). For a driver
+    /// that binds or moves a flow to a class of its choosing (Loom §4.3), so that the flow
+    /// is shaped by the new path's classes, not the old one's. `None` for an unknown leaf.
+    pub fn classify_at(&self, leaf: u32, p: &PacketMeta) -> Option<Classification> {
+        let node = *self.leaves.get(leaf as usize)?;
+        let hot = self.tables.hot[node as usize];
+        Some(Classification::Leaf {
+            leaf,
+            node,
+            shaping: self.shaping_from(hot, &p.words(), p.present),
+        })
+    }
+
     /// Classifies a batch: the same answer as [`Program::classify`] for every packet, but the
     /// packets descend the tree level by level together, so the table accesses of different
     /// packets overlap in the memory system instead of waiting one after another (the bulk
@@ -529,6 +544,26 @@ impl Program {
                 None => return Classification::Unclassified { at: n },
             }
         }
+        Classification::Leaf {
+            leaf: self.nodes[n as usize].leaf.expect("leaf"),
+            node: n,
+            shaping: self.shaping_reference(n, p),
+        }
+    }
+
+    /// [`Program::classify_at`] by the reference walk (its twin).
+    pub fn classify_at_reference(&self, leaf: u32, p: &PacketMeta) -> Option<Classification> {
+        let node = *self.leaves.get(leaf as usize)?;
+        Some(Classification::Leaf {
+            leaf,
+            node,
+            shaping: self.shaping_reference(node, p),
+        })
+    }
+
+    /// The shaping classes matching `p` on the path from node `n` up, by scanning every
+    /// shaping parent in order (the reference twin of `shaping_from`).
+    fn shaping_reference(&self, n: NodeId, p: &PacketMeta) -> ShapingPath {
         let mut shaping = ShapingPath::default();
         let mut v = n;
         loop {
@@ -546,11 +581,7 @@ impl Program {
                 None => break,
             }
         }
-        Classification::Leaf {
-            leaf: self.nodes[n as usize].leaf.expect("leaf"),
-            node: n,
-            shaping,
-        }
+        shaping
     }
 
     /// Looks a node up by name.
