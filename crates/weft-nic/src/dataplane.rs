@@ -274,7 +274,9 @@ pub struct DpCounters {
     pub reverse_dropped: u64,
     pub reloads: u64,
     pub queues_reclaimed: u64,
-    /// Flows moved to another class because their classifier fields changed mid-flow.
+    /// Class changes of flows whose classifier fields changed mid-flow: each asks for a
+    /// `MoveClass` (moves of one queue that wait in the same doorbell are merged, the latest
+    /// winning).
     pub class_moves: u64,
 }
 
@@ -436,7 +438,11 @@ struct Flow {
     tenant: u32,
     key: u64,
     meta: PacketMeta,
+    /// The class the NIC side has bound the flow to (its engine queue's).
     class: Classification,
+    /// The class the host side last asked for: `class`, or where a `MoveClass` still
+    /// waiting in the tenant's doorbell will bind it.
+    requested: Classification,
     /// The engine's queue for this flow (`Engine::open_flow` of `class` on the current
     /// engine); `None` while `class` is unclassified (after a reload).
     queue: Option<FlowQueue>,
@@ -919,6 +925,7 @@ impl State {
                             key: p.flow,
                             meta: p.meta,
                             class,
+                            requested: class,
                             queue: None,
                             pending_kick: false,
                             last_ps: now,
@@ -985,11 +992,18 @@ impl State {
         };
         let f = self.queues.get_mut(&q).expect("queue of a flow");
         f.meta = *meta;
-        if class != f.class {
-            self.kicks[t].push(DoorbellEntry::Meta(
-                q,
-                iface::MetaUpdate::MoveClass { class: leaf },
-            ));
+        if class != f.requested {
+            f.requested = class;
+            // At most one move per queue waits in the tenant's next doorbell (its latest
+            // class), so a flow flipping its DSCP on every frame cannot grow the batch.
+            let mv = DoorbellEntry::Meta(q, iface::MetaUpdate::MoveClass { class: leaf });
+            let pending = self.kicks[t].iter_mut().find(|e| {
+                matches!(e, DoorbellEntry::Meta(p, iface::MetaUpdate::MoveClass { .. }) if *p == q)
+            });
+            match pending {
+                Some(e) => *e = mv,
+                None => self.kicks[t].push(mv),
+            }
             self.c.class_moves += 1;
         }
         true
@@ -1355,8 +1369,19 @@ impl State {
             self.draining.push(old);
         }
         self.prog = prog;
+        // Moves still waiting in a refused doorbell name the old policy's leaves; every
+        // flow is classified again below (from its latest fields) instead.
+        for k in &mut self.kicks {
+            k.retain(|e| {
+                !matches!(
+                    e,
+                    DoorbellEntry::Meta(_, iface::MetaUpdate::MoveClass { .. })
+                )
+            });
+        }
         for (&q, f) in self.queues.iter_mut() {
             f.class = self.prog.classify(&f.meta);
+            f.requested = f.class;
             f.open(&mut self.engine);
             if let Classification::Leaf { leaf, shaping, .. } = f.class {
                 self.iface

@@ -522,5 +522,18 @@ fn a_remarked_flow_moves_to_its_new_class() {
     assert_eq!(s["dataplane"]["queues_live"], 2, "{s}");
     assert_eq!(r.uplink.tx.lock().unwrap().len(), 43, "{s}");
     balanced(&s);
+    // Flipping on every frame, ending best effort (20 frames: one receive batch, so one
+    // doorbell carries every move): the flow ends in `be`, so the next frames, unchanged,
+    // go there too.
+    r.inject(
+        0,
+        (0..20).map(|i| tcp_dscp(1, 1000, 100, if i % 2 == 0 { 46 } else { 0 })),
+    );
+    let s = r.settle(63);
+    let ef = leaf_packets(&s, "ef");
+    r.inject(0, (0..5).map(|_| tcp_dscp(1, 1000, 100, 0)));
+    let s = r.settle(68);
+    assert_eq!(leaf_packets(&s, "ef"), ef, "{s}");
+    assert_eq!(leaf_packets(&s, "be") + ef, 68, "{s}");
     balanced(&r.finish());
 }
