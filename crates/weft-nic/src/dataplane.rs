@@ -971,8 +971,8 @@ impl State {
     /// A known flow's frame whose classifier fields differ from the flow's (a DSCP
     /// re-marked mid-flow): the flow is classified again, and if its class changed its
     /// driver moves it with an inline metadata update (`MoveClass`) in the tenant's next
-    /// doorbell, ahead of this frame's kick (Loom §4.3); the NIC side then binds it to the
-    /// new leaf and that leaf's shaping classes ([`State::control`]). A frame that now
+    /// doorbell (Loom §4.3), which the NIC side processes before it fetches this frame: it
+    /// binds the flow to the new leaf and that leaf's shaping classes ([`State::control`]). A frame that now
     /// classifies nowhere is dropped and counted (`unclassified`), and the flow keeps its
     /// class. Whether the frame goes on to its queue.
     fn reclassify(
