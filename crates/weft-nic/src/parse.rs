@@ -105,6 +105,34 @@ mod tests {
         assert_ne!(p.flow, parse(&tcp(1234, 5201), 3).unwrap().flow);
     }
 
+    /// The dataplane's reclassification relies on this: the flow key leaves the DSCP out,
+    /// the classifier fields keep it (IPv4 and IPv6).
+    #[test]
+    fn a_remarked_frame_is_the_same_flow_with_another_dscp() {
+        let v4 = |tos: u8| {
+            let mut f = tcp(1234, 5201);
+            f[15] = tos;
+            f
+        };
+        let v6 = |tc: u8| {
+            let b = PacketBuilder::ethernet2([1; 6], [2; 6])
+                .ipv6([1; 16], [2; 16], 64)
+                .udp(53, 5353);
+            let mut f = Vec::new();
+            b.write(&mut f, &[0u8; 20]).unwrap();
+            // Traffic class: the low nibble of byte 14 and the high nibble of byte 15.
+            f[14] = (f[14] & 0xf0) | (tc >> 4);
+            f[15] = (f[15] & 0x0f) | (tc << 4);
+            f
+        };
+        for (be, ef) in [(v4(0), v4(46 << 2)), (v6(0), v6(46 << 2))] {
+            let (be, ef) = (parse(&be, 1).unwrap(), parse(&ef, 1).unwrap());
+            assert_eq!(be.flow, ef.flow);
+            assert_eq!((be.meta.dscp, ef.meta.dscp), (0, 46));
+            assert_ne!(be.meta, ef.meta);
+        }
+    }
+
     #[test]
     fn truncated_and_garbage_never_panic() {
         let f = tcp(1, 2);
