@@ -61,7 +61,8 @@ enum Command {
     /// `deadline_ps`, `slack_ps`. Rows must be sorted by `arrive_ps`; `#` starts a comment.
     /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv and
     /// DIR/summary.json (per leaf and node: packets, bytes, drops by reason, mean rate,
-    /// queueing-delay percentiles), and prints the summary table.
+    /// queueing-delay percentiles; per shaping class its rate and burst and the same figures
+    /// for the packets that passed it), and prints the summary table.
     ///
     /// Example: weft replay --policy examples/policies/senic-fig4.yaml --trace examples/traces/senic-fig4.csv
     Replay {
@@ -448,7 +449,7 @@ fn classify(p: &Program, packets: &[String], json_out: bool) -> Result<(), Failu
     Ok(())
 }
 
-/// The replay summary as a table: one row per leaf.
+/// The replay summary as a table: one row per leaf, then one per shaping class.
 fn print_summary(s: &serde_json::Value) {
     println!(
         "{} packets, {} sent, {} dropped, {:.3} ms",
@@ -478,6 +479,35 @@ fn print_summary(s: &serde_json::Value) {
                 v["bytes"].as_u64().unwrap_or(0),
                 v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
                 drops,
+                us("p50"),
+                us("p99")
+            );
+        }
+    }
+    if let Some(shapers) = s["shapers"].as_object().filter(|m| !m.is_empty()) {
+        println!(
+            "{:<24} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12}",
+            "shaping class",
+            "packets",
+            "bytes",
+            "mean Mbit/s",
+            "limit Mbit/s",
+            "p50 delay us",
+            "p99 delay us"
+        );
+        for (name, v) in shapers {
+            let us = |q: &str| {
+                v["queueing_delay_ps"][q]
+                    .as_u64()
+                    .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
+            };
+            println!(
+                "{:<24} {:>10} {:>14} {:>12.1} {:>12.1} {:>12} {:>12}",
+                name,
+                v["packets"].as_u64().unwrap_or(0),
+                v["bytes"].as_u64().unwrap_or(0),
+                v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                v["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
                 us("p50"),
                 us("p99")
             );

@@ -17,6 +17,12 @@
 //!   the last frame on the wire; integer division) and `queueing_delay_ps` (arrival to start
 //!   of transmission: p50, p90, p99, max, mean), from one HdrHistogram (3 significant digits)
 //!   per leaf, merged up the tree for nodes. Cost: O(depth) merges per node at the end.
+//!   And for every shaping class (`shapers`): its configured `rate_bps` and `burst_bytes`,
+//!   and the same `packets`, `bytes`, `mean_bps` and `queueing_delay_ps` over the packets
+//!   that left through it (a packet counts at every class on its path). The driver
+//!   classifies each row once more for this (only when the policy has shaping classes) and
+//!   keeps a shaped packet's classes from its arrival to its departure or drop: memory
+//!   bounded by occupancy.
 //! * **Progress.** With `progress` a bar on stderr (rows read, packets/s) when stderr is a
 //!   terminal; otherwise one plain line every 2^20 rows at most once a second, and a final
 //!   line.
@@ -32,7 +38,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
-use weft_core::policy::Program;
+use weft_core::policy::{Classification, Program, ShapingPath};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
@@ -296,6 +302,9 @@ fn run<E: Engine>(
     check(writeln!(drops, "arrive_ps,id,reason"));
 
     let mut progress = opts.progress.then(|| Progress::new(size));
+    // The shaping classes of each shaped packet still held (see the module doc).
+    let shaped = !prog.shapers.is_empty();
+    let paths = std::cell::RefCell::new(rustc_hash::FxHashMap::<u64, ShapingPath>::default());
 
     // Rows stream through an iterator; a bad row stops the replay with its line.
     let mut error: Option<String> = None;
@@ -322,6 +331,13 @@ fn run<E: Engine>(
                     Ok((t, p)) => {
                         last_t = t;
                         first_t.get_or_insert(t);
+                        if shaped {
+                            if let Classification::Leaf { shaping, .. } = prog.classify(&p.meta) {
+                                if !shaping.as_slice().is_empty() {
+                                    paths.borrow_mut().insert(p.id, shaping);
+                                }
+                            }
+                        }
                         rows.set(n + 1);
                         if let Some(pr) = progress.as_mut() {
                             if (n + 1) % 65_536 == 0 {
@@ -346,6 +362,10 @@ fn run<E: Engine>(
 
     let leaves = prog.leaves.len();
     let mut delay_ps: Vec<Option<Histogram<u64>>> = (0..leaves).map(|_| None).collect();
+    // Per shaping class: packets and bytes sent through it, and their queueing delays.
+    let mut through: Vec<Counters> = vec![Counters::default(); prog.shapers.len()];
+    let mut shaper_delay_ps: Vec<Option<Histogram<u64>>> =
+        (0..prog.shapers.len()).map(|_| None).collect();
     let mut sent = 0u64;
     let mut dropped = 0u64;
     let mut max_backlog = 0u64;
@@ -375,13 +395,25 @@ fn run<E: Engine>(
                     departure.flow,
                     departure.bytes
                 ));
-                let h = delay_ps[departure.leaf as usize]
-                    .get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"));
+                let delay = at_ps.saturating_sub(departure.enqueued_ps);
                 // Auto-resizing: recording cannot fail.
-                let _ = h.record(at_ps.saturating_sub(departure.enqueued_ps));
+                let _ = new_histogram(&mut delay_ps[departure.leaf as usize]).record(delay);
+                if let Some(path) = shaped
+                    .then(|| paths.borrow_mut().remove(&departure.id))
+                    .flatten()
+                {
+                    for &c in path.as_slice() {
+                        through[c as usize].packets += 1;
+                        through[c as usize].bytes += departure.bytes as u64;
+                        let _ = new_histogram(&mut shaper_delay_ps[c as usize]).record(delay);
+                    }
+                }
             }
             Event::Dropped { at_ps, id, reason } => {
                 dropped += 1;
+                if shaped {
+                    paths.borrow_mut().remove(&id);
+                }
                 check(writeln!(drops, "{at_ps},{id},{}", reason.name()));
             }
             // Traces carry no updates.
@@ -389,6 +421,11 @@ fn run<E: Engine>(
         },
     );
     let rows = rows.get();
+    debug_assert!(
+        error.is_some() || paths.borrow().is_empty(),
+        "shaped packets neither sent nor dropped: {:?}",
+        paths.borrow().keys().take(8).collect::<Vec<_>>()
+    );
     if let Some(p) = &progress {
         p.finish(rows);
     }
@@ -435,32 +472,37 @@ fn run<E: Engine>(
     }
     let start_ps = first_t.unwrap_or(0);
     let span_ps = end_ps.saturating_sub(start_ps);
+    let mean_bps = |bytes: u64| {
+        if span_ps == 0 {
+            0
+        } else {
+            (bytes as u128 * 8 * 1_000_000_000_000 / span_ps as u128) as u64
+        }
+    };
+    let delay_json = |h: &Histogram<u64>| {
+        json!({
+            "p50": h.value_at_quantile(0.5),
+            "p90": h.value_at_quantile(0.9),
+            "p99": h.value_at_quantile(0.99),
+            "max": h.max(),
+            "mean": h.mean().round() as u64,
+        })
+    };
     let node_json = |n: usize| -> Value {
         let c = &agg[n];
         let mut d = Map::new();
         for (i, r) in DropReason::ALL.iter().enumerate() {
             d.insert(r.name().into(), json!(c.drops[i]));
         }
-        let mean_bps = if span_ps == 0 {
-            0
-        } else {
-            (c.bytes as u128 * 8 * 1_000_000_000_000 / span_ps as u128) as u64
-        };
         let mut v = json!({
             "packets": c.packets,
             "bytes": c.bytes,
             "dropped": c.dropped(),
             "drops": d,
-            "mean_bps": mean_bps,
+            "mean_bps": mean_bps(c.bytes),
         });
         if let Some(h) = &hist[n] {
-            v["queueing_delay_ps"] = json!({
-                "p50": h.value_at_quantile(0.5),
-                "p90": h.value_at_quantile(0.9),
-                "p99": h.value_at_quantile(0.99),
-                "max": h.max(),
-                "mean": h.mean().round() as u64,
-            });
+            v["queueing_delay_ps"] = delay_json(h);
         }
         v
     };
@@ -473,6 +515,21 @@ fn run<E: Engine>(
         if node.leaf.is_none() {
             node_map.insert(node.name.clone(), node_json(n));
         }
+    }
+    let mut shaper_map = Map::new();
+    for (c, sh) in prog.shapers.iter().enumerate() {
+        let t = &through[c];
+        let mut v = json!({
+            "rate_bps": sh.rate_bps,
+            "burst_bytes": sh.burst_bytes,
+            "packets": t.packets,
+            "bytes": t.bytes,
+            "mean_bps": mean_bps(t.bytes),
+        });
+        if let Some(h) = &shaper_delay_ps[c] {
+            v["queueing_delay_ps"] = delay_json(h);
+        }
+        shaper_map.insert(sh.name.clone(), v);
     }
     Ok(json!({
         "policy": prog.name,
@@ -491,5 +548,11 @@ fn run<E: Engine>(
         "max_backlog_packets": max_backlog,
         "leaves": leaf_map,
         "nodes": node_map,
+        "shapers": shaper_map,
     }))
+}
+
+/// The histogram in `slot`, made on first use (3 significant digits, auto-resizing).
+fn new_histogram(slot: &mut Option<Histogram<u64>>) -> &mut Histogram<u64> {
+    slot.get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"))
 }

@@ -496,6 +496,111 @@ fn replay_loom_fig11_shares() {
     );
 }
 
+/// summary.json's `shapers`: Loom Fig. 11's shared limit counts both jobs' packets and keeps
+/// its mean within rate plus burst over the span (invariant 4 over the whole trace), and
+/// holds it (the jobs offer more); the table has a row for it.
+#[test]
+fn replay_summary_counts_shaping_classes() {
+    let out = std::env::temp_dir().join(format!("weft-shapers-{}", std::process::id()));
+    let table = weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/loom-fig11.yaml",
+        ])
+        .args(["--trace", "examples/traces/loom-fig11.csv", "--out"])
+        .arg(&out)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let _ = fs::remove_dir_all(&out);
+    let lim = &s["shapers"]["dst2-limit"];
+    let leaf = |n: &str, k: &str| s["leaves"][n][k].as_u64().unwrap();
+    assert_eq!(
+        lim["packets"].as_u64(),
+        Some(leaf("j1", "packets") + leaf("j2", "packets")),
+        "{s:#}"
+    );
+    assert_eq!(
+        lim["bytes"].as_u64(),
+        Some(leaf("j1", "bytes") + leaf("j2", "bytes"))
+    );
+    assert_eq!(
+        (lim["rate_bps"].as_u64(), lim["burst_bytes"].as_u64()),
+        (Some(10_000_000_000), Some(65_536))
+    );
+    let span_s = s["span_ps"].as_f64().unwrap() / 1e12;
+    let mean = lim["mean_bps"].as_f64().unwrap();
+    let bound = 10e9 + 65_536.0 * 8.0 / span_s;
+    assert!(
+        mean <= bound && mean >= 0.97e10,
+        "dst2-limit mean {mean} b/s, bound {bound}"
+    );
+    assert!(lim["queueing_delay_ps"]["p99"].as_u64().unwrap() > 0);
+    let table = String::from_utf8(table).unwrap();
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("dst2-limit ") && l.contains("10000.0")),
+        "{table}"
+    );
+}
+
+/// Nested shaping: a packet counts at every class on its path, an unshaped one at none.
+#[test]
+fn replay_counts_a_packet_at_every_shaping_class_it_passes() {
+    let dir = std::env::temp_dir().join(format!("weft-nested-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.yaml");
+    fs::write(
+        &policy,
+        "weft: 1
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: wfq}
+  - {name: cap, type: shape, parent: root, rate: 4gbit, burst: 16kb}
+  - {name: near, type: shape, parent: cap, rate: 1gbit, burst: 16kb, match: {dst: 10.0.1.0/24}}
+  - {name: a, type: leaf, parent: near, match: {tag: 1}}
+  - {name: b, type: leaf, parent: root, match: {tag: 2}}
+",
+    )
+    .unwrap();
+    let trace = dir.join("t.csv");
+    let mut rows = String::from("arrive_ps,bytes,tag,dst\n");
+    for i in 0..200u64 {
+        rows += &format!(
+            "{},1000,1,10.0.1.5\n{},1000,2,10.0.2.5\n",
+            i * 1_000_000,
+            i * 1_000_000
+        );
+    }
+    fs::write(&trace, rows).unwrap();
+    let out = dir.join("out");
+    weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(&policy)
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    assert_eq!(s["sent"], 400, "{s:#}");
+    for c in ["near", "cap"] {
+        assert_eq!(s["shapers"][c]["packets"], 200, "{c}: {s:#}");
+        assert_eq!(s["shapers"][c]["bytes"], 200_000, "{c}");
+    }
+    assert_eq!(s["leaves"]["b"]["packets"], 200);
+}
+
 /// summary.json: an interior node aggregates its subtree (packets, bytes, drops by reason,
 /// delay histogram) plus its own drops; leaf counts match departures.csv and drops.csv.
 #[test]
