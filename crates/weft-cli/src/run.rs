@@ -392,6 +392,24 @@ fn print_stats(v: &Value) {
             reasons.join(" ")
         );
     }
+    if let Some(shapers) = v["shapers"].as_array().filter(|s| !s.is_empty()) {
+        let _ = writeln!(
+            o,
+            "{:<24} {:>12} {:>14} {:>10} {:>12}",
+            "shaping class", "packets", "bytes", "Mbit/s", "limit Mbit/s"
+        );
+        for c in shapers {
+            let _ = writeln!(
+                o,
+                "{:<24} {:>12} {:>14} {:>10.1} {:>12.1}",
+                c["name"].as_str().unwrap_or(""),
+                c["packets"].as_u64().unwrap_or(0),
+                c["bytes"].as_u64().unwrap_or(0),
+                c["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                c["limit_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            );
+        }
+    }
     for t in v["tenants"].as_array().into_iter().flatten() {
         let _ = writeln!(
             o,

@@ -124,6 +124,15 @@ pub fn prometheus(stats: &Value) -> String {
             o += &format!("weft_node_drops_total{{{l},reason=\"{r}\"}} {v}\n");
         }
     }
+    o += "# TYPE weft_shaper_packets_total counter\n# TYPE weft_shaper_bytes_total counter\n";
+    o += "# TYPE weft_shaper_rate_bps gauge\n# TYPE weft_shaper_limit_bps gauge\n";
+    for c in stats["shapers"].as_array().into_iter().flatten() {
+        let l = format!("shaper=\"{}\"", label(c["name"].as_str().unwrap_or("")));
+        o += &format!("weft_shaper_packets_total{{{l}}} {}\n", c["packets"]);
+        o += &format!("weft_shaper_bytes_total{{{l}}} {}\n", c["bytes"]);
+        o += &format!("weft_shaper_rate_bps{{{l}}} {}\n", c["rate_bps"]);
+        o += &format!("weft_shaper_limit_bps{{{l}}} {}\n", c["limit_bps"]);
+    }
     for (k, v) in stats["dataplane"].as_object().into_iter().flatten() {
         if v.is_number() {
             o += &format!("weft_dataplane_{k} {v}\n");
@@ -157,3 +166,29 @@ pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
 
 /// The default control socket path.
 pub const DEFAULT_SOCKET: &str = "/run/weft/weft.sock";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_has_a_series_per_shaping_class() {
+        let stats = json!({
+            "nodes": [],
+            "shapers": [{"id": 0, "name": "dst\"2", "limit_bps": 10_000_000_000u64,
+                         "burst_bytes": 65536, "packets": 7, "bytes": 700, "rate_bps": 5.0}],
+        });
+        let text = prometheus(&stats);
+        for line in [
+            r#"weft_shaper_packets_total{shaper="dst\"2"} 7"#,
+            r#"weft_shaper_bytes_total{shaper="dst\"2"} 700"#,
+            r#"weft_shaper_rate_bps{shaper="dst\"2"} 5.0"#,
+            r#"weft_shaper_limit_bps{shaper="dst\"2"} 10000000000"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+    }
+}

@@ -52,7 +52,8 @@
 //!
 //! Cost: per frame, one parse, one hash lookup (flow → queue), one comparison of its
 //! classifier fields with the flow's, one copy into the pool, one post, a share of a
-//! doorbell, one engine enqueue/dequeue, one `send(2)`.
+//! doorbell, one engine enqueue/dequeue, one `send(2)`; with shaping classes, one more hash
+//! lookup (queue → flow) at the departure, to count it at its classes (`shapers`).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -492,8 +493,12 @@ struct State {
     next_free_ps: u64,
     cfg: Config,
     started_ps: u64,
-    /// (time, bytes per node) at the last two samples, for `rate_bps`.
+    /// (time, bytes per node then per shaping class) at the last two samples, for
+    /// `rate_bps`.
     samples: [(u64, Vec<u64>); 2],
+    /// Per shaping class of the current policy: packets and bytes sent through it (by the
+    /// current engine; a reload starts them again, as the engine's node counters).
+    shaped: Vec<(u64, u64)>,
 }
 
 /// Scratch for [`State::nic_side`]: one fetch's packets and the engine's outcomes.
@@ -601,7 +606,7 @@ fn loop_ports(
         // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer; 1 µs of slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
     }
-    let nodes = prog.nodes.len();
+    let (nodes, shapers) = (prog.nodes.len(), prog.shapers.len());
     let now = clock::now_ps();
     let mut st = State {
         engine: FastEngine::new(prog.clone()),
@@ -627,7 +632,11 @@ fn loop_ports(
         timing: Timing::new(cfg.tenants.len(), cfg.buffers as usize),
         next_free_ps: now,
         started_ps: now,
-        samples: [(now, vec![0; nodes]), (now, vec![0; nodes])],
+        samples: [
+            (now, vec![0; nodes + shapers]),
+            (now, vec![0; nodes + shapers]),
+        ],
+        shaped: vec![(0, 0); shapers],
         cfg,
     };
     ready();
@@ -1232,7 +1241,8 @@ impl State {
                 }
             }
             self.draining.retain(|e| e.backlog() > 0);
-            if d.is_none() {
+            let current = d.is_none();
+            if current {
                 d = self.engine.dequeue(now);
             }
             let Some(d) = d else { return false };
@@ -1243,6 +1253,9 @@ impl State {
             let len = self.lens[desc.buf as usize] as usize;
             let t0 = clock::now_ps();
             let (posted, tenant) = self.timing.posted[desc.buf as usize];
+            if current && !self.shaped.is_empty() {
+                self.count_shaped(&d);
+            }
             self.timing
                 .departure_late
                 .record(t0.saturating_sub(self.next_free_ps.max(posted)) / 1000);
@@ -1323,8 +1336,31 @@ impl State {
         Some(t)
     }
 
+    /// Counts a departure of the current engine at the shaping classes it passed: those its
+    /// flow's queue is bound to, or, for a packet queued before the flow moved to another
+    /// leaf, those of its own leaf's path that the flow's packets match
+    /// (`Program::classify_at`).
+    fn count_shaped(&mut self, d: &weft_core::sched::Departure) {
+        // The departure's id is its descriptor's handle.
+        let Some(f) = self.queues.get(&Interface::handle_queue(d.id)) else {
+            return;
+        };
+        let class = match f.class {
+            c @ Classification::Leaf { leaf, .. } if leaf == d.leaf => Some(c),
+            _ => self.prog.classify_at(d.leaf, &f.meta),
+        };
+        if let Some(Classification::Leaf { shaping, .. }) = class {
+            for &c in shaping.as_slice() {
+                let (p, b) = &mut self.shaped[c as usize];
+                *p += 1;
+                *b += d.bytes as u64;
+            }
+        }
+    }
+
     fn sample(&mut self, now: u64) {
-        let bytes = self.engine.stats().nodes.iter().map(|c| c.bytes).collect();
+        let nodes = self.engine.stats().nodes.into_iter().map(|c| c.bytes);
+        let bytes = nodes.chain(self.shaped.iter().map(|&(_, b)| b)).collect();
         self.samples[0] = std::mem::replace(&mut self.samples[1], (now, bytes));
     }
 
@@ -1388,8 +1424,9 @@ impl State {
                     .rebind(q, leaf, shaping.as_slice().first().copied());
             }
         }
-        let n = self.prog.nodes.len();
+        let n = self.prog.nodes.len() + self.prog.shapers.len();
         self.samples = [(now, vec![0; n]), (now, vec![0; n])];
+        self.shaped = vec![(0, 0); self.prog.shapers.len()];
         self.generation += 1;
         self.c.reloads += 1;
         json!({"ok": true, "policy": self.prog.name, "generation": self.generation})
@@ -1440,6 +1477,22 @@ impl State {
                 })
             })
             .collect();
+        let n = self.prog.nodes.len();
+        let shapers: Vec<Value> = self
+            .prog
+            .shapers
+            .iter()
+            .zip(&self.shaped)
+            .enumerate()
+            .map(|(i, (sh, &(packets, bytes)))| {
+                let rate = (b1[n + i].saturating_sub(b0[n + i])) as f64 * 8.0 / dt;
+                json!({
+                    "id": i, "name": sh.name, "limit_bps": sh.rate_bps,
+                    "burst_bytes": sh.burst_bytes, "packets": packets, "bytes": bytes,
+                    "rate_bps": if *t1 > *t0 { rate.round() } else { 0.0 },
+                })
+            })
+            .collect();
         let ic = self.iface.counters();
         let rejects: serde_json::Map<String, Value> = iface::Reject::ALL
             .iter()
@@ -1477,6 +1530,7 @@ impl State {
             "uptime_s": now.saturating_sub(self.started_ps) as f64 / 1e12,
             "rate_bps": self.cfg.rate_bps,
             "nodes": nodes,
+            "shapers": shapers,
             "tenants": tenants,
             "dataplane": {
                 "parse_errors": c.parse_errors, "oversize": c.oversize, "no_buffer": c.no_buffer,

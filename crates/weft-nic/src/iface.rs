@@ -645,10 +645,16 @@ impl Interface {
         Ok(())
     }
 
+    /// The queue a fetched descriptor's handle belongs to (a handle is the queue id and the
+    /// descriptor's sequence number in it).
+    pub fn handle_queue(handle: u64) -> QueueId {
+        (handle >> 32) as QueueId
+    }
+
     /// NIC side: the descriptor behind an outstanding handle (the NIC's copy, read when it
     /// transmits); `None` when the handle is not outstanding.
     pub fn outstanding_desc(&self, handle: u64) -> Option<Descriptor> {
-        let q = (handle >> 32) as u32;
+        let q = Self::handle_queue(handle);
         let seq = handle as u32;
         let s = self.queues.get(q as usize)?;
         let slot = q as usize * (self.mask as usize + 1) + (seq & self.mask) as usize;

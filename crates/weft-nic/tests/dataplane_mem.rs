@@ -507,6 +507,11 @@ fn a_remarked_flow_moves_to_its_new_class() {
         "{s}"
     );
     assert_eq!(s["dataplane"]["class_moves"], 1, "{s}");
+    // The moved flow's queue is bound to `ef`'s shaping class (counted from the binding).
+    assert_eq!(s["shapers"][0]["name"], "cap", "{s}");
+    assert_eq!(s["shapers"][0]["packets"], 20, "{s}");
+    assert_eq!(s["shapers"][0]["bytes"], 20 * 154, "{s}");
+    assert_eq!(s["shapers"][0]["limit_bps"], 5_000_000_000u64, "{s}");
     r.inject(0, (0..5).map(|_| tcp_dscp(1, 1000, 100, 0)));
     r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
     let s = r.settle(43);
@@ -516,6 +521,10 @@ fn a_remarked_flow_moves_to_its_new_class() {
         "{s}"
     );
     assert_eq!(s["dataplane"]["class_moves"], 2, "{s}");
+    assert_eq!(
+        s["shapers"][0]["packets"], 20,
+        "back in `be`, unshaped: {s}"
+    );
     // The moves went through the tenant's doorbells as metadata updates, and the flow kept
     // its queue (no new queue per class).
     assert_eq!(s["iface"]["meta_updates"], 2, "{s}");
