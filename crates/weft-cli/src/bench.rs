@@ -5,7 +5,10 @@
 //! "dequeue one, enqueue one" in virtual time advancing by the wire time, so every operation
 //! works on a full tree. Only packets that some leaf accepts are offered (a packet that
 //! misses every leaf is dropped at once, and each would shrink the backlog by one), and each
-//! row reports the smallest backlog any of its runs ended with. Memory is measured with a
+//! row reports the smallest backlog any of its runs ended with. The reference runs twice per
+//! round: classifying every packet (the baseline of `ratio_vs_reference`) and with per-flow
+//! queues (that of `per_flow_queues_ratio_vs_reference`), so each ratio compares the engines
+//! driven the same way. Memory is measured with a
 //! counting allocator: heap growth per idle flow (after every flow has had a packet) and per
 //! rate limiter (program + engine).
 
@@ -364,7 +367,7 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
             |mode| throughput(FastEngine::new(s.prog.clone()), &s, backlog, ops_fast, mode);
         // `rounds` rounds, each running every mode once and the reference once, so that a
         // slow moment of the machine touches one sample of each rather than all of one.
-        let mut samples: [Vec<f64>; 5] = Default::default();
+        let mut samples: [Vec<f64>; 6] = Default::default();
         let mut backlog_at_end = usize::MAX;
         for _ in 0..rounds.max(1) {
             let runs = [
@@ -379,6 +382,14 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
                     ops_ref,
                     Mode::Classify,
                 ),
+                // The same baseline for per-flow queues: the reference driven the same way.
+                throughput(
+                    ReferenceEngine::new(s.prog.clone()),
+                    &s,
+                    backlog,
+                    ops_ref,
+                    Mode::PerFlowQueues,
+                ),
             ];
             for (v, r) in samples.iter_mut().zip(runs) {
                 v.push(r.packets_per_s);
@@ -391,7 +402,7 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
                 s.name
             );
         }
-        let [fast, per_flow, batched, per_flow_batched, reference] =
+        let [fast, per_flow, batched, per_flow_batched, reference, reference_per_flow] =
             samples.each_ref().map(|v| median(v));
         let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
         let flows_for_memory = s.flows.min(if quick { 10_000 } else { 100_000 });
@@ -407,6 +418,8 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
             "batch16_packets_per_s": batched.round(),
             "per_flow_queues_packets_per_s": per_flow.round(),
             "per_flow_queues_ns_per_packet": (1e9 / per_flow * 10.0).round() / 10.0,
+            "reference_per_flow_queues_packets_per_s": reference_per_flow.round(),
+            "per_flow_queues_ratio_vs_reference": (per_flow / reference_per_flow * 100.0).round() / 100.0,
             "per_flow_batch16_packets_per_s": per_flow_batched.round(),
             "bytes_per_idle_flow": bytes_per_flow(&s, flows_for_memory).round(),
             "bytes_per_rate_limiter": engine_per_limiter.round(),
@@ -422,7 +435,7 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
 /// Prints the rows as a table.
 pub fn print_table(rows: &[Value]) {
     println!(
-        "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>12} {:>7} {:>7}",
+        "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>8} {:>12} {:>7} {:>7}",
         "scenario",
         "fast pkt/s",
         "ns/pkt",
@@ -430,6 +443,7 @@ pub fn print_table(rows: &[Value]) {
         "ratio",
         "batch16/s",
         "per-flow-q/s",
+        "pf ratio",
         "pf-batch16/s",
         "B/flow",
         "B/limit"
@@ -437,7 +451,7 @@ pub fn print_table(rows: &[Value]) {
     for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
         println!(
-            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>12.0} {:>7.0} {:>7.0}",
+            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>8.2} {:>12.0} {:>7.0} {:>7.0}",
             r["scenario"].as_str().unwrap_or(""),
             f("packets_per_s"),
             f("ns_per_packet"),
@@ -445,6 +459,7 @@ pub fn print_table(rows: &[Value]) {
             f("ratio_vs_reference"),
             f("batch16_packets_per_s"),
             f("per_flow_queues_packets_per_s"),
+            f("per_flow_queues_ratio_vs_reference"),
             f("per_flow_batch16_packets_per_s"),
             f("bytes_per_idle_flow"),
             f("bytes_per_rate_limiter")
@@ -452,7 +467,7 @@ pub fn print_table(rows: &[Value]) {
     }
     let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
     println!(
-        "(throughputs: medians of {:.0} rounds, each running every mode and the reference once)",
+        "(throughputs: medians of {:.0} rounds, each running every mode and the reference once per mode; ratio: classifying, both engines; pf ratio: per-flow queues, both engines)",
         first("rounds")
     );
     println!(

@@ -114,7 +114,8 @@ enum Command {
     /// doorbell's batch, whose memory accesses overlap); the fast engine with per-flow queues
     /// (each flow's queue opened once, as Loom's OS gives each flow its own descriptor
     /// queue: no classification or flow lookup per packet), one packet at a time
-    /// (`per-flow-q`) and in bursts and batches of 16 (`pf-batch16`); heap bytes per idle
+    /// (`per-flow-q`), and its ratio to the reference driven the same way (`pf ratio`,
+    /// `per_flow_queues_ratio_vs_reference`), and in bursts and batches of 16 (`pf-batch16`); heap bytes per idle
     /// flow; engine bytes per shaping class. Throughputs are medians over `--rounds`. The machine's load moves
     /// these figures; docs/scheduling.md has instruction counts that it does not.
     Bench {

@@ -418,6 +418,18 @@ fn bench_quick_reports_ratios_against_the_reference() {
         assert!(r["packets_per_s_best"].as_f64().unwrap() >= r["packets_per_s"].as_f64().unwrap());
         assert!(r["reference_packets_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["ratio_vs_reference"].is_number());
+        assert!(
+            r["reference_per_flow_queues_packets_per_s"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+        let pf = r["per_flow_queues_packets_per_s"].as_f64().unwrap()
+            / r["reference_per_flow_queues_packets_per_s"]
+                .as_f64()
+                .unwrap();
+        let pf_ratio = r["per_flow_queues_ratio_vs_reference"].as_f64().unwrap();
+        assert!((pf_ratio - pf).abs() < 0.01, "{r}");
         for mode in [
             "batch16_packets_per_s",
             "per_flow_queues_packets_per_s",
