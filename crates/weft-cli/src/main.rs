@@ -450,6 +450,13 @@ fn classify(p: &Program, packets: &[String], json_out: bool) -> Result<(), Failu
     Ok(())
 }
 
+/// A summary entry's queueing-delay quantile `q` in microseconds, or `-` without packets.
+fn delay_us(v: &serde_json::Value, q: &str) -> String {
+    v["queueing_delay_ps"][q]
+        .as_u64()
+        .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
+}
+
 /// The replay summary as a table: one row per leaf, then one per shaping class.
 fn print_summary(s: &serde_json::Value) {
     println!(
@@ -468,11 +475,6 @@ fn print_summary(s: &serde_json::Value) {
             let drops: u64 = v["drops"]
                 .as_object()
                 .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
-            let us = |q: &str| {
-                v["queueing_delay_ps"][q]
-                    .as_u64()
-                    .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
-            };
             println!(
                 "{:<24} {:>10} {:>14} {:>12.1} {:>8} {:>12} {:>12}",
                 name,
@@ -480,8 +482,8 @@ fn print_summary(s: &serde_json::Value) {
                 v["bytes"].as_u64().unwrap_or(0),
                 v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
                 drops,
-                us("p50"),
-                us("p99")
+                delay_us(v, "p50"),
+                delay_us(v, "p99")
             );
         }
     }
@@ -497,11 +499,6 @@ fn print_summary(s: &serde_json::Value) {
             "p99 delay us"
         );
         for (name, v) in shapers {
-            let us = |q: &str| {
-                v["queueing_delay_ps"][q]
-                    .as_u64()
-                    .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
-            };
             println!(
                 "{:<24} {:>10} {:>14} {:>12.1} {:>12.1} {:>12} {:>12}",
                 name,
@@ -509,8 +506,8 @@ fn print_summary(s: &serde_json::Value) {
                 v["bytes"].as_u64().unwrap_or(0),
                 v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
                 v["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
-                us("p50"),
-                us("p99")
+                delay_us(v, "p50"),
+                delay_us(v, "p99")
             );
         }
     }

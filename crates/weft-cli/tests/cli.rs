@@ -563,15 +563,43 @@ fn replay_summary_counts_shaping_classes() {
     );
 }
 
+/// Replays `trace` (CSV text) with `policy` (YAML text) and `args` in a temporary directory
+/// (removed after); returns summary.json, departures.csv and drops.csv.
+fn replay_texts(
+    tag: &str,
+    policy: &str,
+    trace: &str,
+    args: &[&str],
+) -> (serde_json::Value, String, String) {
+    let dir = std::env::temp_dir().join(format!("weft-{tag}-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let (p, t, out) = (dir.join("p.yaml"), dir.join("t.csv"), dir.join("out"));
+    fs::write(&p, policy).unwrap();
+    fs::write(&t, trace).unwrap();
+    weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(&p)
+        .arg("--trace")
+        .arg(&t)
+        .arg("--out")
+        .arg(&out)
+        .args(args)
+        .assert()
+        .success();
+    let read = |f: &str| fs::read_to_string(out.join(f)).unwrap();
+    let files = (
+        serde_json::from_str(&read("summary.json")).unwrap(),
+        read("departures.csv"),
+        read("drops.csv"),
+    );
+    let _ = fs::remove_dir_all(&dir);
+    files
+}
+
 /// Nested shaping: a packet counts at every class on its path, an unshaped one at none.
 #[test]
 fn replay_counts_a_packet_at_every_shaping_class_it_passes() {
-    let dir = std::env::temp_dir().join(format!("weft-nested-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
-    let policy = dir.join("p.yaml");
-    fs::write(
-        &policy,
-        "weft: 1
+    let policy = "weft: 1
 link: {rate: 10gbit}
 nodes:
   - {name: root, type: wfq}
@@ -579,10 +607,7 @@ nodes:
   - {name: near, type: shape, parent: cap, rate: 1gbit, burst: 16kb, match: {dst: 10.0.1.0/24}}
   - {name: a, type: leaf, parent: near, match: {tag: 1}}
   - {name: b, type: leaf, parent: root, match: {tag: 2}}
-",
-    )
-    .unwrap();
-    let trace = dir.join("t.csv");
+";
     let mut rows = String::from("arrive_ps,bytes,tag,dst\n");
     for i in 0..200u64 {
         rows += &format!(
@@ -591,20 +616,7 @@ nodes:
             i * 1_000_000
         );
     }
-    fs::write(&trace, rows).unwrap();
-    let out = dir.join("out");
-    weft()
-        .args(["replay", "--quiet", "--policy"])
-        .arg(&policy)
-        .arg("--trace")
-        .arg(&trace)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
-    let s: serde_json::Value =
-        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let _ = fs::remove_dir_all(&dir);
+    let (s, _, _) = replay_texts("nested", policy, &rows, &[]);
     assert_eq!(s["sent"], 400, "{s:#}");
     for c in ["near", "cap"] {
         assert_eq!(s["shapers"][c]["packets"], 200, "{c}: {s:#}");
@@ -617,12 +629,7 @@ nodes:
 /// delay histogram) plus its own drops; leaf counts match departures.csv and drops.csv.
 #[test]
 fn replay_summary_aggregates_subtrees() {
-    let dir = std::env::temp_dir().join(format!("weft-summary-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
-    let policy = dir.join("p.yaml");
-    fs::write(
-        &policy,
-        "weft: 1
+    let policy = "weft: 1
 link: {rate: 10gbit}
 nodes:
   - {name: root, type: prio}
@@ -630,10 +637,7 @@ nodes:
   - {name: a, type: leaf, parent: mid, match: {tenant: 1}, limit: {packets: 2}}
   - {name: b, type: leaf, parent: mid, match: {tenant: 2}}
   - {name: hi, type: leaf, parent: root, priority: 0, match: {tenant: 3}}
-",
-    )
-    .unwrap();
-    let trace = dir.join("t.csv");
+";
     let mut rows = String::from("arrive_ps,bytes,tenant\n");
     rows += &"0,1000,1\n".repeat(5);
     rows += "0,100,3\n0,100,9\n";
@@ -641,22 +645,7 @@ nodes:
         rows += &format!("{i}000,500,2\n");
     }
     rows += "2000000,100,3\n";
-    fs::write(&trace, rows).unwrap();
-    let out = dir.join("out");
-    weft()
-        .args(["replay", "--quiet", "--json", "--policy"])
-        .arg(&policy)
-        .arg("--trace")
-        .arg(&trace)
-        .arg("--out")
-        .arg(&out)
-        .assert()
-        .success();
-    let s: serde_json::Value =
-        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let deps = fs::read_to_string(out.join("departures.csv")).unwrap();
-    let drops = fs::read_to_string(out.join("drops.csv")).unwrap();
-    let _ = fs::remove_dir_all(&dir);
+    let (s, deps, drops) = replay_texts("summary", policy, &rows, &["--json"]);
     let leaf = |n: &str| &s["leaves"][n];
     let node = |n: &str| &s["nodes"][n];
     // Five tenant-1 packets at t=0 into a leaf of two: three dropped; tenant 9 unclassified.
