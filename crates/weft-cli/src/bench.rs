@@ -365,8 +365,9 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
         let backlog = 4_096.min(s.flows * 4).max(64);
         let fast_in =
             |mode| throughput(FastEngine::new(s.prog.clone()), &s, backlog, ops_fast, mode);
-        // `rounds` rounds, each running every mode once and the reference once, so that a
-        // slow moment of the machine touches one sample of each rather than all of one.
+        // `rounds` rounds, each running every mode once and the reference once classifying
+        // and once with per-flow queues, so that a slow moment of the machine touches one
+        // sample of each rather than all of one.
         let mut samples: [Vec<f64>; 6] = Default::default();
         let mut backlog_at_end = usize::MAX;
         for _ in 0..rounds.max(1) {

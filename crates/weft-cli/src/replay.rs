@@ -397,7 +397,7 @@ fn run<E: Engine>(
                 ));
                 let delay = at_ps.saturating_sub(departure.enqueued_ps);
                 // Auto-resizing: recording cannot fail.
-                let _ = new_histogram(&mut delay_ps[departure.leaf as usize]).record(delay);
+                let _ = histogram_in(&mut delay_ps[departure.leaf as usize]).record(delay);
                 if let Some(path) = shaped
                     .then(|| paths.borrow_mut().remove(&departure.id))
                     .flatten()
@@ -405,7 +405,7 @@ fn run<E: Engine>(
                     for &c in path.as_slice() {
                         through[c as usize].packets += 1;
                         through[c as usize].bytes += departure.bytes as u64;
-                        let _ = new_histogram(&mut shaper_delay_ps[c as usize]).record(delay);
+                        let _ = histogram_in(&mut shaper_delay_ps[c as usize]).record(delay);
                     }
                 }
             }
@@ -553,6 +553,6 @@ fn run<E: Engine>(
 }
 
 /// The histogram in `slot`, made on first use (3 significant digits, auto-resizing).
-fn new_histogram(slot: &mut Option<Histogram<u64>>) -> &mut Histogram<u64> {
+fn histogram_in(slot: &mut Option<Histogram<u64>>) -> &mut Histogram<u64> {
     slot.get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"))
 }
