@@ -596,7 +596,8 @@ fn replay_texts(
     files
 }
 
-/// Nested shaping: a packet counts at every class on its path, an unshaped one at none.
+/// Nested shaping: a packet counts at every class on its path, an unshaped or dropped one at
+/// none.
 #[test]
 fn replay_counts_a_packet_at_every_shaping_class_it_passes() {
     let policy = "weft: 1
@@ -623,6 +624,17 @@ nodes:
         assert_eq!(s["shapers"][c]["bytes"], 200_000, "{c}");
     }
     assert_eq!(s["leaves"]["b"]["packets"], 200);
+    // With a 10-packet limit on `a`, shaped packets are also dropped: the classes count only
+    // those that left (and the replay's debug assertion checks that no dropped packet's
+    // classes stay behind).
+    let limited = policy.replace("match: {tag: 1}}", "match: {tag: 1}, limit: {packets: 10}}");
+    let (s, _, _) = replay_texts("nested-drops", &limited, &rows, &[]);
+    let a = &s["leaves"]["a"];
+    assert!(a["drops"]["leaf_packets"].as_u64().unwrap() > 0, "{s:#}");
+    for c in ["near", "cap"] {
+        assert_eq!(s["shapers"][c]["packets"], a["packets"], "{c}: {s:#}");
+        assert_eq!(s["shapers"][c]["bytes"], a["bytes"], "{c}");
+    }
 }
 
 /// summary.json: an interior node aggregates its subtree (packets, bytes, drops by reason,
