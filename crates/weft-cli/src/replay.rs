@@ -19,10 +19,11 @@
 //!   per leaf, merged up the tree for nodes. Cost: O(depth) merges per node at the end.
 //!   And for every shaping class (`shapers`): its configured `rate_bps` and `burst_bytes`,
 //!   and the same `packets`, `bytes`, `mean_bps` and `queueing_delay_ps` over the packets
-//!   that left through it (a packet counts at every class on its path). The driver
-//!   classifies each row once more for this (only when the policy has shaping classes) and
-//!   keeps a shaped packet's classes from its arrival to its departure or drop: memory
-//!   bounded by occupancy.
+//!   that left through it (a packet counts at every class on its path). With shaping
+//!   classes in the policy the driver classifies each row itself and offers it classified
+//!   (`link::Input::Classified`: the engine does not classify it again), keeping a shaped
+//!   packet's classes from its arrival to its departure or drop: memory bounded by
+//!   occupancy.
 //! * **Progress.** With `progress` a bar on stderr (rows read, packets/s) when stderr is a
 //!   terminal; otherwise one plain line every 2^20 rows at most once a second, and a final
 //!   line.
@@ -331,13 +332,6 @@ fn run<E: Engine>(
                     Ok((t, p)) => {
                         last_t = t;
                         first_t.get_or_insert(t);
-                        if shaped {
-                            if let Classification::Leaf { shaping, .. } = prog.classify(&p.meta) {
-                                if !shaping.as_slice().is_empty() {
-                                    paths.borrow_mut().insert(p.id, shaping);
-                                }
-                            }
-                        }
                         rows.set(n + 1);
                         if let Some(pr) = progress.as_mut() {
                             if (n + 1) % 65_536 == 0 {
@@ -375,7 +369,20 @@ fn run<E: Engine>(
         .iter()
         .map(|&n| prog.nodes[n as usize].name.as_str())
         .collect();
-    let inputs = arrivals.map(|(t, p)| (t, link::Input::Packet(p)));
+    // With shaping classes the driver classifies each packet (the engine then does not) and
+    // keeps a shaped packet's classes until it leaves or is dropped.
+    let inputs = arrivals.map(|(t, p)| {
+        if !shaped {
+            return (t, link::Input::Packet(p));
+        }
+        let class = prog.classify(&p.meta);
+        if let Classification::Leaf { shaping, .. } = class {
+            if !shaping.as_slice().is_empty() {
+                paths.borrow_mut().insert(p.id, shaping);
+            }
+        }
+        (t, link::Input::Classified(p, class))
+    });
     link::run_bursts(
         &mut engine,
         &prog.link,

@@ -216,16 +216,24 @@ fn example_traces() -> Vec<String> {
 
 /// Replays `stem` with `args`; returns the output directory (the caller removes it).
 fn replay_example(stem: &str, tag: &str, args: &[&str]) -> PathBuf {
+    replay_example_printing(stem, tag, args).0
+}
+
+/// [`replay_example`], also returning what the replay printed (its table).
+fn replay_example_printing(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, String) {
     let out = std::env::temp_dir().join(format!("weft-{tag}-{stem}-{}", std::process::id()));
-    weft()
+    let printed = weft()
         .args(["replay", "--quiet", "--policy"])
         .arg(format!("examples/policies/{stem}.yaml"))
         .args(["--trace", &format!("examples/traces/{stem}.csv"), "--out"])
         .arg(&out)
         .args(args)
         .assert()
-        .success();
-    out
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    (out, String::from_utf8(printed).unwrap())
 }
 
 /// The fast and the reference engine write byte-identical departures and drops on every
@@ -513,21 +521,7 @@ fn replay_loom_fig11_shares() {
 /// holds it (the jobs offer more); the table has a row for it.
 #[test]
 fn replay_summary_counts_shaping_classes() {
-    let out = std::env::temp_dir().join(format!("weft-shapers-{}", std::process::id()));
-    let table = weft()
-        .args([
-            "replay",
-            "--quiet",
-            "--policy",
-            "examples/policies/loom-fig11.yaml",
-        ])
-        .args(["--trace", "examples/traces/loom-fig11.csv", "--out"])
-        .arg(&out)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let (out, table) = replay_example_printing("loom-fig11", "shapers", &[]);
     let s: serde_json::Value =
         serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
     let _ = fs::remove_dir_all(&out);
@@ -554,7 +548,6 @@ fn replay_summary_counts_shaping_classes() {
         "dst2-limit mean {mean} b/s, bound {bound}"
     );
     assert!(lim["queueing_delay_ps"]["p99"].as_u64().unwrap() > 0);
-    let table = String::from_utf8(table).unwrap();
     assert!(
         table
             .lines()

@@ -461,15 +461,10 @@ fn engine_drops_complete_their_descriptors() {
 /// `tcp(..)` with the IPv4 DSCP set (header checksum recomputed).
 fn tcp_dscp(src_mac: u8, sport: u16, payload: usize, dscp: u8) -> Vec<u8> {
     let mut v = tcp(src_mac, sport, payload);
-    v[15] = dscp << 2;
-    v[24..26].fill(0);
-    let sum = v[14..34]
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum::<u32>();
-    let folded = (sum & 0xffff) + (sum >> 16);
-    let folded = (folded & 0xffff) + (folded >> 16);
-    v[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    let (mut ip, _) = etherparse::Ipv4Header::from_slice(&v[14..]).unwrap();
+    ip.dscp = etherparse::Ipv4Dscp::try_new(dscp).unwrap();
+    ip.header_checksum = ip.calc_header_checksum();
+    v[14..34].copy_from_slice(&ip.to_bytes());
     v
 }
 
@@ -478,7 +473,7 @@ fn a_remarked_flow_moves_to_its_new_class() {
     // DSCP 46 (EF) goes to `ef`, under a shaping class; anything else to `be`.
     let text = "weft: 1\nname: remark\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: prio}\n  - {name: cap, type: shape, parent: root, rate: 5gbit, burst: 64kb}\n  - {name: ef, type: leaf, parent: [cap], priority: 0, match: {dscp: 46}}\n  - {name: be, type: leaf, parent: root, priority: 1}\n";
     let r = Running::start_with("remark", None, None, Some(text));
-    let leaf_packets = |s: &Value, name: &str| {
+    let leaf_packets = |s: &Value, name: &str| -> u64 {
         s["nodes"]
             .as_array()
             .unwrap()
@@ -488,25 +483,20 @@ fn a_remarked_flow_moves_to_its_new_class() {
             .as_u64()
             .unwrap()
     };
+    // Packets of `be` and `ef`, and class moves so far.
+    let counts = |s: &Value| {
+        let moves = s["dataplane"]["class_moves"].as_u64().unwrap();
+        (leaf_packets(s, "be"), leaf_packets(s, "ef"), moves)
+    };
     // One flow (one five-tuple): 10 best-effort frames, 20 re-marked EF, 5 back to 0. A
     // second flow stays best effort throughout.
     r.inject(0, (0..10).map(|_| tcp_dscp(1, 1000, 100, 0)));
     r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
     let s = r.settle(14);
-    assert_eq!(
-        (leaf_packets(&s, "be"), leaf_packets(&s, "ef")),
-        (14, 0),
-        "{s}"
-    );
-    assert_eq!(s["dataplane"]["class_moves"], 0, "{s}");
+    assert_eq!(counts(&s), (14, 0, 0), "{s}");
     r.inject(0, (0..20).map(|_| tcp_dscp(1, 1000, 100, 46)));
     let s = r.settle(34);
-    assert_eq!(
-        (leaf_packets(&s, "be"), leaf_packets(&s, "ef")),
-        (14, 20),
-        "{s}"
-    );
-    assert_eq!(s["dataplane"]["class_moves"], 1, "{s}");
+    assert_eq!(counts(&s), (14, 20, 1), "{s}");
     // The moved flow's queue is bound to `ef`'s shaping class (counted from the binding).
     assert_eq!(s["shapers"][0]["name"], "cap", "{s}");
     assert_eq!(s["shapers"][0]["packets"], 20, "{s}");
@@ -515,12 +505,7 @@ fn a_remarked_flow_moves_to_its_new_class() {
     r.inject(0, (0..5).map(|_| tcp_dscp(1, 1000, 100, 0)));
     r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
     let s = r.settle(43);
-    assert_eq!(
-        (leaf_packets(&s, "be"), leaf_packets(&s, "ef")),
-        (23, 20),
-        "{s}"
-    );
-    assert_eq!(s["dataplane"]["class_moves"], 2, "{s}");
+    assert_eq!(counts(&s), (23, 20, 2), "{s}");
     assert_eq!(
         s["shapers"][0]["packets"], 20,
         "back in `be`, unshaped: {s}"

@@ -7,7 +7,7 @@
 //! arrival, a deferred packet's wakeup, or the end of a transmission).
 
 use super::{Departure, DropReason, Engine, Packet, Update, UpdateError};
-use crate::policy::Link;
+use crate::policy::{Classification, Link};
 
 /// Wire time of a frame, ps (rounded up).
 pub fn wire_ps(bytes: u32, link: &Link) -> u64 {
@@ -20,6 +20,10 @@ pub fn wire_ps(bytes: u32, link: &Link) -> u64 {
 pub enum Input {
     /// A packet arrives.
     Packet(Packet),
+    /// A packet arrives that the driver has classified (with `Program::classify`, or bound
+    /// to any valid class): offered with [`Engine::enqueue_classified_batch`], so a driver
+    /// that needs the class itself does not classify twice.
+    Classified(Packet, Classification),
     /// The policy changes (weights, rates, limits).
     Update(Update),
 }
@@ -88,6 +92,7 @@ pub fn run_bursts<E: Engine>(
     let mut link_free = 0u64;
     // Packets arriving at the same instant are offered as one batch (`Engine::enqueue_batch`).
     let mut batch: Vec<Packet> = Vec::new();
+    let mut classified: Vec<(Packet, Classification)> = Vec::new();
     let mut results = Vec::new();
     loop {
         while let Some(&(t, input)) = arrivals.peek() {
@@ -108,15 +113,22 @@ pub fn run_bursts<E: Engine>(
                     }
                     results.clear();
                     engine.enqueue_batch(&batch, t, &mut results);
-                    for (pkt, r) in batch.iter().zip(&results) {
-                        if let Err(reason) = *r {
-                            on_event(Event::Dropped {
-                                at_ps: t,
-                                id: pkt.id,
-                                reason,
-                            });
+                    report_drops(batch.iter().map(|p| p.id), &results, t, &mut on_event);
+                }
+                Input::Classified(pkt, class) => {
+                    classified.clear();
+                    classified.push((pkt, class));
+                    while let Some(&(t2, Input::Classified(p2, c2))) = arrivals.peek() {
+                        if t2 != t {
+                            break;
                         }
+                        classified.push((p2, c2));
+                        arrivals.next();
                     }
+                    results.clear();
+                    engine.enqueue_classified_batch(&classified, t, &mut results);
+                    let ids = classified.iter().map(|(p, _)| p.id);
+                    report_drops(ids, &results, t, &mut on_event);
                 }
                 Input::Update(update) => {
                     if let Err(error) = engine.update(update, t) {
@@ -174,5 +186,20 @@ pub fn run_bursts<E: Engine>(
         };
         debug_assert!(next > now, "time must advance: next {next} <= now {now}");
         now = next.max(now + 1);
+    }
+}
+
+/// A `Dropped` event for every refused packet of a batch offered at `at_ps` (`ids` in the
+/// batch's order, `results` the engine's answers).
+fn report_drops(
+    ids: impl Iterator<Item = u64>,
+    results: &[Result<(), DropReason>],
+    at_ps: u64,
+    on_event: &mut impl FnMut(Event),
+) {
+    for (id, r) in ids.zip(results) {
+        if let Err(reason) = *r {
+            on_event(Event::Dropped { at_ps, id, reason });
+        }
     }
 }
