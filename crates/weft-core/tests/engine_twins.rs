@@ -399,6 +399,10 @@ proptest! {
             let got_b = events_in_bursts(FastEngine::new(p.clone()), &p, inputs(&s, &p), burst);
             prop_assert_eq!(got_b, want_b, "bursts of {}; policy:\n{}", burst, text);
         }
+        // Every node's heads in a calendar of rank buckets instead of a heap (the default for
+        // nodes of 256 children or more): the same departures.
+        let got_cal = events(FastEngine::with_calendar_from(p.clone(), EngineOptions::default(), 1), &p, inputs(&s, &p));
+        prop_assert_eq!(&got_cal, &want, "heads in calendars; policy:\n{}", text);
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));

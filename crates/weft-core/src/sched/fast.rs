@@ -63,6 +63,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHasher};
 
+use super::buckets::BucketQueue;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
@@ -99,7 +100,9 @@ enum Pifo {
     /// [`Pifo::Sorted`] at a leaf whose flows are served first-come first-served.
     LeafSorted(Ring<Entry>),
     /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
-    PerChild(Box<PerChild>),
+    PerChild(Box<PerChild<MinHeap>>),
+    /// [`Pifo::PerChild`] with the heads in a calendar (a node of many children).
+    Calendar(Box<PerChild<BucketQueue>>),
     /// A count per child and a find-first-set bitmap (see [`Ffs`]), kept in the enum (no
     /// box: one dependent load less per level).
     Ffs(Ffs),
@@ -165,37 +168,108 @@ impl Ffs {
         })
     }
 
-    /// The same entries as a [`PerChild`]: each child's tokens with sequence number 0, before
-    /// any entry pushed later.
-    fn to_per_child(&self, first: u32) -> PerChild {
-        let mut pc = PerChild {
-            first,
-            queues: vec![Ring::new(); self.at.len()],
-            heads: MinHeap::default(),
-        };
+    /// The same entries as a [`PerChild`] with `heads` (empty): each child's tokens with
+    /// sequence number 0, before any entry pushed later.
+    fn to_per_child<H: Heads>(&self, first: u32, heads: H) -> PerChild<H> {
+        let mut pc = PerChild::new(first, self.at.len(), heads);
         for c in self.at.iter() {
             if c.count > 0 {
                 let v = c.child;
                 let q = &mut pc.queues[(v - first) as usize];
                 q.extend(std::iter::repeat_n((c.prio as Rank, 0), c.count as usize));
-                pc.heads.push(HeapEntry::new(c.prio as Rank, 0, v));
+                pc.heads.push_entry(HeapEntry::new(c.prio as Rank, 0, v));
             }
         }
         pc
     }
 }
 
+/// A queue per child, sorted by (rank, seq), and a queue `H` of the children's heads.
 #[derive(Debug, Clone)]
-struct PerChild {
+struct PerChild<H> {
     /// Node id of the first child (children are contiguous).
     first: u32,
     queues: Vec<Ring<(Rank, u64)>>,
     /// Heads, possibly stale: an item is live when it equals its queue's front (see
     /// [`PerChild::live`]). Every non-empty queue's front has a live item.
-    heads: MinHeap,
+    heads: H,
 }
 
-impl PerChild {
+impl PerChild<BucketQueue> {
+    /// [`PerChild::push`], out of line: the calendar's code inlined into every level's push
+    /// costs the other nodes' pushes.
+    #[inline(never)]
+    fn push_calendar(&mut self, rank: Rank, seq: u64, v: u32) {
+        self.push(rank, seq, v)
+    }
+
+    /// [`PerChild::pop`], out of line (see [`Self::push_calendar`]).
+    #[inline(never)]
+    fn pop_calendar(&mut self) -> Option<Popped> {
+        self.pop()
+    }
+}
+
+/// Children from which a [`PerChild`] node keeps its heads in a [`BucketQueue`] rather than
+/// a [`MinHeap`] (see [`FastEngine::with_calendar_from`]).
+pub const CALENDAR_FROM: usize = 256;
+
+/// A [`PerChild`] node's queue of heads: a [`MinHeap`], or for a node of many children (a
+/// `senic` node's classes) a [`BucketQueue`], which pops in the same order for less work.
+trait Heads {
+    fn peek_top(&mut self) -> Option<HeapEntry>;
+    fn push_entry(&mut self, e: HeapEntry);
+    fn drop_top(&mut self);
+    fn replace_top_with(&mut self, e: HeapEntry);
+}
+
+impl Heads for MinHeap {
+    #[inline(always)]
+    fn peek_top(&mut self) -> Option<HeapEntry> {
+        self.peek().copied()
+    }
+    #[inline(always)]
+    fn push_entry(&mut self, e: HeapEntry) {
+        self.push(e)
+    }
+    #[inline(always)]
+    fn drop_top(&mut self) {
+        self.pop();
+    }
+    #[inline(always)]
+    fn replace_top_with(&mut self, e: HeapEntry) {
+        self.replace_top(e)
+    }
+}
+
+impl Heads for BucketQueue {
+    #[inline(always)]
+    fn peek_top(&mut self) -> Option<HeapEntry> {
+        self.peek()
+    }
+    #[inline(always)]
+    fn push_entry(&mut self, e: HeapEntry) {
+        self.push(e)
+    }
+    #[inline(always)]
+    fn drop_top(&mut self) {
+        self.pop();
+    }
+    #[inline(always)]
+    fn replace_top_with(&mut self, e: HeapEntry) {
+        self.replace_top(e)
+    }
+}
+
+impl<H: Heads> PerChild<H> {
+    fn new(first: u32, children: usize, heads: H) -> PerChild<H> {
+        PerChild {
+            first,
+            queues: vec![Ring::new(); children],
+            heads,
+        }
+    }
+
     /// Whether heap item `e` is its child's current head. Sequence numbers are unique per
     /// entry (tokens converted from an [`Ffs`] share 0, and their equal ranks), so an item
     /// left by an emptied or reordered queue never matches again.
@@ -203,9 +277,74 @@ impl PerChild {
     fn live(&self, e: &HeapEntry) -> bool {
         self.queues[(e.v - self.first) as usize].front() == Some(&(e.rank(), e.seq))
     }
+
+    /// [`Pifo::push`] of child `v`'s entry `(rank, seq)`.
+    #[inline(always)]
+    fn push(&mut self, rank: Rank, seq: u64, v: u32) {
+        let q = &mut self.queues[(v - self.first) as usize];
+        match q.back() {
+            None => {
+                q.push_back((rank, seq));
+                // A stale top (the head of a child that emptied, left by `pop`) is
+                // replaced in place: one sift instead of a pop and a push.
+                let e = HeapEntry::new(rank, seq, v);
+                match self.heads.peek_top() {
+                    Some(top) if !self.live(&top) => self.heads.replace_top_with(e),
+                    _ => self.heads.push_entry(e),
+                }
+            }
+            // `seq` is after every queued one (see `Sorted`): `(rank, seq) > last`
+            // comes down to `rank >= last.0`.
+            Some(&last) if rank >= last.0 => {
+                debug_assert!(seq > last.1, "per-child push: seq {seq} not after {last:?}");
+                q.push_back((rank, seq))
+            }
+            Some(_) => {
+                // A re-entered packet (old rank): insert in order.
+                let at = q.partition_point(|&e| e < (rank, seq));
+                q.insert(at, (rank, seq));
+                if at == 0 {
+                    self.heads.push_entry(HeapEntry::new(rank, seq, v));
+                }
+            }
+        }
+    }
+
+    /// [`Pifo::pop`].
+    #[inline(always)]
+    fn pop(&mut self) -> Option<Popped> {
+        loop {
+            let top = self.heads.peek_top()?;
+            if !self.live(&top) {
+                self.heads.drop_top(); // stale head
+                continue;
+            }
+            let (rank, v) = (top.rank(), top.v);
+            let q = &mut self.queues[(v - self.first) as usize];
+            q.pop_front();
+            // The child's next entry replaces its head in place: one sift-down. If the
+            // child is empty, its head stays as a stale top: the next push to an empty
+            // child replaces it (most do, on a backlogged node), else the next pop
+            // drops it.
+            if let Some(&(r2, s2)) = q.front() {
+                self.heads.replace_top_with(HeapEntry::new(r2, s2, v));
+            }
+            return Some(Popped::Tracked(rank, v));
+        }
+    }
 }
 
 impl Pifo {
+    /// A [`Pifo::PerChild`] for children `first..first + n`, or a [`Pifo::Calendar`] if
+    /// there are at least `calendar_from` of them.
+    fn per_child(first: u32, n: usize, calendar_from: usize) -> Pifo {
+        if n >= calendar_from {
+            Pifo::Calendar(Box::new(PerChild::new(first, n, BucketQueue::new(n))))
+        } else {
+            Pifo::PerChild(Box::new(PerChild::new(first, n, MinHeap::default())))
+        }
+    }
+
     /// A leaf's entry `(rank, seq)` for packet `slot` (a leaf is never an [`Ffs`] node).
     #[inline(always)]
     fn push_slot(&mut self, rank: Rank, seq: u64, slot: u32) {
@@ -240,35 +379,8 @@ impl Pifo {
                 );
                 f.push(ffs_pos);
             }
-            Pifo::PerChild(pc) => {
-                let q = &mut pc.queues[(v - pc.first) as usize];
-                match q.back() {
-                    None => {
-                        q.push_back((rank, seq));
-                        // A stale top (the head of a child that emptied, left by `pop`) is
-                        // replaced in place: one sift instead of a pop and a push.
-                        let e = HeapEntry::new(rank, seq, v);
-                        match pc.heads.peek() {
-                            Some(top) if !pc.live(top) => pc.heads.replace_top(e),
-                            _ => pc.heads.push(e),
-                        }
-                    }
-                    // `seq` is after every queued one (see `Sorted`): `(rank, seq) > last`
-                    // comes down to `rank >= last.0`.
-                    Some(&last) if rank >= last.0 => {
-                        debug_assert!(seq > last.1, "per-child push: seq {seq} not after {last:?}");
-                        q.push_back((rank, seq))
-                    }
-                    Some(_) => {
-                        // A re-entered packet (old rank): insert in order.
-                        let at = q.partition_point(|&e| e < (rank, seq));
-                        q.insert(at, (rank, seq));
-                        if at == 0 {
-                            pc.heads.push(HeapEntry::new(rank, seq, v));
-                        }
-                    }
-                }
-            }
+            Pifo::PerChild(pc) => pc.push(rank, seq, v),
+            Pifo::Calendar(pc) => pc.push_calendar(rank, seq, v),
         }
     }
 
@@ -292,24 +404,8 @@ impl Pifo {
                 }
                 Some(Popped::Child(c.child))
             }
-            Pifo::PerChild(pc) => loop {
-                let top = *pc.heads.peek()?;
-                if !pc.live(&top) {
-                    pc.heads.pop(); // stale head
-                    continue;
-                }
-                let (rank, v) = (top.rank(), top.v);
-                let q = &mut pc.queues[(v - pc.first) as usize];
-                q.pop_front();
-                // The child's next entry replaces its head in place: one sift-down. If the
-                // child is empty, its head stays as a stale top: the next push to an empty
-                // child replaces it (most do, on a backlogged node), else the next pop
-                // drops it.
-                if let Some(&(r2, s2)) = q.front() {
-                    pc.heads.replace_top(HeapEntry::new(r2, s2, v));
-                }
-                return Some(Popped::Tracked(rank, v));
-            },
+            Pifo::PerChild(pc) => pc.pop(),
+            Pifo::Calendar(pc) => pc.pop_calendar(),
         }
     }
 }
@@ -727,6 +823,8 @@ pub struct FastEngine {
     /// are rare; departures are counted in [`LeafRt`], and [`Engine::stats`] adds both up).
     node_drops: FxHashMap<u32, [u64; 5]>,
     options: EngineOptions,
+    /// Children from which a node's heads are a calendar ([`Self::with_calendar_from`]).
+    calendar_from: usize,
 }
 
 impl FastEngine {
@@ -737,6 +835,18 @@ impl FastEngine {
 
     /// An engine for `prog` with `options`.
     pub fn with_options(prog: Arc<Program>, options: EngineOptions) -> FastEngine {
+        Self::with_calendar_from(prog, options, CALENDAR_FROM)
+    }
+
+    /// [`Self::with_options`], where a node that keeps a queue per child and a queue of their
+    /// heads (`wfq`, `rr`, `drr`, `senic`, `prio`) keeps the heads in a calendar of rank
+    /// buckets if it has at least `children` children, else in a heap (the default is
+    /// [`CALENDAR_FROM`]). Both pop in the same order; tests and benchmarks choose.
+    pub fn with_calendar_from(
+        prog: Arc<Program>,
+        options: EngineOptions,
+        calendar_from: usize,
+    ) -> FastEngine {
         let n = prog.nodes.len();
         let (kind, default_ps): (Vec<Kind>, Vec<u64>) = prog
             .nodes
@@ -791,11 +901,7 @@ impl FastEngine {
                 }
                 // Ranks a child's packets in push order except on re-entry.
                 Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
-                    Pifo::PerChild(Box::new(PerChild {
-                        first: x.children.start,
-                        queues: vec![Ring::new(); x.children.len()],
-                        heads: MinHeap::default(),
-                    }))
+                    Pifo::per_child(x.children.start, x.children.len(), calendar_from)
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
                     Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::LeafSorted(Ring::new()),
@@ -892,6 +998,7 @@ impl FastEngine {
             held: 0,
             node_drops: FxHashMap::default(),
             options,
+            calendar_from,
             prog,
         }
     }
@@ -913,7 +1020,12 @@ impl FastEngine {
     fn ffs_to_per_child(&mut self, node: u32) {
         if let Pifo::Ffs(f) = &self.pifo[node as usize] {
             let first = self.prog.nodes[node as usize].children.start;
-            self.pifo[node as usize] = Pifo::PerChild(Box::new(f.to_per_child(first)));
+            let n = f.at.len();
+            self.pifo[node as usize] = if n >= self.calendar_from {
+                Pifo::Calendar(Box::new(f.to_per_child(first, BucketQueue::new(n))))
+            } else {
+                Pifo::PerChild(Box::new(f.to_per_child(first, MinHeap::default())))
+            };
         }
     }
 

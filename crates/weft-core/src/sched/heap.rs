@@ -27,6 +27,10 @@ pub(crate) struct HeapEntry {
     pub seq: u64,
     /// Child node id or slot.
     pub v: u32,
+    /// Free for the container holding the entry (it fills what would be padding): a
+    /// [`super::buckets::BucketQueue`] links its buckets' lists through it; 0 elsewhere and in
+    /// every entry a queue returns.
+    pub link: u32,
 }
 
 impl HeapEntry {
@@ -37,7 +41,14 @@ impl HeapEntry {
             lo: rank as u64,
             seq,
             v,
+            link: 0,
         }
+    }
+
+    /// The same entry with `link`.
+    #[inline(always)]
+    pub fn linked(self, link: u32) -> HeapEntry {
+        HeapEntry { link, ..self }
     }
 
     #[inline(always)]
@@ -47,7 +58,7 @@ impl HeapEntry {
 
     /// `(rank, seq)` strictly before `o`'s.
     #[inline(always)]
-    fn before(&self, o: &HeapEntry) -> bool {
+    pub fn before(&self, o: &HeapEntry) -> bool {
         if self.hi != o.hi {
             self.hi < o.hi
         } else {
@@ -68,7 +79,6 @@ pub(crate) struct MinHeap {
 }
 
 impl MinHeap {
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.v.len()
     }

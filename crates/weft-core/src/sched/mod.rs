@@ -17,6 +17,7 @@
 //!   at the wire.
 //! * Rank functions per node type are documented on [`reference::Rank`].
 
+mod buckets;
 pub mod fast;
 mod flow_index;
 mod heap;

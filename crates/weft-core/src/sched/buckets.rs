@@ -1,0 +1,505 @@
+//! An exact priority queue of PIFO entries for nodes with many children (a `senic` node's
+//! thousands of classes): a calendar of rank buckets (R. Brown's calendar queue, CACM 1988)
+//! found with a two-level find-first-set bitmap, backed by a [`MinHeap`] for whatever the
+//! calendar cannot hold. It pops entries in `(rank, seq)` order exactly like the heap
+//! (property test below, its twin); only the cost differs.
+//!
+//! * **Calendar.** `nb` buckets (a power of two, 64 ..= 4,096), each `2^shift` rank units
+//!   wide, cover the window `[base, base + nb · 2^shift)` circularly from bucket `cur`. A
+//!   bucket is a singly linked list in an entry slab, kept sorted, so its first entry is its
+//!   minimum. The first non-empty bucket at or after `cur` (circularly) holds the calendar's
+//!   minimum; a bit per bucket and a bit per word of buckets find it in a few instructions.
+//! * **Overflow.** An entry below `base` (a re-entered packet's old rank, a finish tag behind
+//!   the window) or beyond the window when the window cannot move goes to the heap. A pop
+//!   compares the calendar's minimum with the heap's: placement never changes the order.
+//! * **Window.** `base` moves forward only when a push lands beyond the window, and then only
+//!   to the first non-empty bucket (no bucketed entry is left behind). When the heap holds a
+//!   large share of the entries, or a bucket grows long, the calendar is rebuilt: every entry
+//!   taken out, `shift` chosen so that their spread covers half the window, `base` their
+//!   minimum. A rebuild costs O(entries) and waits until as many pushes have happened since
+//!   the last one, so its cost per push is O(1).
+//!
+//! Invariants (checked by `debug_assert!` in [`BucketQueue::check`], run by the tests):
+//! every bucketed entry lies in its bucket's range of the window; a bucket's list is sorted;
+//! a bucket's bit is set exactly when it is non-empty. Cost: push O(1) plus the walk of one
+//! short sorted list; pop O(1) (two find-first-set steps) plus the heap's O(log n) for the
+//! few entries it holds. No allocation once the slab and heap have grown to their peak
+//! (rebuilds reuse a scratch vector). Hand-written: no crate offers an exact calendar queue
+//! over 128-bit ranks with sequence-number ties.
+
+use super::heap::{HeapEntry, MinHeap};
+use super::reference::Rank;
+
+const NO: u32 = u32::MAX;
+
+/// [`BucketQueue::top`] not known.
+const UNKNOWN: usize = usize::MAX;
+
+/// Entries in the heap below which the calendar is not worth building (the heap alone is as
+/// fast); a node of fewer children builds it at as many entries as it has children.
+const MIN_ENTRIES: usize = 32;
+
+/// A bucket list longer than this asks for a rebuild with narrower buckets.
+const LONG_BUCKET: u32 = 16;
+
+/// The queue (see the module doc).
+#[derive(Debug, Clone)]
+pub(crate) struct BucketQueue {
+    /// Per bucket: slab index of its first (smallest) entry, or `NO`.
+    head: Box<[u32]>,
+    /// Bit `b % 64` of word `b / 64`: bucket `b` is non-empty.
+    words: Box<[u64]>,
+    /// Bit `w`: word `w` is non-zero (at most 64 words).
+    summary: u64,
+    /// `nb - 1` (`nb` buckets).
+    mask: usize,
+    /// The bucket whose range starts at `base`.
+    cur: usize,
+    /// Rank where bucket `cur`'s range starts (rank units of the node).
+    base: Rank,
+    /// The first non-empty bucket when known ([`Self::first_bucket`]), else `UNKNOWN`.
+    top: usize,
+    /// log2 of a bucket's width in rank units; `None` until the first rebuild (everything
+    /// goes to the heap).
+    shift: Option<u32>,
+    /// Entry slab; an entry's `link` is the next entry in its bucket (`NO`: last).
+    ents: Vec<HeapEntry>,
+    /// Free slab entries, linked through `link`.
+    free: u32,
+    /// Entries in the calendar (not in `over`).
+    bucketed: usize,
+    /// Entries the calendar does not hold.
+    over: MinHeap,
+    /// Pushes since the last rebuild.
+    pushes: usize,
+    /// Entries in the heap from which a rebuild may start: `MIN_ENTRIES`, or the children.
+    min_entries: usize,
+    /// Scratch of [`Self::rebuild`].
+    scratch: Vec<HeapEntry>,
+}
+
+impl BucketQueue {
+    /// A queue for a node with `children` children: about one bucket per child, 64 to 4,096.
+    pub fn new(children: usize) -> BucketQueue {
+        let nb = children.next_power_of_two().clamp(64, 4096);
+        BucketQueue {
+            head: vec![NO; nb].into_boxed_slice(),
+            words: vec![0; nb / 64].into_boxed_slice(),
+            summary: 0,
+            mask: nb - 1,
+            cur: 0,
+            base: 0,
+            top: UNKNOWN,
+            shift: None,
+            ents: Vec::new(),
+            free: NO,
+            bucketed: 0,
+            over: MinHeap::default(),
+            pushes: 0,
+            min_entries: children.clamp(1, MIN_ENTRIES),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.bucketed + self.over.len()
+    }
+
+    /// The first non-empty bucket at or after `cur`, circularly (the calendar is not empty),
+    /// remembered until a push or pop changes it.
+    #[inline(always)]
+    fn first_bucket(&mut self) -> usize {
+        if self.top == UNKNOWN {
+            self.top = self.find_first_bucket();
+        }
+        debug_assert_eq!(
+            self.top,
+            self.find_first_bucket(),
+            "remembered first bucket"
+        );
+        self.top
+    }
+
+    /// [`Self::first_bucket`], found in the bitmaps.
+    #[inline(always)]
+    fn find_first_bucket(&self) -> usize {
+        let w = self.cur >> 6;
+        let bits = self.words[w] & (!0u64 << (self.cur & 63));
+        if bits != 0 {
+            return (w << 6) | bits.trailing_zeros() as usize;
+        }
+        // Words after `w`, then from the start (wrapping: bucket `cur`'s own word again
+        // holds only buckets before `cur` now).
+        let after = self.summary & (!1u64).wrapping_shl(w as u32);
+        let s = if after != 0 { after } else { self.summary };
+        debug_assert!(s != 0, "first_bucket on an empty calendar");
+        let k = s.trailing_zeros() as usize;
+        (k << 6) | self.words[k].trailing_zeros() as usize
+    }
+
+    /// The calendar's first entry (slab index), if it has any.
+    #[inline(always)]
+    fn calendar_min(&mut self) -> Option<(usize, u32)> {
+        if self.bucketed == 0 {
+            return None;
+        }
+        let b = self.first_bucket();
+        Some((b, self.head[b]))
+    }
+
+    /// The first entry.
+    #[inline(always)]
+    pub fn peek(&mut self) -> Option<HeapEntry> {
+        let min = self.calendar_min();
+        let over = self.over.peek();
+        match min {
+            None => over.copied(),
+            Some((_, i)) => {
+                let e = self.ents[i as usize].linked(0);
+                match over {
+                    Some(o) if o.before(&e) => Some(*o),
+                    _ => Some(e),
+                }
+            }
+        }
+    }
+
+    /// Removes and returns the first entry.
+    #[inline(always)]
+    pub fn pop(&mut self) -> Option<HeapEntry> {
+        let Some((b, i)) = self.calendar_min() else {
+            return self.pop_over();
+        };
+        let mut e = self.ents[i as usize];
+        if let Some(o) = self.over.peek() {
+            if o.before(&e) {
+                return self.pop_over();
+            }
+        }
+        let n = e.link;
+        e.link = 0;
+        self.head[b] = n;
+        if n == NO {
+            self.clear_bit(b);
+            self.top = UNKNOWN;
+        }
+        self.ents[i as usize].link = self.free;
+        self.free = i;
+        self.bucketed -= 1;
+        Some(e)
+    }
+
+    /// Replaces the first entry (the queue is not empty) with `e`.
+    #[inline(always)]
+    pub fn replace_top(&mut self, e: HeapEntry) {
+        let popped = self.pop();
+        debug_assert!(popped.is_some(), "replace_top on an empty queue");
+        self.push(e);
+    }
+
+    /// Adds `e`.
+    #[inline(always)]
+    pub fn push(&mut self, e: HeapEntry) {
+        self.pushes += 1;
+        match self.bucket_of(e.rank()) {
+            Some(b) => {
+                if self.insert(b, e) > LONG_BUCKET {
+                    self.long_bucket();
+                }
+            }
+            None => self.push_over(e),
+        }
+    }
+
+    /// The heap's first entry, taken (out of line, as the heap's other uses here: they are
+    /// rare, and inlined they would cost every caller's code).
+    #[inline(never)]
+    fn pop_over(&mut self) -> Option<HeapEntry> {
+        self.over.pop()
+    }
+
+    /// `e` to the heap; a rebuild if the heap now holds a large share of the entries and
+    /// as many pushes as entries have happened since the last (amortized O(1)).
+    #[inline(never)]
+    fn push_over(&mut self, e: HeapEntry) {
+        self.over.push(e);
+        let over = self.over.len();
+        if over >= self.min_entries && over * 4 >= self.len() && self.pushes >= self.len() {
+            self.rebuild();
+        }
+    }
+
+    /// A push walked a long bucket: narrower buckets help only if its ranks differ (ties
+    /// stay together, e.g. a node's classes of one rate backlogged at once), so rebuild only
+    /// after four pushes per entry since the last rebuild.
+    #[cold]
+    #[inline(never)]
+    fn long_bucket(&mut self) {
+        if self.pushes >= 4 * self.len() {
+            self.rebuild();
+        }
+    }
+
+    /// The bucket for `rank`, moving the window forward if it lies beyond it and the
+    /// calendar allows; `None`: the heap takes it.
+    #[inline(always)]
+    fn bucket_of(&mut self, rank: Rank) -> Option<usize> {
+        let shift = self.shift?;
+        if rank < self.base {
+            return None;
+        }
+        let d = (rank - self.base) >> shift;
+        if d > self.mask as u128 {
+            return self.bucket_beyond(rank, shift);
+        }
+        Some((self.cur + d as usize) & self.mask)
+    }
+
+    /// [`Self::bucket_of`] for a rank beyond the window.
+    #[inline(never)]
+    fn bucket_beyond(&mut self, rank: Rank, shift: u32) -> Option<usize> {
+        if self.bucketed == 0 {
+            // An empty calendar starts again at this rank's bucket.
+            self.base = rank >> shift << shift;
+            return Some(self.cur);
+        }
+        // Forward to the first non-empty bucket: nothing bucketed is left behind.
+        let b = self.first_bucket();
+        let moved = self.dist(b) as u128;
+        if moved == 0 {
+            return None;
+        }
+        self.base += moved << shift;
+        self.cur = b;
+        let d = (rank - self.base) >> shift;
+        (d <= self.mask as u128).then(|| (self.cur + d as usize) & self.mask)
+    }
+
+    /// Inserts `e` into bucket `b`'s sorted list; returns the entries walked past plus one.
+    #[inline(always)]
+    fn insert(&mut self, b: usize, e: HeapEntry) -> u32 {
+        let i = match self.free {
+            NO => {
+                self.ents.push(e);
+                (self.ents.len() - 1) as u32
+            }
+            f => {
+                self.free = self.ents[f as usize].link;
+                f
+            }
+        };
+        self.bucketed += 1;
+        if self.top != UNKNOWN && self.dist(b) < self.dist(self.top) {
+            self.top = b;
+        }
+        let h = self.head[b];
+        if h == NO || e.before(&self.ents[h as usize]) {
+            self.ents[i as usize] = e.linked(h);
+            self.head[b] = i;
+            if h == NO {
+                self.words[b >> 6] |= 1 << (b & 63);
+                self.summary |= 1 << (b >> 6);
+            }
+            return 1;
+        }
+        let mut prev = h;
+        let mut walked = 2;
+        loop {
+            let n = self.ents[prev as usize].link;
+            if n == NO || e.before(&self.ents[n as usize]) {
+                self.ents[i as usize] = e.linked(n);
+                self.ents[prev as usize].link = i;
+                return walked;
+            }
+            prev = n;
+            walked += 1;
+        }
+    }
+
+    /// Buckets from `cur` to `b`, circularly.
+    #[inline(always)]
+    fn dist(&self, b: usize) -> usize {
+        b.wrapping_sub(self.cur) & self.mask
+    }
+
+    #[inline(always)]
+    fn clear_bit(&mut self, b: usize) {
+        let w = b >> 6;
+        self.words[w] &= !(1 << (b & 63));
+        if self.words[w] == 0 {
+            self.summary &= !(1 << w);
+        }
+    }
+
+    /// Takes every entry out and puts it back in a calendar whose buckets fit their spread
+    /// (see the module doc).
+    #[cold]
+    fn rebuild(&mut self) {
+        let mut all = std::mem::take(&mut self.scratch);
+        all.clear();
+        while let Some(e) = self.over.pop() {
+            all.push(e);
+        }
+        for b in 0..=self.mask {
+            let mut i = self.head[b];
+            while i != NO {
+                let e = self.ents[i as usize];
+                all.push(e.linked(0));
+                i = e.link;
+            }
+            self.head[b] = NO;
+        }
+        self.words.fill(0);
+        self.summary = 0;
+        self.top = UNKNOWN;
+        self.ents.clear();
+        self.free = NO;
+        self.bucketed = 0;
+        self.pushes = 0;
+        let lo = all.iter().map(HeapEntry::rank).min().unwrap_or(0);
+        let hi = all.iter().map(HeapEntry::rank).max().unwrap_or(0);
+        // The spread covers half the window: room ahead for later, larger ranks.
+        let half = (self.mask as u32 + 1).trailing_zeros() - 1;
+        let bits = 128 - (hi - lo).leading_zeros();
+        let shift = bits.saturating_sub(half);
+        self.shift = Some(shift);
+        self.base = lo >> shift << shift;
+        self.cur = 0;
+        for &e in all.iter() {
+            let b = self
+                .bucket_of(e.rank())
+                .expect("a rebuilt calendar holds every entry");
+            self.insert(b, e);
+        }
+        self.scratch = all;
+    }
+
+    /// Checks the invariants of the module doc (tests).
+    #[cfg(test)]
+    fn check(&self) {
+        let nb = self.mask + 1;
+        let mut n = 0;
+        for b in 0..nb {
+            let bit = self.words[b >> 6] >> (b & 63) & 1 == 1;
+            assert_eq!(
+                bit,
+                self.head[b] != NO,
+                "bucket {b}: bit {bit}, head {}",
+                self.head[b]
+            );
+            let dist = (b.wrapping_sub(self.cur) & self.mask) as u128;
+            let mut i = self.head[b];
+            let mut prev: Option<HeapEntry> = None;
+            while i != NO {
+                let e = self.ents[i as usize];
+                let shift = self.shift.expect("entries bucketed before any rebuild");
+                assert_eq!(
+                    (e.rank() - self.base) >> shift,
+                    dist,
+                    "entry {e:?} in bucket {b} (cur {}, base {}, shift {shift})",
+                    self.cur,
+                    self.base
+                );
+                if let Some(p) = prev {
+                    assert!(p.before(&e), "bucket {b} unsorted: {p:?} then {e:?}");
+                }
+                prev = Some(e);
+                n += 1;
+                i = e.link;
+            }
+        }
+        for w in 0..self.words.len() {
+            assert_eq!(
+                self.summary >> w & 1 == 1,
+                self.words[w] != 0,
+                "summary bit {w}"
+            );
+        }
+        assert_eq!(n, self.bucketed, "bucketed count");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Same entries in the same order as the heap (the engine's other queue of heads), on
+        /// ranks that mostly grow (finish tags), jump far ahead, fall behind the window (old
+        /// ranks of re-entered packets) or tie, at small and 128-bit scales, with pushes,
+        /// pops and replacements of the top.
+        #[test]
+        fn bucket_queue_matches_heap(
+            // Up to 4,096 buckets: every word of the bitmap and its summary in use.
+            children in prop_oneof![1usize..300, 3000usize..5000],
+            scale in prop::sample::select(vec![0u32, 10, 40, 70]),
+            ops in prop::collection::vec((0u8..8, 0u64..2000), 1..800),
+        ) {
+            let mut q = BucketQueue::new(children);
+            let mut h = MinHeap::default();
+            let mut clock: u128 = 1 << scale;
+            for (i, &(op, r)) in ops.iter().enumerate() {
+                let seq = (i as u64).wrapping_mul(0x9E37_79B9) % 1000;
+                let rank = match op {
+                    0..=2 => clock + ((r as u128) << scale),
+                    3 => clock.saturating_sub((r as u128) << scale),
+                    4 => clock + ((r as u128) << (scale + 20)),
+                    _ => clock,
+                };
+                match op {
+                    0 | 3 | 4 => {
+                        q.push(HeapEntry::new(rank, seq, i as u32));
+                        h.push(HeapEntry::new(rank, seq, i as u32));
+                    }
+                    1 | 5 | 6 => {
+                        let a = q.pop();
+                        prop_assert_eq!(a, h.pop());
+                        if let Some(e) = a {
+                            clock = clock.max(e.rank());
+                        }
+                    }
+                    _ => {
+                        if h.peek().is_some() {
+                            q.replace_top(HeapEntry::new(rank, seq, i as u32));
+                            h.replace_top(HeapEntry::new(rank, seq, i as u32));
+                        }
+                    }
+                }
+                q.check();
+                prop_assert_eq!(q.len(), h.len());
+                prop_assert_eq!(q.peek(), h.peek().copied());
+            }
+            while let Some(e) = h.pop() {
+                prop_assert_eq!(q.pop(), Some(e));
+            }
+            prop_assert_eq!(q.pop(), None);
+        }
+    }
+
+    /// A steady stream of growing ranks lives in the calendar, not the heap.
+    #[test]
+    fn growing_ranks_stay_in_the_calendar() {
+        let mut q = BucketQueue::new(1024);
+        let mut seq = 0;
+        for k in 0..1000u128 {
+            q.push(HeapEntry::new(k * 1500, seq, k as u32));
+            seq += 1;
+        }
+        for _ in 0..100_000 {
+            let e = q.pop().expect("entries");
+            q.push(HeapEntry::new(e.rank() + 1000 * 1500, seq, e.v));
+            seq += 1;
+        }
+        q.check();
+        assert!(
+            q.over.len() < 50,
+            "{} of {} entries in the heap",
+            q.over.len(),
+            q.len()
+        );
+    }
+}
