@@ -4,14 +4,17 @@
 //! with `WEFT_PROFILE_FIFO=1` the `fig1` packets go to a one-leaf FIFO policy instead, the
 //! engine's fixed cost per packet; with `WEFT_PROFILE_POLICY=FILE`, to that policy: the
 //! `fig1` packets carry `vm` 0–63, `dport` 1000–1016 and `dst` 10.0.0–64.x, so a policy
-//! matching on those measures what its levels cost; with `WEFT_PROFILE_CALENDAR_FROM=N`,
-//! nodes of at least N children keep their heads in a calendar, see
-//! `FastEngine::with_calendar_from`).
+//! matching on those measures what its levels cost; with `WEFT_PROFILE_CALENDAR=C:H`, nodes
+//! of at least C children keep their heads in a calendar once they hold H, see
+//! `CalendarUse`).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
 use weft_core::sched::{
-    fast::FastEngine, link::wire_ps, reference::ReferenceEngine, Engine, FlowQueue, Packet,
+    fast::{CalendarUse, FastEngine},
+    link::wire_ps,
+    reference::ReferenceEngine,
+    Engine, FlowQueue, Packet,
 };
 
 #[global_allocator]
@@ -198,11 +201,16 @@ fn main() {
     let link = prog.link;
     match engine {
         "fast" => {
-            let from = std::env::var("WEFT_PROFILE_CALENDAR_FROM")
-                .ok()
-                .map(|v| v.parse().expect("WEFT_PROFILE_CALENDAR_FROM: a number"))
-                .unwrap_or(weft_core::sched::fast::CALENDAR_FROM);
-            let e = FastEngine::with_calendar_from(prog, Default::default(), from);
+            // WEFT_PROFILE_CALENDAR=CHILDREN:HEADS (see `CalendarUse`).
+            let mut calendar = CalendarUse::default();
+            if let Ok(v) = std::env::var("WEFT_PROFILE_CALENDAR") {
+                let (c, h) = v
+                    .split_once(':')
+                    .expect("WEFT_PROFILE_CALENDAR=CHILDREN:HEADS");
+                calendar.min_children = c.parse().expect("CHILDREN: a number");
+                calendar.min_heads = h.parse().expect("HEADS: a number");
+            }
+            let e = FastEngine::with_calendar(prog, Default::default(), calendar);
             run(e, link, ops, make, per_flow, batch)
         }
         _ => run(ReferenceEngine::new(prog), link, ops, make, per_flow, batch),

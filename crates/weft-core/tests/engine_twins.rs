@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::Classification;
 use weft_core::policy::{compile_str, LoadOptions, Program};
-use weft_core::sched::fast::FastEngine;
+use weft_core::sched::fast::{CalendarUse, FastEngine};
 use weft_core::sched::link::{self, Event, Input};
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::{
@@ -399,10 +399,14 @@ proptest! {
             let got_b = events_in_bursts(FastEngine::new(p.clone()), &p, inputs(&s, &p), burst);
             prop_assert_eq!(got_b, want_b, "bursts of {}; policy:\n{}", burst, text);
         }
-        // Every node's heads in a calendar of rank buckets instead of a heap (the default for
-        // nodes of 256 children or more): the same departures.
-        let got_cal = events(FastEngine::with_calendar_from(p.clone(), EngineOptions::default(), 1), &p, inputs(&s, &p));
-        prop_assert_eq!(&got_cal, &want, "heads in calendars; policy:\n{}", text);
+        // Nodes' heads in a calendar of rank buckets instead of a heap (by default only for
+        // nodes of 256 children or more, once 256 heads are queued): from the first head on,
+        // and switching at 3 heads (back to a heap when empty). The same departures.
+        for min_heads in [1, 3] {
+            let calendar = CalendarUse { min_children: 1, min_heads };
+            let e = FastEngine::with_calendar(p.clone(), EngineOptions::default(), calendar);
+            prop_assert_eq!(&events(e, &p, inputs(&s, &p)), &want, "heads in calendars from {} on; policy:\n{}", min_heads, text);
+        }
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));

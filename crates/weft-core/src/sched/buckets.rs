@@ -59,9 +59,8 @@ pub(crate) struct BucketQueue {
     base: Rank,
     /// The first non-empty bucket when known ([`Self::first_bucket`]), else `UNKNOWN`.
     top: usize,
-    /// log2 of a bucket's width in rank units; `None` until the first rebuild (everything
-    /// goes to the heap).
-    shift: Option<u32>,
+    /// log2 of a bucket's width in rank units.
+    shift: u32,
     /// Entry slab; an entry's `link` is the next entry in its bucket (`NO`: last).
     ents: Vec<HeapEntry>,
     /// Free slab entries, linked through `link`.
@@ -79,8 +78,9 @@ pub(crate) struct BucketQueue {
 }
 
 impl BucketQueue {
-    /// A queue for a node with `children` children: about one bucket per child, 64 to 4,096.
-    pub fn new(children: usize) -> BucketQueue {
+    /// An empty queue for a node with `children` children: about one bucket per child, 64
+    /// to 4,096 (see [`Self::with_entries`]).
+    fn new(children: usize) -> BucketQueue {
         let nb = children.next_power_of_two().clamp(64, 4096);
         BucketQueue {
             head: vec![NO; nb].into_boxed_slice(),
@@ -90,7 +90,7 @@ impl BucketQueue {
             cur: 0,
             base: 0,
             top: UNKNOWN,
-            shift: None,
+            shift: 0,
             ents: Vec::new(),
             free: NO,
             bucketed: 0,
@@ -99,6 +99,21 @@ impl BucketQueue {
             min_entries: children.clamp(1, MIN_ENTRIES),
             scratch: Vec::new(),
         }
+    }
+
+    /// A queue for a node with `children` children holding `entries`, its calendar built
+    /// to fit them.
+    pub fn with_entries(children: usize, entries: Vec<HeapEntry>) -> BucketQueue {
+        let mut q = BucketQueue::new(children);
+        q.scratch = entries;
+        q.rebuild_from_scratch();
+        q
+    }
+
+    /// Every entry, in no particular order.
+    pub fn into_entries(mut self) -> Vec<HeapEntry> {
+        self.gather();
+        self.scratch
     }
 
     /// Entries held.
@@ -245,7 +260,7 @@ impl BucketQueue {
     /// calendar allows; `None`: the heap takes it.
     #[inline(always)]
     fn bucket_of(&mut self, rank: Rank) -> Option<usize> {
-        let shift = self.shift?;
+        let shift = self.shift;
         if rank < self.base {
             return None;
         }
@@ -259,19 +274,22 @@ impl BucketQueue {
     /// [`Self::bucket_of`] for a rank beyond the window.
     #[inline(never)]
     fn bucket_beyond(&mut self, rank: Rank, shift: u32) -> Option<usize> {
+        let behind = (self.mask + 1) / 4;
         if self.bucketed == 0 {
-            // An empty calendar starts again at this rank's bucket.
-            self.base = rank >> shift << shift;
-            return Some(self.cur);
-        }
-        // Forward to the first non-empty bucket: nothing bucketed is left behind.
-        let b = self.first_bucket();
-        let moved = self.dist(b) as u128;
-        if moved == 0 {
+            // The window fits ranks no longer seen: the heap takes them until it holds
+            // enough to build a calendar that fits (see `push_over`).
             return None;
+        } else {
+            // Forward, keeping a quarter of the window behind the first non-empty bucket:
+            // nothing bucketed is left behind.
+            let first = self.first_bucket();
+            let forward = self.dist(first).saturating_sub(behind);
+            if forward == 0 {
+                return None;
+            }
+            self.base += (forward as u128) << shift;
+            self.cur = (self.cur + forward) & self.mask;
         }
-        self.base += moved << shift;
-        self.cur = b;
         let d = (rank - self.base) >> shift;
         (d <= self.mask as u128).then(|| (self.cur + d as usize) & self.mask)
     }
@@ -336,6 +354,12 @@ impl BucketQueue {
     /// (see the module doc).
     #[cold]
     fn rebuild(&mut self) {
+        self.gather();
+        self.rebuild_from_scratch();
+    }
+
+    /// Moves every entry to `scratch` (emptied first), leaving the queue empty.
+    fn gather(&mut self) {
         let mut all = std::mem::take(&mut self.scratch);
         all.clear();
         while let Some(e) = self.over.pop() {
@@ -356,15 +380,23 @@ impl BucketQueue {
         self.ents.clear();
         self.free = NO;
         self.bucketed = 0;
+        self.scratch = all;
+    }
+
+    /// Builds the calendar for the entries in `scratch` (the queue is empty) and puts them in.
+    fn rebuild_from_scratch(&mut self) {
+        let all = std::mem::take(&mut self.scratch);
         self.pushes = 0;
         let lo = all.iter().map(HeapEntry::rank).min().unwrap_or(0);
         let hi = all.iter().map(HeapEntry::rank).max().unwrap_or(0);
-        // The spread covers half the window: room ahead for later, larger ranks.
-        let half = (self.mask as u32 + 1).trailing_zeros() - 1;
+        // The spread covers half the window, from a quarter of the way in: room behind for
+        // old ranks that re-enter, and ahead for later, larger ones.
+        let nb = self.mask + 1;
+        let half = nb.trailing_zeros() - 1;
         let bits = 128 - (hi - lo).leading_zeros();
         let shift = bits.saturating_sub(half);
-        self.shift = Some(shift);
-        self.base = lo >> shift << shift;
+        self.shift = shift;
+        self.base = (lo >> shift << shift).saturating_sub(((nb / 4) as u128) << shift);
         self.cur = 0;
         for &e in all.iter() {
             let b = self
@@ -393,7 +425,7 @@ impl BucketQueue {
             let mut prev: Option<HeapEntry> = None;
             while i != NO {
                 let e = self.ents[i as usize];
-                let shift = self.shift.expect("entries bucketed before any rebuild");
+                let shift = self.shift;
                 assert_eq!(
                     (e.rank() - self.base) >> shift,
                     dist,
@@ -439,7 +471,7 @@ mod tests {
             scale in prop::sample::select(vec![0u32, 10, 40, 70]),
             ops in prop::collection::vec((0u8..8, 0u64..2000), 1..800),
         ) {
-            let mut q = BucketQueue::new(children);
+            let mut q = BucketQueue::with_entries(children, Vec::new());
             let mut h = MinHeap::default();
             let mut clock: u128 = 1 << scale;
             for (i, &(op, r)) in ops.iter().enumerate() {
@@ -483,7 +515,7 @@ mod tests {
     /// A steady stream of growing ranks lives in the calendar, not the heap.
     #[test]
     fn growing_ranks_stay_in_the_calendar() {
-        let mut q = BucketQueue::new(1024);
+        let mut q = BucketQueue::with_entries(1024, Vec::new());
         let mut seq = 0;
         for k in 0..1000u128 {
             q.push(HeapEntry::new(k * 1500, seq, k as u32));

@@ -170,8 +170,8 @@ impl Ffs {
 
     /// The same entries as a [`PerChild`] with `heads` (empty): each child's tokens with
     /// sequence number 0, before any entry pushed later.
-    fn to_per_child<H: Heads>(&self, first: u32, heads: H) -> PerChild<H> {
-        let mut pc = PerChild::new(first, self.at.len(), heads);
+    fn to_per_child(&self, first: u32, min_heads: u32) -> PerChild<MinHeap> {
+        let mut pc = PerChild::new(first, self.at.len(), MinHeap::default(), min_heads);
         for c in self.at.iter() {
             if c.count > 0 {
                 let v = c.child;
@@ -193,6 +193,9 @@ struct PerChild<H> {
     /// Heads, possibly stale: an item is live when it equals its queue's front (see
     /// [`PerChild::live`]). Every non-empty queue's front has a live item.
     heads: H,
+    /// Heads at which a heap becomes a calendar (a calendar becomes a heap again below a
+    /// quarter of it); `u32::MAX` for a node of too few children ([`CalendarUse`]).
+    min_heads: u32,
 }
 
 impl PerChild<BucketQueue> {
@@ -200,23 +203,55 @@ impl PerChild<BucketQueue> {
     /// costs the other nodes' pushes.
     #[inline(never)]
     fn push_calendar(&mut self, rank: Rank, seq: u64, v: u32) {
-        self.push(rank, seq, v)
+        self.push(rank, seq, v);
     }
 
-    /// [`PerChild::pop`], out of line (see [`Self::push_calendar`]).
+    /// [`PerChild::pop`], out of line (see [`Self::push_calendar`]); and whether the heads
+    /// have shrunk below a quarter of [`Self::min_heads`].
     #[inline(never)]
-    fn pop_calendar(&mut self) -> Option<Popped> {
-        self.pop()
+    fn pop_calendar(&mut self) -> (Option<Popped>, bool) {
+        let p = self.pop();
+        (p, self.heads.len() * 4 < self.min_heads as usize)
     }
 }
 
-/// Children from which a [`PerChild`] node keeps its heads in a [`BucketQueue`] rather than
-/// a [`MinHeap`] (see [`FastEngine::with_calendar_from`]).
-pub const CALENDAR_FROM: usize = 256;
+/// When a node that keeps a queue per child (`wfq`, `rr`, `drr`, `senic`, `prio`) keeps its
+/// children's heads in a calendar of rank buckets ([`BucketQueue`]) instead of a heap
+/// ([`MinHeap`]). Both pop in the same order; the calendar costs less per entry when it holds
+/// hundreds (a `senic` node's backlogged classes) and more when it holds few, so a node
+/// switches as its heads come and go. See [`FastEngine::with_calendar`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CalendarUse {
+    /// Nodes of at least this many children may switch.
+    pub min_children: usize,
+    /// A heap of at least this many heads becomes a calendar; a calendar of fewer than a
+    /// quarter of it becomes a heap again.
+    pub min_heads: usize,
+}
+
+/// [`PerChild::min_heads`] for a node of `children` children.
+fn min_heads(children: usize, calendar: CalendarUse) -> u32 {
+    if children >= calendar.min_children {
+        calendar.min_heads.min(u32::MAX as usize - 1) as u32
+    } else {
+        u32::MAX
+    }
+}
+
+impl Default for CalendarUse {
+    /// 256 children and 256 heads: a 4-ary heap of 256 entries is four levels deep.
+    fn default() -> CalendarUse {
+        CalendarUse {
+            min_children: 256,
+            min_heads: 256,
+        }
+    }
+}
 
 /// A [`PerChild`] node's queue of heads: a [`MinHeap`], or for a node of many children (a
 /// `senic` node's classes) a [`BucketQueue`], which pops in the same order for less work.
 trait Heads {
+    fn len(&self) -> usize;
     fn peek_top(&mut self) -> Option<HeapEntry>;
     fn push_entry(&mut self, e: HeapEntry);
     fn drop_top(&mut self);
@@ -224,6 +259,10 @@ trait Heads {
 }
 
 impl Heads for MinHeap {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        MinHeap::len(self)
+    }
     #[inline(always)]
     fn peek_top(&mut self) -> Option<HeapEntry> {
         self.peek().copied()
@@ -244,6 +283,10 @@ impl Heads for MinHeap {
 
 impl Heads for BucketQueue {
     #[inline(always)]
+    fn len(&self) -> usize {
+        BucketQueue::len(self)
+    }
+    #[inline(always)]
     fn peek_top(&mut self) -> Option<HeapEntry> {
         self.peek()
     }
@@ -262,11 +305,12 @@ impl Heads for BucketQueue {
 }
 
 impl<H: Heads> PerChild<H> {
-    fn new(first: u32, children: usize, heads: H) -> PerChild<H> {
+    fn new(first: u32, children: usize, heads: H, min_heads: u32) -> PerChild<H> {
         PerChild {
             first,
             queues: vec![Ring::new(); children],
             heads,
+            min_heads,
         }
     }
 
@@ -278,9 +322,10 @@ impl<H: Heads> PerChild<H> {
         self.queues[(e.v - self.first) as usize].front() == Some(&(e.rank(), e.seq))
     }
 
-    /// [`Pifo::push`] of child `v`'s entry `(rank, seq)`.
+    /// [`Pifo::push`] of child `v`'s entry `(rank, seq)`; whether the heads have grown to
+    /// [`Self::min_heads`].
     #[inline(always)]
-    fn push(&mut self, rank: Rank, seq: u64, v: u32) {
+    fn push(&mut self, rank: Rank, seq: u64, v: u32) -> bool {
         let q = &mut self.queues[(v - self.first) as usize];
         match q.back() {
             None => {
@@ -290,7 +335,10 @@ impl<H: Heads> PerChild<H> {
                 let e = HeapEntry::new(rank, seq, v);
                 match self.heads.peek_top() {
                     Some(top) if !self.live(&top) => self.heads.replace_top_with(e),
-                    _ => self.heads.push_entry(e),
+                    _ => {
+                        self.heads.push_entry(e);
+                        return self.heads.len() >= self.min_heads as usize;
+                    }
                 }
             }
             // `seq` is after every queued one (see `Sorted`): `(rank, seq) > last`
@@ -305,9 +353,11 @@ impl<H: Heads> PerChild<H> {
                 q.insert(at, (rank, seq));
                 if at == 0 {
                     self.heads.push_entry(HeapEntry::new(rank, seq, v));
+                    return self.heads.len() >= self.min_heads as usize;
                 }
             }
         }
+        false
     }
 
     /// [`Pifo::pop`].
@@ -335,14 +385,64 @@ impl<H: Heads> PerChild<H> {
 }
 
 impl Pifo {
-    /// A [`Pifo::PerChild`] for children `first..first + n`, or a [`Pifo::Calendar`] if
-    /// there are at least `calendar_from` of them.
-    fn per_child(first: u32, n: usize, calendar_from: usize) -> Pifo {
-        if n >= calendar_from {
-            Pifo::Calendar(Box::new(PerChild::new(first, n, BucketQueue::new(n))))
-        } else {
-            Pifo::PerChild(Box::new(PerChild::new(first, n, MinHeap::default())))
+    /// A [`Pifo::PerChild`] for children `first..first + n`, which becomes a
+    /// [`Pifo::Calendar`] as `calendar` says.
+    fn per_child(first: u32, n: usize, calendar: CalendarUse) -> Pifo {
+        Pifo::PerChild(Box::new(PerChild::new(
+            first,
+            n,
+            MinHeap::default(),
+            min_heads(n, calendar),
+        )))
+    }
+
+    /// A [`Pifo::PerChild`] whose heads reached its `min_heads` becomes a [`Pifo::Calendar`]
+    /// (the same entries).
+    #[cold]
+    #[inline(never)]
+    fn heap_to_calendar(&mut self) {
+        let Pifo::PerChild(pc) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
+            unreachable!("heap_to_calendar: not a heap of heads")
+        };
+        let PerChild {
+            first,
+            queues,
+            heads,
+            min_heads,
+        } = *pc;
+        let heads = BucketQueue::with_entries(queues.len(), heads.into_entries());
+        *self = Pifo::Calendar(Box::new(PerChild {
+            first,
+            queues,
+            heads,
+            min_heads,
+        }));
+    }
+
+    /// A [`Pifo::Calendar`] whose heads fell below a quarter of its `min_heads` becomes a
+    /// [`Pifo::PerChild`] again.
+    #[cold]
+    #[inline(never)]
+    fn calendar_to_heap(&mut self) {
+        let Pifo::Calendar(pc) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
+            unreachable!("calendar_to_heap: not a calendar")
+        };
+        let PerChild {
+            first,
+            queues,
+            heads,
+            min_heads,
+        } = *pc;
+        let mut heap = MinHeap::default();
+        for e in heads.into_entries() {
+            heap.push(e);
         }
+        *self = Pifo::PerChild(Box::new(PerChild {
+            first,
+            queues,
+            heads: heap,
+            min_heads,
+        }));
     }
 
     /// A leaf's entry `(rank, seq)` for packet `slot` (a leaf is never an [`Ffs`] node).
@@ -379,7 +479,11 @@ impl Pifo {
                 );
                 f.push(ffs_pos);
             }
-            Pifo::PerChild(pc) => pc.push(rank, seq, v),
+            Pifo::PerChild(pc) => {
+                if pc.push(rank, seq, v) {
+                    self.heap_to_calendar();
+                }
+            }
             Pifo::Calendar(pc) => pc.push_calendar(rank, seq, v),
         }
     }
@@ -405,7 +509,13 @@ impl Pifo {
                 Some(Popped::Child(c.child))
             }
             Pifo::PerChild(pc) => pc.pop(),
-            Pifo::Calendar(pc) => pc.pop_calendar(),
+            Pifo::Calendar(pc) => {
+                let (popped, shrunk) = pc.pop_calendar();
+                if shrunk {
+                    self.calendar_to_heap();
+                }
+                popped
+            }
         }
     }
 }
@@ -823,8 +933,8 @@ pub struct FastEngine {
     /// are rare; departures are counted in [`LeafRt`], and [`Engine::stats`] adds both up).
     node_drops: FxHashMap<u32, [u64; 5]>,
     options: EngineOptions,
-    /// Children from which a node's heads are a calendar ([`Self::with_calendar_from`]).
-    calendar_from: usize,
+    /// When a node's heads are a calendar ([`Self::with_calendar`]).
+    calendar: CalendarUse,
 }
 
 impl FastEngine {
@@ -835,17 +945,15 @@ impl FastEngine {
 
     /// An engine for `prog` with `options`.
     pub fn with_options(prog: Arc<Program>, options: EngineOptions) -> FastEngine {
-        Self::with_calendar_from(prog, options, CALENDAR_FROM)
+        Self::with_calendar(prog, options, CalendarUse::default())
     }
 
-    /// [`Self::with_options`], where a node that keeps a queue per child and a queue of their
-    /// heads (`wfq`, `rr`, `drr`, `senic`, `prio`) keeps the heads in a calendar of rank
-    /// buckets if it has at least `children` children, else in a heap (the default is
-    /// [`CALENDAR_FROM`]). Both pop in the same order; tests and benchmarks choose.
-    pub fn with_calendar_from(
+    /// [`Self::with_options`], with nodes keeping their children's heads in a calendar or a
+    /// heap as `calendar` says (the departures are the same; tests and benchmarks choose).
+    pub fn with_calendar(
         prog: Arc<Program>,
         options: EngineOptions,
-        calendar_from: usize,
+        calendar: CalendarUse,
     ) -> FastEngine {
         let n = prog.nodes.len();
         let (kind, default_ps): (Vec<Kind>, Vec<u64>) = prog
@@ -901,7 +1009,7 @@ impl FastEngine {
                 }
                 // Ranks a child's packets in push order except on re-entry.
                 Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
-                    Pifo::per_child(x.children.start, x.children.len(), calendar_from)
+                    Pifo::per_child(x.children.start, x.children.len(), calendar)
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
                     Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::LeafSorted(Ring::new()),
@@ -998,7 +1106,7 @@ impl FastEngine {
             held: 0,
             node_drops: FxHashMap::default(),
             options,
-            calendar_from,
+            calendar,
             prog,
         }
     }
@@ -1020,12 +1128,8 @@ impl FastEngine {
     fn ffs_to_per_child(&mut self, node: u32) {
         if let Pifo::Ffs(f) = &self.pifo[node as usize] {
             let first = self.prog.nodes[node as usize].children.start;
-            let n = f.at.len();
-            self.pifo[node as usize] = if n >= self.calendar_from {
-                Pifo::Calendar(Box::new(f.to_per_child(first, BucketQueue::new(n))))
-            } else {
-                Pifo::PerChild(Box::new(f.to_per_child(first, MinHeap::default())))
-            };
+            let min_heads = min_heads(f.at.len(), self.calendar);
+            self.pifo[node as usize] = Pifo::PerChild(Box::new(f.to_per_child(first, min_heads)));
         }
     }
 
@@ -2137,6 +2241,81 @@ impl Engine for FastEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::{Field, PacketMeta};
+    use crate::policy::{compile_str, synth, LoadOptions};
+    use crate::sched::reference::ReferenceEngine;
+
+    /// A node of many children keeps its heads in a heap until they reach `min_heads`, in a
+    /// calendar until they fall below a quarter of it, and so on, with heads on both sides of
+    /// every switch; its departures stay the reference engine's throughout.
+    #[test]
+    fn a_wide_node_switches_between_heap_and_calendar() {
+        // 300 classes of 200–690 Mbit/s on 100 Gbit/s: oversubscribed, so heads stay
+        // eligible and leave one at a time.
+        let text = synth::senic_flat(300).replace("mbit,", "0mbit,");
+        let prog = Arc::new(
+            compile_str(
+                std::path::Path::new("wide.yaml"),
+                &text,
+                &LoadOptions::default(),
+            )
+            .expect("senic_flat compiles"),
+        );
+        let calendar = CalendarUse {
+            min_children: 256,
+            min_heads: 64,
+        };
+        let mut fast = FastEngine::with_calendar(prog.clone(), EngineOptions::default(), calendar);
+        let mut reference = ReferenceEngine::new(prog.clone());
+        let (mut to_calendar, mut to_heap, mut was_calendar) = (0, 0, false);
+        let (mut now, mut id) = (0u64, 0u64);
+        let mut offer = |fast: &mut FastEngine, reference: &mut ReferenceEngine, class, now| {
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Tag, class);
+            let p = Packet::new(id, 1500, m);
+            id += 1;
+            assert_eq!(
+                fast.enqueue(p, now),
+                reference.enqueue(p, now),
+                "enqueue {id}"
+            );
+        };
+        for round in 0..6u64 {
+            // A burst to every class (the heads grow past 64), then a drain while a few
+            // classes keep sending (they shrink below 16, not to nothing).
+            for c in 0..300 {
+                offer(&mut fast, &mut reference, (c * 7 + round) % 300, now);
+            }
+            for k in 0..1200u64 {
+                now += 100_000;
+                if k % 3 == 0 {
+                    offer(&mut fast, &mut reference, k % 5, now);
+                }
+                assert_eq!(
+                    fast.dequeue(now),
+                    reference.dequeue(now),
+                    "round {round}, step {k}"
+                );
+                let is_calendar = matches!(fast.pifo[0], Pifo::Calendar(_));
+                let heads = match &fast.pifo[0] {
+                    Pifo::Calendar(pc) => pc.heads.len(),
+                    Pifo::PerChild(pc) => pc.heads.len(),
+                    _ => unreachable!("a senic node keeps a queue per child"),
+                };
+                if is_calendar && !was_calendar {
+                    to_calendar += 1;
+                } else if was_calendar && !is_calendar {
+                    assert!(heads > 0, "switched back with no heads left to move");
+                    to_heap += 1;
+                }
+                was_calendar = is_calendar;
+            }
+        }
+        assert!(
+            to_calendar >= 3 && to_heap >= 3,
+            "{to_calendar} switches to a calendar, {to_heap} back"
+        );
+    }
 
     /// The per-node, per-leaf and per-packet records stay the sizes the module doc and
     /// `weft bench`'s memory figures assume.
