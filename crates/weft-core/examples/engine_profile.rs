@@ -209,6 +209,7 @@ fn main() {
                     .expect("WEFT_PROFILE_CALENDAR=CHILDREN:HEADS");
                 calendar.min_children = c.parse().expect("CHILDREN: a number");
                 calendar.min_heads = h.parse().expect("HEADS: a number");
+                calendar.back_below = calendar.min_heads / 4;
             }
             let e = FastEngine::with_calendar(prog, Default::default(), calendar);
             run(e, link, ops, make, per_flow, batch)

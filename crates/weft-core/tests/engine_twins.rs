@@ -399,13 +399,15 @@ proptest! {
             let got_b = events_in_bursts(FastEngine::new(p.clone()), &p, inputs(&s, &p), burst);
             prop_assert_eq!(got_b, want_b, "bursts of {}; policy:\n{}", burst, text);
         }
-        // Nodes' heads in a calendar of rank buckets instead of a heap (by default only for
-        // nodes of 256 children or more, once 256 heads are queued): from the first head on,
-        // and switching at 3 heads (back to a heap when empty). The same departures.
-        for min_heads in [1, 3] {
-            let calendar = CalendarUse { min_children: 1, min_heads };
+        // A node's entries in a calendar of rank buckets instead of a queue per child and a
+        // heap of their heads (by default only for nodes of 256 children or more, from 256
+        // heads until fewer than 64 entries): from the first head on and for good, and
+        // switching back below 4 entries and forth again at the next head. The same
+        // departures.
+        for (min_heads, back_below) in [(1, 0), (1, 4)] {
+            let calendar = CalendarUse { min_children: 1, min_heads, back_below };
             let e = FastEngine::with_calendar(p.clone(), EngineOptions::default(), calendar);
-            prop_assert_eq!(&events(e, &p, inputs(&s, &p)), &want, "heads in calendars from {} on; policy:\n{}", min_heads, text);
+            prop_assert_eq!(&events(e, &p, inputs(&s, &p)), &want, "calendars {:?}; policy:\n{}", calendar, text);
         }
         // And with Loom's "currently limited" fast path.
         let on = EngineOptions { limited_fast_path: true };

@@ -110,12 +110,6 @@ impl BucketQueue {
         q
     }
 
-    /// Every entry, in no particular order.
-    pub fn into_entries(mut self) -> Vec<HeapEntry> {
-        self.gather();
-        self.scratch
-    }
-
     /// Entries held.
     pub fn len(&self) -> usize {
         self.bucketed + self.over.len()
@@ -163,8 +157,8 @@ impl BucketQueue {
         Some((b, self.head[b]))
     }
 
-    /// The first entry.
-    #[inline(always)]
+    /// The first entry (tests: the engine only pops).
+    #[cfg(test)]
     pub fn peek(&mut self) -> Option<HeapEntry> {
         let min = self.calendar_min();
         let over = self.over.peek();
@@ -205,8 +199,8 @@ impl BucketQueue {
         Some(e)
     }
 
-    /// Replaces the first entry (the queue is not empty) with `e`.
-    #[inline(always)]
+    /// Replaces the first entry (the queue is not empty) with `e` (tests, as the heap's).
+    #[cfg(test)]
     pub fn replace_top(&mut self, e: HeapEntry) {
         let popped = self.pop();
         debug_assert!(popped.is_some(), "replace_top on an empty queue");

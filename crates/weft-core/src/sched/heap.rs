@@ -83,11 +83,6 @@ impl MinHeap {
         self.v.len()
     }
 
-    /// Every entry, in no particular order.
-    pub fn into_entries(self) -> Vec<HeapEntry> {
-        self.v
-    }
-
     /// The first entry.
     #[inline(always)]
     pub fn peek(&self) -> Option<&HeapEntry> {

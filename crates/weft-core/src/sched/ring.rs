@@ -46,6 +46,11 @@ impl<T: Copy + Default> Ring<T> {
     }
 
     #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
     pub fn front(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.head as usize])
     }
