@@ -1,31 +1,38 @@
-//! An exact priority queue of PIFO entries for nodes with many children (a `senic` node's
-//! thousands of classes): a calendar of rank buckets (R. Brown's calendar queue, CACM 1988)
-//! found with a two-level find-first-set bitmap, backed by a [`MinHeap`] for whatever the
-//! calendar cannot hold. It pops entries in `(rank, seq)` order exactly like the heap
-//! (property test below, its twin); only the cost differs.
+//! An exact priority queue of PIFO entries for a node of many children (a `senic` node's
+//! thousands of classes holds thousands of entries): a calendar of rank buckets (R. Brown's
+//! calendar queue, CACM 1988) found with a two-level find-first-set bitmap, backed by a
+//! [`MinHeap`] for whatever the calendar cannot hold. It pops entries in `(rank, seq)` order
+//! exactly like the heap (property test below, its twin); only the cost differs.
 //!
-//! * **Calendar.** `nb` buckets (a power of two, 64 ..= 4,096), each `2^shift` rank units
-//!   wide, cover the window `[base, base + nb · 2^shift)` circularly from bucket `cur`. A
-//!   bucket is a singly linked list in an entry slab, kept sorted, so its first entry is its
-//!   minimum. The first non-empty bucket at or after `cur` (circularly) holds the calendar's
-//!   minimum; a bit per bucket and a bit per word of buckets find it in a few instructions.
-//! * **Overflow.** An entry below `base` (a re-entered packet's old rank, a finish tag behind
-//!   the window) or beyond the window when the window cannot move goes to the heap. A pop
+//! * **Calendar.** `nb` buckets (a power of two, 64 ..= 4,096, about one per child), each
+//!   `2^shift` rank units wide, cover the window `[base, base + nb · 2^shift)` circularly from
+//!   bucket `cur`. A bucket is a singly linked list in an entry slab (linked through the
+//!   entries' spare `link` field), kept sorted, so its first entry is its minimum. The first
+//!   non-empty bucket at or after `cur` (circularly) holds the calendar's minimum; a bit per
+//!   bucket and a bit per word of buckets find it in a few instructions, and it is
+//!   remembered until a push or pop changes it.
+//! * **Overflow.** An entry below `base` (a re-entered packet's old rank, a finish tag far
+//!   behind) or beyond the window when the window cannot move goes to the heap. A pop
 //!   compares the calendar's minimum with the heap's: placement never changes the order.
-//! * **Window.** `base` moves forward only when a push lands beyond the window, and then only
-//!   to the first non-empty bucket (no bucketed entry is left behind). When the heap holds a
-//!   large share of the entries, or a bucket grows long, the calendar is rebuilt: every entry
-//!   taken out, `shift` chosen so that their spread covers half the window, `base` their
-//!   minimum. A rebuild costs O(entries) and waits until as many pushes have happened since
-//!   the last one, so its cost per push is O(1).
+//! * **Window.** Built with the entries' spread over its middle half (a quarter of it behind
+//!   the least entry, where old ranks re-enter), it moves forward only when a push lands
+//!   beyond it, and then only as far as keeps a quarter of the window behind the first
+//!   non-empty bucket (no bucketed entry is left behind); an empty calendar sends such pushes
+//!   to the heap. When the heap holds a quarter of the entries (and at least 32, or the
+//!   node's children), or a push walks a bucket of more than 16, the calendar is rebuilt:
+//!   every entry taken out, `shift` fitted to their spread, the window placed again. A
+//!   rebuild costs O(entries) and waits for as many pushes since the last (four times as
+//!   many for a long bucket: ties stay together however narrow the buckets), so its cost is
+//!   O(1) a push.
 //!
-//! Invariants (checked by `debug_assert!` in [`BucketQueue::check`], run by the tests):
-//! every bucketed entry lies in its bucket's range of the window; a bucket's list is sorted;
-//! a bucket's bit is set exactly when it is non-empty. Cost: push O(1) plus the walk of one
-//! short sorted list; pop O(1) (two find-first-set steps) plus the heap's O(log n) for the
-//! few entries it holds. No allocation once the slab and heap have grown to their peak
-//! (rebuilds reuse a scratch vector). Hand-written: no crate offers an exact calendar queue
-//! over 128-bit ranks with sequence-number ties.
+//! Invariants (every bucketed entry lies in its bucket's range of the window; a bucket's list
+//! is sorted; a bucket's bit is set exactly when it is non-empty) are checked after every
+//! step of the property test by [`BucketQueue::check`]; the remembered first bucket by a
+//! `debug_assert!`. Cost: push O(1) plus the walk of one short sorted list; pop O(1) (two
+//! find-first-set steps) plus the heap's O(log n) for the few entries it holds. No allocation
+//! once the slab and heap have grown to their peak (rebuilds reuse a scratch vector).
+//! Hand-written: no crate offers an exact calendar queue over 128-bit ranks with
+//! sequence-number ties.
 
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::Rank;

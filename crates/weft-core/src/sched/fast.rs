@@ -10,12 +10,12 @@
 //!   flows are served first-come first-served keeps one sorted FIFO ([`Pifo::LeafSorted`]);
 //!   `lstf`, `edf` and fair leaves keep a heap. The heaps are [`MinHeap`]s (4-ary, 32-byte
 //!   entries, the 128-bit rank compared in two 64-bit halves). A node of hundreds of
-//!   children whose heads pile up (a `senic` node's classes) moves them to a calendar of rank
-//!   buckets ([`BucketQueue`], [`Pifo::Calendar`]) while they number in the hundreds, and back
-//!   to a heap when they thin out ([`CalendarUse`]); both pop in the same order. The sorted
-//!   queues are [`Ring`]s (power-of-two ring buffers whose push inlines). Re-entries from the
-//!   shaping queue carry old ranks and are inserted in order (they are few, and land near the
-//!   front). Ties break on the same global sequence numbers as the reference.
+//!   children whose heads pile up (a `senic` node's classes) moves all its entries to one
+//!   calendar of rank buckets ([`CalendarPifo`], a [`BucketQueue`]: O(1) a push or pop, no
+//!   queue per child) while it holds hundreds, and back when they thin out ([`CalendarUse`]);
+//!   both forms pop in the same order. The sorted queues are [`Ring`]s (power-of-two ring
+//!   buffers whose push inlines). Re-entries from the shaping queue carry old ranks and are
+//!   inserted in order (they are few, and land near the front). Ties break on the same global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
 //!   packet fields still needed; not the packet's metadata) addressed by `u32`; their per-level
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
@@ -240,11 +240,12 @@ impl CalendarPifo {
     }
 }
 
-/// When a node that keeps a queue per child (`wfq`, `rr`, `drr`, `senic`, `prio`) keeps its
-/// children's heads in a calendar of rank buckets ([`BucketQueue`]) instead of a heap
-/// ([`MinHeap`]). Both pop in the same order; the calendar costs less per entry when it holds
-/// hundreds (a `senic` node's backlogged classes) and more when it holds few, so a node
-/// switches as its heads come and go. See [`FastEngine::with_calendar`].
+/// When a node that keeps a queue per child and a heap of their heads (`wfq`, `rr`, `drr`,
+/// `senic`, `prio`) moves all its entries to one calendar of rank buckets instead
+/// ([`CalendarPifo`]). Both forms pop in the same order; the calendar costs less when the
+/// node holds hundreds of heads (a `senic` node's backlogged classes) and more when it holds
+/// few and far apart (a node whose packets wait in the shaping queue), so a node switches as
+/// its heads come and go. See [`FastEngine::with_calendar`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CalendarUse {
     /// Nodes of at least this many children may switch.
