@@ -6,7 +6,8 @@
 //! `fig1` packets carry `vm` 0–63, `dport` 1000–1016 and `dst` 10.0.0–64.x, so a policy
 //! matching on those measures what its levels cost; with `WEFT_PROFILE_CALENDAR=C:H`, nodes
 //! of at least C children keep their heads in a calendar once they hold H, see
-//! `CalendarUse`).
+//! `CalendarUse`; with `WEFT_PROFILE_WFQ=1` the `senic` scenario's node is a `wfq` node of
+//! the same children, weighted 20–69).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -177,7 +178,13 @@ fn main() {
     } else {
         &fig1
     };
-    let text = if senic {
+    let text = if senic && std::env::var_os("WEFT_PROFILE_WFQ").is_some() {
+        // The senic scenario's shape as a flat `wfq` node: weights 20-69 instead of rates.
+        synth::senic_flat(flows)
+            .replace("type: senic", "type: wfq")
+            .replace("parent: nic, rate:", "parent: nic, weight:")
+            .replace("mbit,", ",")
+    } else if senic {
         synth::senic_flat(flows)
     } else if deep {
         synth::eight_levels()

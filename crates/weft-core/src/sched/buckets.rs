@@ -54,6 +54,8 @@ const LONG_BUCKET: u32 = 16;
 pub(crate) struct BucketQueue {
     /// Per bucket: slab index of its first (smallest) entry, or `NO`.
     head: Box<[u32]>,
+    /// Per bucket: slab index of its last (largest) entry; meaningless when it is empty.
+    tail: Box<[u32]>,
     /// Bit `b % 64` of word `b / 64`: bucket `b` is non-empty.
     words: Box<[u64]>,
     /// Bit `w`: word `w` is non-zero (at most 64 words).
@@ -91,6 +93,7 @@ impl BucketQueue {
         let nb = children.next_power_of_two().clamp(64, 4096);
         BucketQueue {
             head: vec![NO; nb].into_boxed_slice(),
+            tail: vec![NO; nb].into_boxed_slice(),
             words: vec![0; nb / 64].into_boxed_slice(),
             summary: 0,
             mask: nb - 1,
@@ -319,13 +322,26 @@ impl BucketQueue {
             self.top = b;
         }
         let h = self.head[b];
-        if h == NO || e.before(&self.ents[h as usize]) {
+        if h == NO {
+            self.ents[i as usize] = e.linked(NO);
+            self.head[b] = i;
+            self.tail[b] = i;
+            self.words[b >> 6] |= 1 << (b & 63);
+            self.summary |= 1 << (b >> 6);
+            return 1;
+        }
+        // At the back (most pushes: ranks grow, and ties go after the entries already there,
+        // whose sequence numbers are smaller), or at the front; else a walk.
+        let t = self.tail[b];
+        if !e.before(&self.ents[t as usize]) {
+            self.ents[i as usize] = e.linked(NO);
+            self.ents[t as usize].link = i;
+            self.tail[b] = i;
+            return 1;
+        }
+        if e.before(&self.ents[h as usize]) {
             self.ents[i as usize] = e.linked(h);
             self.head[b] = i;
-            if h == NO {
-                self.words[b >> 6] |= 1 << (b & 63);
-                self.summary |= 1 << (b >> 6);
-            }
             return 1;
         }
         let mut prev = h;
@@ -335,6 +351,7 @@ impl BucketQueue {
             if n == NO || e.before(&self.ents[n as usize]) {
                 self.ents[i as usize] = e.linked(n);
                 self.ents[prev as usize].link = i;
+                debug_assert!(n != NO, "a walk past the tail of bucket {b}");
                 return walked;
             }
             prev = n;
@@ -442,6 +459,9 @@ impl BucketQueue {
                 );
                 if let Some(p) = prev {
                     assert!(p.before(&e), "bucket {b} unsorted: {p:?} then {e:?}");
+                }
+                if e.link == NO {
+                    assert_eq!(self.tail[b], i, "bucket {b}: tail");
                 }
                 prev = Some(e);
                 n += 1;
