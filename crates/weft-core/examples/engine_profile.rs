@@ -5,8 +5,8 @@
 //! engine's fixed cost per packet; with `WEFT_PROFILE_POLICY=FILE`, to that policy: the
 //! `fig1` packets carry `vm` 0–63, `dport` 1000–1016 and `dst` 10.0.0–64.x, so a policy
 //! matching on those measures what its levels cost; with `WEFT_PROFILE_CALENDAR=C:H`, nodes
-//! of at least C children keep their heads in a calendar once they hold H, see
-//! `CalendarUse`; with `WEFT_PROFILE_WFQ=1` the `senic` scenario's node is a `wfq` node of
+//! of at least C children move their entries to a calendar once their heads reach H, and
+//! back below H/4 entries, see `CalendarUse`; with `WEFT_PROFILE_WFQ=1` the `senic` scenario's node is a `wfq` node of
 //! the same children, weighted 20–69).
 use std::sync::Arc;
 use weft_core::classifier::Field;

@@ -42,8 +42,8 @@ const NO: u32 = u32::MAX;
 /// [`BucketQueue::top`] not known.
 const UNKNOWN: usize = usize::MAX;
 
-/// Entries in the heap below which the calendar is not worth building (the heap alone is as
-/// fast); a node of fewer children builds it at as many entries as it has children.
+/// Entries in the heap below which a rebuild is not worth it (the heap alone is as fast); a
+/// node of fewer children rebuilds at as many entries as it has children.
 const MIN_ENTRIES: usize = 32;
 
 /// A bucket list longer than this asks for a rebuild with narrower buckets.
@@ -126,7 +126,7 @@ impl BucketQueue {
     }
 
     /// The first non-empty bucket at or after `cur`, circularly (the calendar is not empty),
-    /// remembered until a push or pop changes it.
+    /// remembered (see [`Self::top`]).
     #[inline(always)]
     fn first_bucket(&mut self) -> usize {
         if self.top == UNKNOWN {

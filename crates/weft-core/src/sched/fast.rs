@@ -15,7 +15,8 @@
 //!   queue per child) while it holds hundreds, and back when they thin out ([`CalendarUse`]);
 //!   both forms pop in the same order. The sorted queues are [`Ring`]s (power-of-two ring
 //!   buffers whose push inlines). Re-entries from the shaping queue carry old ranks and are
-//!   inserted in order (they are few, and land near the front). Ties break on the same global sequence numbers as the reference.
+//!   inserted in order (they are few, and land near the front). Ties break on the same
+//!   global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
 //!   packet fields still needed; not the packet's metadata) addressed by `u32`; their per-level
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
@@ -171,8 +172,8 @@ impl Ffs {
         })
     }
 
-    /// The same entries as a [`PerChild`] with `heads` (empty): each child's tokens with
-    /// sequence number 0, before any entry pushed later.
+    /// The same entries as a [`PerChild`] that switches as `switch` says: each child's tokens
+    /// with sequence number 0, before any entry pushed later.
     fn to_per_child(&self, first: u32, switch: Switch) -> PerChild {
         let mut pc = PerChild::new(first, self.at.len(), switch);
         for c in self.at.iter() {
@@ -903,7 +904,7 @@ pub struct FastEngine {
     /// are rare; departures are counted in [`LeafRt`], and [`Engine::stats`] adds both up).
     node_drops: FxHashMap<u32, [u64; 5]>,
     options: EngineOptions,
-    /// When a node's heads are a calendar ([`Self::with_calendar`]).
+    /// When a node's entries are in a calendar ([`Self::with_calendar`]).
     calendar: CalendarUse,
 }
 
@@ -918,8 +919,9 @@ impl FastEngine {
         Self::with_calendar(prog, options, CalendarUse::default())
     }
 
-    /// [`Self::with_options`], with nodes keeping their children's heads in a calendar or a
-    /// heap as `calendar` says (the departures are the same; tests and benchmarks choose).
+    /// [`Self::with_options`], with nodes keeping their entries in a calendar, or in queues
+    /// per child and a heap of their heads, as `calendar` says (the departures are the same;
+    /// tests and benchmarks choose).
     pub fn with_calendar(
         prog: Arc<Program>,
         options: EngineOptions,
