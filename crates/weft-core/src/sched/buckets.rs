@@ -284,22 +284,21 @@ impl BucketQueue {
     /// [`Self::bucket_of`] for a rank beyond the window.
     #[inline(never)]
     fn bucket_beyond(&mut self, rank: Rank, shift: u32) -> Option<usize> {
-        let behind = (self.mask + 1) / 4;
         if self.bucketed == 0 {
             // The window fits ranks no longer seen: the heap takes them until it holds
             // enough to build a calendar that fits (see `push_over`).
             return None;
-        } else {
-            // Forward, keeping a quarter of the window behind the first non-empty bucket:
-            // nothing bucketed is left behind.
-            let first = self.first_bucket();
-            let forward = self.dist(first).saturating_sub(behind);
-            if forward == 0 {
-                return None;
-            }
-            self.base += (forward as u128) << shift;
-            self.cur = (self.cur + forward) & self.mask;
         }
+        // Forward, keeping a quarter of the window behind the first non-empty bucket:
+        // nothing bucketed is left behind.
+        let behind = (self.mask + 1) / 4;
+        let first = self.first_bucket();
+        let forward = self.dist(first).saturating_sub(behind);
+        if forward == 0 {
+            return None;
+        }
+        self.base += (forward as u128) << shift;
+        self.cur = (self.cur + forward) & self.mask;
         let d = (rank - self.base) >> shift;
         (d <= self.mask as u128).then(|| (self.cur + d as usize) & self.mask)
     }

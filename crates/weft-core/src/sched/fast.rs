@@ -300,6 +300,12 @@ impl PerChild {
         self.queues[(e.v - self.first) as usize].front() == Some(&(e.rank(), e.seq))
     }
 
+    /// Whether the heads have grown to [`Switch::heads`] (asked after a push to the heap).
+    #[inline(always)]
+    fn heads_reached_switch(&self) -> bool {
+        self.heads.len() >= self.switch.heads as usize
+    }
+
     /// [`Pifo::push`] of child `v`'s entry `(rank, seq)`; whether the heads have grown to
     /// [`Switch::heads`].
     #[inline(always)]
@@ -315,7 +321,7 @@ impl PerChild {
                     Some(top) if !self.live(&top) => self.heads.replace_top(e),
                     _ => {
                         self.heads.push(e);
-                        return self.heads.len() >= self.switch.heads as usize;
+                        return self.heads_reached_switch();
                     }
                 }
             }
@@ -331,7 +337,7 @@ impl PerChild {
                 q.insert(at, (rank, seq));
                 if at == 0 {
                     self.heads.push(HeapEntry::new(rank, seq, v));
-                    return self.heads.len() >= self.switch.heads as usize;
+                    return self.heads_reached_switch();
                 }
             }
         }
