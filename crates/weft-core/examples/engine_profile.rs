@@ -7,7 +7,9 @@
 //! matching on those measures what its levels cost; with `WEFT_PROFILE_CALENDAR=C:H`, nodes
 //! of at least C children move their entries to a calendar once their heads reach H, and
 //! back below H/4 entries, see `CalendarUse`; with `WEFT_PROFILE_WFQ=1` the `senic` scenario's node is a `wfq` node of
-//! the same children, weighted 20–69).
+//! the same children, weighted 20–69; with `WEFT_PROFILE_BACKLOG=N`, N packets stay queued
+//! instead of 4,096: the pool-only run does not enqueue them, so subtracting it leaves their
+//! first enqueue in the count).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -37,9 +39,10 @@ fn run<E: Engine>(
     batch: bool,
 ) {
     let prog = e.program().clone();
+    let backlog = backlog();
     // Packets (and classifications) made before the measured loop, as `weft bench` does,
     // and, as it does, only packets some leaf accepts: one that misses every leaf would be
-    // dropped and shrink the 4,096-packet backlog by one.
+    // dropped and shrink the backlog by one.
     let pool: Vec<(Packet, weft_core::policy::Classification)> = (0..)
         .map(|i| {
             let p = make(i);
@@ -47,7 +50,7 @@ fn run<E: Engine>(
             (p, c)
         })
         .filter(|(_, c)| matches!(c, weft_core::policy::Classification::Leaf { .. }))
-        .take(4096 + ops as usize)
+        .take(backlog + ops as usize)
         .collect();
     // Per-flow queues (Loom §4.2.1): every packet's flow queue, opened before the clock
     // starts (as a flow's queue is opened when the flow starts).
@@ -77,7 +80,7 @@ fn run<E: Engine>(
             e.enqueue(pool[i].0, now)
         };
     };
-    for _ in 0..4096 {
+    for _ in 0..backlog {
         offer(&mut e, now);
     }
     // The batch modes' packets without their classes, made before the clock starts.
@@ -91,14 +94,15 @@ fn run<E: Engine>(
     // Dequeues that found nothing eligible (everything held by shaping).
     let mut idle = 0u64;
     // Every departure is replaced (one packet offered per packet sent), so the backlog stays
-    // at 4,096; a dequeue that finds nothing eligible advances time and is not replaced.
+    // where it started; a dequeue that finds nothing eligible advances time and is not
+    // replaced.
     if batch {
         // A burst of up to 16 departures at one instant (`dequeue_batch`, a transmit ring's
         // burst), then as many packets as were sent in one `enqueue_batch` (a doorbell's
         // batch), or posted to their flows' queues in one `enqueue_flow_batch` (`per_flow`).
         let mut results = Vec::with_capacity(16);
         let mut burst = Vec::with_capacity(16);
-        let mut next_batch = 4096;
+        let mut next_batch = backlog;
         while done < ops {
             burst.clear();
             let sent = e.dequeue_batch(now, 16, &mut burst);
@@ -138,6 +142,12 @@ fn run<E: Engine>(
         ops as f64 / s,
         e.backlog()
     );
+}
+
+/// The packets queued throughout (`WEFT_PROFILE_BACKLOG`, default 4,096 as in `weft bench`).
+fn backlog() -> usize {
+    std::env::var("WEFT_PROFILE_BACKLOG")
+        .map_or(4096, |v| v.parse().expect("WEFT_PROFILE_BACKLOG=PACKETS"))
 }
 
 fn main() {
