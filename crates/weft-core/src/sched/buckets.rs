@@ -8,8 +8,9 @@
 //!   per entry when the node holds more, up to 64³ = 262,144), each `2^shift` rank units
 //!   wide, cover the window `[base, base + nb · 2^shift)` circularly from bucket `cur`. A
 //!   bucket is a singly linked list in an entry slab (linked through the entries' spare
-//!   `link` field), kept sorted, so its first entry is its minimum; a push appends at the
-//!   tail or puts itself at the head in O(1), else walks the list. The first non-empty
+//!   `link` field), kept sorted, so its first entry is its minimum; its head and tail are
+//!   one 8-byte record. A push appends at the tail or puts itself at the head in O(1), else
+//!   walks the list. The first non-empty
 //!   bucket at or after `cur` (circularly) holds the calendar's minimum; a bit per bucket,
 //!   per word of buckets and per group of 64 words find it in a few instructions; it is
 //!   remembered, and a pop that empties its bucket finds the next one at once.
@@ -72,13 +73,23 @@ const MAX_BUCKETS: usize = 1 << 18;
 /// Buckets at most for a node's children alone (more only for more entries).
 const CHILD_BUCKETS: usize = 4096;
 
+/// A bucket's list: slab indices of its first (smallest) and last (largest) entries.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    /// The first entry, or `NO` (the bucket is empty).
+    head: u32,
+    /// The last entry; meaningless when the bucket is empty.
+    tail: u32,
+}
+
+/// An empty bucket.
+const EMPTY: Ends = Ends { head: NO, tail: NO };
+
 /// The queue (see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct BucketQueue {
-    /// Per bucket: slab index of its first (smallest) entry, or `NO`.
-    head: Box<[u32]>,
-    /// Per bucket: slab index of its last (largest) entry; meaningless when it is empty.
-    tail: Box<[u32]>,
+    /// Per bucket: its list's ends (one record: a push reads both, one cache line).
+    ends: Box<[Ends]>,
     /// Bit `b % 64` of word `b / 64`: bucket `b` is non-empty.
     words: Box<[u64]>,
     /// Bit `w % 64` of `mids[w / 64]`: word `w` is non-zero (a fixed array: indices masked
@@ -122,8 +133,7 @@ impl BucketQueue {
     /// to 4,096 (see [`Self::with_entries`]).
     fn new(children: usize) -> BucketQueue {
         let mut q = BucketQueue {
-            head: Box::new([]),
-            tail: Box::new([]),
+            ends: Box::new([]),
             words: Box::new([]),
             mids: [0; 64],
             summary: 0,
@@ -220,7 +230,7 @@ impl BucketQueue {
             return None;
         }
         let b = self.first_bucket();
-        Some((b, self.head[b]))
+        Some((b, self.ends[b].head))
     }
 
     /// The first entry (tests: the engine only pops).
@@ -254,7 +264,7 @@ impl BucketQueue {
         }
         let n = e.link;
         e.link = 0;
-        self.head[b] = n;
+        self.ends[b].head = n;
         self.ents[i as usize].link = self.free;
         self.free = i;
         self.bucketed -= 1;
@@ -392,11 +402,10 @@ impl BucketQueue {
         if self.top != UNKNOWN && self.dist(b) < self.dist(self.top) {
             self.top = b;
         }
-        let h = self.head[b];
+        let Ends { head: h, tail: t } = self.ends[b];
         if h == NO {
             self.ents[i as usize] = e.linked(NO);
-            self.head[b] = i;
-            self.tail[b] = i;
+            self.ends[b] = Ends { head: i, tail: i };
             self.words[b >> 6] |= 1 << (b & 63);
             self.mids[(b >> 12) & 63] |= 1 << ((b >> 6) & 63);
             self.summary |= 1 << (b >> 12);
@@ -404,16 +413,15 @@ impl BucketQueue {
         }
         // At the back (most pushes: ranks grow, and ties go after the entries already there,
         // whose sequence numbers are smaller), or at the front; else a walk.
-        let t = self.tail[b];
         if !e.before(&self.ents[t as usize]) {
             self.ents[i as usize] = e.linked(NO);
             self.ents[t as usize].link = i;
-            self.tail[b] = i;
+            self.ends[b].tail = i;
             return 1;
         }
         if e.before(&self.ents[h as usize]) {
             self.ents[i as usize] = e.linked(h);
-            self.head[b] = i;
+            self.ends[b].head = i;
             return 1;
         }
         // `e` goes before the tail (checked above): the walk ends at the tail at the latest,
@@ -482,13 +490,13 @@ impl BucketQueue {
             all.push(e);
         }
         for b in 0..=self.mask {
-            let mut i = self.head[b];
+            let mut i = self.ends[b].head;
             while i != NO {
                 let e = self.ents[i as usize];
                 all.push(e.linked(0));
                 i = e.link;
             }
-            self.head[b] = NO;
+            self.ends[b] = EMPTY;
         }
         self.words.fill(0);
         self.mids.fill(0);
@@ -537,8 +545,7 @@ impl BucketQueue {
     #[cold]
     fn resize(&mut self, nb: usize) {
         debug_assert_eq!(self.bucketed, 0, "resize of a calendar holding entries");
-        self.head = vec![NO; nb].into_boxed_slice();
-        self.tail = vec![NO; nb].into_boxed_slice();
+        self.ends = vec![EMPTY; nb].into_boxed_slice();
         self.words = vec![0; nb / 64].into_boxed_slice();
         self.mids = [0; 64];
         self.mask = nb - 1;
@@ -566,12 +573,12 @@ impl BucketQueue {
             let bit = self.words[b >> 6] >> (b & 63) & 1 == 1;
             assert_eq!(
                 bit,
-                self.head[b] != NO,
+                self.ends[b].head != NO,
                 "bucket {b}: bit {bit}, head {}",
-                self.head[b]
+                self.ends[b].head
             );
             let dist = (b.wrapping_sub(self.cur) & self.mask) as u128;
-            let mut i = self.head[b];
+            let mut i = self.ends[b].head;
             let mut prev: Option<HeapEntry> = None;
             while i != NO {
                 let e = self.ents[i as usize];
@@ -587,7 +594,7 @@ impl BucketQueue {
                     assert!(p.before(&e), "bucket {b} unsorted: {p:?} then {e:?}");
                 }
                 if e.link == NO {
-                    assert_eq!(self.tail[b], i, "bucket {b}: tail");
+                    assert_eq!(self.ends[b].tail, i, "bucket {b}: tail");
                 }
                 prev = Some(e);
                 n += 1;
