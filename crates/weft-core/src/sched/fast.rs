@@ -2228,6 +2228,51 @@ mod tests {
         pub(super) static MOVED_BACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
+    /// A fast engine and the reference engine on one flat senic node, offered the same
+    /// packets.
+    struct Twins {
+        fast: FastEngine,
+        reference: ReferenceEngine,
+        /// Packets offered so far.
+        id: u64,
+    }
+
+    impl Twins {
+        /// `classes` classes of 200–690 Mbit/s on 100 Gbit/s (oversubscribed from 250
+        /// classes on, so heads stay eligible and leave one at a time); the fast engine
+        /// moves to a calendar as `calendar` says.
+        fn senic(classes: u64, calendar: CalendarUse) -> Twins {
+            let text = synth::senic_flat(classes).replace("mbit,", "0mbit,");
+            let prog = Arc::new(
+                compile_str(
+                    std::path::Path::new("senic.yaml"),
+                    &text,
+                    &LoadOptions::default(),
+                )
+                .expect("senic_flat compiles"),
+            );
+            Twins {
+                fast: FastEngine::with_calendar(prog.clone(), EngineOptions::default(), calendar),
+                reference: ReferenceEngine::new(prog),
+                id: 0,
+            }
+        }
+
+        /// A 1,500-byte packet to `class` at `now`, to both: they take or drop it alike.
+        fn offer(&mut self, class: u64, now: u64) {
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Tag, class);
+            let p = Packet::new(self.id, 1500, m);
+            self.id += 1;
+            assert_eq!(
+                self.fast.enqueue(p, now),
+                self.reference.enqueue(p, now),
+                "enqueue {}",
+                self.id
+            );
+        }
+    }
+
     /// A wide node queued deep: 2,000 classes of 50 rates, 10 packets each. Classes of
     /// equal rates backlogged at once have finish tags that tie group by group, and the
     /// groups of different rates interleave closely, so the calendar grows past its
@@ -2235,52 +2280,24 @@ mod tests {
     /// heap; the departures stay the reference engine's throughout.
     #[test]
     fn a_deep_wide_node_matches_the_reference() {
-        let mut text =
-            String::from("weft: 1\nlink: {rate: 100gbit}\nnodes:\n  - {name: nic, type: senic}\n");
-        // 200–690 Mbit/s on 100 Gbit/s: oversubscribed 9 times.
-        for c in 0..2000 {
-            text.push_str(&format!(
-                "  - {{name: c{c}, type: leaf, parent: nic, rate: {}mbit, match: {{tag: {c}}}, flows: {{by: none}}}}\n",
-                (20 + c % 50) * 10
-            ));
-        }
-        let prog = Arc::new(
-            compile_str(
-                std::path::Path::new("deep.yaml"),
-                &text,
-                &LoadOptions::default(),
-            )
-            .expect("the policy compiles"),
-        );
-        let mut fast = FastEngine::new(prog.clone());
-        let mut reference = ReferenceEngine::new(prog.clone());
-        let (mut now, mut id) = (0u64, 0u64);
-        let mut offer = |fast: &mut FastEngine, reference: &mut ReferenceEngine, class, now| {
-            let mut m = PacketMeta::default();
-            m.set_int(Field::Tag, class);
-            let p = Packet::new(id, 1500, m);
-            id += 1;
-            assert_eq!(
-                fast.enqueue(p, now),
-                reference.enqueue(p, now),
-                "enqueue {id}"
-            );
-        };
+        // Oversubscribed 9 times.
+        let mut t = Twins::senic(2000, CalendarUse::default());
+        let mut now = 0u64;
         for _ in 0..10 {
             for c in 0..2000 {
-                offer(&mut fast, &mut reference, c, now);
+                t.offer(c, now);
             }
         }
         // One packet more to a class per departure: the node stays 20,000 packets deep.
         let (mut most, mut cut_short) = (0, 0);
         for k in 0..40_000u64 {
             now += 120_000;
-            let d = fast.dequeue(now);
-            assert_eq!(d, reference.dequeue(now), "step {k}");
+            let d = t.fast.dequeue(now);
+            assert_eq!(d, t.reference.dequeue(now), "step {k}");
             if let Some(d) = d {
-                offer(&mut fast, &mut reference, d.leaf as u64, now);
+                t.offer(d.leaf as u64, now);
             }
-            if let Pifo::Calendar(c) = &fast.pifo[0] {
+            if let Pifo::Calendar(c) = &t.fast.pifo[0] {
                 most = most.max(c.entries.buckets());
                 cut_short = cut_short.max(c.entries.cut_short());
             }
@@ -2294,54 +2311,31 @@ mod tests {
     /// to move at a switch each way; its departures stay the reference engine's throughout.
     #[test]
     fn a_wide_node_switches_between_heap_and_calendar() {
-        // 300 classes of 200–690 Mbit/s on 100 Gbit/s: oversubscribed, so heads stay
-        // eligible and leave one at a time.
-        let text = synth::senic_flat(300).replace("mbit,", "0mbit,");
-        let prog = Arc::new(
-            compile_str(
-                std::path::Path::new("wide.yaml"),
-                &text,
-                &LoadOptions::default(),
-            )
-            .expect("senic_flat compiles"),
-        );
         let calendar = CalendarUse {
             min_children: 256,
             min_heads: 64,
             back_below: 16,
         };
-        let mut fast = FastEngine::with_calendar(prog.clone(), EngineOptions::default(), calendar);
-        let mut reference = ReferenceEngine::new(prog.clone());
+        let mut t = Twins::senic(300, calendar);
         let (mut to_calendar, mut to_heap, mut was_calendar) = (0, 0, false);
-        let (mut now, mut id) = (0u64, 0u64);
-        let mut offer = |fast: &mut FastEngine, reference: &mut ReferenceEngine, class, now| {
-            let mut m = PacketMeta::default();
-            m.set_int(Field::Tag, class);
-            let p = Packet::new(id, 1500, m);
-            id += 1;
-            assert_eq!(
-                fast.enqueue(p, now),
-                reference.enqueue(p, now),
-                "enqueue {id}"
-            );
-        };
+        let mut now = 0u64;
         for round in 0..6u64 {
             // A burst to every class (the heads grow past 64), then a drain while a few
             // classes keep sending (they shrink below 16, not to nothing).
             for c in 0..300 {
-                offer(&mut fast, &mut reference, (c * 7 + round) % 300, now);
+                t.offer((c * 7 + round) % 300, now);
             }
             for k in 0..1200u64 {
                 now += 100_000;
                 if k % 3 == 0 {
-                    offer(&mut fast, &mut reference, k % 5, now);
+                    t.offer(k % 5, now);
                 }
                 assert_eq!(
-                    fast.dequeue(now),
-                    reference.dequeue(now),
+                    t.fast.dequeue(now),
+                    t.reference.dequeue(now),
                     "round {round}, step {k}"
                 );
-                let is_calendar = matches!(fast.pifo[0], Pifo::Calendar(_));
+                let is_calendar = matches!(t.fast.pifo[0], Pifo::Calendar(_));
                 if is_calendar && !was_calendar {
                     to_calendar += 1;
                 } else if was_calendar && !is_calendar {
@@ -2351,17 +2345,17 @@ mod tests {
             }
         }
         // Drain both: every packet leaves, at the same times.
-        while fast.backlog() + reference.backlog() > 0 {
+        while t.fast.backlog() + t.reference.backlog() > 0 {
             now += 1_000_000;
             assert_eq!(
-                fast.dequeue(now),
-                reference.dequeue(now),
+                t.fast.dequeue(now),
+                t.reference.dequeue(now),
                 "drain at {now} ps"
             );
             assert!(
                 now < 1 << 50,
                 "never drained: {} packets left",
-                fast.backlog()
+                t.fast.backlog()
             );
         }
         let moved_back = MOVED_BACK.with(|m| m.get());
