@@ -419,24 +419,28 @@ impl BucketQueue {
             self.ends[b].tail = i;
             return 1;
         }
-        if e.before(&self.ents[h as usize]) {
+        let first = self.ents[h as usize];
+        if e.before(&first) {
             self.ents[i as usize] = e.linked(h);
             self.ends[b].head = i;
             return 1;
         }
         // `e` goes before the tail (checked above): the walk ends at the tail at the latest,
-        // or gives up past `MAX_WALK` entries.
+        // or gives up past `MAX_WALK` entries. Each entry is read once: its link is the
+        // next step's.
         let mut prev = h;
+        let mut next = first.link;
         let mut walked = 2;
         loop {
-            let n = self.ents[prev as usize].link;
-            debug_assert!(n != NO, "a walk past the tail of bucket {b}");
-            if e.before(&self.ents[n as usize]) {
-                self.ents[i as usize] = e.linked(n);
+            debug_assert!(next != NO, "a walk past the tail of bucket {b}");
+            let n = self.ents[next as usize];
+            if e.before(&n) {
+                self.ents[i as usize] = e.linked(next);
                 self.ents[prev as usize].link = i;
                 return walked;
             }
-            prev = n;
+            prev = next;
+            next = n.link;
             walked += 1;
             if walked > MAX_WALK {
                 self.give_back(i);
