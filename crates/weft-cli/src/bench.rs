@@ -324,8 +324,21 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Runs every scenario, each mode `rounds` times (the figures are medians); returns the rows.
-pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
+/// The scenarios' names (the table's first column).
+pub fn scenario_names(quick: bool) -> Vec<String> {
+    scenarios(quick).into_iter().map(|s| s.name).collect()
+}
+
+/// Runs every scenario (or those whose name contains `only`), each mode `rounds` times (the
+/// figures are medians), with `backlog` packets queued (default: 4,096, or four per flow
+/// when fewer); returns the rows.
+pub fn run(
+    quick: bool,
+    rounds: usize,
+    progress: bool,
+    backlog: Option<u64>,
+    only: Option<&str>,
+) -> Vec<Value> {
     let mut rows = Vec::new();
     let ops_fast = if quick { 100_000 } else { 1_000_000 };
     let ops_ref = if quick { 20_000 } else { 100_000 };
@@ -359,10 +372,13 @@ pub fn run(quick: bool, rounds: usize, progress: bool) -> Vec<Value> {
         (per(10_000) - per(1_000)) / 9_000.0
     };
     for s in scenarios(quick) {
+        if only.is_some_and(|o| !s.name.contains(o)) {
+            continue;
+        }
         if progress {
             eprintln!("bench: {}", s.name);
         }
-        let backlog = 4_096.min(s.flows * 4).max(64);
+        let backlog = backlog.unwrap_or(4_096.min(s.flows * 4).max(64));
         let fast_in =
             |mode| throughput(FastEngine::new(s.prog.clone()), &s, backlog, ops_fast, mode);
         // `rounds` rounds, each running every mode once and the reference once classifying

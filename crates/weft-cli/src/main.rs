@@ -106,7 +106,7 @@ enum Command {
     /// the reference engine's figure from the same process (`ratio_vs_reference`).
     ///
     /// Columns: the fast engine classifying every packet ("dequeue one, enqueue one" with a
-    /// 4,096-packet backlog: each departure is replaced by one packet that some leaf accepts,
+    /// 4,096-packet backlog, `--backlog` to change it: each departure is replaced by one packet that some leaf accepts,
     /// so the tree stays full; `backlog_at_end_min` in the JSON shows it did; packets made
     /// before the clock starts); the reference engine the
     /// same way and the ratio; the fast engine sending bursts of up to 16 packets at one
@@ -130,6 +130,15 @@ enum Command {
         /// round), so one slow moment of a shared machine does not set a figure.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
+        /// Packets kept queued in every run (default: 4,096, or four per flow when the
+        /// scenario has fewer than 1,024 flows). A deep backlog measures the engines where
+        /// a node holds tens of thousands of entries (e.g. `--only senic --backlog 65536`).
+        #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(16..=10_000_000))]
+        backlog: Option<u64>,
+        /// Only the scenarios whose name contains this text (`loom-fig1`, `65536 flows`,
+        /// `senic`, `8-level`; the table's first column).
+        #[arg(long, value_name = "TEXT")]
+        only: Option<String>,
     },
     /// Simulate NIC designs side by side on a scenario (Loom, SENIC, TONIC experiments).
     ///
@@ -565,8 +574,20 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json: j,
             quick,
             rounds,
+            backlog,
+            only,
         } => {
-            let rows = bench::run(quick, rounds as usize, true);
+            if let Some(o) = &only {
+                let names = bench::scenario_names(quick);
+                if !names.iter().any(|n| n.contains(o.as_str())) {
+                    return Err(Failure::usage(format!(
+                        "--only `{o}`: no scenario's name contains it; the scenarios{}: {}",
+                        if quick { " with --quick" } else { "" },
+                        names.join("; ")
+                    )));
+                }
+            }
+            let rows = bench::run(quick, rounds as usize, true, backlog, only.as_deref());
             if j {
                 for r in &rows {
                     println!("{r}");

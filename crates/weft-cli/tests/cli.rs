@@ -460,6 +460,43 @@ fn bench_quick_reports_ratios_against_the_reference() {
     }
 }
 
+#[test]
+fn bench_runs_one_scenario_at_the_backlog_asked_for() {
+    let out = weft()
+        .args([
+            "bench",
+            "--quick",
+            "--json",
+            "--rounds",
+            "1",
+            "--only",
+            "senic",
+            "--backlog",
+            "2000",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    let r = &rows[0];
+    assert!(r["scenario"].as_str().unwrap().contains("senic"), "{r}");
+    assert_eq!(r["backlog_packets"], 2000, "{r}");
+    assert!(r["backlog_at_end_min"].as_u64().unwrap() >= 1000, "{r}");
+    assert!(r["ratio_vs_reference"].as_f64().unwrap() > 0.0, "{r}");
+    // A name that matches nothing is a usage error that lists the names.
+    weft()
+        .args(["bench", "--quick", "--only", "fig9"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--only `fig9`"))
+        .stderr(predicate::str::contains("senic flat, 1000 classes"));
+}
+
 /// Bytes per leaf among the departures of `dir/departures.csv` starting in [from, to), as
 /// Gbit/s over that window.
 fn gbps_by_leaf(dir: &Path, from_ps: u64, to_ps: u64) -> std::collections::BTreeMap<String, f64> {
