@@ -132,8 +132,9 @@ enum Command {
         rounds: u32,
         /// Packets kept queued in every run (default: 4,096, or four per flow when the
         /// scenario has fewer than 1,024 flows). A deep backlog measures the engines where
-        /// a node holds tens of thousands of entries (e.g. `--only senic --backlog 65536`).
-        #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(16..=10_000_000))]
+        /// a node holds tens of thousands of entries (e.g. `--only senic --backlog 65536`);
+        /// at most 2,000,000 (the packets are made in memory before the clock starts).
+        #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(16..=2_000_000))]
         backlog: Option<u64>,
         /// Only the scenarios whose name contains this text (`loom-fig1`, `65536 flows`,
         /// `senic`, `8-level`; the table's first column).
