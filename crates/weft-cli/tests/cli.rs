@@ -407,18 +407,22 @@ fn replay_reports_bad_rows_with_their_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn bench_quick_reports_ratios_against_the_reference() {
-    let out = weft()
-        .args(["bench", "--quick", "--json", "--rounds", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+/// Runs `weft ARGS`, which must succeed; returns its stdout's JSON lines, and the text itself
+/// for assertion messages.
+fn json_rows(args: &[&str]) -> (Vec<serde_json::Value>, String) {
+    let out = weft().args(args).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = text
+    let rows = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    (rows, text)
+}
+
+#[test]
+fn bench_quick_reports_ratios_against_the_reference() {
+    let (rows, text) = json_rows(&["bench", "--quick", "--json", "--rounds", "2"]);
     assert_eq!(rows.len(), 3, "{text}");
     for r in rows {
         assert_eq!(r["rounds"], 2, "{r}");
@@ -462,26 +466,17 @@ fn bench_quick_reports_ratios_against_the_reference() {
 
 #[test]
 fn bench_runs_one_scenario_at_the_backlog_asked_for() {
-    let out = weft()
-        .args([
-            "bench",
-            "--quick",
-            "--json",
-            "--rounds",
-            "1",
-            "--only",
-            "senic",
-            "--backlog",
-            "2000",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (rows, text) = json_rows(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--rounds",
+        "1",
+        "--only",
+        "senic",
+        "--backlog",
+        "2000",
+    ]);
     assert_eq!(rows.len(), 1, "{text}");
     let r = &rows[0];
     assert!(r["scenario"].as_str().unwrap().contains("senic"), "{r}");
