@@ -120,9 +120,8 @@ pub(crate) struct BucketQueue {
     /// Walks stopped at [`MAX_WALK`] (tests).
     #[cfg(test)]
     cut_short: usize,
-    /// Entries in the heap from which a rebuild may start: `MIN_ENTRIES`, or the children.
-    min_entries: usize,
-    /// The node's children (the calendar's size follows them, and its entries beyond).
+    /// The node's children (the calendar's size follows them, and its entries beyond; a
+    /// node of fewer than `MIN_ENTRIES` rebuilds from as many entries in the heap).
     children: usize,
     /// Scratch of [`Self::rebuild`].
     scratch: Vec<HeapEntry>,
@@ -149,7 +148,6 @@ impl BucketQueue {
             pushes: 0,
             #[cfg(test)]
             cut_short: 0,
-            min_entries: children.clamp(1, MIN_ENTRIES),
             children,
             scratch: Vec::new(),
         };
@@ -317,7 +315,8 @@ impl BucketQueue {
     fn push_over(&mut self, e: HeapEntry) {
         self.over.push(e);
         let over = self.over.len();
-        if over >= self.min_entries && over * 4 >= self.len() && self.pushes >= self.len() {
+        let min_entries = self.children.clamp(1, MIN_ENTRIES);
+        if over >= min_entries && over * 4 >= self.len() && self.pushes >= self.len() {
             self.rebuild();
         }
     }
