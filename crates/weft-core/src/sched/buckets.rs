@@ -15,14 +15,15 @@
 //!   per word of buckets and per group of 64 words find it in a few instructions; it is
 //!   remembered, and a pop that empties its bucket finds the next one at once.
 //! * **Overflow.** An entry below `base` (a re-entered packet's old rank, a finish tag far
-//!   behind), beyond the window when the window cannot move, or whose place lies more than
-//!   32 entries into its bucket goes to the heap. A pop compares the calendar's minimum with
-//!   the heap's: placement never changes the order.
-//! * **Window.** Built with the entries' spread over its middle half (a quarter of it behind
-//!   the least entry, where old ranks re-enter), it moves forward only when a push lands
-//!   beyond it, and then only as far as keeps a quarter of the window behind the first
-//!   non-empty bucket (no bucketed entry is left behind); an empty calendar sends such pushes
-//!   to the heap.
+//!   behind), beyond the window when the window cannot move (or when it is rebuilt), or
+//!   whose place lies more than 32 entries into its bucket goes to the heap. A pop compares
+//!   the calendar's minimum with the heap's: placement never changes the order.
+//! * **Window.** Built with the spread of the least nine tenths of the entries over its
+//!   middle half (a quarter of it behind the least entry, where old ranks re-enter; the few
+//!   far ahead, which would otherwise widen every bucket, go to the heap), it moves forward
+//!   only when a push lands beyond it, and then only as far as keeps a quarter of the window
+//!   behind the first non-empty bucket (no bucketed entry is left behind); an empty
+//!   calendar sends such pushes to the heap.
 //! * **Rebuilds.** Every entry taken out, the buckets counted again for the entries held,
 //!   `shift` fitted to their spread, the window placed again: when the heap holds a quarter
 //!   of the entries (and at least 32, or the node's children); or when a push walks more
@@ -66,6 +67,10 @@ const LONG_BUCKET: u32 = 16;
 
 /// A push walks past at most this many entries of a bucket; beyond, the heap takes it.
 const MAX_WALK: u32 = 2 * LONG_BUCKET;
+
+/// A rebuild fits the buckets' width to the spread of the least `SPREAD_TENTHS` tenths of
+/// the entries (see [`BucketQueue::rebuild_from_scratch`]).
+const SPREAD_TENTHS: usize = 9;
 
 /// Buckets at most: three levels of 64-bit find-first-set words (64³).
 const MAX_BUCKETS: usize = 1 << 18;
@@ -522,9 +527,20 @@ impl BucketQueue {
         if want > nb || want * 8 <= nb {
             self.resize(want);
         }
+        let mut all = all;
         let lo = all.iter().map(HeapEntry::rank).min().unwrap_or(0);
-        let hi = all.iter().map(HeapEntry::rank).max().unwrap_or(0);
-        // The spread covers half the window, from a quarter of the way in: room behind for
+        // The spread of the least nine tenths of the entries, not of all: a few far ahead (a
+        // class with many packets queued at a low rate) would widen every bucket and crowd
+        // the rest into a few (a senic node's 10,000 classes: buckets 4 times as wide, 6
+        // entries walked a push instead of 1.6). What lies beyond the window goes to the heap.
+        let hi = match all.len() {
+            0 => 0,
+            n => all
+                .select_nth_unstable_by_key(n * SPREAD_TENTHS / 10, HeapEntry::rank)
+                .1
+                .rank(),
+        };
+        // That spread covers half the window, from a quarter of the way in: room behind for
         // old ranks that re-enter, and ahead for later, larger ones.
         let nb = self.mask + 1;
         let half = nb.trailing_zeros() - 1;
@@ -534,10 +550,14 @@ impl BucketQueue {
         self.base = (lo >> shift << shift).saturating_sub(((nb / 4) as u128) << shift);
         self.cur = 0;
         for &e in all.iter() {
-            let b = self
-                .bucket_of(e.rank())
-                .expect("a rebuilt calendar's window holds every entry");
-            if self.insert(b, e) > MAX_WALK {
+            // In the window (every entry is at or after `base`), else the heap's.
+            let d = (e.rank() - self.base) >> shift;
+            if d > self.mask as u128 {
+                self.over.push(e);
+                continue;
+            }
+            // `cur` is 0: the bucket is `d`.
+            if self.insert(d as usize, e) > MAX_WALK {
                 self.over.push(e);
             }
         }
@@ -776,6 +796,26 @@ mod tests {
         let seen = deep_twin(1, 30, &ops);
         assert!(seen.most > 4096, "at most {} buckets", seen.most);
         assert!(seen.cut_short > 0, "no walk cut short");
+    }
+
+    /// A few entries far ahead of the rest do not widen the buckets: a rebuild fits them to
+    /// the bulk (the least nine tenths), spreads the bulk over many buckets and gives the
+    /// far ones to the heap; pops come in order.
+    #[test]
+    fn far_entries_do_not_widen_the_buckets() {
+        let near = (0..1000u128).map(|k| HeapEntry::new(k * 1500, k as u64, k as u32));
+        let far = (0..20u128).map(|k| HeapEntry::new((1 << 50) + k, 1000 + k as u64, 0));
+        let mut q = BucketQueue::with_entries(1000, near.chain(far).collect());
+        q.check();
+        let used = q.words.iter().map(|w| w.count_ones()).sum::<u32>();
+        assert!(used >= 300, "1,000 near entries in {used} buckets");
+        assert_eq!(q.over.len(), 20, "far entries in the heap");
+        let mut last = None;
+        while let Some(e) = q.pop() {
+            assert!(last.is_none_or(|l: HeapEntry| l.before(&e)), "{last:?} then {e:?}");
+            last = Some(e);
+        }
+        assert_eq!(last.map(|e| e.rank()), Some((1 << 50) + 19));
     }
 
     /// A steady stream of growing ranks lives in the calendar, not the heap.
