@@ -1409,6 +1409,9 @@ impl FastEngine {
         } = self;
         let ranks = &mut ranks[base + 1..base + *stride];
         let s = &slots[slot as usize];
+        // One length for both per-node arrays: a node's index checked against `nodes` is
+        // then known to be in `pifo` too (one bounds check a level instead of two).
+        let pifo = &mut pifo[..nodes.len()];
         let mut child = leaf_node;
         for rank_out in ranks.iter_mut() {
             let c = &nodes[child as usize];
