@@ -812,7 +812,10 @@ mod tests {
         assert_eq!(q.over.len(), 20, "far entries in the heap");
         let mut last = None;
         while let Some(e) = q.pop() {
-            assert!(last.is_none_or(|l: HeapEntry| l.before(&e)), "{last:?} then {e:?}");
+            assert!(
+                last.is_none_or(|l: HeapEntry| l.before(&e)),
+                "{last:?} then {e:?}"
+            );
             last = Some(e);
         }
         assert_eq!(last.map(|e| e.rank()), Some((1 << 50) + 19));

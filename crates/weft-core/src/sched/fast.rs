@@ -2057,7 +2057,8 @@ impl Engine for FastEngine {
                 self.burst[k] = (slot, tracked as u32);
                 k += 1;
             }
-            // Then every popped packet's flow record, leaf record and first shaping class,
+            // Then every popped packet's flow record, leaf record, first shaping class and,
+            // under a senic node, first SENIC tag and leaf node record (its class's backlog),
             // so that their cache misses overlap instead of coming one packet after another.
             let mut touched = 0u32;
             for i in 0..k {
@@ -2066,6 +2067,10 @@ impl Engine for FastEngine {
                 touched ^= self.flows.touch(s.flow) ^ self.leaves[s.leaf as usize].admitted;
                 if let Some(&b) = self.shaping[slot as usize].as_slice().first() {
                     touched ^= self.buckets[b as usize].limited() as u32;
+                }
+                if s.n_senic != 0 {
+                    touched ^= self.tags[slot as usize * stride].0
+                        ^ self.nodes[s.leaf_node as usize].backlog;
                 }
             }
             std::hint::black_box(touched);
