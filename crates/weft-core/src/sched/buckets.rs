@@ -518,7 +518,7 @@ impl BucketQueue {
 
     /// Builds the calendar for the entries in `scratch` (the queue is empty) and puts them in.
     fn rebuild_from_scratch(&mut self) {
-        let all = std::mem::take(&mut self.scratch);
+        let mut all = std::mem::take(&mut self.scratch);
         self.pushes = 0;
         // More buckets for more entries; fewer once a calendar holds an eighth of what it
         // was sized for (not at every dip: the arrays are allocated again).
@@ -527,7 +527,6 @@ impl BucketQueue {
         if want > nb || want * 8 <= nb {
             self.resize(want);
         }
-        let mut all = all;
         let lo = all.iter().map(HeapEntry::rank).min().unwrap_or(0);
         // The spread of the least nine tenths of the entries, not of all: a few far ahead (a
         // class with many packets queued at a low rate) would widen every bucket and crowd

@@ -15,9 +15,9 @@
 //!   calendar of rank buckets ([`CalendarPifo`], a [`BucketQueue`]: O(1) a push or pop, no
 //!   queue per child) while it holds hundreds, and back when they thin out ([`CalendarUse`]);
 //!   both forms pop in the same order. The other sorted queues are [`Ring`]s (power-of-two
-//!   ring buffers whose push inlines). Re-entries from the shaping queue carry old ranks and are
-//!   inserted in order (they are few, and land near the front). Ties break on the same
-//!   global sequence numbers as the reference.
+//!   ring buffers whose push inlines). Re-entries from the shaping queue carry old ranks
+//!   and are inserted in order (they are few, and land near the front). Ties break on the
+//!   same global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
 //!   packet fields still needed; not the packet's metadata) addressed by `u32`; their per-level
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
@@ -1320,6 +1320,20 @@ impl FastEngine {
         Ok(())
     }
 
+    /// Pushes packet `slot`'s entry `(rank, seq)` at its leaf (`rank` is also its
+    /// `ranks[slot * stride]`).
+    #[inline(always)]
+    fn push_slot(&mut self, leaf_node: u32, rank: Rank, seq: u64, slot: u32) {
+        self.pifo[leaf_node as usize].push_slot(
+            rank,
+            seq,
+            slot,
+            &mut self.links,
+            &self.ranks,
+            self.stride,
+        );
+    }
+
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
@@ -1478,14 +1492,7 @@ impl FastEngine {
         };
         let seq = if defer_at.is_none() {
             let q = self.next_seq();
-            self.pifo[leaf_node as usize].push_slot(
-                leaf_rank,
-                q,
-                slot,
-                &mut self.links,
-                &self.ranks,
-                self.stride,
-            );
+            self.push_slot(leaf_node, leaf_rank, q, slot);
             Some(q)
         } else {
             None
@@ -1699,14 +1706,7 @@ impl FastEngine {
         let leaf_node = self.slots[slot as usize].leaf_node;
         let base = slot as usize * self.stride;
         let seq = self.next_seq();
-        self.pifo[leaf_node as usize].push_slot(
-            self.ranks[base],
-            seq,
-            slot,
-            &mut self.links,
-            &self.ranks,
-            self.stride,
-        );
+        self.push_slot(leaf_node, self.ranks[base], seq, slot);
         let mut child = leaf_node;
         let mut i = 1;
         while self.nodes[child as usize].parent != NO {
@@ -2354,6 +2354,50 @@ mod tests {
     use crate::classifier::{Field, PacketMeta};
     use crate::policy::{compile_str, synth, LoadOptions};
     use crate::sched::reference::ReferenceEngine;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// A FIFO leaf's list against its twin, a vector sorted by rank in which a push goes
+        /// after every entry of rank at most its own (every push has the largest sequence
+        /// number yet): ranks that grow, tie, or fall behind the tail (re-entries), pops in
+        /// between, slots reused as the engine reuses them.
+        #[test]
+        fn slot_list_matches_a_sorted_vec(ops in prop::collection::vec((0u8..5, 0u64..40), 1..400)) {
+            const SLOTS: usize = 64;
+            let stride = 3;
+            let mut ranks: Vec<Rank> = vec![0; SLOTS * stride];
+            let mut links = vec![NO; SLOTS];
+            let mut free: Vec<u32> = (0..SLOTS as u32).rev().collect();
+            let mut list = SlotList::EMPTY;
+            let mut twin: Vec<(Rank, u32)> = Vec::new();
+            let mut clock: Rank = 1 << 64;
+            for (op, r) in ops {
+                if op < 3 {
+                    let Some(slot) = free.pop() else { continue };
+                    let rank = match op {
+                        0 => { clock += r as Rank; clock }
+                        1 => clock - r as Rank,
+                        _ => clock,
+                    };
+                    ranks[slot as usize * stride] = rank;
+                    list.push(rank, slot, &mut links, &ranks, stride);
+                    let at = twin.partition_point(|&(x, _)| x <= rank);
+                    twin.insert(at, (rank, slot));
+                } else {
+                    let got = list.pop(&links);
+                    let want = (!twin.is_empty()).then(|| twin.remove(0).1);
+                    prop_assert_eq!(got, want);
+                    free.extend(got);
+                }
+            }
+            for &(_, slot) in &twin {
+                prop_assert_eq!(list.pop(&links), Some(slot));
+            }
+            prop_assert_eq!(list.pop(&links), None);
+        }
+    }
 
     thread_local! {
         /// The most entries a switch from a calendar back to a heap moved, in this thread.
