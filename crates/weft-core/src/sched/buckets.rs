@@ -298,9 +298,8 @@ impl BucketQueue {
         self.pushes += 1;
         match self.bucket_of(e.rank()) {
             Some(b) => {
-                let walked = self.insert(b, e);
-                if walked > LONG_BUCKET {
-                    self.long_bucket(e, walked);
+                if self.insert(b, e) > LONG_BUCKET {
+                    self.long_bucket();
                 }
             }
             None => self.push_over(e),
@@ -326,22 +325,14 @@ impl BucketQueue {
         }
     }
 
-    /// A push walked a long bucket (`walked` as [`Self::insert`] returns it: past
-    /// [`MAX_WALK`], `e` is not in the calendar, and the heap takes it). If the node holds
-    /// more than two entries a bucket and the calendar may grow, rebuild with more buckets
-    /// once as many pushes as entries have happened since the last rebuild. Else narrower
-    /// buckets help only if the bucket's ranks differ (ties stay together, e.g. a node's
-    /// classes of one rate backlogged at once), so rebuild only after four pushes per entry.
+    /// A push walked a long bucket. If the node holds more than two entries a bucket and the
+    /// calendar may grow, rebuild with more buckets once as many pushes as entries have
+    /// happened since the last rebuild. Else narrower buckets help only if the bucket's ranks
+    /// differ (ties stay together, e.g. a node's classes of one rate backlogged at once), so
+    /// rebuild only after four pushes per entry.
     #[cold]
     #[inline(never)]
-    fn long_bucket(&mut self, e: HeapEntry, walked: u32) {
-        if walked > MAX_WALK {
-            self.over.push(e);
-            #[cfg(test)]
-            {
-                self.cut_short += 1;
-            }
-        }
+    fn long_bucket(&mut self) {
         let len = self.len();
         let grow = len > 2 * (self.mask + 1) && self.mask + 1 < MAX_BUCKETS;
         if self.pushes >= if grow { len } else { 4 * len } {
@@ -387,8 +378,7 @@ impl BucketQueue {
     }
 
     /// Inserts `e` into bucket `b`'s sorted list; returns the entries walked past plus one.
-    /// A walk stops past [`MAX_WALK`] entries without inserting `e` (the caller gives it to
-    /// the heap).
+    /// A walk stops past [`MAX_WALK`] entries and gives `e` to the heap instead.
     #[inline(always)]
     fn insert(&mut self, b: usize, e: HeapEntry) -> u32 {
         // The slab entry first (a push may move the slab; the places are read after it).
@@ -447,20 +437,25 @@ impl BucketQueue {
             next = n.link;
             walked += 1;
             if walked > MAX_WALK {
-                self.give_back(i);
+                self.give_back(i, e);
                 return walked;
             }
         }
     }
 
-    /// Slab entry `i`, taken for a push that walked too far in, back to the free list
-    /// (the heap takes the entry instead).
+    /// Slab entry `i`, taken for `e`, whose push walked too far in, back to the free list;
+    /// the heap takes `e`.
     #[cold]
     #[inline(never)]
-    fn give_back(&mut self, i: u32) {
+    fn give_back(&mut self, i: u32, e: HeapEntry) {
         self.ents[i as usize].link = self.free;
         self.free = i;
         self.bucketed -= 1;
+        self.over.push(e);
+        #[cfg(test)]
+        {
+            self.cut_short += 1;
+        }
     }
 
     /// Buckets from `cur` to `b`, circularly.
@@ -556,9 +551,7 @@ impl BucketQueue {
                 continue;
             }
             // `cur` is 0: the bucket is `d`.
-            if self.insert(d as usize, e) > MAX_WALK {
-                self.over.push(e);
-            }
+            self.insert(d as usize, e);
         }
         self.scratch = all;
     }
