@@ -324,21 +324,21 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// The scenarios' names (the table's first column).
-pub fn scenario_names(quick: bool) -> Vec<String> {
-    scenarios(quick).into_iter().map(|s| s.name).collect()
-}
-
 /// Runs every scenario (or those whose name contains `only`), each mode `rounds` times (the
 /// figures are medians), with `backlog` packets queued (default: 4,096, or four per flow
-/// when fewer); returns the rows.
+/// when fewer); returns the rows, or, when `only` matches no scenario, every scenario's name
+/// (the table's first column) before measuring anything.
 pub fn run(
     quick: bool,
     rounds: usize,
     progress: bool,
     backlog: Option<u64>,
     only: Option<&str>,
-) -> Vec<Value> {
+) -> Result<Vec<Value>, Vec<String>> {
+    let all = scenarios(quick);
+    if only.is_some_and(|o| !all.iter().any(|s| s.name.contains(o))) {
+        return Err(all.into_iter().map(|s| s.name).collect());
+    }
     let mut rows = Vec::new();
     let ops_fast = if quick { 100_000 } else { 1_000_000 };
     let ops_ref = if quick { 20_000 } else { 100_000 };
@@ -371,7 +371,7 @@ pub fn run(
         };
         (per(10_000) - per(1_000)) / 9_000.0
     };
-    for s in scenarios(quick) {
+    for s in all {
         if only.is_some_and(|o| !s.name.contains(o)) {
             continue;
         }
@@ -446,7 +446,7 @@ pub fn run(
             "backlog_at_end_min": backlog_at_end,
         }));
     }
-    rows
+    Ok(rows)
 }
 
 /// Prints the rows as a table.

@@ -106,8 +106,8 @@ enum Command {
     /// the reference engine's figure from the same process (`ratio_vs_reference`).
     ///
     /// Columns: the fast engine classifying every packet ("dequeue one, enqueue one" with a
-    /// 4,096-packet backlog, `--backlog` to change it: each departure is replaced by one packet that some leaf accepts,
-    /// so the tree stays full; `backlog_at_end_min` in the JSON shows it did; packets made
+    /// 4,096-packet backlog, `--backlog` to change it: each departure is replaced by one
+    /// packet that some leaf accepts, so the tree stays full; `backlog_at_end_min` in the JSON shows it did; packets made
     /// before the clock starts); the reference engine the
     /// same way and the ratio; the fast engine sending bursts of up to 16 packets at one
     /// instant and offered 16 packets at a time (`batch16`: a transmit ring's burst and a
@@ -578,17 +578,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             backlog,
             only,
         } => {
-            if let Some(o) = &only {
-                let names = bench::scenario_names(quick);
-                if !names.iter().any(|n| n.contains(o.as_str())) {
-                    return Err(Failure::usage(format!(
-                        "--only `{o}`: no scenario's name contains it; the scenarios{}: {}",
+            let rows = bench::run(quick, rounds as usize, true, backlog, only.as_deref()).map_err(
+                |names| {
+                    Failure::usage(format!(
+                        "--only `{}`: no scenario's name contains it; the scenarios{}: {}",
+                        only.as_deref().unwrap_or_default(),
                         if quick { " with --quick" } else { "" },
                         names.join("; ")
-                    )));
-                }
-            }
-            let rows = bench::run(quick, rounds as usize, true, backlog, only.as_deref());
+                    ))
+                },
+            )?;
             if j {
                 for r in &rows {
                     println!("{r}");
