@@ -134,8 +134,8 @@ pub(crate) struct BucketQueue {
 
 impl BucketQueue {
     /// An empty queue for a node with `children` children: about one bucket per child, 64
-    /// to 4,096 (see [`Self::with_entries`]).
-    fn new(children: usize) -> BucketQueue {
+    /// to 4,096 (see [`Self::buckets_for`]).
+    pub fn new(children: usize) -> BucketQueue {
         let mut q = BucketQueue {
             ends: Box::new([]),
             words: Box::new([]),
@@ -172,12 +172,21 @@ impl BucketQueue {
     }
 
     /// A queue for a node with `children` children holding `entries`, its calendar built
-    /// to fit them.
+    /// to fit them (tests; the engine refills a queue it keeps, [`Self::refill`]).
+    #[cfg(test)]
     pub fn with_entries(children: usize, entries: Vec<HeapEntry>) -> BucketQueue {
         let mut q = BucketQueue::new(children);
         q.scratch = entries;
         q.rebuild_from_scratch();
         q
+    }
+
+    /// Adds the entries `fill` puts in a vector (the queue's own scratch, so no allocation
+    /// once it has grown) to those held, and rebuilds the calendar to fit them all.
+    pub fn refill(&mut self, fill: impl FnOnce(&mut Vec<HeapEntry>)) {
+        self.gather();
+        fill(&mut self.scratch);
+        self.rebuild_from_scratch();
     }
 
     /// Entries held.
@@ -492,7 +501,10 @@ impl BucketQueue {
         while let Some(e) = self.over.pop() {
             all.push(e);
         }
-        for b in 0..=self.mask {
+        // An empty calendar's lists are all empty: no bucket to visit (a node switching
+        // to its calendar refills an empty one).
+        let buckets = if self.bucketed > 0 { self.mask + 1 } else { 0 };
+        for b in 0..buckets {
             let mut i = self.ends[b].head;
             while i != NO {
                 let e = self.ents[i as usize];

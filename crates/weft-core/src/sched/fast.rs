@@ -12,7 +12,7 @@
 //!   `lstf`, `edf` and fair leaves keep a heap. The heaps are [`MinHeap`]s (4-ary, 32-byte
 //!   entries, the 128-bit rank compared in two 64-bit halves). A node of hundreds of
 //!   children whose heads pile up (a `senic` node's classes) moves all its entries to one
-//!   calendar of rank buckets ([`CalendarPifo`], a [`BucketQueue`]: O(1) a push or pop, no
+//!   calendar of rank buckets ([`Wide`], a [`BucketQueue`]: O(1) a push or pop, no
 //!   queue per child) while it holds hundreds, and back when they thin out ([`CalendarUse`]);
 //!   both forms pop in the same order. The other sorted queues are [`Ring`]s (power-of-two
 //!   ring buffers whose push inlines). Re-entries from the shaping queue carry old ranks
@@ -52,7 +52,11 @@
 //!
 //! Cost per packet: one classification, one flow-table probe, O(depth · log(children)) heap
 //! work at enqueue and dequeue; no allocation once the slab, heaps and arenas have grown to
-//! the peak occupancy. Batches overlap their packets' cache misses: `enqueue_batch` and
+//! the peak occupancy (the shaping queue and the deferral records keep their entries in one
+//! pool each, and a wide node keeps both its forms, so a peak is one number to reach, not
+//! one per bucket, flow or switch; `tests/steady_alloc.rs` counts the allocations of long
+//! runs after a warm-up: none). A queue per child still grows when its child holds more
+//! than ever before. Batches overlap their packets' cache misses: `enqueue_batch` and
 //! `enqueue_flow_batch` read all their flow records before the first enqueue, and
 //! [`Engine::dequeue_batch`] pops up to 16 packets' paths, then reads their records, then
 //! sends them in order (exact: the pops do not depend on the sends, as long as no packet
@@ -69,6 +73,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::buckets::BucketQueue;
+use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
@@ -105,10 +110,15 @@ enum Pifo {
     /// A leaf whose flows are served first-come first-served: its packets in order, linked
     /// through their slots ([`SlotList`]: no buffer of its own).
     LeafSorted(SlotList),
-    /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads.
+    /// A queue per child, sorted by (rank, seq), and a heap over the queues' heads (a node of
+    /// too few children for a calendar).
     PerChild(Box<PerChild>),
-    /// The same node's entries in one calendar (many children, many heads).
-    Calendar(Box<CalendarPifo>),
+    /// The same, at a node that moves its entries to a calendar when its heads pile up
+    /// ([`Wide::per_child`] in use, [`Wide::entries`] empty).
+    WideHeap(Box<Wide>),
+    /// That node's entries in one calendar ([`Wide::entries`] in use, the queues empty).
+    /// A switch moves the box from one variant to the other: no allocation.
+    Calendar(Box<Wide>),
     /// A count per child and a find-first-set bitmap (see [`Ffs`]), kept in the enum (no
     /// box: one dependent load less per level).
     Ffs(Ffs),
@@ -290,7 +300,7 @@ struct PerChild {
     /// Heads, possibly stale: an item is live when it equals its queue's front (see
     /// [`PerChild::live`]). Every non-empty queue's front has a live item.
     heads: MinHeap,
-    /// When the node's entries move to a calendar ([`CalendarPifo`]) and back.
+    /// When the node's entries move to a calendar ([`Wide`]) and back.
     switch: Switch,
 }
 
@@ -304,19 +314,22 @@ struct Switch {
     back: u32,
 }
 
-/// A node's entries all in one calendar of rank buckets ([`BucketQueue`]) instead of a
-/// [`PerChild`] queue per child and a heap of their heads: the same order (a child's queue
-/// is sorted, so the least head is the least entry), O(1) a push or pop however many entries
-/// it holds, and no child's queue to touch.
+/// A node of many children in either form: its entries in a [`PerChild`] queue per child
+/// and a heap of their heads ([`Pifo::WideHeap`]), or all in one calendar of rank buckets
+/// ([`BucketQueue`], [`Pifo::Calendar`]): the same order (a child's queue is sorted, so the
+/// least head is the least entry); the calendar costs O(1) a push or pop however many
+/// entries it holds, and touches no child's queue. The form not in use is empty and keeps
+/// its buffers, so switching back and forth allocates nothing once both have grown
+/// (`tests/steady_alloc.rs`).
 #[derive(Debug, Clone)]
-struct CalendarPifo {
-    /// Every entry: a child's token per packet below it.
+struct Wide {
+    /// Every entry, in the calendar form: a child's token per packet below it.
     entries: BucketQueue,
-    /// The node's [`PerChild`] form, empty (its queues keep their buffers for the way back).
+    /// The queues and heap of heads, in the other form.
     per_child: PerChild,
 }
 
-impl CalendarPifo {
+impl Wide {
     /// [`Pifo::push`]; out of line: the calendar's code inlined into the engine's dispatch
     /// costs every other node's pushes (about 20 instructions a packet at Loom Fig. 1).
     #[inline(never)]
@@ -336,7 +349,7 @@ impl CalendarPifo {
 
 /// When a node that keeps a queue per child and a heap of their heads (`wfq`, `rr`, `drr`,
 /// `senic`, `prio`) moves all its entries to one calendar of rank buckets instead
-/// ([`CalendarPifo`]). Both forms pop in the same order; the calendar costs less when the
+/// ([`Wide`]). Both forms pop in the same order; the calendar costs less when the
 /// node holds hundreds of heads (a `senic` node's backlogged classes) and more when it holds
 /// few and far apart (a node whose packets wait in the shaping queue), so a node switches as
 /// its heads come and go. See [`FastEngine::with_calendar`].
@@ -462,47 +475,60 @@ impl PerChild {
 }
 
 impl Pifo {
-    /// A [`Pifo::PerChild`] for children `first..first + n`, which becomes a
-    /// [`Pifo::Calendar`] as `calendar` says.
+    /// A queue per child and a heap of their heads for children `first..first + n`: a
+    /// [`Pifo::WideHeap`] when `calendar` lets the node switch to a calendar, else a
+    /// [`Pifo::PerChild`].
     fn per_child(first: u32, n: usize, calendar: CalendarUse) -> Pifo {
-        Pifo::PerChild(Box::new(PerChild::new(first, n, switch_for(n, calendar))))
+        Self::of_per_child(PerChild::new(first, n, switch_for(n, calendar)))
     }
 
-    /// A [`Pifo::PerChild`] whose heads reached [`Switch::heads`] becomes a [`Pifo::Calendar`]
+    /// `pc` as a [`Pifo::WideHeap`] if its [`Switch`] ever moves it to a calendar, else as a
+    /// [`Pifo::PerChild`].
+    fn of_per_child(pc: PerChild) -> Pifo {
+        if pc.switch.heads == u32::MAX {
+            Pifo::PerChild(Box::new(pc))
+        } else {
+            Pifo::WideHeap(Box::new(Wide {
+                entries: BucketQueue::new(pc.queues.len()),
+                per_child: pc,
+            }))
+        }
+    }
+
+    /// A [`Pifo::WideHeap`] whose heads reached [`Switch::heads`] becomes a [`Pifo::Calendar`]
     /// of the same entries.
     #[cold]
     #[inline(never)]
     fn heap_to_calendar(&mut self) {
-        let Pifo::PerChild(mut pc) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
-            unreachable!("heap_to_calendar: not a heap of heads")
+        let Pifo::WideHeap(mut w) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
+            unreachable!("heap_to_calendar: not a wide node's heap of heads")
         };
-        let mut all = Vec::new();
-        for (c, q) in pc.queues.iter_mut().enumerate() {
-            while let Some((rank, seq)) = q.pop_front() {
-                all.push(HeapEntry::new(rank, seq, pc.first + c as u32));
+        let Wide { entries, per_child } = &mut *w;
+        entries.refill(|all| {
+            let first = per_child.first;
+            for (c, q) in per_child.queues.iter_mut().enumerate() {
+                while let Some((rank, seq)) = q.pop_front() {
+                    all.push(HeapEntry::new(rank, seq, first + c as u32));
+                }
             }
-        }
-        pc.heads = MinHeap::default();
-        let entries = BucketQueue::with_entries(pc.queues.len(), all);
-        *self = Pifo::Calendar(Box::new(CalendarPifo {
-            entries,
-            per_child: *pc,
-        }));
+        });
+        per_child.heads.clear();
+        *self = Pifo::Calendar(w);
     }
 
     /// A [`Pifo::Calendar`] whose entries fell below [`Switch::back`] becomes a
-    /// [`Pifo::PerChild`] again: its entries, taken in order, queue up behind their children
+    /// [`Pifo::WideHeap`] again: its entries, taken in order, queue up behind their children
     /// (so each queue is sorted), and each child's first is its head.
     #[cold]
     #[inline(never)]
     fn calendar_to_heap(&mut self) {
-        let Pifo::Calendar(c) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
+        let Pifo::Calendar(mut w) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
             unreachable!("calendar_to_heap: not a calendar")
         };
-        let CalendarPifo {
-            mut entries,
-            per_child: mut pc,
-        } = *c;
+        let Wide {
+            entries,
+            per_child: pc,
+        } = &mut *w;
         #[cfg(test)]
         tests::MOVED_BACK.with(|m| m.set(m.get().max(entries.len())));
         while let Some(e) = entries.pop() {
@@ -512,7 +538,7 @@ impl Pifo {
             }
             q.push_back((e.rank(), e.seq));
         }
-        *self = Pifo::PerChild(Box::new(pc));
+        *self = Pifo::WideHeap(w);
     }
 
     /// A leaf's entry `(rank, seq)` for packet `slot`, whose leaf rank is also
@@ -562,7 +588,11 @@ impl Pifo {
                 f.push(ffs_pos);
             }
             Pifo::PerChild(pc) => {
-                if pc.push(rank, seq, v) {
+                let switch = pc.push(rank, seq, v);
+                debug_assert!(!switch, "a node that never switches reached its switch");
+            }
+            Pifo::WideHeap(w) => {
+                if w.per_child.push(rank, seq, v) {
                     self.heap_to_calendar();
                 }
             }
@@ -592,6 +622,7 @@ impl Pifo {
                 Some(Popped::Child(c.child))
             }
             Pifo::PerChild(pc) => pc.pop(),
+            Pifo::WideHeap(w) => w.per_child.pop(),
             Pifo::Calendar(c) => {
                 let (popped, shrunk) = c.pop();
                 if shrunk {
@@ -948,11 +979,6 @@ impl Located {
     }
 }
 
-/// `a` comes before `b` in a flow's (wrapping) sequence.
-fn seq_before(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
 /// The fast engine.
 #[derive(Debug, Clone)]
 pub struct FastEngine {
@@ -996,9 +1022,7 @@ pub struct FastEngine {
     /// The global shaping queue: `(release time ps, seq, slot)` in a timing wheel.
     shaping_queue: TimingWheel,
     /// Per flow index with packets in the shaping queue: (fseq, release time, ps).
-    deferred: FxHashMap<u32, Vec<(u32, u64)>>,
-    /// Emptied deferral lists, kept for reuse (no allocation in steady state).
-    spare: Vec<Vec<(u32, u64)>>,
+    deferred: Deferrals,
     buckets: Vec<Bucket>,
     /// Scratch: the popped packet's cost at each of its shaping classes, ps.
     costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
@@ -1184,8 +1208,7 @@ impl FastEngine {
             tags: Vec::new(),
             free: Vec::new(),
             shaping_queue: TimingWheel::default(),
-            deferred: FxHashMap::default(),
-            spare: Vec::new(),
+            deferred: Deferrals::default(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
             popped: vec![(0, 0, 0); stride * STAGED],
             burst: [(NO, 0); STAGED],
@@ -1216,7 +1239,7 @@ impl FastEngine {
         if let Pifo::Ffs(f) = &self.pifo[node as usize] {
             let first = self.prog.nodes[node as usize].children.start;
             let switch = switch_for(f.at.len(), self.calendar);
-            self.pifo[node as usize] = Pifo::PerChild(Box::new(f.to_per_child(first, switch)));
+            self.pifo[node as usize] = Pifo::of_per_child(f.to_per_child(first, switch));
         }
     }
 
@@ -1671,13 +1694,7 @@ impl FastEngine {
             for &b in classes {
                 at = at.max(self.buckets[b as usize].estimate(s.bytes, now));
             }
-            if let Some(d) = self.deferred.get(&s.flow) {
-                for &(fseq, until) in d {
-                    if seq_before(fseq, s.fseq) {
-                        at = at.max(until);
-                    }
-                }
-            }
+            at = at.max(self.deferred.until_before(s.flow, s.fseq));
             if at > now {
                 return Some(at);
             }
@@ -1692,11 +1709,7 @@ impl FastEngine {
         let s = &mut self.slots[slot as usize];
         s.flags |= DEFERRED;
         let (flow, fseq, bytes) = (s.flow, s.fseq, s.bytes);
-        let spare = &mut self.spare;
-        self.deferred
-            .entry(flow)
-            .or_insert_with(|| spare.pop().unwrap_or_default())
-            .push((fseq, at));
+        self.deferred.push(flow, fseq, at);
         for &b in self.shaping[slot as usize].as_slice() {
             self.buckets[b as usize].hold(bytes);
         }
@@ -1729,15 +1742,7 @@ impl FastEngine {
             for &b in self.shaping[slot as usize].as_slice() {
                 self.buckets[b as usize].unhold(sl.bytes);
             }
-            if let Some(d) = self.deferred.get_mut(&sl.flow) {
-                if let Some(at) = d.iter().position(|e| e.0 == sl.fseq) {
-                    d.swap_remove(at);
-                }
-                if d.is_empty() {
-                    let v = self.deferred.remove(&sl.flow).expect("present");
-                    self.spare.push(v);
-                }
-            }
+            self.deferred.remove(sl.flow, sl.fseq);
             self.push_entries(slot);
         }
     }
@@ -1810,13 +1815,7 @@ impl FastEngine {
         }
         // Per-flow order: never ahead of an earlier packet of the flow still deferred.
         if !self.deferred.is_empty() {
-            if let Some(d) = self.deferred.get(&s.flow) {
-                for &(fseq, until) in d {
-                    if seq_before(fseq, s.fseq) {
-                        at = at.max(until);
-                    }
-                }
-            }
+            at = at.max(self.deferred.until_before(s.flow, s.fseq));
         }
         at
     }

@@ -83,6 +83,11 @@ impl MinHeap {
         self.v.len()
     }
 
+    /// Removes every entry (keeping the capacity).
+    pub fn clear(&mut self) {
+        self.v.clear();
+    }
+
     /// The first entry.
     #[inline(always)]
     pub fn peek(&self) -> Option<&HeapEntry> {

@@ -3,7 +3,8 @@
 //! twin in the property test below and in `tests/engine_twins.rs` through the engines).
 //!
 //! Layout: `SLOTS` buckets of `2^SHIFT` ps each cover a horizon ahead of the cursor; a bucket
-//! is an unsorted `Vec`, and a bitmap of non-empty buckets finds the next one with a few
+//! is an unsorted list linked through one pool of entries shared by all buckets (a `u32`
+//! head per bucket), and a bitmap of non-empty buckets finds the next one with a few
 //! find-first-set instructions. Entries already reached (their bucket is behind the cursor)
 //! wait in a small binary heap `near`, which is always non-empty while the wheel is not, so
 //! the earliest entry is `near`'s top. Entries beyond the horizon wait in `far` and move into
@@ -13,8 +14,10 @@
 //! bucket `i` holds only ticks in `[cursor, cursor + SLOTS)` congruent to `i`; `far` holds
 //! only ticks at or beyond `cursor + SLOTS` at the time they were pushed, and none below the
 //! cursor. Cost: push O(1) into a bucket (O(log n) into `near` or `far`); pop O(log k) with k
-//! the entries of the buckets reached; bucket vectors keep their capacity (no allocation in
-//! steady state). Hand-written: no crate offers an exact-order timing wheel with stable
+//! the entries of the buckets reached. No allocation in steady state: the pool and the two
+//! heaps grow to the most entries held at once and keep their capacity (a `Vec` per bucket
+//! did too, but 4,096 of them each had to meet its own peak, and a long run still grew one
+//! now and then; `tests/steady_alloc.rs`). Hand-written: no crate offers an exact-order timing wheel with stable
 //! tie-breaking.
 
 use std::cmp::Reverse;
@@ -29,10 +32,19 @@ const SHIFT: u32 = 16;
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
 
+/// No entry: the end of a list.
+const NIL: u32 = u32::MAX;
+
 /// The timing wheel (see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct TimingWheel {
-    buckets: Vec<Vec<TimedEntry>>,
+    /// Per bucket: the index in `pool` of its first entry, or `NIL`.
+    buckets: Vec<u32>,
+    /// The buckets' entries, each with the index of the next in its bucket (or in the free
+    /// list), `NIL` at the end.
+    pool: Vec<(TimedEntry, u32)>,
+    /// The first unused entry of `pool`, or `NIL`.
+    free: u32,
     /// Bit `i` set when bucket `i` is non-empty.
     bits: [u64; WORDS],
     /// Tick (time >> SHIFT) of the first bucket not yet drained into `near`.
@@ -46,7 +58,9 @@ pub(crate) struct TimingWheel {
 impl Default for TimingWheel {
     fn default() -> Self {
         TimingWheel {
-            buckets: vec![Vec::new(); SLOTS],
+            buckets: vec![NIL; SLOTS],
+            pool: Vec::new(),
+            free: NIL,
             bits: [0; WORDS],
             cursor: 0,
             near: BinaryHeap::new(),
@@ -93,7 +107,17 @@ impl TimingWheel {
 
     fn put(&mut self, tick: u64, e: TimedEntry) {
         let i = (tick as usize) & (SLOTS - 1);
-        self.buckets[i].push(e);
+        let next = self.buckets[i];
+        let at = if self.free == NIL {
+            self.pool.push((e, next));
+            (self.pool.len() - 1) as u32
+        } else {
+            let at = self.free;
+            self.free = self.pool[at as usize].1;
+            self.pool[at as usize] = (e, next);
+            at
+        };
+        self.buckets[i] = at;
         self.bits[i / 64] |= 1 << (i % 64);
         self.in_buckets += 1;
     }
@@ -111,10 +135,16 @@ impl TimingWheel {
             }
             let tick = self.next_bucket_tick();
             let i = (tick as usize) & (SLOTS - 1);
-            let mut b = std::mem::take(&mut self.buckets[i]);
-            self.in_buckets -= b.len();
-            self.near.extend(b.drain(..).map(Reverse));
-            self.buckets[i] = b; // keeps its capacity
+            // The bucket's entries go to `near`, their pool entries to the free list.
+            let mut at = std::mem::replace(&mut self.buckets[i], NIL);
+            while at != NIL {
+                let (e, next) = self.pool[at as usize];
+                self.near.push(Reverse(e));
+                self.pool[at as usize].1 = self.free;
+                self.free = at;
+                self.in_buckets -= 1;
+                at = next;
+            }
             self.bits[i / 64] &= !(1 << (i % 64));
             self.cursor = tick + 1;
             self.refill_from_far();
