@@ -133,17 +133,20 @@ pub(crate) struct BucketQueue {
 }
 
 impl BucketQueue {
-    /// An empty queue for a node with `children` children: about one bucket per child, 64
-    /// to 4,096 (see [`Self::buckets_for`]).
+    /// An empty queue for a node with `children` children, with no buckets until its first
+    /// rebuild (a [`Self::refill`], or enough entries in the heap: until then the heap takes
+    /// every push, its window lying beyond every rank), so a node that never uses its
+    /// calendar pays nothing for it. A rebuild makes about one bucket per child, 64 to
+    /// 4,096 (see [`Self::buckets_for`]).
     pub fn new(children: usize) -> BucketQueue {
-        let mut q = BucketQueue {
+        BucketQueue {
             ends: Box::new([]),
             words: Box::new([]),
             mids: [0; 64],
             summary: 0,
             mask: 0,
             cur: 0,
-            base: 0,
+            base: Rank::MAX,
             top: UNKNOWN,
             shift: 0,
             ents: Vec::new(),
@@ -155,9 +158,7 @@ impl BucketQueue {
             cut_short: 0,
             children,
             scratch: Vec::new(),
-        };
-        q.resize(Self::buckets_for(children, 0));
-        q
+        }
     }
 
     /// Buckets for a node of `children` holding `entries`: about one per child (64 to
@@ -594,7 +595,13 @@ impl BucketQueue {
     /// Checks the invariants of the module doc (tests).
     #[cfg(test)]
     fn check(&self) {
-        let nb = self.mask + 1;
+        // No buckets before the first rebuild.
+        let nb = self.ends.len();
+        assert!(
+            nb == 0 || nb == self.mask + 1,
+            "{nb} buckets, mask {}",
+            self.mask
+        );
         let mut n = 0;
         for b in 0..nb {
             let bit = self.words[b >> 6] >> (b & 63) & 1 == 1;
@@ -665,8 +672,14 @@ mod tests {
             children in prop_oneof![1usize..300, 3000usize..5000],
             scale in prop::sample::select(vec![0u32, 10, 40, 70]),
             ops in prop::collection::vec((0u8..8, 0u64..2000), 1..800),
+            // Built at once, or left to build itself once the heap holds enough.
+            built in any::<bool>(),
         ) {
-            let mut q = BucketQueue::with_entries(children, Vec::new());
+            let mut q = if built {
+                BucketQueue::with_entries(children, Vec::new())
+            } else {
+                BucketQueue::new(children)
+            };
             let mut h = MinHeap::default();
             let mut clock: u128 = 1 << scale;
             for (i, &(op, r)) in ops.iter().enumerate() {

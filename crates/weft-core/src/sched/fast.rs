@@ -42,8 +42,8 @@
 //! * **Counters.** Departures are counted once, at the leaf ([`Engine::stats`] adds them up
 //!   the tree); drops per node and per flow in sparse maps (drops are rare). What every
 //!   leaf or node pays before its first packet is its records and empty queues: a `senic`
-//!   class (a leaf) 192 bytes (node 64, leaf 64 + 8, its PIFO 32, its queue at the parent
-//!   24), where SENIC's hardware keeps 30.
+//!   class (a leaf) 184 bytes (node 64, leaf 64, its PIFO 32, its queue at the parent 24),
+//!   where SENIC's hardware keeps 30.
 //!
 //! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
 //! list, shaping queue or free list); a flow's holdings equal the sum over its held slots.
@@ -674,8 +674,10 @@ struct NodeRt {
     /// quantum in bytes (`drr`), rate in bits/s (`senic`); 0 under other parents. A copy of
     /// `Params::edges`, refreshed on a live update.
     param: u64,
-    /// `lstf`: default slack, ps; `edf`: default deadline offset, ps; 0 otherwise.
-    default_ps: u64,
+    /// The node's own parameter: `lstf`, default slack, ps; `edf`, default deadline
+    /// offset, ps; a leaf, the DRR quantum of its flows, bytes (read by fair leaves, beside
+    /// `vtime`); 0 otherwise.
+    own: u64,
     /// Scheduling parent, or `NO` for the root.
     parent: u32,
     /// A `senic` node: its index in `FastEngine::senic`; `NO` otherwise.
@@ -987,8 +989,6 @@ pub struct FastEngine {
     nodes: Vec<NodeRt>,
     /// Per leaf id: holdings, departures, limits.
     leaves: Vec<LeafRt>,
-    /// Per leaf id: the DRR quantum of its flows, bytes (read by fair leaves only).
-    flow_quantum: Vec<u64>,
     /// Per leaf id, for leaves that have had packets wait for `outstanding`: the slots
     /// waiting, oldest first (kept once made, so a leaf allocates its list once).
     waiting: FxHashMap<u32, VecDeque<u32>>,
@@ -1066,10 +1066,12 @@ impl FastEngine {
         calendar: CalendarUse,
     ) -> FastEngine {
         let n = prog.nodes.len();
-        let (kind, default_ps): (Vec<Kind>, Vec<u64>) = prog
+        let params = Params::new(&prog);
+        let (kind, own): (Vec<Kind>, Vec<u64>) = prog
             .nodes
             .iter()
-            .map(|node| match node.algo {
+            .enumerate()
+            .map(|(v, node)| match node.algo {
                 Algo::Fifo => (Kind::Fifo, 0),
                 Algo::Prio => (Kind::Prio, 0),
                 Algo::Wfq => (Kind::Wfq, 0),
@@ -1080,12 +1082,14 @@ impl FastEngine {
                     default_deadline_ps,
                 } => (Kind::Edf, default_deadline_ps),
                 Algo::Senic { .. } => (Kind::Senic, 0),
-                Algo::Leaf(_) => (Kind::Leaf, 0),
+                Algo::Leaf(_) => (
+                    Kind::Leaf,
+                    params.specs[v].as_ref().expect("a leaf").flow_quantum_bytes,
+                ),
             })
             .unzip();
         let parent: Vec<u32> = prog.nodes.iter().map(|x| x.parent.unwrap_or(NO)).collect();
         let stride = prog.depth().max(1) as usize;
-        let params = Params::new(&prog);
         // Senic nodes, numbered in node order (a parent before its children).
         let mut senic_of = vec![NO; n];
         let mut senic: Vec<SenicRt> = Vec::new();
@@ -1136,7 +1140,7 @@ impl FastEngine {
                     NO => 0,
                     p => edge_param(kind[p as usize], &params.edges[v]),
                 },
-                default_ps: default_ps[v],
+                own: own[v],
                 parent: parent[v],
                 senic: senic_of[v],
                 backlog: 0,
@@ -1173,20 +1177,9 @@ impl FastEngine {
                 l
             })
             .collect();
-        let flow_quantum = prog
-            .leaves
-            .iter()
-            .map(|&v| {
-                params.specs[v as usize]
-                    .as_ref()
-                    .expect("a leaf")
-                    .flow_quantum_bytes
-            })
-            .collect();
         FastEngine {
             nodes,
             leaves,
-            flow_quantum,
             waiting: FxHashMap::default(),
             waiting_packets: 0,
             buckets: prog
@@ -1438,12 +1431,9 @@ impl FastEngine {
                 };
                 (rank, Some(finish))
             }
-            Kind::Lstf => (
-                now as u128 + s.slack().unwrap_or(node.default_ps) as u128,
-                None,
-            ),
+            Kind::Lstf => (now as u128 + s.slack().unwrap_or(node.own) as u128, None),
             Kind::Edf => (
-                s.deadline().unwrap_or(now.saturating_add(node.default_ps)) as u128,
+                s.deadline().unwrap_or(now.saturating_add(node.own)) as u128,
                 None,
             ),
             Kind::Senic | Kind::Leaf => unreachable!("plain_rank: a {:?} node", node.kind),
@@ -1491,8 +1481,8 @@ impl FastEngine {
         let l = &mut self.leaves[leaf as usize];
         l.admitted += 1;
         let leaf_rank = if l.fair {
-            let quantum = self.flow_quantum[leaf as usize];
-            let vtime = self.nodes[leaf_node as usize].vtime;
+            let rt = &self.nodes[leaf_node as usize];
+            let (quantum, vtime) = (rt.own, rt.vtime);
             let f = self.flows.get_mut(flow);
             if f.fair == NO {
                 f.fair = self.fair_last.len() as u32;
