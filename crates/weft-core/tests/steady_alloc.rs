@@ -109,23 +109,36 @@ enum Drive {
     FlowBatch,
 }
 
-/// Runs `steps` of a load on `e` from time `*now`: each step sends what the link can at
+/// A load: how it is driven, the packets (the `i`-th offered is `make(i)`), and the backlog
+/// it keeps at each step.
+struct Load<'a> {
+    name: &'a str,
+    drive: Drive,
+    make: &'a dyn Fn(u64) -> Packet,
+    target: &'a dyn Fn(u64) -> usize,
+}
+
+/// Runs `steps` of `load` on `e` from time `*now`: each step sends what the link can at
 /// `now` (one packet, or up to 16 in a batch), then, while fewer than `target(step)` packets
-/// are queued, offers 24 packets made by `make` (so the backlog hovers at the target, or the
-/// leaves fill to their limits and drop what they cannot hold). Time
-/// advances by the wire time of what was sent, or to the next wakeup when nothing was
-/// eligible. `queues` are the flows' queues for [`Drive::FlowBatch`].
-#[allow(clippy::too_many_arguments)]
+/// are queued, offers 24 packets (so the backlog hovers at the target, or the leaves fill to
+/// their limits and drop what they cannot hold). Time advances by the wire time of what was
+/// sent, or to the next wakeup when nothing was eligible. With [`Drive::FlowBatch`] a packet
+/// goes to `queues[flow % queues.len()]` (a queue's class, not the packet's fields, decides
+/// where it goes).
 fn run(
     e: &mut FastEngine,
     now: &mut u64,
     steps: std::ops::Range<u64>,
-    drive: Drive,
-    make: &dyn Fn(u64) -> Packet,
-    target: &dyn Fn(u64) -> usize,
+    load: &Load,
     queues: &[FlowQueue],
     scratch: &mut Scratch,
 ) {
+    let Load {
+        drive,
+        make,
+        target,
+        ..
+    } = *load;
     let frame = wire_ps(1518, &e.program().link);
     for step in steps {
         scratch.out.clear();
@@ -186,19 +199,13 @@ impl Scratch {
     }
 }
 
-/// Warms `e` up with `warm` steps of the load, then demands that `more` steps allocate
-/// nothing; returns the engine.
-#[allow(clippy::too_many_arguments)]
-fn assert_steady(
-    name: &str,
-    mut e: FastEngine,
-    drive: Drive,
-    make: &dyn Fn(u64) -> Packet,
-    target: &dyn Fn(u64) -> usize,
-    flows: u64,
-    warm: u64,
-    more: u64,
-) -> FastEngine {
+/// Warms `e` up with `warm` steps of `load`, then demands that `more` steps allocate
+/// nothing; returns the engine. For [`Drive::FlowBatch`], queues are opened first for the
+/// packets `make(0..flows)`.
+fn assert_steady(mut e: FastEngine, load: &Load, flows: u64, warm: u64, more: u64) -> FastEngine {
+    let Load {
+        name, drive, make, ..
+    } = *load;
     let queues: Vec<FlowQueue> = if drive == Drive::FlowBatch {
         (0..flows)
             .filter_map(|f| {
@@ -213,16 +220,7 @@ fn assert_steady(
     };
     let mut scratch = Scratch::new();
     let mut now = 0;
-    run(
-        &mut e,
-        &mut now,
-        0..warm,
-        drive,
-        make,
-        target,
-        &queues,
-        &mut scratch,
-    );
+    run(&mut e, &mut now, 0..warm, load, &queues, &mut scratch);
     let backlog = e.backlog();
     let before = allocations();
     TRACE.with(|t| t.set(std::env::var_os("WEFT_ALLOC_TRACE").is_some()));
@@ -230,9 +228,7 @@ fn assert_steady(
         &mut e,
         &mut now,
         warm..warm + more,
-        drive,
-        make,
-        target,
+        load,
         &queues,
         &mut scratch,
     );
@@ -270,16 +266,14 @@ fn fig1(fast_path: bool, drive: Drive) {
             limited_fast_path: fast_path,
         },
     );
-    assert_steady(
-        &format!("fig1 fast path {fast_path}"),
-        e,
+    let name = format!("fig1 fast path {fast_path}");
+    let load = Load {
+        name: &name,
         drive,
-        &make,
-        &|_| 2048,
-        4096,
-        60_000,
-        30_000,
-    );
+        make: &make,
+        target: &|_| 2048,
+    };
+    assert_steady(e, &load, 4096, 60_000, 30_000);
 }
 
 #[test]
@@ -332,16 +326,13 @@ nodes:
     for drive in [Drive::One, Drive::Batch, Drive::FlowBatch] {
         let e = FastEngine::new(prog.clone());
         // More wanted queued than the leaves' limits allow: they fill up and drop.
-        let e = assert_steady(
-            "every node kind",
-            e,
+        let load = Load {
+            name: "every node kind",
             drive,
-            &make,
-            &|_| 4000,
-            384,
-            60_000,
-            30_000,
-        );
+            make: &make,
+            target: &|_| 4000,
+        };
+        let e = assert_steady(e, &load, 384, 60_000, 30_000);
         let drops: u64 = e.stats().nodes.iter().flat_map(|c| c.drops).sum();
         assert!(drops > 0, "{drive:?}: the load should overflow the leaves");
     }
@@ -376,15 +367,12 @@ fn a_senic_node_switching_to_its_calendar_and_back_allocates_nothing() {
     for drive in [Drive::One, Drive::Batch] {
         let e = FastEngine::new(prog.clone());
         let target = |step: u64| if wide(step) { 2048 } else { 32 };
-        assert_steady(
-            "senic calendar",
-            e,
+        let load = Load {
+            name: "senic calendar",
             drive,
-            &make,
-            &target,
-            1024,
-            48_000,
-            24_000,
-        );
+            make: &make,
+            target: &target,
+        };
+        assert_steady(e, &load, 1024, 48_000, 24_000);
     }
 }

@@ -589,7 +589,12 @@ impl Pifo {
             }
             Pifo::PerChild(pc) => {
                 let switch = pc.push(rank, seq, v);
-                debug_assert!(!switch, "a node that never switches reached its switch");
+                debug_assert!(
+                    !switch,
+                    "a node that never switches reached its switch: {} heads, {:?}",
+                    pc.heads.len(),
+                    pc.switch
+                );
             }
             Pifo::WideHeap(w) => {
                 if w.per_child.push(rank, seq, v) {
