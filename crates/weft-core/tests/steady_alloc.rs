@@ -222,8 +222,9 @@ fn assert_steady(mut e: FastEngine, load: &Load, flows: u64, warm: u64, more: u6
     let mut now = 0;
     run(&mut e, &mut now, 0..warm, load, &queues, &mut scratch);
     let backlog = e.backlog();
+    let trace = std::env::var_os("WEFT_ALLOC_TRACE").is_some();
     let before = allocations();
-    TRACE.with(|t| t.set(std::env::var_os("WEFT_ALLOC_TRACE").is_some()));
+    TRACE.with(|t| t.set(trace));
     run(
         &mut e,
         &mut now,
@@ -340,10 +341,11 @@ nodes:
 
 /// A `senic` node of 1,024 classes whose load swings between many backlogged classes (its
 /// entries move to a calendar) and few (they move back), again and again. The classes share
-/// one rate and take packets in turn, so every cycle fills each class's queue, and the
-/// shaping queue, as far as the one before: what a class or the shaping queue holds meets
-/// its peak within the warm-up. (Under a random load they keep meeting new peaks now and
-/// then, however long the run, and grow to them: growth to a peak, not per packet.)
+/// one rate and take packets in turn, so every cycle fills the node and the shaping queue as
+/// far as the one before, and their pools meet their peak within the warm-up. (Under a
+/// random load the packets waiting in the shaping queue at once reach a new most now and
+/// then, ever more rarely, up to the backlog's bound, and its pool grows to it: growth to a
+/// peak, not per packet.)
 #[test]
 fn a_senic_node_switching_to_its_calendar_and_back_allocates_nothing() {
     let mut text =
@@ -358,9 +360,7 @@ fn a_senic_node_switching_to_its_calendar_and_back_allocates_nothing() {
     let make = |i: u64| {
         let classes = if wide(i / 32) { 1024 } else { 8 };
         let mut m = PacketMeta::default();
-        // Round robin over the classes: each class's queue holds about as many packets in
-        // every cycle, so it meets its peak within the warm-up (a class's queue grows
-        // whenever it holds more than ever before, however long the run).
+        // Round robin over the classes (see above).
         m.set_int(Field::Tag, i % classes);
         Packet::new(i, 1518, m)
     };

@@ -6,7 +6,8 @@
 //! * **PIFOs.** A `prio` node with up to 64 children of distinct priorities keeps a count per
 //!   child and a find-first-set bitmap ([`Ffs`]); a `fifo` node one sorted queue; other nodes
 //!   that rank a child's packets in push order (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a
-//!   FIFO per child and a heap over the children's heads ([`PerChild`]); a leaf whose
+//!   FIFO per child (lists in one pool per node, [`ChildQueues`]: 8 bytes a child and no
+//!   buffer of its own) and a heap over the children's heads ([`PerChild`]); a leaf whose
 //!   flows are served first-come first-served keeps its packets in one sorted list linked
 //!   through their slots ([`SlotList`]: 24 bytes and no buffer per leaf);
 //!   `lstf`, `edf` and fair leaves keep a heap. The heaps are [`MinHeap`]s (4-ary, 32-byte
@@ -14,8 +15,8 @@
 //!   children whose heads pile up (a `senic` node's classes) moves all its entries to one
 //!   calendar of rank buckets ([`Wide`], a [`BucketQueue`]: O(1) a push or pop, no
 //!   queue per child) while it holds hundreds, and back when they thin out ([`CalendarUse`]);
-//!   both forms pop in the same order. The other sorted queues are [`Ring`]s (power-of-two
-//!   ring buffers whose push inlines). Re-entries from the shaping queue carry old ranks
+//!   both forms pop in the same order. A `fifo` node's queue is a [`Ring`] (a power-of-two
+//!   ring buffer whose push inlines). Re-entries from the shaping queue carry old ranks
 //!   and are inserted in order (they are few, and land near the front). Ties break on the
 //!   same global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
@@ -42,8 +43,8 @@
 //! * **Counters.** Departures are counted once, at the leaf ([`Engine::stats`] adds them up
 //!   the tree); drops per node and per flow in sparse maps (drops are rare). What every
 //!   leaf or node pays before its first packet is its records and empty queues: a `senic`
-//!   class (a leaf) 184 bytes (node 64, leaf 64, its PIFO 32, its queue at the parent 24),
-//!   where SENIC's hardware keeps 30.
+//!   class (a leaf) 168 bytes (node 64, leaf 64, its PIFO 32, the ends of its queue at the
+//!   parent 8), where SENIC's hardware keeps 30.
 //!
 //! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
 //! list, shaping queue or free list); a flow's holdings equal the sum over its held slots.
@@ -52,11 +53,11 @@
 //!
 //! Cost per packet: one classification, one flow-table probe, O(depth · log(children)) heap
 //! work at enqueue and dequeue; no allocation once the slab, heaps and arenas have grown to
-//! the peak occupancy (the shaping queue and the deferral records keep their entries in one
-//! pool each, and a wide node keeps both its forms, so a peak is one number to reach, not
-//! one per bucket, flow or switch; `tests/steady_alloc.rs` counts the allocations of long
-//! runs after a warm-up: none). A queue per child still grows when its child holds more
-//! than ever before. Batches overlap their packets' cache misses: `enqueue_batch` and
+//! the peak occupancy (the shaping queue, the deferral records and each node's queues per
+//! child keep their entries in one pool each, and a wide node keeps both its forms, so a
+//! peak is one number to reach, not one per bucket, flow, child or switch;
+//! `tests/steady_alloc.rs` counts the allocations of long runs after a warm-up: none).
+//! Batches overlap their packets' cache misses: `enqueue_batch` and
 //! `enqueue_flow_batch` read all their flow records before the first enqueue, and
 //! [`Engine::dequeue_batch`] pops up to 16 packets' paths, then reads their records, then
 //! sends them in order (exact: the pops do not depend on the sends, as long as no packet
@@ -73,6 +74,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::buckets::BucketQueue;
+use super::child_queues::ChildQueues;
 use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
@@ -282,8 +284,9 @@ impl Ffs {
         for c in self.at.iter() {
             if c.count > 0 {
                 let v = c.child;
-                let q = &mut pc.queues[(v - first) as usize];
-                q.extend(std::iter::repeat_n((c.prio as Rank, 0), c.count as usize));
+                for _ in 0..c.count {
+                    pc.queues.push_back((v - first) as usize, c.prio as Rank, 0);
+                }
                 pc.heads.push(HeapEntry::new(c.prio as Rank, 0, v));
             }
         }
@@ -296,7 +299,8 @@ impl Ffs {
 struct PerChild {
     /// Node id of the first child (children are contiguous).
     first: u32,
-    queues: Vec<Ring<(Rank, u64)>>,
+    /// Each child's entries, sorted by (rank, seq).
+    queues: ChildQueues,
     /// Heads, possibly stale: an item is live when it equals its queue's front (see
     /// [`PerChild::live`]). Every non-empty queue's front has a live item.
     heads: MinHeap,
@@ -392,7 +396,7 @@ impl PerChild {
     fn new(first: u32, children: usize, switch: Switch) -> PerChild {
         PerChild {
             first,
-            queues: vec![Ring::new(); children],
+            queues: ChildQueues::new(children),
             heads: MinHeap::default(),
             switch,
         }
@@ -403,7 +407,7 @@ impl PerChild {
     /// left by an emptied or reordered queue never matches again.
     #[inline(always)]
     fn live(&self, e: &HeapEntry) -> bool {
-        self.queues[(e.v - self.first) as usize].front() == Some(&(e.rank(), e.seq))
+        self.queues.front((e.v - self.first) as usize) == Some((e.rank(), e.seq))
     }
 
     /// Whether the heads have grown to [`Switch::heads`] (asked after a push to the heap).
@@ -416,10 +420,11 @@ impl PerChild {
     /// [`Switch::heads`].
     #[inline(always)]
     fn push(&mut self, rank: Rank, seq: u64, v: u32) -> bool {
-        let q = &mut self.queues[(v - self.first) as usize];
-        match q.back() {
+        let c = (v - self.first) as usize;
+        let q = &mut self.queues;
+        match q.back(c) {
             None => {
-                q.push_back((rank, seq));
+                q.push_back(c, rank, seq);
                 // A stale top (the head of a child that emptied, left by `pop`) is
                 // replaced in place: one sift instead of a pop and a push.
                 let e = HeapEntry::new(rank, seq, v);
@@ -433,15 +438,13 @@ impl PerChild {
             }
             // `seq` is after every queued one (see `Sorted`): `(rank, seq) > last`
             // comes down to `rank >= last.0`.
-            Some(&last) if rank >= last.0 => {
+            Some(last) if rank >= last.0 => {
                 debug_assert!(seq > last.1, "per-child push: seq {seq} not after {last:?}");
-                q.push_back((rank, seq))
+                q.push_back(c, rank, seq)
             }
             Some(_) => {
                 // A re-entered packet (old rank): insert in order.
-                let at = q.partition_point(|&e| e < (rank, seq));
-                q.insert(at, (rank, seq));
-                if at == 0 {
+                if q.insert(c, rank, seq) {
                     self.heads.push(HeapEntry::new(rank, seq, v));
                     return self.heads_reached_switch();
                 }
@@ -460,13 +463,13 @@ impl PerChild {
                 continue;
             }
             let (rank, v) = (top.rank(), top.v);
-            let q = &mut self.queues[(v - self.first) as usize];
-            q.pop_front();
+            let c = (v - self.first) as usize;
+            self.queues.pop_front(c);
             // The child's next entry replaces its head in place: one sift-down. If the
             // child is empty, its head stays as a stale top: the next push to an empty
             // child replaces it (most do, on a backlogged node), else the next pop
             // drops it.
-            if let Some(&(r2, s2)) = q.front() {
+            if let Some((r2, s2)) = self.queues.front(c) {
                 self.heads.replace_top(HeapEntry::new(r2, s2, v));
             }
             return Some(Popped::Tracked(rank, v));
@@ -505,9 +508,9 @@ impl Pifo {
         };
         let Wide { entries, per_child } = &mut *w;
         entries.refill(|all| {
-            let first = per_child.first;
-            for (c, q) in per_child.queues.iter_mut().enumerate() {
-                while let Some((rank, seq)) = q.pop_front() {
+            let (first, q) = (per_child.first, &mut per_child.queues);
+            for c in 0..q.len() {
+                while let Some((rank, seq)) = q.pop_front(c) {
                     all.push(HeapEntry::new(rank, seq, first + c as u32));
                 }
             }
@@ -532,11 +535,11 @@ impl Pifo {
         #[cfg(test)]
         tests::MOVED_BACK.with(|m| m.set(m.get().max(entries.len())));
         while let Some(e) = entries.pop() {
-            let q = &mut pc.queues[(e.v - pc.first) as usize];
-            if q.is_empty() {
+            let c = (e.v - pc.first) as usize;
+            if pc.queues.front(c).is_none() {
                 pc.heads.push(e);
             }
-            q.push_back((e.rank(), e.seq));
+            pc.queues.push_back(c, e.rank(), e.seq);
         }
         *self = Pifo::WideHeap(w);
     }

@@ -18,6 +18,7 @@
 //! * Rank functions per node type are documented on [`reference::Rank`].
 
 mod buckets;
+mod child_queues;
 mod deferrals;
 pub mod fast;
 mod flow_index;

@@ -1,14 +1,14 @@
-//! A ring buffer of `Copy` entries for the fast engine's sorted PIFOs (`fifo` nodes, FIFO
-//! leaves, the per-child queues of `PerChild` nodes): the subset of `VecDeque` they use, with
-//! a power-of-two capacity so an index is a mask, small enough for the compiler to inline
-//! the push (`VecDeque::push_back` is an out-of-line call in the enqueue path).
+//! A ring buffer of `Copy` entries for the fast engine's sorted PIFOs of `fifo` nodes: the
+//! subset of `VecDeque` they use, with a power-of-two capacity so an index is a mask, small
+//! enough for the compiler to inline the push (`VecDeque::push_back` is an out-of-line call
+//! in the enqueue path). (FIFO leaves keep a list through their slots, and the queues per
+//! child of a `PerChild` node a list in one pool: see `fast.rs` and `child_queues.rs`.)
 //!
 //! Invariants: `buf.len()` is 0 or a power of two; the entries are `buf[(head + i) & mask]`
-//! for `i < len`. Its property test is a twin of `VecDeque`. Cost: push, pop, front, back
-//! O(1); `insert` (a packet re-entering from the shaping queue) O(len); growth doubles the
-//! buffer (no allocation once it has grown to its peak). Size: 24 bytes (a boxed slice, not
-//! a `Vec`: the capacity is the length), which every PIFO and per-child queue pays even when
-//! empty (a `senic` node with 10k classes has 20k of them).
+//! for `i < len`. Its property test is a twin of `VecDeque`. Cost: push, pop, back O(1);
+//! `insert` (a packet re-entering from the shaping queue) O(len); growth doubles the buffer
+//! (no allocation once it has grown to its peak). Size: 24 bytes (a boxed slice, not a
+//! `Vec`: the capacity is the length).
 
 /// The ring (see the module doc).
 #[derive(Debug, Clone, Default)]
@@ -45,12 +45,8 @@ impl<T: Copy + Default> Ring<T> {
         self.len as usize
     }
 
-    #[inline(always)]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    #[inline(always)]
+    /// The first entry (tests: the engine only pops it).
+    #[cfg(test)]
     pub fn front(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.head as usize])
     }
@@ -107,13 +103,6 @@ impl<T: Copy + Default> Ring<T> {
         }
         let to = self.at(at);
         self.buf[to] = x;
-    }
-
-    /// Appends every entry of `it`.
-    pub fn extend(&mut self, it: impl IntoIterator<Item = T>) {
-        for x in it {
-            self.push_back(x);
-        }
     }
 
     /// Doubles the buffer (at least 4 entries), the entries first, in order.
