@@ -4,15 +4,19 @@
 //! ahead of them.
 //!
 //! Layout: one pool of records linked into a list per flow, oldest first (a hash map from
-//! flow to its list's first and last record), and a free list. No allocation in steady state: the pool grows to
+//! flow to its list's first and last record, and the latest position and release time among
+//! its records), and a free list. No allocation in steady state: the pool grows to
 //! the most packets deferred at once and keeps its capacity; the map keeps its table. (A
 //! `Vec` per flow, recycled through a spare list, did not: a recycled vector met a flow
 //! with more packets to defer than it had room for, and grew; `tests/steady_alloc.rs`.)
 //!
 //! Invariants: a flow is in the map exactly when its list is non-empty; every record is in
-//! one flow's list or in the free list; a list is in the order of its pushes. Cost: push
-//! O(1); reading walks one flow's list; removing walks it up to the record, which is
-//! usually the first (a flow's packets leave the shaping queue in their order). Hand-written (an intrusive list in a slab;
+//! one flow's list or in the free list; a list is in the order of its pushes; a list's
+//! `newest` and `latest` are the latest position (wrapping) and release time among its
+//! records. Cost: push O(1); the bound for a packet after every deferred one of its flow (the
+//! usual question) O(1), else a walk of the flow's list; removing walks the list up to the
+//! record, usually the first (a flow's packets leave the shaping queue in their order), and
+//! walks it all only when the record held the list's newest position or latest time. Hand-written (an intrusive list in a slab;
 //! nothing to take from a crate). The twin test below compares it with a map of vectors.
 
 use rustc_hash::FxHashMap;
@@ -36,11 +40,22 @@ struct Record {
     until: u64,
 }
 
+/// A flow's list of records.
+#[derive(Debug, Clone, Copy)]
+struct List {
+    first: u32,
+    last: u32,
+    /// The latest position among its records (in wrapping order).
+    newest: u32,
+    /// The latest release time among its records, ps.
+    latest: u64,
+}
+
 /// The deferral records of every flow (see the module doc).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Deferrals {
-    /// Flow index → its list's first and last record.
-    lists: FxHashMap<u32, (u32, u32)>,
+    /// Flow index → its list.
+    lists: FxHashMap<u32, List>,
     pool: Vec<Record>,
     /// The first free record (the free list is linked through `next`, `NIL`-terminated).
     free: Option<u32>,
@@ -57,8 +72,15 @@ impl Deferrals {
     /// it (0 if none): a packet at `fseq` leaves no earlier, to keep the flow's order.
     #[inline]
     pub fn until_before(&self, flow: u32, fseq: u32) -> u64 {
+        let Some(l) = self.lists.get(&flow) else {
+            return 0;
+        };
+        if seq_before(l.newest, fseq) {
+            // Every deferred packet of the flow is before this one.
+            return l.latest;
+        }
         let mut until = 0;
-        let mut at = self.lists.get(&flow).map_or(NIL, |l| l.0);
+        let mut at = l.first;
         while at != NIL {
             let r = &self.pool[at as usize];
             if seq_before(r.fseq, fseq) {
@@ -72,7 +94,7 @@ impl Deferrals {
     /// `(fseq, until)` of each deferred packet of `flow`, in the order deferred (tests).
     #[cfg(test)]
     fn of(&self, flow: u32) -> impl Iterator<Item = (u32, u64)> + '_ {
-        let mut at = self.lists.get(&flow).map_or(NIL, |l| l.0);
+        let mut at = self.lists.get(&flow).map_or(NIL, |l| l.first);
         std::iter::from_fn(move || {
             if at == NIL {
                 return None;
@@ -104,11 +126,21 @@ impl Deferrals {
         };
         match self.lists.entry(flow) {
             std::collections::hash_map::Entry::Occupied(mut o) => {
-                let last = std::mem::replace(&mut o.get_mut().1, at);
-                self.pool[last as usize].next = at;
+                let l = o.get_mut();
+                self.pool[l.last as usize].next = at;
+                l.last = at;
+                if seq_before(l.newest, fseq) {
+                    l.newest = fseq;
+                }
+                l.latest = l.latest.max(until);
             }
             std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert((at, at));
+                v.insert(List {
+                    first: at,
+                    last: at,
+                    newest: fseq,
+                    latest: until,
+                });
             }
         }
     }
@@ -119,7 +151,7 @@ impl Deferrals {
             return;
         };
         let mut prev = NIL;
-        let mut at = list.0;
+        let mut at = list.first;
         while at != NIL && self.pool[at as usize].fseq != fseq {
             prev = at;
             at = self.pool[at as usize].next;
@@ -127,19 +159,32 @@ impl Deferrals {
         if at == NIL {
             return;
         }
-        let next = self.pool[at as usize].next;
+        let Record { next, until, .. } = self.pool[at as usize];
         if prev == NIL {
-            list.0 = next;
+            list.first = next;
         } else {
             self.pool[prev as usize].next = next;
         }
         if next == NIL {
-            list.1 = prev;
+            list.last = prev;
         }
         self.pool[at as usize].next = self.free.unwrap_or(NIL);
         self.free = Some(at);
-        if list.0 == NIL {
+        if list.first == NIL {
             self.lists.remove(&flow);
+        } else if fseq == list.newest || until == list.latest {
+            // The record held the list's newest position or latest time: find them again.
+            let (mut newest, mut latest) = (self.pool[list.first as usize].fseq, 0);
+            let mut at = list.first;
+            while at != NIL {
+                let r = &self.pool[at as usize];
+                if seq_before(newest, r.fseq) {
+                    newest = r.fseq;
+                }
+                latest = latest.max(r.until);
+                at = r.next;
+            }
+            (list.newest, list.latest) = (newest, latest);
         }
     }
 }
@@ -181,7 +226,15 @@ mod tests {
                     let got: Vec<(u32, u64)> = d.of(flow).collect();
                     let want = model.get(&flow).cloned().unwrap_or_default();
                     prop_assert_eq!(&got, &want, "flow {}", flow);
-                    for before in [0, 3, 6, 12, u32::MAX - 2] {
+                    if let Some(l) = d.lists.get(&flow) {
+                        let newest = want
+                            .iter()
+                            .map(|e| e.0)
+                            .reduce(|a, b| if seq_before(a, b) { b } else { a });
+                        prop_assert_eq!(Some(l.newest), newest);
+                        prop_assert_eq!(Some(l.latest), want.iter().map(|e| e.1).max());
+                    }
+                    for before in [0, 3, 6, 12, 13, u32::MAX - 2] {
                         let latest = want
                             .iter()
                             .filter(|e| seq_before(e.0, before))
