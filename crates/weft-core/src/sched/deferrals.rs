@@ -5,19 +5,20 @@
 //!
 //! Layout: one pool of records linked into a list per flow, oldest first (a hash map from
 //! flow to its list's first and last record, and the latest position and release time among
-//! its records), and a free list. No allocation in steady state: the pool grows to
-//! the most packets deferred at once and keeps its capacity; the map keeps its table. (A
-//! `Vec` per flow, recycled through a spare list, did not: a recycled vector met a flow
-//! with more packets to defer than it had room for, and grew; `tests/steady_alloc.rs`.)
+//! its records), and a free list. No allocation in steady state: the pool grows to the most
+//! packets deferred at once and keeps its capacity; the map keeps its table. (A `Vec` per
+//! flow, recycled through a spare list, did not: a recycled vector met a flow with more
+//! packets to defer than it had room for, and grew; `tests/steady_alloc.rs`.)
 //!
 //! Invariants: a flow is in the map exactly when its list is non-empty; every record is in
 //! one flow's list or in the free list; a list is in the order of its pushes; a list's
 //! `newest` and `latest` are the latest position (wrapping) and release time among its
-//! records. Cost: push O(1); the bound for a packet after every deferred one of its flow (the
-//! usual question) O(1), else a walk of the flow's list; removing walks the list up to the
-//! record, usually the first (a flow's packets leave the shaping queue in their order), and
-//! walks it all only when the record held the list's newest position or latest time. Hand-written (an intrusive list in a slab;
-//! nothing to take from a crate). The twin test below compares it with a map of vectors.
+//! records. Cost: push O(1); the bound for a packet after every deferred one of its flow
+//! (the usual question) O(1), else a walk of the flow's list; removing walks the list up to
+//! the record, usually the first (a flow's packets leave the shaping queue in their order),
+//! and walks it all only when the record held the list's newest position or latest time.
+//! Hand-written (an intrusive list in a slab; nothing to take from a crate). The twin test
+//! below compares it with a map of vectors.
 
 use rustc_hash::FxHashMap;
 
