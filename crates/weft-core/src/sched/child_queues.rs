@@ -16,10 +16,8 @@
 //! queue with its old rank: few, near the front) walks from the front. Hand-written (an
 //! intrusive list in a slab); the twin test below compares it with a `VecDeque` per child.
 
+use super::pool::{Linked, Pool, NIL};
 use super::reference::Rank;
-
-/// No token: the end of a list.
-const NIL: u32 = u32::MAX;
 
 /// One entry: its rank as (low, high) 64-bit halves (a `u128` field would align the token
 /// to 16 bytes and grow it to 48), its sequence number, and the next token of its list.
@@ -28,6 +26,16 @@ struct Token {
     rank: [u64; 2],
     seq: u64,
     next: u32,
+}
+
+impl Linked for Token {
+    fn next(&self) -> u32 {
+        self.next
+    }
+
+    fn set_next(&mut self, next: u32) {
+        self.next = next;
+    }
 }
 
 impl Token {
@@ -43,9 +51,7 @@ pub(crate) struct ChildQueues {
     /// Per child: the first and last token of its list, `NIL` when empty (the last is then
     /// meaningless).
     ends: Vec<(u32, u32)>,
-    pool: Vec<Token>,
-    /// The first free token, or `NIL`.
-    free: u32,
+    pool: Pool<Token>,
 }
 
 impl ChildQueues {
@@ -53,8 +59,7 @@ impl ChildQueues {
     pub fn new(children: usize) -> ChildQueues {
         ChildQueues {
             ends: vec![(NIL, NIL); children],
-            pool: Vec::new(),
-            free: NIL,
+            pool: Pool::default(),
         }
     }
 
@@ -69,7 +74,7 @@ impl ChildQueues {
         match self.ends[c].0 {
             NIL => None,
             i => {
-                let t = &self.pool[i as usize];
+                let t = &self.pool[i];
                 Some((t.rank(), t.seq))
             }
         }
@@ -81,31 +86,20 @@ impl ChildQueues {
         match self.ends[c] {
             (NIL, _) => None,
             (_, last) => {
-                let t = &self.pool[last as usize];
+                let t = &self.pool[last];
                 Some((t.rank(), t.seq))
             }
         }
     }
 
-    /// A free token holding `(rank, seq)` and `next`.
+    /// A token of the pool holding `(rank, seq)` and `next`.
     #[inline(always)]
     fn take(&mut self, rank: Rank, seq: u64, next: u32) -> u32 {
-        let t = Token {
+        self.pool.take(Token {
             rank: [rank as u64, (rank >> 64) as u64],
             seq,
             next,
-        };
-        match self.free {
-            NIL => {
-                self.pool.push(t);
-                (self.pool.len() - 1) as u32
-            }
-            i => {
-                self.free = self.pool[i as usize].next;
-                self.pool[i as usize] = t;
-                i
-            }
-        }
+        })
     }
 
     /// Appends `(rank, seq)` to child `c`'s list (the caller knows it goes last).
@@ -120,7 +114,7 @@ impl ChildQueues {
         match self.ends[c] {
             (NIL, _) => self.ends[c] = (i, i),
             (_, last) => {
-                self.pool[last as usize].next = i;
+                self.pool[last].next = i;
                 self.ends[c].1 = i;
             }
         }
@@ -131,7 +125,7 @@ impl ChildQueues {
         let mut prev = NIL;
         let mut at = self.ends[c].0;
         while at != NIL {
-            let t = &self.pool[at as usize];
+            let t = &self.pool[at];
             if (rank, seq) < (t.rank(), t.seq) {
                 break;
             }
@@ -146,7 +140,7 @@ impl ChildQueues {
             self.ends[c].0 = i;
             true
         } else {
-            self.pool[prev as usize].next = i;
+            self.pool[prev].next = i;
             false
         }
     }
@@ -158,10 +152,9 @@ impl ChildQueues {
         if i == NIL {
             return None;
         }
-        let t = self.pool[i as usize];
+        let t = self.pool[i];
         self.ends[c].0 = t.next;
-        self.pool[i as usize].next = self.free;
-        self.free = i;
+        self.pool.give(i);
         Some((t.rank(), t.seq))
     }
 }
@@ -219,13 +212,7 @@ mod tests {
                 }
                 prop_assert_eq!(q.pop_front(k), None);
             }
-            let mut free = 0;
-            let mut at = q.free;
-            while at != NIL {
-                free += 1;
-                at = q.pool[at as usize].next;
-            }
-            prop_assert_eq!(free, q.pool.len());
+            prop_assert_eq!(q.pool.free_entries(), q.pool.made());
         }
     }
 }

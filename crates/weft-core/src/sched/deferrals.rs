@@ -22,8 +22,7 @@
 
 use rustc_hash::FxHashMap;
 
-/// No record: the end of a list.
-const NIL: u32 = u32::MAX;
+use super::pool::{Linked, Pool, NIL};
 
 /// `a` comes before `b` in a flow's (wrapping) sequence of positions.
 fn seq_before(a: u32, b: u32) -> bool {
@@ -39,6 +38,16 @@ struct Record {
     next: u32,
     /// Its release time, ps.
     until: u64,
+}
+
+impl Linked for Record {
+    fn next(&self) -> u32 {
+        self.next
+    }
+
+    fn set_next(&mut self, next: u32) {
+        self.next = next;
+    }
 }
 
 /// A flow's list of records.
@@ -57,9 +66,7 @@ struct List {
 pub(crate) struct Deferrals {
     /// Flow index → its list.
     lists: FxHashMap<u32, List>,
-    pool: Vec<Record>,
-    /// The first free record (the free list is linked through `next`, `NIL`-terminated).
-    free: Option<u32>,
+    pool: Pool<Record>,
 }
 
 impl Deferrals {
@@ -83,7 +90,7 @@ impl Deferrals {
         let mut until = 0;
         let mut at = l.first;
         while at != NIL {
-            let r = &self.pool[at as usize];
+            let r = &self.pool[at];
             if seq_before(r.fseq, fseq) {
                 until = until.max(r.until);
             }
@@ -100,7 +107,7 @@ impl Deferrals {
             if at == NIL {
                 return None;
             }
-            let r = self.pool[at as usize];
+            let r = self.pool[at];
             at = r.next;
             Some((r.fseq, r.until))
         })
@@ -113,22 +120,11 @@ impl Deferrals {
             next: NIL,
             until,
         };
-        let at = match self.free {
-            Some(at) => {
-                let next = self.pool[at as usize].next;
-                self.free = (next != NIL).then_some(next);
-                self.pool[at as usize] = r;
-                at
-            }
-            None => {
-                self.pool.push(r);
-                (self.pool.len() - 1) as u32
-            }
-        };
+        let at = self.pool.take(r);
         match self.lists.entry(flow) {
             std::collections::hash_map::Entry::Occupied(mut o) => {
                 let l = o.get_mut();
-                self.pool[l.last as usize].next = at;
+                self.pool[l.last].next = at;
                 l.last = at;
                 if seq_before(l.newest, fseq) {
                     l.newest = fseq;
@@ -153,32 +149,31 @@ impl Deferrals {
         };
         let mut prev = NIL;
         let mut at = list.first;
-        while at != NIL && self.pool[at as usize].fseq != fseq {
+        while at != NIL && self.pool[at].fseq != fseq {
             prev = at;
-            at = self.pool[at as usize].next;
+            at = self.pool[at].next;
         }
         if at == NIL {
             return;
         }
-        let Record { next, until, .. } = self.pool[at as usize];
+        let Record { next, until, .. } = self.pool[at];
         if prev == NIL {
             list.first = next;
         } else {
-            self.pool[prev as usize].next = next;
+            self.pool[prev].next = next;
         }
         if next == NIL {
             list.last = prev;
         }
-        self.pool[at as usize].next = self.free.unwrap_or(NIL);
-        self.free = Some(at);
+        self.pool.give(at);
         if list.first == NIL {
             self.lists.remove(&flow);
         } else if fseq == list.newest || until == list.latest {
             // The record held the list's newest position or latest time: find them again.
-            let (mut newest, mut latest) = (self.pool[list.first as usize].fseq, 0);
+            let (mut newest, mut latest) = (self.pool[list.first].fseq, 0);
             let mut at = list.first;
             while at != NIL {
-                let r = &self.pool[at as usize];
+                let r = &self.pool[at];
                 if seq_before(newest, r.fseq) {
                     newest = r.fseq;
                 }
@@ -246,7 +241,7 @@ mod tests {
                     }
                 }
             }
-            prop_assert!(d.pool.len() <= ops.len());
+            prop_assert!(d.pool.made() <= ops.len());
         }
     }
 }

@@ -23,6 +23,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use super::pool::{Linked, Pool, NIL};
+
 /// `(time ps, seq, payload)`.
 pub(crate) type TimedEntry = (u64, u64, u32);
 
@@ -32,19 +34,30 @@ const SHIFT: u32 = 16;
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
 
-/// No entry: the end of a list.
-const NIL: u32 = u32::MAX;
+/// A bucket's entry and the next of its bucket (or of the pool's free list).
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    e: TimedEntry,
+    next: u32,
+}
+
+impl Linked for Node {
+    fn next(&self) -> u32 {
+        self.next
+    }
+
+    fn set_next(&mut self, next: u32) {
+        self.next = next;
+    }
+}
 
 /// The timing wheel (see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct TimingWheel {
     /// Per bucket: the index in `pool` of its first entry, or `NIL`.
     buckets: Vec<u32>,
-    /// The buckets' entries, each with the index of the next in its bucket (or in the free
-    /// list), `NIL` at the end.
-    pool: Vec<(TimedEntry, u32)>,
-    /// The first unused entry of `pool`, or `NIL`.
-    free: u32,
+    /// The buckets' entries.
+    pool: Pool<Node>,
     /// Bit `i` set when bucket `i` is non-empty.
     bits: [u64; WORDS],
     /// Tick (time >> SHIFT) of the first bucket not yet drained into `near`.
@@ -59,8 +72,7 @@ impl Default for TimingWheel {
     fn default() -> Self {
         TimingWheel {
             buckets: vec![NIL; SLOTS],
-            pool: Vec::new(),
-            free: NIL,
+            pool: Pool::default(),
             bits: [0; WORDS],
             cursor: 0,
             near: BinaryHeap::new(),
@@ -107,17 +119,10 @@ impl TimingWheel {
 
     fn put(&mut self, tick: u64, e: TimedEntry) {
         let i = (tick as usize) & (SLOTS - 1);
-        let next = self.buckets[i];
-        let at = if self.free == NIL {
-            self.pool.push((e, next));
-            (self.pool.len() - 1) as u32
-        } else {
-            let at = self.free;
-            self.free = self.pool[at as usize].1;
-            self.pool[at as usize] = (e, next);
-            at
-        };
-        self.buckets[i] = at;
+        self.buckets[i] = self.pool.take(Node {
+            e,
+            next: self.buckets[i],
+        });
         self.bits[i / 64] |= 1 << (i % 64);
         self.in_buckets += 1;
     }
@@ -138,10 +143,9 @@ impl TimingWheel {
             // The bucket's entries go to `near`, their pool entries to the free list.
             let mut at = std::mem::replace(&mut self.buckets[i], NIL);
             while at != NIL {
-                let (e, next) = self.pool[at as usize];
+                let Node { e, next } = self.pool[at];
                 self.near.push(Reverse(e));
-                self.pool[at as usize].1 = self.free;
-                self.free = at;
+                self.pool.give(at);
                 self.in_buckets -= 1;
                 at = next;
             }
