@@ -78,7 +78,7 @@ use super::child_queues::ChildQueues;
 use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
-use super::reference::{flow_key_of, wire_ps_frac, Bucket, Rank, FRAC};
+use super::reference::{flow_key_of, senic_advance_by, wire_ps_frac, Bucket, Rank, FRAC};
 use super::ring::Ring;
 use super::wheel::TimingWheel;
 use super::{
@@ -1401,9 +1401,8 @@ impl FastEngine {
     fn advance_group(senic: &mut [SenicRt], top: u32, now: u64) {
         let g = &mut senic[top as usize];
         if now > g.t {
-            let cap = g.capacity as u128;
             let dt = ((now - g.t) as u128) << FRAC;
-            g.v += dt * cap / cap.max(g.backlog_rate);
+            g.v += senic_advance_by(dt, g.capacity as u128, g.backlog_rate);
             g.t = now;
         }
     }
@@ -1804,10 +1803,16 @@ impl FastEngine {
             Self::advance_group(&mut self.senic, top, now);
             let g = &self.senic[top as usize];
             if g.v < st {
-                let v = g.v;
+                // The virtual time still to go, in real time: × max(1, φ) (as the
+                // reference computes it; no division while φ ≤ 1).
+                let gap = st - g.v;
                 let cap = g.capacity as u128;
-                let slow = cap.max(g.backlog_rate);
-                let dt = ((st - v) * slow / cap).div_ceil(1u128 << FRAC);
+                let ahead = if g.backlog_rate <= cap {
+                    gap
+                } else {
+                    gap * g.backlog_rate / cap
+                };
+                let dt = ahead.div_ceil(1u128 << FRAC);
                 at = at.max(now + (dt as u64).max(1));
             }
         }

@@ -56,6 +56,30 @@ pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
     ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
 }
 
+/// How far a senic group's system virtual time moves in `dt` (ps with [`FRAC`] fractional
+/// bits) at capacity `cap` (bits/s) while its backlogged classes' rates sum to
+/// `backlog_rate` (bits/s): SENIC §4's `dt / max(1, φ)`, `φ = backlog_rate / cap`, rounded
+/// down. Exact without overflow: `dt` itself while φ ≤ 1 (an idle or undersubscribed
+/// group, however long the gap: `dt × cap` in 128 bits overflowed after about nine idle
+/// days at 100 Gbit/s), else `dt × cap / backlog_rate`, split into quotient and remainder
+/// when the product would not fit (the remainder's share is exact while `backlog_rate ×
+/// cap` fits in 128 bits, and rounded down further beyond: rates summing past 10^19 bit/s).
+pub(crate) fn senic_advance_by(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
+    if backlog_rate <= cap {
+        return dt;
+    }
+    match dt.checked_mul(cap) {
+        Some(p) => p / backlog_rate,
+        None => {
+            let (q, r) = (dt / backlog_rate, dt % backlog_rate);
+            let part = r
+                .checked_mul(cap)
+                .map_or(r / (backlog_rate / cap), |p| p / backlog_rate);
+            q * cap + part
+        }
+    }
+}
+
 /// A token bucket kept as a generic cell rate algorithm (GCRA): its whole state is the time
 /// the bucket would be full again, so one record is 32 bytes (four `u64`s; SENIC keeps 30
 /// bytes per class). Equivalent to a token bucket of `burst` bytes filling at `rate`, with
@@ -437,7 +461,7 @@ impl ReferenceEngine {
         let s = &mut self.nodes[top as usize].senic;
         if now > s.t {
             let dt = ((now - s.t) as u128) << FRAC;
-            s.v += dt * cap / cap.max(s.backlog_rate);
+            s.v += senic_advance_by(dt, cap, s.backlog_rate);
             s.t = now;
         }
     }
@@ -623,8 +647,14 @@ impl ReferenceEngine {
             let st = &self.nodes[top as usize].senic;
             if st.v < s {
                 let cap = self.senic_capacity(top) as u128;
-                let slow = cap.max(st.backlog_rate);
-                let dt = ((s - st.v) * slow / cap).div_ceil(1u128 << FRAC);
+                // The virtual time still to go, in real time: × max(1, φ).
+                let gap = s - st.v;
+                let ahead = if st.backlog_rate <= cap {
+                    gap
+                } else {
+                    gap * st.backlog_rate / cap
+                };
+                let dt = ahead.div_ceil(1u128 << FRAC);
                 at = at.max(now + (dt as u64).max(1));
             }
         }
@@ -890,5 +920,35 @@ impl Engine for ReferenceEngine {
             .collect();
         v.sort_unstable_by_key(|&(l, k, _)| (l, k));
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// [`senic_advance_by`]: `dt` while φ ≤ 1, else `⌊dt × cap / backlog_rate⌋`, whether
+        /// the product fits in 128 bits or is split into quotient and remainder.
+        #[test]
+        fn senic_advance_by_is_dt_over_phi(
+            dt in any::<u64>(), shift in 0u32..65, cap in 1u64..1 << 63, extra in 0u64..1 << 63
+        ) {
+            let dt = (dt as u128) << shift;
+            let cap = cap as u128;
+            // Far past any real rates: no panic, and no more than `dt`.
+            prop_assert_eq!(senic_advance_by(u128::MAX, u128::MAX >> 1, u128::MAX), u128::MAX >> 1);
+            prop_assert!(senic_advance_by(dt, u64::MAX as u128, u128::MAX >> 2) <= dt);
+            prop_assert_eq!(senic_advance_by(dt, cap, cap - extra as u128 % cap), dt);
+            let br = cap + extra as u128 + 1;
+            // Quotient and remainder by hand: floor(dt × cap / br) = q × cap + ⌊r × cap / br⌋.
+            let (q, r) = (dt / br, dt % br);
+            let want = q * cap + r * cap / br;
+            prop_assert_eq!(senic_advance_by(dt, cap, br), want);
+            if let Some(p) = dt.checked_mul(cap) {
+                prop_assert_eq!(want, p / br);
+            }
+        }
     }
 }
