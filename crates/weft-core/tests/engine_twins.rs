@@ -21,6 +21,11 @@ use weft_core::sched::{
     UpdateError,
 };
 
+/// A day, ps.
+const DAY_PS: u64 = 86_400 * 1_000_000_000_000;
+/// Where a case's time jump ([`spec`]) happens, ps.
+const JUMP_AFTER_PS: u64 = 100_000_000;
+
 const KINDS: [&str; 8] = ["fifo", "prio", "wfq", "rr", "drr", "lstf", "edf", "senic"];
 
 #[derive(Debug, Clone)]
@@ -30,6 +35,8 @@ struct Spec {
     shaped: Vec<Option<(u32, u32)>>,
     arrivals: Vec<(u64, u8, u8, u64, u32, u64)>, // time, group, leaf, flow, bytes, deadline/slack
     updates: Vec<(u64, u8, u32, u64)>,           // time, kind, target, value
+    /// The link's rate.
+    link: &'static str,
 }
 
 fn edge_for(kind: &str, i: usize, knob: u8) -> String {
@@ -44,8 +51,10 @@ fn edge_for(kind: &str, i: usize, knob: u8) -> String {
 
 fn render(s: &Spec) -> String {
     let root = KINDS[s.root];
-    let mut y =
-        format!("weft: 1\nlink: {{rate: 1gbit}}\nnodes:\n  - {{name: root, type: {root}}}\n");
+    let mut y = format!(
+        "weft: 1\nlink: {{rate: {}}}\nnodes:\n  - {{name: root, type: {root}}}\n",
+        s.link
+    );
     for (g, (k, knobs)) in s.inner.iter().enumerate() {
         let kind = KINDS[*k];
         y += &format!(
@@ -110,11 +119,26 @@ fn spec() -> impl Strategy<Value = Spec> {
                 // Half the cases put arrivals on a 20 µs grid: bursts of packets arriving at
                 // the same instant, which drivers offer as one batch (`enqueue_batch`).
                 prop::sample::select(vec![1u64, 20_000_000]),
+                // Half the cases jump ahead halfway through (whatever arrives or changes
+                // after 100 µs comes that much later): a long idle spell (12 days: a senic
+                // node's system time once overflowed after about nine at 100 Gbit/s), or to
+                // 200 days of uptime, close to the end of a 64-bit picosecond clock.
+                prop::sample::select(vec![0u64, 0, 12 * DAY_PS, 200 * DAY_PS]),
+                // Mostly a slow link, on which packets queue; sometimes a fast one.
+                prop::sample::select(vec!["1gbit", "1gbit", "100gbit"]),
             )
         })
-        .prop_map(|(root, inner, shaped, mut arrivals, updates, grid)| {
+        .prop_map(|(root, inner, shaped, mut arrivals, mut updates, grid, jump, link)| {
             for a in &mut arrivals {
                 a.0 -= a.0 % grid;
+                if a.0 >= JUMP_AFTER_PS {
+                    a.0 += jump;
+                }
+            }
+            for u in &mut updates {
+                if u.0 >= JUMP_AFTER_PS {
+                    u.0 += jump;
+                }
             }
             arrivals.sort_by_key(|a| a.0);
             Spec {
@@ -123,6 +147,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 shaped,
                 arrivals,
                 updates,
+                link,
             }
         })
 }
