@@ -2,17 +2,46 @@
 //! one read costs tens of nanoseconds and no system call) converted to integer picoseconds,
 //! the core's unit. The core never reads it: the dataplane passes `now_ps` in.
 //!
-//! Invariant: non-decreasing within a process. Cost: one vDSO call per read.
+//! Invariant: non-decreasing within a process. Its origin is the process's first read, not
+//! the boot: 64 bits of picoseconds last 213 days, and counted from boot they ran out on any
+//! host up longer than that (the product wrapped in release builds, sending time back to
+//! near zero). So a process may run for 213 days; past that, [`now_ps`] panics with a
+//! message saying so rather than hand the engine a time that went backwards. Cost: one vDSO
+//! call per read.
 
-/// Picoseconds since an arbitrary origin (boot), from `CLOCK_MONOTONIC_RAW`.
+use std::sync::OnceLock;
+
+/// The process's first reading of `CLOCK_MONOTONIC_RAW`: (seconds, nanoseconds).
+static ORIGIN: OnceLock<(u64, u64)> = OnceLock::new();
+
+/// Picoseconds since this process first read the clock, from `CLOCK_MONOTONIC_RAW`.
 pub fn now_ps() -> u64 {
+    let now = monotonic_raw();
+    since(*ORIGIN.get_or_init(|| now), now)
+}
+
+/// `CLOCK_MONOTONIC_RAW` as (seconds, nanoseconds).
+fn monotonic_raw() -> (u64, u64) {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_RAW exists on Linux ≥ 2.6.28.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000_000 + ts.tv_nsec as u64 * 1_000
+    (ts.tv_sec as u64, ts.tv_nsec as u64)
+}
+
+/// Picoseconds from `origin` to `now`, both (seconds, nanoseconds) of one clock, `now` not
+/// before `origin`.
+fn since(origin: (u64, u64), now: (u64, u64)) -> u64 {
+    let ns = (now.0 - origin.0) as u128 * 1_000_000_000 + now.1 as u128 - origin.1 as u128;
+    u64::try_from(ns * 1_000).unwrap_or_else(|_| {
+        panic!(
+            "weft's picosecond clock covers 213 days from the process's start and this one \
+             has run {} days: restart it",
+            (now.0 - origin.0) / 86_400
+        )
+    })
 }
 
 /// Nanoseconds since the epoch from `CLOCK_REALTIME`: the clock of the kernel's receive
@@ -34,5 +63,23 @@ mod tests {
         let a = super::now_ps();
         let b = super::now_ps();
         assert!(b >= a);
+    }
+
+    /// Counted from the process's first read, not the boot: a host up 300 days (whose
+    /// uptime in picoseconds no longer fits in 64 bits) still gets small, exact times.
+    #[test]
+    fn counts_from_the_first_read_not_the_boot() {
+        const DAY_S: u64 = 86_400;
+        let origin = (300 * DAY_S, 999_999_999);
+        assert_eq!(super::since(origin, origin), 0);
+        assert_eq!(super::since(origin, (300 * DAY_S + 1, 0)), 1_000);
+        assert_eq!(
+            super::since(origin, (301 * DAY_S + 1, 999_999_999)),
+            (DAY_S + 1) * 1_000_000_000_000
+        );
+        // 213 days fit; 214 do not.
+        let _ = super::since((0, 0), (213 * DAY_S, 0));
+        let late = std::panic::catch_unwind(|| super::since((0, 0), (214 * DAY_S, 0)));
+        assert!(late.is_err(), "214 days past the origin must not wrap silently");
     }
 }
