@@ -128,28 +128,30 @@ fn spec() -> impl Strategy<Value = Spec> {
                 prop::sample::select(vec!["1gbit", "1gbit", "100gbit"]),
             )
         })
-        .prop_map(|(root, inner, shaped, mut arrivals, mut updates, grid, jump, link)| {
-            for a in &mut arrivals {
-                a.0 -= a.0 % grid;
-                if a.0 >= JUMP_AFTER_PS {
-                    a.0 += jump;
+        .prop_map(
+            |(root, inner, shaped, mut arrivals, mut updates, grid, jump, link)| {
+                for a in &mut arrivals {
+                    a.0 -= a.0 % grid;
+                    if a.0 >= JUMP_AFTER_PS {
+                        a.0 += jump;
+                    }
                 }
-            }
-            for u in &mut updates {
-                if u.0 >= JUMP_AFTER_PS {
-                    u.0 += jump;
+                for u in &mut updates {
+                    if u.0 >= JUMP_AFTER_PS {
+                        u.0 += jump;
+                    }
                 }
-            }
-            arrivals.sort_by_key(|a| a.0);
-            Spec {
-                root,
-                inner,
-                shaped,
-                arrivals,
-                updates,
-                link,
-            }
-        })
+                arrivals.sort_by_key(|a| a.0);
+                Spec {
+                    root,
+                    inner,
+                    shaped,
+                    arrivals,
+                    updates,
+                    link,
+                }
+            },
+        )
 }
 
 fn inputs(s: &Spec, p: &Program) -> Vec<(u64, Input)> {

@@ -80,6 +80,9 @@ mod tests {
         // 213 days fit; 214 do not.
         let _ = super::since((0, 0), (213 * DAY_S, 0));
         let late = std::panic::catch_unwind(|| super::since((0, 0), (214 * DAY_S, 0)));
-        assert!(late.is_err(), "214 days past the origin must not wrap silently");
+        assert!(
+            late.is_err(),
+            "214 days past the origin must not wrap silently"
+        );
     }
 }
