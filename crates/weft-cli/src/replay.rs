@@ -43,7 +43,7 @@ use weft_core::policy::{Classification, Program, ShapingPath};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{Counters, DropReason, Engine, EngineOptions, Packet};
+use weft_core::sched::{Counters, DropReason, Engine, EngineOptions, Packet, LAST_ARRIVAL_PS};
 
 /// Which engine replays the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -172,7 +172,17 @@ fn parse_row(
                 .map_err(|_| err(format!("`{name}` = `{v}` is not a non-negative integer")))
         };
         match col {
-            Col::Arrive => t = int()?,
+            Col::Arrive => {
+                t = int()?;
+                if t > LAST_ARRIVAL_PS {
+                    return Err(err(format!(
+                        "`arrive_ps` = {t} is past the last arrival weft schedules, 2^63 ps \
+                         (about 106.7 days; times are 64-bit picoseconds and the rest is \
+                         headroom for queued packets to leave): are these nanoseconds or an \
+                         absolute timestamp? Rebase the trace to start near 0"
+                    )));
+                }
+            }
             Col::Bytes => {
                 let b = int()?;
                 if b == 0 || b > u32::MAX as u64 {
@@ -392,7 +402,7 @@ fn run<E: Engine>(
         |ev| match ev {
             Event::Sent { at_ps, departure } => {
                 sent += 1;
-                end_ps = at_ps + link::wire_ps(departure.bytes, &prog.link);
+                end_ps = at_ps.saturating_add(link::wire_ps(departure.bytes, &prog.link));
                 max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
                 check(writeln!(
                     deps,

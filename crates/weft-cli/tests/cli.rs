@@ -387,6 +387,11 @@ fn replay_reports_bad_rows_with_their_line() {
             "unknown column `colour`",
         ),
         ("arrive_ps,bytes,tag\n10,100,1\n5,100,1\n", "sort the trace"),
+        // Past 2^63 ps: no room left in the 64-bit clock for the packet to leave.
+        (
+            "arrive_ps,bytes,tag\n0,100,1\n9223372036854775809,100,1\n",
+            "t.csv:3: `arrive_ps` = 9223372036854775809 is past the last arrival",
+        ),
     ] {
         std::fs::write(&trace, rows).unwrap();
         weft()

@@ -399,3 +399,27 @@ fn senic_fig4_after_thirty_idle_days() {
     );
     assert_eq!(pattern(later, 100..116), first, "the burst after 30 days");
 }
+
+/// Arrivals at the last time drivers accept (`LAST_ARRIVAL_PS`, 2^63 ps) and a link driver
+/// pushed to the end of the 64-bit clock: every packet still leaves, nothing overflows
+/// (debug builds check), and a frame that would end past the clock stops it there.
+#[test]
+fn the_link_driver_reaches_the_end_of_the_clock_without_overflow() {
+    use weft_core::sched::LAST_ARRIVAL_PS;
+    let p = program(SENIC_FIG4);
+    let late = LAST_ARRIVAL_PS;
+    let arrivals = vec![
+        (0, pkt(0, 1500, "tag=1")),
+        (late, pkt(1, 1500, "tag=1")),
+        (late, pkt(2, 1500, "tag=2")),
+    ];
+    let deps = run(&p, arrivals, u64::MAX);
+    let times: Vec<u64> = deps.iter().map(|d| d.0).collect();
+    assert_eq!(times, vec![0, late, late + 1500 * BYTE_TIME]);
+    // Beyond the accepted range the driver saturates instead of wrapping: the first frame
+    // starts, and the clock ends before the second may (C2's SENIC wait runs past it).
+    let end = u64::MAX - 1_000;
+    let arrivals = vec![(end, pkt(0, 1500, "tag=1")), (end, pkt(1, 1500, "tag=2"))];
+    let deps = run(&p, arrivals, u64::MAX);
+    assert_eq!(deps.first().map(|d| (d.0, d.1)), Some((end, 0)), "{deps:?}");
+}

@@ -158,7 +158,9 @@ pub fn run_bursts<E: Engine>(
                         at_ps: link_free,
                         departure: d,
                     });
-                    link_free += wire_ps(d.bytes, link);
+                    // Saturating: arrivals up to `LAST_ARRIVAL_PS` never get near the end of
+                    // the clock, and later ones stop there rather than wrap.
+                    link_free = link_free.saturating_add(wire_ps(d.bytes, link));
                 }
                 now = link_free;
                 continue;
@@ -185,7 +187,7 @@ pub fn run_bursts<E: Engine>(
             return link_free.max(now);
         };
         debug_assert!(next > now, "time must advance: next {next} <= now {now}");
-        now = next.max(now + 1);
+        now = next.max(now.saturating_add(1));
     }
 }
 

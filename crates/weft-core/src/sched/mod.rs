@@ -31,6 +31,12 @@ mod wheel;
 
 use crate::classifier::PacketMeta;
 
+/// The latest arrival time drivers accept, ps: 2^63, about 106.7 days. Times are 64-bit
+/// picoseconds, 213.5 days in all; the second half is headroom for what is queued by then to
+/// leave (a frame on a 1 bit/s shaping class takes hours), so no time a driver or engine
+/// computes reaches the end of the clock. `weft replay` refuses later rows.
+pub const LAST_ARRIVAL_PS: u64 = 1 << 63;
+
 /// A packet offered to the scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet {
