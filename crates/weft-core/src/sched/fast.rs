@@ -78,7 +78,9 @@ use super::child_queues::ChildQueues;
 use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
-use super::reference::{flow_key_of, senic_advance_by, wire_ps_frac, Bucket, Rank, FRAC};
+use super::reference::{
+    flow_key_of, mul_div, senic_advance_by, wait_ps, wire_ps_frac, Bucket, Rank, FRAC,
+};
 use super::ring::Ring;
 use super::wheel::TimingWheel;
 use super::{
@@ -1810,10 +1812,10 @@ impl FastEngine {
                 let ahead = if g.backlog_rate <= cap {
                     gap
                 } else {
-                    gap * g.backlog_rate / cap
+                    mul_div(gap, g.backlog_rate, cap)
                 };
                 let dt = ahead.div_ceil(1u128 << FRAC);
-                at = at.max(now + (dt as u64).max(1));
+                at = at.max(now.saturating_add(wait_ps(dt)));
             }
         }
         // Per-flow order: never ahead of an earlier packet of the flow still deferred.

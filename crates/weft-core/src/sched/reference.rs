@@ -56,6 +56,29 @@ pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
     ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
 }
 
+/// A wait of `dt` ps as a time offset: at least 1, and `u64::MAX` (never within the clock)
+/// when it does not fit in 64 bits (a 1 bit/s senic class behind many packets of an
+/// oversubscribed node).
+pub(crate) fn wait_ps(dt: u128) -> u64 {
+    u64::try_from(dt).unwrap_or(u64::MAX).max(1)
+}
+
+/// `⌊a × b / c⌋` for `c ≤ 2^64`, exact however large `a × b`, saturating at `u128::MAX`
+/// when the quotient itself does not fit.
+pub(crate) fn mul_div(a: u128, b: u128, c: u128) -> u128 {
+    debug_assert!(c > 0 && c <= 1 << 64, "mul_div: divisor {c} out of range");
+    if let Some(p) = a.checked_mul(b) {
+        return p / c;
+    }
+    // a × b / c = q × b + r × b / c with a = q × c + r, and r × b / c = r × (b / c) +
+    // r × (b % c) / c, where r × (b % c) < c² ≤ 2^128.
+    let (q, r) = (a / c, a % c);
+    let (bq, br) = (b / c, b % c);
+    q.saturating_mul(b)
+        .saturating_add(r.saturating_mul(bq))
+        .saturating_add(r * br / c)
+}
+
 /// How far a senic group's system virtual time moves in `dt` (ps with [`FRAC`] fractional
 /// bits) at capacity `cap` (bits/s) while its backlogged classes' rates sum to
 /// `backlog_rate` (bits/s): SENIC §4's `dt / max(1, φ)`, `φ = backlog_rate / cap`, rounded
@@ -142,7 +165,8 @@ impl Bucket {
 
     /// [`Bucket::earliest`] for a packet of cost `cost` ps.
     pub(crate) fn earliest_cost(&self, cost: u64, now: u64) -> u64 {
-        (self.full_ps + cost.min(self.depth_ps))
+        self.full_ps
+            .saturating_add(cost.min(self.depth_ps))
             .saturating_sub(self.depth_ps)
             .max(now)
     }
@@ -159,14 +183,17 @@ impl Bucket {
             return self.earliest_cost(cost, now);
         }
         // The deferred packets' fill time counts from when the bucket holds nothing extra.
-        (self.full_ps.max(now) + self.pending_ps + cost.min(self.depth_ps))
+        self.full_ps
+            .max(now)
+            .saturating_add(self.pending_ps)
+            .saturating_add(cost.min(self.depth_ps))
             .saturating_sub(self.depth_ps)
             .max(now)
     }
 
     /// Counts a deferred packet's fill time as pending.
     pub(crate) fn hold(&mut self, bytes: u32) {
-        self.pending_ps += self.need(bytes);
+        self.pending_ps = self.pending_ps.saturating_add(self.need(bytes));
     }
 
     /// True while packets of this class wait in the shaping queue (Loom's "currently
@@ -191,7 +218,7 @@ impl Bucket {
         let cap_new = burst_bytes as i128 * 8 * PS_PER_S as i128;
         let missing = cap_new - credit.min(cap_new);
         let limit = (u64::MAX / 4) as i128;
-        self.full_ps = now + ((missing + new_rate - 1) / new_rate).min(limit) as u64;
+        self.full_ps = now.saturating_add(((missing + new_rate - 1) / new_rate).min(limit) as u64);
         self.pending_ps =
             ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate).min(limit) as u64;
         self.rate_bps = rate;
@@ -205,7 +232,7 @@ impl Bucket {
 
     /// [`Bucket::charge`] for a packet of cost `cost` ps.
     pub(crate) fn charge_cost(&mut self, cost: u64, tx: u64) {
-        self.full_ps = self.full_ps.max(tx) + cost;
+        self.full_ps = self.full_ps.max(tx).saturating_add(cost);
     }
 }
 
@@ -377,6 +404,8 @@ impl ReferenceEngine {
             self.flow_stats.entry((leaf, flow)).or_default().drops[r.index()] += 1;
             return Err(r);
         }
+        // A flow is listed once seen, departures or not (the trait's contract).
+        self.flow_stats.entry((leaf, flow)).or_default();
         let st = &mut self.nodes[leaf_node as usize];
         st.held_packets += 1;
         st.held_bytes += bytes;
@@ -652,10 +681,10 @@ impl ReferenceEngine {
                 let ahead = if st.backlog_rate <= cap {
                     gap
                 } else {
-                    gap * st.backlog_rate / cap
+                    mul_div(gap, st.backlog_rate, cap)
                 };
                 let dt = ahead.div_ceil(1u128 << FRAC);
-                at = at.max(now + (dt as u64).max(1));
+                at = at.max(now.saturating_add(wait_ps(dt)));
             }
         }
         at
@@ -941,6 +970,17 @@ mod tests {
             prop_assert_eq!(senic_advance_by(u128::MAX, u128::MAX >> 1, u128::MAX), u128::MAX >> 1);
             prop_assert!(senic_advance_by(dt, u64::MAX as u128, u128::MAX >> 2) <= dt);
             prop_assert_eq!(senic_advance_by(dt, cap, cap - extra as u128 % cap), dt);
+            // mul_div: the product when it fits; past it, q × b + ⌊r × b / c⌋ by hand.
+            let b = cap + extra as u128;
+            let c = (extra as u128 % cap) + 1;
+            match dt.checked_mul(b) {
+                Some(p) => prop_assert_eq!(mul_div(dt, b, c), p / c),
+                None => {
+                    let (q, r) = (dt / c, dt % c);
+                    let want = q.checked_mul(b).and_then(|x| x.checked_add(r * b / c));
+                    prop_assert_eq!(mul_div(dt, b, c), want.unwrap_or(u128::MAX));
+                }
+            }
             let br = cap + extra as u128 + 1;
             // Quotient and remainder by hand: floor(dt × cap / br) = q × cap + ⌊r × cap / br⌋.
             let (q, r) = (dt / br, dt % br);
