@@ -620,6 +620,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 burst: burst.into(),
             };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
+            if let Some(held) = summary["held_at_end"].as_u64().filter(|&h| h > 0) {
+                eprintln!(
+                    "warning: {held} packets were still queued when the 64-bit picosecond clock \
+                     ran out (213.5 days; a class too slow for its backlog): neither sent nor \
+                     dropped (summary.json: held_at_end)"
+                );
+            }
             if j {
                 println!(
                     "{}",

@@ -439,7 +439,7 @@ fn run<E: Engine>(
     );
     let rows = rows.get();
     debug_assert!(
-        error.is_some() || paths.borrow().is_empty(),
+        error.is_some() || paths.borrow().len() <= engine.backlog(),
         "shaped packets neither sent nor dropped: {:?}",
         paths.borrow().keys().take(8).collect::<Vec<_>>()
     );
@@ -558,6 +558,9 @@ fn run<E: Engine>(
         "packets": rows,
         "sent": sent,
         "dropped": dropped,
+        // Packets the engine still held when the clock ran out (2^64 ps): a class too slow
+        // for its backlog. Packets = sent + dropped + held_at_end.
+        "held_at_end": engine.backlog(),
         "first_arrival_ps": start_ps,
         "end_ps": end_ps,
         "span_ps": span_ps,

@@ -839,3 +839,63 @@ fn replay_strict_priority_never_serves_low_while_high_waits() {
         "the trace must make the classes contend ({contended})"
     );
 }
+
+/// A class too slow for its backlog: 1,600 frames of 1,500 B at 1 bit/s need 12,000 s each,
+/// more than the 64-bit picosecond clock holds (213.5 days). The replay says how many were
+/// still queued when the clock ran out, in summary.json and on stderr, and the counts add up.
+#[test]
+fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
+    let dir = std::env::temp_dir().join(format!("weft-replay-clock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("slow.yaml");
+    std::fs::write(
+        &policy,
+        "weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: root, type: fifo}\n  - {name: slow, type: shape, parent: root, rate: 1bit, burst: 1514b, match: {tag: 1}}\n  - {name: a, type: leaf, parent: slow, match: {tag: 1}, limit: {packets: 5000}, flow_limit: {packets: 5000}}\n",
+    )
+    .unwrap();
+    let trace = dir.join("t.csv");
+    let mut rows = String::from("arrive_ps,bytes,tag\n");
+    for _ in 0..1600 {
+        rows += "0,1500,1\n";
+    }
+    std::fs::write(&trace, rows).unwrap();
+    let out = dir.join("out");
+    weft()
+        .args(["replay", "--policy"])
+        .arg(&policy)
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "were still queued when the 64-bit picosecond clock ran out",
+        ));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (sent, dropped, held) = (
+        s["sent"].as_u64().unwrap(),
+        s["dropped"].as_u64().unwrap(),
+        s["held_at_end"].as_u64().unwrap(),
+    );
+    assert!(held > 0, "{s}");
+    assert_eq!((dropped, sent + held), (0, 1600), "{s}");
+    // The class's rate holds to the end: 12,000 s (one 1,500-byte frame at 1 bit/s) between
+    // departures, none rushed out as the clock runs out.
+    let times: Vec<u64> = std::fs::read_to_string(out.join("departures.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(times.len() as u64, sent);
+    let frame_ps = 12_000 * 1_000_000_000_000u64;
+    for w in times.windows(2).skip(1) {
+        assert!(
+            w[1] - w[0] >= frame_ps,
+            "departures {w:?} closer than 12,000 s"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -165,10 +165,12 @@ impl Bucket {
 
     /// [`Bucket::earliest`] for a packet of cost `cost` ps.
     pub(crate) fn earliest_cost(&self, cost: u64, now: u64) -> u64 {
-        self.full_ps
-            .saturating_add(cost.min(self.depth_ps))
-            .saturating_sub(self.depth_ps)
-            .max(now)
+        // Past the end of the clock: never (`u64::MAX`), not a time that wrapped or
+        // saturated just short of it.
+        match self.full_ps.checked_add(cost.min(self.depth_ps)) {
+            Some(t) => t.saturating_sub(self.depth_ps).max(now),
+            None => u64::MAX,
+        }
     }
 
     /// When a packet of `bytes` may go, counting the packets already deferred on this class
@@ -183,12 +185,15 @@ impl Bucket {
             return self.earliest_cost(cost, now);
         }
         // The deferred packets' fill time counts from when the bucket holds nothing extra.
-        self.full_ps
+        match self
+            .full_ps
             .max(now)
-            .saturating_add(self.pending_ps)
-            .saturating_add(cost.min(self.depth_ps))
-            .saturating_sub(self.depth_ps)
-            .max(now)
+            .checked_add(self.pending_ps)
+            .and_then(|t| t.checked_add(cost.min(self.depth_ps)))
+        {
+            Some(t) => t.saturating_sub(self.depth_ps).max(now),
+            None => u64::MAX,
+        }
     }
 
     /// Counts a deferred packet's fill time as pending.
