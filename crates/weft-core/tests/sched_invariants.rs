@@ -71,8 +71,15 @@ fn case(shaped: bool) -> impl Strategy<Value = Case> {
         // A third of the cases start 100 days in (close to `LAST_ARRIVAL_PS`, 106.7 days):
         // the invariants hold however late the clock.
         let base = prop::sample::select(vec![0u64, 0, 100 * 86_400 * 1_000_000_000_000]);
-        (Just(root), Just(leaves), shaping, arrivals, any::<bool>(), base).prop_map(
-            |(root, leaves, shaping, mut arrivals, fast_path, base)| {
+        (
+            Just(root),
+            Just(leaves),
+            shaping,
+            arrivals,
+            any::<bool>(),
+            base,
+        )
+            .prop_map(|(root, leaves, shaping, mut arrivals, fast_path, base)| {
                 for a in &mut arrivals {
                     a.0 += base;
                 }
@@ -84,8 +91,7 @@ fn case(shaped: bool) -> impl Strategy<Value = Case> {
                     arrivals,
                     fast_path,
                 }
-            },
-        )
+            })
     })
 }
 

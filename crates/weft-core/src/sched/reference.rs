@@ -59,17 +59,26 @@ pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
 /// A wait of `dt` ps as a time offset: at least 1, and `u64::MAX` (never within the clock)
 /// when it does not fit in 64 bits (a 1 bit/s senic class behind many packets of an
 /// oversubscribed node).
+#[inline]
 pub(crate) fn wait_ps(dt: u128) -> u64 {
     u64::try_from(dt).unwrap_or(u64::MAX).max(1)
 }
 
 /// `⌊a × b / c⌋` for `c ≤ 2^64`, exact however large `a × b`, saturating at `u128::MAX`
 /// when the quotient itself does not fit.
+#[inline]
 pub(crate) fn mul_div(a: u128, b: u128, c: u128) -> u128 {
     debug_assert!(c > 0 && c <= 1 << 64, "mul_div: divisor {c} out of range");
-    if let Some(p) = a.checked_mul(b) {
-        return p / c;
+    match a.checked_mul(b) {
+        Some(p) => p / c,
+        None => mul_div_wide(a, b, c),
     }
+}
+
+/// [`mul_div`] when `a × b` does not fit in 128 bits (out of line: rare).
+#[cold]
+#[inline(never)]
+fn mul_div_wide(a: u128, b: u128, c: u128) -> u128 {
     // a × b / c = q × b + r × b / c with a = q × c + r, and r × b / c = r × (b / c) +
     // r × (b % c) / c, where r × (b % c) < c² ≤ 2^128.
     let (q, r) = (a / c, a % c);
@@ -87,20 +96,26 @@ pub(crate) fn mul_div(a: u128, b: u128, c: u128) -> u128 {
 /// days at 100 Gbit/s), else `dt × cap / backlog_rate`, split into quotient and remainder
 /// when the product would not fit (the remainder's share is exact while `backlog_rate ×
 /// cap` fits in 128 bits, and rounded down further beyond: rates summing past 10^19 bit/s).
+#[inline]
 pub(crate) fn senic_advance_by(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
     if backlog_rate <= cap {
         return dt;
     }
     match dt.checked_mul(cap) {
         Some(p) => p / backlog_rate,
-        None => {
-            let (q, r) = (dt / backlog_rate, dt % backlog_rate);
-            let part = r
-                .checked_mul(cap)
-                .map_or(r / (backlog_rate / cap), |p| p / backlog_rate);
-            q * cap + part
-        }
+        None => senic_advance_wide(dt, cap, backlog_rate),
     }
+}
+
+/// [`senic_advance_by`] when `dt × cap` does not fit in 128 bits (out of line: rare).
+#[cold]
+#[inline(never)]
+fn senic_advance_wide(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
+    let (q, r) = (dt / backlog_rate, dt % backlog_rate);
+    let part = r
+        .checked_mul(cap)
+        .map_or(r / (backlog_rate / cap), |p| p / backlog_rate);
+    q * cap + part
 }
 
 /// A token bucket kept as a generic cell rate algorithm (GCRA): its whole state is the time
@@ -165,12 +180,14 @@ impl Bucket {
 
     /// [`Bucket::earliest`] for a packet of cost `cost` ps.
     pub(crate) fn earliest_cost(&self, cost: u64, now: u64) -> u64 {
-        // Past the end of the clock: never (`u64::MAX`), not a time that wrapped or
-        // saturated just short of it.
-        match self.full_ps.checked_add(cost.min(self.depth_ps)) {
-            Some(t) => t.saturating_sub(self.depth_ps).max(now),
-            None => u64::MAX,
+        // `full + min(cost, depth) - depth`, written so that it cannot overflow; a bucket
+        // charged past the end of the clock (`full_ps` saturated) is never full again.
+        if self.full_ps == u64::MAX {
+            return u64::MAX;
         }
+        self.full_ps
+            .saturating_sub(self.depth_ps - cost.min(self.depth_ps))
+            .max(now)
     }
 
     /// When a packet of `bytes` may go, counting the packets already deferred on this class
@@ -185,14 +202,12 @@ impl Bucket {
             return self.earliest_cost(cost, now);
         }
         // The deferred packets' fill time counts from when the bucket holds nothing extra.
-        match self
-            .full_ps
-            .max(now)
-            .checked_add(self.pending_ps)
-            .and_then(|t| t.checked_add(cost.min(self.depth_ps)))
-        {
-            Some(t) => t.saturating_sub(self.depth_ps).max(now),
-            None => u64::MAX,
+        match self.full_ps.max(now).checked_add(self.pending_ps) {
+            Some(t) if t != u64::MAX => t
+                .saturating_sub(self.depth_ps - cost.min(self.depth_ps))
+                .max(now),
+            // Past the end of the clock: never.
+            _ => u64::MAX,
         }
     }
 
