@@ -177,7 +177,43 @@ fn inputs(s: &Spec, p: &Program) -> Vec<(u64, Input)> {
     let shapers = p.shapers.len().max(1) as u32;
     for &(t, kind, target, value) in &s.updates {
         let node = target % nodes;
+        // One update in eight (by its value) takes the end of its range.
+        let (extreme, hi) = (value % 8 == 7, value % 16 == 15);
+        let end = |lo: u64| if hi { u64::MAX } else { lo };
         let u = match kind {
+            0 if extreme => Update::Weight {
+                node,
+                weight: end(1),
+            },
+            1 if extreme => Update::Priority {
+                node,
+                priority: end(0),
+            },
+            2 if extreme => Update::Quantum {
+                node,
+                bytes: end(1),
+            },
+            // Not 2^64 - 1 bit/s: a senic class rate above 2^32 times its node's capacity
+            // makes φ exceed the resolution of V (2^-32 ps a picosecond), and the engines
+            // (both alike) then re-defer a packet by slivers of time for ever; see
+            // docs/scheduling.md "Time and its limits".
+            3 if extreme => Update::Rate {
+                node,
+                rate_bps: if hi { 400_000_000_000 } else { 1 },
+            },
+            4 if extreme => Update::Shaper {
+                shaper: target % shapers,
+                rate_bps: end(1),
+                burst_bytes: end(1),
+            },
+            5 if extreme => Update::LeafLimits {
+                node,
+                limit_packets: Some(end(0)),
+                limit_bytes: Some(end(0)),
+                flow_limit_packets: Some(end(0)),
+                flow_limit_bytes: Some(end(0)),
+                outstanding: Some(end(0)),
+            },
             0 => Update::Weight {
                 node,
                 weight: value % 9,
@@ -364,6 +400,92 @@ impl<E: Engine> Engine for Driver<E> {
     }
 }
 
+/// An engine that may be asked for packets at most [`Bounded::MAX_DEQUEUES`] times: a run of
+/// at most 100 packets that needs more is spinning (re-deferring a packet by a sliver of
+/// time again and again), and fails the case instead of hanging the test.
+struct Bounded<E> {
+    e: E,
+    dequeues: u64,
+}
+
+impl<E> Bounded<E> {
+    const MAX_DEQUEUES: u64 = 200_000;
+
+    fn count(&mut self) {
+        self.dequeues += 1;
+        assert!(
+            self.dequeues <= Self::MAX_DEQUEUES,
+            "{} dequeues: the engine keeps deferring without sending",
+            self.dequeues
+        );
+    }
+}
+
+impl<E: Engine> Engine for Bounded<E> {
+    fn program(&self) -> &Program {
+        self.e.program()
+    }
+    fn enqueue(&mut self, pkt: Packet, now: u64) -> Result<(), DropReason> {
+        self.e.enqueue(pkt, now)
+    }
+    fn enqueue_classified(
+        &mut self,
+        pkt: Packet,
+        c: Classification,
+        now: u64,
+    ) -> Result<(), DropReason> {
+        self.e.enqueue_classified(pkt, c, now)
+    }
+    fn enqueue_batch(&mut self, pkts: &[Packet], now: u64, out: &mut Vec<Result<(), DropReason>>) {
+        self.e.enqueue_batch(pkts, now, out)
+    }
+    fn enqueue_classified_batch(
+        &mut self,
+        pkts: &[(Packet, Classification)],
+        now: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        self.e.enqueue_classified_batch(pkts, now, out)
+    }
+    fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        self.e.open_flow(pkt, class)
+    }
+    fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
+        self.e.enqueue_flow(pkt, q, now)
+    }
+    fn enqueue_flow_batch(
+        &mut self,
+        pkts: &[(Packet, FlowQueue)],
+        now: u64,
+        out: &mut Vec<Result<(), DropReason>>,
+    ) {
+        self.e.enqueue_flow_batch(pkts, now, out)
+    }
+    fn dequeue(&mut self, now: u64) -> Option<Departure> {
+        self.count();
+        self.e.dequeue(now)
+    }
+    fn dequeue_batch(&mut self, now: u64, max: usize, out: &mut Vec<Departure>) -> usize {
+        self.count();
+        self.e.dequeue_batch(now, max, out)
+    }
+    fn next_wakeup(&self) -> Option<u64> {
+        self.e.next_wakeup()
+    }
+    fn backlog(&self) -> usize {
+        self.e.backlog()
+    }
+    fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
+        self.e.update(u, now)
+    }
+    fn stats(&self) -> Stats {
+        self.e.stats()
+    }
+    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+        self.e.flow_counters()
+    }
+}
+
 /// The run's events, then every node's counters and every flow's.
 fn events<E: Engine>(e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<String> {
     events_in_bursts(e, p, inputs, 1)
@@ -371,12 +493,13 @@ fn events<E: Engine>(e: E, p: &Program, inputs: Vec<(u64, Input)>) -> Vec<String
 
 /// [`events`] with the link taking up to `burst` frames at once (`Engine::dequeue_batch`).
 fn events_in_bursts<E: Engine>(
-    mut e: E,
+    e: E,
     p: &Program,
     inputs: Vec<(u64, Input)>,
     burst: usize,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    let mut e = Bounded { e, dequeues: 0 };
     link::run_bursts(&mut e, &p.link, inputs, u64::MAX, burst, |ev| match ev {
         Event::Sent { at_ps, departure } => out.push(format!(
             "{at_ps} sent {} leaf {}",
@@ -460,7 +583,12 @@ proptest! {
         prop_assert_eq!(got_fp, want_fp, "limited fast path; policy:\n{}", text);
         // Conservation under live updates: every packet is sent or dropped exactly once.
         let held: usize = want.iter().find_map(|e| e.strip_prefix("held ")).unwrap().parse().unwrap();
-        prop_assert!(held == 0 || text.contains("1bit"), "held at the end without a 1 bit/s class: {}", held);
+        // Only a 1 bit/s class in the policy, or an extreme rate update, can hold a packet
+        // past the end of the clock: 1 bit/s; or 2^64 - 1 bit/s on a backlogged senic class,
+        // which makes φ about 10^10, so its packets' start tags, set at the old rate, take
+        // longer than the clock to come due.
+        let slow_update = s.updates.iter().any(|&(_, kind, _, value)| (kind == 3 || kind == 4) && value % 8 == 7);
+        prop_assert!(held == 0 || text.contains("1bit") || slow_update, "held at the end without a 1 bit/s class: {}", held);
         let settled = held + want.iter().filter(|e| e.contains(" sent ") || e.contains(" drop ")).count();
         prop_assert!(want.iter().any(|e| e.starts_with("node 0:")), "counters compared");
         prop_assert_eq!(settled, s.arrivals.len());

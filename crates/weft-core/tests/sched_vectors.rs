@@ -423,3 +423,101 @@ fn the_link_driver_reaches_the_end_of_the_clock_without_overflow() {
     let deps = run(&p, arrivals, u64::MAX);
     assert_eq!(deps.first().map(|d| (d.0, d.1)), Some((end, 0)), "{deps:?}");
 }
+
+/// Live updates follow the policy file's ranges: what a file could not say, an update
+/// cannot set (an `outstanding` of 0 would hold a leaf's packets for ever). Both engines
+/// refuse the same updates and keep running.
+#[test]
+fn live_updates_keep_to_the_policy_ranges() {
+    use weft_core::sched::fast::FastEngine;
+    use weft_core::sched::{Engine, Update, UpdateError};
+    let p = program(
+        "weft: 1
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: wfq}
+  - {name: a, type: leaf, parent: root, weight: 1, match: {tag: 1}}
+  - {name: b, type: leaf, parent: root, weight: 2, match: {tag: 2}}
+",
+    );
+    let limits = |outstanding, limit_packets, limit_bytes| Update::LeafLimits {
+        node: 1,
+        limit_packets,
+        limit_bytes,
+        flow_limit_packets: None,
+        flow_limit_bytes: None,
+        outstanding,
+    };
+    let cases = [
+        (
+            Update::Weight {
+                node: 1,
+                weight: 1_000_000,
+            },
+            Ok(()),
+        ),
+        (
+            Update::Weight {
+                node: 1,
+                weight: 1_000_001,
+            },
+            Err(UpdateError::OutOfRange {
+                what: "weight",
+                value: 1_000_001,
+                min: 1,
+                max: 1_000_000,
+            }),
+        ),
+        (
+            Update::Priority {
+                node: 1,
+                priority: 1 << 32,
+            },
+            Err(UpdateError::OutOfRange {
+                what: "priority",
+                value: 1 << 32,
+                min: 0,
+                max: u32::MAX as u64,
+            }),
+        ),
+        (
+            limits(Some(0), None, None),
+            Err(UpdateError::OutOfRange {
+                what: "outstanding",
+                value: 0,
+                min: 1,
+                max: u32::MAX as u64,
+            }),
+        ),
+        (
+            limits(None, Some(0), None),
+            Err(UpdateError::OutOfRange {
+                what: "limit.packets",
+                value: 0,
+                min: 1,
+                max: u32::MAX as u64,
+            }),
+        ),
+        (
+            limits(None, None, Some(0)),
+            Err(UpdateError::NotPositive("limit.bytes")),
+        ),
+        (limits(Some(1), Some(5), Some(10_000)), Ok(())),
+    ];
+    let mut fast = FastEngine::new(p.clone());
+    let mut reference = ReferenceEngine::new(p.clone());
+    for (u, want) in cases {
+        assert_eq!(fast.update(u, 0), want, "fast: {u:?}");
+        assert_eq!(reference.update(u, 0), want, "reference: {u:?}");
+    }
+    let e = UpdateError::OutOfRange {
+        what: "outstanding",
+        value: 0,
+        min: 1,
+        max: 9,
+    };
+    assert_eq!(
+        e.to_string(),
+        "outstanding must be in 1..=9, as in a policy file; got 0"
+    );
+}

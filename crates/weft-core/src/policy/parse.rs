@@ -7,6 +7,8 @@
 //!
 //! Cost: linear in the file size.
 
+/// The largest `weight` a policy (or a live update) may give.
+pub const MAX_WEIGHT: u64 = 1_000_000;
 use std::sync::Arc;
 
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -708,7 +710,9 @@ impl<'a> Parser<'a> {
                 "priority" => {
                     d.priority = self.int(v, "priority", 0, u32::MAX as u64, Rule::BadValue)
                 }
-                "weight" => d.weight = self.int(v, "weight", 1, 1_000_000, Rule::NonPositiveWeight),
+                "weight" => {
+                    d.weight = self.int(v, "weight", 1, MAX_WEIGHT, Rule::NonPositiveWeight)
+                }
                 "quantum" => d.quantum = self.size(v, "quantum", true),
                 "rate" => d.rate = self.rate(v, "rate"),
                 "burst" => d.burst = self.size(v, "burst", true),

@@ -225,9 +225,32 @@ pub enum UpdateError {
     /// The node cannot take this update (e.g. limits on an inner node).
     #[error("node {node} is not a {expected}")]
     WrongKind { node: u32, expected: &'static str },
-    /// A weight, quantum or rate of zero.
+    /// A weight, quantum, rate, burst or limit of zero.
     #[error("{0} must be greater than zero")]
     NotPositive(&'static str),
+    /// A value outside the range a policy file allows for it (the same rules as the
+    /// policy's own: a live update cannot set what the file could not).
+    #[error("{what} must be in {min}..={max}, as in a policy file; got {value}")]
+    OutOfRange {
+        what: &'static str,
+        value: u64,
+        min: u64,
+        max: u64,
+    },
+}
+
+/// `value` in `min..=max`, or the error naming `what`.
+fn in_range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), UpdateError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(UpdateError::OutOfRange {
+            what,
+            value,
+            min,
+            max,
+        })
+    }
 }
 
 /// Checks an update against a program; shared by the engines.
@@ -245,8 +268,12 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
             if weight == 0 {
                 return Err(UpdateError::NotPositive("weight"));
             }
+            in_range("weight", weight, 1, crate::policy::parse::MAX_WEIGHT)?;
         }
-        Update::Priority { node, .. } => node_ok(node)?,
+        Update::Priority { node, priority } => {
+            node_ok(node)?;
+            in_range("priority", priority, 0, u32::MAX as u64)?;
+        }
         Update::Quantum { node, bytes } => {
             node_ok(node)?;
             if bytes == 0 {
@@ -260,7 +287,9 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
             }
         }
         Update::Shaper {
-            shaper, rate_bps, ..
+            shaper,
+            rate_bps,
+            burst_bytes,
         } => {
             if shaper as usize >= prog.shapers.len() {
                 return Err(UpdateError::Unknown(shaper));
@@ -268,14 +297,44 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
             if rate_bps == 0 {
                 return Err(UpdateError::NotPositive("rate"));
             }
+            if burst_bytes == 0 {
+                return Err(UpdateError::NotPositive("burst"));
+            }
         }
-        Update::LeafLimits { node, .. } => {
+        Update::LeafLimits {
+            node,
+            limit_packets,
+            limit_bytes,
+            flow_limit_packets,
+            flow_limit_bytes,
+            outstanding,
+        } => {
             node_ok(node)?;
             if prog.nodes[node as usize].leaf.is_none() {
                 return Err(UpdateError::WrongKind {
                     node,
                     expected: "leaf",
                 });
+            }
+            // As a policy file's `limit`, `flow_limit` and `outstanding`: a leaf whose
+            // `outstanding` is 0 would hold its packets for ever.
+            let packets = [
+                ("limit.packets", limit_packets),
+                ("flow_limit.packets", flow_limit_packets),
+                ("outstanding", outstanding),
+            ];
+            for (what, v) in packets {
+                if let Some(v) = v {
+                    in_range(what, v, 1, u32::MAX as u64)?;
+                }
+            }
+            for (what, v) in [
+                ("limit.bytes", limit_bytes),
+                ("flow_limit.bytes", flow_limit_bytes),
+            ] {
+                if v == Some(0) {
+                    return Err(UpdateError::NotPositive(what));
+                }
             }
         }
     }
