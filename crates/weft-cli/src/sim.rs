@@ -99,8 +99,11 @@ fn apply_overrides(
         sc.seed = s;
     }
     if let Some(d) = duration {
-        sc.duration_ps =
+        let ps =
             weft_core::units::parse_time(d, true).map_err(|e| usage(format!("--duration: {e}")))?;
+        // At most 2^63 ps and 1,000,000 windows (Scenario::set_duration says why).
+        sc.set_duration(ps)
+            .map_err(|m| usage(format!("--duration: {m}")))?;
     }
     Ok(())
 }

@@ -125,6 +125,23 @@ fn bad_input_exits_2_with_location() {
         .args(["sim", "no/such/scenario.yaml"])
         .assert()
         .code(2);
+    // Past the last time the simulator schedules (2^63 ps): refused up front, where it once
+    // ran out of memory allocating windows.
+    weft()
+        .args([
+            "sim",
+            "examples/scenarios/loom-fig9.yaml",
+            "--nic",
+            "loom",
+            "--duration",
+            "18446744073709551615ps",
+        ])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("--duration: 18446744073709551615ps")
+                .and(predicate::str::contains("at most 2^63 ps")),
+        );
     let _ = std::fs::remove_dir_all(d);
 }
 

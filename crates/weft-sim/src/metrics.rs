@@ -28,7 +28,8 @@ const MAX_MSB: u32 = 52;
 /// A log-linear histogram of picosecond values.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hist {
-    counts: Vec<u32>,
+    /// Samples per bucket (64 bits: one application may send billions of packets).
+    counts: Vec<u64>,
     n: u64,
 }
 
@@ -88,7 +89,7 @@ impl Hist {
         let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
         let mut seen = 0u64;
         for (i, &c) in self.counts.iter().enumerate() {
-            seen += c as u64;
+            seen += c;
             if seen >= rank {
                 return Some(Hist::value(i));
             }

@@ -1,5 +1,5 @@
 //! Reports: `summary.json` (per NIC model: `jain_min` and Jain's index per set of backlogged
-//! tenants, `link_utilization`,
+//! tenants, `link_utilization` (the fraction of the run the link was transmitting),
 //! `doorbell_writes_per_s`, `dma_reads_per_s`, CPU; per tenant and application: `mean_bps`,
 //! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99}, `drops`), tidy
 //! `timeseries.csv` (window_start_s, nic, tenant, app, bytes), `latency.csv` and `jain.csv`
@@ -165,7 +165,9 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
             );
         }
         let c = r.counters;
-        let util = r.wire_bytes as f64 * 8.0 / (sc.program.link.rate_bps as f64 * dur_s);
+        // The fraction of the run the link was busy (a frame still on the wire at the end
+        // counts only up to the end): at most 1.
+        let util = r.wire_busy_ps as f64 / sc.duration_ps as f64;
         nics.insert(
             r.kind.name().to_string(),
             json!({

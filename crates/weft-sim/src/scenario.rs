@@ -8,7 +8,11 @@
 //! Every error names the file, line and column of the offending value.
 //!
 //! Invariants of a loaded [`Scenario`]: every application's cores exist on the host; windows
-//! and duration are positive; start < stop; the policy compiled.
+//! and duration are positive; the duration is at most [`LAST_ARRIVAL_PS`] (2^63 ps: the
+//! simulator writes packets until the end, and the rest of the 64-bit clock is headroom for
+//! what is queued then) and holds at most [`MAX_WINDOWS`] throughput and latency windows;
+//! the MTU is 64..=65535 bytes; the applications have at most [`MAX_FLOWS`] flows in all;
+//! start < stop; the policy compiled.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,9 +22,22 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::{self, LoadOptions, Program};
+use weft_core::sched::LAST_ARRIVAL_PS;
 use weft_core::units;
 
 use crate::nic::{NicKind, NicParams};
+
+/// Most throughput (or latency) windows in a run: each is a row per application in
+/// `timeseries.csv` and a vector in memory for every model.
+pub const MAX_WINDOWS: u64 = 1_000_000;
+
+/// Most flows of all applications together (each application counts its most flows at
+/// once): every flow is simulated (and, in `qpf`, given a queue) one by one.
+pub const MAX_FLOWS: u64 = 1_000_000;
+
+/// Smallest and largest MTU (`host.mtu`), bytes: an Ethernet minimum frame; the largest IP
+/// packet.
+pub const MTU_RANGE: std::ops::RangeInclusive<u64> = 64..=65_535;
 
 /// A scenario that could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -40,9 +57,9 @@ pub enum ScenarioError {
         column: u64,
         message: String,
     },
-    /// A `--set` override is wrong.
-    #[error("--set: {message}")]
-    Override { message: String },
+    /// An override (`--set`, `--duration`) is wrong.
+    #[error("{what}: {message}")]
+    Override { what: &'static str, message: String },
     /// The policy did not compile.
     #[error("{path}: policy: {message}")]
     Policy { path: String, message: String },
@@ -301,6 +318,8 @@ pub struct Overrides {
     pub link_rate_bps: Option<u64>,
     /// NIC parameters `(model, key, value)` set after the scenario's own.
     pub nic_params: Vec<(String, String, String)>,
+    /// Simulated time, ps, instead of the scenario's `duration`.
+    pub duration_ps: Option<u64>,
 }
 
 /// Parses scenario text. `path` is used in messages and to resolve a relative `policy:`.
@@ -368,8 +387,26 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     };
     let latency_window_ps = match &raw.latency_window {
         Some(w) => ctx.time(w, true)?,
-        None => window_ps * 5,
+        // Five windows; a window as long as the clock is one window, whatever its length.
+        None => window_ps.saturating_mul(5),
     };
+    match ov.duration_ps {
+        Some(d) => {
+            check_times(d, window_ps, latency_window_ps).map_err(|m| ScenarioError::Override {
+                what: "--duration",
+                message: format!("{}: {m}", fmt_ps(d)),
+            })?
+        }
+        None => check_times(duration_ps, window_ps, latency_window_ps).map_err(|m| {
+            let at = match m.what {
+                "window" => raw.window.as_ref().unwrap_or(&raw.duration),
+                "latency_window" => raw.latency_window.as_ref().unwrap_or(&raw.duration),
+                _ => &raw.duration,
+            };
+            ctx.err(&at.referenced, format!("{}: {m}", at.value))
+        })?,
+    }
+    let duration_ps = ov.duration_ps.unwrap_or(duration_ps);
     let nics = match &raw.nics {
         Some(list) => list
             .iter()
@@ -401,7 +438,10 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     for (model, key, v) in &ov.nic_params {
         nic_params
             .set(model, key, v)
-            .map_err(|message| ScenarioError::Override { message })?;
+            .map_err(|message| ScenarioError::Override {
+                what: "--set",
+                message,
+            })?;
     }
     let rh = raw.host.as_ref();
     let host = Host {
@@ -411,7 +451,21 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             None => 65_536,
         },
         mtu_bytes: match rh.and_then(|h| h.mtu.as_ref()) {
-            Some(s) => ctx.size(s)?.clamp(64, 65_535) as u32,
+            Some(s) => {
+                let m = ctx.size(s)?;
+                if !MTU_RANGE.contains(&m) {
+                    return Err(ctx.err(
+                        &s.referenced,
+                        format!(
+                            "mtu `{}` ({m} B) is out of range: it must be {}b..={}b",
+                            s.value,
+                            MTU_RANGE.start(),
+                            MTU_RANGE.end()
+                        ),
+                    ));
+                }
+                m as u32
+            }
             None => 1500,
         },
         cpu_ps_per_packet: match rh.and_then(|h| h.cpu_per_packet.as_ref()) {
@@ -442,6 +496,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     };
     let mut tenants = Vec::new();
     let mut apps = Vec::new();
+    let mut flows = 0u64;
     if raw.tenants.is_empty() {
         return Err(ScenarioError::At {
             path: p.clone(),
@@ -463,6 +518,17 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         };
         for ra in &rt.apps {
             let app = ctx.app(ra, ti, &tmeta, &host, duration_ps)?;
+            flows += app.max_flows() as u64;
+            if flows > MAX_FLOWS {
+                return Err(ctx.err(
+                    &ra.kind.referenced,
+                    format!(
+                        "{}/{}: the applications have {flows} flows so far; at most \
+                         {MAX_FLOWS} in all (every flow is simulated one by one)",
+                        rt.name, ra.name
+                    ),
+                ));
+            }
             t.apps.push(apps.len());
             apps.push(app);
         }
@@ -490,7 +556,70 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     })
 }
 
+/// Why a duration and its windows do not go together; `what` names the offending value.
+#[derive(Debug)]
+struct TimeRule {
+    what: &'static str,
+    rule: String,
+}
+
+impl std::fmt::Display for TimeRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.rule)
+    }
+}
+
+/// `1234ps (1.234 ns)`-style text for messages.
+fn fmt_ps(ps: u64) -> String {
+    format!("{ps}ps ({} s)", ps as f64 / 1e12)
+}
+
+/// The rules of a run's length (see the module docs): it ends by [`LAST_ARRIVAL_PS`] and
+/// holds at most [`MAX_WINDOWS`] windows of each kind.
+fn check_times(duration_ps: u64, window_ps: u64, latency_window_ps: u64) -> Result<(), TimeRule> {
+    if duration_ps == 0 {
+        return Err(TimeRule {
+            what: "duration",
+            rule: "the duration must be greater than zero".into(),
+        });
+    }
+    if duration_ps > LAST_ARRIVAL_PS {
+        return Err(TimeRule {
+            what: "duration",
+            rule: format!(
+                "the duration is at most 2^63 ps ({LAST_ARRIVAL_PS}ps, about 106.7 days): \
+                 applications write until the end, and the rest of the 64-bit picosecond \
+                 clock is headroom for what is queued then to leave"
+            ),
+        });
+    }
+    for (what, w) in [("window", window_ps), ("latency_window", latency_window_ps)] {
+        let n = duration_ps.div_ceil(w.max(1));
+        if n > MAX_WINDOWS {
+            return Err(TimeRule {
+                what,
+                rule: format!(
+                    "a duration of {} in {what}s of {} makes {n} windows; at most \
+                     {MAX_WINDOWS} (give a longer `{what}`)",
+                    fmt_ps(duration_ps),
+                    fmt_ps(w)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Scenario {
+    /// Sets the simulated time (e.g. the CLI's `--duration`), keeping the windows; refused
+    /// past [`LAST_ARRIVAL_PS`] or beyond [`MAX_WINDOWS`] windows (the message says why).
+    pub fn set_duration(&mut self, duration_ps: u64) -> Result<(), String> {
+        check_times(duration_ps, self.window_ps, self.latency_window_ps)
+            .map_err(|m| format!("{}: {m}", fmt_ps(duration_ps)))?;
+        self.duration_ps = duration_ps;
+        Ok(())
+    }
+
     /// `tenant/app` of every application whose packets no leaf of the policy matches (the
     /// engine-based models drop them as unclassified).
     pub fn unclassified_apps(&self) -> Vec<String> {
@@ -507,9 +636,13 @@ impl Scenario {
     }
 
     /// Multiplies every time of the scenario (duration, windows, schedules) by `num / den`,
-    /// e.g. to run a short version of an experiment; rates and sizes are unchanged.
+    /// e.g. to run a short version of an experiment; rates and sizes are unchanged. A time
+    /// scaled past the end of the clock is `u64::MAX` (a schedule step then never happens;
+    /// a duration past 2^63 ps is refused by the simulator).
     pub fn scale_time(&mut self, num: u64, den: u64) {
-        let f = |t: u64| ((t as u128 * num as u128) / den.max(1) as u128) as u64;
+        let f = |t: u64| {
+            u64::try_from(t as u128 * num as u128 / den.max(1) as u128).unwrap_or(u64::MAX)
+        };
         self.duration_ps = f(self.duration_ps).max(1);
         self.window_ps = f(self.window_ps).max(1);
         self.latency_window_ps = f(self.latency_window_ps).max(1);

@@ -11,7 +11,7 @@
 //! * request/response: Poisson request arrivals (or closed loop: one request per flow at a
 //!   time, the next when the response completes, like sockperf ping-pong); each writes a
 //!   response; its latency is the time from the request to the response's last bit on the
-//!   wire.
+//!   wire (a response whose last bit leaves after the run ends is not counted as completed).
 //! * UDP: a packet every `mtu × 8 / rate` per flow; unlimited = twice the link rate; dropped
 //!   at the socket when the flow holds `socket_limit_bytes`.
 //! * Flow counts change at the application's schedule steps (start, `schedule`, stop).
@@ -32,13 +32,14 @@ use weft_core::policy::{Algo, Classification, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
+use weft_core::sched::LAST_ARRIVAL_PS;
 
 use crate::metrics::Hist;
 use crate::nic::engine::EngineNic;
 use crate::nic::hwq::HwqNic;
 use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
 use crate::rng::Rng;
-use crate::scenario::{AppKind, Placement, Scenario, SizeDist};
+use crate::scenario::{AppKind, Placement, Scenario, SizeDist, MAX_WINDOWS};
 
 /// What one run of one NIC model produced (raw; [`crate::metrics`] summarizes it).
 #[derive(Debug, Clone)]
@@ -58,8 +59,11 @@ pub struct NicRun {
     /// Per latency window, per request/response application: completion times, ps
     /// (`None` for other applications).
     pub window_latency: Vec<Vec<Option<Hist>>>,
-    /// Bytes on the wire including per-frame overhead.
+    /// Bytes on the wire including per-frame overhead (of every frame that started).
     pub wire_bytes: u64,
+    /// Time the link spent transmitting within the run, ps: the part of a frame still on
+    /// the wire when the run ends is not counted (at 1 bit/s a 1500 B frame takes 12,000 s).
+    pub wire_busy_ps: u64,
     /// Packets transmitted.
     pub packets: u64,
     /// The model's counters.
@@ -321,6 +325,24 @@ struct Sim<'a, N: Nic> {
 
 impl<'a, N: Nic> Sim<'a, N> {
     fn new(sc: &'a Scenario, kind: NicKind, nic: N, flows: Vec<Flow>) -> Sim<'a, N> {
+        // `load_str` and `Scenario::set_duration` enforce these; a scenario changed in code
+        // (`duration_ps` set directly) is checked here, before the windows are allocated.
+        assert!(
+            sc.duration_ps > 0 && sc.duration_ps <= LAST_ARRIVAL_PS,
+            "{}: duration {} ps: a run lasts 1..=2^63 ps (Scenario::set_duration says why)",
+            sc.path,
+            sc.duration_ps
+        );
+        assert!(
+            sc.duration_ps.div_ceil(sc.window_ps) <= MAX_WINDOWS
+                && sc.duration_ps.div_ceil(sc.latency_window_ps) <= MAX_WINDOWS,
+            "{}: duration {} ps in windows of {} ps (latency {} ps): more than {MAX_WINDOWS} \
+             windows (Scenario::set_duration says why)",
+            sc.path,
+            sc.duration_ps,
+            sc.window_ps,
+            sc.latency_window_ps
+        );
         let napps = sc.apps.len();
         let mut app_flow0 = vec![0u32; napps];
         let mut seen = vec![false; napps];
@@ -363,6 +385,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                     .map(|_| is_rr.iter().map(|&r| r.then(Hist::default)).collect())
                     .collect(),
                 wire_bytes: 0,
+                wire_busy_ps: 0,
                 packets: 0,
                 counters: NicCounters::default(),
                 requests_done: vec![0; napps],
@@ -525,8 +548,9 @@ impl<'a, N: Nic> Sim<'a, N> {
                     return;
                 };
                 let mtu = sc.host.mtu_bytes as u64;
-                let rate = rate_bps.unwrap_or(2 * sc.program.link.rate_bps).max(1);
-                let gap = (mtu * 8 * 1_000_000_000_000).div_ceil(rate);
+                // Unlimited: twice the link rate (in 128 bits: the link may be 2^64 - 1 bit/s).
+                let rate = rate_bps.map_or(2 * sc.program.link.rate_bps as u128, u128::from);
+                let gap = (mtu as u128 * 8 * 1_000_000_000_000).div_ceil(rate.max(1)) as u64;
                 if f.queued_bytes + mtu > socket_limit_bytes {
                     self.out.app_drops[f.app as usize] += 1;
                 } else {
@@ -633,11 +657,15 @@ impl<'a, N: Nic> Sim<'a, N> {
         o.app_gaps[app].add(now);
         o.packets += 1;
         o.wire_bytes += p.bytes as u64 + sc.program.link.overhead_bytes;
+        // Frames never overlap (the next starts when this one ends), so the sum stays within
+        // the run's length.
+        o.wire_busy_ps += wire.min(sc.duration_ps - now);
         if p.req != u32::MAX {
             let r = &mut self.reqs[p.req as usize];
             r.remaining -= 1;
             if r.remaining == 0 {
-                if !r.failed {
+                // Completed when its last bit leaves: within the run, or not observed.
+                if !r.failed && now + wire <= sc.duration_ps {
                     let lat = now + wire - r.arrival_ps;
                     o.app_latency[app].record(lat);
                     let lw = ((r.arrival_ps / sc.latency_window_ps) as usize)
@@ -685,7 +713,8 @@ impl<'a, N: Nic> Sim<'a, N> {
                 && !f.retry_pending
             {
                 f.retry_pending = true;
-                let t = now + self.sc.host.retry_ps;
+                // A retry past the end of the clock never happens.
+                let t = now.saturating_add(self.sc.host.retry_ps);
                 self.at(t, Ev::Retry { flow: p.flow });
             }
         }

@@ -168,8 +168,8 @@ impl<E: Engine> EngineNic<E> {
             return;
         }
         self.c.doorbell_writes += 1;
-        self.c.cpu_ps += self.cpu_ps_per_doorbell;
-        let visible_ps = at_ps + self.descriptor_dma_ps;
+        self.c.cpu_ps += self.cpu_ps_per_doorbell as u128;
+        let visible_ps = at_ps.saturating_add(self.descriptor_dma_ps);
         let mut run_flow = u32::MAX;
         let mut run = 0u64;
         let mut reads = 0u64;
@@ -203,12 +203,12 @@ impl<E: Engine> EngineNic<E> {
             let i = d.id as u32;
             let p = self.slab[i as usize];
             self.free.push(i);
-            let ready = now_ps + self.stage_latency_ps;
+            let ready = now_ps.saturating_add(self.stage_latency_ps);
             if self.serial {
                 self.cpu_free_ps = ready;
-                self.c.cpu_ps += self.stage_latency_ps;
+                self.c.cpu_ps += self.stage_latency_ps as u128;
                 self.c.doorbell_writes += 1;
-                self.c.cpu_ps += self.cpu_ps_per_doorbell;
+                self.c.cpu_ps += self.cpu_ps_per_doorbell as u128;
             }
             self.c.descriptor_reads += match self.kind {
                 NicKind::Loom => 0,
@@ -222,7 +222,7 @@ impl<E: Engine> EngineNic<E> {
 
 impl<E: Engine> Nic for EngineNic<E> {
     fn submit(&mut self, now_ps: u64, pkt: Pkt, meta: &PacketMeta) {
-        self.c.cpu_ps += self.cpu_ps_per_packet;
+        self.c.cpu_ps += self.cpu_ps_per_packet as u128;
         let i = self.store(pkt, meta);
         match self.kind {
             NicKind::Sq => {
@@ -238,7 +238,7 @@ impl<E: Engine> Nic for EngineNic<E> {
                     if b.bytes >= self.batch_bytes {
                         self.doorbell(core, now_ps);
                     } else if b.deadline_ps.is_none() {
-                        let d = now_ps + self.batch_timeout_ps;
+                        let d = now_ps.saturating_add(self.batch_timeout_ps);
                         b.deadline_ps = Some(d);
                         self.min_deadline_ps = self.min_deadline_ps.min(d);
                     }

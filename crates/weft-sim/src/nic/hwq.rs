@@ -275,8 +275,9 @@ pub struct HwqNic {
     queues: Vec<Queue>,
     /// Per class: DRR over its queues.
     classes: Vec<Drr>,
-    /// Class-level deficits (`mq-fair`: DRR with negative credit over classes).
-    class_deficit: Vec<i64>,
+    /// Class-level deficits, bytes (`mq-fair`: DRR with negative credit over classes). 128
+    /// bits: a class gets the quantum (up to 2^64 − 1 bytes) and owes up to a frame.
+    class_deficit: Vec<i128>,
     class_next: usize,
     quantum: u64,
     ring_cap: usize,
@@ -478,7 +479,7 @@ impl HwqNic {
         if *u > 0 {
             self.c.doorbell_writes += 1;
             self.c.descriptor_reads += u.div_ceil(self.descs_per_read);
-            self.c.cpu_ps += self.cpu_ps_per_doorbell;
+            self.c.cpu_ps += self.cpu_ps_per_doorbell as u128;
             *u = 0;
         }
     }
@@ -511,7 +512,7 @@ impl HwqNic {
                     // Move on; the class we arrive at gets its quantum for this round.
                     let next = (c + 1) % n;
                     self.class_next = next;
-                    self.class_deficit[next] += self.quantum as i64;
+                    self.class_deficit[next] += self.quantum as i128;
                 }
             }
         }
@@ -522,7 +523,7 @@ impl Nic for HwqNic {
     fn submit(&mut self, now_ps: u64, pkt: Pkt, meta: &PacketMeta) {
         let q = self.queue_of(&pkt);
         if self.policy_qdiscs {
-            self.c.cpu_ps += self.cpu_ps_per_packet;
+            self.c.cpu_ps += self.cpu_ps_per_packet as u128;
             if let Err(p) = self.queues[q as usize].qdisc.push_policy(pkt, meta, now_ps) {
                 self.drops.push(p);
                 return;
@@ -535,7 +536,7 @@ impl Nic for HwqNic {
         }
         let head = matches!(self.mapping, Mapping::Tonic { .. })
             && self.apps[pkt.app as usize].prioritized;
-        self.c.cpu_ps += self.cpu_ps_per_packet;
+        self.c.cpu_ps += self.cpu_ps_per_packet as u128;
         let ring_cap = self.ring_cap;
         let queue = &mut self.queues[q as usize];
         if queue.qdisc.len() == 0 && queue.ring.len() < ring_cap {
@@ -634,7 +635,7 @@ impl Nic for HwqNic {
             self.announce(q);
         }
         if self.classes.len() > 1 {
-            self.class_deficit[class] -= p.bytes as i64;
+            self.class_deficit[class] -= p.bytes as i128;
         }
         self.c.payload_reads += 1;
         Some(p)

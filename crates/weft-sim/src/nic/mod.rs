@@ -12,6 +12,11 @@
 //! CPU time it models ([`NicCounters`]). Models are driven by the simulator through [`Nic`]:
 //! the simulator calls `advance(now)` at every instant something happens, in time order, so
 //! models can process their internal events lazily and causally.
+//!
+//! Time: the simulator runs until at most `weft_core::sched::LAST_ARRIVAL_PS` (2^63 ps); a
+//! model's latencies and costs may be anything up to 2^64 − 1 ps, so a time a model computes
+//! (now + a latency) that falls past the end of the clock is `u64::MAX`, never, as in the
+//! scheduling core.
 
 pub mod engine;
 pub mod hwq;
@@ -57,8 +62,9 @@ pub struct NicCounters {
     pub descriptor_reads: u64,
     /// Payload DMA reads by the NIC (one per packet).
     pub payload_reads: u64,
-    /// Host CPU time the model spends (driver, software scheduling, doorbells), ps.
-    pub cpu_ps: u64,
+    /// Host CPU time the model spends (driver, software scheduling, doorbells), ps (128
+    /// bits: a cost per packet may be as long as the clock, and every packet pays it).
+    pub cpu_ps: u128,
 }
 
 /// The interface between the simulator and a NIC model.
@@ -142,6 +148,10 @@ pub enum MqQdisc {
     Policy,
 }
 
+/// Most hardware queues `tonic.queues` may ask for: more than NICs have (TONIC uses 16 to
+/// 64), and within the model's 32-bit queue numbers; every queue is simulated.
+pub const MAX_TONIC_QUEUES: usize = 65_536;
+
 /// Parameters of every model (defaults in [`NicParams::default`]); set in a scenario under
 /// `nic: {MODEL: {key: value}}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,7 +176,8 @@ pub struct NicParams {
     /// `mq-pri`/`mq-fair`: the software part of the DCB hybrids (Loom Fig. 4), per queue;
     /// default `policy`.
     pub dcb_qdisc: MqQdisc,
-    /// `tonic`: hardware queues shared among the tenants' pools.
+    /// `tonic`: hardware queues shared among the tenants' pools (at most
+    /// [`MAX_TONIC_QUEUES`]).
     pub tonic_queues: usize,
     /// `senic`: payload DMA latency of a pull, ps.
     pub senic_dma_ps: u64,
@@ -259,7 +270,15 @@ impl NicParams {
                     self.dcb_qdisc = q;
                 }
             }
-            ("tonic", "queues") => self.tonic_queues = count(v)?,
+            ("tonic", "queues") => {
+                let n = count(v)?;
+                if n > MAX_TONIC_QUEUES {
+                    return Err(format!(
+                        "tonic.queues = {n}: at most {MAX_TONIC_QUEUES} hardware queues"
+                    ));
+                }
+                self.tonic_queues = n;
+            }
             ("senic", "dma") => self.senic_dma_ps = time(v)?,
             ("senic", "max_pulls") => self.senic_max_pulls = count(v)?,
             ("loom", "batch") => self.loom_batch_bytes = size(v)?,
