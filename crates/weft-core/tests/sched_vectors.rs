@@ -521,3 +521,15 @@ nodes:
         "outstanding must be in 1..=9, as in a policy file; got 0"
     );
 }
+
+/// A frame's wire time in 128 bits, then saturated: a 4 GB frame at 1 bit/s takes longer
+/// than the 64-bit clock (it truncated to a short time before).
+#[test]
+fn wire_time_saturates_past_the_clock() {
+    use weft_core::sched::link::wire_ps;
+    let mut link = program(SENIC_FIG4).link.clone();
+    assert_eq!(wire_ps(1500, &link), 1500 * BYTE_TIME);
+    link.rate_bps = 1;
+    assert_eq!(wire_ps(1500, &link), 12_000 * 1_000_000_000_000);
+    assert_eq!(wire_ps(u32::MAX, &link), u64::MAX);
+}

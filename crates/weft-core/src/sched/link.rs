@@ -9,10 +9,12 @@
 use super::{Departure, DropReason, Engine, Packet, Update, UpdateError};
 use crate::policy::{Classification, Link};
 
-/// Wire time of a frame, ps (rounded up).
+/// Wire time of a frame, ps (rounded up); `u64::MAX` (never done within the clock) when it
+/// does not fit in 64 bits (a 4 GB frame at 1 bit/s).
 pub fn wire_ps(bytes: u32, link: &Link) -> u64 {
     let bits = (bytes as u128 + link.overhead_bytes as u128) * 8;
-    (bits * 1_000_000_000_000).div_ceil(link.rate_bps.max(1) as u128) as u64
+    let ps = (bits * 1_000_000_000_000).div_ceil(link.rate_bps.max(1) as u128);
+    u64::try_from(ps).unwrap_or(u64::MAX)
 }
 
 /// Something offered to the engine at a point in time.
