@@ -527,7 +527,7 @@ nodes:
 #[test]
 fn wire_time_saturates_past_the_clock() {
     use weft_core::sched::link::wire_ps;
-    let mut link = program(SENIC_FIG4).link.clone();
+    let mut link = program(SENIC_FIG4).link;
     assert_eq!(wire_ps(1500, &link), 1500 * BYTE_TIME);
     link.rate_bps = 1;
     assert_eq!(wire_ps(1500, &link), 12_000 * 1_000_000_000_000);
