@@ -79,7 +79,7 @@ use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::{
-    flow_key_of, mul_div, senic_advance_by, wait_ps, wire_ps_frac, Bucket, Rank, FRAC,
+    flow_key_of, senic_advance_by, senic_wait_ps, wire_ps_frac, Bucket, Rank, FRAC,
 };
 use super::ring::Ring;
 use super::wheel::TimingWheel;
@@ -1805,17 +1805,8 @@ impl FastEngine {
             Self::advance_group(&mut self.senic, top, now);
             let g = &self.senic[top as usize];
             if g.v < st {
-                // The virtual time still to go, in real time: × max(1, φ) (as the
-                // reference computes it; no division while φ ≤ 1).
-                let gap = st - g.v;
-                let cap = g.capacity as u128;
-                let ahead = if g.backlog_rate <= cap {
-                    gap
-                } else {
-                    mul_div(gap, g.backlog_rate, cap)
-                };
-                let dt = ahead.div_ceil(1u128 << FRAC);
-                at = at.max(now.saturating_add(wait_ps(dt)));
+                let wait = senic_wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
+                at = at.max(now.saturating_add(wait));
             }
         }
         // Per-flow order: never ahead of an earlier packet of the flow still deferred.

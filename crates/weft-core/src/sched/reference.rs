@@ -56,11 +56,21 @@ pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
     ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
 }
 
-/// A wait of `dt` ps as a time offset: at least 1, and `u64::MAX` (never within the clock)
-/// when it does not fit in 64 bits (a 1 bit/s senic class behind many packets of an
-/// oversubscribed node).
+/// How long, ps, until a senic group's system time `v` reaches a start tag `s > v` (both ps
+/// with [`FRAC`] fractional bits) at capacity `cap` with backlogged rates summing to
+/// `backlog_rate` (bits/s): the virtual time still to go, × max(1, φ), rounded up; at least
+/// 1, and `u64::MAX` (never within the clock) when it does not fit in 64 bits (a 1 bit/s
+/// class behind many packets of an oversubscribed node). No division while φ ≤ 1. One
+/// definition for both engines.
 #[inline]
-pub(crate) fn wait_ps(dt: u128) -> u64 {
+pub(crate) fn senic_wait_ps(s: u128, v: u128, cap: u128, backlog_rate: u128) -> u64 {
+    let gap = s - v;
+    let ahead = if backlog_rate <= cap {
+        gap
+    } else {
+        mul_div(gap, backlog_rate, cap)
+    };
+    let dt = ahead.div_ceil(1u128 << FRAC);
     u64::try_from(dt).unwrap_or(u64::MAX).max(1)
 }
 
@@ -696,15 +706,7 @@ impl ReferenceEngine {
             let st = &self.nodes[top as usize].senic;
             if st.v < s {
                 let cap = self.senic_capacity(top) as u128;
-                // The virtual time still to go, in real time: × max(1, φ).
-                let gap = s - st.v;
-                let ahead = if st.backlog_rate <= cap {
-                    gap
-                } else {
-                    mul_div(gap, st.backlog_rate, cap)
-                };
-                let dt = ahead.div_ceil(1u128 << FRAC);
-                at = at.max(now.saturating_add(wait_ps(dt)));
+                at = at.max(now.saturating_add(senic_wait_ps(s, st.v, cap, st.backlog_rate)));
             }
         }
         at
