@@ -302,8 +302,8 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
     emit(
         "jain_min: lowest Jain's index over windows with two or more backlogged tenants, on\n\
          throughput divided by the policy's share (1 = the policy held). p90: the first\n\
-         request/response application's 90th percentile completion time. link_util: bytes\n\
-         on the wire / link capacity over the run. Paper figures and commands:\n\
+         request/response application's 90th percentile completion time. link_util: the\n\
+         fraction of the run the link was transmitting. Paper figures and commands:\n\
          docs/reproduction.md.\n",
     );
     std::fs::write(out.join("index.html"), index)
