@@ -193,13 +193,12 @@ fn inputs(s: &Spec, p: &Program) -> Vec<(u64, Input)> {
                 node,
                 bytes: end(1),
             },
-            // Not 2^64 - 1 bit/s: a senic class rate above 2^32 times its node's capacity
-            // makes φ exceed the resolution of V (2^-32 ps a picosecond), and the engines
-            // (both alike) then re-defer a packet by slivers of time for ever; see
-            // docs/scheduling.md "Time and its limits".
+            // 2^64 - 1 bit/s on a senic class makes φ exceed the resolution of V (2^-32 ps
+            // a picosecond): V's advance must carry its remainder (`SenicCarry`), or the
+            // engines re-defer a packet by slivers for ever.
             3 if extreme => Update::Rate {
                 node,
-                rate_bps: if hi { 400_000_000_000 } else { 1 },
+                rate_bps: end(1),
             },
             4 if extreme => Update::Shaper {
                 shaper: target % shapers,

@@ -79,7 +79,7 @@ use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::{
-    flow_key_of, senic_advance_by, senic_wait_ps, wire_ps_frac, Bucket, Rank, FRAC,
+    flow_key_of, senic_advance_by, senic_wait_ps, wire_ps_frac, Bucket, Rank, SenicCarry, FRAC,
 };
 use super::ring::Ring;
 use super::wheel::TimingWheel;
@@ -722,6 +722,8 @@ struct SenicRt {
     v: u128,
     /// Sum of the backlogged children's rates, bits/s (φ × capacity).
     backlog_rate: u128,
+    /// What `v`'s advance carries while φ > 1 ([`SenicCarry`]).
+    carry: SenicCarry,
     /// When `v` was last advanced, ps.
     t: u64,
     /// Capacity, bits/s (a live `Rate` update changes it).
@@ -1115,6 +1117,7 @@ impl FastEngine {
                 senic.push(SenicRt {
                     v: 0,
                     backlog_rate: 0,
+                    carry: SenicCarry::default(),
                     t: 0,
                     capacity: params.capacities[v],
                     top,
@@ -1404,7 +1407,7 @@ impl FastEngine {
         let g = &mut senic[top as usize];
         if now > g.t {
             let dt = ((now - g.t) as u128) << FRAC;
-            g.v += senic_advance_by(dt, g.capacity as u128, g.backlog_rate);
+            g.v += senic_advance_by(&mut g.carry, dt, g.capacity as u128, g.backlog_rate);
             g.t = now;
         }
     }

@@ -98,22 +98,73 @@ fn mul_div_wide(a: u128, b: u128, c: u128) -> u128 {
         .saturating_add(r * br / c)
 }
 
+/// What a senic group's system virtual time carries from one advance to the next while
+/// φ > 2^32:
+/// the remainder of the last division, and the rate sum it was a remainder of. Without it,
+/// each advance rounded down on its own, and a group advanced at many close instants (the
+/// wakeups of several deferred packets) could lose all of the time between them: with φ above
+/// 2^32 (a class rate 2^32 times its node's capacity) `V` then never reached a waiting
+/// packet's tag, and both engines deferred it by slivers for ever.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SenicCarry {
+    /// `(dt × cap + rem) mod backlog_rate` of the last advance, in units of 1/`rate` of V.
+    rem: u128,
+    /// The rate sum `rem` is a remainder of (a change of the sum drops it: less than one
+    /// unit of V).
+    rate: u128,
+}
+
 /// How far a senic group's system virtual time moves in `dt` (ps with [`FRAC`] fractional
 /// bits) at capacity `cap` (bits/s) while its backlogged classes' rates sum to
 /// `backlog_rate` (bits/s): SENIC §4's `dt / max(1, φ)`, `φ = backlog_rate / cap`, rounded
-/// down. Exact without overflow: `dt` itself while φ ≤ 1 (an idle or undersubscribed
-/// group, however long the gap: `dt × cap` in 128 bits overflowed after about nine idle
-/// days at 100 Gbit/s), else `dt × cap / backlog_rate`, split into quotient and remainder
-/// when the product would not fit (the remainder's share is exact while `backlog_rate ×
-/// cap` fits in 128 bits, and rounded down further beyond: rates summing past 10^19 bit/s).
+/// down; with φ above 2^32 the remainder is carried to the next advance (`carry`), so that
+/// advancing in pieces moves `V` as far as advancing at once. Exact without overflow: `dt` itself while φ ≤ 1
+/// (an idle or undersubscribed group, however long the gap: `dt × cap` in 128 bits
+/// overflowed after about nine idle days at 100 Gbit/s), else `(dt × cap + carry) /
+/// backlog_rate`, split into quotient and remainder when the product would not fit (then
+/// exact while `backlog_rate × cap` fits in 128 bits, and rounded down further beyond: rates
+/// summing past 10^19 bit/s). One definition for both engines.
 #[inline]
-pub(crate) fn senic_advance_by(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
+pub(crate) fn senic_advance_by(
+    carry: &mut SenicCarry,
+    dt: u128,
+    cap: u128,
+    backlog_rate: u128,
+) -> u128 {
     if backlog_rate <= cap {
         return dt;
+    }
+    // While φ ≤ 2^32 every picosecond moves V by at least one unit, so what rounding
+    // loses is made up by the next wait; only beyond does the remainder need carrying.
+    if backlog_rate >> 32 > cap {
+        return senic_advance_carried(carry, dt, cap, backlog_rate);
     }
     match dt.checked_mul(cap) {
         Some(p) => p / backlog_rate,
         None => senic_advance_wide(dt, cap, backlog_rate),
+    }
+}
+
+/// [`senic_advance_by`] with φ above 2^32: the remainder carried (out of line: rare).
+#[cold]
+#[inline(never)]
+fn senic_advance_carried(carry: &mut SenicCarry, dt: u128, cap: u128, backlog_rate: u128) -> u128 {
+    if carry.rate != backlog_rate {
+        *carry = SenicCarry {
+            rem: 0,
+            rate: backlog_rate,
+        };
+    }
+    match dt.checked_mul(cap).and_then(|p| p.checked_add(carry.rem)) {
+        Some(p) => {
+            let q = p / backlog_rate;
+            carry.rem = p - q * backlog_rate;
+            q
+        }
+        None => {
+            carry.rem = 0;
+            senic_advance_wide(dt, cap, backlog_rate)
+        }
     }
 }
 
@@ -294,6 +345,8 @@ struct SenicState {
     t: u64,
     /// Sum of the rates of backlogged children, bps.
     backlog_rate: u128,
+    /// What `v`'s advance carries while φ > 1.
+    carry: SenicCarry,
     /// Packets held per child.
     child_backlog: HashMap<NodeId, u64>,
     /// Last finish tag per child.
@@ -520,7 +573,7 @@ impl ReferenceEngine {
         let s = &mut self.nodes[top as usize].senic;
         if now > s.t {
             let dt = ((now - s.t) as u128) << FRAC;
-            s.v += senic_advance_by(dt, cap, s.backlog_rate);
+            s.v += senic_advance_by(&mut s.carry, dt, cap, s.backlog_rate);
             s.t = now;
         }
     }
@@ -988,10 +1041,22 @@ mod tests {
         ) {
             let dt = (dt as u128) << shift;
             let cap = cap as u128;
+            let adv = |dt, cap, br| senic_advance_by(&mut SenicCarry::default(), dt, cap, br);
             // Far past any real rates: no panic, and no more than `dt`.
-            prop_assert_eq!(senic_advance_by(u128::MAX, u128::MAX >> 1, u128::MAX), u128::MAX >> 1);
-            prop_assert!(senic_advance_by(dt, u64::MAX as u128, u128::MAX >> 2) <= dt);
-            prop_assert_eq!(senic_advance_by(dt, cap, cap - extra as u128 % cap), dt);
+            prop_assert_eq!(adv(u128::MAX, u128::MAX >> 1, u128::MAX), u128::MAX >> 1);
+            prop_assert!(adv(dt, u64::MAX as u128, u128::MAX >> 2) <= dt);
+            prop_assert_eq!(adv(dt, cap, cap - extra as u128 % cap), dt);
+            // φ above 2^32: in pieces as far as at once (dt split in three, the remainder
+            // carried).
+            let huge = (cap << 33) + extra as u128;
+            let small = dt >> 64;
+            let mut carry = SenicCarry::default();
+            let (a, b) = (small / 3, small / 3);
+            let pieces = senic_advance_by(&mut carry, a, cap, huge)
+                + senic_advance_by(&mut carry, b, cap, huge)
+                + senic_advance_by(&mut carry, small - a - b, cap, huge);
+            prop_assert_eq!(pieces, small * cap / huge);
+            let br = cap + extra as u128 + 1;
             // mul_div: the product when it fits; past it, q × b + ⌊r × b / c⌋ by hand.
             let b = cap + extra as u128;
             let c = (extra as u128 % cap) + 1;
@@ -1003,11 +1068,10 @@ mod tests {
                     prop_assert_eq!(mul_div(dt, b, c), want.unwrap_or(u128::MAX));
                 }
             }
-            let br = cap + extra as u128 + 1;
             // Quotient and remainder by hand: floor(dt × cap / br) = q × cap + ⌊r × cap / br⌋.
             let (q, r) = (dt / br, dt % br);
             let want = q * cap + r * cap / br;
-            prop_assert_eq!(senic_advance_by(dt, cap, br), want);
+            prop_assert_eq!(adv(dt, cap, br), want);
             if let Some(p) = dt.checked_mul(cap) {
                 prop_assert_eq!(want, p / br);
             }
