@@ -1133,7 +1133,9 @@ impl State {
                 burst_bytes,
                 ..
             } => {
-                let _ = self.engine.update(
+                // The interface checked what the engine checks (a shaping class the queue
+                // has, a positive rate and burst), so the engine takes it.
+                let taken = self.engine.update(
                     Update::Shaper {
                         shaper,
                         rate_bps,
@@ -1141,6 +1143,7 @@ impl State {
                     },
                     now,
                 );
+                debug_assert_eq!(taken, Ok(()), "inline rate update on shaper {shaper}");
             }
             Control::Moved { queue, to, .. } => {
                 // The flow's new leaf, shaped by the classes on that leaf's path that its

@@ -97,7 +97,8 @@ pub enum Reject {
     ForeignClass,
     #[error("the queue has no shaping class")]
     NoShaper,
-    #[error("a rate must be greater than zero")]
+    /// A rate update whose rate or burst is zero (the engine refuses both).
+    #[error("a rate and its burst must be greater than zero")]
     BadRate,
     #[error("no such outstanding descriptor")]
     BadCompletion,
@@ -524,7 +525,7 @@ impl Interface {
                     self.reject(driver, Reject::NoShaper);
                     return None;
                 };
-                if rate_bps == 0 {
+                if rate_bps == 0 || burst_bytes == 0 {
                     self.reject(driver, Reject::BadRate);
                     return None;
                 }
@@ -840,10 +841,26 @@ mod tests {
                         burst_bytes: 2,
                     },
                 ),
+                // Refused and counted: a rate or burst of zero (the engine refuses both).
+                DoorbellEntry::Meta(
+                    qb,
+                    MetaUpdate::Rate {
+                        rate_bps: 10,
+                        burst_bytes: 0,
+                    },
+                ),
+                DoorbellEntry::Meta(
+                    qb,
+                    MetaUpdate::Rate {
+                        rate_bps: 0,
+                        burst_bytes: 2,
+                    },
+                ),
             ],
         )
         .unwrap();
         i.nic_doorbells(0, |c| ctl.push(c));
+        assert_eq!(i.driver_rejects(b).unwrap()[Reject::BadRate.index()], 2);
         assert_eq!(
             ctl,
             [Control::Rate {
