@@ -239,6 +239,15 @@ pub enum UpdateError {
     },
 }
 
+/// `value` greater than zero, or the error naming `what`.
+fn positive(what: &'static str, value: u64) -> Result<(), UpdateError> {
+    if value > 0 {
+        Ok(())
+    } else {
+        Err(UpdateError::NotPositive(what))
+    }
+}
+
 /// `value` in `min..=max`, or the error naming `what`.
 fn in_range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), UpdateError> {
     if (min..=max).contains(&value) {
@@ -265,9 +274,7 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
     match *u {
         Update::Weight { node, weight } => {
             node_ok(node)?;
-            if weight == 0 {
-                return Err(UpdateError::NotPositive("weight"));
-            }
+            positive("weight", weight)?;
             in_range("weight", weight, 1, crate::policy::parse::MAX_WEIGHT)?;
         }
         Update::Priority { node, priority } => {
@@ -276,15 +283,11 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
         }
         Update::Quantum { node, bytes } => {
             node_ok(node)?;
-            if bytes == 0 {
-                return Err(UpdateError::NotPositive("quantum"));
-            }
+            positive("quantum", bytes)?;
         }
         Update::Rate { node, rate_bps } => {
             node_ok(node)?;
-            if rate_bps == 0 {
-                return Err(UpdateError::NotPositive("rate"));
-            }
+            positive("rate", rate_bps)?;
         }
         Update::Shaper {
             shaper,
@@ -294,12 +297,8 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
             if shaper as usize >= prog.shapers.len() {
                 return Err(UpdateError::Unknown(shaper));
             }
-            if rate_bps == 0 {
-                return Err(UpdateError::NotPositive("rate"));
-            }
-            if burst_bytes == 0 {
-                return Err(UpdateError::NotPositive("burst"));
-            }
+            positive("rate", rate_bps)?;
+            positive("burst", burst_bytes)?;
         }
         Update::LeafLimits {
             node,
@@ -332,8 +331,8 @@ pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<
                 ("limit.bytes", limit_bytes),
                 ("flow_limit.bytes", flow_limit_bytes),
             ] {
-                if v == Some(0) {
-                    return Err(UpdateError::NotPositive(what));
+                if let Some(v) = v {
+                    positive(what, v)?;
                 }
             }
         }

@@ -241,13 +241,18 @@ impl Bucket {
 
     /// [`Bucket::earliest`] for a packet of cost `cost` ps.
     pub(crate) fn earliest_cost(&self, cost: u64, now: u64) -> u64 {
-        // `full + min(cost, depth) - depth`, written so that it cannot overflow; a bucket
-        // charged past the end of the clock (`full_ps` saturated) is never full again.
-        if self.full_ps == u64::MAX {
+        self.conforming(self.full_ps, cost, now)
+    }
+
+    /// When a packet of cost `cost` conforms if the bucket were full again at `full`:
+    /// `full + min(cost, depth) - depth`, at or after `now`, written so that it cannot
+    /// overflow; a `full` at the end of the clock (a saturated charge or sum) is never.
+    #[inline]
+    fn conforming(&self, full: u64, cost: u64, now: u64) -> u64 {
+        if full == u64::MAX {
             return u64::MAX;
         }
-        self.full_ps
-            .saturating_sub(self.depth_ps - cost.min(self.depth_ps))
+        full.saturating_sub(self.depth_ps - cost.min(self.depth_ps))
             .max(now)
     }
 
@@ -263,13 +268,8 @@ impl Bucket {
             return self.earliest_cost(cost, now);
         }
         // The deferred packets' fill time counts from when the bucket holds nothing extra.
-        match self.full_ps.max(now).checked_add(self.pending_ps) {
-            Some(t) if t != u64::MAX => t
-                .saturating_sub(self.depth_ps - cost.min(self.depth_ps))
-                .max(now),
-            // Past the end of the clock: never.
-            _ => u64::MAX,
-        }
+        let full = self.full_ps.max(now).checked_add(self.pending_ps);
+        self.conforming(full.unwrap_or(u64::MAX), cost, now)
     }
 
     /// Counts a deferred packet's fill time as pending.
