@@ -6,8 +6,10 @@
 //! * bulk flows keep at most `window_bytes` queued in host and NIC; a flow writes another
 //!   segment (`host.segment_bytes`, cut into MTU packets) whenever its queued bytes fall to
 //!   `window − segment` — the refill happens when its packets start on the wire (TCP small
-//!   queues: backpressure from the NIC, not from the network). Lost (dropped) packets are
-//!   rewritten after `host.retry_ps`.
+//!   queues: backpressure from the NIC, not from the network). A flow that lost (dropped)
+//!   packets writes nothing more until `host.retry_ps` has passed, then refills its window.
+//! * Throughput: a frame's bytes count in the windows its wire time spans, in proportion,
+//!   and only within the run, so no window holds more than its link can carry.
 //! * request/response: Poisson request arrivals (or closed loop: one request per flow at a
 //!   time, the next when the response completes, like sockperf ping-pong); each writes a
 //!   response; its latency is the time from the request to the response's last bit on the
@@ -47,9 +49,12 @@ pub struct NicRun {
     pub kind: NicKind,
     /// Simulated time, ps.
     pub duration_ps: u64,
-    /// Bytes sent per throughput window per application: `[window][app]`.
+    /// Bytes sent per throughput window per application: `[window][app]`. A frame's
+    /// bytes are spread over the windows its wire time spans, in proportion.
     pub window_bytes: Vec<Vec<u64>>,
-    /// Per application: packets and bytes sent, drops.
+    /// Per application: packets sent (that started on the wire), bytes sent within the
+    /// run (the sum of the windows: a frame still on the wire at the end counts in part),
+    /// drops.
     pub app_packets: Vec<u64>,
     pub app_bytes: Vec<u64>,
     pub app_drops: Vec<u64>,
@@ -650,10 +655,16 @@ impl<'a, N: Nic> Sim<'a, N> {
         let sc = self.sc;
         let o = &mut self.out;
         let app = p.app as usize;
-        let w = ((now / sc.window_ps) as usize).min(o.window_bytes.len() - 1);
-        o.window_bytes[w][app] += p.bytes as u64;
+        o.app_bytes[app] += credit_windows(
+            &mut o.window_bytes,
+            app,
+            p.bytes as u64,
+            now,
+            wire,
+            sc.window_ps,
+            sc.duration_ps,
+        );
         o.app_packets[app] += 1;
-        o.app_bytes[app] += p.bytes as u64;
         o.app_gaps[app].add(now);
         o.packets += 1;
         o.wire_bytes += p.bytes as u64 + sc.program.link.overhead_bytes;
@@ -684,7 +695,9 @@ impl<'a, N: Nic> Sim<'a, N> {
         f.queued_bytes -= p.bytes as u64;
         if let AppKind::Bulk { window_bytes } = sc.apps[app].kind {
             let seg = sc.host.segment_bytes.min(window_bytes).max(1);
-            if f.active && f.queued_bytes + seg <= window_bytes {
+            // A flow that lost packets writes nothing until its retry: the lost bytes left
+            // its queue, and refilling here would rewrite them at once.
+            if f.active && !f.retry_pending && f.queued_bytes + seg <= window_bytes {
                 self.refill(now, p.flow);
             }
         }
@@ -721,5 +734,123 @@ impl<'a, N: Nic> Sim<'a, N> {
         let mut d = drops;
         d.clear();
         self.drops = d;
+    }
+}
+
+/// Credits a frame's `bytes` to the throughput windows its wire time `[start, start + wire)`
+/// overlaps, in proportion to the overlap, and returns how many were credited: the bytes
+/// whose share of the wire time falls within the run (`< duration`). A frame within one
+/// window (nearly all of them) is credited whole without a division; one spanning windows
+/// is split with the running floor `bytes × elapsed / wire`, so the parts add up exactly.
+/// `window_bytes` has a row for every window that starts before `duration`.
+/// At 1 bit/s a 1500 B frame spans 12,000 s: counted at its start, as it once was, a window
+/// read megabits per second on a link of one bit per second.
+fn credit_windows(
+    window_bytes: &mut [Vec<u64>],
+    app: usize,
+    bytes: u64,
+    start: u64,
+    wire: u64,
+    window_ps: u64,
+    duration: u64,
+) -> u64 {
+    debug_assert!(window_ps > 0, "windows of no time");
+    if start >= duration {
+        // The run's last instant polls the link once more: that frame is all after the run.
+        return 0;
+    }
+    let end = start.saturating_add(wire).min(duration);
+    let first = start / window_ps;
+    // The window holding the frame's last instant within the run.
+    let last = end.saturating_sub(1).max(start) / window_ps;
+    if first == last && end - start == wire {
+        window_bytes[first as usize][app] += bytes;
+        return bytes;
+    }
+    // Bytes credited once `t` ps of the frame have been sent (a frame of no wire time,
+    // on the fastest links, is credited whole at its start).
+    let upto = |t: u64| -> u64 {
+        if wire == 0 {
+            bytes
+        } else {
+            (bytes as u128 * (t - start) as u128 / wire as u128) as u64
+        }
+    };
+    let mut credited = 0;
+    for w in first..=last {
+        let to = ((w + 1) * window_ps).min(end);
+        let c = upto(to);
+        window_bytes[w as usize][app] += c - credited;
+        credited = c;
+    }
+    credited
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credit_windows;
+
+    fn windows(n: usize) -> Vec<Vec<u64>> {
+        vec![vec![0; 2]; n]
+    }
+
+    #[test]
+    fn a_frame_within_one_window_is_credited_whole() {
+        let mut w = windows(3);
+        assert_eq!(
+            credit_windows(&mut w, 1, 1500, 1_000, 500, 1_000, 3_000),
+            1500
+        );
+        assert_eq!(w, vec![vec![0, 0], vec![0, 1500], vec![0, 0]]);
+        // Ending exactly at the window's end.
+        assert_eq!(
+            credit_windows(&mut w, 0, 100, 2_900, 100, 1_000, 3_000),
+            100
+        );
+        assert_eq!(w[2], vec![100, 0]);
+    }
+
+    #[test]
+    fn a_frame_across_windows_is_split_by_its_wire_time() {
+        let mut w = windows(4);
+        // 1,000 bytes over [500, 3,500): a sixth, a third, a third, a sixth.
+        assert_eq!(
+            credit_windows(&mut w, 0, 1000, 500, 3_000, 1_000, 4_000),
+            1000
+        );
+        let got: Vec<u64> = w.iter().map(|r| r[0]).collect();
+        assert_eq!(got, vec![166, 334, 333, 167]);
+    }
+
+    #[test]
+    fn the_part_after_the_run_is_not_credited() {
+        let mut w = windows(2);
+        // Half the frame's wire time is past the 2,000 ps run.
+        assert_eq!(
+            credit_windows(&mut w, 0, 1000, 1_500, 1_000, 1_000, 2_000),
+            500
+        );
+        assert_eq!(w, vec![vec![0, 0], vec![500, 0]]);
+        // A frame of 12,000 s at 1 bit/s in a 1 ms run of 1 µs windows: each window gets its
+        // microsecond's share, 1500 B / 1.2e10 µs, which rounds to nothing.
+        let mut w = windows(1_000);
+        let credited = credit_windows(
+            &mut w,
+            1,
+            1500,
+            0,
+            12_000 * 10u64.pow(12),
+            10u64.pow(6),
+            10u64.pow(9),
+        );
+        assert_eq!(credited, 0);
+        assert!(w.iter().all(|r| r[1] == 0));
+    }
+
+    #[test]
+    fn a_frame_of_no_wire_time_is_credited_at_its_start() {
+        let mut w = windows(2);
+        assert_eq!(credit_windows(&mut w, 0, 64, 1_999, 0, 1_000, 2_000), 64);
+        assert_eq!(w[1][0], 64);
     }
 }

@@ -350,3 +350,93 @@ fn responses_completing_after_the_run_are_not_counted() {
         assert_eq!(kv["latency_us"]["samples"], 0, "{}: {kv}", m.name());
     }
 }
+
+/// Throughput counts the bytes whose wire time falls within each window and within the run:
+/// a frame is spread over the windows it spans. Counted whole at its start, a 9000 B frame
+/// on a 1 bit/s link read 72 kbit/s in its window and 72 Mbit/s for a 1 ms run; on 1 Mbit/s
+/// a window of 100 µs held the whole 72 ms frame.
+#[test]
+fn throughput_counts_only_the_bytes_on_the_wire_within_each_window() {
+    for (link, rate_bps, dur) in [
+        ("1bit", 1.0, "1ms"),
+        ("1mbit", 1e6, "30ms"),
+        ("10gbit", 1e10, "200us"),
+    ] {
+        let sc = load(
+            &text(
+                &format!("duration: {dur}\nwindow: 100us\nhost: {{mtu: 9000b}}"),
+                link,
+                "",
+            ),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let runs = weft_sim::run_all(&sc, &NicKind::ALL, &mut |_, _| {});
+        let an = report::analyse(&sc, &runs);
+        let s = report::summary(&sc, &an);
+        let window_s = sc.window_ps as f64 / 1e12;
+        for r in &runs {
+            let name = r.kind.name();
+            let bps = s["nics"][name]["throughput_bps"].as_f64().unwrap();
+            assert!(bps <= rate_bps, "{link}, {name}: throughput {bps} bit/s");
+            for (w, row) in r.window_bytes.iter().enumerate() {
+                let bits = row.iter().sum::<u64>() as f64 * 8.0;
+                // Each window's share of a frame is rounded down, its running floor at most
+                // one byte above the exact share.
+                assert!(
+                    bits <= rate_bps * window_s + 8.0,
+                    "{link}, {name}, window {w}: {bits} bits in {window_s} s"
+                );
+            }
+            // What the windows hold is what the summary counts.
+            let total: u64 = r.window_bytes.iter().flatten().sum();
+            assert_eq!(total, r.app_bytes.iter().sum::<u64>(), "{link}, {name}");
+            if link == "10gbit" {
+                // A saturated link: the data rate is its rate less the frame overhead.
+                assert!(
+                    bps > 0.9 * rate_bps,
+                    "{link}, {name}: throughput {bps} bit/s"
+                );
+            }
+        }
+    }
+}
+
+/// A bulk flow that lost packets writes nothing until `host.retry` has passed: it once
+/// refilled its window at its next departure, rewriting the lost bytes at once, so a
+/// retry of 10 ms changed nothing in a 1 ms run.
+#[test]
+fn a_bulk_flow_that_lost_packets_waits_for_its_retry() {
+    let t = |retry: &str| {
+        format!(
+            "duration: 1ms\nhost: {{retry: {retry}, segment: 64kb}}\npolicy_inline: |\n  weft: 1\n  \
+             link: {{rate: 10gbit}}\n  nodes:\n    - {{name: l, type: leaf, limit: {{packets: 4}}}}\n\
+             tenants:\n  - name: A\n    apps:\n      - {{name: bulk, kind: bulk, flows: 1, window: 64kb}}\n"
+        )
+    };
+    // One window of 64 kB is 44 MTU packets (43 of 1500 B and one of 1036 B).
+    for m in [NicKind::Loom, NicKind::Sq] {
+        let waits = load(&t("10ms"), &Overrides::default()).unwrap();
+        let s = summary(&waits, &[m]);
+        let a = &s["nics"][m.name()]["tenants"]["A"];
+        let (sent, drops) = (
+            s["nics"][m.name()]["packets"].as_u64().unwrap(),
+            a["drops"].as_u64().unwrap(),
+        );
+        assert!(drops > 0, "{}: {s}", m.name());
+        assert!(
+            sent + drops <= 44,
+            "{}: {sent} sent, {drops} dropped",
+            m.name()
+        );
+        // With a short retry the flow writes again within the run, and loses again.
+        let soon = load(&t("20us"), &Overrides::default()).unwrap();
+        let s2 = summary(&soon, &[m]);
+        let sent2 = s2["nics"][m.name()]["packets"].as_u64().unwrap();
+        assert!(
+            sent2 > 2 * sent,
+            "{}: {sent2} sent with a 20 µs retry, {sent} with 10 ms",
+            m.name()
+        );
+    }
+}
