@@ -141,6 +141,13 @@ fn columns(headers: &csv::StringRecord) -> Result<Vec<(usize, Col, String)>, Tra
                 }
             },
         };
+        if cols.iter().any(|(_, _, n)| n == name) {
+            // Which of the two would hold the value is a guess: refuse it.
+            return Err(TraceError {
+                line: 1,
+                message: format!("column `{name}` appears twice"),
+            });
+        }
         cols.push((i, col, name.to_string()));
     }
     if !seen_arrive || !seen_bytes {

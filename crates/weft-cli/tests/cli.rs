@@ -386,6 +386,10 @@ fn replay_reports_bad_rows_with_their_line() {
             "arrive_ps,bytes,colour\n0,100,red\n",
             "unknown column `colour`",
         ),
+        (
+            "arrive_ps,bytes,tag,bytes\n0,100,1,200\n",
+            "t.csv:1: column `bytes` appears twice",
+        ),
         ("arrive_ps,bytes,tag\n10,100,1\n5,100,1\n", "sort the trace"),
         // Past 2^63 ps: no room left in the 64-bit clock for the packet to leave.
         (
