@@ -437,7 +437,8 @@ impl HwqNic {
         }
     }
 
-    /// Replaces every queue's qdisc by the policy (`mq.qdisc: policy`): one engine per queue.
+    /// Replaces every queue's qdisc by the policy (`mq.qdisc: policy`): one engine per queue,
+    /// made on the queue's first packet.
     pub fn with_policy_qdiscs(mut self, prog: &Arc<Program>) -> HwqNic {
         for q in &mut self.queues {
             q.qdisc = Qdisc::Policy(None);
