@@ -767,15 +767,10 @@ fn credit_windows(
         window_bytes[first as usize][app] += bytes;
         return bytes;
     }
-    // Bytes credited once `t` ps of the frame have been sent (a frame of no wire time,
-    // on the fastest links, is credited whole at its start).
-    let upto = |t: u64| -> u64 {
-        if wire == 0 {
-            bytes
-        } else {
-            (bytes as u128 * (t - start) as u128 / wire as u128) as u64
-        }
-    };
+    // Bytes credited once `t - start` ps of the frame have been sent. (A frame of no wire
+    // time, on the fastest links, took the whole-frame path above.)
+    debug_assert!(wire > 0, "a frame of no wire time spans no windows");
+    let upto = |t: u64| (bytes as u128 * (t - start) as u128 / wire as u128) as u64;
     let mut credited = 0;
     for w in first..=last {
         let to = ((w + 1) * window_ps).min(end);
