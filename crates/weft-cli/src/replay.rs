@@ -247,7 +247,7 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.set_position(byte);
             b.set_message(self.message(rows));
-        } else if rows % (1 << 20) == 0 && self.last_line.elapsed().as_secs() >= 1 {
+        } else if rows.is_multiple_of(1 << 20) && self.last_line.elapsed().as_secs() >= 1 {
             self.last_line = Instant::now();
             eprintln!("replay: {}", self.message(rows));
         }
@@ -351,7 +351,7 @@ fn run<E: Engine>(
                         first_t.get_or_insert(t);
                         rows.set(n + 1);
                         if let Some(pr) = progress.as_mut() {
-                            if (n + 1) % 65_536 == 0 {
+                            if (n + 1).is_multiple_of(65_536) {
                                 pr.tick(n + 1, record.position().map_or(0, |p| p.byte()));
                             }
                         }

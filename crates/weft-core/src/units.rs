@@ -271,7 +271,7 @@ pub fn format_rate(bps: u64) -> String {
         ("mbit", 1_000_000),
         ("kbit", 1_000),
     ] {
-        if bps >= scale && bps % scale == 0 {
+        if bps >= scale && bps.is_multiple_of(scale) {
             return format!("{}{unit}", bps / scale);
         }
     }
@@ -281,7 +281,7 @@ pub fn format_rate(bps: u64) -> String {
 /// Formats bytes with `kb`/`mb`/`gb` (powers of 1024) when exact, otherwise as `NNNb`.
 pub fn format_size(bytes: u64) -> String {
     for (unit, scale) in [("gb", 1u64 << 30), ("mb", 1 << 20), ("kb", 1 << 10)] {
-        if bytes >= scale && bytes % scale == 0 {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
             return format!("{}{unit}", bytes / scale);
         }
     }
@@ -296,7 +296,7 @@ pub fn format_time(ps: u64) -> String {
         ("us", 1_000_000),
         ("ns", 1_000),
     ] {
-        if ps >= scale && ps % scale == 0 {
+        if ps >= scale && ps.is_multiple_of(scale) {
             return format!("{}{unit}", ps / scale);
         }
     }

@@ -46,11 +46,24 @@ fn edge_for(kind: &str, i: usize, knob: u8) -> String {
     let extreme = knob >= EXTREME;
     match kind {
         "prio" => format!("priority: {i}, "),
-        "wfq" if extreme => format!("weight: {}, ", if knob % 2 == 0 { 1_000_000 } else { 1 }),
+        "wfq" if extreme => format!(
+            "weight: {}, ",
+            if knob.is_multiple_of(2) { 1_000_000 } else { 1 }
+        ),
         "wfq" => format!("weight: {}, ", 1 + knob % 5),
-        "drr" if extreme => format!("quantum: {}, ", if knob % 2 == 0 { "1b" } else { "4gb" }),
+        "drr" if extreme => format!(
+            "quantum: {}, ",
+            if knob.is_multiple_of(2) { "1b" } else { "4gb" }
+        ),
         "drr" => format!("quantum: {}b, ", 300 + 200 * (knob % 7) as u32),
-        "senic" if extreme => format!("rate: {}, ", if knob % 2 == 0 { "1bit" } else { "400gbit" }),
+        "senic" if extreme => format!(
+            "rate: {}, ",
+            if knob.is_multiple_of(2) {
+                "1bit"
+            } else {
+                "400gbit"
+            }
+        ),
         "senic" => format!("rate: {}mbit, ", 20 + 10 * (knob % 9) as u32),
         _ => String::new(),
     }
@@ -323,7 +336,9 @@ impl<E: Engine> Driver<E> {
     fn bind(&self, pkt: &Packet) -> Classification {
         let p = self.e.program();
         match p.classify(&pkt.meta) {
-            Classification::Leaf { leaf, shaping, .. } if self.moved && pkt.id % 4 == 0 => {
+            Classification::Leaf { leaf, shaping, .. }
+                if self.moved && pkt.id.is_multiple_of(4) =>
+            {
                 let to = (leaf as usize + 1) % p.leaves.len();
                 Classification::Leaf {
                     leaf: to as u32,

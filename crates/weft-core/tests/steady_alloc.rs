@@ -356,7 +356,7 @@ fn a_senic_node_switching_to_its_calendar_and_back_allocates_nothing() {
     let prog = program(&text);
     // 4,000 steps of 1,024 classes and 2,048 packets queued, then 4,000 of 8 classes and 32
     // packets, and so on.
-    let wide = |step: u64| (step / 4_000) % 2 == 0;
+    let wide = |step: u64| (step / 4_000).is_multiple_of(2);
     let make = |i: u64| {
         let classes = if wide(i / 32) { 1024 } else { 8 };
         let mut m = PacketMeta::default();

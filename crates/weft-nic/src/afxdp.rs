@@ -281,7 +281,7 @@ pub fn rx_chunk(g: &Geometry, addr: u64, len: u32, options: u32) -> Option<u32> 
 /// The transmit chunk a completion names: the start of a transmit chunk (we post frames at
 /// offset 0 of their chunk), or `None`.
 pub fn completion_chunk(g: &Geometry, addr: u64) -> Option<u32> {
-    if addr % g.chunk as u64 != 0 {
+    if !addr.is_multiple_of(g.chunk as u64) {
         return None;
     }
     let chunk = addr / g.chunk as u64;
