@@ -557,14 +557,15 @@ impl Nic for HwqNic {
         let q = self.queue_of(&pkt);
         if let Some(prog) = &self.policy {
             self.c.cpu_ps += self.cpu_ps_per_packet as u128;
-            let pushed = self.queues[q as usize]
+            if let Err(p) = self.queues[q as usize]
                 .qdisc
-                .push_policy(pkt, meta, now_ps, prog);
-            self.track_wakeup(q);
-            if let Err(p) = pushed {
+                .push_policy(pkt, meta, now_ps, prog)
+            {
                 self.drops.push(p);
+                self.track_wakeup(q);
                 return;
             }
+            // `refill` lists the queue in `waking` if it now has a wakeup.
             let before = self.queues[q as usize].unannounced;
             if self.refill(q, now_ps) && before == 0 {
                 self.dirty[pkt.core as usize].push(q);
