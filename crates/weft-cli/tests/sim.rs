@@ -125,6 +125,30 @@ fn bad_input_exits_2_with_location() {
         .args(["sim", "no/such/scenario.yaml"])
         .assert()
         .code(2);
+    // A policy given where a scenario goes: the unknown key, and what to do instead.
+    weft()
+        .args(["sim", "examples/policies/loom-fig8.yaml"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("loom-fig8.yaml:").and(predicate::str::contains(
+                "this file is a policy, not a scenario",
+            )),
+        );
+    // A scenario with an unknown key gets no such hint.
+    weft()
+        .arg("sim")
+        .arg({
+            let g = d.join("typo.yaml");
+            std::fs::write(&g, "durashun: 10ms\n").unwrap();
+            g
+        })
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("unknown field `durashun`")
+                .and(predicate::str::contains("is a policy").not()),
+        );
     // Past the last time the simulator schedules (2^63 ps): refused up front, where it once
     // ran out of memory allocating windows.
     weft()

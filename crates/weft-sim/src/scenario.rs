@@ -322,6 +322,19 @@ pub struct Overrides {
     pub duration_ps: Option<u64>,
 }
 
+/// A hint for a scenario that fails to parse because it is a policy file (top-level `weft:`
+/// and `nodes:` keys): what to do instead. Empty otherwise.
+fn policy_hint(text: &str) -> &'static str {
+    let top = |key: &str| text.lines().any(|l| l.starts_with(key));
+    if top("weft:") && top("nodes:") {
+        " (this file is a policy, not a scenario: a scenario names its policy with \
+         `policy: FILE`, see examples/scenarios/README.md; `weft sim SCENARIO --policy FILE` \
+         runs a scenario with another policy, `weft replay --policy FILE` replays a trace)"
+    } else {
+        ""
+    }
+}
+
 /// Parses scenario text. `path` is used in messages and to resolve a relative `policy:`.
 pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, ScenarioError> {
     let p = path.display().to_string();
@@ -339,7 +352,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             path: p.clone(),
             line,
             column,
-            message: without_location(&first_line(&e.to_string())),
+            message: without_location(&first_line(&e.to_string())) + policy_hint(text),
         }
     })?;
     let ctx = Ctx { path: &p };
