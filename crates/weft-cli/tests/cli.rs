@@ -76,6 +76,31 @@ fn check_rejects_every_invalid_example_with_its_rule_and_line() {
     }
 }
 
+/// A simulator scenario given where a policy goes: its missing version says what it is and
+/// which command runs it; a file that is neither keeps the plain advice.
+#[test]
+fn check_of_a_scenario_points_to_weft_sim() {
+    weft()
+        .args(["policy", "check", "examples/scenarios/loom-fig9.yaml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("missing `weft: 1`"))
+        .stderr(predicate::str::contains("looks like a simulator scenario"))
+        .stderr(predicate::str::contains("`weft sim FILE`"));
+    let dir = std::env::temp_dir().join(format!("weft-noversion-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("p.yaml");
+    fs::write(&f, "nodes:\n  - {name: only, type: leaf}\n").unwrap();
+    weft()
+        .args(["policy", "check"])
+        .arg(&f)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("start the file with `weft: 1`"))
+        .stderr(predicate::str::contains("simulator scenario").not());
+    let _ = fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn check_of_valid_and_invalid_together_fails() {
     weft()

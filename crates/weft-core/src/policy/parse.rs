@@ -500,6 +500,10 @@ impl<'a> Parser<'a> {
             );
             return None;
         }
+        // A simulator scenario (it has `tenants:`) given where a policy goes: say so once.
+        let scenario = matches!(&root.data, YamlData::Mapping(map) if map.iter().any(|(k, _)| {
+            matches!(&k.data, YamlData::Value(Scalar::String(s)) if s.as_ref() == "tenants")
+        }));
         let entries = self.mapping(root, "the policy", TOP_KEYS)?;
         let mut doc = Document {
             file: self.file,
@@ -560,7 +564,12 @@ impl<'a> Parser<'a> {
                     at,
                     "missing `weft: 1` (the policy format version)",
                 )
-                .help("start the file with `weft: 1`"),
+                .help(if scenario {
+                    "this file looks like a simulator scenario (it has `tenants:`): run it with \
+                     `weft sim FILE`; a policy starts with `weft: 1`"
+                } else {
+                    "start the file with `weft: 1`"
+                }),
             );
         }
         if !nodes_seen {
