@@ -1,5 +1,6 @@
 //! Rendering policy diagnostics on stderr: annotated source via miette (with the rule as the
-//! error code, the node, secondary labels and a hint), or one plain line per problem.
+//! error code, the node, secondary labels and a hint), or one plain line per problem; or as
+//! JSON values for `weft policy check --json`.
 
 use std::fmt;
 use std::io::IsTerminal;
@@ -83,6 +84,32 @@ fn convert(err: &PolicyError, d: &Diagnostic) -> Rendered {
         labels,
         help,
     }
+}
+
+/// Every diagnostic of `err` as JSON: rule, message, node, where (file, line, column; 1-based),
+/// the secondary labels with where they point, and the hint.
+pub fn to_json(err: &PolicyError) -> Vec<serde_json::Value> {
+    let at = |span| {
+        let (file, line, column) = err.sources.location(span);
+        serde_json::json!({"file": file, "line": line, "column": column})
+    };
+    err.diagnostics
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "rule": d.rule.name(),
+                "message": d.message,
+                "node": d.node,
+                "at": at(d.span),
+                "labels": d
+                    .labels
+                    .iter()
+                    .map(|l| serde_json::json!({"text": l.text, "at": at(l.span)}))
+                    .collect::<Vec<_>>(),
+                "help": d.help,
+            })
+        })
+        .collect()
 }
 
 /// Prints every diagnostic of `err` to stderr.

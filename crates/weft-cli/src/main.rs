@@ -251,8 +251,13 @@ enum PolicyCommand {
         load: LoadArgs,
         /// Print diagnostics as one line each (`file:line:col: error[rule]: ...`) instead of
         /// annotated source.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         plain: bool,
+        /// One JSON object per file on stdout instead (`file`, `valid`, `summary` when valid,
+        /// `diagnostics`: `rule`, `message`, `node`, `at` {file, line, column}, `labels`,
+        /// `help`), for editors and CI; nothing on stderr. The exit code is the same.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the compiled policy as a tree, or as normalized JSON (itself a valid policy).
     Show {
@@ -335,12 +340,31 @@ fn load(file: &std::path::Path, args: &LoadArgs) -> Result<Program, Failure> {
     })
 }
 
-fn check(files: &[PathBuf], args: &LoadArgs, plain: bool) -> Result<(), Failure> {
+fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<(), Failure> {
     let opts = options(args)?;
     let mut failed = 0;
     let mut out = std::io::stdout().lock();
     for f in files {
-        match policy::load(f, &opts) {
+        let loaded = policy::load(f, &opts);
+        if json {
+            let v = match &loaded {
+                Ok(p) => json!({
+                    "file": f.display().to_string(),
+                    "valid": true,
+                    "summary": show::summary(p),
+                    "diagnostics": [],
+                }),
+                Err(e) => json!({
+                    "file": f.display().to_string(),
+                    "valid": false,
+                    "diagnostics": diagnostics::to_json(e),
+                }),
+            };
+            failed += usize::from(loaded.is_err());
+            let _ = writeln!(out, "{v}");
+            continue;
+        }
+        match loaded {
             Ok(p) => {
                 let _ = writeln!(out, "{}: ok: {}", f.display(), show::summary(&p));
             }
@@ -353,7 +377,7 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool) -> Result<(), Failure>
         }
     }
     if failed > 0 {
-        if files.len() > 1 {
+        if files.len() > 1 && !json {
             eprintln!("{failed} of {} policies invalid", files.len());
         }
         return Err(Failure {
@@ -647,7 +671,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Policy(cmd) => match cmd {
-            PolicyCommand::Check { files, load, plain } => check(&files, &load, plain),
+            PolicyCommand::Check {
+                files,
+                load,
+                plain,
+                json,
+            } => check(&files, &load, plain, json),
             PolicyCommand::Show {
                 file,
                 json: j,

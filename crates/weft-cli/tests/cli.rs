@@ -76,6 +76,60 @@ fn check_rejects_every_invalid_example_with_its_rule_and_line() {
     }
 }
 
+/// `--json`: one object per file on stdout, in the order given, each invalid example's
+/// expected rule at its expected line among its diagnostics (with a location and the hint
+/// where the rule has one), the valid ones with their summary; nothing on stderr; exit 2.
+#[test]
+fn check_json_reports_every_file_and_diagnostic() {
+    let invalid = yaml_files("examples/policies/invalid");
+    let valid = yaml_files("examples/policies");
+    let out = weft()
+        .args(["policy", "check", "--json"])
+        .args(&invalid)
+        .args(&valid)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::is_empty())
+        .get_output()
+        .stdout
+        .clone();
+    let rows: Vec<serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(rows.len(), invalid.len() + valid.len());
+    for (row, file) in rows.iter().zip(&invalid) {
+        let (rule, line) = expectation(file);
+        assert_eq!(row["file"], file.as_str());
+        assert_eq!(row["valid"], false, "{file}");
+        let d = row["diagnostics"].as_array().unwrap();
+        assert!(
+            d.iter().any(|d| d["rule"] == rule.as_str()
+                && d["at"]["line"] == line
+                && d["at"]["column"].as_u64().is_some_and(|c| c >= 1)
+                && d["message"].as_str().is_some_and(|m| !m.is_empty())),
+            "{file}: no {rule} at line {line} in {d:?}"
+        );
+    }
+    for (row, file) in rows[invalid.len()..].iter().zip(&valid) {
+        assert_eq!(row["file"], file.as_str());
+        assert_eq!(row["valid"], true, "{file}: {row}");
+        assert!(row["summary"].as_str().unwrap().contains("nodes"), "{row}");
+        assert_eq!(row["diagnostics"], serde_json::json!([]));
+    }
+    // The secondary labels and the hint come along: a duplicate name points at the first,
+    // a misspelt key gets its correction.
+    let first = |name: &str| {
+        rows[invalid.iter().position(|f| f.ends_with(name)).unwrap()]["diagnostics"][0].clone()
+    };
+    let dup = first("duplicate-name.yaml");
+    assert_eq!(dup["node"], "vm1");
+    assert_eq!(dup["labels"][0]["text"], "first defined here", "{dup}");
+    assert_eq!(dup["labels"][0]["at"]["line"], 11, "{dup}");
+    assert_eq!(first("unknown-key.yaml")["help"], "did you mean `weight`?");
+}
+
 /// A simulator scenario given where a policy goes: its missing version says what it is and
 /// which command runs it; a file that is neither keeps the plain advice.
 #[test]
