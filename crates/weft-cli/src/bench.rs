@@ -425,6 +425,7 @@ pub fn run(
         let flows_for_memory = s.flows.min(if quick { 10_000 } else { 100_000 });
         rows.push(json!({
             "scenario": s.name,
+            "flows": s.flows,
             "engine": "fast",
             "rounds": rounds.max(1),
             "packets_per_s": fast.round(),
@@ -497,9 +498,198 @@ pub fn print_table(rows: &[Value]) {
     );
 }
 
+/// The fastest of a row's four fast-engine modes, packets/s, and the mode's name.
+fn best_mode(r: &Value) -> (f64, &'static str) {
+    [
+        ("packets_per_s", "classifying"),
+        ("batch16_packets_per_s", "batch 16"),
+        ("per_flow_queues_packets_per_s", "per-flow queues"),
+        ("per_flow_batch16_packets_per_s", "per-flow batch 16"),
+    ]
+    .into_iter()
+    .map(|(k, name)| (r[k].as_f64().unwrap_or(0.0), name))
+    .fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a })
+}
+
+/// The scheduling core's targets (issue 3) against these rows, one line each: `(target, measured, met)`. A row
+/// the run did not measure (`--quick`, `--only`) leaves its target out.
+pub fn targets(rows: &[Value]) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    let fig1 = |flows: u64| {
+        rows.iter().find(|r| {
+            r["flows"] == flows
+                && r["scenario"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("loom-fig1"))
+        })
+    };
+    let mpps = |v: f64| format!("{:.2} M", v / 1e6);
+    for (flows, goal, what) in [
+        (65_536, 8.13e6, "100 GbE of 1518-byte frames"),
+        (1_048_576, 3.25e6, "Loom's BESS prototype"),
+    ] {
+        if let Some(r) = fig1(flows) {
+            let (best, mode) = best_mode(r);
+            out.push((
+                format!(
+                    "Loom Fig. 1, {flows} flows: >= {} pkt/s ({what})",
+                    mpps(goal)
+                ),
+                format!("{} ({mode})", mpps(best)),
+                best >= goal,
+            ));
+        }
+    }
+    if let Some(r) = fig1(65_536) {
+        let (best, _) = best_mode(r);
+        out.push((
+            "400 GbE of 1518-byte frames: 32.5 M pkt/s (how far)".into(),
+            format!("{:.1}x short", 32.5e6 / best.max(1.0)),
+            best >= 32.5e6,
+        ));
+    }
+    let idle: Vec<f64> = [65_536, 1_048_576]
+        .into_iter()
+        .filter_map(|f| fig1(f).and_then(|r| r["bytes_per_idle_flow"].as_f64()))
+        .collect();
+    if let Some(worst) = idle.iter().copied().reduce(f64::max) {
+        out.push((
+            "<= 64 B per idle flow (64k and 1M flows)".into(),
+            format!("{worst:.0} B"),
+            worst <= 64.0,
+        ));
+    }
+    if let Some(r) = rows.first() {
+        let limiter = r["bytes_per_rate_limiter"].as_f64().unwrap_or(f64::MAX);
+        out.push((
+            "<= 32 B per rate limiter".into(),
+            format!("{limiter:.0} B"),
+            limiter <= 32.0,
+        ));
+        let class = r["engine_bytes_per_senic_class"]
+            .as_f64()
+            .unwrap_or(f64::MAX);
+        out.push((
+            "SENIC: 30 B per class".into(),
+            format!("{class:.0} B before its first packet"),
+            class <= 30.0,
+        ));
+    }
+    let ratios: Vec<(f64, &str, &str)> = rows
+        .iter()
+        .flat_map(|r| {
+            let name = r["scenario"].as_str().unwrap_or("");
+            [
+                (
+                    r["ratio_vs_reference"].as_f64().unwrap_or(0.0),
+                    name,
+                    "classifying",
+                ),
+                (
+                    r["per_flow_queues_ratio_vs_reference"]
+                        .as_f64()
+                        .unwrap_or(0.0),
+                    name,
+                    "per-flow queues",
+                ),
+            ]
+        })
+        .collect();
+    if let Some(&(low, name, mode)) = ratios.iter().min_by(|a, b| a.0.total_cmp(&b.0)) {
+        out.push((
+            ">= 5x the reference (every row, both modes)".into(),
+            format!("lowest {low:.2}x ({name}, {mode})"),
+            low >= 5.0,
+        ));
+    }
+    out
+}
+
+/// Prints [`targets`] under the table.
+pub fn print_targets(rows: &[Value]) {
+    let t = targets(rows);
+    if t.is_empty() {
+        return;
+    }
+    println!(
+        "\ntargets of the scheduling core (this machine, this run; the README's \"Measured\" has a quiet spell's figures):"
+    );
+    for (target, measured, met) in t {
+        println!(
+            "  {:<62} {:<40} {}",
+            target,
+            measured,
+            if met { "met" } else { "not met" }
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::median;
+
+    /// A row as `run` makes it, with the fields `targets` reads.
+    fn row(flows: u64, modes: [f64; 4], ratios: (f64, f64), idle: f64) -> serde_json::Value {
+        serde_json::json!({
+            "scenario": format!("loom-fig1 {flows} flows, 4096 shaping classes"),
+            "flows": flows,
+            "packets_per_s": modes[0],
+            "batch16_packets_per_s": modes[1],
+            "per_flow_queues_packets_per_s": modes[2],
+            "per_flow_batch16_packets_per_s": modes[3],
+            "ratio_vs_reference": ratios.0,
+            "per_flow_queues_ratio_vs_reference": ratios.1,
+            "bytes_per_idle_flow": idle,
+            "bytes_per_rate_limiter": 32.0,
+            "engine_bytes_per_senic_class": 168.0,
+        })
+    }
+
+    #[test]
+    fn targets_take_the_best_mode_and_the_worst_ratio() {
+        let rows = [
+            row(65_536, [4e6, 4.2e6, 5.9e6, 6.2e6], (4.9, 6.6), 58.0),
+            row(1_048_576, [2.7e6, 3.2e6, 4.6e6, 5.8e6], (3.6, 6.2), 56.0),
+        ];
+        let t = super::targets(&rows);
+        let find = |what: &str| t.iter().find(|(k, _, _)| k.contains(what)).unwrap();
+        let (_, measured, met) = find("65536 flows");
+        assert_eq!(
+            (measured.as_str(), *met),
+            ("6.20 M (per-flow batch 16)", false)
+        );
+        let (_, measured, met) = find("1048576 flows");
+        assert_eq!(
+            (measured.as_str(), *met),
+            ("5.80 M (per-flow batch 16)", true)
+        );
+        assert_eq!(find("400 GbE").1, "5.2x short");
+        assert_eq!(find("idle flow").1, "58 B");
+        assert!(find("idle flow").2 && find("rate limiter").2 && !find("SENIC").2);
+        let (_, measured, met) = find("5x the reference");
+        assert_eq!(
+            (measured.as_str(), *met),
+            (
+                "lowest 3.60x (loom-fig1 1048576 flows, 4096 shaping classes, classifying)",
+                false
+            )
+        );
+    }
+
+    #[test]
+    fn targets_leave_out_what_was_not_measured() {
+        // `--quick`: Fig. 1 with 1k flows only, so no throughput or idle-flow target.
+        let t = super::targets(&[row(1_000, [1e7; 4], (6.0, 7.0), 102.0)]);
+        let names: Vec<&str> = t.iter().map(|(k, _, _)| k.as_str()).collect();
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.contains("flows:") || n.contains("idle")),
+            "{names:?}"
+        );
+        assert!(t.iter().any(|(k, _, met)| k.contains("5x") && *met));
+        assert!(super::targets(&[]).is_empty());
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

@@ -514,6 +514,11 @@ fn bench_quick_reports_ratios_against_the_reference() {
     assert_eq!(rows.len(), 3, "{text}");
     for r in rows {
         assert_eq!(r["rounds"], 2, "{r}");
+        let flows = r["flows"].as_u64().unwrap();
+        assert!(
+            r["scenario"].as_str().unwrap().contains(&flows.to_string()) || flows == 128 * 64,
+            "flows {flows}: {r}"
+        );
         assert!(r["packets_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["packets_per_s_best"].as_f64().unwrap() >= r["packets_per_s"].as_f64().unwrap());
         assert!(r["reference_packets_per_s"].as_f64().unwrap() > 0.0);
