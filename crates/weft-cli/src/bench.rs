@@ -511,8 +511,8 @@ fn best_mode(r: &Value) -> (f64, &'static str) {
     .fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a })
 }
 
-/// The scheduling core's targets (issue 3) against these rows, one line each: `(target, measured, met)`. A row
-/// the run did not measure (`--quick`, `--only`) leaves its target out.
+/// The scheduling core's targets (issue 3) against these rows, one line each: `(target,
+/// measured, met)`. A row the run did not measure (`--quick`, `--only`) leaves its target out.
 pub fn targets(rows: &[Value]) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();
     let fig1 = |flows: u64| {
