@@ -62,7 +62,7 @@ fn packet() -> impl Strategy<Value = PacketMeta> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(512)))]
 
     #[test]
     fn fast_and_reference_dispatch_agree(
@@ -299,7 +299,7 @@ fn one_field_packet(field: u8, v: Option<u64>, v6: bool, stale: u64) -> PacketMe
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(512)))]
 
     /// One-field dispatches take the fast paths (a direct array with the catch-all folded into
     /// its empty slots, with or without a checked constant word; one hashed shape): they must

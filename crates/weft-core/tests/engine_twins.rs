@@ -5,6 +5,8 @@
 //! driver (`enqueue_classified_batch`, through [`Driver`]), or posted to flows' own queues
 //! (`enqueue_flow_batch`, Loom §4.2.1).
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -536,16 +538,8 @@ fn events_in_bursts<E: Engine>(
     out
 }
 
-/// 300 cases, or `PROPTEST_CASES` when set (an explicit `with_cases` would override it).
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(300)))]
 
     #[test]
     fn fast_engine_matches_reference(s in spec()) {

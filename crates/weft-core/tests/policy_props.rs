@@ -271,7 +271,7 @@ fn compile(text: &str) -> Result<weft_core::policy::Program, weft_core::policy::
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(200)))]
 
     #[test]
     fn valid_policies_compile_and_round_trip(c in choices(), pkts in packets()) {
@@ -422,7 +422,7 @@ nodes:
 ";
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(200)))]
 
     #[test]
     fn shaping_at_several_levels_classifies_like_the_reference(

@@ -1,6 +1,8 @@
 //! DESIGN.md's invariants as property tests on random policies and traces: conservation,
 //! per-flow order, work conservation, the shaping bound and strict priority.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -133,7 +135,7 @@ fn run(c: &Case) -> Run {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(150))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(150)))]
 
     #[test]
     fn conservation_order_and_work_conservation(c in case(false)) {
@@ -202,7 +204,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(60))]
+    #![proptest_config(ProptestConfig::with_cases(common::cases(60)))]
 
     /// Invariant 6: backlogged `wfq` siblings' weight-normalized service differs by at most
     /// one maximum packet over each weight (the STFQ bound), at every departure.

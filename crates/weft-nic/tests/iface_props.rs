@@ -11,6 +11,15 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use weft_nic::iface::{Config, Descriptor, DoorbellEntry, Interface, MetaUpdate, Reject, Status};
 
+/// Cases: `default`, or `PROPTEST_CASES` when set, for longer runs (an explicit `with_cases`
+/// would otherwise override the variable).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     /// Driver posts to the `q`-th queue id (may be foreign or invalid).
@@ -47,7 +56,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
     #[test]
     fn nothing_lost_ownership_enforced(ops in proptest::collection::vec(op(), 1..300),
                                        ring in 1..6u32, outstanding in 1..5u32) {
