@@ -254,8 +254,8 @@ enum PolicyCommand {
         files: Vec<PathBuf>,
         #[command(flatten)]
         load: LoadArgs,
-        /// Print diagnostics as one line each (`file:line:col: error[rule]: ...`) instead of
-        /// annotated source.
+        /// Print diagnostics as one line each (`file:line:col: error[rule]: message (node
+        /// `name`); help: hint`) instead of annotated source.
         #[arg(long, conflicts_with = "json")]
         plain: bool,
         /// One JSON object per file on stdout instead (`file`, `valid`, `summary` when valid,

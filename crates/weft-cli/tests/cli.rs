@@ -74,6 +74,19 @@ fn check_rejects_every_invalid_example_with_its_rule_and_line() {
             .code(2)
             .stderr(predicate::str::contains(format!("error[{rule}]")));
     }
+    // The hint comes along on the same line.
+    weft()
+        .args([
+            "policy",
+            "check",
+            "--plain",
+            "examples/policies/invalid/unknown-key.yaml",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "unknown-key.yaml:19:5: error[unknown-key]: unknown key `wieght` in a node; help: did you mean `weight`?\n",
+        ));
 }
 
 /// `--json`: one object per file on stdout, in the order given, each invalid example's

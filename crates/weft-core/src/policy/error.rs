@@ -343,7 +343,8 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    /// `file:line:col: error[rule]: message (node `x`)`, one line per diagnostic.
+    /// `file:line:col: error[rule]: message (node `x`); help: hint`, one line per diagnostic
+    /// (the node and the hint where there are).
     pub fn render_plain(&self) -> String {
         self.diagnostics
             .iter()
@@ -360,8 +361,13 @@ impl PolicyError {
             .as_ref()
             .map(|n| format!(" (node `{n}`)"))
             .unwrap_or_default();
+        let help = d
+            .help
+            .as_ref()
+            .map(|h| format!("; help: {h}"))
+            .unwrap_or_default();
         format!(
-            "{file}:{line}:{col}: error[{}]: {}{node}",
+            "{file}:{line}:{col}: error[{}]: {}{node}{help}",
             d.rule, d.message
         )
     }
