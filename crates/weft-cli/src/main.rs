@@ -59,7 +59,8 @@ enum Command {
     /// The trace is CSV with a header: `arrive_ps` and `bytes`, plus any metadata the policy
     /// matches on (tenant, vm, cgroup, tag, sport, dport, proto, dscp, src, dst) and `flow`,
     /// `deadline_ps`, `slack_ps`. Rows must be sorted by `arrive_ps`, at most 2^63 ps (106.7
-    /// days: the rest of the 64-bit picosecond clock is headroom); `#` starts a comment.
+    /// days: the rest of the 64-bit picosecond clock is headroom); every row gives both, and
+    /// an empty metadata cell means the field is absent; `#` starts a comment.
     /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv and
     /// DIR/summary.json (per leaf and node: packets, bytes, drops by reason, mean rate,
     /// queueing-delay percentiles; per shaping class its rate and burst and the same figures

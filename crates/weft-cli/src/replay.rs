@@ -166,7 +166,7 @@ fn parse_row(
     line: u64,
 ) -> Result<(u64, Packet), TraceError> {
     let err = |message: String| TraceError { line, message };
-    let mut t = 0u64;
+    let mut t = None;
     let mut meta = PacketMeta::default();
     let mut pkt = Packet::new(id, 0, meta);
     for (i, col, name) in cols {
@@ -180,10 +180,11 @@ fn parse_row(
         };
         match col {
             Col::Arrive => {
-                t = int()?;
-                if t > LAST_ARRIVAL_PS {
+                let at = int()?;
+                t = Some(at);
+                if at > LAST_ARRIVAL_PS {
                     return Err(err(format!(
-                        "`arrive_ps` = {t} is past the last arrival weft schedules, 2^63 ps \
+                        "`arrive_ps` = {at} is past the last arrival weft schedules, 2^63 ps \
                          (about 106.7 days; times are 64-bit picoseconds and the rest is \
                          headroom for queued packets to leave): are these nanoseconds or an \
                          absolute timestamp? Rebase the trace to start near 0"
@@ -203,6 +204,10 @@ fn parse_row(
             Col::Field(f) => meta.set_field(f.name(), v).map_err(err)?,
         }
     }
+    // An empty time or size would be a guess (0? the previous row's?): refuse it.
+    let Some(t) = t else {
+        return Err(err("`arrive_ps` is empty".into()));
+    };
     if pkt.bytes == 0 {
         return Err(err("`bytes` is empty".into()));
     }

@@ -483,6 +483,12 @@ fn replay_reports_bad_rows_with_their_line() {
             "t.csv:1: column `bytes` appears twice",
         ),
         ("arrive_ps,bytes,tag\n10,100,1\n5,100,1\n", "sort the trace"),
+        // An empty time is refused, not read as 0 (which the order check then misreported).
+        (
+            "arrive_ps,bytes,tag\n10,100,1\n,100,1\n",
+            "t.csv:3: `arrive_ps` is empty",
+        ),
+        ("arrive_ps,bytes,tag\n10,,1\n", "t.csv:2: `bytes` is empty"),
         // Past 2^63 ps: no room left in the 64-bit clock for the packet to leave.
         (
             "arrive_ps,bytes,tag\n0,100,1\n9223372036854775809,100,1\n",
