@@ -2,101 +2,243 @@
 //! line and one JSON answer line (`{"cmd":"stats"}`, `{"cmd":"reload","policy":PATH}`), and
 //! an optional Prometheus text endpoint on a localhost TCP port.
 //!
-//! The dataplane never blocks on control: both listeners are non-blocking and polled from
-//! the busy loop about once a millisecond; an accepted connection is served at once with a
-//! short read timeout (a stalled client costs the loop at most that timeout).
+//! The dataplane never blocks on control. Threads of their own accept the connections and
+//! read each request (a thread per connection, at most [`MAX_CONNECTIONS`] at once; a client
+//! gets [`READ_DEADLINE`] to send its line); a complete request goes to the dataplane over a
+//! channel, and the busy loop, about once a millisecond, answers what has arrived
+//! ([`Server::poll`]: a `try_recv` when nothing has). A client that connects and sends
+//! nothing, or one byte at a time, costs the loop nothing.
+//!
+//! Cost: two threads blocked in `accept(2)` (they inherit the loop's CPU, where they sleep),
+//! one short-lived thread per control connection.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+/// Control connections served at once; more are refused with an error answer.
+pub const MAX_CONNECTIONS: usize = 16;
+/// How long a client has to send its request (a line of at most 1 MiB, or an HTTP request's
+/// first 2 KiB), from its connection.
+pub const READ_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a connection waits for the dataplane's answer.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
+/// A request on its way to the dataplane, and where its answer goes.
+struct Pending {
+    req: Value,
+    reply: SyncSender<Value>,
+}
+
+/// What the accepting threads share.
+#[derive(Clone)]
+struct Shared {
+    to_loop: Sender<Pending>,
+    stop: Arc<AtomicBool>,
+    open: Arc<AtomicUsize>,
+}
+
 /// The server side: the dataplane polls it.
 pub struct Server {
-    unix: Option<(UnixListener, PathBuf)>,
-    metrics: Option<TcpListener>,
+    requests: Receiver<Pending>,
+    stop: Arc<AtomicBool>,
+    /// The accepting threads, and how to wake each from `accept(2)` at shutdown.
+    acceptors: Vec<(JoinHandle<()>, Wake)>,
+    unix_path: Option<PathBuf>,
+}
+
+enum Wake {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
 }
 
 impl Server {
     /// Binds the control socket at `path` (replacing a stale one) and, if given, the metrics
-    /// endpoint (must be a loopback address).
+    /// endpoint (must be a loopback address), and starts their accepting threads.
     pub fn bind(path: Option<&Path>, metrics: Option<&str>) -> io::Result<Server> {
-        let unix = match path {
-            Some(p) => {
-                if let Some(dir) = p.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let _ = std::fs::remove_file(p);
-                let l = UnixListener::bind(p)?;
-                l.set_nonblocking(true)?;
-                Some((l, p.to_path_buf()))
-            }
-            None => None,
+        let (to_loop, requests) = mpsc::channel();
+        let shared = Shared {
+            to_loop,
+            stop: Arc::new(AtomicBool::new(false)),
+            open: Arc::new(AtomicUsize::new(0)),
         };
-        let metrics = match metrics {
-            Some(a) => {
-                let l = TcpListener::bind(a)?;
-                if !l.local_addr()?.ip().is_loopback() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "the metrics endpoint must listen on a loopback address",
-                    ));
-                }
-                l.set_nonblocking(true)?;
-                Some(l)
-            }
-            None => None,
+        let mut server = Server {
+            requests,
+            stop: shared.stop.clone(),
+            acceptors: Vec::new(),
+            unix_path: None,
         };
-        Ok(Server { unix, metrics })
+        if let Some(a) = metrics {
+            let l = TcpListener::bind(a)?;
+            let addr = l.local_addr()?;
+            if !addr.ip().is_loopback() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the metrics endpoint must listen on a loopback address",
+                ));
+            }
+            let sh = shared.clone();
+            let t = std::thread::Builder::new()
+                .name("weft-metrics".into())
+                .spawn(move || {
+                    for s in l.incoming() {
+                        if sh.stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        if let Ok(s) = s {
+                            serve(&sh, move |sh| serve_metrics(s, sh));
+                        }
+                    }
+                })?;
+            server.acceptors.push((t, Wake::Tcp(addr)));
+        }
+        if let Some(p) = path {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let _ = std::fs::remove_file(p);
+            let l = UnixListener::bind(p)?;
+            server.unix_path = Some(p.to_path_buf());
+            let sh = shared.clone();
+            let t = std::thread::Builder::new()
+                .name("weft-ctl".into())
+                .spawn(move || {
+                    for s in l.incoming() {
+                        if sh.stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        if let Ok(s) = s {
+                            serve(&sh, move |sh| serve_unix(s, sh));
+                        }
+                    }
+                })?;
+            server.acceptors.push((t, Wake::Unix(p.to_path_buf())));
+        }
+        Ok(server)
     }
 
-    /// Serves pending connections: `handle` answers a request (a JSON object); `stats` gives
-    /// the current stats for the metrics endpoint.
+    /// Answers the requests that have arrived (none waits: without requests this is one
+    /// `try_recv`): `handle` answers a request (a JSON object; the metrics endpoint asks
+    /// `{"cmd":"stats"}`).
     pub fn poll(&self, mut handle: impl FnMut(&Value) -> Value) {
-        if let Some((l, _)) = &self.unix {
-            while let Ok((s, _)) = l.accept() {
-                let _ = serve_unix(s, &mut handle);
-            }
-        }
-        if let Some(l) = &self.metrics {
-            while let Ok((s, _)) = l.accept() {
-                let stats = handle(&json!({"cmd": "stats"}));
-                let _ = serve_metrics(s, &stats);
-            }
+        while let Ok(p) = self.requests.try_recv() {
+            // The connection may have given up waiting: its answer is dropped.
+            let _ = p.reply.send(handle(&p.req));
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some((_, p)) = &self.unix {
+        self.stop.store(true, Ordering::Relaxed);
+        for (t, wake) in self.acceptors.drain(..) {
+            // A connection of our own wakes the thread from `accept(2)`; it sees `stop`.
+            let woke = match &wake {
+                Wake::Unix(p) => UnixStream::connect(p).is_ok(),
+                Wake::Tcp(a) => TcpStream::connect_timeout(a, Duration::from_secs(1)).is_ok(),
+            };
+            if woke {
+                let _ = t.join();
+            }
+        }
+        if let Some(p) = &self.unix_path {
             let _ = std::fs::remove_file(p);
         }
     }
 }
 
-fn serve_unix(s: UnixStream, handle: &mut impl FnMut(&Value) -> Value) -> io::Result<()> {
-    s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let mut line = String::new();
-    BufReader::new(&s).take(1 << 20).read_line(&mut line)?;
-    let answer = match serde_json::from_str::<Value>(&line) {
-        Ok(req) => handle(&req),
+/// Runs `conn` on a thread of its own, unless [`MAX_CONNECTIONS`] are open (then the
+/// connection is dropped unanswered, and the client sees it closed).
+fn serve(sh: &Shared, conn: impl FnOnce(&Shared) -> io::Result<()> + Send + 'static) {
+    if sh.open.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+        sh.open.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let mine = sh.clone();
+    let spawned = std::thread::Builder::new()
+        .name("weft-ctl-conn".into())
+        .spawn(move || {
+            let _ = conn(&mine);
+            mine.open.fetch_sub(1, Ordering::Relaxed);
+        });
+    if spawned.is_err() {
+        sh.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends `req` to the dataplane and waits for its answer.
+fn ask(sh: &Shared, req: Value) -> Value {
+    let (reply, answer) = mpsc::sync_channel(1);
+    if sh.to_loop.send(Pending { req, reply }).is_err() {
+        return json!({"ok": false, "error": "the dataplane is stopping"});
+    }
+    answer
+        .recv_timeout(ANSWER_WAIT)
+        .unwrap_or_else(|_| json!({"ok": false, "error": "the dataplane did not answer"}))
+}
+
+/// Reads from `r` until `done` says the bytes so far are complete, at most `max` bytes,
+/// within [`READ_DEADLINE`] of now (`set_timeout` sets the socket's read timeout).
+fn read_until(
+    mut r: impl Read,
+    set_timeout: impl Fn(Duration) -> io::Result<()>,
+    max: usize,
+    done: impl Fn(&[u8]) -> bool,
+) -> io::Result<Vec<u8>> {
+    let deadline = Instant::now() + READ_DEADLINE;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    while !done(&buf) && buf.len() < max {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "request too slow"));
+        }
+        set_timeout(left)?;
+        let n = r.read(&mut chunk[..(max - buf.len()).min(2048)])?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(buf)
+}
+
+fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
+    s.set_write_timeout(Some(Duration::from_secs(1)))?;
+    let buf = read_until(
+        &s,
+        |t| s.set_read_timeout(Some(t)),
+        1 << 20,
+        |b| b.contains(&b'\n'),
+    )?;
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    let answer = match serde_json::from_slice::<Value>(line) {
+        Ok(req) => ask(sh, req),
         Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
     };
     let mut w = &s;
     writeln!(w, "{answer}")
 }
 
-fn serve_metrics(s: TcpStream, stats: &Value) -> io::Result<()> {
-    s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let mut buf = [0u8; 2048];
-    let _ = (&s).read(&mut buf);
-    let body = prometheus(stats);
+fn serve_metrics(s: TcpStream, sh: &Shared) -> io::Result<()> {
+    s.set_write_timeout(Some(Duration::from_secs(1)))?;
+    // The request itself does not matter (every path answers the metrics): read its head,
+    // or what arrives within the deadline, so that the answer does not race it.
+    let _ = read_until(
+        &s,
+        |t| s.set_read_timeout(Some(t)),
+        2048,
+        |b| b.windows(4).any(|w| w == b"\r\n\r\n"),
+    );
+    let body = prometheus(&ask(sh, json!({"cmd": "stats"})));
     let mut w = &s;
     write!(
         w,
@@ -170,6 +312,127 @@ pub const DEFAULT_SOCKET: &str = "/run/weft/weft.sock";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn socket(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("weft-ctl-{name}-{}.sock", std::process::id()))
+    }
+
+    /// Polls `server` as the dataplane does (answering `stats` with a count of the requests
+    /// answered so far) until `done`.
+    fn poll_until(server: &Server, done: impl Fn() -> bool) {
+        let mut answered = 0u64;
+        let start = Instant::now();
+        while !done() {
+            server.poll(|req| {
+                answered += 1;
+                json!({"ok": true, "cmd": req["cmd"], "answered": answered})
+            });
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no answer in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A client that connects and sends its request one byte at a time, slower than the
+    /// old per-read timeout, held the whole loop: `poll` read that connection until the
+    /// line was complete. Now a second client is answered while the first still drips, and
+    /// the drip is cut at the read deadline.
+    #[test]
+    fn a_dripping_client_holds_up_neither_the_loop_nor_other_clients() {
+        let path = socket("drip");
+        let server = Server::bind(Some(&path), None).unwrap();
+        let dripping = Arc::new(AtomicBool::new(true));
+        let drip = {
+            let (path, dripping) = (path.clone(), dripping.clone());
+            let mut a = UnixStream::connect(&path).unwrap();
+            std::thread::spawn(move || {
+                // Three seconds of `{"cmd":"stats"` without its end, a byte every 50 ms.
+                let text =
+                    br#"{"cmd":"stats"                                                      "#;
+                for b in text.iter().take(60) {
+                    if a.write_all(&[*b]).is_err() {
+                        break; // the server cut it off
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                dripping.store(false, Ordering::SeqCst);
+                let mut rest = String::new();
+                let _ = a.read_to_string(&mut rest);
+                drop(path);
+                rest
+            })
+        };
+        let other = {
+            let path = path.clone();
+            let dripping = dripping.clone();
+            std::thread::spawn(move || {
+                let answer = request(&path, &json!({"cmd": "stats"})).unwrap();
+                (answer, dripping.load(Ordering::SeqCst))
+            })
+        };
+        poll_until(&server, || other.is_finished());
+        let (answer, still_dripping) = other.join().unwrap();
+        assert_eq!(answer["cmd"], "stats", "{answer}");
+        assert!(still_dripping, "answered only after the slow client ended");
+        poll_until(&server, || drip.is_finished());
+        // The slow client got no answer (its request never ended within the deadline).
+        assert_eq!(drip.join().unwrap(), "");
+        drop(server);
+        assert!(!path.exists(), "socket left behind");
+    }
+
+    #[test]
+    fn a_malformed_request_gets_an_error_answer_and_the_next_is_served() {
+        let path = socket("bad");
+        let server = Server::bind(Some(&path), None).unwrap();
+        let bad = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(&path).unwrap();
+                s.write_all(b"stats please\n").unwrap();
+                let mut line = String::new();
+                BufReader::new(&s).read_line(&mut line).unwrap();
+                line
+            })
+        };
+        let line = bad.join().unwrap();
+        assert!(line.contains("bad request"), "{line}");
+        let good = {
+            let path = path.clone();
+            std::thread::spawn(move || request(&path, &json!({"cmd": "stats"})).unwrap())
+        };
+        poll_until(&server, || good.is_finished());
+        assert_eq!(good.join().unwrap()["answered"], 1);
+    }
+
+    #[test]
+    fn metrics_are_served_from_the_loops_stats() {
+        let server = Server::bind(None, Some("127.0.0.1:0")).unwrap();
+        let Wake::Tcp(addr) = server.acceptors[0].1 else {
+            panic!("no metrics listener")
+        };
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+            let mut text = String::new();
+            s.read_to_string(&mut text).unwrap();
+            text
+        });
+        let start = Instant::now();
+        while !client.is_finished() {
+            server.poll(|_| json!({"nodes": [{"name": "root", "packets": 3, "bytes": 300}]}));
+            assert!(start.elapsed() < Duration::from_secs(60));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let text = client.join().unwrap();
+        assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
+        assert!(
+            text.contains("weft_node_packets_total{node=\"root\"} 3"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn prometheus_has_a_series_per_shaping_class() {
