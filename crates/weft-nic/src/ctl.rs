@@ -4,10 +4,12 @@
 //!
 //! The dataplane never blocks on control. Threads of their own accept the connections and
 //! read each request (a thread per connection, at most [`MAX_CONNECTIONS`] at once; a client
-//! gets [`READ_DEADLINE`] to send its line); a complete request goes to the dataplane over a
-//! channel, and the busy loop, about once a millisecond, answers what has arrived
-//! ([`Server::poll`]: a `try_recv` when nothing has). A client that connects and sends
-//! nothing, or one byte at a time, costs the loop nothing.
+//! gets [`READ_DEADLINE`] to send its line), and do the request's own slow part there (a
+//! [`Prepare`] hook: a reload's policy is read and compiled on the connection's thread); the
+//! request, with what was prepared, goes to the dataplane over a channel, and the busy loop,
+//! about once a millisecond, answers what has arrived ([`Server::poll`]: a `try_recv` when
+//! nothing has). A client that connects and sends nothing, or one byte at a time, costs the
+//! loop nothing.
 //!
 //! Cost: two threads blocked in `accept(2)` (they inherit the loop's CPU, where they sleep),
 //! one short-lived thread per control connection.
@@ -32,9 +34,19 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(2);
 /// How long a connection waits for the dataplane's answer.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
-/// A request on its way to the dataplane, and where its answer goes.
+/// What a [`Prepare`] hook hands the loop with a request.
+pub type Payload = Box<dyn std::any::Any + Send>;
+
+/// A request's slow part, run on its connection's thread before the loop sees it:
+/// `Ok(payload)` sends the request on with `payload`, `Err(answer)` answers it at once (the
+/// loop never sees it).
+pub type Prepare = Arc<dyn Fn(&Value) -> Result<Option<Payload>, Value> + Send + Sync>;
+
+/// A request on its way to the dataplane, what was prepared for it, and where its answer
+/// goes.
 struct Pending {
     req: Value,
+    payload: Option<Payload>,
     reply: SyncSender<Value>,
 }
 
@@ -42,6 +54,7 @@ struct Pending {
 #[derive(Clone)]
 struct Shared {
     to_loop: Sender<Pending>,
+    prepare: Prepare,
     stop: Arc<AtomicBool>,
     open: Arc<AtomicUsize>,
 }
@@ -62,11 +75,17 @@ enum Wake {
 
 impl Server {
     /// Binds the control socket at `path` (replacing a stale one) and, if given, the metrics
-    /// endpoint (must be a loopback address), and starts their accepting threads.
-    pub fn bind(path: Option<&Path>, metrics: Option<&str>) -> io::Result<Server> {
+    /// endpoint (must be a loopback address), and starts their accepting threads; `prepare`
+    /// runs on each control request's thread first.
+    pub fn bind(
+        path: Option<&Path>,
+        metrics: Option<&str>,
+        prepare: Prepare,
+    ) -> io::Result<Server> {
         let (to_loop, requests) = mpsc::channel();
         let shared = Shared {
             to_loop,
+            prepare,
             stop: Arc::new(AtomicBool::new(false)),
             open: Arc::new(AtomicUsize::new(0)),
         };
@@ -127,11 +146,11 @@ impl Server {
 
     /// Answers the requests that have arrived (none waits: without requests this is one
     /// `try_recv`): `handle` answers a request (a JSON object; the metrics endpoint asks
-    /// `{"cmd":"stats"}`).
-    pub fn poll(&self, mut handle: impl FnMut(&Value) -> Value) {
+    /// `{"cmd":"stats"}`) with what [`Prepare`] made for it.
+    pub fn poll(&self, mut handle: impl FnMut(&Value, Option<Payload>) -> Value) {
         while let Ok(p) = self.requests.try_recv() {
             // The connection may have given up waiting: its answer is dropped.
-            let _ = p.reply.send(handle(&p.req));
+            let _ = p.reply.send(handle(&p.req, p.payload));
         }
     }
 }
@@ -174,10 +193,22 @@ fn serve(sh: &Shared, conn: impl FnOnce(&Shared) -> io::Result<()> + Send + 'sta
     }
 }
 
-/// Sends `req` to the dataplane and waits for its answer.
+/// Prepares `req`, sends it to the dataplane and waits for its answer.
 fn ask(sh: &Shared, req: Value) -> Value {
+    let payload = match (sh.prepare)(&req) {
+        Ok(p) => p,
+        Err(answer) => return answer,
+    };
     let (reply, answer) = mpsc::sync_channel(1);
-    if sh.to_loop.send(Pending { req, reply }).is_err() {
+    if sh
+        .to_loop
+        .send(Pending {
+            req,
+            payload,
+            reply,
+        })
+        .is_err()
+    {
         return json!({"ok": false, "error": "the dataplane is stopping"});
     }
     answer
@@ -313,6 +344,10 @@ pub const DEFAULT_SOCKET: &str = "/run/weft/weft.sock";
 mod tests {
     use super::*;
 
+    fn nothing_to_prepare() -> Prepare {
+        Arc::new(|_| Ok(None))
+    }
+
     fn socket(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("weft-ctl-{name}-{}.sock", std::process::id()))
     }
@@ -323,7 +358,7 @@ mod tests {
         let mut answered = 0u64;
         let start = Instant::now();
         while !done() {
-            server.poll(|req| {
+            server.poll(|req, _| {
                 answered += 1;
                 json!({"ok": true, "cmd": req["cmd"], "answered": answered})
             });
@@ -342,7 +377,7 @@ mod tests {
     #[test]
     fn a_dripping_client_holds_up_neither_the_loop_nor_other_clients() {
         let path = socket("drip");
-        let server = Server::bind(Some(&path), None).unwrap();
+        let server = Server::bind(Some(&path), None, nothing_to_prepare()).unwrap();
         let dripping = Arc::new(AtomicBool::new(true));
         let drip = {
             let (path, dripping) = (path.clone(), dripping.clone());
@@ -383,10 +418,40 @@ mod tests {
         assert!(!path.exists(), "socket left behind");
     }
 
+    /// The prepare hook runs on the connection's thread: a request it answers never reaches
+    /// the loop (answered here without a single `poll`), and what it prepares reaches the
+    /// loop's handler with its request.
+    #[test]
+    fn prepared_work_is_done_off_the_loop() {
+        let path = socket("prep");
+        let prepare: Prepare = Arc::new(|req: &Value| match req["cmd"].as_str() {
+            Some("refuse") => Err(json!({"ok": false, "error": "refused before the loop"})),
+            Some("carry") => Ok(Some(Box::new(42u32) as Payload)),
+            _ => Ok(None),
+        });
+        let server = Server::bind(Some(&path), None, prepare).unwrap();
+        let refused = request(&path, &json!({"cmd": "refuse"})).unwrap();
+        assert_eq!(refused["error"], "refused before the loop");
+        let carried = {
+            let path = path.clone();
+            std::thread::spawn(move || request(&path, &json!({"cmd": "carry"})).unwrap())
+        };
+        let start = Instant::now();
+        while !carried.is_finished() {
+            server.poll(|req, payload| {
+                let n = payload.and_then(|p| p.downcast::<u32>().ok()).map(|b| *b);
+                json!({"cmd": req["cmd"], "payload": n})
+            });
+            assert!(start.elapsed() < Duration::from_secs(60));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(carried.join().unwrap()["payload"], 42);
+    }
+
     #[test]
     fn a_malformed_request_gets_an_error_answer_and_the_next_is_served() {
         let path = socket("bad");
-        let server = Server::bind(Some(&path), None).unwrap();
+        let server = Server::bind(Some(&path), None, nothing_to_prepare()).unwrap();
         let bad = {
             let path = path.clone();
             std::thread::spawn(move || {
@@ -409,7 +474,7 @@ mod tests {
 
     #[test]
     fn metrics_are_served_from_the_loops_stats() {
-        let server = Server::bind(None, Some("127.0.0.1:0")).unwrap();
+        let server = Server::bind(None, Some("127.0.0.1:0"), nothing_to_prepare()).unwrap();
         let Wake::Tcp(addr) = server.acceptors[0].1 else {
             panic!("no metrics listener")
         };
@@ -422,7 +487,7 @@ mod tests {
         });
         let start = Instant::now();
         while !client.is_finished() {
-            server.poll(|_| json!({"nodes": [{"name": "root", "packets": 3, "bytes": 300}]}));
+            server.poll(|_, _| json!({"nodes": [{"name": "root", "packets": 3, "bytes": 300}]}));
             assert!(start.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(1));
         }

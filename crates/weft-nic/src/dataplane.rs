@@ -531,6 +531,26 @@ fn load(cfg: &Config, path: &std::path::Path) -> Result<Program, String> {
     policy::load(path, &o).map_err(|e| e.to_string())
 }
 
+/// A reload's new policy and its engine, made off the loop by [`prepare_reload`].
+type Reloaded = (Arc<Program>, FastEngine);
+
+/// Reads and compiles the policy at `path` for a reload and makes its engine (on a control
+/// thread: a large policy takes tens of milliseconds, which the loop does not wait for), or
+/// the error answer: the policy does not compile, or has more leaves than the `classes` the
+/// dataplane was started for.
+fn prepare_reload(cfg: &Config, classes: u32, path: &str) -> Result<Reloaded, Value> {
+    let prog = Arc::new(
+        load(cfg, std::path::Path::new(path)).map_err(|e| json!({"ok": false, "error": e}))?,
+    );
+    if prog.leaves.len() as u32 > classes {
+        return Err(json!({"ok": false, "error": format!(
+            "the new policy has {} leaves; this dataplane was started for at most {classes}",
+            prog.leaves.len())}));
+    }
+    let engine = FastEngine::new(prog.clone());
+    Ok((prog, engine))
+}
+
 /// Runs the software NIC until SIGINT/SIGTERM (or [`request_stop`]); `ready` is called once
 /// the sockets are open. Returns the final stats.
 pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
@@ -601,7 +621,22 @@ fn loop_ports(
         outstanding_per_class: cfg.outstanding,
     });
     let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
-    let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref())?;
+    // A reload's policy is read, compiled and given its engine on the control connection's
+    // thread; the loop only swaps it in.
+    let prepare: ctl::Prepare = {
+        let cfg = cfg.clone();
+        Arc::new(move |req: &Value| {
+            if req["cmd"] != "reload" {
+                return Ok(None);
+            }
+            let Some(path) = req["policy"].as_str() else {
+                return Err(json!({"ok": false, "error": "reload needs \"policy\": PATH"}));
+            };
+            let p: ctl::Payload = Box::new(prepare_reload(&cfg, classes, path)?);
+            Ok(Some(p))
+        })
+    };
+    let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref(), prepare)?;
     if cfg.idle_sleep_us > 0 {
         // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer; 1 µs of slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
@@ -711,8 +746,8 @@ fn loop_ports(
         // 5. Housekeeping.
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
-            server.poll(|req| {
-                let mut v = st.handle(req, now);
+            server.poll(|req, payload| {
+                let mut v = st.handle(req, payload, now);
                 if req["cmd"] == "stats" {
                     v["ports"] = port_counters(&tenants, &*uplink);
                 }
@@ -1393,17 +1428,10 @@ impl State {
         }
     }
 
-    fn reload(&mut self, path: &str, now: u64) -> Value {
-        let prog = match load(&self.cfg, std::path::Path::new(path)) {
-            Ok(p) => Arc::new(p),
-            Err(e) => return json!({"ok": false, "error": e}),
-        };
-        if prog.leaves.len() as u32 > self.iface.config().classes {
-            return json!({"ok": false, "error": format!(
-                "the new policy has {} leaves; this dataplane was started for at most {}",
-                prog.leaves.len(), self.iface.config().classes)});
-        }
-        let old = std::mem::replace(&mut self.engine, FastEngine::new(prog.clone()));
+    /// Swaps in a policy and its engine ([`prepare_reload`]'s): the old engine drains, every
+    /// flow's queue is classified again.
+    fn reload(&mut self, (prog, engine): Reloaded, now: u64) -> Value {
+        let old = std::mem::replace(&mut self.engine, engine);
         if old.backlog() > 0 {
             self.draining.push(old);
         }
@@ -1435,12 +1463,16 @@ impl State {
         json!({"ok": true, "policy": self.prog.name, "generation": self.generation})
     }
 
-    fn handle(&mut self, req: &Value, now: u64) -> Value {
+    /// Answers a control request; `payload`: what the control thread prepared for it (a
+    /// reload's [`Reloaded`]).
+    fn handle(&mut self, req: &Value, payload: Option<ctl::Payload>, now: u64) -> Value {
         match req["cmd"].as_str() {
             Some("stats") => self.stats(now),
-            Some("reload") => match req["policy"].as_str() {
-                Some(p) => self.reload(p, now),
-                None => json!({"ok": false, "error": "reload needs \"policy\": PATH"}),
+            Some("reload") => match payload.and_then(|p| p.downcast::<Reloaded>().ok()) {
+                Some(r) => self.reload(*r, now),
+                None => {
+                    json!({"ok": false, "error": "reload: nothing prepared (reload needs \"policy\": PATH)"})
+                }
             },
             Some("reset_timing") => {
                 self.timing.clear();
