@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// Control connections served at once; more are refused with an error answer.
+/// Control connections served at once; more are closed unanswered (the client sees the
+/// connection closed) until one ends.
 pub const MAX_CONNECTIONS: usize = 16;
 /// How long a client has to send its request (a line of at most 1 MiB, or an HTTP request's
 /// first 2 KiB), from its connection.
