@@ -105,19 +105,8 @@ impl Server {
                     "the metrics endpoint must listen on a loopback address",
                 ));
             }
-            let sh = shared.clone();
-            let t = std::thread::Builder::new()
-                .name("weft-metrics".into())
-                .spawn(move || {
-                    for s in l.incoming() {
-                        if sh.stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        if let Ok(s) = s {
-                            serve(&sh, move |sh| serve_metrics(s, sh));
-                        }
-                    }
-                })?;
+            let accept = |l: &TcpListener| l.accept().map(|(s, _)| s);
+            let t = spawn_acceptor("weft-metrics", l, accept, &shared, serve_metrics)?;
             server.acceptors.push((t, Wake::Tcp(addr)));
         }
         if let Some(p) = path {
@@ -127,19 +116,8 @@ impl Server {
             let _ = std::fs::remove_file(p);
             let l = UnixListener::bind(p)?;
             server.unix_path = Some(p.to_path_buf());
-            let sh = shared.clone();
-            let t = std::thread::Builder::new()
-                .name("weft-ctl".into())
-                .spawn(move || {
-                    for s in l.incoming() {
-                        if sh.stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        if let Ok(s) = s {
-                            serve(&sh, move |sh| serve_unix(s, sh));
-                        }
-                    }
-                })?;
+            let accept = |l: &UnixListener| l.accept().map(|(s, _)| s);
+            let t = spawn_acceptor("weft-ctl", l, accept, &shared, serve_unix)?;
             server.acceptors.push((t, Wake::Unix(p.to_path_buf())));
         }
         Ok(server)
@@ -173,6 +151,31 @@ impl Drop for Server {
             let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// Starts the thread that accepts `listener`'s connections (blocked in `accept(2)` until
+/// one comes) and serves each with `conn` ([`serve`]), until [`Server`]'s drop sets `stop`.
+fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
+    name: &str,
+    listener: L,
+    accept: fn(&L) -> io::Result<S>,
+    shared: &Shared,
+    conn: fn(S, &Shared) -> io::Result<()>,
+) -> io::Result<JoinHandle<()>> {
+    let sh = shared.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || loop {
+            let s = accept(&listener);
+            if sh.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            match s {
+                Ok(s) => serve(&sh, move |sh| conn(s, sh)),
+                // Out of descriptors, say: try again a little later rather than spin.
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        })
 }
 
 /// Runs `conn` on a thread of its own, unless [`MAX_CONNECTIONS`] are open (then the
