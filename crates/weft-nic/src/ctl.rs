@@ -335,9 +335,27 @@ pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
         )
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    writeln!(s, "{req}")?;
+    // Closed unanswered (the server had MAX_CONNECTIONS open): the client sees a broken pipe,
+    // a reset or an empty answer, depending on timing; all three say the same.
+    let closed = |e: io::Error| {
+        match e.kind() {
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof => {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{} closed the connection without an answer (more than {MAX_CONNECTIONS} control connections open?)",
+                    path.display()
+                ),
+            )
+        }
+        _ => e,
+    }
+    };
+    writeln!(s, "{req}").map_err(closed)?;
     let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line)?;
+    if BufReader::new(&s).read_line(&mut line).map_err(closed)? == 0 {
+        return Err(closed(io::ErrorKind::UnexpectedEof.into()));
+    }
     serde_json::from_str(&line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
@@ -450,6 +468,43 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(carried.join().unwrap()["payload"], 42);
+    }
+
+    /// Past [`MAX_CONNECTIONS`] a connection is closed unanswered, and the client says why it
+    /// got nothing; once the silent ones time out, requests are served again.
+    #[test]
+    fn connections_past_the_limit_are_closed_and_the_client_says_so() {
+        let path = socket("full");
+        let server = Server::bind(Some(&path), None, nothing_to_prepare()).unwrap();
+        let silent: Vec<UnixStream> = (0..MAX_CONNECTIONS)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        // The accepting thread takes them in order: once a 17th is refused, all 16 are open.
+        let refused = loop {
+            match request(&path, &json!({"cmd": "stats"})) {
+                Err(e) => break e,
+                Ok(_) => panic!("answered with {MAX_CONNECTIONS} silent connections open"),
+            }
+        };
+        assert!(
+            refused
+                .to_string()
+                .contains("closed the connection without an answer"),
+            "{refused}"
+        );
+        drop(silent);
+        let served = {
+            let path = path.clone();
+            std::thread::spawn(move || loop {
+                // The silent ones' threads end at EOF (now) or their deadline.
+                if let Ok(v) = request(&path, &json!({"cmd": "stats"})) {
+                    return v;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            })
+        };
+        poll_until(&server, || served.is_finished());
+        assert_eq!(served.join().unwrap()["cmd"], "stats");
     }
 
     #[test]
