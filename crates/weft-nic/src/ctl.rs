@@ -480,11 +480,8 @@ mod tests {
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
         // The accepting thread takes them in order: once a 17th is refused, all 16 are open.
-        let refused = loop {
-            match request(&path, &json!({"cmd": "stats"})) {
-                Err(e) => break e,
-                Ok(_) => panic!("answered with {MAX_CONNECTIONS} silent connections open"),
-            }
+        let Err(refused) = request(&path, &json!({"cmd": "stats"})) else {
+            panic!("answered with {MAX_CONNECTIONS} silent connections open");
         };
         assert!(
             refused
