@@ -479,7 +479,7 @@ mod tests {
         let silent: Vec<UnixStream> = (0..MAX_CONNECTIONS)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
-        // The accepting thread takes them in order: once a 17th is refused, all 16 are open.
+        // The accepting thread takes connections in order: the next finds all 16 open.
         let Err(refused) = request(&path, &json!({"cmd": "stats"})) else {
             panic!("answered with {MAX_CONNECTIONS} silent connections open");
         };
