@@ -106,11 +106,7 @@ fn check_json_reports_every_file_and_diagnostic() {
         .get_output()
         .stdout
         .clone();
-    let rows: Vec<serde_json::Value> = String::from_utf8(out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let (rows, _) = json_lines(out);
     assert_eq!(rows.len(), invalid.len() + valid.len());
     for (row, file) in rows.iter().zip(&invalid) {
         let (rule, line) = expectation(file);
@@ -519,10 +515,15 @@ fn replay_reports_bad_rows_with_their_line() {
 fn json_rows(args: &[&str]) -> (Vec<serde_json::Value>, String) {
     let out = weft().args(args).output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
+    json_lines(out.stdout)
+}
+
+/// `stdout` as one JSON value per line, and as text for assertion messages.
+fn json_lines(stdout: Vec<u8>) -> (Vec<serde_json::Value>, String) {
+    let text = String::from_utf8(stdout).unwrap();
     let rows = text
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
     (rows, text)
 }
