@@ -500,8 +500,22 @@ fn delay_us(v: &serde_json::Value, q: &str) -> String {
 
 /// The replay summary as a table: one row per leaf, then one per shaping class.
 fn print_summary(s: &serde_json::Value) {
+    // Drops by reason, the nonzero ones: "3 dropped (unclassified 2, leaf_packets 1)".
+    let reasons: Vec<String> = s["drops"]
+        .as_object()
+        .map(|d| {
+            d.iter()
+                .filter_map(|(r, n)| n.as_u64().filter(|&n| n > 0).map(|n| format!("{r} {n}")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let why = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join(", "))
+    };
     println!(
-        "{} packets, {} sent, {} dropped, {:.3} ms",
+        "{} packets, {} sent, {} dropped{why}, {:.3} ms",
         s["packets"],
         s["sent"],
         s["dropped"],

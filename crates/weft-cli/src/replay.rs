@@ -384,6 +384,7 @@ fn run<E: Engine>(
         (0..prog.shapers.len()).map(|_| None).collect();
     let mut sent = 0u64;
     let mut dropped = 0u64;
+    let mut dropped_by = [0u64; DropReason::ALL.len()];
     let mut max_backlog = 0u64;
     let mut end_ps = 0u64;
     let leaf_names: Vec<&str> = prog
@@ -440,6 +441,7 @@ fn run<E: Engine>(
             }
             Event::Dropped { at_ps, id, reason } => {
                 dropped += 1;
+                dropped_by[reason.index()] += 1;
                 if shaped {
                     paths.borrow_mut().remove(&id);
                 }
@@ -570,6 +572,11 @@ fn run<E: Engine>(
         "packets": rows,
         "sent": sent,
         "dropped": dropped,
+        // The same drops by reason (every reason, zeros included).
+        "drops": DropReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), json!(dropped_by[r.index()])))
+            .collect::<Map<String, Value>>(),
         // Packets the engine still held when the clock ran out (2^64 ps): a class too slow
         // for its backlog. Packets = sent + dropped + held_at_end.
         "held_at_end": engine.backlog(),

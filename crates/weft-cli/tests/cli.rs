@@ -813,6 +813,9 @@ nodes:
     assert_eq!(node("root")["dropped"], 4);
     assert_eq!(s["sent"], 9);
     assert_eq!(s["dropped"], 4);
+    assert_eq!(s["drops"]["leaf_packets"], 3, "{s:#}");
+    assert_eq!(s["drops"]["unclassified"], 1, "{s:#}");
+    assert_eq!(s["drops"]["flow_bytes"], 0, "{s:#}");
     assert_eq!(deps.lines().count() - 1, 9);
     assert_eq!(drops.lines().count() - 1, 4);
     for (n, l) in [("a", 2), ("b", 5), ("hi", 2)] {
@@ -841,6 +844,38 @@ nodes:
     assert_eq!(
         bps,
         (bytes as u128 * 8 * 1_000_000_000_000 / span as u128) as u64
+    );
+}
+
+/// The table's first line says why packets were dropped, the nonzero reasons only.
+#[test]
+fn replay_table_names_the_drop_reasons() {
+    let dir = std::env::temp_dir().join(format!("weft-dropline-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let (p, t) = (dir.join("p.yaml"), dir.join("t.csv"));
+    let policy = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: a, type: leaf, match: {tenant: 1}, limit: {packets: 1}}\n";
+    fs::write(&p, policy).unwrap();
+    fs::write(
+        &t,
+        "arrive_ps,bytes,tenant\n0,1000,1\n0,1000,1\n0,1000,7\n0,1000,7\n",
+    )
+    .unwrap();
+    let out = weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(&p)
+        .arg("--trace")
+        .arg(&t)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let _ = fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("4 packets, 1 sent, 3 dropped (unclassified 2, leaf_packets 1),"),
+        "{text}"
     );
 }
 
