@@ -307,6 +307,16 @@ struct Failure {
     message: Option<String>,
 }
 
+/// The drivers' modules (`sim`, `run`) fail with `(exit code, message)`.
+impl From<(u8, String)> for Failure {
+    fn from((code, message): (u8, String)) -> Failure {
+        Failure {
+            code,
+            message: Some(message),
+        }
+    }
+}
+
 impl Failure {
     fn usage(msg: impl Into<String>) -> Failure {
         Failure {
@@ -599,19 +609,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     quiet,
                 })
             };
-            r.map_err(|(code, m)| Failure {
-                code,
-                message: Some(m),
-            })
+            r.map_err(Failure::from)
         }
-        Command::Demo { out, quiet } => sim::demo(&out, quiet).map_err(|(code, m)| Failure {
-            code,
-            message: Some(m),
-        }),
-        Command::Nic(c) => run::main(c).map_err(|(code, m)| Failure {
-            code,
-            message: Some(m),
-        }),
+        Command::Demo { out, quiet } => sim::demo(&out, quiet).map_err(Failure::from),
+        Command::Nic(c) => run::main(c).map_err(Failure::from),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "weft", &mut std::io::stdout());
             Ok(())
