@@ -8,6 +8,7 @@ mod diagnostics;
 mod replay;
 mod run;
 mod sim;
+mod timeline;
 
 /// mimalloc (compiling a 100,000-leaf policy allocates and frees millions of small YAML
 /// nodes; it halves the allocator's share of compile time), counting live bytes for
@@ -64,7 +65,10 @@ enum Command {
     /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv and
     /// DIR/summary.json (per leaf and node: packets, bytes, drops by reason, mean rate,
     /// queueing-delay percentiles; per shaping class its rate and burst and the same figures
-    /// for the packets that passed it), and prints the summary table.
+    /// for the packets that passed it), DIR/timeseries.csv with DIR/throughput.svg and
+    /// DIR/delay.svg (bytes and mean queueing delay per time window for each leaf, or each
+    /// child of the root in a policy of over 256 leaves; at most 512 windows, widened as the
+    /// trace goes on), and prints the summary table.
     ///
     /// Example: weft replay --policy examples/policies/senic-fig4.yaml --trace examples/traces/senic-fig4.csv
     Replay {
@@ -681,7 +685,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             } else {
                 print_summary(&summary);
                 eprintln!(
-                    "wrote {}/departures.csv, drops.csv, summary.json",
+                    "wrote {}/departures.csv, drops.csv, summary.json, timeseries.csv, throughput.svg, delay.svg",
                     out.display()
                 );
             }

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::timeline::Timeline;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
@@ -332,7 +333,7 @@ fn run<E: Engine>(
     // Rows stream through an iterator; a bad row stops the replay with its line.
     let mut error: Option<String> = None;
     let mut last_t = 0u64;
-    let mut first_t: Option<u64> = None;
+    let first_t = std::cell::Cell::new(None::<u64>);
     let rows = std::cell::Cell::new(0u64);
     let mut record = csv::StringRecord::new();
     let arrivals = std::iter::from_fn(|| {
@@ -353,7 +354,9 @@ fn run<E: Engine>(
                     }
                     Ok((t, p)) => {
                         last_t = t;
-                        first_t.get_or_insert(t);
+                        if first_t.get().is_none() {
+                            first_t.set(Some(t));
+                        }
                         rows.set(n + 1);
                         if let Some(pr) = progress.as_mut() {
                             if (n + 1).is_multiple_of(65_536) {
@@ -382,6 +385,10 @@ fn run<E: Engine>(
     let mut through: Vec<Counters> = vec![Counters::default(); prog.shapers.len()];
     let mut shaper_delay_ps: Vec<Option<Histogram<u64>>> =
         (0..prog.shapers.len()).map(|_| None).collect();
+    // The timeline's series and each leaf's series (see `timeline_series`); the timeline
+    // starts at the first departure's arrival, known once the first row is read.
+    let (series_of, series_names, series_kind) = timeline_series(&prog);
+    let mut timeline: Option<Timeline> = None;
     let mut sent = 0u64;
     let mut dropped = 0u64;
     let mut dropped_by = [0u64; DropReason::ALL.len()];
@@ -415,7 +422,8 @@ fn run<E: Engine>(
         |ev| match ev {
             Event::Sent { at_ps, departure } => {
                 sent += 1;
-                end_ps = at_ps.saturating_add(link::wire_ps(departure.bytes, &prog.link));
+                let wire = link::wire_ps(departure.bytes, &prog.link);
+                end_ps = at_ps.saturating_add(wire);
                 max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
                 check(writeln!(
                     deps,
@@ -426,6 +434,17 @@ fn run<E: Engine>(
                     departure.bytes
                 ));
                 let delay = at_ps.saturating_sub(departure.enqueued_ps);
+                timeline
+                    .get_or_insert_with(|| {
+                        Timeline::new(series_names.clone(), first_t.get().unwrap_or(0))
+                    })
+                    .sent(
+                        series_of[departure.leaf as usize],
+                        at_ps,
+                        wire,
+                        departure.bytes as u64,
+                        delay,
+                    );
                 // Auto-resizing: recording cannot fail.
                 let _ = histogram_in(&mut delay_ps[departure.leaf as usize]).record(delay);
                 if let Some(path) = shaped
@@ -468,6 +487,17 @@ fn run<E: Engine>(
     if let Some(e) = write_error {
         return Err(format!("cannot write to {}: {e}", out.display()));
     }
+    let timeline =
+        timeline.unwrap_or_else(|| Timeline::new(series_names, first_t.get().unwrap_or(0)));
+    let (rate_svg, delay_svg) = timeline.charts(&prog.name);
+    for (name, text) in [
+        ("timeseries.csv", timeline.csv()),
+        ("throughput.svg", rate_svg),
+        ("delay.svg", delay_svg),
+    ] {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
 
     // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
     // children and one reverse pass folds each subtree into its root.
@@ -501,7 +531,7 @@ fn run<E: Engine>(
             }
         }
     }
-    let start_ps = first_t.unwrap_or(0);
+    let start_ps = first_t.get().unwrap_or(0);
     let span_ps = end_ps.saturating_sub(start_ps);
     let mean_bps = |bytes: u64| {
         if span_ps == 0 {
@@ -585,11 +615,59 @@ fn run<E: Engine>(
         "span_ps": span_ps,
         "duration_ps": end_ps,
         "max_backlog_packets": max_backlog,
+        // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
+        "timeline": {
+            "series": series_kind,
+            "window_ps": timeline.window_ps(),
+            "windows": timeline.windows(),
+        },
         "leaves": leaf_map,
         "nodes": node_map,
         "shapers": shaper_map,
     }))
 }
+
+/// Series of a policy's timeline (at most [`TIMELINE_SERIES`]): its leaves, or for a policy
+/// with more, the root's children (a leaf counts in the child above it), or with more still
+/// one series for the whole link. Returns each leaf's series (by leaf index), the series'
+/// names and what they are (`leaves`, `root children`, `link`).
+fn timeline_series(prog: &Program) -> (Vec<usize>, Vec<String>, &'static str) {
+    let name = |n: u32| prog.nodes[n as usize].name.clone();
+    let leaves = &prog.leaves;
+    if leaves.len() <= TIMELINE_SERIES {
+        return (
+            (0..leaves.len()).collect(),
+            leaves.iter().map(|&n| name(n)).collect(),
+            "leaves",
+        );
+    }
+    // Node 0 is the root (ids are breadth-first).
+    let children: Vec<u32> = prog.nodes[0].children.clone().collect();
+    if children.len() > TIMELINE_SERIES {
+        return (vec![0; leaves.len()], vec!["link".to_string()], "link");
+    }
+    let of_leaf = leaves
+        .iter()
+        .map(|&leaf| {
+            // The leaf's ancestor just below the root.
+            let mut n = leaf;
+            while prog.nodes[n as usize].depth > 1 {
+                n = prog.nodes[n as usize]
+                    .parent
+                    .expect("a node below the root has a parent");
+            }
+            (n - children[0]) as usize
+        })
+        .collect();
+    (
+        of_leaf,
+        children.iter().map(|&n| name(n)).collect(),
+        "root children",
+    )
+}
+
+/// The most series a replay's timeline keeps (its memory: this × 512 windows × 32 bytes).
+const TIMELINE_SERIES: usize = 256;
 
 /// The histogram in `slot`, made on first use (3 significant digits, auto-resizing).
 fn histogram_in(slot: &mut Option<Histogram<u64>>) -> &mut Histogram<u64> {

@@ -2,6 +2,7 @@
 //!
 //! Commands run from the workspace root so paths read `examples/policies/...` as in the docs.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -324,8 +325,8 @@ fn replay_example_printing(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, St
     (out, String::from_utf8(printed).unwrap())
 }
 
-/// The fast and the reference engine write byte-identical departures and drops on every
-/// example trace, and summaries that differ only in the engine's name.
+/// The fast and the reference engine write byte-identical departures, drops and timelines
+/// on every example trace, and summaries that differ only in the engine's name.
 #[test]
 fn replay_engines_agree_byte_for_byte_on_every_example() {
     let stems = example_traces();
@@ -333,7 +334,13 @@ fn replay_engines_agree_byte_for_byte_on_every_example() {
     for stem in &stems {
         let fast = replay_example(stem, "fast", &["--engine", "fast"]);
         let refr = replay_example(stem, "ref", &["--engine", "reference"]);
-        for f in ["departures.csv", "drops.csv"] {
+        for f in [
+            "departures.csv",
+            "drops.csv",
+            "timeseries.csv",
+            "throughput.svg",
+            "delay.svg",
+        ] {
             let a = fs::read(fast.join(f)).unwrap();
             let b = fs::read(refr.join(f)).unwrap();
             assert!(a.len() > 20 || f == "drops.csv", "{stem}: {f} is empty");
@@ -636,6 +643,132 @@ fn replay_wfq_1_2_4_shares() {
     assert!((c / a - 4.0).abs() < 0.04, "c/a = {} ({g:?})", c / a);
     // Work conservation: the link (10 Gbit/s, 20 bytes of overhead per frame) is full.
     assert!(a + b + c > 9.5, "{g:?}");
+}
+
+/// `timeseries.csv`: per (window, series) bytes; returns the window width and, per series,
+/// its windows' `(start_ps, bytes)` in order.
+fn timeseries(out: &Path) -> (u64, BTreeMap<String, Vec<(u64, u64)>>) {
+    let text = fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps")
+    );
+    let mut width = 0;
+    let mut series: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        width = f[1].parse().unwrap();
+        series
+            .entry(f[2].to_string())
+            .or_default()
+            .push((f[0].parse().unwrap(), f[3].parse().unwrap()));
+    }
+    (width, series)
+}
+
+/// The replay's timeline (`timeseries.csv`, `throughput.svg`, `delay.svg`): every leaf's
+/// bytes add up to its summary, windows never read more than the link carries, and the
+/// windows of the first millisecond show the 1:2:4 shares.
+#[test]
+fn replay_timeline_adds_up_and_shows_the_shares() {
+    let out = replay_example("wfq-1-2-4", "timeline", &[]);
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let (width, series) = timeseries(&out);
+    let svg = fs::read_to_string(out.join("throughput.svg")).unwrap();
+    let delay_svg = fs::read_to_string(out.join("delay.svg")).unwrap();
+    let _ = fs::remove_dir_all(&out);
+    assert_eq!(s["timeline"]["series"], "leaves", "{s:#}");
+    assert_eq!(s["timeline"]["window_ps"], width);
+    let windows = s["timeline"]["windows"].as_u64().unwrap();
+    assert!((1..=512).contains(&windows), "{windows} windows");
+    assert_eq!(series.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+    for (leaf, w) in &series {
+        assert_eq!(w.len() as u64, windows, "{leaf}");
+        let total: u64 = w.iter().map(|&(_, b)| b).sum();
+        assert_eq!(total, s["leaves"][leaf]["bytes"], "{leaf}");
+    }
+    // 10 Gbit/s: no window holds more than the link carried in it.
+    for i in 0..windows as usize {
+        let all: u64 = series.values().map(|w| w[i].1).sum();
+        assert!(
+            all as u128 * 8 * 1_000_000_000_000 <= 10_000_000_000u128 * width as u128,
+            "window {i}: {all} bytes in {width} ps"
+        );
+    }
+    // Shares over the windows wholly inside the first millisecond.
+    let first_ms = |leaf: &str| -> f64 {
+        series[leaf]
+            .iter()
+            .filter(|&&(t, _)| t + width <= 1_000_000_000)
+            .map(|&(_, b)| b as f64)
+            .sum()
+    };
+    let (a, b, c) = (first_ms("a"), first_ms("b"), first_ms("c"));
+    assert!((b / a - 2.0).abs() < 0.05, "b/a = {}", b / a);
+    assert!((c / a - 4.0).abs() < 0.1, "c/a = {}", c / a);
+    for chart in [&svg, &delay_svg] {
+        assert!(chart.starts_with("<svg"), "{chart}");
+        assert_eq!(chart.matches("<path").count(), 3, "{chart}");
+        for leaf in ["a", "b", "c"] {
+            assert!(chart.contains(&format!(">{leaf}</text>")), "{chart}");
+        }
+    }
+}
+
+/// A policy of more leaves than a timeline keeps has a series per child of the root (a leaf
+/// counts in the child above it); with more children still, one series for the link.
+#[test]
+fn replay_timeline_of_a_large_policy() {
+    let mut grouped =
+        String::from("weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n");
+    let mut flat = grouped.clone();
+    for g in 0..2 {
+        grouped += &format!("  - {{name: g{g}, type: wfq, parent: root, match: {{vm: {g}}}}}\n");
+    }
+    let mut trace = String::from("arrive_ps,bytes,vm,tenant\n");
+    for t in 0..300 {
+        grouped += &format!(
+            "  - {{name: l{t}, type: leaf, parent: g{}, match: {{tenant: {t}}}}}\n",
+            t % 2
+        );
+        flat += &format!("  - {{name: l{t}, type: leaf, parent: root, match: {{tenant: {t}}}}}\n");
+        trace += &format!("{},1000,{},{t}\n", t * 1000, t % 2);
+    }
+    for (policy, kind, names) in [
+        (&grouped, "root children", vec!["g0", "g1"]),
+        (&flat, "link", vec!["link"]),
+    ] {
+        let dir = std::env::temp_dir().join(format!("weft-tl-{}-{}", names[0], std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let (p, t, out) = (dir.join("p.yaml"), dir.join("t.csv"), dir.join("out"));
+        fs::write(&p, policy).unwrap();
+        fs::write(&t, &trace).unwrap();
+        weft()
+            .args(["replay", "--quiet", "--policy"])
+            .arg(&p)
+            .arg("--trace")
+            .arg(&t)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        let s: serde_json::Value =
+            serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+        let (_, series) = timeseries(&out);
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(s["timeline"]["series"], kind, "{s:#}");
+        assert_eq!(series.keys().collect::<Vec<_>>(), names);
+        for (name, w) in &series {
+            let total: u64 = w.iter().map(|&(_, b)| b).sum();
+            let expected = if name == "link" { 300_000 } else { 150_000 };
+            assert_eq!(total, expected, "{name}");
+        }
+        if kind == "root children" {
+            assert_eq!(s["nodes"]["g1"]["bytes"], 150_000);
+        }
+    }
 }
 
 /// Loom Fig. 11 (`examples/traces/loom-fig11.csv`): J1 and J2 share one 10 Gbit/s
