@@ -4,6 +4,7 @@
 //! or input errors (an invalid policy, a malformed packet), 1 anything else.
 
 mod bench;
+mod capture;
 mod diagnostics;
 mod replay;
 mod run;
@@ -62,6 +63,13 @@ enum Command {
     /// `deadline_ps`, `slack_ps`. Rows must be sorted by `arrive_ps`, at most 2^63 ps (106.7
     /// days: the rest of the 64-bit picosecond clock is headroom); every row gives both, and
     /// an empty metadata cell means the field is absent; `#` starts a comment.
+    ///
+    /// Or the trace is a packet capture (pcap or pcapng, told by its first bytes; Ethernet,
+    /// raw IP or Linux cooked frames): times from the first record, sizes from the original
+    /// length (a snap length does not shrink them), and src, dst, proto, dscp, sport and
+    /// dport from the headers (no tenant, vm or tag: match on those fields); records that
+    /// step back in time replay at the latest time seen, and are counted.
+    ///
     /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv and
     /// DIR/summary.json (per leaf and node: packets, bytes, drops by reason, mean rate,
     /// queueing-delay percentiles; per shaping class its rate and burst and the same figures
@@ -75,7 +83,7 @@ enum Command {
         /// Policy file.
         #[arg(long)]
         policy: PathBuf,
-        /// Trace file (CSV).
+        /// Trace file: CSV, or a pcap or pcapng capture.
         #[arg(long)]
         trace: PathBuf,
         /// Output directory.

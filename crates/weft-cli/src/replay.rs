@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::capture::{self, Capture};
 use crate::timeline::Timeline;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
@@ -294,19 +295,35 @@ fn run<E: Engine>(
     opts: Options,
 ) -> Result<Value, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let file = File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut rdr = csv::ReaderBuilder::new()
-        .comment(Some(b'#'))
-        // Fields are trimmed in `parse_row` (trimming whole records here cost 10% of a replay).
-        .trim(csv::Trim::Headers)
-        .from_reader(file);
     let trace_name = trace.display().to_string();
-    let headers = rdr
-        .headers()
-        .map_err(|e| format!("{trace_name}:1: {e}"))?
-        .clone();
-    let cols = columns(&headers).map_err(|e| format!("{trace_name}:{}: {}", e.line, e.message))?;
+    let mut file =
+        File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut head = [0u8; 4];
+    let head_len = std::io::Read::read(&mut file, &mut head).unwrap_or(0);
+    let mut source = if capture::is_capture(&head[..head_len]) {
+        Source::Capture(Capture::open(trace)?)
+    } else {
+        let file =
+            File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
+        let mut rdr = csv::ReaderBuilder::new()
+            .comment(Some(b'#'))
+            // Fields are trimmed in `parse_row` (trimming whole records here cost 10% of a
+            // replay).
+            .trim(csv::Trim::Headers)
+            .from_reader(file);
+        let headers = rdr
+            .headers()
+            .map_err(|e| format!("{trace_name}:1: {e}"))?
+            .clone();
+        let cols =
+            columns(&headers).map_err(|e| format!("{trace_name}:{}: {}", e.line, e.message))?;
+        Source::Csv {
+            rdr,
+            cols,
+            record: csv::StringRecord::new(),
+        }
+    };
     let dep_path: PathBuf = out.join("departures.csv");
     let drop_path: PathBuf = out.join("drops.csv");
     let mut deps = BufWriter::new(
@@ -335,45 +352,53 @@ fn run<E: Engine>(
     let mut last_t = 0u64;
     let first_t = std::cell::Cell::new(None::<u64>);
     let rows = std::cell::Cell::new(0u64);
-    let mut record = csv::StringRecord::new();
     let arrivals = std::iter::from_fn(|| {
         if error.is_some() {
             return None;
         }
         let n = rows.get();
-        match rdr.read_record(&mut record) {
-            Ok(false) => None,
-            Ok(true) => {
-                let line = record.position().map_or(n + 2, |p| p.line());
-                match parse_row(&record, &cols, n, line) {
-                    Ok((t, _)) if t < last_t => {
-                        error = Some(format!(
-                            "{trace_name}:{line}: arrive_ps {t} is earlier than the previous row's {last_t}; sort the trace by arrive_ps"
-                        ));
-                        None
-                    }
-                    Ok((t, p)) => {
-                        last_t = t;
-                        if first_t.get().is_none() {
-                            first_t.set(Some(t));
+        let next = match &mut source {
+            Source::Csv { rdr, cols, record } => match rdr.read_record(record) {
+                Ok(false) => None,
+                Ok(true) => {
+                    let line = record.position().map_or(n + 2, |p| p.line());
+                    Some(parse_row(record, cols, n, line).and_then(|(t, p)| {
+                        if t < last_t {
+                            Err(TraceError {
+                                line,
+                                message: format!(
+                                    "arrive_ps {t} is earlier than the previous row's {last_t}; sort the trace by arrive_ps"
+                                ),
+                            })
+                        } else {
+                            Ok((t, p))
                         }
-                        rows.set(n + 1);
-                        if let Some(pr) = progress.as_mut() {
-                            if (n + 1).is_multiple_of(65_536) {
-                                pr.tick(n + 1, record.position().map_or(0, |p| p.byte()));
-                            }
-                        }
-                        Some((t, p))
-                    }
-                    Err(e) => {
-                        error = Some(format!("{trace_name}:{}: {}", e.line, e.message));
-                        None
+                    }).map_err(|e| format!("{trace_name}:{}: {}", e.line, e.message)))
+                }
+                Err(e) => {
+                    let line = e.position().map_or(n + 2, |p| p.line());
+                    Some(Err(format!("{trace_name}:{line}: {e}")))
+                }
+            },
+            // Times in order, errors named (see `capture`).
+            Source::Capture(c) => c.next_packet(),
+        };
+        match next? {
+            Ok((t, p)) => {
+                last_t = t;
+                if first_t.get().is_none() {
+                    first_t.set(Some(t));
+                }
+                rows.set(n + 1);
+                if let Some(pr) = progress.as_mut() {
+                    if (n + 1).is_multiple_of(65_536) {
+                        pr.tick(n + 1, source.position());
                     }
                 }
+                Some((t, p))
             }
             Err(e) => {
-                let line = e.position().map_or(n + 2, |p| p.line());
-                error = Some(format!("{trace_name}:{line}: {e}"));
+                error = Some(e);
                 None
             }
         }
@@ -471,6 +496,17 @@ fn run<E: Engine>(
         },
     );
     let rows = rows.get();
+    // A capture's records stepped back in time are replayed at the latest time seen.
+    let (trace_format, reordered) = match &source {
+        Source::Csv { .. } => ("csv", None),
+        Source::Capture(c) => ("capture", Some(c.reordered())),
+    };
+    if let Some(n @ 1..) = reordered {
+        eprintln!(
+            "replay: {n} records of {trace_name} were earlier than the one before them; each \
+             was replayed at the latest time seen so far (summary.json: capture_reordered)"
+        );
+    }
     debug_assert!(
         error.is_some() || paths.borrow().len() <= engine.backlog(),
         "shaped packets neither sent nor dropped: {:?}",
@@ -595,6 +631,7 @@ fn run<E: Engine>(
     Ok(json!({
         "policy": prog.name,
         "trace": trace_name,
+        "trace_format": trace_format,
         "engine": opts.engine.name(),
         "limited_fast_path": opts.engine_options.limited_fast_path,
         "burst": opts.burst,
@@ -615,6 +652,8 @@ fn run<E: Engine>(
         "span_ps": span_ps,
         "duration_ps": end_ps,
         "max_backlog_packets": max_backlog,
+        // Captures only: records replayed at a later time than their timestamp.
+        "capture_reordered": reordered,
         // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
         "timeline": {
             "series": series_kind,
@@ -625,6 +664,26 @@ fn run<E: Engine>(
         "nodes": node_map,
         "shapers": shaper_map,
     }))
+}
+
+/// Where a replay's packets come from: a CSV trace or a packet capture.
+enum Source {
+    Csv {
+        rdr: csv::Reader<File>,
+        cols: Vec<(usize, Col, String)>,
+        record: csv::StringRecord,
+    },
+    Capture(Capture),
+}
+
+impl Source {
+    /// Bytes of the file read so far (for progress).
+    fn position(&self) -> u64 {
+        match self {
+            Source::Csv { record, .. } => record.position().map_or(0, |p| p.byte()),
+            Source::Capture(c) => c.position(),
+        }
+    }
 }
 
 /// Series of a policy's timeline (at most [`TIMELINE_SERIES`]): its leaves, or for a policy

@@ -7,7 +7,11 @@
 //!
 //! Cost: one pass over the headers (tens of nanoseconds).
 
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use std::net::IpAddr;
+
+use etherparse::{
+    IpNumber, Ipv4HeaderSlice, Ipv6HeaderSlice, NetSlice, SlicedPacket, TransportSlice,
+};
 use weft_core::classifier::{Field, PacketMeta};
 
 /// What was read from a frame.
@@ -29,50 +33,88 @@ pub enum ParseError {
 /// Parses a frame received on the interface of `tenant`.
 pub fn parse(frame: &[u8], tenant: u32) -> Result<Parsed, ParseError> {
     let p = SlicedPacket::from_ethernet(frame).map_err(|e| ParseError::Malformed(e.to_string()))?;
+    let net = match &p.net {
+        Some(NetSlice::Ipv4(v4)) => Some(Net::v4(&v4.header())),
+        Some(NetSlice::Ipv6(v6)) => Some(Net::v6(&v6.header(), v6.payload().ip_number)),
+        _ => None,
+    };
+    Ok(parsed(
+        net,
+        p.transport.as_ref().and_then(ports),
+        Some(tenant),
+    ))
+}
+
+/// An IP header's classifier fields: addresses, protocol and DSCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Net {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub dscp: u8,
+}
+
+impl Net {
+    /// An IPv4 header's fields.
+    pub fn v4(h: &Ipv4HeaderSlice) -> Net {
+        Net {
+            src: h.source_addr().into(),
+            dst: h.destination_addr().into(),
+            proto: h.protocol().0,
+            dscp: h.dcp().value(),
+        }
+    }
+
+    /// An IPv6 header's fields; `proto`: the payload's protocol after extension headers.
+    pub fn v6(h: &Ipv6HeaderSlice, proto: IpNumber) -> Net {
+        Net {
+            src: h.source_addr().into(),
+            dst: h.destination_addr().into(),
+            proto: proto.0,
+            dscp: h.traffic_class() >> 2,
+        }
+    }
+}
+
+/// A TCP or UDP header's ports, `(source, destination)`.
+pub fn ports(t: &TransportSlice) -> Option<(u16, u16)> {
+    match t {
+        TransportSlice::Tcp(t) => Some((t.source_port(), t.destination_port())),
+        TransportSlice::Udp(u) => Some((u.source_port(), u.destination_port())),
+        _ => None,
+    }
+}
+
+/// The classifier fields and flow key of a frame's headers (as the dataplane's [`parse`] and
+/// a capture's reader slice them); `tenant`, when known, is set as both `tenant` and `vm`.
+/// Non-IP frames carry only the tenant, and flow key 0.
+pub fn parsed(net: Option<Net>, ports: Option<(u16, u16)>, tenant: Option<u32>) -> Parsed {
     let mut meta = PacketMeta::default();
-    meta.set_int(Field::Tenant, tenant as u64);
-    meta.set_int(Field::Vm, tenant as u64);
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ tenant as u64;
+    if let Some(t) = tenant {
+        meta.set_int(Field::Tenant, t as u64);
+        meta.set_int(Field::Vm, t as u64);
+    }
+    let Some(n) = net else {
+        return Parsed { meta, flow: 0 };
+    };
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ tenant.unwrap_or(0) as u64;
     let mut mix = |v: u128| {
         h ^= v as u64 ^ (v >> 64) as u64;
         h = h.wrapping_mul(0x100_0000_01b3).rotate_left(29);
     };
-    match &p.net {
-        Some(NetSlice::Ipv4(v4)) => {
-            let hd = v4.header();
-            meta.set_addr(Field::Src, hd.source_addr().into());
-            meta.set_addr(Field::Dst, hd.destination_addr().into());
-            meta.set_int(Field::Proto, hd.protocol().0 as u64);
-            meta.set_int(Field::Dscp, hd.dcp().value() as u64);
-            mix(meta.src);
-            mix(meta.dst);
-            mix(hd.protocol().0 as u128);
-        }
-        Some(NetSlice::Ipv6(v6)) => {
-            let hd = v6.header();
-            meta.set_addr(Field::Src, hd.source_addr().into());
-            meta.set_addr(Field::Dst, hd.destination_addr().into());
-            meta.set_int(Field::Proto, v6.payload().ip_number.0 as u64);
-            meta.set_int(Field::Dscp, (hd.traffic_class() >> 2) as u64);
-            mix(meta.src);
-            mix(meta.dst);
-            mix(v6.payload().ip_number.0 as u128);
-        }
-        _ => return Ok(Parsed { meta, flow: 0 }),
-    }
-    match &p.transport {
-        Some(TransportSlice::Tcp(t)) => {
-            meta.set_int(Field::Sport, t.source_port() as u64);
-            meta.set_int(Field::Dport, t.destination_port() as u64);
-        }
-        Some(TransportSlice::Udp(u)) => {
-            meta.set_int(Field::Sport, u.source_port() as u64);
-            meta.set_int(Field::Dport, u.destination_port() as u64);
-        }
-        _ => {}
+    meta.set_addr(Field::Src, n.src);
+    meta.set_addr(Field::Dst, n.dst);
+    meta.set_int(Field::Proto, n.proto as u64);
+    meta.set_int(Field::Dscp, n.dscp as u64);
+    mix(meta.src);
+    mix(meta.dst);
+    mix(n.proto as u128);
+    if let Some((sport, dport)) = ports {
+        meta.set_int(Field::Sport, sport as u64);
+        meta.set_int(Field::Dport, dport as u64);
     }
     mix((meta.sport as u128) << 16 | meta.dport as u128);
-    Ok(Parsed { meta, flow: h | 1 })
+    Parsed { meta, flow: h | 1 }
 }
 
 #[cfg(test)]
