@@ -10,6 +10,7 @@ mod replay;
 mod run;
 mod sim;
 mod timeline;
+mod updates;
 
 /// mimalloc (compiling a 100,000-leaf policy allocates and frees millions of small YAML
 /// nodes; it halves the allocator's share of compile time), counting live bytes for
@@ -110,6 +111,14 @@ enum Command {
         /// transmit ring (1: one frame at a time, the exact schedule).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
         burst: u16,
+        /// A live update at a point of the trace's clock (repeat the flag for more): a
+        /// `wfq` child's weight, a `prio` child's priority, a `drr` child's quantum, a
+        /// `senic` class's rate, a shaping class's rate or burst, a leaf's limit.packets,
+        /// limit.bytes, flow_limit.packets, flow_limit.bytes or outstanding (`none` lifts
+        /// it). It applies to packets arriving from then on; queued ones keep their place.
+        /// E.g. `--update 1ms:vm2.weight=4 --update 2ms:dst2-limit.rate=5gbit`.
+        #[arg(long, value_name = "WHEN:NAME.FIELD=VALUE")]
+        update: Vec<String>,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -666,9 +675,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             engine,
             limited_fast_path,
             burst,
+            update,
             load: l,
         } => {
             let p = std::sync::Arc::new(load(&file, &l)?);
+            let updates = updates::parse_all(&p, &update).map_err(Failure::usage)?;
             let progress =
                 progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
             let opts = replay::Options {
@@ -676,6 +687,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 progress,
                 engine_options: weft_core::sched::EngineOptions { limited_fast_path },
                 burst: burst.into(),
+                updates,
             };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
             if let Some(held) = summary["held_at_end"].as_u64().filter(|&h| h > 0) {

@@ -38,6 +38,7 @@ use std::time::Instant;
 
 use crate::capture::{self, Capture};
 use crate::timeline::Timeline;
+use crate::updates::Scheduled;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
@@ -45,7 +46,9 @@ use weft_core::policy::{Classification, Program, ShapingPath};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::{Counters, DropReason, Engine, EngineOptions, Packet, LAST_ARRIVAL_PS};
+use weft_core::sched::{
+    Counters, DropReason, Engine, EngineOptions, Packet, Update, LAST_ARRIVAL_PS,
+};
 
 /// Which engine replays the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,7 +69,7 @@ impl EngineKind {
 }
 
 /// How a replay runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// The engine.
     pub engine: EngineKind,
@@ -76,6 +79,26 @@ pub struct Options {
     pub engine_options: EngineOptions,
     /// Frames the link takes per burst (1: one at a time; see [`link::run_bursts`]).
     pub burst: usize,
+    /// Live updates, in time order ([`crate::updates`]).
+    pub updates: Vec<Scheduled>,
+}
+
+/// `inputs` (in time order) with `updates` (in time order) merged in, each update before
+/// the packets of its time.
+fn with_updates<'a>(
+    updates: &'a [Scheduled],
+    inputs: impl Iterator<Item = (u64, link::Input)> + 'a,
+) -> impl Iterator<Item = (u64, link::Input)> + 'a {
+    let mut ups = updates
+        .iter()
+        .map(|s| (s.at_ps, link::Input::Update(s.update)))
+        .peekable();
+    let mut packets = inputs.peekable();
+    std::iter::from_fn(move || match (ups.peek(), packets.peek()) {
+        (Some(&(tu, _)), Some(&(tp, _))) if tu <= tp => ups.next(),
+        (Some(_), None) => ups.next(),
+        _ => packets.next(),
+    })
 }
 
 /// Columns a trace may carry besides `arrive_ps` and `bytes`.
@@ -438,6 +461,9 @@ fn run<E: Engine>(
         }
         (t, link::Input::Classified(p, class))
     });
+    let inputs = with_updates(&opts.updates, inputs);
+    // Updates the engine refused (none once `updates::parse_all` has checked them).
+    let mut rejected: Vec<(u64, Update)> = Vec::new();
     link::run_bursts(
         &mut engine,
         &prog.link,
@@ -491,8 +517,14 @@ fn run<E: Engine>(
                 }
                 check(writeln!(drops, "{at_ps},{id},{}", reason.name()));
             }
-            // Traces carry no updates.
-            Event::Rejected { .. } => {}
+            Event::Rejected {
+                at_ps,
+                update,
+                error,
+            } => {
+                eprintln!("replay: an update at {at_ps} ps was refused: {error}");
+                rejected.push((at_ps, update));
+            }
         },
     );
     let rows = rows.get();
@@ -652,6 +684,12 @@ fn run<E: Engine>(
         "span_ps": span_ps,
         "duration_ps": end_ps,
         "max_backlog_packets": max_backlog,
+        // `--update`s: when, what, and whether the engine took it.
+        "updates": opts.updates.iter().map(|u| json!({
+            "at_ps": u.at_ps,
+            "update": u.text,
+            "applied": !rejected.contains(&(u.at_ps, u.update)),
+        })).collect::<Vec<_>>(),
         // Captures only: records replayed at a later time than their timestamp.
         "capture_reordered": reordered,
         // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.

@@ -717,6 +717,77 @@ fn replay_timeline_adds_up_and_shows_the_shares() {
     }
 }
 
+/// `--update`: Loom Fig. 11's shared destination limit drops from 10 to 5 Gbit/s halfway
+/// through the trace; j1 and j2 together follow it (read from the timeline), j0 takes what
+/// they leave (up to its 35 Gbit/s offered), both engines agree, and the summary records the
+/// update as applied.
+#[test]
+fn replay_update_lowers_a_shared_limit_mid_trace() {
+    let args = ["--update", "500us:dst2-limit.rate=5gbit"];
+    let (fast, refr, _) = replay_with_both_engines("loom-fig11", "update", &args);
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(fast.join("summary.json")).unwrap()).unwrap();
+    let (width, series) = timeseries(&fast);
+    let _ = fs::remove_dir_all(&fast);
+    let _ = fs::remove_dir_all(&refr);
+    assert_eq!(
+        s["updates"][0]["update"], "500us:dst2-limit.rate=5gbit",
+        "{s:#}"
+    );
+    assert_eq!(s["updates"][0]["at_ps"], 500_000_000u64);
+    assert_eq!(s["updates"][0]["applied"], true);
+    // Gbit/s of `names` over the windows wholly inside [from, to) ps.
+    let gbps = |names: &[&str], from: u64, to: u64| -> f64 {
+        let bytes: u64 = names
+            .iter()
+            .flat_map(|n| series[*n].iter())
+            .filter(|&&(t, _)| t >= from && t + width <= to)
+            .map(|&(_, b)| b)
+            .sum();
+        bytes as f64 * 8.0 / ((to - from) as f64 / 1e12) / 1e9
+    };
+    let before = gbps(&["j1", "j2"], 150_000_000, 500_000_000);
+    let after = gbps(&["j1", "j2"], 600_000_000, 950_000_000);
+    assert!((before - 10.0).abs() < 0.6, "before: {before} Gbit/s");
+    assert!((after - 5.0).abs() < 0.4, "after: {after} Gbit/s");
+    let j0 = gbps(&["j0"], 600_000_000, 950_000_000);
+    assert!(j0 > 32.0, "j0 after: {j0} Gbit/s");
+}
+
+/// A `--update` that names nothing, or a field its node's parent does not read, is a usage
+/// error before the replay starts.
+#[test]
+fn replay_refuses_a_bad_update() {
+    for (update, message) in [
+        (
+            "1ms:nobody.weight=2",
+            "no node or shaping class is named `nobody`",
+        ),
+        (
+            "1ms:j1.priority=2",
+            "`priority` is read by a `prio` parent; `j1`'s parent is a `wfq`",
+        ),
+        (
+            "1ms:dst2-limit.rate=0gbit",
+            "--update `1ms:dst2-limit.rate=0gbit`",
+        ),
+    ] {
+        weft()
+            .args([
+                "replay",
+                "--quiet",
+                "--policy",
+                "examples/policies/loom-fig11.yaml",
+            ])
+            .args(["--trace", "examples/traces/loom-fig11.csv", "--out"])
+            .arg(std::env::temp_dir().join(format!("weft-badupdate-{}", std::process::id())))
+            .args(["--update", update])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message));
+    }
+}
+
 /// A policy of more leaves than a timeline keeps has a series per child of the root (a leaf
 /// counts in the child above it); with more children still, one series for the link.
 #[test]

@@ -262,8 +262,9 @@ fn in_range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), Up
     }
 }
 
-/// Checks an update against a program; shared by the engines.
-pub(crate) fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<(), UpdateError> {
+/// Checks an update against a program without applying it: what both engines' `update`
+/// refuse (a driver can check a scripted update before the run starts).
+pub fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<(), UpdateError> {
     let node_ok = |n: u32| {
         if (n as usize) < prog.nodes.len() {
             Ok(())
