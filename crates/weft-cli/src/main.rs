@@ -705,7 +705,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             } else {
                 print_summary(&summary);
                 eprintln!(
-                    "wrote {}/departures.csv, drops.csv, summary.json, timeseries.csv, throughput.svg, delay.svg",
+                    "wrote {}/departures.csv, drops.csv, summary.json, timeseries.csv, throughput.svg, delay.svg, index.html",
                     out.display()
                 );
             }

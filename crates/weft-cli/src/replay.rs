@@ -660,7 +660,7 @@ fn run<E: Engine>(
         }
         shaper_map.insert(sh.name.clone(), v);
     }
-    Ok(json!({
+    let summary = json!({
         "policy": prog.name,
         "trace": trace_name,
         "trace_format": trace_format,
@@ -701,7 +701,102 @@ fn run<E: Engine>(
         "leaves": leaf_map,
         "nodes": node_map,
         "shapers": shaper_map,
-    }))
+    });
+    let path = out.join("index.html");
+    std::fs::write(&path, index_html(&summary))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(summary)
+}
+
+/// `index.html`: the replay's summary tables and its two charts, for a browser.
+fn index_html(s: &Value) -> String {
+    use std::fmt::Write as _;
+    let esc = |v: &str| {
+        v.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let text = |v: &Value| esc(v.as_str().unwrap_or_default());
+    let us = |v: &Value, q: &str| {
+        v["queueing_delay_ps"][q]
+            .as_u64()
+            .map_or("–".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
+    };
+    let mbps = |v: &Value| format!("{:.1}", v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6);
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>weft replay: {0}</title>\
+         <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
+         th:first-child{{text-align:left}}</style></head><body>\
+         <h1>{0}</h1><p>Trace <code>{1}</code> ({2}), {3} engine, link {4} Gbit/s: {5} packets, \
+         {6} sent, {7} dropped, {8} held at the end.</p>",
+        text(&s["policy"]),
+        text(&s["trace"]),
+        text(&s["trace_format"]),
+        text(&s["engine"]),
+        s["link_bps"].as_f64().unwrap_or(0.0) / 1e9,
+        s["packets"],
+        s["sent"],
+        s["dropped"],
+        s["held_at_end"],
+    );
+    if let Some(ups) = s["updates"].as_array().filter(|u| !u.is_empty()) {
+        h.push_str("<p>Updates:");
+        for u in ups {
+            let _ = write!(
+                h,
+                " <code>{}</code>{}",
+                text(&u["update"]),
+                if u["applied"] == true {
+                    ""
+                } else {
+                    " (refused)"
+                }
+            );
+        }
+        h.push_str("</p>");
+    }
+    h.push_str("<p><img src=\"throughput.svg\" alt=\"throughput\"> <img src=\"delay.svg\" alt=\"delay\"></p>");
+    h.push_str("<h2>Leaves</h2><table><tr><th>leaf</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>drops</th><th>p50 delay µs</th><th>p99 delay µs</th><th>max delay µs</th></tr>");
+    for (name, v) in s["leaves"].as_object().into_iter().flatten() {
+        let _ = write!(
+            h,
+            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(name),
+            v["packets"],
+            v["bytes"],
+            mbps(v),
+            v["dropped"],
+            us(v, "p50"),
+            us(v, "p99"),
+            us(v, "max")
+        );
+    }
+    h.push_str("</table>");
+    if let Some(shapers) = s["shapers"].as_object().filter(|m| !m.is_empty()) {
+        h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>policy's limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
+        for (name, v) in shapers {
+            let _ = write!(
+                h,
+                "<tr><th>{}</th><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(name),
+                v["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                v["packets"],
+                v["bytes"],
+                mbps(v),
+                us(v, "p50"),
+                us(v, "p99")
+            );
+        }
+        h.push_str("</table>");
+    }
+    h.push_str(
+        "<p>Files: departures.csv, drops.csv, summary.json, timeseries.csv.</p></body></html>\n",
+    );
+    h
 }
 
 /// Where a replay's packets come from: a CSV trace or a packet capture.
