@@ -77,7 +77,8 @@ enum Command {
     /// for the packets that passed it), DIR/timeseries.csv with DIR/throughput.svg and
     /// DIR/delay.svg (bytes and mean queueing delay per time window for each leaf, or each
     /// child of the root in a policy of over 256 leaves; at most 512 windows, widened as the
-    /// trace goes on), and prints the summary table.
+    /// trace goes on), DIR/index.html (the tables and charts for a browser), and prints the
+    /// summary table.
     ///
     /// Example: weft replay --policy examples/policies/senic-fig4.yaml --trace examples/traces/senic-fig4.csv
     Replay {
