@@ -253,11 +253,12 @@ fn bps(bytes: u64, window_ps: u64) -> u64 {
     (bytes as u128 * 8 * 1_000_000_000_000 / window_ps.max(1) as u128).min(u64::MAX as u128) as u64
 }
 
-/// A unit for a span of `ps` picoseconds: its name and picoseconds per unit.
+/// A unit for a span of `ps` picoseconds (the span reads 1 to 1,000 of it, or less than 1
+/// µs): its name and picoseconds per unit.
 fn time_unit(ps: u64) -> (&'static str, f64) {
     match ps {
-        0..=9_999_999 => ("µs", 1e6),
-        10_000_000..=9_999_999_999 => ("ms", 1e9),
+        0..=999_999_999 => ("µs", 1e6),
+        1_000_000_000..=999_999_999_999 => ("ms", 1e9),
         _ => ("s", 1e12),
     }
 }
@@ -336,6 +337,14 @@ mod tests {
         let (rate, _) = t.charts("end");
         assert!(rate.contains("time since the first arrival (s)"), "{rate}");
         assert_eq!(t.csv().lines().count(), 1 + t.windows());
+    }
+
+    #[test]
+    fn time_units_keep_the_axis_between_1_and_1000() {
+        assert_eq!(time_unit(999_999_999).0, "µs");
+        assert_eq!(time_unit(35_800_000_000).0, "ms");
+        assert_eq!(time_unit(324_000_000_000).0, "ms");
+        assert_eq!(time_unit(2_000_000_000_000).0, "s");
     }
 
     #[test]

@@ -267,7 +267,9 @@ fn replay_examples_match_their_expected_departures() {
                 "--policy",
                 &format!("examples/policies/{stem}.yaml"),
             ])
-            .args(["--trace", &format!("examples/traces/{stem}.csv"), "--out"])
+            .arg("--trace")
+            .arg(example_trace(stem))
+            .arg("--out")
             .arg(&out)
             .assert()
             .success();
@@ -285,13 +287,23 @@ fn replay_examples_match_their_expected_departures() {
     assert!(checked >= 3, "expected example traces, found {checked}");
 }
 
-/// `examples/traces/NAME.csv` for every trace with a policy of the same name.
+/// An example's trace: `examples/traces/NAME.csv`, or a capture, `NAME.pcap`.
+fn example_trace(stem: &str) -> String {
+    let csv = format!("examples/traces/{stem}.csv");
+    if root().join(&csv).is_file() {
+        csv
+    } else {
+        format!("examples/traces/{stem}.pcap")
+    }
+}
+
+/// `examples/traces/NAME.csv` or `NAME.pcap` for every trace with a policy of the same name.
 fn example_traces() -> Vec<String> {
     let mut stems: Vec<String> = std::fs::read_dir(root().join("examples/traces"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .filter_map(|n| {
-            let stem = n.strip_suffix(".csv")?;
+            let stem = n.strip_suffix(".csv").or_else(|| n.strip_suffix(".pcap"))?;
             (!stem.ends_with(".expected")
                 && root()
                     .join(format!("examples/policies/{stem}.yaml"))
@@ -314,7 +326,7 @@ fn replay_example_printing(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, St
     let printed = weft()
         .args(["replay", "--quiet", "--policy"])
         .arg(format!("examples/policies/{stem}.yaml"))
-        .args(["--trace", &format!("examples/traces/{stem}.csv"), "--out"])
+        .args(["--trace", &example_trace(stem), "--out"])
         .arg(&out)
         .args(args)
         .assert()
@@ -840,6 +852,19 @@ fn replay_timeline_of_a_large_policy() {
             assert_eq!(s["nodes"]["g1"]["bytes"], 150_000);
         }
     }
+}
+
+/// A real capture (`examples/traces/iperf3-udp.pcap`, two iperf3 UDP streams recorded with
+/// tcpdump): while both are backlogged (10–25 ms), port 5202 gets three times 5201's bytes
+/// and the 1 Gbit/s link is full.
+#[test]
+fn replay_iperf3_capture_shares() {
+    let out = replay_example("iperf3-udp", "shares", &[]);
+    let g = gbps_by_leaf(&out, 10_000_000_000, 25_000_000_000);
+    let _ = fs::remove_dir_all(&out);
+    let (a, b) = (g["p5201"], g["p5202"]);
+    assert!((b / a - 3.0).abs() < 0.15, "5202/5201 = {} ({g:?})", b / a);
+    assert!(a + b > 0.95, "{g:?}");
 }
 
 /// Loom Fig. 11 (`examples/traces/loom-fig11.csv`): J1 and J2 share one 10 Gbit/s
