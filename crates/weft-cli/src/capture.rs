@@ -11,24 +11,37 @@
 //!   full size); its classifier fields come from its headers as the software NIC reads them
 //!   (`weft_nic::parse`: addresses, protocol, DSCP, ports, and the 5-tuple hash as `flow`),
 //!   sliced leniently (`etherparse`'s lax slicer), so a header cut short by the snap length
-//!   leaves only the fields it holds. A capture has no tenant, VM or tag: a policy for one
-//!   matches on addresses, ports, protocol or DSCP. Non-IP frames (ARP) carry no fields and
-//!   are classified as such (usually to the policy's catch-all, else dropped as
-//!   unclassified).
+//!   leaves only the fields it holds. Non-IP frames (ARP) carry no header fields and are
+//!   classified as such (usually to the policy's catch-all, else dropped as unclassified).
+//! * **Tenants**: a frame holds no tenant, VM or tag. As in `weft run`, where the tenant is
+//!   the ingress interface's position in the `--tenant NAME=IFACE` list, a capture's records
+//!   take the tenant (as `tenant` and `vm`, and in the flow key, as the software NIC sets
+//!   them) of the interface they were captured on: a pcapng interface whose `if_name` is
+//!   IFACE, or else whose number in its section is IFACE (a legacy pcap is interface 0).
+//!   Records of other interfaces carry no tenant; without the list, none does, and a policy
+//!   matches on addresses, ports, protocol or DSCP. The summary lists every interface with
+//!   its records and tenant.
 //! * **Link types**: Ethernet, raw IP (101, 228, 229) and Linux cooked captures (SLL and
 //!   SLL2, as `tcpdump -i any` writes). Others are refused with their number.
-//! * **Order**: captures from several queues or interfaces can step back in time by a few
-//!   microseconds. Such a record is replayed at the latest time seen so far (the replay needs
-//!   times in order), and the summary counts it (`capture.reordered`) rather than losing it.
+//! * **Order**: a capture of several interfaces is not in time order: `dumpcap -i a -i b`
+//!   writes each interface's packets in runs, and one interface's records step back tens of
+//!   milliseconds (thousands of records) behind the other's. Records pass through a reorder
+//!   window (a min-heap by time of the last `--reorder-window` records, 65,536 by default),
+//!   which replays them in time order when none is displaced further than the window; the
+//!   summary counts them (`capture_out_of_order`). A record displaced further is replayed at
+//!   the latest time seen so far (the replay needs times in order) and counted
+//!   (`capture_reordered`), not lost. Each packet's id is its record's position in the file.
 //!
 //! Errors name the file and the record (`c.pcap: record 12: ...`). Cost: one header parse per
-//! record (tens of nanoseconds).
+//! record (tens of nanoseconds) and a heap push and pop (log2 of the window: 16 steps);
+//! memory: the window's records, about 100 bytes each.
 
-use std::fs::File;
-use std::path::Path;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::io::Read;
 
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket};
-use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
 use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapError};
 use weft_core::sched::{Packet, LAST_ARRIVAL_PS};
 use weft_nic::parse::{parsed, ports, Net};
@@ -41,6 +54,39 @@ const MAX_BUFFER: usize = 64 << 20;
 
 /// Picoseconds per second.
 const PS: u128 = 1_000_000_000_000;
+
+/// A reader whose every `read` fills the buffer unless the input ends: `pcap-parser` tells
+/// the format from its reader's first `read`, which a pipe (or the replay's first bytes, read
+/// ahead to tell a capture from a CSV trace) may return short.
+struct Filled<R>(R);
+
+impl<R: Read> Read for Filled<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.0.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // What was read first; the error comes again at the next call.
+                Err(_) if n > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// A pcapng interface's timestamp units per second from its `if_tsresol` byte: 10^r, or with
+/// the top bit set 2^(r & 0x7f); `None` past 64 bits. (`pcap-parser` 0.17 refuses every
+/// power of two.)
+fn units_per_second(tsresol: u8) -> Option<u64> {
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(tsresol as u32)
+    } else {
+        1u64.checked_shl((tsresol & 0x7f) as u32)
+    }
+}
 
 /// Whether `head` (a file's first bytes) starts a pcap or pcapng capture.
 pub fn is_capture(head: &[u8]) -> bool {
@@ -81,6 +127,38 @@ struct Interface {
     linktype: i32,
     per_second: u64,
     offset_s: i64,
+    /// Its tenant id (`--tenant`, 1-based), if listed.
+    tenant: Option<u32>,
+    /// Its entry in [`State::seen`].
+    seen: usize,
+}
+
+/// An interface of the capture, as the summary lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceSeen {
+    /// pcapng section, from 0 (a legacy pcap has one).
+    pub section: u32,
+    /// Its number in its section (a legacy pcap's is 0).
+    pub index: u32,
+    /// `if_name`, if the capture gives one.
+    pub name: Option<String>,
+    pub linktype: i32,
+    /// Packet records captured on it.
+    pub records: u64,
+    /// Its tenant id (the position in the `--tenant` list, 1-based), if listed.
+    pub tenant: Option<u32>,
+}
+
+/// Which tenant `--tenant NAME=IFACE` pairs give an interface: the first pair whose IFACE is
+/// its name, else the first whose IFACE is its number.
+fn tenant_of(tenants: &[(String, String)], name: Option<&str>, index: u32) -> Option<u32> {
+    let by = |want: &str| {
+        tenants
+            .iter()
+            .position(|(_, iface)| iface == want)
+            .map(|k| k as u32 + 1)
+    };
+    name.and_then(by).or_else(|| by(&index.to_string()))
 }
 
 /// A capture being read (see the module doc).
@@ -94,40 +172,73 @@ pub struct Capture {
 /// What a capture's reader has learnt (apart from the reader, which lends its blocks).
 struct State {
     name: String,
-    /// Legacy pcap: the file's framing, link type and timestamp units per second.
-    legacy: Option<(Option<Framing>, i32, u64)>,
+    /// `--tenant` pairs (NAME, IFACE); a tenant's id is its position, 1-based.
+    tenants: Vec<(String, String)>,
+    /// Legacy pcap: the file's interface (its timestamp units per second stand for
+    /// `per_second`; no offset).
+    legacy: Option<Interface>,
     /// pcapng: the current section's interfaces, by id.
     interfaces: Vec<Interface>,
-    /// The first record's absolute time, picoseconds.
+    /// Every interface described so far, in order.
+    seen: Vec<InterfaceSeen>,
+    /// pcapng sections begun (0 for a legacy pcap).
+    sections: u32,
+    /// Records read, not yet replayed, earliest first (the reorder window).
+    pending: BinaryHeap<Reverse<Record>>,
+    /// Records the window holds before it replays the earliest (1: none held).
+    window: usize,
+    /// The reader reached the end of the file.
+    eof: bool,
+    /// The latest absolute time read, picoseconds.
+    latest_read_ps: Option<i128>,
+    /// The first replayed record's absolute time, picoseconds.
     first_ps: Option<i128>,
-    /// The latest time replayed, picoseconds from the first record.
+    /// The latest time replayed, picoseconds from the first replayed record.
     last_ps: u64,
-    /// Records read so far (the next packet's id).
+    /// Records read so far (the next record's id).
     records: u64,
+    /// Records earlier than one before them in the file.
+    out_of_order: u64,
     /// Records replayed later than their timestamp (see the module doc).
-    pub reordered: u64,
+    reordered: u64,
+    /// The file ended inside this record (0-based; see [`Capture::truncated_at`]).
+    truncated_at: Option<u64>,
     /// Bytes of the file consumed (for progress).
     consumed: u64,
 }
 
 impl Capture {
-    /// Opens `path` (a pcap or pcapng file).
-    pub fn open(path: &Path) -> Result<Capture, String> {
-        let name = path.display().to_string();
-        let file = File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
-        let reader = pcap_parser::create_reader(BUFFER, file)
+    /// Reads the capture `name` from `input` (a pcap or pcapng file, from its first byte: a
+    /// pipe will do); `tenants` are `--tenant` pairs (NAME, IFACE); `window` is the reorder
+    /// window in records (at least 1: see the module doc).
+    pub fn open(
+        name: String,
+        input: impl Read + Send + 'static,
+        tenants: &[(String, String)],
+        window: usize,
+    ) -> Result<Capture, String> {
+        let reader = pcap_parser::create_reader(BUFFER, Filled(input))
             .map_err(|e| format!("{name}: not a pcap or pcapng capture ({e:?})"))?;
         Ok(Capture {
             reader,
             buffer: BUFFER,
             state: State {
                 name,
+                tenants: tenants.to_vec(),
                 legacy: None,
                 interfaces: Vec::new(),
+                seen: Vec::new(),
+                sections: 0,
+                pending: BinaryHeap::new(),
+                window: window.max(1),
+                eof: false,
+                latest_read_ps: None,
                 first_ps: None,
                 last_ps: 0,
                 records: 0,
+                out_of_order: 0,
                 reordered: 0,
+                truncated_at: None,
                 consumed: 0,
             },
         })
@@ -138,9 +249,26 @@ impl Capture {
         self.state.consumed
     }
 
-    /// Records replayed later than their timestamp (see the module doc).
+    /// Records replayed later than their timestamp: displaced further than the window.
     pub fn reordered(&self) -> u64 {
         self.state.reordered
+    }
+
+    /// The record (1-based) inside which the file ended, if it did: the records before it
+    /// were replayed (a capture still being written, or cut short).
+    pub fn truncated_at(&self) -> Option<u64> {
+        self.state.truncated_at.map(|r| r + 1)
+    }
+
+    /// Records earlier than one before them in the file (sorted by the window, unless
+    /// counted in [`Capture::reordered`] too).
+    pub fn out_of_order(&self) -> u64 {
+        self.state.out_of_order
+    }
+
+    /// The interfaces described so far, with their records and tenants.
+    pub fn interfaces(&self) -> &[InterfaceSeen] {
+        &self.state.seen
     }
 
     /// The next packet and its arrival time (picoseconds from the first record), `None` at
@@ -148,9 +276,16 @@ impl Capture {
     pub fn next_packet(&mut self) -> Option<Result<(u64, Packet), String>> {
         let st = &mut self.state;
         loop {
+            if st.pending.len() >= st.window || st.eof {
+                let Reverse(r) = st.pending.pop()?;
+                return Some(st.place(r));
+            }
             let (offset, record) = match self.reader.next() {
                 Ok((offset, block)) => (offset, st.block(block)),
-                Err(PcapError::Eof) => return None,
+                Err(PcapError::Eof) => {
+                    st.eof = true;
+                    continue;
+                }
                 Err(PcapError::Incomplete(_)) => {
                     if let Err(e) = self.reader.refill() {
                         return Some(Err(st.error(format!("cannot read on: {e:?}"))));
@@ -168,16 +303,17 @@ impl Capture {
                     continue;
                 }
                 Err(PcapError::UnexpectedEof) => {
-                    return Some(Err(
-                        st.error("the file ends inside this record (a capture cut short?)")
-                    ))
+                    // A capture still being written, or cut short: replay what it holds.
+                    st.truncated_at = Some(st.records);
+                    st.eof = true;
+                    continue;
                 }
                 Err(e) => return Some(Err(st.error(format!("malformed capture ({e:?})")))),
             };
             self.reader.consume(offset);
             st.consumed += offset as u64;
             match record {
-                Ok(Some(r)) => return Some(st.packet(r)),
+                Ok(Some(r)) => st.pending.push(Reverse(r)),
                 Ok(None) => continue,
                 Err(e) => return Some(Err(e)),
             }
@@ -186,8 +322,14 @@ impl Capture {
 }
 
 impl State {
+    /// An error at the record being read.
     fn error(&self, what: impl std::fmt::Display) -> String {
-        format!("{}: record {}: {what}", self.name, self.records + 1)
+        self.error_at(self.records, what)
+    }
+
+    /// An error at record `id` (0-based; named 1-based).
+    fn error_at(&self, id: u64, what: impl std::fmt::Display) -> String {
+        format!("{}: record {}: {what}", self.name, id + 1)
     }
 
     /// A block's packet, if it is one: (absolute time in ps, framing, link type, origlen, the
@@ -200,37 +342,34 @@ impl State {
                 } else {
                     1_000_000
                 };
-                self.legacy = Some((framing(h.network), h.network.0, per_second));
+                self.legacy = Some(self.describe(h.network, per_second, 0, None));
                 Ok(None)
             }
             PcapBlockOwned::Legacy(b) => {
-                let (framing, linktype, per_second) = self
+                let i = self
                     .legacy
                     .ok_or_else(|| self.error("a record before the file header"))?;
                 let ps = b.ts_sec as i128 * PS as i128
-                    + b.ts_usec as i128 * (PS / per_second as u128) as i128;
-                self.record(ps, framing, linktype, b.origlen, b.data)
-                    .map(Some)
+                    + b.ts_usec as i128 * (PS / i.per_second as u128) as i128;
+                self.record(Some(ps), i, b.origlen, b.data).map(Some)
             }
             PcapBlockOwned::NG(Block::SectionHeader(_)) => {
                 // Interface ids restart with every section.
                 self.interfaces.clear();
+                self.sections += 1;
                 Ok(None)
             }
             PcapBlockOwned::NG(Block::InterfaceDescription(i)) => {
-                let per_second = i.ts_resolution().ok_or_else(|| {
+                let per_second = units_per_second(i.if_tsresol).ok_or_else(|| {
                     self.error(format!(
                         "interface {}: timestamp resolution {} is out of range",
                         self.interfaces.len(),
                         i.if_tsresol
                     ))
                 })?;
-                self.interfaces.push(Interface {
-                    framing: framing(i.linktype),
-                    linktype: i.linktype.0,
-                    per_second,
-                    offset_s: i.ts_offset(),
-                });
+                let name = i.if_name().and_then(Result::ok);
+                let iface = self.describe(i.linktype, per_second, i.ts_offset(), name);
+                self.interfaces.push(iface);
                 Ok(None)
             }
             PcapBlockOwned::NG(Block::EnhancedPacket(e)) => {
@@ -243,68 +382,112 @@ impl State {
                 let units = (e.ts_high as u128) << 32 | e.ts_low as u128;
                 let ps =
                     (units * PS / i.per_second as u128) as i128 + i.offset_s as i128 * PS as i128;
-                let data = &e.data[..(e.caplen as usize).min(e.data.len())];
-                self.record(ps, i.framing, i.linktype, e.origlen, data)
+                self.record(Some(ps), i, e.origlen, e.packet_data())
                     .map(Some)
             }
             PcapBlockOwned::NG(Block::SimplePacket(s)) => {
-                // No timestamp: it arrives with the previous record.
+                // No timestamp: it arrives with the record read before it.
                 let i = *self
                     .interfaces
                     .first()
                     .ok_or_else(|| self.error("a simple packet before any interface"))?;
-                let ps = self.first_ps.unwrap_or(0) + self.last_ps as i128;
-                self.record(ps, i.framing, i.linktype, s.origlen, s.data)
-                    .map(Some)
+                self.record(None, i, s.origlen, s.packet_data()).map(Some)
             }
             // Statistics, name resolution, comments, ...
             PcapBlockOwned::NG(_) => Ok(None),
         }
     }
 
-    /// A packet record's fields (before its time is placed on the replay's clock).
+    /// The next interface of the current section (or the legacy pcap's), with its tenant,
+    /// listed in [`State::seen`].
+    fn describe(
+        &mut self,
+        linktype: Linktype,
+        per_second: u64,
+        offset_s: i64,
+        name: Option<&str>,
+    ) -> Interface {
+        // A legacy pcap has no sections and one interface.
+        let section = self.sections.saturating_sub(1);
+        let index = self.interfaces.len() as u32;
+        let tenant = tenant_of(&self.tenants, name, index);
+        self.seen.push(InterfaceSeen {
+            section,
+            index,
+            name: name.map(String::from),
+            linktype: linktype.0,
+            records: 0,
+            tenant,
+        });
+        Interface {
+            framing: framing(linktype),
+            linktype: linktype.0,
+            per_second,
+            offset_s,
+            tenant,
+            seen: self.seen.len() - 1,
+        }
+    }
+
+    /// A packet record's fields (before its time is placed on the replay's clock); `ps` is
+    /// its absolute time, `None` for a record without one.
     fn record(
-        &self,
-        ps: i128,
-        framing: Option<Framing>,
-        linktype: i32,
+        &mut self,
+        ps: Option<i128>,
+        i: Interface,
         origlen: u32,
         data: &[u8],
     ) -> Result<Record, String> {
-        let framing = framing.ok_or_else(|| {
+        let framing = i.framing.ok_or_else(|| {
             self.error(format!(
-                "link type {linktype} is not supported (Ethernet 1, raw IP 101/228/229, Linux cooked 113/276)"
+                "link type {} is not supported (Ethernet 1, raw IP 101/228/229, Linux cooked 113/276)",
+                i.linktype
             ))
         })?;
         if origlen == 0 {
             return Err(self.error("a packet of 0 bytes"));
         }
+        self.seen[i.seen].records += 1;
+        if let Some(t) = ps {
+            if self.latest_read_ps.is_some_and(|l| t < l) {
+                self.out_of_order += 1;
+            }
+            self.latest_read_ps = self.latest_read_ps.max(ps);
+        }
         let (net, ports) = headers(framing, data);
+        let id = self.records;
+        self.records += 1;
         Ok(Record {
-            ps,
+            // An untimed record stays after those read before it.
+            ps: ps.or(self.latest_read_ps).unwrap_or(i128::MIN),
+            timed: ps.is_some(),
+            id,
             origlen,
-            parsed: parsed(net, ports, None),
+            parsed: parsed(net, ports, i.tenant),
         })
     }
 
-    /// Places a record on the replay's clock and makes its packet.
-    fn packet(&mut self, r: Record) -> Result<(u64, Packet), String> {
-        let first = *self.first_ps.get_or_insert(r.ps);
-        let rel = r.ps - first;
+    /// Places a record leaving the window on the replay's clock and makes its packet.
+    fn place(&mut self, r: Record) -> Result<(u64, Packet), String> {
+        let rel = if r.timed {
+            r.ps - *self.first_ps.get_or_insert(r.ps)
+        } else {
+            // No timestamp: with the latest record replayed.
+            self.last_ps as i128
+        };
         let t = if rel < self.last_ps as i128 {
             self.reordered += 1;
             self.last_ps
         } else if rel > LAST_ARRIVAL_PS as i128 {
-            return Err(self.error(format!(
+            return Err(self.error_at(r.id, format!(
                 "{rel} ps after the first record, past the last arrival weft schedules (2^63 ps, about 106.7 days)"
             )));
         } else {
             rel as u64
         };
         self.last_ps = t;
-        let mut p = Packet::new(self.records, r.origlen, r.parsed.meta);
+        let mut p = Packet::new(r.id, r.origlen, r.parsed.meta);
         p.flow = r.parsed.flow;
-        self.records += 1;
         Ok((t, p))
     }
 }
@@ -313,9 +496,34 @@ impl State {
 struct Record {
     /// Absolute time, picoseconds (wall clock: may exceed 64 bits).
     ps: i128,
+    /// Whether the record has a time of its own (a simple packet block has none).
+    timed: bool,
+    /// Its position in the file, from 0 (the packet's id).
+    id: u64,
     origlen: u32,
     parsed: weft_nic::parse::Parsed,
 }
+
+/// Records in the window: by time, then by position in the file.
+impl Ord for Record {
+    fn cmp(&self, other: &Record) -> Ordering {
+        (self.ps, self.id).cmp(&(other.ps, other.id))
+    }
+}
+
+impl PartialOrd for Record {
+    fn partial_cmp(&self, other: &Record) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Record) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Record {}
 
 /// The IP and transport fields of a captured frame, as far as its bytes go.
 fn headers(framing: Framing, data: &[u8]) -> (Option<Net>, Option<(u16, u16)>) {
@@ -403,18 +611,37 @@ mod tests {
     }
 
     #[test]
-    fn fields_match_the_software_nic_less_the_tenant() {
+    fn fields_match_the_software_nic() {
         let frame = udp(4242, 11211, 64);
         let (net, ports) = headers(Framing::Ethernet, &frame);
         let ours = parsed(net, ports, None);
-        let nic = weft_nic::parse::parse(&frame, 3).unwrap();
         let expected: PacketMeta =
             "sport=4242,dport=11211,proto=udp,dscp=0,src=10.0.0.1,dst=10.0.2.9"
                 .parse()
                 .unwrap();
         assert_eq!(ours.meta, expected);
-        assert_eq!(nic.meta.dport, ours.meta.dport);
         assert_ne!(ours.flow, 0);
+        // With the interface's tenant, exactly what `weft run` makes of the frame.
+        let nic = weft_nic::parse::parse(&frame, 3).unwrap();
+        assert_eq!(parsed(net, ports, Some(3)), nic);
+    }
+
+    #[test]
+    fn tenants_by_interface_name_then_number() {
+        let t = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let list = t(&[("a", "veth1"), ("b", "1"), ("c", "0")]);
+        assert_eq!(tenant_of(&list, Some("veth1"), 5), Some(1));
+        // Named `1` or numbered 1: tenant 2; a name not listed falls back to the number.
+        assert_eq!(tenant_of(&list, Some("1"), 0), Some(2));
+        assert_eq!(tenant_of(&list, Some("eth0"), 1), Some(2));
+        assert_eq!(tenant_of(&list, None, 0), Some(3));
+        assert_eq!(tenant_of(&list, Some("eth0"), 7), None);
+        assert_eq!(tenant_of(&[], None, 0), None);
     }
 
     #[test]

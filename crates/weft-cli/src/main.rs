@@ -68,8 +68,10 @@ enum Command {
     /// Or the trace is a packet capture (pcap or pcapng, told by its first bytes; Ethernet,
     /// raw IP or Linux cooked frames): times from the first record, sizes from the original
     /// length (a snap length does not shrink them), and src, dst, proto, dscp, sport and
-    /// dport from the headers (no tenant, vm or tag: match on those fields); records that
-    /// step back in time replay at the latest time seen, and are counted.
+    /// dport from the headers; tenant (and vm) from the interface a record was captured on,
+    /// given with `--tenant` as to `weft run`; records in time order through a reorder
+    /// window (a capture of several interfaces is not in order in its file); a file that
+    /// ends inside a record replays the records before it, with a warning.
     ///
     /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv and
     /// DIR/summary.json (per leaf and node: packets, bytes, drops by reason, mean rate,
@@ -120,6 +122,20 @@ enum Command {
         /// E.g. `--update 1ms:vm2.weight=4 --update 2ms:dst2-limit.rate=5gbit`.
         #[arg(long, value_name = "WHEN:NAME.FIELD=VALUE")]
         update: Vec<String>,
+        /// A capture's tenant: NAME=IFACE; repeatable. Tenant ids follow the order given (1,
+        /// 2, ...), as with `weft run`: records captured on the pcapng interface named IFACE
+        /// (or, failing a name, numbered IFACE in its section; a pcap's only interface is 0)
+        /// carry that tenant and vm, as the software NIC gives frames from IFACE. E.g.
+        /// `--tenant a=t1 --tenant b=t2`.
+        #[arg(long, value_name = "NAME=IFACE")]
+        tenant: Vec<String>,
+        /// A capture's records are replayed in time order through a window of this many
+        /// records (a min-heap: ~100 bytes a record); a record further out of order than the
+        /// window replays at the latest time seen, and is counted. A capture of several
+        /// interfaces (`dumpcap -i a -i b`) needs thousands; 1 replays records in file order.
+        #[arg(long, value_name = "RECORDS", default_value_t = 65_536,
+              value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+        reorder_window: u32,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -677,10 +693,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             limited_fast_path,
             burst,
             update,
+            tenant,
+            reorder_window,
             load: l,
         } => {
             let p = std::sync::Arc::new(load(&file, &l)?);
             let updates = updates::parse_all(&p, &update).map_err(Failure::usage)?;
+            let tenants = tenant_pairs(&tenant).map_err(Failure::usage)?;
             let progress =
                 progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
             let opts = replay::Options {
@@ -689,6 +708,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 engine_options: weft_core::sched::EngineOptions { limited_fast_path },
                 burst: burst.into(),
                 updates,
+                tenants,
+                reorder_window: reorder_window as usize,
             };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
             if let Some(held) = summary["held_at_end"].as_u64().filter(|&h| h > 0) {
@@ -755,6 +776,29 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
         },
     }
+}
+
+/// `--tenant NAME=IFACE` flags (of `weft run` and `weft replay`) as (NAME, IFACE) pairs, in
+/// order (a tenant's id is its position, 1-based); a malformed flag or a NAME or IFACE given
+/// twice is refused.
+fn tenant_pairs(flags: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for t in flags {
+        let (n, i) = t
+            .split_once('=')
+            .filter(|(n, i)| !n.is_empty() && !i.is_empty())
+            .ok_or_else(|| format!("--tenant `{t}`: expected NAME=IFACE"))?;
+        if let Some(k) = pairs.iter().position(|(pn, pi)| pn == n || pi == i) {
+            return Err(format!(
+                "--tenant `{t}`: tenant {} is already `{}={}`",
+                k + 1,
+                pairs[k].0,
+                pairs[k].1
+            ));
+        }
+        pairs.push((n.to_string(), i.to_string()));
+    }
+    Ok(pairs)
 }
 
 fn main() -> ExitCode {

@@ -31,7 +31,7 @@
 //! Errors name the trace file and line (`t.csv:3: ...`); the CLI exits 2 on them.
 
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,6 +81,10 @@ pub struct Options {
     pub burst: usize,
     /// Live updates, in time order ([`crate::updates`]).
     pub updates: Vec<Scheduled>,
+    /// `--tenant` pairs (NAME, IFACE): a capture's interfaces' tenants ([`crate::capture`]).
+    pub tenants: Vec<(String, String)>,
+    /// A capture's reorder window, records ([`crate::capture`]).
+    pub reorder_window: usize,
 }
 
 /// `inputs` (in time order) with `updates` (in time order) merged in, each update before
@@ -322,19 +326,34 @@ fn run<E: Engine>(
     let mut file =
         File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut head = [0u8; 4];
-    let head_len = std::io::Read::read(&mut file, &mut head).unwrap_or(0);
-    let mut source = if capture::is_capture(&head[..head_len]) {
-        Source::Capture(Capture::open(trace)?)
+    // The first bytes tell a capture from a CSV trace; the reader gets them back (the trace
+    // is read once, so a pipe will do).
+    let mut head = Vec::with_capacity(4);
+    (&mut file)
+        .take(4)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("cannot read {trace_name}: {e}"))?;
+    let is_capture = capture::is_capture(&head);
+    let input = std::io::Cursor::new(head).chain(file);
+    let mut source = if is_capture {
+        Source::Capture(Capture::open(
+            trace_name.clone(),
+            input,
+            &opts.tenants,
+            opts.reorder_window,
+        )?)
+    } else if let Some((name, iface)) = opts.tenants.first() {
+        return Err(format!(
+            "--tenant {name}={iface}: tenants are given to a packet capture's interfaces, and \
+             {trace_name} is a CSV trace (give it a `tenant` column)"
+        ));
     } else {
-        let file =
-            File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
         let mut rdr = csv::ReaderBuilder::new()
             .comment(Some(b'#'))
             // Fields are trimmed in `parse_row` (trimming whole records here cost 10% of a
             // replay).
             .trim(csv::Trim::Headers)
-            .from_reader(file);
+            .from_reader(input);
         let headers = rdr
             .headers()
             .map_err(|e| format!("{trace_name}:1: {e}"))?
@@ -529,15 +548,51 @@ fn run<E: Engine>(
     );
     let rows = rows.get();
     // A capture's records stepped back in time are replayed at the latest time seen.
-    let (trace_format, reordered) = match &source {
+    let (trace_format, capture) = match &source {
         Source::Csv { .. } => ("csv", None),
-        Source::Capture(c) => ("capture", Some(c.reordered())),
+        Source::Capture(c) => ("capture", Some(c)),
     };
-    if let Some(n @ 1..) = reordered {
-        eprintln!(
-            "replay: {n} records of {trace_name} were earlier than the one before them; each \
-             was replayed at the latest time seen so far (summary.json: capture_reordered)"
-        );
+    let interfaces = capture.map(|c| c.interfaces());
+    if let Some(c) = capture {
+        let window = opts.reorder_window;
+        match (c.out_of_order(), c.reordered()) {
+            (0, _) => {}
+            (n, 0) => eprintln!(
+                "replay: {n} records of {trace_name} were earlier than one before them in the \
+                 file (as in a capture of several interfaces); the reorder window ({window} \
+                 records) replayed them in time order (summary.json: capture_out_of_order)"
+            ),
+            (n, late) => eprintln!(
+                "warning: {n} records of {trace_name} were earlier than one before them in the \
+                 file, {late} of them more than the reorder window ({window} records) away: \
+                 each of those was replayed at the latest time seen so far \
+                 (summary.json: capture_reordered; a larger --reorder-window sorts them)"
+            ),
+        }
+        if let Some(r) = c.truncated_at() {
+            eprintln!(
+                "warning: {trace_name}: record {r}: the file ends inside this record (a \
+                 capture still being written, or cut short); the {} records before it were \
+                 replayed (summary.json: capture_truncated_at)",
+                r - 1
+            );
+        }
+    }
+    for (k, (name, iface)) in opts.tenants.iter().enumerate() {
+        let tenant = Some(k as u32 + 1);
+        if !interfaces.is_some_and(|is| is.iter().any(|i| i.tenant == tenant)) {
+            let names: Vec<String> = interfaces
+                .unwrap_or_default()
+                .iter()
+                .map(|i| i.name.clone().unwrap_or_else(|| i.index.to_string()))
+                .collect();
+            eprintln!(
+                "warning: --tenant {name}={iface}: {trace_name} has no interface {iface} \
+                 (its interfaces: {}); no packet has tenant {k_1}",
+                names.join(", "),
+                k_1 = k + 1
+            );
+        }
     }
     debug_assert!(
         error.is_some() || paths.borrow().len() <= engine.backlog(),
@@ -690,8 +745,22 @@ fn run<E: Engine>(
             "update": u.text,
             "applied": !rejected.contains(&(u.at_ps, u.update)),
         })).collect::<Vec<_>>(),
-        // Captures only: records replayed at a later time than their timestamp.
-        "capture_reordered": reordered,
+        // Captures only: records earlier than one before them in the file; those of them
+        // further away than the reorder window, replayed at a later time than their
+        // timestamp; the record inside which the file ended (1-based), if it did.
+        "capture_out_of_order": capture.map(|c| c.out_of_order()),
+        "capture_reordered": capture.map(|c| c.reordered()),
+        "capture_truncated_at": capture.map(|c| c.truncated_at()),
+        // Captures only: every interface, its packet records and its tenant (`--tenant`).
+        "capture_interfaces": interfaces.map(|is| is.iter().map(|i| json!({
+            "section": i.section,
+            "index": i.index,
+            "name": i.name,
+            "link_type": i.linktype,
+            "records": i.records,
+            "tenant": i.tenant,
+            "tenant_name": i.tenant.map(|t| &opts.tenants[t as usize - 1].0),
+        })).collect::<Vec<_>>()),
         // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
         "timeline": {
             "series": series_kind,
@@ -793,16 +862,35 @@ fn index_html(s: &Value) -> String {
         }
         h.push_str("</table>");
     }
+    if let Some(ifaces) = s["capture_interfaces"].as_array() {
+        h.push_str("<h2>Capture interfaces</h2><table><tr><th>interface</th><th>section</th><th>link type</th><th>records</th><th>tenant</th></tr>");
+        for i in ifaces {
+            let name = i["name"].as_str().map_or(i["index"].to_string(), esc);
+            let tenant = match (&i["tenant"], i["tenant_name"].as_str()) {
+                (Value::Number(t), Some(n)) => format!("{t} ({})", esc(n)),
+                _ => "–".to_string(),
+            };
+            let _ = write!(
+                h,
+                "<tr><th>{name}</th><td>{}</td><td>{}</td><td>{}</td><td>{tenant}</td></tr>",
+                i["section"], i["link_type"], i["records"]
+            );
+        }
+        h.push_str("</table>");
+    }
     h.push_str(
         "<p>Files: departures.csv, drops.csv, summary.json, timeseries.csv.</p></body></html>\n",
     );
     h
 }
 
+/// A trace's bytes: the first few, read to tell its format, then the rest of the file.
+type TraceInput = std::io::Chain<std::io::Cursor<Vec<u8>>, File>;
+
 /// Where a replay's packets come from: a CSV trace or a packet capture.
 enum Source {
     Csv {
-        rdr: csv::Reader<File>,
+        rdr: csv::Reader<TraceInput>,
         cols: Vec<(usize, Col, String)>,
         record: csv::StringRecord,
     },

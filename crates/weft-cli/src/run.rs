@@ -237,14 +237,7 @@ pub fn main(c: NicCommand) -> Result<(), Fail> {
 
 fn run(a: RunArgs) -> Result<(), Fail> {
     let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
-    let mut tenants = Vec::new();
-    for t in &a.tenant {
-        let (n, i) = t
-            .split_once('=')
-            .filter(|(n, i)| !n.is_empty() && !i.is_empty())
-            .ok_or_else(|| usage(format!("--tenant `{t}`: expected NAME=IFACE")))?;
-        tenants.push((n.to_string(), i.to_string()));
-    }
+    let tenants = crate::tenant_pairs(&a.tenant).map_err(usage)?;
     let backend = dataplane::Backend::parse(&a.backend)
         .ok_or_else(|| usage(format!("--backend `{}`", a.backend)))?;
     if backend == dataplane::Backend::AfXdp && !cfg!(feature = "af-xdp") {

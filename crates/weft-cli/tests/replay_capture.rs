@@ -129,21 +129,41 @@ fn block(kind: u32, body: &[u8]) -> Vec<u8> {
 /// A pcapng section with interfaces `(linktype, if_tsresol)` and enhanced packets
 /// `(interface, timestamp in the interface's units, frame)`.
 fn pcapng(interfaces: &[(u16, Option<u8>)], packets: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
+    let named: Vec<_> = interfaces.iter().map(|&(l, r)| (l, r, None)).collect();
+    pcapng_named(&named, packets)
+}
+
+/// [`pcapng`] with an `if_name` for some interfaces.
+fn pcapng_named(
+    interfaces: &[(u16, Option<u8>, Option<&str>)],
+    packets: &[(u32, u64, Vec<u8>)],
+) -> Vec<u8> {
     let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
     shb.extend_from_slice(&1u16.to_le_bytes());
     shb.extend_from_slice(&0u16.to_le_bytes());
     shb.extend_from_slice(&(-1i64).to_le_bytes());
     let mut out = block(0x0a0d_0d0a, &shb);
-    for &(linktype, tsresol) in interfaces {
+    // An option: code, length, value padded to 4 bytes.
+    let option = |idb: &mut Vec<u8>, code: u16, value: &[u8]| {
+        idb.extend_from_slice(&code.to_le_bytes());
+        idb.extend_from_slice(&(value.len() as u16).to_le_bytes());
+        idb.extend_from_slice(value);
+        while !idb.len().is_multiple_of(4) {
+            idb.push(0);
+        }
+    };
+    for &(linktype, tsresol, name) in interfaces {
         let mut idb = linktype.to_le_bytes().to_vec();
         idb.extend_from_slice(&0u16.to_le_bytes());
         idb.extend_from_slice(&65535u32.to_le_bytes());
+        if let Some(n) = name {
+            option(&mut idb, 2, n.as_bytes()); // if_name
+        }
         if let Some(r) = tsresol {
-            // if_tsresol (option 9, one byte, padded), then opt_endofopt.
-            idb.extend_from_slice(&9u16.to_le_bytes());
-            idb.extend_from_slice(&1u16.to_le_bytes());
-            idb.extend_from_slice(&[r, 0, 0, 0]);
-            idb.extend_from_slice(&[0, 0, 0, 0]);
+            option(&mut idb, 9, &[r]); // if_tsresol
+        }
+        if name.is_some() || tsresol.is_some() {
+            option(&mut idb, 0, &[]); // opt_endofopt
         }
         out.extend(block(1, &idb));
     }
@@ -161,8 +181,19 @@ fn pcapng(interfaces: &[(u16, Option<u8>)], packets: &[(u32, u64, Vec<u8>)]) -> 
 
 /// Replays `trace` with [`POLICY`] into `dir/OUT.out`; returns (exit code, stdout, stderr, summary.json if any).
 fn replay(dir: &Path, trace: &Path, out: &str) -> (i32, String, String, serde_json::Value) {
-    let policy = dir.join("p.yaml");
-    fs::write(&policy, POLICY).unwrap();
+    replay_with(dir, POLICY, trace, out, &[])
+}
+
+/// [`replay`] with another policy and more arguments.
+fn replay_with(
+    dir: &Path,
+    policy_text: &str,
+    trace: &Path,
+    out: &str,
+    args: &[&str],
+) -> (i32, String, String, serde_json::Value) {
+    let policy = dir.join(format!("{out}.yaml"));
+    fs::write(&policy, policy_text).unwrap();
     let o = weft()
         .args(["replay", "--quiet", "--policy"])
         .arg(&policy)
@@ -170,6 +201,7 @@ fn replay(dir: &Path, trace: &Path, out: &str) -> (i32, String, String, serde_js
         .arg(trace)
         .arg("--out")
         .arg(dir.join(format!("{out}.out")))
+        .args(args)
         .output()
         .unwrap();
     let summary = fs::read(dir.join(format!("{out}.out")).join("summary.json"))
@@ -289,36 +321,96 @@ fn a_capture_replays_as_its_csv_trace() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// pcapng with two interfaces of different timestamp resolutions (microseconds and
-/// nanoseconds) and link types (Ethernet and raw IP), merged with one record out of order:
-/// it is replayed at the latest time seen, counted, and said on stderr; nothing is lost.
+/// pcapng with two interfaces of different timestamp resolutions (microseconds and 2^-20 s,
+/// a power of two) and link types (Ethernet and raw IP), written as `dumpcap -i a -i b`
+/// writes: each interface's records in runs of 50, so half the records step back in time.
+/// The reorder window replays them as the time-sorted capture (the same departures, each
+/// packet keeping its record's id); with a window of 1 record they replay at the latest
+/// time seen, are counted and said on stderr; nothing is lost either way.
 #[test]
-fn a_merged_pcapng_keeps_every_record() {
+fn a_merged_pcapng_replays_in_time_order() {
     let dir = scratch("ng");
     let specs = traffic();
     let base_s = 1_700_000_000u64;
-    let mut packets: Vec<(u32, u64, Vec<u8>)> = specs
+    // (interface, timestamp in its units, frame, position in time order); 2^-20 s units
+    // hold whole microseconds exactly only at multiples of 15,625 µs, so interface 1's
+    // records sit at 16 µs steps (2^-20 s × 16.777216 ≈ 16 µs; the times are kept exact).
+    let record = |k: usize, sp: &Spec| -> (u32, u64, Vec<u8>, usize) {
+        if k.is_multiple_of(2) {
+            (0, base_s * 1_000_000 + sp.0, ethernet(&ip_packet(sp)), k)
+        } else {
+            (1, (base_s << 20) + sp.0 * 16, ip_packet(sp), k)
+        }
+    };
+    // The same records in time order: interface 1's at t·16·2^-20 s = t·15.2587890625 µs.
+    let at_ps = |r: &(u32, u64, Vec<u8>, usize)| -> u128 {
+        if r.0 == 0 {
+            (r.1 - base_s * 1_000_000) as u128 * 1_000_000
+        } else {
+            (r.1 - (base_s << 20)) as u128 * 1_000_000_000_000 / (1 << 20)
+        }
+    };
+    let mut sorted: Vec<_> = specs
         .iter()
         .enumerate()
-        .map(|(i, sp)| {
-            if i % 2 == 0 {
-                (0, base_s * 1_000_000 + sp.0, ethernet(&ip_packet(sp)))
-            } else {
-                (1, (base_s * 1_000_000 + sp.0) * 1000, ip_packet(sp))
+        .map(|(k, sp)| record(k, sp))
+        .collect();
+    sorted.sort_by_key(|r| (at_ps(r), r.3));
+    // File order: runs of 50 records of one interface, then of the other.
+    let mut runs: Vec<_> = sorted.clone();
+    runs.sort_by_key(|r| (r.3 / 100, r.0, r.3));
+    let write = |name: &str, rs: &[(u32, u64, Vec<u8>, usize)]| {
+        let packets: Vec<_> = rs.iter().map(|r| (r.0, r.1, r.2.clone())).collect();
+        fs::write(
+            dir.join(name),
+            pcapng(&[(1, None), (101, Some(0x80 | 20))], &packets),
+        )
+        .unwrap();
+    };
+    write("sorted.pcapng", &sorted);
+    write("runs.pcapng", &runs);
+    let (code, _, err, s) = replay(&dir, &dir.join("sorted.pcapng"), "sorted");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["capture_out_of_order"], 0, "{s:#}");
+    let (code, _, err, s) = replay(&dir, &dir.join("runs.pcapng"), "runs");
+    assert_eq!(code, 0, "{err}");
+    let back = s["capture_out_of_order"].as_u64().unwrap();
+    assert!(back > 100, "{s:#}");
+    assert_eq!(s["capture_reordered"], 0, "{s:#}");
+    assert!(err.contains("replayed them in time order"), "{err}");
+    // Each record's id in runs.pcapng is its position there; mapped to its position in
+    // sorted.pcapng, the departures are the same.
+    let pos_in_sorted: std::collections::HashMap<usize, usize> =
+        sorted.iter().enumerate().map(|(i, r)| (r.3, i)).collect();
+    let remapped: String = departures(&dir, "runs")
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 0 {
+                return format!("{l}\n");
             }
+            let mut f: Vec<String> = l.split(',').map(String::from).collect();
+            let id: usize = f[1].parse().unwrap();
+            f[1] = pos_in_sorted[&runs[id].3].to_string();
+            format!("{}\n", f.join(","))
         })
         .collect();
-    // Record 11 steps back 2 µs before record 10.
-    packets.swap(9, 10);
-    fs::write(
-        dir.join("m.pcapng"),
-        pcapng(&[(1, None), (101, Some(9))], &packets),
-    )
-    .unwrap();
-    let (code, _, err, s) = replay(&dir, &dir.join("m.pcapng"), "o");
+    assert_eq!(remapped, departures(&dir, "sorted"));
+
+    // Without the window: replayed at the latest time seen, counted, said; none lost.
+    let (code, _, err, s) = replay_with(
+        &dir,
+        POLICY,
+        &dir.join("runs.pcapng"),
+        "nowindow",
+        &["--reorder-window", "1"],
+    );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(s["capture_reordered"], 1, "{s:#}");
-    assert!(err.contains("1 records of"), "{err}");
+    assert_eq!(s["capture_reordered"], back, "{s:#}");
+    assert!(
+        err.contains("a larger --reorder-window sorts them"),
+        "{err}"
+    );
     let n = specs.len() as u64;
     assert_eq!(s["packets"], n);
     assert_eq!(
@@ -326,16 +418,179 @@ fn a_merged_pcapng_keeps_every_record() {
         n,
         "{s:#}"
     );
-    // The last record arrives 897 µs after the first.
-    let last = specs.last().unwrap().0 - specs[0].0;
-    let deps = departures(&dir, "o");
-    let latest = deps
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A capture cut inside its last record (still being written, or copied short) replays the
+/// records before it, with a warning; so does one read from a pipe. A simple packet block
+/// (no timestamp) first in the file arrives with the first timed record.
+#[test]
+fn a_capture_cut_short_or_piped_replays_what_it_holds() {
+    let dir = scratch("cut");
+    let frame = ethernet(&ip_packet(&(0, 80, true, 100, 0)));
+    let records: Vec<_> = (0..10).map(|i| (1, i * 5, frame.clone())).collect();
+    let whole = pcap(1, false, &records, 65535);
+    fs::write(dir.join("cut.pcap"), &whole[..whole.len() - 30]).unwrap();
+    let (code, _, err, s) = replay(&dir, &dir.join("cut.pcap"), "cut");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["packets"], 9, "{s:#}");
+    assert_eq!(s["capture_truncated_at"], 10, "{s:#}");
+    assert!(
+        err.contains("cut.pcap: record 10: the file ends inside this record"),
+        "{err}"
+    );
+    // The whole capture through a pipe.
+    fs::write(dir.join("p.yaml"), POLICY).unwrap();
+    let mut child = weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(dir.join("p.yaml"))
+        .args(["--trace", "/dev/stdin", "--out"])
+        .arg(dir.join("pipe.out"))
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Written in pieces, the first of 3 bytes: the format is told from a short read.
+    let mut stdin = child.stdin.take().unwrap();
+    for piece in whole.chunks(3) {
+        std::io::Write::write_all(&mut stdin, piece).unwrap();
+    }
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("pipe.out/summary.json")).unwrap()).unwrap();
+    assert_eq!(s["packets"], 10, "{s:#}");
+    assert_eq!(s["capture_truncated_at"], serde_json::Value::Null);
+    // A simple packet block, then an enhanced one at a wall-clock time (2023, in µs).
+    let mut ng = pcapng(&[(1, None)], &[(0, 1_700_000_000_000_007, frame.clone())]);
+    let mut spb = (frame.len() as u32).to_le_bytes().to_vec();
+    spb.extend_from_slice(&frame);
+    let at = ng.len() - block(6, &[0; 20]).len() - frame.len().next_multiple_of(4);
+    ng.splice(at..at, block(3, &spb));
+    fs::write(dir.join("spb.pcapng"), ng).unwrap();
+    let (code, _, err, s) = replay(&dir, &dir.join("spb.pcapng"), "spb");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["packets"], 2, "{s:#}");
+    assert_eq!(s["first_arrival_ps"], 0, "{s:#}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Tenants by interface, as `weft run --tenant NAME=IFACE` gives them: two interfaces, named
+/// in the capture, carry the same 5-tuples at 2 Gbit/s each into 1 Gbit/s; the policy weighs
+/// tenant 1 three times tenant 2. Without `--tenant` every record goes to the catch-all.
+#[test]
+fn tenants_come_from_the_capture_interfaces() {
+    let dir = scratch("tenants");
+    let policy = "weft: 1
+link: {rate: 1gbit}
+nodes:
+  - {name: root, type: wfq}
+  - {name: gold, type: leaf, parent: root, weight: 3, match: {tenant: 1}, limit: {packets: 10000}}
+  - {name: bronze, type: leaf, parent: root, weight: 1, match: {vm: 2}, limit: {packets: 10000}}
+  - {name: rest, type: leaf, parent: root, weight: 1, limit: {packets: 10000}}
+";
+    let frame = ethernet(&ip_packet(&(0, 80, true, 1446, 0)));
+    assert_eq!(frame.len(), 1500);
+    let base_us = 1_700_000_000u64 * 1_000_000;
+    // veth-b's records first at each instant: the order must not decide the shares.
+    let packets: Vec<(u32, u64, Vec<u8>)> = (0..400u64)
+        .map(|i| ((1 - i % 2) as u32, base_us + i / 2 * 6, frame.clone()))
+        .collect();
+    let trace = dir.join("two.pcapng");
+    fs::write(
+        &trace,
+        pcapng_named(
+            &[(1, None, Some("veth-a")), (1, None, Some("veth-b"))],
+            &packets,
+        ),
+    )
+    .unwrap();
+    let (code, _, err, s) = replay_with(
+        &dir,
+        policy,
+        &trace,
+        "t",
+        &["--tenant", "a=veth-a", "--tenant", "b=veth-b"],
+    );
+    assert_eq!(code, 0, "{err}");
+    for (leaf, n) in [("gold", 200), ("bronze", 200), ("rest", 0)] {
+        assert_eq!(s["leaves"][leaf]["packets"], n, "{leaf}: {s:#}");
+    }
+    let ifaces = &s["capture_interfaces"];
+    assert_eq!(ifaces[0]["name"], "veth-a");
+    assert_eq!(ifaces[0]["tenant"], 1);
+    assert_eq!(ifaces[0]["tenant_name"], "a");
+    assert_eq!(ifaces[1]["tenant"], 2);
+    assert_eq!(ifaces[1]["records"], 200);
+    let html = fs::read_to_string(dir.join("t.out").join("index.html")).unwrap();
+    assert!(
+        html.contains("<tr><th>veth-b</th><td>0</td><td>1</td><td>200</td><td>2 (b)</td></tr>"),
+        "{html}"
+    );
+    // While both are backlogged (the first 200 departures), gold sends 3 for bronze's 1.
+    let deps = departures(&dir, "t");
+    let gold = deps
         .lines()
         .skip(1)
-        .map(|l| l.split(',').next().unwrap().parse::<u64>().unwrap())
-        .max()
-        .unwrap();
-    assert!(latest >= last * 1_000_000, "{latest} < {last} µs");
+        .take(200)
+        .filter(|l| l.split(',').nth(2) == Some("gold"))
+        .count();
+    assert!(
+        (148..=152).contains(&gold),
+        "gold sent {gold} of the first 200"
+    );
+
+    // Without tenants every record is the catch-all's; a listed interface the capture
+    // lacks is said on stderr.
+    let (code, _, err, s) = replay_with(&dir, policy, &trace, "none", &["--tenant", "a=veth-z"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["leaves"]["rest"]["packets"], 400, "{s:#}");
+    assert!(
+        err.contains("--tenant a=veth-z") && err.contains("its interfaces: veth-a, veth-b"),
+        "{err}"
+    );
+    assert_eq!(
+        s["capture_interfaces"][0]["tenant"],
+        serde_json::Value::Null
+    );
+
+    // A legacy pcap's one interface is number 0.
+    let us: Vec<_> = packets
+        .iter()
+        .map(|(_, t, f)| ((t / 1_000_000) as u32, (t % 1_000_000) as u32, f.clone()))
+        .collect();
+    fs::write(dir.join("one.pcap"), pcap(1, false, &us, 65535)).unwrap();
+    let (code, _, err, s) = replay_with(
+        &dir,
+        policy,
+        &dir.join("one.pcap"),
+        "one",
+        &["--tenant", "x=3", "--tenant", "y=0"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["leaves"]["bronze"]["packets"], 400, "{s:#}");
+    assert!(err.contains("--tenant x=3"), "{err}");
+
+    // Usage errors: a CSV trace, a malformed pair, an interface given twice.
+    fs::write(dir.join("t.csv"), "arrive_ps,bytes\n0,100\n").unwrap();
+    for (trace, args, message) in [
+        (
+            dir.join("t.csv"),
+            vec!["--tenant", "a=veth-a"],
+            "is a CSV trace (give it a `tenant` column)",
+        ),
+        (trace.clone(), vec!["--tenant", "a"], "expected NAME=IFACE"),
+        (
+            trace.clone(),
+            vec!["--tenant", "a=veth-a", "--tenant", "b=veth-a"],
+            "tenant 1 is already `a=veth-a`",
+        ),
+    ] {
+        let (code, _, err, _) = replay_with(&dir, policy, &trace, "bad", &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -357,9 +612,9 @@ fn bad_captures_name_the_record() {
             "record 1: link type 105 is not supported",
         ),
         (
-            "cut.pcap",
-            good[..good.len() - 30].to_vec(),
-            "record 2: the file ends inside this record",
+            "header.pcap",
+            good[..20].to_vec(),
+            "not a pcap or pcapng capture",
         ),
         (
             "noiface.pcapng",
