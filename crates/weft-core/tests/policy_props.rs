@@ -502,3 +502,23 @@ fn shaping_at_several_levels_is_found() {
         ("t3-b".into(), vec!["t3-lim".into(), "top-a".into()])
     );
 }
+
+/// Node names are columns of the CSV outputs: a comma, a double quote, a space or a control
+/// character is refused where it is written.
+#[test]
+fn names_that_would_break_a_csv_column_are_refused() {
+    for (name, shown) in [
+        ("\"web,db\"", "\"web,db\""),
+        ("'say\"hi\"'", "\"say\\\"hi\\\"\""),
+        ("\"a\\tb\"", "\"a\\tb\""),
+    ] {
+        let text = format!(
+            "weft: 1\nlink: {{rate: 1gbit}}\nnodes:\n  - {{name: root, type: wfq}}\n  - {{name: {name}, type: leaf, parent: root, weight: 1}}\n"
+        );
+        let e = compile(&text).err().unwrap_or_else(|| panic!("{name} compiled"));
+        assert_eq!(e.rules_and_lines(), vec![(Rule::BadValue, 5)], "{name}");
+        assert!(e.render_plain().contains(shown), "{name}: {}", e.render_plain());
+    }
+    compile("weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: web.db-1/x, type: leaf, parent: root, weight: 1}\n")
+        .unwrap_or_else(|e| panic!("{}", e.render_plain()));
+}

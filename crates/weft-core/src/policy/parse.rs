@@ -652,14 +652,19 @@ impl<'a> Parser<'a> {
                 "name" => {
                     name = self.string(v, "`name`");
                     if let Some(n) = &name {
+                        // Names are columns of weft's CSV outputs (departures, timelines),
+                        // written unquoted.
                         if n.value.is_empty()
-                            || n.value.contains(|c: char| c.is_whitespace() || c == '"')
+                            || n.value.contains(|c: char| {
+                                c.is_whitespace() || c.is_control() || c == '"' || c == ','
+                            })
                         {
                             self.err(
                                 Rule::BadValue,
                                 n.span,
                                 format!(
-                                    "node name `{}` must be non-empty, without spaces or quotes",
+                                    "node name {:?} must be non-empty, without spaces, commas or \
+                                     quotes",
                                     n.value
                                 ),
                             );
