@@ -780,18 +780,9 @@ fn run<E: Engine>(
 /// `index.html`: the replay's summary tables and its two charts, for a browser.
 fn index_html(s: &Value) -> String {
     use std::fmt::Write as _;
-    let esc = |v: &str| {
-        v.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-            .replace('"', "&quot;")
-    };
+    use weft_sim::report::esc;
     let text = |v: &Value| esc(v.as_str().unwrap_or_default());
-    let us = |v: &Value, q: &str| {
-        v["queueing_delay_ps"][q]
-            .as_u64()
-            .map_or("–".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
-    };
+    let us = crate::delay_us;
     let mbps = |v: &Value| format!("{:.1}", v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6);
     let mut h = String::new();
     let _ = write!(

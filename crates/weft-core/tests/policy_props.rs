@@ -515,9 +515,15 @@ fn names_that_would_break_a_csv_column_are_refused() {
         let text = format!(
             "weft: 1\nlink: {{rate: 1gbit}}\nnodes:\n  - {{name: root, type: wfq}}\n  - {{name: {name}, type: leaf, parent: root, weight: 1}}\n"
         );
-        let e = compile(&text).err().unwrap_or_else(|| panic!("{name} compiled"));
+        let e = compile(&text)
+            .err()
+            .unwrap_or_else(|| panic!("{name} compiled"));
         assert_eq!(e.rules_and_lines(), vec![(Rule::BadValue, 5)], "{name}");
-        assert!(e.render_plain().contains(shown), "{name}: {}", e.render_plain());
+        assert!(
+            e.render_plain().contains(shown),
+            "{name}: {}",
+            e.render_plain()
+        );
     }
     compile("weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: web.db-1/x, type: leaf, parent: root, weight: 1}\n")
         .unwrap_or_else(|e| panic!("{}", e.render_plain()));

@@ -300,10 +300,12 @@ fn nice_max(v: f64) -> f64 {
     10.0 * e
 }
 
-fn esc(s: &str) -> String {
+/// `s` escaped for HTML or SVG text and attribute values.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A line chart as SVG text (x and y from zero).
