@@ -248,7 +248,8 @@ fn classify_rejects_unknown_packet_field() {
         .stderr(predicate::str::contains("colour"));
 }
 
-/// Every `examples/traces/NAME.csv` with a `NAME.expected.csv` replays to exactly that.
+/// Every `examples/traces/NAME.csv` (or capture) with a `NAME.expected.csv` replays to
+/// exactly that (with the arguments of `NAME.args`, if any).
 #[test]
 fn replay_examples_match_their_expected_departures() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -271,6 +272,7 @@ fn replay_examples_match_their_expected_departures() {
             .arg(example_trace(stem))
             .arg("--out")
             .arg(&out)
+            .args(example_args(stem))
             .assert()
             .success();
         let got = std::fs::read_to_string(out.join("departures.csv")).unwrap();
@@ -287,23 +289,35 @@ fn replay_examples_match_their_expected_departures() {
     assert!(checked >= 3, "expected example traces, found {checked}");
 }
 
-/// An example's trace: `examples/traces/NAME.csv`, or a capture, `NAME.pcap`.
+/// The ends of the examples' trace files: CSV traces and captures.
+const TRACE_KINDS: [&str; 3] = [".csv", ".pcap", ".pcapng"];
+
+/// An example's trace: `examples/traces/NAME.csv`, or a capture, `NAME.pcap` or
+/// `NAME.pcapng`.
 fn example_trace(stem: &str) -> String {
-    let csv = format!("examples/traces/{stem}.csv");
-    if root().join(&csv).is_file() {
-        csv
-    } else {
-        format!("examples/traces/{stem}.pcap")
-    }
+    TRACE_KINDS
+        .iter()
+        .map(|k| format!("examples/traces/{stem}{k}"))
+        .find(|f| root().join(f).is_file())
+        .unwrap_or_else(|| panic!("no trace for the example {stem}"))
 }
 
-/// `examples/traces/NAME.csv` or `NAME.pcap` for every trace with a policy of the same name.
+/// The extra arguments an example's replay takes: `examples/traces/NAME.args`, one a line
+/// (a capture's `--tenant` pairs), or none.
+fn example_args(stem: &str) -> Vec<String> {
+    fs::read_to_string(root().join(format!("examples/traces/{stem}.args")))
+        .map(|t| t.lines().map(String::from).collect())
+        .unwrap_or_default()
+}
+
+/// `NAME` of every example trace (`examples/traces/NAME.csv`, `.pcap` or `.pcapng`) with a
+/// policy of the same name.
 fn example_traces() -> Vec<String> {
     let mut stems: Vec<String> = std::fs::read_dir(root().join("examples/traces"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .filter_map(|n| {
-            let stem = n.strip_suffix(".csv").or_else(|| n.strip_suffix(".pcap"))?;
+            let stem = TRACE_KINDS.iter().find_map(|k| n.strip_suffix(k))?;
             (!stem.ends_with(".expected")
                 && root()
                     .join(format!("examples/policies/{stem}.yaml"))
@@ -328,6 +342,7 @@ fn replay_example_printing(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, St
         .arg(format!("examples/policies/{stem}.yaml"))
         .args(["--trace", &example_trace(stem), "--out"])
         .arg(&out)
+        .args(example_args(stem))
         .args(args)
         .assert()
         .success()
@@ -865,6 +880,25 @@ fn replay_iperf3_capture_shares() {
     let (a, b) = (g["p5201"], g["p5202"]);
     assert!((b / a - 3.0).abs() < 0.15, "5202/5201 = {} ({g:?})", b / a);
     assert!(a + b > 0.95, "{g:?}");
+}
+
+/// A real two-interface capture (`examples/traces/two-tenants.pcapng`, dumpcap's records out
+/// of time order), tenants by interface: while both are backlogged, tenant 1 (weight 3)
+/// sends three times tenant 2's bytes; the file's disorder is counted and undone.
+#[test]
+fn replay_two_tenants_capture_shares() {
+    let (out, _) = replay_example_printing("two-tenants", "shares", &[]);
+    let g = gbps_by_leaf(&out, 3_000_000_000, 18_000_000_000);
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let _ = fs::remove_dir_all(&out);
+    let (a, b) = (g["tenant-a"], g["tenant-b"]);
+    assert!((a / b - 3.0).abs() < 0.1, "a/b = {} ({g:?})", a / b);
+    assert!(a + b > 0.98, "{g:?}");
+    assert_eq!(s["capture_out_of_order"], 1052, "{s:#}");
+    assert_eq!(s["capture_reordered"], 0, "{s:#}");
+    assert_eq!(s["capture_interfaces"][1]["name"], "tb", "{s:#}");
+    assert_eq!(s["capture_interfaces"][1]["tenant"], 2, "{s:#}");
 }
 
 /// Loom Fig. 11 (`examples/traces/loom-fig11.csv`): J1 and J2 share one 10 Gbit/s
