@@ -130,7 +130,7 @@ enum Command {
         #[arg(long, value_name = "NAME=IFACE")]
         tenant: Vec<String>,
         /// A capture's records are replayed in time order through a window of this many
-        /// records (a min-heap: ~100 bytes a record); a record further out of order than the
+        /// records (a min-heap: 112 bytes a record); a record further out of order than the
         /// window replays at the latest time seen, and is counted. A capture of several
         /// interfaces (`dumpcap -i a -i b`) needs thousands; 1 replays records in file order.
         #[arg(long, value_name = "RECORDS", default_value_t = 65_536,
