@@ -676,9 +676,12 @@ impl<'o> Compiler<'o> {
 
         // 6. Scheduling children in declaration order; breadth-first numbering.
         let mut sched_kids: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
+        // Each node's position among its parent's scheduling children (the default priority).
+        let mut kid_pos: Vec<u64> = vec![0; decls.len()];
         for v in 0..decls.len() {
             if kind(v) != Kind::Shape && v != root {
                 if let Some(p) = sched_parent(v) {
+                    kid_pos[v] = sched_kids[p].len() as u64;
                     sched_kids[p].push(v);
                 }
             }
@@ -954,8 +957,7 @@ impl<'o> Compiler<'o> {
             } else {
                 None
             };
-            let position = sched_parent(v)
-                .map(|p| sched_kids[p].iter().position(|&c| c == v).unwrap_or(0) as u64);
+            let position = sched_parent(v).map(|_| kid_pos[v]);
             nodes.push(Node {
                 name: d.name.value.clone(),
                 algo,
