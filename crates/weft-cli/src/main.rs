@@ -546,7 +546,30 @@ fn delay_us(v: &serde_json::Value, q: &str) -> String {
         .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
 }
 
-/// The replay summary as a table: one row per leaf, then one per shaping class.
+/// Rows of a summary table (leaves or shaping classes) worth showing: all of them in a
+/// policy of at most [`ALL_ROWS`], else those that saw a packet or a drop; and how many were
+/// left out (`summary.json` has every one).
+fn shown_rows(
+    rows: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> (Vec<(&String, &serde_json::Value)>, usize) {
+    /// Up to this many rows, idle ones are shown too (they say something in a small policy).
+    const ALL_ROWS: usize = 32;
+    let Some(rows) = rows else {
+        return (Vec::new(), 0);
+    };
+    let busy = |v: &serde_json::Value| {
+        v["packets"].as_u64().unwrap_or(0) > 0 || v["dropped"].as_u64().unwrap_or(0) > 0
+    };
+    let shown: Vec<_> = rows
+        .iter()
+        .filter(|(_, v)| rows.len() <= ALL_ROWS || busy(v))
+        .collect();
+    let hidden = rows.len() - shown.len();
+    (shown, hidden)
+}
+
+/// The replay summary as a table: one row per leaf, then one per shaping class (in a large
+/// policy, only those that saw packets: [`shown_rows`]).
 fn print_summary(s: &serde_json::Value) {
     // Drops by reason, the nonzero ones: "3 dropped (unclassified 2, leaf_packets 1)".
     let reasons: Vec<String> = s["drops"]
@@ -573,7 +596,8 @@ fn print_summary(s: &serde_json::Value) {
         "{:<24} {:>10} {:>14} {:>12} {:>8} {:>12} {:>12}",
         "leaf", "packets", "bytes", "mean Mbit/s", "drops", "p50 delay us", "p99 delay us"
     );
-    if let Some(leaves) = s["leaves"].as_object() {
+    let (leaves, hidden_leaves) = shown_rows(s["leaves"].as_object());
+    {
         for (name, v) in leaves {
             let drops: u64 = v["drops"]
                 .as_object()
@@ -590,7 +614,11 @@ fn print_summary(s: &serde_json::Value) {
             );
         }
     }
-    if let Some(shapers) = s["shapers"].as_object().filter(|m| !m.is_empty()) {
+    if hidden_leaves > 0 {
+        println!("({hidden_leaves} leaves without packets or drops not shown; summary.json has every leaf)");
+    }
+    let (shapers, hidden_shapers) = shown_rows(s["shapers"].as_object());
+    if !shapers.is_empty() {
         println!(
             "{:<24} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12}",
             "shaping class",
@@ -613,6 +641,9 @@ fn print_summary(s: &serde_json::Value) {
                 delay_us(v, "p99")
             );
         }
+    }
+    if hidden_shapers > 0 {
+        println!("({hidden_shapers} shaping classes without packets not shown; summary.json has every one)");
     }
 }
 

@@ -821,7 +821,8 @@ fn index_html(s: &Value) -> String {
     }
     h.push_str("<p><img src=\"throughput.svg\" alt=\"throughput\"> <img src=\"delay.svg\" alt=\"delay\"></p>");
     h.push_str("<h2>Leaves</h2><table><tr><th>leaf</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>drops</th><th>p50 delay µs</th><th>p99 delay µs</th><th>max delay µs</th></tr>");
-    for (name, v) in s["leaves"].as_object().into_iter().flatten() {
+    let (leaves, hidden_leaves) = crate::shown_rows(s["leaves"].as_object());
+    for (name, v) in leaves {
         let _ = write!(
             h,
             "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -836,7 +837,14 @@ fn index_html(s: &Value) -> String {
         );
     }
     h.push_str("</table>");
-    if let Some(shapers) = s["shapers"].as_object().filter(|m| !m.is_empty()) {
+    if hidden_leaves > 0 {
+        let _ = write!(
+            h,
+            "<p>{hidden_leaves} leaves without packets or drops are not shown (summary.json has every leaf).</p>"
+        );
+    }
+    let (shapers, hidden_shapers) = crate::shown_rows(s["shapers"].as_object());
+    if !shapers.is_empty() {
         h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>policy's limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
         for (name, v) in shapers {
             let _ = write!(
@@ -852,6 +860,12 @@ fn index_html(s: &Value) -> String {
             );
         }
         h.push_str("</table>");
+    }
+    if hidden_shapers > 0 {
+        let _ = write!(
+            h,
+            "<p>{hidden_shapers} shaping classes without packets are not shown (summary.json has every one).</p>"
+        );
     }
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
         h.push_str("<h2>Capture interfaces</h2><table><tr><th>interface</th><th>section</th><th>link type</th><th>records</th><th>tenant</th></tr>");

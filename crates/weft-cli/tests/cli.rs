@@ -1305,3 +1305,57 @@ fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A policy of many leaves: the table (and index.html) shows the leaves that saw packets or
+/// drops and says how many others it left out; summary.json keeps every leaf. A small
+/// policy's table shows its idle leaves too.
+#[test]
+fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
+    let dir = std::env::temp_dir().join(format!("weft-busy-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let mut policy =
+        String::from("weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n");
+    for i in 0..40 {
+        policy += &format!("  - {{name: l{i}, type: leaf, parent: root, match: {{tag: {i}}}}}\n");
+    }
+    fs::write(dir.join("p.yaml"), policy).unwrap();
+    fs::write(
+        dir.join("t.csv"),
+        "arrive_ps,bytes,tag\n0,1500,3\n5,1500,17\n",
+    )
+    .unwrap();
+    let out = weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(dir.join("p.yaml"))
+        .arg("--trace")
+        .arg(dir.join("t.csv"))
+        .arg("--out")
+        .arg(dir.join("o"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let table = String::from_utf8(out).unwrap();
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with('l')).collect();
+    assert_eq!(rows.len(), 3, "{table}"); // the header, l3 and l17
+    assert!(
+        rows[1].starts_with("l3 ") && rows[2].starts_with("l17 "),
+        "{table}"
+    );
+    assert!(
+        table.contains("(38 leaves without packets or drops not shown"),
+        "{table}"
+    );
+    let html = fs::read_to_string(dir.join("o/index.html")).unwrap();
+    assert!(
+        html.contains("38 leaves without packets or drops are not shown"),
+        "{html}"
+    );
+    assert!(!html.contains("<th>l0</th>"), "{html}");
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("o/summary.json")).unwrap()).unwrap();
+    assert_eq!(s["leaves"].as_object().unwrap().len(), 40);
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -678,10 +678,10 @@ impl<'o> Compiler<'o> {
         let mut sched_kids: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
         // Each node's position among its parent's scheduling children (the default priority).
         let mut kid_pos: Vec<u64> = vec![0; decls.len()];
-        for v in 0..decls.len() {
+        for (v, pos) in kid_pos.iter_mut().enumerate() {
             if kind(v) != Kind::Shape && v != root {
                 if let Some(p) = sched_parent(v) {
-                    kid_pos[v] = sched_kids[p].len() as u64;
+                    *pos = sched_kids[p].len() as u64;
                     sched_kids[p].push(v);
                 }
             }
