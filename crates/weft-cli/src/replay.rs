@@ -554,17 +554,20 @@ fn run<E: Engine>(
     };
     let interfaces = capture.map(|c| c.interfaces());
     if let Some(c) = capture {
-        let window = opts.reorder_window;
+        let window = match opts.reorder_window {
+            1 => "1 record".to_string(),
+            w => format!("{w} records"),
+        };
         match (c.out_of_order(), c.reordered()) {
             (0, _) => {}
             (n, 0) => eprintln!(
                 "replay: {n} records of {trace_name} were earlier than one before them in the \
-                 file (as in a capture of several interfaces); the reorder window ({window} \
-                 records) replayed them in time order (summary.json: capture_out_of_order)"
+                 file (as in a capture of several interfaces); the reorder window ({window}) \
+                 replayed them in time order (summary.json: capture_out_of_order)"
             ),
             (n, late) => eprintln!(
                 "warning: {n} records of {trace_name} were earlier than one before them in the \
-                 file, {late} of them more than the reorder window ({window} records) away: \
+                 file, {late} of them more than the reorder window ({window}) away: \
                  each of those was replayed at the latest time seen so far \
                  (summary.json: capture_reordered; a larger --reorder-window sorts them)"
             ),

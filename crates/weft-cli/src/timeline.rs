@@ -52,6 +52,10 @@ pub struct Timeline {
     shift: u32,
     /// `cells[w * series + s]`: window `w`, series `s`; grows by whole windows.
     cells: Vec<Cell>,
+    /// The last instant any frame was on the wire, picoseconds from the origin: the last
+    /// window's rates are over its part up to there (not over a whole window's width, which
+    /// would make every chart dip at its end).
+    last_rel: u64,
 }
 
 impl Timeline {
@@ -63,6 +67,7 @@ impl Timeline {
             origin_ps,
             shift: FIRST_SHIFT,
             cells: Vec::new(),
+            last_rel: 0,
         }
     }
 
@@ -117,6 +122,7 @@ impl Timeline {
         while last_rel >> self.shift >= MAX_WINDOWS as u64 {
             self.widen();
         }
+        self.last_rel = self.last_rel.max(last_rel);
         let first_rel = start_ps.saturating_sub(self.origin_ps);
         let (first, last) = (
             (first_rel >> self.shift) as usize,
@@ -158,9 +164,22 @@ impl Timeline {
             .sum()
     }
 
+    /// Width of window `w`, picoseconds: [`Timeline::window_ps`], but the last window's ends
+    /// with the last frame on the wire (a whole window's width would understate its rate).
+    fn width_ps(&self, w: usize) -> u64 {
+        if w + 1 == self.windows() {
+            let start = (w as u64) << self.shift;
+            (self.last_rel - start)
+                .saturating_add(1)
+                .min(self.window_ps())
+        } else {
+            self.window_ps()
+        }
+    }
+
     /// Tidy CSV: `window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps`,
     /// a row per window and series (empty windows included; `mean_delay_ps` empty without
-    /// departures).
+    /// departures; the last window's width ends at the last frame's end).
     pub fn csv(&self) -> String {
         let mut out = String::from(
             "window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps\n",
@@ -175,12 +194,12 @@ impl Timeline {
                 } else {
                     String::new()
                 };
+                let width = self.width_ps(w);
                 let _ = writeln!(
                     out,
-                    "{start},{},{name},{},{},{},{delay}",
-                    self.window_ps(),
+                    "{start},{width},{name},{},{},{},{delay}",
                     c.bytes,
-                    bps(c.bytes, self.window_ps()),
+                    bps(c.bytes, width),
                     c.departures
                 );
             }
@@ -213,7 +232,7 @@ impl Timeline {
                     .map(|w| {
                         (
                             x(w),
-                            bps(self.cells[w * n + s].bytes, self.window_ps()) as f64 / 1e9,
+                            bps(self.cells[w * n + s].bytes, self.width_ps(w)) as f64 / 1e9,
                         )
                     })
                     .collect(),
@@ -281,11 +300,22 @@ mod tests {
         assert_eq!((t.windows(), t.window_ps()), (1, 1_024));
         assert_eq!(t.total_bytes(1), 1500);
         assert_eq!(t.total_bytes(0), 0);
+        // The only window is the last: it ends with the frame, 400 ps after its start.
         assert!(
-            t.csv()
-                .contains("\n5000,1024,s1,1500,11718750000000,1,40\n"),
+            t.csv().contains("\n5000,400,s1,1500,30000000000000,1,40\n"),
             "{}",
             t.csv()
+        );
+        // A later frame makes it a whole window, and the new last one ends with that frame.
+        t.sent(0, 5_000 + 1_024 + 10, 90, 100, 0);
+        let csv = t.csv();
+        assert!(
+            csv.contains("\n5000,1024,s1,1500,11718750000000,1,40\n"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("\n6024,100,s0,100,8000000000000,1,0\n"),
+            "{csv}"
         );
     }
 

@@ -672,26 +672,30 @@ fn replay_wfq_1_2_4_shares() {
     assert!(a + b + c > 9.5, "{g:?}");
 }
 
-/// `timeseries.csv`: per (window, series) bytes; returns the window width and, per series,
-/// its windows' `(start_ps, bytes)` in order.
-fn timeseries(out: &Path) -> (u64, BTreeMap<String, Vec<(u64, u64)>>) {
+/// `timeseries.csv`: per (window, series) bytes; returns the windows' width, per series its
+/// windows' `(start_ps, bytes)` in order, and the last window's width (up to the last
+/// frame's end).
+fn timeseries(out: &Path) -> (u64, BTreeMap<String, Vec<(u64, u64)>>, u64) {
     let text = fs::read_to_string(out.join("timeseries.csv")).unwrap();
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
         Some("window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps")
     );
-    let mut width = 0;
+    let (mut width, mut last_width) = (0, 0);
     let mut series: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
-        width = f[1].parse().unwrap();
+        last_width = f[1].parse().unwrap();
+        if width == 0 {
+            width = last_width;
+        }
         series
             .entry(f[2].to_string())
             .or_default()
             .push((f[0].parse().unwrap(), f[3].parse().unwrap()));
     }
-    (width, series)
+    (width, series, last_width)
 }
 
 /// The replay's timeline (`timeseries.csv`, `throughput.svg`, `delay.svg`): every leaf's
@@ -702,7 +706,7 @@ fn replay_timeline_adds_up_and_shows_the_shares() {
     let out = replay_example("wfq-1-2-4", "timeline", &[]);
     let s: serde_json::Value =
         serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let (width, series) = timeseries(&out);
+    let (width, series, last_width) = timeseries(&out);
     let svg = fs::read_to_string(out.join("throughput.svg")).unwrap();
     let delay_svg = fs::read_to_string(out.join("delay.svg")).unwrap();
     let _ = fs::remove_dir_all(&out);
@@ -717,8 +721,14 @@ fn replay_timeline_adds_up_and_shows_the_shares() {
         assert_eq!(total, s["leaves"][leaf]["bytes"], "{leaf}");
     }
     // 10 Gbit/s: no window holds more than the link carried in it.
+    assert!(last_width <= width, "{last_width} > {width}");
     for i in 0..windows as usize {
         let all: u64 = series.values().map(|w| w[i].1).sum();
+        let width = if i + 1 == windows as usize {
+            last_width
+        } else {
+            width
+        };
         assert!(
             all as u128 * 8 * 1_000_000_000_000 <= 10_000_000_000u128 * width as u128,
             "window {i}: {all} bytes in {width} ps"
@@ -754,7 +764,7 @@ fn replay_update_lowers_a_shared_limit_mid_trace() {
     let (fast, refr, _) = replay_with_both_engines("loom-fig11", "update", &args);
     let s: serde_json::Value =
         serde_json::from_slice(&fs::read(fast.join("summary.json")).unwrap()).unwrap();
-    let (width, series) = timeseries(&fast);
+    let (width, series, _) = timeseries(&fast);
     let _ = fs::remove_dir_all(&fast);
     let _ = fs::remove_dir_all(&refr);
     assert_eq!(
@@ -854,7 +864,7 @@ fn replay_timeline_of_a_large_policy() {
             .success();
         let s: serde_json::Value =
             serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
-        let (_, series) = timeseries(&out);
+        let (_, series, _) = timeseries(&out);
         let _ = fs::remove_dir_all(&dir);
         assert_eq!(s["timeline"]["series"], kind, "{s:#}");
         assert_eq!(series.keys().collect::<Vec<_>>(), names);
