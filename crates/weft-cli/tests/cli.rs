@@ -672,10 +672,13 @@ fn replay_wfq_1_2_4_shares() {
     assert!(a + b + c > 9.5, "{g:?}");
 }
 
+/// Per series, its windows' `(start_ps, bytes)` in order.
+type WindowsBySeries = BTreeMap<String, Vec<(u64, u64)>>;
+
 /// `timeseries.csv`: per (window, series) bytes; returns the windows' width, per series its
 /// windows' `(start_ps, bytes)` in order, and the last window's width (up to the last
 /// frame's end).
-fn timeseries(out: &Path) -> (u64, BTreeMap<String, Vec<(u64, u64)>>, u64) {
+fn timeseries(out: &Path) -> (u64, WindowsBySeries, u64) {
     let text = fs::read_to_string(out.join("timeseries.csv")).unwrap();
     let mut lines = text.lines();
     assert_eq!(
@@ -683,7 +686,7 @@ fn timeseries(out: &Path) -> (u64, BTreeMap<String, Vec<(u64, u64)>>, u64) {
         Some("window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps")
     );
     let (mut width, mut last_width) = (0, 0);
-    let mut series: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut series = WindowsBySeries::new();
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         last_width = f[1].parse().unwrap();
