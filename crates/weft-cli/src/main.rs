@@ -82,12 +82,15 @@ enum Command {
     /// trace goes on), DIR/index.html (the tables and charts for a browser), and prints the
     /// summary table.
     ///
-    /// Example: weft replay --policy examples/policies/senic-fig4.yaml --trace examples/traces/senic-fig4.csv
+    /// Examples: weft replay --policy examples/policies/senic-fig4.yaml --trace examples/traces/senic-fig4.csv
+    ///
+    /// weft replay --policy examples/policies/two-tenants.yaml --trace examples/traces/two-tenants.pcapng --tenant a=ta --tenant b=tb
     Replay {
         /// Policy file.
         #[arg(long)]
         policy: PathBuf,
-        /// Trace file: CSV, or a pcap or pcapng capture.
+        /// Trace file: CSV, or a pcap or pcapng capture (read once, from its start to its end:
+        /// `/dev/stdin` takes a pipe, e.g. `<(zcat t.csv.gz)`).
         #[arg(long)]
         trace: PathBuf,
         /// Output directory.

@@ -1372,3 +1372,29 @@ fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
     assert_eq!(s["leaves"].as_object().unwrap().len(), 40);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A CSV trace read from a pipe (`--trace /dev/stdin`) replays as the file does: the format
+/// is told from the first bytes without reading them twice.
+#[test]
+fn replay_reads_a_csv_trace_from_a_pipe() {
+    let out = std::env::temp_dir().join(format!("weft-pipe-{}", std::process::id()));
+    let trace = fs::read(root().join("examples/traces/wfq-1-2-4.csv")).unwrap();
+    weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/wfq-1-2-4.yaml",
+            "--trace",
+            "/dev/stdin",
+            "--out",
+        ])
+        .arg(&out)
+        .write_stdin(trace)
+        .assert()
+        .success();
+    let got = fs::read_to_string(out.join("departures.csv")).unwrap();
+    let _ = fs::remove_dir_all(&out);
+    let want = fs::read_to_string(root().join("examples/traces/wfq-1-2-4.expected.csv")).unwrap();
+    assert!(got == want, "departures from a pipe differ from the file's");
+}
