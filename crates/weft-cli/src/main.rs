@@ -600,22 +600,20 @@ fn print_summary(s: &serde_json::Value) {
         "leaf", "packets", "bytes", "mean Mbit/s", "drops", "p50 delay us", "p99 delay us"
     );
     let (leaves, hidden_leaves) = shown_rows(s["leaves"].as_object());
-    {
-        for (name, v) in leaves {
-            let drops: u64 = v["drops"]
-                .as_object()
-                .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
-            println!(
-                "{:<24} {:>10} {:>14} {:>12.1} {:>8} {:>12} {:>12}",
-                name,
-                v["packets"].as_u64().unwrap_or(0),
-                v["bytes"].as_u64().unwrap_or(0),
-                v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
-                drops,
-                delay_us(v, "p50"),
-                delay_us(v, "p99")
-            );
-        }
+    for (name, v) in leaves {
+        let drops: u64 = v["drops"]
+            .as_object()
+            .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
+        println!(
+            "{:<24} {:>10} {:>14} {:>12.1} {:>8} {:>12} {:>12}",
+            name,
+            v["packets"].as_u64().unwrap_or(0),
+            v["bytes"].as_u64().unwrap_or(0),
+            v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            drops,
+            delay_us(v, "p50"),
+            delay_us(v, "p99")
+        );
     }
     if hidden_leaves > 0 {
         println!("({hidden_leaves} leaves without packets or drops not shown; summary.json has every leaf)");

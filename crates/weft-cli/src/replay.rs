@@ -547,7 +547,7 @@ fn run<E: Engine>(
         },
     );
     let rows = rows.get();
-    // A capture's records stepped back in time are replayed at the latest time seen.
+    // A capture's records out of order, its end, its interfaces and their tenants.
     let (trace_format, capture) = match &source {
         Source::Csv { .. } => ("csv", None),
         Source::Capture(c) => ("capture", Some(c)),
