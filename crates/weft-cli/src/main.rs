@@ -595,6 +595,23 @@ fn print_summary(s: &serde_json::Value) {
         s["dropped"],
         s["duration_ps"].as_u64().unwrap_or(0) as f64 / 1e9
     );
+    // A capture's interfaces: "capture: ta (tenant 1, a) 1100 records, tb (...) ...".
+    if let Some(ifaces) = s["capture_interfaces"].as_array() {
+        let list: Vec<String> = ifaces
+            .iter()
+            .map(|i| {
+                let name = i["name"]
+                    .as_str()
+                    .map_or(i["index"].to_string(), String::from);
+                let tenant = match (i["tenant"].as_u64(), i["tenant_name"].as_str()) {
+                    (Some(t), Some(n)) => format!(" (tenant {t}, {n})"),
+                    _ => String::new(),
+                };
+                format!("{name}{tenant} {} records", i["records"])
+            })
+            .collect();
+        println!("capture: {}", list.join(", "));
+    }
     println!(
         "{:<24} {:>10} {:>14} {:>12} {:>8} {:>12} {:>12}",
         "leaf", "packets", "bytes", "mean Mbit/s", "drops", "p50 delay us", "p99 delay us"

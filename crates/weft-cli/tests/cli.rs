@@ -900,7 +900,11 @@ fn replay_iperf3_capture_shares() {
 /// sends three times tenant 2's bytes; the file's disorder is counted and undone.
 #[test]
 fn replay_two_tenants_capture_shares() {
-    let (out, _) = replay_example_printing("two-tenants", "shares", &[]);
+    let (out, table) = replay_example_printing("two-tenants", "shares", &[]);
+    assert!(
+        table.contains("capture: ta (tenant 1, a) 1100 records, tb (tenant 2, b) 1039 records"),
+        "{table}"
+    );
     let g = gbps_by_leaf(&out, 3_000_000_000, 18_000_000_000);
     let s: serde_json::Value =
         serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
