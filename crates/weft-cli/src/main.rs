@@ -602,7 +602,7 @@ fn print_summary(s: &serde_json::Value) {
             .map(|i| {
                 let name = i["name"]
                     .as_str()
-                    .map_or(i["index"].to_string(), String::from);
+                    .map_or(format!("interface {}", i["index"]), String::from);
                 let tenant = match (i["tenant"].as_u64(), i["tenant_name"].as_str()) {
                     (Some(t), Some(n)) => format!(" (tenant {t}, {n})"),
                     _ => String::new(),
