@@ -595,7 +595,7 @@ fn print_summary(s: &serde_json::Value) {
         s["dropped"],
         s["duration_ps"].as_u64().unwrap_or(0) as f64 / 1e9
     );
-    // A capture's interfaces: "capture: ta (tenant 1, a) 1100 records, tb (...) ...".
+    // A capture's interfaces: "capture: ta (tenant 1, a): 1100 records, tb ...".
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
         let list: Vec<String> = ifaces
             .iter()
@@ -607,7 +607,7 @@ fn print_summary(s: &serde_json::Value) {
                     (Some(t), Some(n)) => format!(" (tenant {t}, {n})"),
                     _ => String::new(),
                 };
-                format!("{name}{tenant} {} records", i["records"])
+                format!("{name}{tenant}: {} records", i["records"])
             })
             .collect();
         println!("capture: {}", list.join(", "));

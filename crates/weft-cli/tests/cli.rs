@@ -902,7 +902,7 @@ fn replay_iperf3_capture_shares() {
 fn replay_two_tenants_capture_shares() {
     let (out, table) = replay_example_printing("two-tenants", "shares", &[]);
     assert!(
-        table.contains("capture: ta (tenant 1, a) 1100 records, tb (tenant 2, b) 1039 records"),
+        table.contains("capture: ta (tenant 1, a): 1100 records, tb (tenant 2, b): 1039 records"),
         "{table}"
     );
     let g = gbps_by_leaf(&out, 3_000_000_000, 18_000_000_000);
