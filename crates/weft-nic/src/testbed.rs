@@ -432,7 +432,10 @@ pub struct Experiment {
     /// With `latency`: tenant 1 runs memaslap against memcached instead of sockperf.
     pub memcached: bool,
     /// With `latency`: the niceness of the latency-sensitive application's client and
-    /// server, the same under weft and HTB (env `WEFT_TESTBED_APP_NICE`).
+    /// server, the same under weft and HTB (env `WEFT_TESTBED_APP_NICE`; default -10: the
+    /// applications share a core, and a latency-sensitive tenant's process is not made to
+    /// wait for the bulk tenants' iperf3 there, as an operator would give it priority or a
+    /// core of its own; docs/dataplane.md, latency).
     pub app_nice: i32,
     /// The applications' CPUs (`taskset -c`, every iperf3, sockperf and memcached process).
     /// Default: under weft, every CPU but the one weft busy-polls ([`Experiment::weft_cpu`]),
@@ -509,7 +512,7 @@ impl Experiment {
             app_nice: std::env::var("WEFT_TESTBED_APP_NICE")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
+                .unwrap_or(-10),
             app_cpus: std::env::var("WEFT_TESTBED_APP_CPUS").ok(),
             app_slice_us: std::env::var("WEFT_TESTBED_APP_SLICE_US")
                 .ok()
