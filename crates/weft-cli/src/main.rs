@@ -550,7 +550,7 @@ fn delay_us(v: &serde_json::Value, q: &str) -> String {
 }
 
 /// Rows of a summary table (leaves or shaping classes) worth showing: all of them in a
-/// policy of at most [`ALL_ROWS`], else those that saw a packet or a drop; and how many were
+/// policy of at most 32 (`ALL_ROWS`), else those that saw a packet or a drop; and how many were
 /// left out (`summary.json` has every one).
 fn shown_rows(
     rows: Option<&serde_json::Map<String, serde_json::Value>>,
