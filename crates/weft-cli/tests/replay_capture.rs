@@ -216,6 +216,19 @@ fn replay_with(
     )
 }
 
+/// `csv` (a header, then rows) with column `col` of every row rewritten by `f`.
+fn map_column(csv: &str, col: usize, f: impl Fn(&str) -> String) -> String {
+    let mut lines = csv.lines();
+    let mut out = format!("{}\n", lines.next().unwrap_or_default());
+    for l in lines {
+        let mut fields: Vec<String> = l.split(',').map(String::from).collect();
+        fields[col] = f(&fields[col]);
+        out += &fields.join(",");
+        out.push('\n');
+    }
+    out
+}
+
 fn departures(dir: &Path, out: &str) -> String {
     fs::read_to_string(dir.join(format!("{out}.out")).join("departures.csv")).unwrap()
 }
@@ -273,18 +286,9 @@ fn a_capture_replays_as_its_csv_trace() {
     }
     // Raw IP (101) and Linux cooked (113) captures: the same departures but for the sizes,
     // which are those frames' own (the CSV names the Ethernet frame's).
-    let ip_csv = csv(&specs)
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            if i == 0 {
-                return format!("{l}\n");
-            }
-            let mut f: Vec<String> = l.split(',').map(String::from).collect();
-            f[1] = (f[1].parse::<u64>().unwrap() - 14).to_string();
-            format!("{}\n", f.join(","))
-        })
-        .collect::<String>();
+    let ip_csv = map_column(&csv(&specs), 1, |b| {
+        (b.parse::<u64>().unwrap() - 14).to_string()
+    });
     fs::write(dir.join("ip.csv"), ip_csv).unwrap();
     assert_eq!(replay(&dir, &dir.join("ip.csv"), "ipcsv").0, 0);
     let ip_expected = departures(&dir, "ipcsv");
@@ -382,19 +386,9 @@ fn a_merged_pcapng_replays_in_time_order() {
     // sorted.pcapng, the departures are the same.
     let pos_in_sorted: std::collections::HashMap<usize, usize> =
         sorted.iter().enumerate().map(|(i, r)| (r.3, i)).collect();
-    let remapped: String = departures(&dir, "runs")
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            if i == 0 {
-                return format!("{l}\n");
-            }
-            let mut f: Vec<String> = l.split(',').map(String::from).collect();
-            let id: usize = f[1].parse().unwrap();
-            f[1] = pos_in_sorted[&runs[id].3].to_string();
-            format!("{}\n", f.join(","))
-        })
-        .collect();
+    let remapped = map_column(&departures(&dir, "runs"), 1, |id| {
+        pos_in_sorted[&runs[id.parse::<usize>().unwrap()].3].to_string()
+    });
     assert_eq!(remapped, departures(&dir, "sorted"));
 
     // Without the window: replayed at the latest time seen, counted, said; none lost.
