@@ -647,17 +647,29 @@ fn print_summary(s: &serde_json::Value) {
             "p50 delay us",
             "p99 delay us"
         );
+        let mut updated = false;
         for (name, v) in shapers {
+            // The limit at the end, marked when `--update` changed it.
+            let (limit, mark) = match v["rate_bps_at_end"].as_f64() {
+                Some(r) => {
+                    updated = true;
+                    (r, "*")
+                }
+                None => (v["rate_bps"].as_f64().unwrap_or(0.0), " "),
+            };
             println!(
-                "{:<24} {:>10} {:>14} {:>12.1} {:>12.1} {:>12} {:>12}",
+                "{:<24} {:>10} {:>14} {:>12.1} {:>11.1}{mark} {:>12} {:>12}",
                 name,
                 v["packets"].as_u64().unwrap_or(0),
                 v["bytes"].as_u64().unwrap_or(0),
                 v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
-                v["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                limit / 1e6,
                 delay_us(v, "p50"),
                 delay_us(v, "p99")
             );
+        }
+        if updated {
+            println!("(* the limit at the end, changed by --update; summary.json: rate_bps is the policy's)");
         }
     }
     if hidden_shapers > 0 {

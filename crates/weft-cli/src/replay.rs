@@ -716,6 +716,19 @@ fn run<E: Engine>(
         if let Some(h) = &shaper_delay_ps[c] {
             v["queueing_delay_ps"] = delay_json(h);
         }
+        // Changed by `--update`: the token bucket at the end (the updates are in time order).
+        let last = opts.updates.iter().rev().find_map(|u| match u.update {
+            Update::Shaper {
+                shaper,
+                rate_bps,
+                burst_bytes,
+            } if shaper as usize == c => Some((rate_bps, burst_bytes)),
+            _ => None,
+        });
+        if let Some((rate_bps, burst_bytes)) = last {
+            v["rate_bps_at_end"] = json!(rate_bps);
+            v["burst_bytes_at_end"] = json!(burst_bytes);
+        }
         shaper_map.insert(sh.name.clone(), v);
     }
     let summary = json!({
@@ -848,13 +861,17 @@ fn index_html(s: &Value) -> String {
     }
     let (shapers, hidden_shapers) = crate::shown_rows(s["shapers"].as_object());
     if !shapers.is_empty() {
-        h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>policy's limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
+        h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
         for (name, v) in shapers {
+            let limit = |k: &str| format!("{:.1}", v[k].as_f64().unwrap_or(0.0) / 1e6);
+            let limit = match v.get("rate_bps_at_end") {
+                Some(_) => format!("{} → {}", limit("rate_bps"), limit("rate_bps_at_end")),
+                None => limit("rate_bps"),
+            };
             let _ = write!(
                 h,
-                "<tr><th>{}</th><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><th>{}</th><td>{limit}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(name),
-                v["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
                 v["packets"],
                 v["bytes"],
                 mbps(v),

@@ -776,6 +776,11 @@ fn replay_update_lowers_a_shared_limit_mid_trace() {
     );
     assert_eq!(s["updates"][0]["at_ps"], 500_000_000u64);
     assert_eq!(s["updates"][0]["applied"], true);
+    // The shaping class's entry keeps the policy's limit and gives the one at the end.
+    let lim = &s["shapers"]["dst2-limit"];
+    assert_eq!(lim["rate_bps"], 10_000_000_000u64, "{lim}");
+    assert_eq!(lim["rate_bps_at_end"], 5_000_000_000u64, "{lim}");
+    assert_eq!(lim["burst_bytes_at_end"], lim["burst_bytes"], "{lim}");
     // Gbit/s of `names` over the windows wholly inside [from, to) ps.
     let gbps = |names: &[&str], from: u64, to: u64| -> f64 {
         let bytes: u64 = names
