@@ -571,6 +571,18 @@ fn shown_rows(
     (shown, hidden)
 }
 
+/// A capture interface of the summary (`capture_interfaces`): its name, or `interface N`.
+fn interface_name(i: &serde_json::Value) -> String {
+    i["name"]
+        .as_str()
+        .map_or(format!("interface {}", i["index"]), String::from)
+}
+
+/// A capture interface's tenant id and name, if `--tenant` gave it one.
+fn interface_tenant(i: &serde_json::Value) -> Option<(u64, &str)> {
+    Some((i["tenant"].as_u64()?, i["tenant_name"].as_str()?))
+}
+
 /// The replay summary as a table: one row per leaf, then one per shaping class (in a large
 /// policy, only those that saw packets: [`shown_rows`]).
 fn print_summary(s: &serde_json::Value) {
@@ -600,14 +612,9 @@ fn print_summary(s: &serde_json::Value) {
         let list: Vec<String> = ifaces
             .iter()
             .map(|i| {
-                let name = i["name"]
-                    .as_str()
-                    .map_or(format!("interface {}", i["index"]), String::from);
-                let tenant = match (i["tenant"].as_u64(), i["tenant_name"].as_str()) {
-                    (Some(t), Some(n)) => format!(" (tenant {t}, {n})"),
-                    _ => String::new(),
-                };
-                format!("{name}{tenant}: {} records", i["records"])
+                let tenant = interface_tenant(i)
+                    .map_or(String::new(), |(t, n)| format!(" (tenant {t}, {n})"));
+                format!("{}{tenant}: {} records", interface_name(i), i["records"])
             })
             .collect();
         println!("capture: {}", list.join(", "));

@@ -890,11 +890,9 @@ fn index_html(s: &Value) -> String {
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
         h.push_str("<h2>Capture interfaces</h2><table><tr><th>interface</th><th>section</th><th>link type</th><th>records</th><th>tenant</th></tr>");
         for i in ifaces {
-            let name = i["name"].as_str().map_or(i["index"].to_string(), esc);
-            let tenant = match (&i["tenant"], i["tenant_name"].as_str()) {
-                (Value::Number(t), Some(n)) => format!("{t} ({})", esc(n)),
-                _ => "–".to_string(),
-            };
+            let name = esc(&crate::interface_name(i));
+            let tenant = crate::interface_tenant(i)
+                .map_or("–".to_string(), |(t, n)| format!("{t} ({})", esc(n)));
             let _ = write!(
                 h,
                 "<tr><th>{name}</th><td>{}</td><td>{}</td><td>{}</td><td>{tenant}</td></tr>",
