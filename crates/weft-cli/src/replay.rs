@@ -419,7 +419,7 @@ fn run<E: Engine>(
                 }
                 Err(e) => {
                     let line = e.position().map_or(n + 2, |p| p.line());
-                    Some(Err(format!("{trace_name}:{line}: {e}")))
+                    Some(Err(format!("{trace_name}:{line}: {}", csv_error(&e))))
                 }
             },
             // Times in order, errors named (see `capture`).
@@ -905,6 +905,25 @@ fn index_html(s: &Value) -> String {
         "<p>Files: departures.csv, drops.csv, summary.json, timeseries.csv.</p></body></html>\n",
     );
     h
+}
+
+/// A CSV reader's error in the trace's terms (the reader's own message names a record
+/// counted from 0 and a byte offset; the caller prefixes the file and line).
+fn csv_error(e: &csv::Error) -> String {
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!(
+            "this row has {len} field{}, the header {expected_len}",
+            if *len == 1 { "" } else { "s" }
+        ),
+        csv::ErrorKind::Utf8 { err, .. } => format!(
+            "not UTF-8 (field {}, byte {} of it)",
+            err.field() + 1,
+            err.valid_up_to()
+        ),
+        _ => e.to_string(),
+    }
 }
 
 /// A trace's bytes: the first few, read to tell its format, then the rest of the file.

@@ -524,8 +524,27 @@ fn replay_reports_bad_rows_with_their_line() {
             "arrive_ps,bytes,tag\n0,100,1\n9223372036854775809,100,1\n",
             "t.csv:3: `arrive_ps` = 9223372036854775809 is past the last arrival",
         ),
+        // Field counts and encodings, in the trace's terms (not the CSV reader's record
+        // number and byte offset).
+        (
+            "arrive_ps,bytes,tag\n0,100,1\n5,100\n",
+            "t.csv:3: this row has 2 fields, the header 3",
+        ),
+        (
+            "arrive_ps,bytes,tag\n0,100,1,7\n",
+            "t.csv:2: this row has 4 fields, the header 3",
+        ),
+        (
+            "arrive_ps,bytes,tag\n0,100,1\n5,100,~\n",
+            "t.csv:3: not UTF-8 (field 3, byte 0 of it)",
+        ),
     ] {
-        std::fs::write(&trace, rows).unwrap();
+        // A `~` stands for the byte 0xff, which is not UTF-8.
+        let bytes: Vec<u8> = rows
+            .bytes()
+            .map(|b| if b == b'~' { 0xff } else { b })
+            .collect();
+        std::fs::write(&trace, bytes).unwrap();
         weft()
             .args([
                 "replay",
