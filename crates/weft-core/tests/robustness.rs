@@ -60,3 +60,21 @@ fn fuzz_findings_do_not_panic() {
     }
     assert!(n > 0, "no findings read from {}", dir.display());
 }
+
+/// A misspelt parent is matched against the nodes that could be a parent: never the node
+/// itself, a leaf or an attachment point.
+#[test]
+fn a_misspelt_parent_suggests_only_possible_parents() {
+    let help = |text: &str| {
+        let err = compile_str(Path::new("p.yaml"), text, &LoadOptions::default()).unwrap_err();
+        assert_eq!(err.diagnostics[0].rule.to_string(), "unknown-node");
+        err.diagnostics[0].help.clone()
+    };
+    // `x` is one letter from `a` (the node itself) and `b` (a leaf): neither can be its
+    // parent, and `root` is too far to suggest.
+    let text = "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: b, type: leaf, parent: root}\n  - {name: a, type: leaf, parent: x}\n";
+    assert_eq!(help(text), None);
+    // `tenant` for `tenants`, an inner node: suggested.
+    let text = "weft: 1\nnodes:\n  - {name: tenants, type: wfq}\n  - {name: tenant-a, type: leaf, parent: tenant}\n";
+    assert_eq!(help(text).as_deref(), Some("did you mean `tenants`?"));
+}

@@ -465,7 +465,15 @@ impl<'o> Compiler<'o> {
                         parents[i].push(j);
                     }
                     None => {
-                        let names: Vec<&str> = index.keys().copied().collect();
+                        // Suggest only nodes that could be its parent: not itself, not
+                        // a leaf or attachment point.
+                        let names: Vec<&str> = index
+                            .iter()
+                            .filter(|&(_, &j)| {
+                                j != i && !matches!(kind(j), Kind::Leaf | Kind::Attach)
+                            })
+                            .map(|(&n, _)| n)
+                            .collect();
                         let mut diag = Diagnostic::new(
                             Rule::UnknownNode,
                             p.span,
