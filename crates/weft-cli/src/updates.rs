@@ -17,6 +17,7 @@
 //!
 //! Cost: O(nodes) per flag to find its name, once.
 
+use weft_core::policy::parse::suggest;
 use weft_core::policy::{Algo, Program};
 use weft_core::sched::{check_update, Update, LAST_ARRIVAL_PS};
 use weft_core::units::{parse_rate, parse_size, parse_time};
@@ -129,6 +130,21 @@ enum Change {
     Limit(u32, usize, Option<u64>),
 }
 
+/// The name and field a `NAME.FIELD` that names no field most likely meant: each field
+/// against as many dot-separated words at the end of `lhs` as it has, the closest if close
+/// enough to suggest (see [`suggest`]).
+fn field_hint(lhs: &str) -> Option<(&str, &'static str)> {
+    FIELDS
+        .iter()
+        .filter_map(|&f| {
+            let cut = lhs.rmatch_indices('.').nth(f.matches('.').count())?.0;
+            let tail = &lhs[cut + 1..];
+            suggest(tail, &[f]).map(|_| (strsim::damerau_levenshtein(tail, f), &lhs[..cut], f))
+        })
+        .min()
+        .map(|(_, name, f)| (name, f))
+}
+
 fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String> {
     let (when, rest) = flag
         .split_once(':')
@@ -150,8 +166,10 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
                 .map(|n| (n, *f))
         })
         .ok_or_else(|| {
+            let hint =
+                field_hint(lhs).map_or(String::new(), |(n, f)| format!("did you mean `{n}.{f}`? "));
             format!(
-                "`{lhs}` names no field; the fields are {}",
+                "`{lhs}` names no field; {hint}the fields are {}",
                 FIELDS.join(", ")
             )
         })?;
@@ -187,8 +205,14 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
             .nodes
             .iter()
             .position(|n| n.name == name)
-            .ok_or_else(|| format!("no node or shaping class is named `{name}`"))?
-            as u32;
+            .ok_or_else(|| {
+                let names: Vec<&str> = (prog.nodes.iter().map(|n| n.name.as_str()))
+                    .chain(prog.shapers.iter().map(|s| s.name.as_str()))
+                    .collect();
+                let hint = suggest(name, &names)
+                    .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+                format!("no node or shaping class is named `{name}`{hint}")
+            })? as u32;
         let n = &prog.nodes[node as usize];
         let parent = n.parent.map(|p| &prog.nodes[p as usize].algo);
         let under = |ok: bool, what: &str| {
@@ -366,6 +390,11 @@ nodes:
                 "1ms:nobody.weight=4",
                 "no node or shaping class is named `nobody`",
             ),
+            // Near misses get a hint: a node's name, a shaping class's, a field.
+            ("1ms:hii.weight=4", "named `hii`; did you mean `hi`?"),
+            ("1ms:cp.rate=1gbit", "named `cp`; did you mean `cap`?"),
+            ("1ms:cap.rat=1gbit", "did you mean `cap.rate`?"),
+            ("1ms:a.limit.pakets=5", "did you mean `a.limit.packets`?"),
             (
                 "1ms:hi.weight=4",
                 "`weight` is read by a `wfq` parent; `hi`'s parent is a `prio`",
