@@ -53,12 +53,8 @@ fn parse_models(names: &[String]) -> Result<Vec<NicKind>, Fail> {
         .flat_map(|s| s.split(','))
         .filter(|s| !s.trim().is_empty())
         .map(|s| {
-            NicKind::from_name(s.trim()).ok_or_else(|| {
-                usage(format!(
-                    "--nic `{s}`: unknown NIC model (known: {})",
-                    NicKind::names()
-                ))
-            })
+            NicKind::from_name(s.trim())
+                .ok_or_else(|| usage(format!("--nic: {}", NicKind::unknown(s.trim()))))
         })
         .collect()
 }

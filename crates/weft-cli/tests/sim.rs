@@ -121,6 +121,22 @@ fn bad_input_exits_2_with_location() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("unknown NIC model"));
+    // A near miss gets a hint, a model's name or a parameter's.
+    weft()
+        .args(["sim", "examples/scenarios/hierarchy.yaml", "--nic", "lom"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "unknown NIC model `lom`; did you mean `loom`?",
+        ));
+    weft()
+        .args(["sim", "examples/scenarios/hierarchy.yaml", "--set"])
+        .arg("loom.bach=1kb")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "unknown NIC parameter `loom.bach`; did you mean `loom.batch`?",
+        ));
     weft()
         .args(["sim", "no/such/scenario.yaml"])
         .assert()

@@ -424,16 +424,8 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         Some(list) => list
             .iter()
             .map(|n| {
-                NicKind::from_name(&n.value).ok_or_else(|| {
-                    ctx.err(
-                        &n.referenced,
-                        format!(
-                            "unknown NIC model `{}` (known: {})",
-                            n.value,
-                            NicKind::names()
-                        ),
-                    )
-                })
+                NicKind::from_name(&n.value)
+                    .ok_or_else(|| ctx.err(&n.referenced, NicKind::unknown(&n.value)))
             })
             .collect::<Result<Vec<_>, _>>()?,
         None => NicKind::ALL.to_vec(),

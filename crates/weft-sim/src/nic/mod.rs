@@ -22,6 +22,7 @@ pub mod engine;
 pub mod hwq;
 
 use weft_core::classifier::PacketMeta;
+use weft_core::policy::parse::suggest;
 
 /// A packet as the simulator tracks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +136,41 @@ impl NicKind {
     pub fn names() -> String {
         NicKind::ALL.map(|k| k.name()).join(", ")
     }
+
+    /// What to say of `name`, which names no model: the closest model if one is close, and
+    /// the list.
+    pub fn unknown(name: &str) -> String {
+        let hint = suggest(name, &NicKind::ALL.map(|k| k.name()))
+            .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+        format!(
+            "unknown NIC model `{name}`{hint} (known: {})",
+            NicKind::names()
+        )
+    }
 }
+
+/// The NIC parameters `--set MODEL.KEY=VALUE` (and a scenario's `set`) may name: those
+/// [`NicParams::set`] takes.
+pub const PARAMETERS: &[&str] = &[
+    "sq.cpu_per_packet",
+    "sq.ring",
+    "hw.ring",
+    "hw.quantum",
+    "hw.queue_rate",
+    "hw.qdisc_limit",
+    "mq.qdisc",
+    "dcb.qdisc",
+    "tonic.queues",
+    "senic.dma",
+    "senic.max_pulls",
+    "loom.batch",
+    "loom.batch_timeout",
+    "loom.descriptor_dma",
+    "loom.payload_dma",
+    "loom.pipeline",
+    "all.descriptors_per_read",
+    "all.engine",
+];
 
 /// The software qdisc per hardware queue of `mq`, `mq-pri`, `mq-fair`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +270,8 @@ impl NicParams {
         }
     }
 
-    /// Sets `model.key` from text with units; the error names the known keys.
+    /// Sets `model.key` (one of [`PARAMETERS`]) from text with units; the error names the
+    /// known keys.
     pub fn set(&mut self, model: &str, key: &str, v: &str) -> Result<(), String> {
         use weft_core::units::{parse_size, parse_time};
         let time = |v: &str| parse_time(v, false).map_err(|e| e.to_string());
@@ -252,9 +288,8 @@ impl NicParams {
             ("hw", "ring") => self.hw_ring_packets = count(v)?,
             ("hw", "quantum") => self.hw_quantum_bytes = size(v)?,
             ("hw", "queue_rate") => {
-                self.hw_queue_rate_bps = Some(
-                    weft_core::units::parse_rate(v).map_err(|e| e.to_string())?,
-                )
+                self.hw_queue_rate_bps =
+                    Some(weft_core::units::parse_rate(v).map_err(|e| e.to_string())?)
             }
             ("hw", "qdisc_limit") => self.qdisc_limit_packets = count(v)?,
             (m @ ("mq" | "dcb"), "qdisc") => {
@@ -295,14 +330,45 @@ impl NicParams {
                 }
             }
             _ => {
+                let name = format!("{model}.{key}");
+                let hint = suggest(&name, PARAMETERS)
+                    .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
                 return Err(format!(
-                    "unknown NIC parameter `{model}.{key}` (known: sq.cpu_per_packet, sq.ring, \
-                     hw.ring, hw.quantum, hw.queue_rate, hw.qdisc_limit, mq.qdisc, dcb.qdisc, tonic.queues, senic.dma, \
-                     senic.max_pulls, loom.batch, loom.batch_timeout, loom.descriptor_dma, \
-                     loom.payload_dma, loom.pipeline, all.descriptors_per_read, all.engine)"
-                ))
+                    "unknown NIC parameter `{name}`{hint} (known: {})",
+                    PARAMETERS.join(", ")
+                ));
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod parameter_tests {
+    use super::*;
+
+    /// Every name the error message lists (and hints from) is one `set` takes.
+    #[test]
+    fn every_listed_parameter_is_settable() {
+        let value = |name: &str| match name {
+            "mq.qdisc" | "dcb.qdisc" => "fifo",
+            "all.engine" => "reference",
+            "hw.queue_rate" => "1gbit",
+            "sq.cpu_per_packet"
+            | "senic.dma"
+            | "loom.batch_timeout"
+            | "loom.descriptor_dma"
+            | "loom.payload_dma" => "1us",
+            "hw.quantum" | "loom.batch" => "1kb",
+            _ => "4",
+        };
+        for name in PARAMETERS {
+            let (model, key) = name.split_once('.').unwrap();
+            NicParams::default()
+                .set(model, key, value(name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let e = NicParams::default().set("loom", "bach", "1kb").unwrap_err();
+        assert!(e.contains("did you mean `loom.batch`?"), "{e}");
     }
 }
