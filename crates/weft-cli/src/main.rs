@@ -5,6 +5,7 @@
 
 mod bench;
 mod capture;
+mod delays;
 mod diagnostics;
 mod replay;
 mod run;

@@ -16,7 +16,9 @@
 //!   `mean_bps` (bytes × 8 over the trace's active span, from the first arrival to the end of
 //!   the last frame on the wire; integer division) and `queueing_delay_ps` (arrival to start
 //!   of transmission: p50, p90, p99, max, mean), from one HdrHistogram (3 significant digits)
-//!   per leaf, merged up the tree for nodes. Cost: O(depth) merges per node at the end.
+//!   per leaf, merged up the tree for nodes; recorded sparsely ([`crate::delays`]), so the
+//!   memory is per bucket that saw a packet, not per leaf. Cost: one merge per node at the
+//!   end.
 //!   And for every shaping class (`shapers`): its configured `rate_bps` and `burst_bytes`,
 //!   and the same `packets`, `bytes`, `mean_bps` and `queueing_delay_ps` over the packets
 //!   that left through it (a packet counts at every class on its path). With shaping
@@ -40,6 +42,8 @@ use crate::capture::{self, Capture};
 use crate::timeline::Timeline;
 use crate::updates::Scheduled;
 use hdrhistogram::Histogram;
+
+use crate::delays::Delays;
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{Classification, Program, ShapingPath};
@@ -446,12 +450,11 @@ fn run<E: Engine>(
         }
     });
 
-    let leaves = prog.leaves.len();
-    let mut delay_ps: Vec<Option<Histogram<u64>>> = (0..leaves).map(|_| None).collect();
+    // Queueing delays per leaf (see `delays`: sparse, however many leaves).
+    let mut delay_ps = Delays::new();
     // Per shaping class: packets and bytes sent through it, and their queueing delays.
     let mut through: Vec<Counters> = vec![Counters::default(); prog.shapers.len()];
-    let mut shaper_delay_ps: Vec<Option<Histogram<u64>>> =
-        (0..prog.shapers.len()).map(|_| None).collect();
+    let mut shaper_delay_ps = Delays::new();
     // The timeline's series and each leaf's series (see `timeline_series`); the timeline
     // starts at the first departure's arrival, known once the first row is read.
     let (series_of, series_names, series_kind) = timeline_series(&prog);
@@ -515,8 +518,7 @@ fn run<E: Engine>(
                         departure.bytes as u64,
                         delay,
                     );
-                // Auto-resizing: recording cannot fail.
-                let _ = histogram_in(&mut delay_ps[departure.leaf as usize]).record(delay);
+                delay_ps.record(departure.leaf, delay);
                 if let Some(path) = shaped
                     .then(|| paths.borrow_mut().remove(&departure.id))
                     .flatten()
@@ -524,7 +526,7 @@ fn run<E: Engine>(
                     for &c in path.as_slice() {
                         through[c as usize].packets += 1;
                         through[c as usize].bytes += departure.bytes as u64;
-                        let _ = histogram_in(&mut shaper_delay_ps[c as usize]).record(delay);
+                        shaper_delay_ps.record(c, delay);
                     }
                 }
             }
@@ -625,22 +627,40 @@ fn run<E: Engine>(
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
 
+    let delay_json = |h: &Histogram<u64>| {
+        json!({
+            "p50": h.value_at_quantile(0.5),
+            "p90": h.value_at_quantile(0.9),
+            "p99": h.value_at_quantile(0.99),
+            "max": h.max(),
+            "mean": h.mean().round() as u64,
+        })
+    };
     // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
-    // children and one reverse pass folds each subtree into its root.
+    // children and one reverse pass folds each subtree into its root. A node's delay
+    // histogram is complete when the pass reaches it: it is read, added to its parent's and
+    // dropped, so only the histograms of nodes whose subtrees are part way through are held.
     let counters = &engine.stats().nodes;
     let n_nodes = prog.nodes.len();
     let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
+    let leaf_delays = delay_ps.finish(prog.leaves.len());
     let mut hist: Vec<Option<Histogram<u64>>> = (0..n_nodes).map(|_| None).collect();
-    for (l, &n) in prog.leaves.iter().enumerate() {
+    let mut delays: Vec<Option<Value>> = vec![None; n_nodes];
+    for &n in &prog.leaves {
         let c = &mut agg[n as usize];
         c.packets = counters[n as usize].packets;
         c.bytes = counters[n as usize].bytes;
-        hist[n as usize] = delay_ps[l].take();
     }
     for n in (0..n_nodes).rev() {
         for (i, d) in counters[n].drops.iter().enumerate() {
             agg[n].drops[i] += d;
         }
+        // A leaf has no children: its histogram is its own packets'.
+        let h = match prog.nodes[n].leaf {
+            Some(l) => leaf_delays.histogram(l as usize),
+            None => hist[n].take(),
+        };
+        delays[n] = h.as_ref().map(delay_json);
         if let Some(p) = prog.nodes[n].parent {
             let (p, c) = (p as usize, agg[n]);
             agg[p].packets += c.packets;
@@ -648,8 +668,7 @@ fn run<E: Engine>(
             for i in 0..c.drops.len() {
                 agg[p].drops[i] += c.drops[i];
             }
-            if let Some(h) = hist[n].as_ref() {
-                let h = h.clone();
+            if let Some(h) = h {
                 match &mut hist[p] {
                     Some(ph) => ph.add(&h).map_err(|e| format!("histogram merge: {e}"))?,
                     slot @ None => *slot = Some(h),
@@ -666,15 +685,6 @@ fn run<E: Engine>(
             (bytes as u128 * 8 * 1_000_000_000_000 / span_ps as u128) as u64
         }
     };
-    let delay_json = |h: &Histogram<u64>| {
-        json!({
-            "p50": h.value_at_quantile(0.5),
-            "p90": h.value_at_quantile(0.9),
-            "p99": h.value_at_quantile(0.99),
-            "max": h.max(),
-            "mean": h.mean().round() as u64,
-        })
-    };
     let node_json = |n: usize| -> Value {
         let c = &agg[n];
         let mut d = Map::new();
@@ -688,8 +698,8 @@ fn run<E: Engine>(
             "drops": d,
             "mean_bps": mean_bps(c.bytes),
         });
-        if let Some(h) = &hist[n] {
-            v["queueing_delay_ps"] = delay_json(h);
+        if let Some(d) = &delays[n] {
+            v["queueing_delay_ps"] = d.clone();
         }
         v
     };
@@ -703,6 +713,7 @@ fn run<E: Engine>(
             node_map.insert(node.name.clone(), node_json(n));
         }
     }
+    let shaper_delays = shaper_delay_ps.finish(prog.shapers.len());
     let mut shaper_map = Map::new();
     for (c, sh) in prog.shapers.iter().enumerate() {
         let t = &through[c];
@@ -713,8 +724,8 @@ fn run<E: Engine>(
             "bytes": t.bytes,
             "mean_bps": mean_bps(t.bytes),
         });
-        if let Some(h) = &shaper_delay_ps[c] {
-            v["queueing_delay_ps"] = delay_json(h);
+        if let Some(h) = shaper_delays.histogram(c) {
+            v["queueing_delay_ps"] = delay_json(&h);
         }
         // Changed by `--update`: the token bucket at the end (the updates are in time order).
         let last = opts.updates.iter().rev().find_map(|u| match u.update {
@@ -990,8 +1001,3 @@ fn timeline_series(prog: &Program) -> (Vec<usize>, Vec<String>, &'static str) {
 
 /// The most series a replay's timeline keeps (its memory: this × 512 windows × 32 bytes).
 const TIMELINE_SERIES: usize = 256;
-
-/// The histogram in `slot`, made on first use (3 significant digits, auto-resizing).
-fn histogram_in(slot: &mut Option<Histogram<u64>>) -> &mut Histogram<u64> {
-    slot.get_or_insert_with(|| Histogram::new(3).expect("3 significant digits"))
-}
