@@ -16,9 +16,9 @@
 //!   `mean_bps` (bytes × 8 over the trace's active span, from the first arrival to the end of
 //!   the last frame on the wire; integer division) and `queueing_delay_ps` (arrival to start
 //!   of transmission: p50, p90, p99, max, mean), from one HdrHistogram (3 significant digits)
-//!   per leaf, merged up the tree for nodes; recorded sparsely ([`crate::delays`]), so the
-//!   memory is per bucket that saw a packet, not per leaf. Cost: one merge per node at the
-//!   end.
+//!   per leaf, merged up the tree for nodes; kept sparsely while a leaf has few distinct
+//!   delays ([`crate::delays`]), so a policy of many leaves does not hold a dense histogram
+//!   per leaf. Cost: one merge per node at the end.
 //!   And for every shaping class (`shapers`): its configured `rate_bps` and `burst_bytes`,
 //!   and the same `packets`, `bytes`, `mean_bps` and `queueing_delay_ps` over the packets
 //!   that left through it (a packet counts at every class on its path). With shaping
@@ -451,10 +451,10 @@ fn run<E: Engine>(
     });
 
     // Queueing delays per leaf (see `delays`: sparse, however many leaves).
-    let mut delay_ps = Delays::new();
+    let mut delay_ps = Delays::new(prog.leaves.len());
     // Per shaping class: packets and bytes sent through it, and their queueing delays.
     let mut through: Vec<Counters> = vec![Counters::default(); prog.shapers.len()];
-    let mut shaper_delay_ps = Delays::new();
+    let mut shaper_delay_ps = Delays::new(prog.shapers.len());
     // The timeline's series and each leaf's series (see `timeline_series`); the timeline
     // starts at the first departure's arrival, known once the first row is read.
     let (series_of, series_names, series_kind) = timeline_series(&prog);
@@ -643,7 +643,6 @@ fn run<E: Engine>(
     let counters = &engine.stats().nodes;
     let n_nodes = prog.nodes.len();
     let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
-    let leaf_delays = delay_ps.finish(prog.leaves.len());
     let mut hist: Vec<Option<Histogram<u64>>> = (0..n_nodes).map(|_| None).collect();
     let mut delays: Vec<Option<Value>> = vec![None; n_nodes];
     for &n in &prog.leaves {
@@ -657,7 +656,7 @@ fn run<E: Engine>(
         }
         // A leaf has no children: its histogram is its own packets'.
         let h = match prog.nodes[n].leaf {
-            Some(l) => leaf_delays.histogram(l as usize),
+            Some(l) => delay_ps.histogram(l as usize),
             None => hist[n].take(),
         };
         delays[n] = h.as_ref().map(delay_json);
@@ -713,7 +712,6 @@ fn run<E: Engine>(
             node_map.insert(node.name.clone(), node_json(n));
         }
     }
-    let shaper_delays = shaper_delay_ps.finish(prog.shapers.len());
     let mut shaper_map = Map::new();
     for (c, sh) in prog.shapers.iter().enumerate() {
         let t = &through[c];
@@ -724,7 +722,7 @@ fn run<E: Engine>(
             "bytes": t.bytes,
             "mean_bps": mean_bps(t.bytes),
         });
-        if let Some(h) = shaper_delays.histogram(c) {
+        if let Some(h) = shaper_delay_ps.histogram(c) {
             v["queueing_delay_ps"] = delay_json(&h);
         }
         // Changed by `--update`: the token bucket at the end (the updates are in time order).
