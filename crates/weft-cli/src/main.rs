@@ -550,26 +550,73 @@ fn delay_us(v: &serde_json::Value, q: &str) -> String {
         .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
 }
 
-/// Rows of a summary table (leaves or shaping classes) worth showing: all of them in a
-/// policy of at most 32 (`ALL_ROWS`), else those that saw a packet or a drop; and how many were
-/// left out (`summary.json` has every one).
-fn shown_rows(
-    rows: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> (Vec<(&String, &serde_json::Value)>, usize) {
+/// The rows of a summary table (leaves or shaping classes) it shows, and what it leaves out
+/// (`summary.json` has every row).
+struct Shown<'a> {
+    /// In policy order.
+    rows: Vec<(&'a String, &'a serde_json::Value)>,
+    /// Rows left out that saw no packet and no drop.
+    idle: usize,
+    /// Busy rows left out: quieter than the `MAX_ROWS` shown.
+    quieter: usize,
+}
+
+/// Rows of a summary table worth showing: all of them in a policy of at most 32
+/// (`ALL_ROWS`), else those that saw a packet or a drop, and of those at most 64
+/// (`MAX_ROWS`): the busiest by packets sent and dropped (ties: the first in the policy),
+/// shown in policy order.
+fn shown_rows(rows: Option<&serde_json::Map<String, serde_json::Value>>) -> Shown<'_> {
     /// Up to this many rows, idle ones are shown too (they say something in a small policy).
     const ALL_ROWS: usize = 32;
+    /// At most this many busy rows: a table of 10,000 SENIC classes is for `summary.json`.
+    const MAX_ROWS: usize = 64;
     let Some(rows) = rows else {
-        return (Vec::new(), 0);
+        return Shown {
+            rows: Vec::new(),
+            idle: 0,
+            quieter: 0,
+        };
     };
-    let busy = |v: &serde_json::Value| {
-        v["packets"].as_u64().unwrap_or(0) > 0 || v["dropped"].as_u64().unwrap_or(0) > 0
+    let offered = |v: &serde_json::Value| {
+        v["packets"].as_u64().unwrap_or(0) + v["dropped"].as_u64().unwrap_or(0)
     };
-    let shown: Vec<_> = rows
+    let mut busy: Vec<(usize, (&String, &serde_json::Value))> = rows
         .iter()
-        .filter(|(_, v)| rows.len() <= ALL_ROWS || busy(v))
+        .enumerate()
+        .filter(|(_, (_, v))| rows.len() <= ALL_ROWS || offered(v) > 0)
         .collect();
-    let hidden = rows.len() - shown.len();
-    (shown, hidden)
+    let idle = rows.len() - busy.len();
+    let quieter = busy.len().saturating_sub(MAX_ROWS);
+    if quieter > 0 {
+        busy.sort_by_key(|&(i, (_, v))| (std::cmp::Reverse(offered(v)), i));
+        busy.truncate(MAX_ROWS);
+        busy.sort_by_key(|&(i, _)| i);
+    }
+    Shown {
+        rows: busy.into_iter().map(|(_, r)| r).collect(),
+        idle,
+        quieter,
+    }
+}
+
+impl Shown<'_> {
+    /// What the table leaves out, e.g. "38 leaves without packets or drops" or "9932 leaves
+    /// with no more packets sent and dropped than the 64 shown"; `None` if nothing.
+    /// `what`: the rows' plural noun; `idle`: what the idle ones lack.
+    fn left_out(&self, what: &str, idle: &str) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.idle > 0 {
+            parts.push(format!("{} {what} {idle}", self.idle));
+        }
+        if self.quieter > 0 {
+            parts.push(format!(
+                "{} {what} with no more packets sent and dropped than the {} shown",
+                self.quieter,
+                self.rows.len()
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
 }
 
 /// A capture interface of the summary (`capture_interfaces`): its name, or `interface N`.
@@ -585,7 +632,7 @@ fn interface_tenant(i: &serde_json::Value) -> Option<(u64, &str)> {
 }
 
 /// The replay summary as a table: one row per leaf, then one per shaping class (in a large
-/// policy, only those that saw packets: [`shown_rows`]).
+/// policy, only the busiest: [`shown_rows`]).
 fn print_summary(s: &serde_json::Value) {
     // Drops by reason, the nonzero ones: "3 dropped (unclassified 2, leaf_packets 1)".
     let reasons: Vec<String> = s["drops"]
@@ -624,8 +671,8 @@ fn print_summary(s: &serde_json::Value) {
         "{:<24} {:>10} {:>14} {:>12} {:>8} {:>12} {:>12}",
         "leaf", "packets", "bytes", "mean Mbit/s", "drops", "p50 delay us", "p99 delay us"
     );
-    let (leaves, hidden_leaves) = shown_rows(s["leaves"].as_object());
-    for (name, v) in leaves {
+    let leaves = shown_rows(s["leaves"].as_object());
+    for &(name, v) in &leaves.rows {
         let drops: u64 = v["drops"]
             .as_object()
             .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
@@ -640,11 +687,11 @@ fn print_summary(s: &serde_json::Value) {
             delay_us(v, "p99")
         );
     }
-    if hidden_leaves > 0 {
-        println!("({hidden_leaves} leaves without packets or drops not shown; summary.json has every leaf)");
+    if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
+        println!("(not shown: {out}; summary.json has every leaf)");
     }
-    let (shapers, hidden_shapers) = shown_rows(s["shapers"].as_object());
-    if !shapers.is_empty() {
+    let shapers = shown_rows(s["shapers"].as_object());
+    if !shapers.rows.is_empty() {
         println!(
             "{:<24} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12}",
             "shaping class",
@@ -656,7 +703,7 @@ fn print_summary(s: &serde_json::Value) {
             "p99 delay us"
         );
         let mut updated = false;
-        for (name, v) in shapers {
+        for &(name, v) in &shapers.rows {
             // The limit at the end, marked when `--update` changed it.
             let (limit, mark) = match v["rate_bps_at_end"].as_f64() {
                 Some(r) => {
@@ -680,8 +727,8 @@ fn print_summary(s: &serde_json::Value) {
             println!("(* the limit at the end, changed by --update; summary.json: rate_bps is the policy's)");
         }
     }
-    if hidden_shapers > 0 {
-        println!("({hidden_shapers} shaping classes without packets not shown; summary.json has every one)");
+    if let Some(out) = shapers.left_out("shaping classes", "without packets") {
+        println!("(not shown: {out}; summary.json has every one)");
     }
 }
 

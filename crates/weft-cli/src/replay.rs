@@ -846,8 +846,8 @@ fn index_html(s: &Value) -> String {
     }
     h.push_str("<p><img src=\"throughput.svg\" alt=\"throughput\"> <img src=\"delay.svg\" alt=\"delay\"></p>");
     h.push_str("<h2>Leaves</h2><table><tr><th>leaf</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>drops</th><th>p50 delay µs</th><th>p99 delay µs</th><th>max delay µs</th></tr>");
-    let (leaves, hidden_leaves) = crate::shown_rows(s["leaves"].as_object());
-    for (name, v) in leaves {
+    let leaves = crate::shown_rows(s["leaves"].as_object());
+    for &(name, v) in &leaves.rows {
         let _ = write!(
             h,
             "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -862,16 +862,13 @@ fn index_html(s: &Value) -> String {
         );
     }
     h.push_str("</table>");
-    if hidden_leaves > 0 {
-        let _ = write!(
-            h,
-            "<p>{hidden_leaves} leaves without packets or drops are not shown (summary.json has every leaf).</p>"
-        );
+    if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
+        let _ = write!(h, "<p>Not shown: {out} (summary.json has every leaf).</p>");
     }
-    let (shapers, hidden_shapers) = crate::shown_rows(s["shapers"].as_object());
-    if !shapers.is_empty() {
+    let shapers = crate::shown_rows(s["shapers"].as_object());
+    if !shapers.rows.is_empty() {
         h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
-        for (name, v) in shapers {
+        for &(name, v) in &shapers.rows {
             let limit = |k: &str| format!("{:.1}", v[k].as_f64().unwrap_or(0.0) / 1e6);
             let limit = match v.get("rate_bps_at_end") {
                 Some(_) => format!("{} → {}", limit("rate_bps"), limit("rate_bps_at_end")),
@@ -890,11 +887,8 @@ fn index_html(s: &Value) -> String {
         }
         h.push_str("</table>");
     }
-    if hidden_shapers > 0 {
-        let _ = write!(
-            h,
-            "<p>{hidden_shapers} shaping classes without packets are not shown (summary.json has every one).</p>"
-        );
+    if let Some(out) = shapers.left_out("shaping classes", "without packets") {
+        let _ = write!(h, "<p>Not shown: {out} (summary.json has every one).</p>");
     }
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
         h.push_str("<h2>Capture interfaces</h2><table><tr><th>interface</th><th>section</th><th>link type</th><th>records</th><th>tenant</th></tr>");

@@ -1386,18 +1386,79 @@ fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
         "{table}"
     );
     assert!(
-        table.contains("(38 leaves without packets or drops not shown"),
+        table.contains("(not shown: 38 leaves without packets or drops; summary.json"),
         "{table}"
     );
     let html = fs::read_to_string(dir.join("o/index.html")).unwrap();
     assert!(
-        html.contains("38 leaves without packets or drops are not shown"),
+        html.contains("Not shown: 38 leaves without packets or drops (summary.json"),
         "{html}"
     );
     assert!(!html.contains("<th>l0</th>"), "{html}");
     let s: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("o/summary.json")).unwrap()).unwrap();
     assert_eq!(s["leaves"].as_object().unwrap().len(), 40);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Above 64 busy leaves the table shows the 64 busiest (packets sent and dropped), in policy
+/// order, and says how many busy and idle ones it left out; summary.json keeps them all.
+#[test]
+fn replay_table_of_many_busy_leaves_shows_the_busiest() {
+    let dir = std::env::temp_dir().join(format!("weft-busiest-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let mut policy =
+        String::from("weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n");
+    for i in 0..100 {
+        policy += &format!("  - {{name: l{i}, type: leaf, parent: root, match: {{tag: {i}}}}}\n");
+    }
+    fs::write(dir.join("p.yaml"), policy).unwrap();
+    // Leaves 0-69 are busy, leaf i with 1 + i % 35 packets: the 64 busiest are those with at
+    // least 4 packets (leaves 3-34 and 38-69); 0-2 and 35-37 are busy but quieter; 70-99 idle.
+    let mut trace = String::from("arrive_ps,bytes,tag\n");
+    let mut t = 0;
+    for i in 0..70 {
+        for _ in 0..1 + i % 35 {
+            trace += &format!("{t},100,{i}\n");
+            t += 1;
+        }
+    }
+    fs::write(dir.join("t.csv"), trace).unwrap();
+    let out = weft()
+        .args(["replay", "--quiet", "--policy"])
+        .arg(dir.join("p.yaml"))
+        .arg("--trace")
+        .arg(dir.join("t.csv"))
+        .arg("--out")
+        .arg(dir.join("o"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let table = String::from_utf8(out).unwrap();
+    let shown: Vec<usize> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix('l')?.split(' ').next()?.parse().ok())
+        .collect();
+    let busiest: Vec<usize> = (3..35).chain(38..70).collect();
+    assert_eq!(shown, busiest, "{table}");
+    assert!(
+        table.contains(
+            "(not shown: 30 leaves without packets or drops; 6 leaves with no more packets \
+             sent and dropped than the 64 shown; summary.json has every leaf)"
+        ),
+        "{table}"
+    );
+    let html = fs::read_to_string(dir.join("o/index.html")).unwrap();
+    assert!(
+        html.contains("<th>l69</th>") && !html.contains("<th>l2</th>"),
+        "{html}"
+    );
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("o/summary.json")).unwrap()).unwrap();
+    assert_eq!(s["leaves"].as_object().unwrap().len(), 100);
     let _ = fs::remove_dir_all(&dir);
 }
 
