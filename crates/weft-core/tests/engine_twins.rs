@@ -300,6 +300,12 @@ struct Driver<E> {
     /// flow's first packet: keyed by the leaf node and every field a flow key may read (a
     /// finer key than any leaf's, so two entries may share a queue, never the reverse).
     queues: Option<HashMap<QueueKey, FlowQueue>>,
+    /// In queue mode: after sending a packet whose id is a multiple of 3, the driver closes
+    /// its flow's queue (`Engine::close_flow`; refused while the flow holds packets) and,
+    /// if closed, forgets it, so the flow's next packet opens it again, as a new flow.
+    closing: bool,
+    /// In closing mode: the queue key each packet was posted under, until it leaves.
+    posted: HashMap<u64, QueueKey>,
 }
 
 impl<E> Driver<E> {
@@ -308,7 +314,14 @@ impl<E> Driver<E> {
             e,
             moved,
             queues: queues.then(HashMap::new),
+            closing: false,
+            posted: HashMap::new(),
         }
+    }
+
+    fn closing(mut self) -> Driver<E> {
+        self.closing = true;
+        self
     }
 }
 
@@ -323,6 +336,9 @@ impl<E: Engine> Driver<E> {
         let key = (
             node, m.src, m.dst, m.sport, m.dport, m.proto, m.present, pkt.flow,
         );
+        if self.closing {
+            self.posted.insert(pkt.id, key);
+        }
         if let Some(q) = queues.get(&key) {
             return Some(*q);
         }
@@ -397,7 +413,18 @@ impl<E: Engine> Engine for Driver<E> {
         self.e.enqueue_flow(pkt, q, now)
     }
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        self.e.dequeue(now)
+        let d = self.e.dequeue(now)?;
+        if let Some(key) = self.posted.remove(&d.id).filter(|_| d.id % 3 == 0) {
+            let queues = self.queues.as_mut().expect("closing needs queue mode");
+            if let Some(q) = queues.get(&key).copied() {
+                if self.e.close_flow(&q) {
+                    // Every key whose queue is the flow's (one flow may have queues
+                    // bound to different shaping classes): all are closed.
+                    queues.retain(|_, v| !v.same_flow(&q));
+                }
+            }
+        }
+        Some(d)
     }
     fn next_wakeup(&self) -> Option<u64> {
         self.e.next_wakeup()
@@ -413,6 +440,9 @@ impl<E: Engine> Engine for Driver<E> {
     }
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
         self.e.flow_counters()
+    }
+    fn close_flow(&mut self, q: &FlowQueue) -> bool {
+        self.e.close_flow(q)
     }
 }
 
@@ -500,6 +530,9 @@ impl<E: Engine> Engine for Bounded<E> {
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
         self.e.flow_counters()
     }
+    fn close_flow(&mut self, q: &FlowQueue) -> bool {
+        self.e.close_flow(q)
+    }
 }
 
 /// The run's events, then every node's counters and every flow's.
@@ -567,6 +600,14 @@ proptest! {
         prop_assert_eq!(got_moved, want_moved, "driver moved flows; policy:\n{}", text);
         let (got_moved, want_moved) = driven(true, true);
         prop_assert_eq!(got_moved, want_moved, "driver moved flows, queues; policy:\n{}", text);
+        // Queues closed as their flows go idle and opened again: both engines alike (the
+        // same departures, and the same flows left open with the same counters).
+        for moved in [false, true] {
+            let fast = Driver::new(FastEngine::new(p.clone()), moved, true).closing();
+            let reference = Driver::new(ReferenceEngine::new(p.clone()), moved, true).closing();
+            let (got_closed, want_closed) = (events(fast, &p, inputs(&s, &p)), events(reference, &p, inputs(&s, &p)));
+            prop_assert_eq!(got_closed, want_closed, "queues closed, moved {}; policy:\n{}", moved, text);
+        }
         // Bursts: the fast engine's pipelined `dequeue_batch` against the reference's, which
         // is `dequeue` called again and again (the trait's definition).
         for burst in [5, 40] {

@@ -275,6 +275,9 @@ pub struct DpCounters {
     pub reverse_dropped: u64,
     pub reloads: u64,
     pub queues_reclaimed: u64,
+    /// Flows the engine forgot (`Engine::close_flow`): those of reclaimed queues, and a
+    /// moved flow's record at its old leaf.
+    pub flows_closed: u64,
     /// Class changes of flows whose classifier fields changed mid-flow: each asks for a
     /// `MoveClass` (moves of one queue that wait in the same doorbell are merged, the latest
     /// winning).
@@ -1186,7 +1189,15 @@ impl State {
                 if let Some(f) = self.queues.get_mut(&queue) {
                     if let Some(class) = self.prog.classify_at(to, &f.meta) {
                         f.class = class;
+                        let old = f.queue;
                         f.open(&mut self.engine);
+                        // The flow's record at its old leaf, if idle there (else it stays
+                        // until the engine restarts: a rare leftover).
+                        if let Some(old) = old.filter(|o| f.queue.is_none_or(|n| !n.same_flow(o))) {
+                            if self.engine.close_flow(&old) {
+                                self.c.flows_closed += 1;
+                            }
+                        }
                         if let Classification::Leaf { shaping, .. } = class {
                             self.iface
                                 .rebind(queue, to, shaping.as_slice().first().copied());
@@ -1402,7 +1413,9 @@ impl State {
         self.samples[0] = std::mem::replace(&mut self.samples[1], (now, bytes));
     }
 
-    /// Destroys queues idle for a second (their ids return to the arena).
+    /// Destroys queues idle for a second (their ids return to the arena), and closes their
+    /// flows in the engine ([`Engine::close_flow`]), so the engine's flow records follow the
+    /// flows alive, not every flow ever seen.
     fn reclaim(&mut self, now: u64) {
         let idle: Vec<QueueId> = self
             .queues
@@ -1424,6 +1437,13 @@ impl State {
                 let f = self.queues.remove(&q).expect("present");
                 self.flows.remove(&(f.tenant, f.key));
                 self.c.queues_reclaimed += 1;
+                // The engine forgets the flow too, unless it still holds some of its
+                // packets (then its record stays: a flow seen again finds it).
+                if let Some(eq) = f.queue {
+                    if self.engine.close_flow(&eq) {
+                        self.c.flows_closed += 1;
+                    }
+                }
             }
         }
     }
@@ -1577,6 +1597,7 @@ impl State {
                 "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
                 "class_moves": c.class_moves,
+                "flows_closed": c.flows_closed, "engine_flows": self.engine.open_flows(),
                 "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),
             },

@@ -514,6 +514,10 @@ fn a_remarked_flow_moves_to_its_new_class() {
     // its queue (no new queue per class).
     assert_eq!(s["iface"]["meta_updates"], 2, "{s}");
     assert_eq!(s["dataplane"]["queues_live"], 2, "{s}");
+    // Each move left the flow's record at its old leaf idle, and the engine forgot it: two
+    // flows open in the engine, not one per leaf each has been in.
+    assert_eq!(s["dataplane"]["flows_closed"], 2, "{s}");
+    assert_eq!(s["dataplane"]["engine_flows"], 2, "{s}");
     assert_eq!(r.uplink.tx.lock().unwrap().len(), 43, "{s}");
     balanced(&s);
     // Flipping on every frame, ending best effort (20 frames: one receive batch, so one
@@ -530,4 +534,35 @@ fn a_remarked_flow_moves_to_its_new_class() {
     assert_eq!(leaf_packets(&s, "ef"), ef, "{s}");
     assert_eq!(leaf_packets(&s, "be") + ef, 68, "{s}");
     balanced(&r.finish());
+}
+
+/// Queues idle for a second are reclaimed, and the engine forgets their flows: the engine's
+/// flow records follow the flows alive, not every five-tuple ever seen (a NIC's connections
+/// come and go; kept, their records grew without bound).
+#[test]
+fn reclaimed_queues_close_their_flows_in_the_engine() {
+    let text = "weft: 1\nname: churn\nlink: {rate: 10gbit}\nnodes:\n  - {name: only, type: leaf, flows: {by: five-tuple}}\n";
+    let r = Running::start_with("churn", None, None, Some(text));
+    // Twelve connections (source ports), three frames each.
+    r.inject(0, (0..36).map(|i| tcp(1, 3000 + (i % 12) as u16, 100)));
+    let s = r.settle(36);
+    assert_eq!(s["dataplane"]["engine_flows"], 12, "{s}");
+    // After a second of silence every queue is reclaimed (bounded wait).
+    let t = Instant::now();
+    let s = loop {
+        let s = r.stats();
+        if s["dataplane"]["queues_reclaimed"] == 12 || t.elapsed() > Duration::from_secs(10) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(s["dataplane"]["queues_reclaimed"], 12, "{s}");
+    assert_eq!(s["dataplane"]["flows_closed"], 12, "{s}");
+    assert_eq!(s["dataplane"]["engine_flows"], 0, "{s}");
+    assert_eq!(s["dataplane"]["queues_live"], 0, "{s}");
+    // A connection seen again is a new flow, with a new queue.
+    r.inject(0, (0..3).map(|_| tcp(1, 3000, 100)));
+    let s = r.settle(39);
+    assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
+    balanced(&s);
 }

@@ -29,7 +29,11 @@
 //!   enqueue and none per dequeue; none at all for a packet posted to its flow's own queue
 //!   ([`Engine::enqueue_flow`]: the queue carries the record's index, Loom §4.2.1). A
 //!   record stays when its flow goes idle (it holds the flow's counters), so a queue's
-//!   handle stays valid. Drops per flow are counted in a sparse side map (drops
+//!   handle stays valid, until the driver closes the flow ([`Engine::close_flow`]): the
+//!   record then goes to a free list for the next new flow, its generation (carried by its
+//!   queues) moves on so an old queue is refused, and its index entry stays, stale, until
+//!   stale entries are half of a full index, which is then refilled with the open flows
+//!   (O(1) a close, amortized). Drops per flow are counted in a sparse side map (drops
 //!   are rare).
 //! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow
 //!   deferral records only for flows with deferred packets.
@@ -888,7 +892,9 @@ impl Slot {
     }
 }
 
-/// One flow: 48 bytes, kept while idle (it holds the flow's counters).
+/// One flow: 48 bytes, kept while idle (it holds the flow's counters) until
+/// [`Engine::close_flow`]; a closed record (`leaf_node` = `NO`) waits in
+/// `FastEngine::free_flows` for the next new flow.
 #[derive(Debug, Clone, Copy, Default)]
 struct FlowRec {
     /// Flow key within its leaf (see `flow_key`).
@@ -907,6 +913,9 @@ struct FlowRec {
     seq: u32,
     /// Flows of fair leaves: index of its finish tag in `FastEngine::fair_last`.
     fair: u32,
+    /// Generation of the record's handle: counts the flows closed in it (see
+    /// [`FlowQueue`]); its queues carry the generation they were opened in.
+    generation: u32,
 }
 
 /// Flow records in fixed-size chunks: growth never copies, and unused capacity is at most
@@ -1014,8 +1023,14 @@ pub struct FastEngine {
     pifo: Vec<Pifo>,
     // Flows.
     flows: FlowArena,
-    /// Indices into `flows`, hashed by (leaf node, flow key).
+    /// Indices into `flows`, hashed by (leaf node, flow key). An entry of a closed flow
+    /// stays until the index is rebuilt (see `stale_entries`): its record no longer matches
+    /// the key (freed, or another flow's), so a lookup passes over it.
     flow_table: FlowIndex,
+    /// Closed flows' records, to be reused (last closed first).
+    free_flows: Vec<u32>,
+    /// Entries of `flow_table` left by closed flows.
+    stale_entries: usize,
     /// Finish tags of flows in fair leaves (virtual bytes, FRAC fractional bits), indexed by
     /// `FlowRec::fair`.
     fair_last: Vec<u128>,
@@ -1205,6 +1220,8 @@ impl FastEngine {
             pifo,
             flows: FlowArena::default(),
             flow_table: FlowIndex::default(),
+            free_flows: Vec::new(),
+            stale_entries: 0,
             fair_last: Vec::new(),
             flow_drops: FxHashMap::default(),
             slots: Vec::new(),
@@ -1386,18 +1403,64 @@ impl FastEngine {
     #[cold]
     #[inline(never)]
     fn new_flow(&mut self, h: u64, leaf_node: u32, key: u64) -> u32 {
-        let i = self.flows.push(FlowRec {
-            key,
-            leaf_node,
-            fair: NO,
-            ..FlowRec::default()
-        });
+        let i = match self.free_flows.pop() {
+            Some(i) => {
+                // A closed flow's record: its generation goes on, and its finish tag's slot
+                // in a fair leaf (kept by the record) starts again from zero.
+                let old = *self.flows.get(i);
+                if old.fair != NO {
+                    self.fair_last[old.fair as usize] = 0;
+                }
+                *self.flows.get_mut(i) = FlowRec {
+                    key,
+                    leaf_node,
+                    fair: old.fair,
+                    generation: old.generation,
+                    ..FlowRec::default()
+                };
+                i
+            }
+            None => self.flows.push(FlowRec {
+                key,
+                leaf_node,
+                fair: NO,
+                ..FlowRec::default()
+            }),
+        };
+        if self.stale_entries > 0
+            && self.flow_table.full()
+            && 2 * self.stale_entries > self.flow_table.occupied()
+        {
+            self.rebuild_flow_table();
+        }
         let flows = &self.flows;
         self.flow_table.insert(h, i, |j| {
             let r = flows.get(j);
             flow_hash(r.leaf_node, r.key)
         });
         i
+    }
+
+    /// Flows open (seen and not closed): the flow records in use.
+    pub fn open_flows(&self) -> usize {
+        self.flows.len as usize - self.free_flows.len()
+    }
+
+    /// The flow index anew from the open flows' records, without closed flows' entries
+    /// (when they are at least half of a full index: O(1) a close, amortized).
+    #[cold]
+    #[inline(never)]
+    fn rebuild_flow_table(&mut self) {
+        let FastEngine {
+            flows, flow_table, ..
+        } = self;
+        let hash = |i: u32| {
+            let r = flows.get(i);
+            flow_hash(r.leaf_node, r.key)
+        };
+        let open = (0..flows.len).filter(|&i| flows.get(i).leaf_node != NO);
+        flow_table.refill(open.map(|i| (hash(i), i)), hash);
+        self.stale_entries = 0;
     }
 
     /// Advances the system virtual time of the senic group whose top is `senic[top]` to `now`
@@ -2005,8 +2068,14 @@ impl FastEngine {
     #[inline(always)]
     fn check_queue(&self, q: &FlowQueue, owner: u32) {
         assert!(
-            owner == q.node,
-            "enqueue_flow: queue {q:?} was not opened by this engine (its flow belongs to node {owner})"
+            owner == q.node && self.flows.get(q.flow).generation == q.generation,
+            "queue {q:?} was not opened by this engine, or its flow was closed (the record \
+             belongs to node {owner}, generation {})",
+            if owner == NO {
+                0
+            } else {
+                self.flows.get(q.flow).generation
+            }
         );
     }
 
@@ -2096,7 +2165,27 @@ impl Engine for FastEngine {
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
         let binding @ (leaf, node, _) = FlowQueue::binding(&self.prog, class)?;
         let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
-        Some(FlowQueue::new(self.flow_index(node, key), binding))
+        let flow = self.flow_index(node, key);
+        Some(FlowQueue::new(
+            flow,
+            self.flows.get(flow).generation,
+            binding,
+        ))
+    }
+
+    fn close_flow(&mut self, q: &FlowQueue) -> bool {
+        self.check_queue(q, self.owner(q));
+        let f = self.flows.get_mut(q.flow);
+        if f.held_packets > 0 {
+            return false;
+        }
+        // Its index entry stays, stale, until a rebuild: the record no longer matches.
+        f.leaf_node = NO;
+        f.generation = f.generation.wrapping_add(1);
+        self.flow_drops.remove(&q.flow);
+        self.free_flows.push(q.flow);
+        self.stale_entries += 1;
+        true
     }
 
     fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
@@ -2329,6 +2418,7 @@ impl Engine for FastEngine {
 
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
         let mut v: Vec<(u32, u64, Counters)> = (0..self.flows.len)
+            .filter(|&i| self.flows.get(i).leaf_node != NO)
             .map(|i| {
                 let f = self.flows.get(i);
                 let leaf = self.prog.nodes[f.leaf_node as usize]
@@ -2478,6 +2568,85 @@ mod tests {
         }
         assert!(most > 2048, "the calendar stayed at {most} buckets");
         assert!(cut_short > 0, "no push walked too far into a bucket");
+    }
+
+    /// 100,000 flows one after another, each opened, sent one packet and closed, as a
+    /// software NIC's connections come and go: the flow records and the index stay at the
+    /// size of the flows open at once (eight), not of every flow seen, and lookups stay
+    /// right through the index's refills (a closed flow opened again is a new flow; a
+    /// stale queue is refused).
+    #[test]
+    fn closed_flows_give_back_their_records() {
+        let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: q, type: leaf, flows: {by: five-tuple, sched: fair}}\n";
+        let prog = Arc::new(compile_str("c.yaml".as_ref(), text, &LoadOptions::default()).unwrap());
+        let mut e = FastEngine::new(prog.clone());
+        let packet = |port: u64| {
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Sport, port);
+            Packet::new(port, 100, m)
+        };
+        let mut open: VecDeque<FlowQueue> = VecDeque::new();
+        for port in 0..100_000u64 {
+            let p = packet(port);
+            let q = e.open_flow(&p, prog.classify(&p.meta)).unwrap();
+            assert_eq!(e.enqueue_flow(p, &q, port), Ok(()));
+            assert_eq!(e.dequeue(port).map(|d| d.id), Some(port));
+            open.push_back(q);
+            if open.len() > 8 {
+                let old = open.pop_front().unwrap();
+                assert!(e.close_flow(&old), "an idle flow closes");
+            }
+        }
+        assert!(e.flows.len <= 9, "{} flow records", e.flows.len);
+        assert!(
+            e.flow_table.occupied() <= 64,
+            "{} index entries",
+            e.flow_table.occupied()
+        );
+        // The eight open flows keep their counters; a closed one is gone.
+        let counters = e.flow_counters();
+        assert_eq!(counters.len(), 8);
+        // An open flow is found again by its key (the same queue); a closed flow opened
+        // again is a new one.
+        let last = packet(99_999);
+        assert_eq!(
+            e.open_flow(&last, prog.classify(&last.meta)),
+            open.back().copied()
+        );
+        let first = packet(0);
+        let again = e.open_flow(&first, prog.classify(&first.meta)).unwrap();
+        assert!(!open.iter().any(|q| q.same_flow(&again)));
+        assert_eq!(e.flow_counters().len(), 9);
+        // A flow holding a packet stays open.
+        assert_eq!(e.enqueue_flow(first, &again, 200_000), Ok(()));
+        assert!(!e.close_flow(&again));
+        assert!(e.dequeue(200_000).is_some());
+        assert!(e.close_flow(&again));
+    }
+
+    /// A queue of a closed flow is refused, even once its record serves another flow of the
+    /// same leaf (the handle's generation differs).
+    #[test]
+    #[should_panic(expected = "or its flow was closed")]
+    fn a_closed_flows_queue_is_refused() {
+        let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: q, type: leaf, flows: {by: five-tuple}}\n";
+        let prog = Arc::new(compile_str("c.yaml".as_ref(), text, &LoadOptions::default()).unwrap());
+        let mut e = FastEngine::new(prog.clone());
+        let packet = |port: u64| {
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Sport, port);
+            Packet::new(port, 100, m)
+        };
+        let (a, b) = (packet(1), packet(2));
+        let qa = e.open_flow(&a, prog.classify(&a.meta)).unwrap();
+        assert!(e.close_flow(&qa));
+        let qb = e.open_flow(&b, prog.classify(&b.meta)).unwrap();
+        assert_eq!(qb.leaf(), qa.leaf());
+        assert!(
+            !qa.same_flow(&qb),
+            "the record is reused with the next generation"
+        );
+        let _ = e.enqueue_flow(a, &qa, 0);
     }
 
     /// A node of many children keeps its heads in a heap until they reach `min_heads`, its

@@ -5,11 +5,14 @@
 //! (seven hash bits the home group does not use, top bit set; 0 = free) and the `u32`
 //! arena index. A key's home group comes from the hash; a probe compares the tag with all
 //! eight bytes at once (SWAR: one 64-bit word), checks the records of matching buckets,
-//! and moves to the next group only when this one is full. Records are never removed (a
-//! flow's record outlives its packets: it holds the flow's counters), so there are no
-//! tombstones, a group's occupied buckets are a prefix, and a probe stops at the first
+//! and moves to the next group only when this one is full. Entries are never removed one
+//! at a time (a flow's record outlives its packets: it holds the flow's counters until the
+//! flow is closed), so there are no tombstones, a group's occupied buckets are a prefix, and a probe stops at the first
 //! group with a free bucket. The load stays at most 7/8; growing doubles the groups and
-//! re-inserts every index, with the hash recomputed from the record by the caller.
+//! re-inserts every index, with the hash recomputed from the record by the caller. A closed
+//! flow's entry stays (its record no longer matches the key, so lookups pass over it) until
+//! the engine refills the index with the open flows alone ([`FlowIndex::refill`]); so an
+//! index may appear twice, once stale, once for the flow its record now holds.
 //!
 //! Why by hand (hashbrown is the usual answer, and this engine used it before): hashbrown's
 //! `HashTable` does the same probe but offers no way to find a key's candidate bucket
@@ -109,6 +112,31 @@ impl FlowIndex {
         self.len
     }
 
+    /// Buckets in use (every index inserted since the index was made or refilled).
+    pub(crate) fn occupied(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the next insert grows the index.
+    pub(crate) fn full(&self) -> bool {
+        (self.len + 1) * 8 > self.buckets() * 7
+    }
+
+    /// Empties the index and inserts `entries` (hash, index): how the engine drops the
+    /// entries of closed flows (an entry is never removed one by one; see the module doc).
+    /// It keeps its buckets, so it grows only if `entries` fill more than 7/8 of them.
+    pub(crate) fn refill(
+        &mut self,
+        entries: impl Iterator<Item = (u64, u32)>,
+        rehash: impl Fn(u32) -> u64,
+    ) {
+        self.groups.fill(EMPTY_GROUP);
+        self.len = 0;
+        for (h, i) in entries {
+            self.insert(h, i, &rehash);
+        }
+    }
+
     /// The home group and the tag of hash `h`.
     #[inline(always)]
     fn home(&self, h: u64) -> (usize, u8) {
@@ -166,7 +194,7 @@ impl FlowIndex {
     /// Inserts `index` with hash `h` (the caller knows it is not there yet). `rehash` gives
     /// the hash of any index already inserted, for growing.
     pub(crate) fn insert(&mut self, h: u64, index: u32, rehash: impl Fn(u32) -> u64) {
-        if (self.len + 1) * 8 > self.buckets() * 7 {
+        if self.full() {
             self.grow(&rehash);
         }
         self.place(h, index);
@@ -185,7 +213,8 @@ impl FlowIndex {
                 self.len += 1;
                 return;
             }
-            debug_assert!(!grp.slots.contains(&index), "index {index} inserted twice");
+            // (An index may be here already: a closed flow's stale entry, its record now
+            // another flow's.)
             g = (g + 1) & mask;
         }
     }

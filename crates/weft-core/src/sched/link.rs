@@ -279,6 +279,9 @@ mod tests {
         fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
             self.inner.flow_counters()
         }
+        fn close_flow(&mut self, q: &FlowQueue) -> bool {
+            self.inner.close_flow(q)
+        }
     }
 
     /// Thousands of packets at one instant are offered in batches of at most

@@ -461,13 +461,16 @@ pub struct EngineOptions {
 /// flow's state by the handle, as Loom's NIC finds a queue's state by its number, instead
 /// of hashing the packet's flow key and probing the flow table per packet.
 ///
-/// A queue belongs to the engine that opened it; a handle stays valid for that engine's
-/// lifetime (flow records are kept while idle). Giving one engine another's queue is a
-/// logic error: debug builds panic, release builds may count the packets in a wrong flow.
+/// A queue belongs to the engine that opened it; a handle stays valid until
+/// [`Engine::close_flow`] closes it (flow records are kept while idle until then). Giving
+/// an engine another engine's queue, or a closed one, is a logic error: it panics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowQueue {
     /// The engine's handle of the flow.
     flow: u32,
+    /// The handle's generation: a closed flow's handle may be given to a later flow, whose
+    /// queue has the next generation.
+    generation: u32,
     /// Leaf id.
     leaf: u32,
     /// The leaf's node id.
@@ -480,10 +483,12 @@ impl FlowQueue {
     /// The queue of flow handle `flow` bound to `binding` (from [`FlowQueue::binding`]).
     pub(crate) fn new(
         flow: u32,
+        generation: u32,
         (leaf, node, shaping): (u32, u32, crate::policy::ShapingPath),
     ) -> FlowQueue {
         FlowQueue {
             flow,
+            generation,
             leaf,
             node,
             shaping,
@@ -522,6 +527,13 @@ impl FlowQueue {
     /// The leaf id.
     pub fn leaf(&self) -> u32 {
         self.leaf
+    }
+
+    /// Whether `other` (a queue of the same engine) is a queue of the same flow: it may
+    /// differ in its shaping classes (a flow bound to other classes keeps its record), and
+    /// [`Engine::close_flow`] closes both.
+    pub fn same_flow(&self, other: &FlowQueue) -> bool {
+        (self.flow, self.generation) == (other.flow, other.generation)
     }
 }
 
@@ -627,7 +639,15 @@ pub trait Engine {
     /// Counters per node so far (built on each call: an engine may keep only its leaves'
     /// departures and add them up the tree here).
     fn stats(&self) -> Stats;
-    /// Counters of every flow seen so far: `(leaf id, flow key, counters)`, sorted by leaf
-    /// and key.
+    /// Counters of every flow seen so far and not closed: `(leaf id, flow key, counters)`,
+    /// sorted by leaf and key.
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)>;
+    /// Closes queue `q`'s flow if it holds no packet: its record (its counters among them)
+    /// is forgotten and its handle may go to a later flow, so a long-running driver's
+    /// memory follows its live flows, not every flow it has seen. The flow's packets stay
+    /// counted at its leaf and the nodes above. Returns whether it closed; a flow still
+    /// holding packets stays open (try again once they have left). The same flow opened
+    /// later starts afresh, as a new flow: new counters, and in a fair leaf a finish tag
+    /// from zero. Every queue of the flow is closed with it; using one afterwards panics.
+    fn close_flow(&mut self, q: &FlowQueue) -> bool;
 }

@@ -843,7 +843,27 @@ impl Engine for ReferenceEngine {
             // An opened flow is listed from now on, as the fast engine lists its record.
             self.flow_stats.entry(key).or_default();
         }
-        Some(FlowQueue::new(flow, binding))
+        // Handles are never reused here, so every queue is of generation 0.
+        Some(FlowQueue::new(flow, 0, binding))
+    }
+
+    fn close_flow(&mut self, q: &FlowQueue) -> bool {
+        let Some(&(leaf, key)) = self.queues.get(q.flow as usize).filter(|o| o.0 == q.leaf) else {
+            panic!("close_flow: queue {q:?} was not opened by this engine, or is closed");
+        };
+        let st = &mut self.nodes[q.node as usize];
+        if st.flows.get(&key).is_some_and(|&(p, _)| p > 0) {
+            return false;
+        }
+        // Everything the engine keeps of the flow: it starts afresh if it comes back.
+        st.flows.remove(&key);
+        st.last.remove(&key);
+        self.deferred.remove(&(leaf, key));
+        self.flow_next.remove(&(leaf, key));
+        self.flow_stats.remove(&(leaf, key));
+        self.queue_of.remove(&(leaf, key));
+        self.queues[q.flow as usize] = (u32::MAX, 0);
+        true
     }
 
     fn enqueue_flow(&mut self, pkt: Packet, q: &FlowQueue, now: u64) -> Result<(), DropReason> {
