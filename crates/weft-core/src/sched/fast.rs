@@ -2570,6 +2570,23 @@ mod tests {
         assert!(cut_short > 0, "no push walked too far into a bucket");
     }
 
+    /// A policy of one leaf (`leaf`: its extra fields) on a 10 Gbit/s link, and its engine.
+    fn one_leaf(leaf: &str) -> (Arc<Program>, FastEngine) {
+        let text = format!(
+            "weft: 1\nlink: {{rate: 10gbit}}\nnodes:\n  - {{name: q, type: leaf, {leaf}}}\n"
+        );
+        let prog =
+            Arc::new(compile_str("q.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
+        (prog.clone(), FastEngine::new(prog))
+    }
+
+    /// A 100-byte packet from source port `port` (also its id): one five-tuple per port.
+    fn port_packet(port: u64) -> Packet {
+        let mut m = PacketMeta::default();
+        m.set_int(Field::Sport, port);
+        Packet::new(port, 100, m)
+    }
+
     /// 100,000 flows one after another, each opened, sent one packet and closed, as a
     /// software NIC's connections come and go: the flow records and the index stay at the
     /// size of the flows open at once (eight), not of every flow seen, and lookups stay
@@ -2577,17 +2594,10 @@ mod tests {
     /// stale queue is refused).
     #[test]
     fn closed_flows_give_back_their_records() {
-        let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: q, type: leaf, flows: {by: five-tuple, sched: fair}}\n";
-        let prog = Arc::new(compile_str("c.yaml".as_ref(), text, &LoadOptions::default()).unwrap());
-        let mut e = FastEngine::new(prog.clone());
-        let packet = |port: u64| {
-            let mut m = PacketMeta::default();
-            m.set_int(Field::Sport, port);
-            Packet::new(port, 100, m)
-        };
+        let (prog, mut e) = one_leaf("flows: {by: five-tuple, sched: fair}");
         let mut open: VecDeque<FlowQueue> = VecDeque::new();
         for port in 0..100_000u64 {
-            let p = packet(port);
+            let p = port_packet(port);
             let q = e.open_flow(&p, prog.classify(&p.meta)).unwrap();
             assert_eq!(e.enqueue_flow(p, &q, port), Ok(()));
             assert_eq!(e.dequeue(port).map(|d| d.id), Some(port));
@@ -2608,12 +2618,12 @@ mod tests {
         assert_eq!(counters.len(), 8);
         // An open flow is found again by its key (the same queue); a closed flow opened
         // again is a new one.
-        let last = packet(99_999);
+        let last = port_packet(99_999);
         assert_eq!(
             e.open_flow(&last, prog.classify(&last.meta)),
             open.back().copied()
         );
-        let first = packet(0);
+        let first = port_packet(0);
         let again = e.open_flow(&first, prog.classify(&first.meta)).unwrap();
         assert!(!open.iter().any(|q| q.same_flow(&again)));
         assert_eq!(e.flow_counters().len(), 9);
@@ -2629,15 +2639,8 @@ mod tests {
     #[test]
     #[should_panic(expected = "or its flow was closed")]
     fn a_closed_flows_queue_is_refused() {
-        let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: q, type: leaf, flows: {by: five-tuple}}\n";
-        let prog = Arc::new(compile_str("c.yaml".as_ref(), text, &LoadOptions::default()).unwrap());
-        let mut e = FastEngine::new(prog.clone());
-        let packet = |port: u64| {
-            let mut m = PacketMeta::default();
-            m.set_int(Field::Sport, port);
-            Packet::new(port, 100, m)
-        };
-        let (a, b) = (packet(1), packet(2));
+        let (prog, mut e) = one_leaf("flows: {by: five-tuple}");
+        let (a, b) = (port_packet(1), port_packet(2));
         let qa = e.open_flow(&a, prog.classify(&a.meta)).unwrap();
         assert!(e.close_flow(&qa));
         let qb = e.open_flow(&b, prog.classify(&b.meta)).unwrap();
