@@ -1403,6 +1403,13 @@ impl FastEngine {
     #[cold]
     #[inline(never)]
     fn new_flow(&mut self, h: u64, leaf_node: u32, key: u64) -> u32 {
+        // Before the record is taken, so the refill does not index the new flow too.
+        if self.stale_entries > 0
+            && self.flow_table.full()
+            && 2 * self.stale_entries > self.flow_table.occupied()
+        {
+            self.rebuild_flow_table();
+        }
         let i = match self.free_flows.pop() {
             Some(i) => {
                 // A closed flow's record: its generation goes on, and its finish tag's slot
@@ -1427,12 +1434,6 @@ impl FastEngine {
                 ..FlowRec::default()
             }),
         };
-        if self.stale_entries > 0
-            && self.flow_table.full()
-            && 2 * self.stale_entries > self.flow_table.occupied()
-        {
-            self.rebuild_flow_table();
-        }
         let flows = &self.flows;
         self.flow_table.insert(h, i, |j| {
             let r = flows.get(j);
