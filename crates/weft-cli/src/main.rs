@@ -821,7 +821,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let opts = replay::Options {
                 engine,
                 progress,
-                engine_options: weft_core::sched::EngineOptions { limited_fast_path },
+                // A replay streams: flows are forgotten once they hold nothing, so memory
+                // follows the packets queued, not the trace's distinct flows (exact: see
+                // `forget_idle_flows`; the summary reports no per-flow counters).
+                engine_options: weft_core::sched::EngineOptions {
+                    limited_fast_path,
+                    forget_idle_flows: true,
+                },
                 burst: burst.into(),
                 updates,
                 tenants,

@@ -625,8 +625,17 @@ proptest! {
             let e = FastEngine::with_calendar(p.clone(), EngineOptions::default(), calendar);
             prop_assert_eq!(&events(e, &p, inputs(&s, &p)), &want, "calendars {:?}; policy:\n{}", calendar, text);
         }
+        // Forgetting idle flows (a streaming replay's memory): both engines alike, and the
+        // same departures, drops and node counters as remembering them (the flows' own
+        // counters differ: only flows holding packets are listed).
+        let forget = EngineOptions { forget_idle_flows: true, ..EngineOptions::default() };
+        let want_forget = events(ReferenceEngine::with_options(p.clone(), forget), &p, inputs(&s, &p));
+        let got_forget = events(FastEngine::with_options(p.clone(), forget), &p, inputs(&s, &p));
+        prop_assert_eq!(&got_forget, &want_forget, "forgetting idle flows; policy:\n{}", text);
+        let but_flows = |v: &[String]| -> Vec<String> { v.iter().filter(|l| !l.starts_with("leaf ")).cloned().collect() };
+        prop_assert_eq!(but_flows(&want_forget), but_flows(&want), "forgetting idle flows changes the schedule; policy:\n{}", text);
         // And with Loom's "currently limited" fast path.
-        let on = EngineOptions { limited_fast_path: true };
+        let on = EngineOptions { limited_fast_path: true, ..EngineOptions::default() };
         let want_fp = events(ReferenceEngine::with_options(p.clone(), on), &p, inputs(&s, &p));
         let got_fp = events(FastEngine::with_options(p.clone(), on), &p, inputs(&s, &p));
         prop_assert_eq!(got_fp, want_fp, "limited fast path; policy:\n{}", text);

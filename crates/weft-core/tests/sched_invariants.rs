@@ -122,6 +122,7 @@ fn run(c: &Case) -> Run {
         .collect();
     let options = EngineOptions {
         limited_fast_path: c.fast_path,
+        ..EngineOptions::default()
     };
     let mut e = ReferenceEngine::with_options(prog.clone(), options);
     let mut sent = Vec::new();

@@ -265,6 +265,7 @@ fn fig1(fast_path: bool, drive: Drive) {
         prog,
         EngineOptions {
             limited_fast_path: fast_path,
+            ..EngineOptions::default()
         },
     );
     let name = format!("fig1 fast path {fast_path}");

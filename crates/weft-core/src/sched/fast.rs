@@ -1316,6 +1316,7 @@ impl FastEngine {
         if let Some(r) = l.broken(f, bytes) {
             self.dropped(leaf_node, r);
             self.flow_drops.entry(fi).or_default()[r.index()] += 1;
+            self.forget_if_idle(fi, leaf);
             return Err(r);
         }
         l.held_packets += 1;
@@ -1440,6 +1441,34 @@ impl FastEngine {
             flow_hash(r.leaf_node, r.key)
         });
         i
+    }
+
+    /// Forgets flow record `fi` (it holds no packet): to the free list, its handle's
+    /// generation moved on. Its index entry stays, stale, until a refill: the record no
+    /// longer matches its key.
+    fn free_flow(&mut self, fi: u32) {
+        let f = self.flows.get_mut(fi);
+        debug_assert_eq!(
+            f.held_packets, 0,
+            "free_flow: flow {fi} holds packets: {f:?}"
+        );
+        f.leaf_node = NO;
+        f.generation = f.generation.wrapping_add(1);
+        self.flow_drops.remove(&fi);
+        self.free_flows.push(fi);
+        self.stale_entries += 1;
+    }
+
+    /// With [`EngineOptions::forget_idle_flows`]: forgets flow `fi` of leaf `leaf` if it
+    /// holds no packet and its leaf is not fair.
+    #[inline(always)]
+    fn forget_if_idle(&mut self, fi: u32, leaf: u32) {
+        if self.options.forget_idle_flows
+            && self.flows.get(fi).held_packets == 0
+            && !self.leaves[leaf as usize].fair
+        {
+            self.free_flow(fi);
+        }
     }
 
     /// Flows open (seen and not closed): the flow records in use.
@@ -2027,6 +2056,7 @@ impl FastEngine {
         f.sent_packets += 1;
         f.sent_bytes += b64;
         let flow = f.key;
+        self.forget_if_idle(s.flow, s.leaf);
         debug_assert_eq!(
             some_wait,
             self.waiting.get(&s.leaf).is_some_and(|w| !w.is_empty()),
@@ -2164,6 +2194,10 @@ impl Engine for FastEngine {
     }
 
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        assert!(
+            !self.options.forget_idle_flows,
+            "open_flow: an engine that forgets idle flows has no flow queues"
+        );
         let binding @ (leaf, node, _) = FlowQueue::binding(&self.prog, class)?;
         let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
         let flow = self.flow_index(node, key);
@@ -2176,16 +2210,10 @@ impl Engine for FastEngine {
 
     fn close_flow(&mut self, q: &FlowQueue) -> bool {
         self.check_queue(q, self.owner(q));
-        let f = self.flows.get_mut(q.flow);
-        if f.held_packets > 0 {
+        if self.flows.get(q.flow).held_packets > 0 {
             return false;
         }
-        // Its index entry stays, stale, until a rebuild: the record no longer matches.
-        f.leaf_node = NO;
-        f.generation = f.generation.wrapping_add(1);
-        self.flow_drops.remove(&q.flow);
-        self.free_flows.push(q.flow);
-        self.stale_entries += 1;
+        self.free_flow(q.flow);
         true
     }
 
@@ -2633,6 +2661,39 @@ mod tests {
         assert!(!e.close_flow(&again));
         assert!(e.dequeue(200_000).is_some());
         assert!(e.close_flow(&again));
+    }
+
+    /// With `forget_idle_flows`, a stream of 60,000 flows through the classifying calls
+    /// (one packet each, sent before the next arrives, or dropped at a limit of one packet
+    /// per flow) keeps only the flows holding packets; a fair leaf's flows are kept.
+    #[test]
+    fn forgetting_idle_flows_keeps_only_those_holding_packets() {
+        let forget = EngineOptions {
+            forget_idle_flows: true,
+            ..EngineOptions::default()
+        };
+        for (leaf, kept) in [
+            ("flows: {by: five-tuple}, flow_limit: {packets: 1}", 0),
+            ("flows: {by: five-tuple, sched: fair}", 60_000),
+        ] {
+            let (prog, _) = one_leaf(leaf);
+            let mut e = FastEngine::with_options(prog, forget);
+            for port in 0..60_000u64 {
+                assert_eq!(e.enqueue(port_packet(port), port), Ok(()));
+                if port % 2 == 0 {
+                    // A second packet of the flow: over its limit in the first leaf.
+                    let _ = e.enqueue(port_packet(port), port);
+                }
+                while e.dequeue(port).is_some() {}
+            }
+            assert_eq!(e.open_flows(), kept, "{leaf}");
+            assert!(
+                e.flows.len <= 2 || kept > 0,
+                "{} records: {leaf}",
+                e.flows.len
+            );
+            assert!(e.flow_table.occupied() <= 64 || kept > 0, "{leaf}");
+        }
     }
 
     /// A queue of a closed flow is refused, even once its record serves another flow of the

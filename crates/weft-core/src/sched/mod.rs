@@ -453,6 +453,15 @@ pub struct EngineOptions {
     /// of a backlogged class; departure times may differ slightly from the default, which
     /// estimates the release time when the packet first reaches the root. Off by default.
     pub limited_fast_path: bool,
+    /// Forget a flow as soon as it holds no packet (after a departure or a drop), as
+    /// [`Engine::close_flow`] would, unless its leaf serves its flows fairly (there a flow's
+    /// finish tag is state its next packet's rank depends on). Memory then follows the
+    /// flows with packets queued, not every flow seen: for a driver that streams a trace of
+    /// millions of flows through the classifying calls. Departures are unchanged (a
+    /// first-come first-served flow keeps nothing else its next packet depends on);
+    /// [`Engine::flow_counters`] lists only the flows remembered. Not for flow queues:
+    /// [`Engine::open_flow`] panics with it. Off by default.
+    pub forget_idle_flows: bool,
 }
 
 /// A flow's own queue (Loom §4.2.1: "the OS assigns each flow its own descriptor queue"),

@@ -463,6 +463,19 @@ impl ReferenceEngine {
         }
     }
 
+    /// With [`EngineOptions::forget_idle_flows`]: forgets flow `flow` of leaf `leaf` (node
+    /// `leaf_node`) if it holds no packet and its leaf is not fair.
+    fn forget_if_idle(&mut self, leaf_node: u32, leaf: u32, flow: u64) {
+        let fair = self.leaf_spec(leaf_node).flow_sched == FlowSched::Fair;
+        if self.options.forget_idle_flows
+            && !fair
+            && !self.nodes[leaf_node as usize].flows.contains_key(&flow)
+        {
+            self.flow_stats.remove(&(leaf, flow));
+            self.flow_next.remove(&(leaf, flow));
+        }
+    }
+
     /// Enqueues `pkt` at `(leaf, leaf node, shaping classes)` in the flow keyed `flow` there.
     fn enqueue_keyed(
         &mut self,
@@ -485,6 +498,7 @@ impl ReferenceEngine {
         if let Some(r) = reason {
             self.stats.dropped(leaf_node, r);
             self.flow_stats.entry((leaf, flow)).or_default().drops[r.index()] += 1;
+            self.forget_if_idle(leaf_node, leaf, flow);
             return Err(r);
         }
         // A flow is listed once seen, departures or not (the trait's contract).
@@ -834,6 +848,10 @@ impl Engine for ReferenceEngine {
     }
 
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
+        assert!(
+            !self.options.forget_idle_flows,
+            "open_flow: an engine that forgets idle flows has no flow queues"
+        );
         let binding @ (leaf, node, _) = FlowQueue::binding(&self.prog, class)?;
         let key = (leaf, flow_key(self.leaf_spec(node), pkt));
         let next = self.queues.len() as u32;
@@ -976,6 +994,7 @@ impl Engine for ReferenceEngine {
             let fc = self.flow_stats.entry((d.leaf, d.flow)).or_default();
             fc.packets += 1;
             fc.bytes += d.bytes as u64;
+            self.forget_if_idle(held.leaf_node, held.leaf, held.flow);
             return Some(d);
         }
     }
