@@ -1446,6 +1446,8 @@ impl FastEngine {
     /// Forgets flow record `fi` (it holds no packet): to the free list, its handle's
     /// generation moved on. Its index entry stays, stale, until a refill: the record no
     /// longer matches its key.
+    #[cold]
+    #[inline(never)]
     fn free_flow(&mut self, fi: u32) {
         let f = self.flows.get_mut(fi);
         debug_assert_eq!(
