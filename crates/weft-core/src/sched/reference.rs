@@ -466,9 +466,8 @@ impl ReferenceEngine {
     /// With [`EngineOptions::forget_idle_flows`]: forgets flow `flow` of leaf `leaf` (node
     /// `leaf_node`) if it holds no packet and its leaf is not fair.
     fn forget_if_idle(&mut self, leaf_node: u32, leaf: u32, flow: u64) {
-        let fair = self.leaf_spec(leaf_node).flow_sched == FlowSched::Fair;
         if self.options.forget_idle_flows
-            && !fair
+            && self.leaf_spec(leaf_node).flow_sched != FlowSched::Fair
             && !self.nodes[leaf_node as usize].flows.contains_key(&flow)
         {
             self.flow_stats.remove(&(leaf, flow));
