@@ -6,8 +6,9 @@
 //!   byte for byte).
 //! * **Streaming.** The trace is read row by row through an iterator that the link driver
 //!   ([`link::run`]) pulls one arrival ahead, and departures and drops are written as they
-//!   happen, so memory is bounded by what the scheduler holds (plus the per-flow counters and
-//!   the per-leaf delay histograms), not by the trace's length. `max_backlog_packets` in the
+//!   happen, so memory is bounded by what the scheduler holds (plus the per-leaf delay
+//!   histograms, and the flows of fair leaves: the engine forgets other flows once they hold
+//!   nothing, `EngineOptions::forget_idle_flows`), not by the trace's length or its flows. `max_backlog_packets` in the
 //!   summary records the largest occupancy seen (rows read − sent − dropped, sampled at every
 //!   departure; it may count the one row read ahead).
 //! * **Summary** (`summary.json`, deterministic: objects in policy order, integers only): for
