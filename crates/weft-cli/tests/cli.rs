@@ -1347,25 +1347,20 @@ fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A policy of many leaves: the table (and index.html) shows the leaves that saw packets or
-/// drops and says how many others it left out; summary.json keeps every leaf. A small
-/// policy's table shows its idle leaves too.
-#[test]
-fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
-    let dir = std::env::temp_dir().join(format!("weft-busy-{}", std::process::id()));
+/// Replays `trace` through a flat `wfq` policy of `leaves` leaves `l0`, `l1`, ... (leaf i
+/// matches tag i) in a fresh directory named after `tag`: the directory (output in `o/`),
+/// the printed table and `summary.json`.
+fn replay_flat(tag: &str, leaves: usize, trace: &str) -> (PathBuf, String, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("weft-{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     let mut policy =
         String::from("weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n");
-    for i in 0..40 {
+    for i in 0..leaves {
         policy += &format!("  - {{name: l{i}, type: leaf, parent: root, match: {{tag: {i}}}}}\n");
     }
     fs::write(dir.join("p.yaml"), policy).unwrap();
-    fs::write(
-        dir.join("t.csv"),
-        "arrive_ps,bytes,tag\n0,1500,3\n5,1500,17\n",
-    )
-    .unwrap();
+    fs::write(dir.join("t.csv"), trace).unwrap();
     let out = weft()
         .args(["replay", "--quiet", "--policy"])
         .arg(dir.join("p.yaml"))
@@ -1378,7 +1373,16 @@ fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
         .get_output()
         .stdout
         .clone();
-    let table = String::from_utf8(out).unwrap();
+    let s = serde_json::from_slice(&fs::read(dir.join("o/summary.json")).unwrap()).unwrap();
+    (dir, String::from_utf8(out).unwrap(), s)
+}
+
+/// A policy of many leaves: the table (and index.html) shows the leaves that saw packets or
+/// drops and says how many others it left out; summary.json keeps every leaf. A small
+/// policy's table shows its idle leaves too.
+#[test]
+fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
+    let (dir, table, s) = replay_flat("busy", 40, "arrive_ps,bytes,tag\n0,1500,3\n5,1500,17\n");
     let rows: Vec<&str> = table.lines().filter(|l| l.starts_with('l')).collect();
     assert_eq!(rows.len(), 3, "{table}"); // the header, l3 and l17
     assert!(
@@ -1395,8 +1399,6 @@ fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
         "{html}"
     );
     assert!(!html.contains("<th>l0</th>"), "{html}");
-    let s: serde_json::Value =
-        serde_json::from_slice(&fs::read(dir.join("o/summary.json")).unwrap()).unwrap();
     assert_eq!(s["leaves"].as_object().unwrap().len(), 40);
     let _ = fs::remove_dir_all(&dir);
 }
@@ -1405,15 +1407,6 @@ fn replay_table_of_a_large_policy_shows_the_busy_leaves() {
 /// order, and says how many busy and idle ones it left out; summary.json keeps them all.
 #[test]
 fn replay_table_of_many_busy_leaves_shows_the_busiest() {
-    let dir = std::env::temp_dir().join(format!("weft-busiest-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    let mut policy =
-        String::from("weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n");
-    for i in 0..100 {
-        policy += &format!("  - {{name: l{i}, type: leaf, parent: root, match: {{tag: {i}}}}}\n");
-    }
-    fs::write(dir.join("p.yaml"), policy).unwrap();
     // Leaves 0-69 are busy, leaf i with 1 + i % 35 packets: the 64 busiest are those with at
     // least 4 packets (leaves 3-34 and 38-69); 0-2 and 35-37 are busy but quieter; 70-99 idle.
     let mut trace = String::from("arrive_ps,bytes,tag\n");
@@ -1424,20 +1417,7 @@ fn replay_table_of_many_busy_leaves_shows_the_busiest() {
             t += 1;
         }
     }
-    fs::write(dir.join("t.csv"), trace).unwrap();
-    let out = weft()
-        .args(["replay", "--quiet", "--policy"])
-        .arg(dir.join("p.yaml"))
-        .arg("--trace")
-        .arg(dir.join("t.csv"))
-        .arg("--out")
-        .arg(dir.join("o"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let table = String::from_utf8(out).unwrap();
+    let (dir, table, s) = replay_flat("busiest", 100, &trace);
     let shown: Vec<usize> = table
         .lines()
         .filter_map(|l| l.strip_prefix('l')?.split(' ').next()?.parse().ok())
@@ -1456,8 +1436,6 @@ fn replay_table_of_many_busy_leaves_shows_the_busiest() {
         html.contains("<th>l69</th>") && !html.contains("<th>l2</th>"),
         "{html}"
     );
-    let s: serde_json::Value =
-        serde_json::from_slice(&fs::read(dir.join("o/summary.json")).unwrap()).unwrap();
     assert_eq!(s["leaves"].as_object().unwrap().len(), 100);
     let _ = fs::remove_dir_all(&dir);
 }
