@@ -470,9 +470,21 @@ impl ReferenceEngine {
             && self.leaf_spec(leaf_node).flow_sched != FlowSched::Fair
             && !self.nodes[leaf_node as usize].flows.contains_key(&flow)
         {
-            self.flow_stats.remove(&(leaf, flow));
-            self.flow_next.remove(&(leaf, flow));
+            self.forget(leaf_node, leaf, flow);
         }
+    }
+
+    /// Drops everything the engine keeps of idle flow `flow` of leaf `leaf` (node
+    /// `leaf_node`) but its queue handle: seen again, it starts afresh.
+    fn forget(&mut self, leaf_node: u32, leaf: u32, flow: u64) {
+        debug_assert!(
+            !self.nodes[leaf_node as usize].flows.contains_key(&flow),
+            "forget: flow {flow} of leaf {leaf} holds packets"
+        );
+        self.nodes[leaf_node as usize].last.remove(&flow);
+        self.deferred.remove(&(leaf, flow));
+        self.flow_next.remove(&(leaf, flow));
+        self.flow_stats.remove(&(leaf, flow));
     }
 
     /// Enqueues `pkt` at `(leaf, leaf node, shaping classes)` in the flow keyed `flow` there.
@@ -868,16 +880,10 @@ impl Engine for ReferenceEngine {
         let Some(&(leaf, key)) = self.queues.get(q.flow as usize).filter(|o| o.0 == q.leaf) else {
             panic!("close_flow: queue {q:?} was not opened by this engine, or is closed");
         };
-        let st = &mut self.nodes[q.node as usize];
-        if st.flows.get(&key).is_some_and(|&(p, _)| p > 0) {
+        if self.nodes[q.node as usize].flows.contains_key(&key) {
             return false;
         }
-        // Everything the engine keeps of the flow: it starts afresh if it comes back.
-        st.flows.remove(&key);
-        st.last.remove(&key);
-        self.deferred.remove(&(leaf, key));
-        self.flow_next.remove(&(leaf, key));
-        self.flow_stats.remove(&(leaf, key));
+        self.forget(q.node, leaf, key);
         self.queue_of.remove(&(leaf, key));
         self.queues[q.flow as usize] = (u32::MAX, 0);
         true
