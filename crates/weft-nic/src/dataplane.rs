@@ -65,7 +65,7 @@ use weft_core::classifier::PacketMeta;
 use weft_core::policy::{self, Classification, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
-use weft_core::sched::{DropReason, Engine, FlowQueue, Packet, Update};
+use weft_core::sched::{DropReason, Engine, FlowHandle, FlowQueue, Packet, Update};
 
 use crate::afpacket::{PacketSocket, RingConfig};
 
@@ -275,9 +275,6 @@ pub struct DpCounters {
     pub reverse_dropped: u64,
     pub reloads: u64,
     pub queues_reclaimed: u64,
-    /// Flows the engine forgot (`Engine::close_flow`): those of reclaimed queues, and a
-    /// moved flow's record at its old leaf.
-    pub flows_closed: u64,
     /// Class changes of flows whose classifier fields changed mid-flow: each asks for a
     /// `MoveClass` (moves of one queue that wait in the same doorbell are merged, the latest
     /// winning).
@@ -468,9 +465,85 @@ impl Flow {
         }
     }
 
-    /// Opens the flow's queue on `engine` for its current class (`None` if unclassified).
-    fn open(&mut self, engine: &mut FastEngine) {
+    /// Opens the flow's queue on `engine` for its current class (`None` if unclassified),
+    /// and lets go of the queue it had on that engine (`held` closes that queue's flow
+    /// when no other queue uses it).
+    fn open(&mut self, engine: &mut FastEngine, held: &mut EngineFlows) {
+        let old = self.queue.take();
         self.queue = engine.open_flow(&self.packet(), self.class);
+        held.opened(self.queue);
+        held.release(engine, old);
+    }
+}
+
+/// The engine's flows our queues use, so a flow is closed ([`Engine::close_flow`]) once no
+/// queue uses it. One connection's queue is one engine flow at a leaf that keeps a flow per
+/// five-tuple, but every connection of a leaf that keeps one flow for all (`by: none`)
+/// shares it: closing it when the first connection goes idle would leave the others with a
+/// closed queue (the engine refuses it with a panic). A flow that still holds packets when
+/// its last queue lets go (a flow moved to another class with packets still at its old
+/// leaf) is closed on a later try ([`Self::retry`]), unless a queue has opened it again.
+#[derive(Default)]
+struct EngineFlows {
+    /// Per engine flow: our queues open on it.
+    opens: HashMap<FlowHandle, u32>,
+    /// Flows no queue uses that still held packets when the last let go.
+    pending: Vec<FlowQueue>,
+    /// Flows closed (counted in `flows_closed`).
+    closed: u64,
+}
+
+impl EngineFlows {
+    fn opened(&mut self, q: Option<FlowQueue>) {
+        if let Some(q) = q {
+            *self.opens.entry(q.handle()).or_default() += 1;
+        }
+    }
+
+    /// One queue of `q`'s flow is done with it: the flow is closed if it was the last.
+    fn release(&mut self, engine: &mut FastEngine, q: Option<FlowQueue>) {
+        let Some(q) = q else { return };
+        let h = q.handle();
+        let Some(n) = self.opens.get_mut(&h) else {
+            debug_assert!(
+                false,
+                "released queue {q:?} was never opened: {:?}",
+                self.opens
+            );
+            return;
+        };
+        *n -= 1;
+        if *n == 0 {
+            self.opens.remove(&h);
+            if engine.close_flow(&q) {
+                self.closed += 1;
+            } else {
+                self.pending.push(q);
+            }
+        }
+    }
+
+    /// Closes the pending flows that have drained, and forgets those a queue uses again.
+    fn retry(&mut self, engine: &mut FastEngine) {
+        let EngineFlows {
+            opens,
+            pending,
+            closed,
+        } = self;
+        pending.retain(|q| {
+            if opens.contains_key(&q.handle()) {
+                return false;
+            }
+            let done = engine.close_flow(q);
+            *closed += u64::from(done);
+            !done
+        });
+    }
+
+    /// A new engine: the queues of the old one (now draining) are no longer ours to close.
+    fn clear(&mut self) {
+        self.opens.clear();
+        self.pending.clear();
     }
 }
 
@@ -478,6 +551,8 @@ struct State {
     prog: Arc<Program>,
     engine: FastEngine,
     draining: Vec<FastEngine>,
+    /// The current engine's flows our queues use.
+    engine_flows: EngineFlows,
     generation: u64,
     iface: Interface,
     drivers: Vec<iface::DriverId>,
@@ -650,6 +725,7 @@ fn loop_ports(
         engine: FastEngine::new(prog.clone()),
         prog,
         draining: Vec::new(),
+        engine_flows: EngineFlows::default(),
         generation: 1,
         iface,
         kicks: vec![Vec::new(); cfg.tenants.len()],
@@ -977,7 +1053,7 @@ impl State {
                             pending_kick: false,
                             last_ps: now,
                         };
-                        flow.open(&mut self.engine);
+                        flow.open(&mut self.engine, &mut self.engine_flows);
                         self.flows.insert(key, q);
                         self.queues.insert(q, flow);
                         q
@@ -1189,15 +1265,9 @@ impl State {
                 if let Some(f) = self.queues.get_mut(&queue) {
                     if let Some(class) = self.prog.classify_at(to, &f.meta) {
                         f.class = class;
-                        let old = f.queue;
-                        f.open(&mut self.engine);
-                        // The flow's record at its old leaf, if idle there (else it stays
-                        // until the engine restarts: a rare leftover).
-                        if let Some(old) = old.filter(|o| f.queue.is_none_or(|n| !n.same_flow(o))) {
-                            if self.engine.close_flow(&old) {
-                                self.c.flows_closed += 1;
-                            }
-                        }
+                        // Its flow at the old leaf is closed once no queue uses it and
+                        // it holds no packet there.
+                        f.open(&mut self.engine, &mut self.engine_flows);
                         if let Classification::Leaf { shaping, .. } = class {
                             self.iface
                                 .rebind(queue, to, shaping.as_slice().first().copied());
@@ -1437,15 +1507,12 @@ impl State {
                 let f = self.queues.remove(&q).expect("present");
                 self.flows.remove(&(f.tenant, f.key));
                 self.c.queues_reclaimed += 1;
-                // The engine forgets the flow too, unless it still holds some of its
-                // packets (then its record stays: a flow seen again finds it).
-                if let Some(eq) = f.queue {
-                    if self.engine.close_flow(&eq) {
-                        self.c.flows_closed += 1;
-                    }
-                }
+                // The engine forgets the flow too once no other queue uses it (and,
+                // should it still hold packets, once they have left).
+                self.engine_flows.release(&mut self.engine, f.queue);
             }
         }
+        self.engine_flows.retry(&mut self.engine);
     }
 
     /// Swaps in a policy and its engine ([`prepare_reload`]'s): the old engine drains, every
@@ -1466,10 +1533,13 @@ impl State {
                 )
             });
         }
+        self.engine_flows.clear();
         for (&q, f) in self.queues.iter_mut() {
             f.class = self.prog.classify(&f.meta);
             f.requested = f.class;
-            f.open(&mut self.engine);
+            // Its queue on the old engine goes with that engine.
+            f.queue = None;
+            f.open(&mut self.engine, &mut self.engine_flows);
             if let Classification::Leaf { leaf, shaping, .. } = f.class {
                 self.iface
                     .rebind(q, leaf, shaping.as_slice().first().copied());
@@ -1597,7 +1667,9 @@ impl State {
                 "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
                 "class_moves": c.class_moves,
-                "flows_closed": c.flows_closed, "engine_flows": self.engine.open_flows(),
+                // Flows the engine forgot (`Engine::close_flow`) once no queue used them:
+                // reclaimed queues', and a moved flow's at its old leaf.
+                "flows_closed": self.engine_flows.closed, "engine_flows": self.engine.open_flows(),
                 "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),
             },

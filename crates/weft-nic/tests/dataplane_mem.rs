@@ -5,7 +5,9 @@
 //! the control socket refuses an invalid policy and swaps a valid one without losing
 //! packets; a rogue tenant's posts to foreign queues are refused and counted against it only;
 //! packets the engine drops (a full leaf) complete their descriptors as dropped; a flow
-//! re-marked mid-flow (DSCP) moves to its new class through a metadata update.
+//! re-marked mid-flow (DSCP) moves to its new class through a metadata update; the engine's
+//! flows are closed once no queue uses them (a flow shared by connections outlives one
+//! connection's reclaim; a moved flow's old record is closed once its packets have left).
 //! No timing assertions: the tests wait (bounded) for the frames to come out.
 
 use std::collections::VecDeque;
@@ -565,4 +567,87 @@ fn reclaimed_queues_close_their_flows_in_the_engine() {
     let s = r.settle(39);
     assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
     balanced(&s);
+}
+
+/// A leaf that keeps one queue for all its flows (`by: none`) gives every connection the
+/// same flow in the engine: reclaiming one idle connection's queue must not close the flow
+/// another connection still posts to (that queue would then be refused, and the loop
+/// would panic on it).
+#[test]
+fn a_flow_shared_by_connections_outlives_one_connections_reclaim() {
+    let text = "weft: 1\nname: shared\nlink: {rate: 10gbit}\nnodes:\n  - {name: only, type: leaf, flows: {by: none}}\n";
+    let r = Running::start_with("shared", None, None, Some(text));
+    // Connection A once; connection B every 50 ms until A's queue is reclaimed, then more.
+    r.inject(0, (0..3).map(|_| tcp(1, 3000, 100)));
+    let mut rx = 3;
+    r.settle(rx);
+    let t = Instant::now();
+    let s = loop {
+        r.inject(0, [tcp(1, 4000, 100)]);
+        rx += 1;
+        let s = r.settle(rx);
+        if s["dataplane"]["queues_reclaimed"] == 1 || t.elapsed() > Duration::from_secs(10) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(s["dataplane"]["queues_reclaimed"], 1, "{s}");
+    assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
+    r.inject(0, (0..5).map(|_| tcp(1, 4000, 100)));
+    rx += 5;
+    let s = r.settle(rx);
+    balanced(&s);
+    // Once B is reclaimed too, the flow closes.
+    let t = Instant::now();
+    let s = loop {
+        let s = r.stats();
+        if s["dataplane"]["queues_reclaimed"] == 2 || t.elapsed() > Duration::from_secs(10) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(s["dataplane"]["queues_reclaimed"], 2, "{s}");
+    assert_eq!(s["dataplane"]["engine_flows"], 0, "{s}");
+    assert_eq!(s["dataplane"]["flows_closed"], 1, "{s}");
+}
+
+/// A flow moved to another class while its packets still wait at its old leaf (here behind
+/// a 100 kbit/s shaping class) cannot be closed there at once; it is closed once they have
+/// left, while the connection lives on in its new class.
+#[test]
+fn a_moved_flows_old_record_is_closed_once_its_packets_have_left() {
+    let text = "weft: 1\nname: slowmove\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: prio}\n  - {name: cap, type: shape, parent: root, rate: 100kbit, burst: 2kb}\n  - {name: slow, type: leaf, parent: [cap], priority: 0, match: {dscp: 46}}\n  - {name: be, type: leaf, parent: root, priority: 1}\n";
+    let r = Running::start_with("slowmove", None, None, Some(text));
+    // 20 frames of 154 B at 100 kbit/s: about 200 ms at `slow` once the burst is spent;
+    // once the engine holds them, the flow moves to `be`.
+    r.inject(0, (0..20).map(|_| tcp_dscp(1, 1000, 100, 46)));
+    let t = Instant::now();
+    while r.stats()["dataplane"]["backlog"].as_u64().unwrap() < 5 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "never held: {}",
+            r.stats()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    r.inject(0, [tcp_dscp(1, 1000, 100, 0)]);
+    let mut rx = 21;
+    let s = r.settle(rx);
+    assert_eq!(s["dataplane"]["class_moves"], 1, "{s}");
+    // The connection keeps sending (its queue is not reclaimed) until the old record is
+    // closed (bounded wait: the retry runs every second).
+    let t = Instant::now();
+    let s = loop {
+        r.inject(0, [tcp_dscp(1, 1000, 100, 0)]);
+        rx += 1;
+        let s = r.settle(rx);
+        if s["dataplane"]["flows_closed"] == 1 || t.elapsed() > Duration::from_secs(10) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(s["dataplane"]["flows_closed"], 1, "{s}");
+    assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
+    assert_eq!(s["dataplane"]["queues_reclaimed"], 0, "{s}");
+    balanced(&r.finish());
 }

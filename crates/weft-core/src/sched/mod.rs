@@ -542,8 +542,26 @@ impl FlowQueue {
     /// differ in its shaping classes (a flow bound to other classes keeps its record), and
     /// [`Engine::close_flow`] closes both.
     pub fn same_flow(&self, other: &FlowQueue) -> bool {
-        (self.flow, self.generation) == (other.flow, other.generation)
+        self.handle() == other.handle()
     }
+
+    /// The flow this queue belongs to, as a map key: equal for every queue of one flow
+    /// ([`Self::same_flow`]) until the flow is closed. A driver whose queues may share a
+    /// flow (a leaf that keeps one flow for all its packets, `by: none`) counts its queues
+    /// per handle and closes the flow when the last is done with it.
+    pub fn handle(&self) -> FlowHandle {
+        FlowHandle {
+            flow: self.flow,
+            generation: self.generation,
+        }
+    }
+}
+
+/// A flow's identity in the engine that opened it ([`FlowQueue::handle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowHandle {
+    flow: u32,
+    generation: u32,
 }
 
 /// The interface every engine implements.
