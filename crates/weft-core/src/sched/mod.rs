@@ -453,14 +453,16 @@ pub struct EngineOptions {
     /// of a backlogged class; departure times may differ slightly from the default, which
     /// estimates the release time when the packet first reaches the root. Off by default.
     pub limited_fast_path: bool,
-    /// Forget a flow as soon as it holds no packet (after a departure or a drop), as
-    /// [`Engine::close_flow`] would, unless its leaf serves its flows fairly (there a flow's
-    /// finish tag is state its next packet's rank depends on). Memory then follows the
-    /// flows with packets queued, not every flow seen: for a driver that streams a trace of
-    /// millions of flows through the classifying calls. Departures are unchanged (a
-    /// first-come first-served flow keeps nothing else its next packet depends on);
-    /// [`Engine::flow_counters`] lists only the flows remembered. Not for flow queues:
-    /// [`Engine::open_flow`] panics with it. Off by default.
+    /// Forget a flow, as [`Engine::close_flow`] would, as soon as it holds no packet (after
+    /// a departure or a drop) and nothing it keeps changes its next packet's treatment: at
+    /// once at a first-come first-served leaf; at a leaf that serves its flows fairly, once
+    /// the leaf's virtual time has reached the flow's finish tag (its next packet then
+    /// starts at the virtual time, as a new flow's; the virtual time passes every finish
+    /// tag when the leaf empties). Memory then follows the flows with packets queued (and,
+    /// at a busy fair leaf, those of about its last round), not every flow seen: for a
+    /// driver that streams a trace of millions of flows through the classifying calls.
+    /// Departures are unchanged; [`Engine::flow_counters`] lists only the flows remembered.
+    /// Not for flow queues: [`Engine::open_flow`] panics with it. Off by default.
     pub forget_idle_flows: bool,
 }
 

@@ -361,6 +361,8 @@ struct NodeState {
     vtime: u128,
     /// Last finish tag per child (or per flow at a leaf).
     last: HashMap<u64, u128>,
+    /// Fair leaf: the largest finish tag given to a packet, closed flows' included.
+    max_finish: u128,
     senic: SenicState,
     /// Leaf: packets held (in the tree, deferred, or waiting for admission).
     held_packets: u64,
@@ -463,14 +465,31 @@ impl ReferenceEngine {
         }
     }
 
-    /// With [`EngineOptions::forget_idle_flows`]: forgets flow `flow` of leaf `leaf` (node
-    /// `leaf_node`) if it holds no packet and its leaf is not fair.
+    /// With [`EngineOptions::forget_idle_flows`], after a departure or a drop of flow
+    /// `flow` at leaf `leaf` (node `leaf_node`): forgets every flow of the leaf that holds
+    /// no packet and whose finish tag its virtual time has reached (at a first-come
+    /// first-served leaf, which keeps neither, every idle flow): nothing it keeps changes
+    /// its next packet's treatment then.
     fn forget_if_idle(&mut self, leaf_node: u32, leaf: u32, flow: u64) {
-        if self.options.forget_idle_flows
-            && self.leaf_spec(leaf_node).flow_sched != FlowSched::Fair
-            && !self.nodes[leaf_node as usize].flows.contains_key(&flow)
-        {
-            self.forget(leaf_node, leaf, flow);
+        if !self.options.forget_idle_flows {
+            return;
+        }
+        let st = &self.nodes[leaf_node as usize];
+        let finished =
+            |f: &u64| !st.flows.contains_key(f) && st.last.get(f).is_none_or(|&l| l <= st.vtime);
+        // The flow itself (a dropped packet's may have no finish tag yet), and every
+        // other flow of the leaf (its virtual time may have moved).
+        let done: Vec<u64> = std::iter::once(flow)
+            .filter(finished)
+            .chain(
+                st.last
+                    .keys()
+                    .filter(|&&f| f != flow && finished(&f))
+                    .copied(),
+            )
+            .collect();
+        for f in done {
+            self.forget(leaf_node, leaf, f);
         }
     }
 
@@ -618,6 +637,7 @@ impl ReferenceEngine {
                 let start = st.vtime.max(last);
                 let cost = ((pkt.bytes as u128) << FRAC) / spec.flow_quantum_bytes.max(1) as u128;
                 st.last.insert(flow, start + cost);
+                st.max_finish = st.max_finish.max(start + cost);
                 start
             }
         };
@@ -976,6 +996,11 @@ impl Engine for ReferenceEngine {
             st.held_packets -= 1;
             st.held_bytes -= bytes;
             st.admitted -= 1;
+            // The end of a fair leaf's busy period: its virtual time moves to the largest
+            // finish tag given (SFQ's rule for an idle server); every flow starts afresh.
+            if st.held_packets == 0 {
+                st.vtime = st.vtime.max(st.max_finish);
+            }
             if let Some(f) = st.flows.get_mut(&held.flow) {
                 f.0 -= 1;
                 f.1 -= bytes;
