@@ -533,3 +533,29 @@ fn wire_time_saturates_past_the_clock() {
     assert_eq!(wire_ps(1500, &link), 12_000 * 1_000_000_000_000);
     assert_eq!(wire_ps(u32::MAX, &link), u64::MAX);
 }
+
+/// A fair leaf forgets a flow's past once it has been idle: when the leaf empties, its
+/// virtual time moves to the largest finish tag given (SFQ's rule for an idle server), so
+/// a flow that sent a burst alone is not served after a newcomer when both come back.
+#[test]
+fn a_fair_leaf_starts_afresh_after_a_busy_period() {
+    let p = program(
+        "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: q, type: leaf, flows: {by: five-tuple, sched: fair}}
+",
+    );
+    // Flow A alone: ten packets, all sent within 10 µs.
+    let mut arrivals: Vec<(u64, Packet)> = (0..10).map(|i| (0, pkt(i, 1000, "sport=1"))).collect();
+    // A millisecond later A and a new flow B together, A first, then A again.
+    let later = 1_000_000_000;
+    arrivals.push((later, pkt(100, 1000, "sport=1")));
+    arrivals.push((later, pkt(101, 1000, "sport=2")));
+    arrivals.push((later, pkt(102, 1000, "sport=1")));
+    let deps = run(&p, arrivals, u64::MAX);
+    let order: Vec<u64> = deps.iter().map(|d| d.1).skip(10).collect();
+    // Both start at the virtual time: A's first packet (it came first), B's, A's next.
+    // Had A kept its burst's finish tag, B would have gone first.
+    assert_eq!(order, [100, 101, 102], "{deps:?}");
+}
