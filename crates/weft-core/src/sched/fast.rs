@@ -1291,15 +1291,16 @@ impl FastEngine {
                 node,
                 shaping,
             } => {
-                let mut flow = if known != NO {
-                    known
+                let (mut flow, seen) = if known != NO {
+                    (known, true)
                 } else {
                     let key = flow_key_of(self.leaves[leaf as usize].flow_key, pkt);
-                    self.flow_index(node, key)
+                    self.find_flow(node, key)
                 };
                 // A fair flow done with but not yet forgotten (see `forget_idle`) is
                 // forgotten now: its packet starts a new flow, as at once-forgetting.
                 if self.options.forget_idle_flows
+                    && seen
                     && self.leaves[leaf as usize].fair
                     && self.finished(flow)
                 {
@@ -1407,15 +1408,21 @@ impl FastEngine {
     /// The arena index of flow `key` at `leaf_node`, created on first sight.
     #[inline(always)]
     fn flow_index(&mut self, leaf_node: u32, key: u64) -> u32 {
+        self.find_flow(leaf_node, key).0
+    }
+
+    /// [`Self::flow_index`], and whether the record was there before.
+    #[inline(always)]
+    fn find_flow(&mut self, leaf_node: u32, key: u64) -> (u32, bool) {
         let h = flow_hash(leaf_node, key);
         let flows = &self.flows;
         if let Some(i) = self.flow_table.find(h, |i| {
             let r = flows.get(i);
             r.key == key && r.leaf_node == leaf_node
         }) {
-            return i;
+            return (i, true);
         }
-        self.new_flow(h, leaf_node, key)
+        (self.new_flow(h, leaf_node, key), false)
     }
 
     /// A record for a flow seen for the first time (hash `h`).
