@@ -235,7 +235,7 @@ fn parse_row(
             Col::Flow => pkt.flow = int()?,
             Col::Deadline => pkt.deadline_ps = Some(int()?),
             Col::Slack => pkt.slack_ps = Some(int()?),
-            Col::Field(f) => meta.set_field(f.name(), v).map_err(err)?,
+            Col::Field(f) => meta.set_text(*f, v).map_err(err)?,
         }
     }
     // An empty time or size would be a guess (0? the previous row's?): refuse it.
@@ -499,13 +499,11 @@ fn run<E: Engine>(
                 let wire = link::wire_ps(departure.bytes, &prog.link);
                 end_ps = at_ps.saturating_add(wire);
                 max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
-                check(writeln!(
-                    deps,
-                    "{at_ps},{},{},{},{}",
-                    departure.id,
+                check(write_departure(
+                    &mut deps,
+                    at_ps,
+                    &departure,
                     leaf_names[departure.leaf as usize],
-                    departure.flow,
-                    departure.bytes
                 ));
                 let delay = at_ps.saturating_sub(departure.enqueued_ps);
                 timeline
@@ -801,6 +799,28 @@ fn run<E: Engine>(
     std::fs::write(&path, index_html(&summary))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(summary)
+}
+
+/// One `departures.csv` row: `depart_ps,id,leaf,flow,bytes`. The integers go through
+/// `itoa` (`writeln!` spent about 1,400 instructions a row on formatting, a fifth of a
+/// replay's time).
+fn write_departure(
+    w: &mut impl Write,
+    at_ps: u64,
+    d: &weft_core::sched::Departure,
+    leaf: &str,
+) -> std::io::Result<()> {
+    let mut n = itoa::Buffer::new();
+    w.write_all(n.format(at_ps).as_bytes())?;
+    w.write_all(b",")?;
+    w.write_all(n.format(d.id).as_bytes())?;
+    w.write_all(b",")?;
+    w.write_all(leaf.as_bytes())?;
+    w.write_all(b",")?;
+    w.write_all(n.format(d.flow).as_bytes())?;
+    w.write_all(b",")?;
+    w.write_all(n.format(d.bytes).as_bytes())?;
+    w.write_all(b"\n")
 }
 
 /// `index.html`: the replay's summary tables and its two charts, for a browser.

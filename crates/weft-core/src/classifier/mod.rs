@@ -505,7 +505,7 @@ impl PacketMeta {
         self.present |= field.bit();
     }
 
-    /// Sets one field from text: integers, protocol names, addresses.
+    /// Sets one field, named, from text: integers, protocol names, addresses.
     pub fn set_field(&mut self, name: &str, value: &str) -> Result<(), String> {
         let field = Field::from_name(name).ok_or_else(|| {
             format!(
@@ -513,6 +513,14 @@ impl PacketMeta {
                 FIELDS.map(Field::name).join(", ")
             )
         })?;
+        self.set_text(field, value)
+    }
+
+    /// Sets `field` from text: integers, protocol names, addresses (what
+    /// [`Self::set_field`] does once it knows the field: a trace reader looks its columns'
+    /// fields up once).
+    pub fn set_text(&mut self, field: Field, value: &str) -> Result<(), String> {
+        let name = field.name();
         match field {
             Field::Src | Field::Dst => {
                 let ip: IpAddr = value
