@@ -31,7 +31,7 @@
 //!
 //! Virtual times carry [`FRAC`] fractional bits.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -363,6 +363,9 @@ struct NodeState {
     last: HashMap<u64, u128>,
     /// Fair leaf: the largest finish tag given to a packet, closed flows' included.
     max_finish: u128,
+    /// Fair leaf, forgetting idle flows: its idle flows that have a finish tag, by it
+    /// (`(finish tag, flow)`).
+    idle_by_finish: BTreeSet<(u128, u64)>,
     senic: SenicState,
     /// Leaf: packets held (in the tree, deferred, or waiting for admission).
     held_packets: u64,
@@ -474,20 +477,21 @@ impl ReferenceEngine {
         if !self.options.forget_idle_flows {
             return;
         }
-        let st = &self.nodes[leaf_node as usize];
-        let finished =
-            |f: &u64| !st.flows.contains_key(f) && st.last.get(f).is_none_or(|&l| l <= st.vtime);
-        // The flow itself (a dropped packet's may have no finish tag yet), and every
-        // other flow of the leaf (its virtual time may have moved).
-        let done: Vec<u64> = std::iter::once(flow)
-            .filter(finished)
-            .chain(
-                st.last
-                    .keys()
-                    .filter(|&&f| f != flow && finished(&f))
-                    .copied(),
-            )
-            .collect();
+        let st = &mut self.nodes[leaf_node as usize];
+        // The flow itself if idle without a finish tag (a first-come first-served leaf's,
+        // or a dropped first packet's), and every idle flow whose finish tag the leaf's
+        // virtual time has reached (it may just have moved).
+        let mut done: Vec<u64> = Vec::new();
+        if !st.flows.contains_key(&flow) && !st.last.contains_key(&flow) {
+            done.push(flow);
+        }
+        while let Some(&(l, f)) = st.idle_by_finish.first() {
+            if l > st.vtime {
+                break;
+            }
+            st.idle_by_finish.pop_first();
+            done.push(f);
+        }
         for f in done {
             self.forget(leaf_node, leaf, f);
         }
@@ -500,7 +504,10 @@ impl ReferenceEngine {
             !self.nodes[leaf_node as usize].flows.contains_key(&flow),
             "forget: flow {flow} of leaf {leaf} holds packets"
         );
-        self.nodes[leaf_node as usize].last.remove(&flow);
+        let st = &mut self.nodes[leaf_node as usize];
+        if let Some(l) = st.last.remove(&flow) {
+            st.idle_by_finish.remove(&(l, flow));
+        }
         self.deferred.remove(&(leaf, flow));
         self.flow_next.remove(&(leaf, flow));
         self.flow_stats.remove(&(leaf, flow));
@@ -536,6 +543,12 @@ impl ReferenceEngine {
         let st = &mut self.nodes[leaf_node as usize];
         st.held_packets += 1;
         st.held_bytes += bytes;
+        // An idle flow sends again: no longer idle.
+        if !st.flows.contains_key(&flow) {
+            if let Some(&l) = st.last.get(&flow) {
+                st.idle_by_finish.remove(&(l, flow));
+            }
+        }
         let f = st.flows.entry(flow).or_insert((0, 0));
         f.0 += 1;
         f.1 += bytes;
@@ -1006,6 +1019,12 @@ impl Engine for ReferenceEngine {
                 f.1 -= bytes;
                 if f.0 == 0 {
                     st.flows.remove(&held.flow);
+                    // Idle: forgotten once the virtual time reaches its finish tag.
+                    if self.options.forget_idle_flows {
+                        if let Some(&l) = st.last.get(&held.flow) {
+                            st.idle_by_finish.insert((l, held.flow));
+                        }
+                    }
                 }
             }
             if let Some(next) = st.waiting.pop_front() {
