@@ -70,6 +70,11 @@
 //! engine.update(Update::Weight { node: prog.leaves[1], weight: 3 }, now).unwrap();
 //! assert_eq!(engine.stats().nodes[0].packets, 16);
 //! assert_eq!(engine.flow_counters().len(), 2);
+//!
+//! // A flow done with is closed: the engine forgets its record (a queue of several flows'
+//! // drivers counts its users per `FlowQueue::handle` first). Its queue is refused after.
+//! assert!(engine.close_flow(&flows[1].1));
+//! assert_eq!(engine.flow_counters().len(), 1);
 //! ```
 
 #![forbid(unsafe_code)]
