@@ -451,8 +451,8 @@ pub fn run(
 }
 
 /// Prints the rows as a table.
-pub fn print_table(rows: &[Value]) {
-    println!(
+pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
+    crate::out::outln!(
         "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>8} {:>12} {:>7} {:>7}",
         "scenario",
         "fast pkt/s",
@@ -465,10 +465,10 @@ pub fn print_table(rows: &[Value]) {
         "pf-batch16/s",
         "B/flow",
         "B/limit"
-    );
+    )?;
     for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
-        println!(
+        crate::out::outln!(
             "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>8.2} {:>12.0} {:>7.0} {:>7.0}",
             r["scenario"].as_str().unwrap_or(""),
             f("packets_per_s"),
@@ -481,21 +481,22 @@ pub fn print_table(rows: &[Value]) {
             f("per_flow_batch16_packets_per_s"),
             f("bytes_per_idle_flow"),
             f("bytes_per_rate_limiter")
-        );
+        )?;
     }
     let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
-    println!(
+    crate::out::outln!(
         "(throughputs: medians of {:.0} rounds, each running every mode and the reference once per mode; ratio: classifying, both engines; pf ratio: per-flow queues, both engines)",
         first("rounds")
-    );
-    println!(
+    )?;
+    crate::out::outln!(
         "(B/limit: engine state per shaping class; the compiled policy adds {:.0} B per class: names and classifier tables)",
         first("policy_bytes_per_rate_limiter")
-    );
-    println!(
+    )?;
+    crate::out::outln!(
         "(a senic class is a leaf node: {:.0} B of engine state before its first packet, plus its B/flow once used)",
         first("engine_bytes_per_senic_class")
-    );
+    )?;
+    Ok(())
 }
 
 /// The fastest of a row's four fast-engine modes, packets/s, and the mode's name.
@@ -605,14 +606,14 @@ pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
 }
 
 /// Prints [`targets`] under the table, in columns as wide as their longest entry.
-pub fn print_targets(rows: &[Value]) {
+pub fn print_targets(rows: &[Value]) -> Result<(), (u8, String)> {
     let t = targets(rows);
     if t.is_empty() {
-        return;
+        return Ok(());
     }
-    println!(
+    crate::out::outln!(
         "\ntargets of the scheduling core (this machine, this run; the README's \"Measured\" has a quiet spell's figures):"
-    );
+    )?;
     let w0 = t.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
     let w1 = t.iter().map(|r| r.1.chars().count()).max().unwrap_or(0);
     for (target, measured, met) in t {
@@ -621,8 +622,9 @@ pub fn print_targets(rows: &[Value]) {
             Some(false) => "not met",
             None => "",
         };
-        println!("  {target:<w0$}  {measured:<w1$}  {verdict}");
+        crate::out::outln!("  {target:<w0$}  {measured:<w1$}  {verdict}")?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

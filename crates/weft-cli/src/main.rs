@@ -1,12 +1,14 @@
 //! `weft`: the command line of weft, a programmable NIC packet scheduler in software.
 //!
-//! Data goes to stdout, diagnostics and progress to stderr. Exit codes: 0 success, 2 usage
-//! or input errors (an invalid policy, a malformed packet), 1 anything else.
+//! Data goes to stdout ([`out`]), diagnostics and progress to stderr. Exit codes: 0
+//! success, 2 usage or input errors (an invalid policy, a malformed packet), 1 anything
+//! else, 141 when stdout's reader has gone (`weft … | head`).
 
 mod bench;
 mod capture;
 mod delays;
 mod diagnostics;
+mod out;
 mod replay;
 mod run;
 mod sim;
@@ -419,17 +421,18 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<
                 }),
             };
             failed += usize::from(loaded.is_err());
-            let _ = writeln!(out, "{v}");
+            writeln!(out, "{v}").map_err(out::failed)?;
             continue;
         }
         match loaded {
             Ok(p) => {
-                let _ = writeln!(out, "{}: ok: {}", f.display(), show::summary(&p));
+                writeln!(out, "{}: ok: {}", f.display(), show::summary(&p)).map_err(out::failed)?;
             }
             Err(e) => {
                 failed += 1;
-                let _ = writeln!(out, "{}: invalid: {}", f.display(), first_rules(f, &e));
-                let _ = out.flush();
+                writeln!(out, "{}: invalid: {}", f.display(), first_rules(f, &e))
+                    .map_err(out::failed)?;
+                out.flush().map_err(out::failed)?;
                 diagnostics::report(&e, plain);
             }
         }
@@ -499,43 +502,46 @@ fn classify(p: &Program, packets: &[String], json_out: bool) -> Result<(), Failu
                             "name": s.name, "rate_bps": s.rate_bps, "burst_bytes": s.burst_bytes,
                         })).collect::<Vec<_>>(),
                     });
-                    let _ = writeln!(out, "{v}");
+                    writeln!(out, "{v}").map_err(out::failed)?;
                 } else {
-                    let _ = writeln!(out, "packet {pkt}");
-                    let _ = writeln!(
+                    writeln!(out, "packet {pkt}").map_err(out::failed)?;
+                    writeln!(
                         out,
                         "  leaf     {}  (path {})",
                         n.name,
                         p.path(node).join(" > ")
-                    );
+                    )
+                    .map_err(out::failed)?;
                     if shaping.is_empty() {
-                        let _ = writeln!(out, "  shaping  none");
+                        writeln!(out, "  shaping  none").map_err(out::failed)?;
                     }
                     for s in shaping {
-                        let _ = writeln!(
+                        writeln!(
                             out,
                             "  shaping  {}  rate {} burst {}",
                             s.name,
                             format_rate(s.rate_bps),
                             format_size(s.burst_bytes)
-                        );
+                        )
+                        .map_err(out::failed)?;
                     }
                 }
             }
             Classification::Unclassified { at } => {
                 let name = &p.nodes[at as usize].name;
                 if json_out {
-                    let _ = writeln!(
+                    writeln!(
                         out,
                         "{}",
                         json!({"packet": pkt.to_string(), "leaf": null, "unclassified_at": name})
-                    );
+                    )
+                    .map_err(out::failed)?;
                 } else {
-                    let _ = writeln!(out, "packet {pkt}");
-                    let _ = writeln!(
+                    writeln!(out, "packet {pkt}").map_err(out::failed)?;
+                    writeln!(
                         out,
                         "  unclassified: no child of `{name}` matches; the packet would be dropped (reason: unclassified)"
-                    );
+                    ).map_err(out::failed)?;
                 }
             }
         }
@@ -633,7 +639,7 @@ fn interface_tenant(i: &serde_json::Value) -> Option<(u64, &str)> {
 
 /// The replay summary as a table: one row per leaf, then one per shaping class (in a large
 /// policy, only the busiest: [`shown_rows`]).
-fn print_summary(s: &serde_json::Value) {
+fn print_summary(s: &serde_json::Value) -> Result<(), Failure> {
     // Drops by reason, the nonzero ones: "3 dropped (unclassified 2, leaf_packets 1)".
     let reasons: Vec<String> = s["drops"]
         .as_object()
@@ -648,13 +654,13 @@ fn print_summary(s: &serde_json::Value) {
     } else {
         format!(" ({})", reasons.join(", "))
     };
-    println!(
+    out::outln!(
         "{} packets, {} sent, {} dropped{why}, {:.3} ms",
         s["packets"],
         s["sent"],
         s["dropped"],
         s["duration_ps"].as_u64().unwrap_or(0) as f64 / 1e9
-    );
+    )?;
     // A capture's interfaces: "capture: ta (tenant 1, a): 1100 records, tb ...".
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
         let list: Vec<String> = ifaces
@@ -665,18 +671,24 @@ fn print_summary(s: &serde_json::Value) {
                 format!("{}{tenant}: {} records", interface_name(i), i["records"])
             })
             .collect();
-        println!("capture: {}", list.join(", "));
+        out::outln!("capture: {}", list.join(", "))?;
     }
-    println!(
+    out::outln!(
         "{:<24} {:>10} {:>14} {:>12} {:>8} {:>12} {:>12}",
-        "leaf", "packets", "bytes", "mean Mbit/s", "drops", "p50 delay us", "p99 delay us"
-    );
+        "leaf",
+        "packets",
+        "bytes",
+        "mean Mbit/s",
+        "drops",
+        "p50 delay us",
+        "p99 delay us"
+    )?;
     let leaves = shown_rows(s["leaves"].as_object());
     for &(name, v) in &leaves.rows {
         let drops: u64 = v["drops"]
             .as_object()
             .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
-        println!(
+        out::outln!(
             "{:<24} {:>10} {:>14} {:>12.1} {:>8} {:>12} {:>12}",
             name,
             v["packets"].as_u64().unwrap_or(0),
@@ -685,14 +697,14 @@ fn print_summary(s: &serde_json::Value) {
             drops,
             delay_us(v, "p50"),
             delay_us(v, "p99")
-        );
+        )?;
     }
     if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
-        println!("(not shown: {out}; summary.json has every leaf)");
+        out::outln!("(not shown: {out}; summary.json has every leaf)")?;
     }
     let shapers = shown_rows(s["shapers"].as_object());
     if !shapers.rows.is_empty() {
-        println!(
+        out::outln!(
             "{:<24} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12}",
             "shaping class",
             "packets",
@@ -701,7 +713,7 @@ fn print_summary(s: &serde_json::Value) {
             "limit Mbit/s",
             "p50 delay us",
             "p99 delay us"
-        );
+        )?;
         let mut updated = false;
         for &(name, v) in &shapers.rows {
             // The limit at the end, marked when `--update` changed it.
@@ -712,7 +724,7 @@ fn print_summary(s: &serde_json::Value) {
                 }
                 None => (v["rate_bps"].as_f64().unwrap_or(0.0), " "),
             };
-            println!(
+            out::outln!(
                 "{:<24} {:>10} {:>14} {:>12.1} {:>11.1}{mark} {:>12} {:>12}",
                 name,
                 v["packets"].as_u64().unwrap_or(0),
@@ -721,15 +733,16 @@ fn print_summary(s: &serde_json::Value) {
                 limit / 1e6,
                 delay_us(v, "p50"),
                 delay_us(v, "p99")
-            );
+            )?;
         }
         if updated {
-            println!("(* the limit at the end, changed by --update; summary.json: rate_bps is the policy's)");
+            out::outln!("(* the limit at the end, changed by --update; summary.json: rate_bps is the policy's)")?;
         }
     }
     if let Some(out) = shapers.left_out("shaping classes", "without packets") {
-        println!("(not shown: {out}; summary.json has every one)");
+        out::outln!("(not shown: {out}; summary.json has every one)")?;
     }
+    Ok(())
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -768,7 +781,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Demo { out, quiet } => sim::demo(&out, quiet).map_err(Failure::from),
         Command::Nic(c) => run::main(c).map_err(Failure::from),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "weft", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "weft", &mut script);
+            out::print(&String::from_utf8_lossy(&script))?;
             Ok(())
         }
         Command::Bench {
@@ -790,11 +805,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             )?;
             if j {
                 for r in &rows {
-                    println!("{r}");
+                    out::outln!("{r}")?;
                 }
             } else {
-                bench::print_table(&rows);
-                bench::print_targets(&rows);
+                bench::print_table(&rows)?;
+                bench::print_targets(&rows)?;
             }
             Ok(())
         }
@@ -841,23 +856,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
                      dropped (summary.json: held_at_end)"
                 );
             }
+            // The files first: a reader of the table that stops early (`| head`) must not
+            // cost the summary.
+            let summary_path = out.join("summary.json");
+            let text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
+            std::fs::write(&summary_path, &text).map_err(|e| Failure {
+                code: 1,
+                message: Some(format!("cannot write {}: {e}", summary_path.display())),
+            })?;
             if j {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&summary).unwrap_or_default()
-                );
+                out::print(&text)?;
             } else {
-                print_summary(&summary);
                 eprintln!(
                     "wrote {}/departures.csv, drops.csv, summary.json, timeseries.csv, throughput.svg, delay.svg, index.html",
                     out.display()
                 );
+                print_summary(&summary)?;
             }
-            std::fs::write(
-                out.join("summary.json"),
-                serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n",
-            )
-            .map_err(|e| Failure::usage(format!("cannot write summary.json: {e}")))?;
             Ok(())
         }
         Command::Policy(cmd) => match cmd {
@@ -876,15 +891,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 if j {
                     let text = serde_json::to_string_pretty(&show::to_json(&p))
                         .map_err(|e| Failure::usage(e.to_string()))?;
-                    println!("{text}");
+                    out::outln!("{text}")?;
                 } else {
-                    print!("{}", show::tree(&p));
+                    out::print(&show::tree(&p))?;
                 }
                 Ok(())
             }
             PolicyCommand::Dot { file, load: l } => {
                 let p = load(&file, &l)?;
-                print!("{}", show::dot(&p));
+                out::print(&show::dot(&p))?;
                 Ok(())
             }
             PolicyCommand::Classify {
@@ -928,7 +943,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            if let Some(m) = f.message {
+            // (No message after a closed pipe: the reader has gone.)
+            if let Some(m) = f.message.filter(|m| !m.is_empty()) {
                 eprintln!("error: {m}");
             }
             ExitCode::from(f.code)

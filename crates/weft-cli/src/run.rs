@@ -302,7 +302,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         dataplane::RunError::Backend(m) => usage(m),
         e => (1, e.to_string()),
     })?;
-    println!("{stats}");
+    crate::out::outln!("{stats}")?;
     Ok(())
 }
 
@@ -319,9 +319,9 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
         CtlCommand::Stats { json: j, socket } => {
             let v = ask(&socket, json!({"cmd": "stats"}))?;
             if j {
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                crate::out::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())?;
             } else {
-                print_stats(&v);
+                print_stats(&v)?;
             }
             Ok(())
         }
@@ -338,17 +338,18 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
                 &socket,
                 json!({"cmd": "reload", "policy": abs.display().to_string()}),
             )?;
-            println!(
+            crate::out::outln!(
                 "reloaded: policy {} (generation {})",
-                v["policy"], v["generation"]
-            );
+                v["policy"],
+                v["generation"]
+            )?;
             Ok(())
         }
         CtlCommand::Stop { socket } => ask(&socket, json!({"cmd": "stop"})).map(|_| ()),
     }
 }
 
-fn print_stats(v: &Value) {
+fn print_stats(v: &Value) -> Result<(), Fail> {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(
@@ -419,8 +420,7 @@ fn print_stats(v: &Value) {
         let _ = writeln!(o, "port: {p}");
     }
     let _ = writeln!(o, "iface: {}", v["iface"]);
-    // A closed pipe (`| head`) is not an error worth a panic.
-    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), o.as_bytes());
+    crate::out::print(&o)
 }
 
 fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
@@ -430,7 +430,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let tb = testbed::Testbed::up(&prefix, tenants).map_err(|e| (1, e.to_string()))?;
             let names = tb.namespaces();
             tb.keep();
-            println!("{}", names.join(" "));
+            crate::out::outln!("{}", names.join(" "))?;
             Ok(())
         }
         TestbedCommand::Bench {
@@ -477,21 +477,24 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
             let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds)
                 .map_err(|e| (1, e.to_string()))?;
-            println!(
+            crate::out::outln!(
                 "{:<22} {:>6} {:>14} {:>14}",
-                "config", "bytes", "offered pps", "forwarded pps"
-            );
+                "config",
+                "bytes",
+                "offered pps",
+                "forwarded pps"
+            )?;
             let rows: Vec<&serde_json::Value> =
                 r["rows"].as_array().into_iter().flatten().collect();
             let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
             for row in &rows {
-                println!(
+                crate::out::outln!(
                     "{:<22} {:>6} {:>14.0} {:>14.0}",
                     row["config"].as_str().unwrap_or(""),
                     row["frame_bytes"].as_u64().unwrap_or(0),
                     num(&row["offered_pps"]),
                     num(&row["forwarded_pps"])
-                );
+                )?;
             }
             // The ratios the issue asks for, per frame size, from this run's rows.
             for &size in &sizes {
@@ -509,12 +512,12 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                     fwd("htb 1 class"),
                     fwd("htb 1000 classes"),
                 ) {
-                    println!(
+                    crate::out::outln!(
                         "{size} B, forwarded: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
                         fig1 / h1,
                         fig1 / h1000,
                         fig1 / fifo
-                    );
+                    )?;
                 }
             }
             Ok(())
@@ -545,7 +548,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                 seconds,
             )
             .map_err(|e| (1, e.to_string()))?;
-            println!("{n}");
+            crate::out::outln!("{n}")?;
             Ok(())
         }
         TestbedCommand::Down { prefix } => {
@@ -586,12 +589,12 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                 testbed::run(&exp, &prefix, &modes, &weft, &out).map_err(|e| (1, e.to_string()))?;
             write_throughput_chart(&out, &report);
             if j {
-                println!(
+                crate::out::outln!(
                     "{}",
                     serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                )?;
             } else {
-                print!("{}", testbed::markdown(&report));
+                crate::out::print(&testbed::markdown(&report))?;
                 eprintln!("wrote {}/report.json and report.md", out.display());
             }
             Ok(())

@@ -1465,3 +1465,102 @@ fn replay_reads_a_csv_trace_from_a_pipe() {
     let want = fs::read_to_string(root().join("examples/traces/wfq-1-2-4.expected.csv")).unwrap();
     assert!(got == want, "departures from a pipe differ from the file's");
 }
+
+/// A wide policy whose `policy dot` is far larger than a pipe's buffer (64 KiB).
+fn wide_policy(dir: &Path) -> PathBuf {
+    let mut text = String::from("weft: 1\nnodes:\n  - {name: root, type: wfq}\n");
+    for i in 0..3000 {
+        text += &format!("  - {{name: leaf{i}, type: leaf, parent: root, match: {{tag: {i}}}}}\n");
+    }
+    let p = dir.join("wide.yaml");
+    fs::write(&p, text).unwrap();
+    p
+}
+
+/// A reader that stops early (`weft … | head -1`) ends weft quietly with status 141, as
+/// SIGPIPE ends a Unix tool, not with a panic; a replay's files are written all the same.
+#[test]
+fn a_closed_pipe_ends_weft_quietly() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("weft-pipe-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let policy = wide_policy(&dir);
+    let out = dir.join("out");
+    let trace = dir.join("t.csv");
+    // Every leaf sends a packet: the replay's table is long too.
+    let mut rows = String::from("arrive_ps,bytes,tag\n");
+    for i in 0..3000 {
+        rows += &format!("{},100,{i}\n", i * 1000);
+    }
+    fs::write(&trace, rows).unwrap();
+    let p = policy.to_str().unwrap();
+    let replay = [
+        "replay",
+        "--json",
+        "--policy",
+        p,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for args in [
+        &["policy", "dot", p][..],
+        &["policy", "show", "--json", p],
+        &replay,
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?}");
+        // The reader goes away here.
+        let done = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("error"), "{args:?}: {stderr}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["sent"], 3000);
+    if let Err(e) = fs::remove_dir_all(&dir) {
+        eprintln!("could not remove {}: {e}", dir.display());
+    }
+}
+
+/// Output that cannot be written (a full disk) is an error, exit 1, not a panic nor a
+/// silent success.
+#[test]
+fn a_full_stdout_is_an_error() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    for args in [
+        &["policy", "check", "examples/policies/loom-fig1.yaml"][..],
+        &["policy", "show", "examples/policies/loom-fig1.yaml"],
+        &["completions", "bash"],
+    ] {
+        let done = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .current_dir(root())
+            .args(args)
+            .stdout(full())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write to standard output"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

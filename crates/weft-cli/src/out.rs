@@ -1,0 +1,38 @@
+//! Standard output, where every command's data goes (tables, JSON, policies).
+//!
+//! A reader that stops early closes the pipe (`weft replay … | head -3`): weft then stops
+//! quietly with status 141, what a shell reports for a program that SIGPIPE ended (Rust
+//! ignores that signal, so `println!` would panic instead), having written its files
+//! first. Any other failure to write (a full disk, `> /dev/full`) is an error, exit 1:
+//! output is never lost without a word.
+
+use std::io::Write;
+
+/// The exit status after a closed pipe: 128 + SIGPIPE.
+pub const CLOSED_PIPE: u8 = 141;
+
+/// What a failed write to stdout means for the exit: `(status, message)`, the message
+/// empty for a closed pipe (nothing to say; the reader has gone).
+pub fn failed(e: std::io::Error) -> (u8, String) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        (CLOSED_PIPE, String::new())
+    } else {
+        (1, format!("cannot write to standard output: {e}"))
+    }
+}
+
+/// Writes `text` to stdout and flushes it.
+pub fn print(text: &str) -> Result<(), (u8, String)> {
+    let mut o = std::io::stdout().lock();
+    o.write_all(text.as_bytes())
+        .and_then(|()| o.flush())
+        .map_err(failed)
+}
+
+/// `println!` that returns [`failed`]'s error instead of panicking: `outln!("{x}")?`.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::out::print(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
