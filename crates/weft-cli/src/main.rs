@@ -847,6 +847,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 updates,
                 tenants,
                 reorder_window: reorder_window as usize,
+                inputs: std::iter::once(file.clone())
+                    .chain(options(&l)?.attach.into_iter().map(|(_, f)| f))
+                    .collect(),
             };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
             if let Some(held) = summary["held_at_end"].as_u64().filter(|&h| h > 0) {

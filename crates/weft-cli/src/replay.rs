@@ -90,6 +90,60 @@ pub struct Options {
     pub tenants: Vec<(String, String)>,
     /// A capture's reorder window, records ([`crate::capture`]).
     pub reorder_window: usize,
+    /// The policy's files (and the trace, given apart): the outputs may not replace them.
+    pub inputs: Vec<PathBuf>,
+}
+
+/// What a replay writes in its `--out` directory (`summary.json` by the caller, last).
+pub const OUTPUTS: [&str; 7] = [
+    "departures.csv",
+    "drops.csv",
+    "timeseries.csv",
+    "throughput.svg",
+    "delay.svg",
+    "index.html",
+    "summary.json",
+];
+
+/// Makes `--out` ready: created if need be; refused if it is a file, or if an output would
+/// replace an input (the trace, the policy); the outputs of an earlier replay removed, so a
+/// replay that fails leaves no mixture of two runs (and no `summary.json`).
+fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), String> {
+    if out.exists() && !out.is_dir() {
+        return Err(format!("--out {}: a file, not a directory", out.display()));
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let same = |a: &Path, b: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        }
+    };
+    for name in OUTPUTS {
+        let path = out.join(name);
+        if let Some(input) = std::iter::once(trace)
+            .chain(inputs.iter().map(PathBuf::as_path))
+            .find(|i| same(&path, i))
+        {
+            return Err(format!(
+                "--out {}: the replay would overwrite its own input {} with its {name}; \
+                 choose another directory",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
+    for name in OUTPUTS {
+        let path = out.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot replace {}: {e}", path.display()))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// `inputs` (in time order) with `updates` (in time order) merged in, each update before
@@ -326,7 +380,7 @@ fn run<E: Engine>(
     out: &Path,
     opts: Options,
 ) -> Result<Value, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    prepare_out(out, trace, &opts.inputs)?;
     let trace_name = trace.display().to_string();
     let mut file =
         File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
@@ -380,14 +434,18 @@ fn run<E: Engine>(
         File::create(&drop_path)
             .map_err(|e| format!("cannot write {}: {e}", drop_path.display()))?,
     );
-    let mut write_error: Option<std::io::Error> = None;
-    let mut check = |r: std::io::Result<()>| {
+    // The first failed write, and its file.
+    let mut write_error: Option<(&Path, std::io::Error)> = None;
+    let mut check = |file: &'static str, r: std::io::Result<()>| {
         if let Err(e) = r {
-            write_error.get_or_insert(e);
+            write_error.get_or_insert((Path::new(file), e));
         }
     };
-    check(writeln!(deps, "depart_ps,id,leaf,flow,bytes"));
-    check(writeln!(drops, "arrive_ps,id,reason"));
+    check(
+        "departures.csv",
+        writeln!(deps, "depart_ps,id,leaf,flow,bytes"),
+    );
+    check("drops.csv", writeln!(drops, "arrive_ps,id,reason"));
 
     let mut progress = opts.progress.then(|| Progress::new(size));
     // The shaping classes of each shaped packet still held (see the module doc).
@@ -499,12 +557,15 @@ fn run<E: Engine>(
                 let wire = link::wire_ps(departure.bytes, &prog.link);
                 end_ps = at_ps.saturating_add(wire);
                 max_backlog = max_backlog.max(rows.get() - sent - dropped + 1);
-                check(write_departure(
-                    &mut deps,
-                    at_ps,
-                    &departure,
-                    leaf_names[departure.leaf as usize],
-                ));
+                check(
+                    "departures.csv",
+                    write_departure(
+                        &mut deps,
+                        at_ps,
+                        &departure,
+                        leaf_names[departure.leaf as usize],
+                    ),
+                );
                 let delay = at_ps.saturating_sub(departure.enqueued_ps);
                 timeline
                     .get_or_insert_with(|| {
@@ -535,7 +596,10 @@ fn run<E: Engine>(
                 if shaped {
                     paths.borrow_mut().remove(&id);
                 }
-                check(writeln!(drops, "{at_ps},{id},{}", reason.name()));
+                check(
+                    "drops.csv",
+                    writeln!(drops, "{at_ps},{id},{}", reason.name()),
+                );
             }
             Event::Rejected {
                 at_ps,
@@ -609,10 +673,10 @@ fn run<E: Engine>(
     if let Some(e) = error {
         return Err(e);
     }
-    check(deps.flush());
-    check(drops.flush());
-    if let Some(e) = write_error {
-        return Err(format!("cannot write to {}: {e}", out.display()));
+    check("departures.csv", deps.flush());
+    check("drops.csv", drops.flush());
+    if let Some((file, e)) = write_error {
+        return Err(format!("cannot write {}: {e}", out.join(file).display()));
     }
     let timeline =
         timeline.unwrap_or_else(|| Timeline::new(series_names, first_t.get().unwrap_or(0)));

@@ -1564,3 +1564,52 @@ fn a_full_stdout_is_an_error() {
         );
     }
 }
+
+/// `--out` is made safe to reuse: a replay that would overwrite its own trace is refused
+/// (the trace intact), `--out FILE` is named as a file, and a failed replay leaves no
+/// mixture of two runs (an earlier run's summary would describe other departures).
+#[test]
+fn replay_out_directory_is_safe_to_reuse() {
+    let dir = std::env::temp_dir().join(format!("weft-outdir-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let good = root().join("examples/traces/wfq-1-2-4.csv");
+    let policy = "examples/policies/wfq-1-2-4.yaml";
+    let out = dir.join("out");
+    let replay = |trace: &Path, out: &Path| {
+        let mut c = weft();
+        c.args(["replay", "--quiet", "--policy", policy, "--trace"])
+            .arg(trace)
+            .arg("--out")
+            .arg(out);
+        c.assert()
+    };
+    replay(&good, &out).success();
+    // The same directory's departures as the next trace: refused, nothing touched.
+    let own = out.join("departures.csv");
+    let before = fs::read(&own).unwrap();
+    replay(&own, &out)
+        .code(2)
+        .stderr(predicate::str::contains("would overwrite its own input"));
+    assert_eq!(fs::read(&own).unwrap(), before);
+    // A trace that fails at its 3001st row, into the same directory: no summary is left
+    // (the earlier run's outputs are gone, the new departures are partial).
+    let text = fs::read_to_string(&good).unwrap();
+    let mut bad: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .take(3000)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    bad += "bad,1,1,1\n";
+    let bad_path = dir.join("bad.csv");
+    fs::write(&bad_path, bad).unwrap();
+    replay(&bad_path, &out).code(2);
+    assert!(!out.join("summary.json").exists());
+    assert!(!out.join("index.html").exists());
+    // `--out` naming a file.
+    replay(&good, &bad_path)
+        .code(2)
+        .stderr(predicate::str::contains("a file, not a directory"));
+    fs::remove_dir_all(&dir).unwrap();
+}
