@@ -216,6 +216,16 @@ fn columns(headers: &csv::StringRecord) -> Result<Vec<(usize, Col, String)>, Tra
             "flow" => Col::Flow,
             "deadline_ps" => Col::Deadline,
             "slack_ps" => Col::Slack,
+            "" => {
+                return Err(TraceError {
+                    line: 1,
+                    message: format!(
+                        "column {} of the header has no name (a blank or whitespace line \
+                         before the header?)",
+                        i + 1
+                    ),
+                })
+            }
             other => match Field::from_name(other) {
                 Some(f) => Col::Field(f),
                 None => {
@@ -415,10 +425,15 @@ fn run<E: Engine>(
             .from_reader(input);
         let headers = rdr
             .headers()
-            .map_err(|e| format!("{trace_name}:1: {e}"))?
+            .map_err(|e| {
+                let line = line_at(trace, e.position().map(|p| p.byte()), 1);
+                format!("{trace_name}:{line}: {}", csv_error(&e))
+            })?
             .clone();
-        let cols =
-            columns(&headers).map_err(|e| format!("{trace_name}:{}: {}", e.line, e.message))?;
+        let cols = columns(&headers).map_err(|e| {
+            let line = line_at(trace, headers.position().map(|p| p.byte()), e.line);
+            format!("{trace_name}:{line}: {}", e.message)
+        })?;
         Source::Csv {
             rdr,
             cols,
@@ -467,6 +482,7 @@ fn run<E: Engine>(
                 Ok(false) => None,
                 Ok(true) => {
                     let line = record.position().map_or(n + 2, |p| p.line());
+                    let byte = record.position().map(|p| p.byte());
                     Some(parse_row(record, cols, n, line).and_then(|(t, p)| {
                         if t < last_t {
                             Err(TraceError {
@@ -478,10 +494,13 @@ fn run<E: Engine>(
                         } else {
                             Ok((t, p))
                         }
-                    }).map_err(|e| format!("{trace_name}:{}: {}", e.line, e.message)))
+                    }).map_err(|e| {
+                        format!("{trace_name}:{}: {}", line_at(trace, byte, e.line), e.message)
+                    }))
                 }
                 Err(e) => {
                     let line = e.position().map_or(n + 2, |p| p.line());
+                    let line = line_at(trace, e.position().map(|p| p.byte()), line);
                     Some(Err(format!("{trace_name}:{line}: {}", csv_error(&e))))
                 }
             },
@@ -997,6 +1016,40 @@ fn index_html(s: &Value) -> String {
 
 /// A CSV reader's error in the trace's terms (the reader's own message names a record
 /// counted from 0 and a byte offset; the caller prefixes the file and line).
+/// The line (1-based) of the record the csv reader places at byte `byte` of the trace
+/// file, counted anew for an error message: the reader's own count skips blank lines and
+/// counts a CRLF file's lines one short, and its offset may fall on the line ends, blank
+/// lines or comments before the record, which are passed over here. `fallback` when the
+/// trace cannot be read again (a pipe) or the offset is unknown.
+fn line_at(trace: &Path, byte: Option<u64>, fallback: u64) -> u64 {
+    let Some(byte) = byte else { return fallback };
+    let Ok(file) = File::open(trace) else {
+        return fallback;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return fallback;
+    }
+    let mut line = 1u64;
+    let mut at_line_start = true;
+    let mut in_comment = false;
+    for (i, b) in std::io::BufReader::new(file).bytes().enumerate() {
+        let Ok(b) = b else { return fallback };
+        if i as u64 >= byte && !in_comment && b != b'\n' && b != b'\r' {
+            if at_line_start && b == b'#' {
+                in_comment = true;
+            } else {
+                return line;
+            }
+        }
+        at_line_start = b == b'\n';
+        if b == b'\n' {
+            line += 1;
+            in_comment = false;
+        }
+    }
+    fallback
+}
+
 fn csv_error(e: &csv::Error) -> String {
     match e.kind() {
         csv::ErrorKind::UnequalLengths {

@@ -1613,3 +1613,67 @@ fn replay_out_directory_is_safe_to_reuse() {
         .stderr(predicate::str::contains("a file, not a directory"));
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A trace error names the line a text editor shows: with CRLF line ends, blank lines,
+/// comments before the header, and a blank line where the header should be.
+#[test]
+fn trace_errors_name_the_editors_line() {
+    let dir = std::env::temp_dir().join(format!("weft-lines-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        (
+            "crlf",
+            "arrive_ps,bytes,tag\r\n0,100,1\r\n1,x,1\r\n",
+            ":3: `bytes` = `x`",
+        ),
+        (
+            "blank",
+            "arrive_ps,bytes,tag\n0,100,1\n\n\n1,x,1\n",
+            ":5: `bytes` = `x`",
+        ),
+        (
+            "crlf-blank",
+            "arrive_ps,bytes,tag\r\n\r\n0,100,1\r\n\r\n1,x,1\r\n",
+            ":5: `bytes`",
+        ),
+        (
+            "comments",
+            "# a\narrive_ps,bytes,zzz\n0,100,1\n",
+            ":2: unknown column `zzz`",
+        ),
+        (
+            "comment-rows",
+            "arrive_ps,bytes\n# b\n\n# c\n1,x\n",
+            ":5: `bytes`",
+        ),
+        (
+            "width",
+            "arrive_ps,bytes,tag\n\n0,100\n",
+            ":3: this row has 2 fields",
+        ),
+        (
+            "no-header",
+            "\n\n  \narrive_ps,bytes\n0,100\n",
+            ":3: column 1 of the header has no name",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let trace = dir.join(format!("{name}.csv"));
+        fs::write(&trace, text).unwrap();
+        weft()
+            .args([
+                "replay",
+                "--quiet",
+                "--policy",
+                "examples/policies/wfq-1-2-4.yaml",
+            ])
+            .arg("--trace")
+            .arg(&trace)
+            .arg("--out")
+            .arg(dir.join("out"))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("{name}.csv{want}")));
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
