@@ -246,6 +246,21 @@ fn columns(headers: &csv::StringRecord) -> Result<Vec<(usize, Col, String)>, Tra
                 message: format!("column `{name}` appears twice"),
             });
         }
+        // Two names of one field (`app` is `dport`): the same guess.
+        if let Col::Field(f) = col {
+            if let Some((_, _, other)) = cols
+                .iter()
+                .find(|(_, c, _)| matches!(c, Col::Field(g) if *g == f))
+            {
+                return Err(TraceError {
+                    line: 1,
+                    message: format!(
+                        "columns `{other}` and `{name}` are the same field (`{}`): keep one",
+                        f.name()
+                    ),
+                });
+            }
+        }
         cols.push((i, col, name.to_string()));
     }
     if !seen_arrive || !seen_bytes {

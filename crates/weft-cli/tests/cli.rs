@@ -1656,6 +1656,11 @@ fn trace_errors_name_the_editors_line() {
             "\n\n  \narrive_ps,bytes\n0,100\n",
             ":3: column 1 of the header has no name",
         ),
+        (
+            "alias",
+            "arrive_ps,bytes,app,dport\n0,100,80,81\n",
+            ":1: columns `app` and `dport` are the same field (`dport`)",
+        ),
     ];
     for (name, text, want) in cases {
         let trace = dir.join(format!("{name}.csv"));
