@@ -191,8 +191,8 @@ struct State {
     eof: bool,
     /// The latest absolute time read, picoseconds.
     latest_read_ps: Option<i128>,
-    /// The first replayed record's absolute time, picoseconds.
-    first_ps: Option<i128>,
+    /// The first replayed record's absolute time, picoseconds, and its index (the replay's time 0).
+    first_ps: Option<(i128, u64)>,
     /// The latest time replayed, picoseconds from the first replayed record.
     last_ps: u64,
     /// Records read so far (the next record's id).
@@ -470,7 +470,7 @@ impl State {
     /// Places a record leaving the window on the replay's clock and makes its packet.
     fn place(&mut self, r: Record) -> Result<(u64, Packet), String> {
         let rel = if r.timed {
-            r.ps - *self.first_ps.get_or_insert(r.ps)
+            r.ps - self.first_ps.get_or_insert((r.ps, r.id)).0
         } else {
             // No timestamp: with the latest record replayed.
             self.last_ps as i128
@@ -479,9 +479,19 @@ impl State {
             self.reordered += 1;
             self.last_ps
         } else if rel > LAST_ARRIVAL_PS as i128 {
-            return Err(self.error_at(r.id, format!(
-                "{rel} ps after the first record, past the last arrival weft schedules (2^63 ps, about 106.7 days)"
-            )));
+            // The clock starts at the earliest record of the first window, which may be
+            // the odd one out (a timestamp far before the rest): name it.
+            let origin = self.first_ps.map_or(0, |f| f.1) + 1;
+            return Err(self.error_at(
+                r.id,
+                format!(
+                    "{rel} ps after record {origin} (the replay's time 0, the earliest of the \
+                 first {} records), past the last arrival weft schedules (2^63 ps, about 106.7 \
+                 days); if record {origin}'s timestamp is the odd one, a smaller \
+                 --reorder-window replays it late instead",
+                    self.window
+                ),
+            ));
         } else {
             rel as u64
         };

@@ -704,3 +704,30 @@ mod mutated {
         }
     }
 }
+
+/// A record stamped far before the rest (a clock reset) becomes the replay's time 0 when it
+/// falls in the first reorder window; the error then names it, not the record that came
+/// out too late, and a small window replays it late instead.
+#[test]
+fn a_far_early_record_is_named_as_the_replays_origin() {
+    let dir = scratch("early");
+    let specs = traffic();
+    let mut records: Vec<(u32, u32, Vec<u8>)> = specs[..10]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (1_700_000_000, i as u32, ethernet(&ip_packet(s))))
+        .collect();
+    records.push((1, 0, ethernet(&ip_packet(&specs[10]))));
+    let trace = dir.join("early.pcap");
+    fs::write(&trace, pcap(1, false, &records, 65535)).unwrap();
+    let (code, _, stderr, _) = replay(&dir, &trace, "early");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("record 1: ") && stderr.contains("after record 11 (the replay's time 0"),
+        "{stderr}"
+    );
+    let (code, _, stderr, summary) =
+        replay_with(&dir, POLICY, &trace, "early1", &["--reorder-window", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(summary["packets"], 11, "{summary}");
+}
