@@ -288,8 +288,14 @@ fn parse_row(
             continue;
         }
         let int = || -> Result<u64, TraceError> {
-            v.parse::<u64>()
-                .map_err(|_| err(format!("`{name}` = `{v}` is not a non-negative integer")))
+            v.parse::<u64>().map_err(|e| {
+                err(match e.kind() {
+                    std::num::IntErrorKind::PosOverflow => {
+                        format!("`{name}` = `{v}` is larger than 2^64 − 1")
+                    }
+                    _ => format!("`{name}` = `{v}` is not a non-negative integer"),
+                })
+            })
         };
         match col {
             Col::Arrive => {

@@ -1657,6 +1657,11 @@ fn trace_errors_name_the_editors_line() {
             ":3: column 1 of the header has no name",
         ),
         (
+            "overflow",
+            "arrive_ps,bytes,flow\n0,100,18446744073709551616\n",
+            ":2: `flow` = `18446744073709551616` is larger than 2^64 − 1",
+        ),
+        (
             "alias",
             "arrive_ps,bytes,app,dport\n0,100,80,81\n",
             ":1: columns `app` and `dport` are the same field (`dport`)",

@@ -578,7 +578,12 @@ impl FromStr for PacketMeta {
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| format!("`{part}`: expected FIELD=VALUE"))?;
+            let before = p.present;
             p.set_field(k.trim(), v.trim())?;
+            // The same field twice (`vm=1,vm=2`, or `app` and `dport`): which was meant?
+            if p.present == before {
+                return Err(format!("`{part}`: {} is given twice", k.trim()));
+            }
         }
         Ok(p)
     }
@@ -642,6 +647,11 @@ mod tests {
         assert_eq!(p.to_string(), "tenant=3,dport=11211,proto=udp,dst=10.0.2.7");
         assert!("dport=70000".parse::<PacketMeta>().is_err());
         assert!("colour=red".parse::<PacketMeta>().is_err());
+        // One field given twice, under one name or two: refused, not the last one kept.
+        for twice in ["vm=1,vm=2", "app=80,dport=81", "tag=1,tag=1"] {
+            let e = twice.parse::<PacketMeta>().unwrap_err();
+            assert!(e.contains("given twice"), "{twice}: {e}");
+        }
     }
 
     #[test]
