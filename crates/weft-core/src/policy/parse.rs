@@ -5,10 +5,17 @@
 //! did-you-mean), value types, units, positive weights and rates. Graph rules (parents,
 //! cycles, the restricted DAG) are checked on the composed policy by `compile`.
 //!
+//! Integers are read exactly over their whole range (to 2⁶⁴−1), never through `f64`:
+//! `saphyr` turns a plain integer beyond `i64` into a float, so for those the value's text
+//! is read back from the file (`Parser::integer`), and a value out of range is reported as
+//! written.
+//!
 //! Cost: linear in the file size.
 
 /// The largest `weight` a policy (or a live update) may give.
 pub const MAX_WEIGHT: u64 = 1_000_000;
+use std::cell::OnceCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -285,6 +292,9 @@ struct Parser<'a> {
     file: FileId,
     sources: &'a Sources,
     diags: Vec<Diagnostic>,
+    /// Where each YAML anchor (`&name`) is defined, by name, in file order: the byte offset
+    /// just after the name. Built on the first alias whose written text is needed.
+    anchors: OnceCell<HashMap<&'a str, Vec<usize>>>,
 }
 
 type Node<'i> = MarkedYaml<'i>;
@@ -396,13 +406,20 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// A scalar as text, for unit parsing (`10gbit`, or a bare integer).
+    /// A scalar as text, for unit parsing (`10gbit`, or a bare integer). Numbers are given
+    /// exactly: integers of any size in decimal, decimals from their text (`1.5e3` as
+    /// `1500`), never through `f64`.
     fn scalar_text(&mut self, n: &Node, what: &str) -> Option<(String, Span)> {
         let span = self.span(n);
+        if let Some(i) = self.integer(n) {
+            return Some((i.value.map_or(i.text, |v| v.to_string()), span));
+        }
         match &n.data {
             YamlData::Value(Scalar::String(s)) => Some((s.to_string(), span)),
-            YamlData::Value(Scalar::Integer(i)) => Some((i.to_string(), span)),
-            YamlData::Value(Scalar::FloatingPoint(f)) => Some((f.to_string(), span)),
+            YamlData::Value(Scalar::FloatingPoint(f)) => Some(match self.written(n) {
+                Some(w) => (plain_decimal(w.token), span),
+                None => (f.to_string(), span),
+            }),
             _ => {
                 self.err(
                     Rule::BadValue,
@@ -411,6 +428,18 @@ impl<'a> Parser<'a> {
                 );
                 None
             }
+        }
+    }
+
+    /// The text of scalar `n` as written, for messages about the `given` text it was read as
+    /// (they differ for numbers: `0x10` is given as `16`, `1.5e3` as `1500`).
+    fn written_text(&self, n: &Node, given: &str) -> String {
+        match self.integer(n) {
+            Some(i) => self.as_written(n, &i),
+            None if matches!(n.data, YamlData::Value(Scalar::FloatingPoint(_))) => self
+                .written(n)
+                .map_or_else(|| given.to_string(), |w| w.token.to_string()),
+            None => given.to_string(),
         }
     }
 
@@ -429,6 +458,7 @@ impl<'a> Parser<'a> {
         match units::parse_rate(&text) {
             Ok(v) => Some(Spanned::new(v, span)),
             Err(e) => {
+                let e = quoting(e, &text, &self.written_text(n, &text));
                 self.unit_err(span, key, e, Rule::NonPositiveRate);
                 None
             }
@@ -440,6 +470,7 @@ impl<'a> Parser<'a> {
         match units::parse_size(&text, positive) {
             Ok(v) => Some(Spanned::new(v, span)),
             Err(e) => {
+                let e = quoting(e, &text, &self.written_text(n, &text));
                 self.unit_err(span, key, e, Rule::BadValue);
                 None
             }
@@ -451,6 +482,7 @@ impl<'a> Parser<'a> {
         match units::parse_time(&text, false) {
             Ok(v) => Some(Spanned::new(v, span)),
             Err(e) => {
+                let e = quoting(e, &text, &self.written_text(n, &text));
                 self.unit_err(span, key, e, Rule::BadValue);
                 None
             }
@@ -459,23 +491,34 @@ impl<'a> Parser<'a> {
 
     fn int(&mut self, n: &Node, key: &str, min: i64, max: u64, rule: Rule) -> Option<Spanned<u64>> {
         let span = self.span(n);
+        if let Some(i) = self.integer(n) {
+            let lo = i128::from(min.max(0));
+            match i.value {
+                Some(v) if v >= lo && v <= i128::from(max) => {
+                    return Some(Spanned::new(v as u64, span))
+                }
+                _ => {
+                    self.err(
+                        rule,
+                        span,
+                        format!(
+                            "`{key}` must be an integer in {min}..={max}, found {}",
+                            self.as_written(n, &i)
+                        ),
+                    );
+                    return None;
+                }
+            }
+        }
         match &n.data {
-            YamlData::Value(Scalar::Integer(i)) if *i >= min && (*i as u64) <= max && *i >= 0 => {
-                Some(Spanned::new(*i as u64, span))
-            }
-            YamlData::Value(Scalar::Integer(i)) => {
-                self.err(
-                    rule,
-                    span,
-                    format!("`{key}` must be an integer in {min}..={max}, found {i}"),
-                );
-                None
-            }
             YamlData::Value(Scalar::FloatingPoint(f)) => {
+                let found = self
+                    .written(n)
+                    .map_or_else(|| f.to_string(), |w| w.token.to_string());
                 self.err(
                     rule,
                     span,
-                    format!("`{key}` must be a whole number in {min}..={max}, found {f}"),
+                    format!("`{key}` must be a whole number in {min}..={max}, found {found}"),
                 );
                 None
             }
@@ -488,6 +531,125 @@ impl<'a> Parser<'a> {
                 None
             }
         }
+    }
+
+    /// A scalar's text as written in the file: `written.token` is the value without its
+    /// tag or anchor (`!!int &big 18446744073709551615` gives `18446744073709551615`), and
+    /// through an alias the anchored value's text. `None` when it cannot be found.
+    ///
+    /// `saphyr` reads a plain integer beyond `i64` as a float (`18446744073709551615`
+    /// becomes 1.8446744073709552e19), a hex or octal one as a string, and one tagged
+    /// `!!int` as a bad value; the written text is what lets [`Self::integer`] read them
+    /// exactly.
+    fn written(&self, n: &Node) -> Option<Written<'a>> {
+        let f = self.sources.file(self.file);
+        let text: &'a str = &f.text;
+        let start = f.byte_offset(n.span.start.index()).min(text.len());
+        let end = f.byte_offset(n.span.end.index()).clamp(start, text.len());
+        let raw = if end > start {
+            &text[start..end]
+        } else {
+            let rest = &text[start..];
+            &rest[..rest
+                .find(['\n', '\r', ',', '}', ']', '#'])
+                .unwrap_or(rest.len())]
+        };
+        let w = Written::split(raw);
+        let Some(alias) = w.token.strip_prefix('*') else {
+            return Some(w);
+        };
+        // An alias: the value after the latest `&name` before it (an anchor applies to the
+        // aliases after it, up to its redefinition).
+        let defined = self.anchors().get(alias)?;
+        let after = defined[..defined.partition_point(|&at| at < start)].last()?;
+        let mut w = Written::split(&text[*after..]);
+        let end = w
+            .token
+            .find(|c: char| c.is_whitespace() || ",]}#".contains(c))
+            .unwrap_or(w.token.len());
+        w.token = &w.token[..end];
+        (!w.token.is_empty()).then_some(w)
+    }
+
+    /// See [`Parser::anchors`]: a lexical scan for `&name` followed by a space, at the
+    /// start of a token. A `&` inside a quoted string or a comment may be taken for one;
+    /// [`Self::integer`] only uses what it finds when it reads as the aliased value.
+    fn anchors(&self) -> &HashMap<&'a str, Vec<usize>> {
+        self.anchors.get_or_init(|| {
+            let text: &'a str = &self.sources.file(self.file).text;
+            let mut anchors: HashMap<&'a str, Vec<usize>> = HashMap::new();
+            for (at, _) in text.match_indices('&') {
+                let starts_token = text[..at]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| c.is_whitespace() || "[{,:-?".contains(c));
+                let rest = &text[at + 1..];
+                let len = rest
+                    .find(|c: char| c.is_whitespace() || ",[]{}".contains(c))
+                    .unwrap_or(rest.len());
+                if starts_token && len > 0 && rest[len..].starts_with(char::is_whitespace) {
+                    anchors.entry(&rest[..len]).or_default().push(at + 1 + len);
+                }
+            }
+            anchors
+        })
+    }
+
+    /// An integer scalar read exactly, whatever its size (see [`Self::written`] for what
+    /// `saphyr` does with integers beyond `i64`); `None` for anything but an integer.
+    fn integer(&self, n: &Node) -> Option<Integer> {
+        match &n.data {
+            YamlData::Value(Scalar::Integer(i)) => Some(Integer {
+                value: Some(i128::from(*i)),
+                text: i.to_string(),
+            }),
+            YamlData::Value(Scalar::FloatingPoint(f)) => {
+                // Only a plain decimal integer that `saphyr` read as this very float.
+                let w = self.written(n)?;
+                let value = int_literal(w.token)?;
+                if w.token.starts_with("0x") || w.token.starts_with("0o") {
+                    return None;
+                }
+                (w.token.parse::<f64>().ok() == Some(f.0)).then(|| Integer {
+                    value,
+                    text: w.token.to_string(),
+                })
+            }
+            YamlData::Value(Scalar::String(s)) => {
+                // A plain (unquoted) hex or octal integer beyond `i64`.
+                if !(s.starts_with("0x") || s.starts_with("0o")) {
+                    return None;
+                }
+                let w = self.written(n)?;
+                if w.token != s.as_ref() {
+                    return None;
+                }
+                Some(Integer {
+                    value: int_literal(s)?,
+                    text: s.to_string(),
+                })
+            }
+            YamlData::BadValue => {
+                // `!!int` on an integer beyond `i64`.
+                let w = self.written(n)?;
+                if !matches!(w.tag, Some("!!int" | "!<tag:yaml.org,2002:int>")) {
+                    return None;
+                }
+                Some(Integer {
+                    value: int_literal(w.token)?,
+                    text: w.token.to_string(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// How to quote integer `i` (the scalar `n`) in a message: as written (`0x100`) when
+    /// that text reads as its value, else in decimal.
+    fn as_written(&self, n: &Node, i: &Integer) -> String {
+        self.written(n)
+            .filter(|w| int_literal(w.token) == Some(i.value))
+            .map_or_else(|| i.text.clone(), |w| w.token.to_string())
     }
 
     fn document(&mut self, root: &Node) -> Option<Document> {
@@ -883,7 +1045,9 @@ impl<'a> Parser<'a> {
                         let text = match &it.data {
                             YamlData::Value(Scalar::String(s)) => s.to_string(),
                             YamlData::Value(Scalar::Integer(i)) => i.to_string(),
-                            _ => String::new(),
+                            _ => self
+                                .written(it)
+                                .map_or_else(String::new, |w| w.token.to_string()),
                         };
                         match proto_number(&text) {
                             Some(p) => m.proto.push(p),
@@ -904,6 +1068,124 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// An integer scalar read exactly (see `Parser::integer`).
+struct Integer {
+    /// The value; `None` beyond the range of `i128` (so beyond every field's range).
+    value: Option<i128>,
+    /// The text written, for messages.
+    text: String,
+}
+
+/// A scalar's text as written in the file (see `Parser::written`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Written<'t> {
+    /// Its tag (`!!int`), if any.
+    tag: Option<&'t str>,
+    /// The value's text, or `*name` for an alias.
+    token: &'t str,
+}
+
+impl<'t> Written<'t> {
+    /// Splits a node's source text into its properties (tag, anchor) and its value.
+    fn split(raw: &'t str) -> Written<'t> {
+        let mut rest = raw.trim();
+        let mut tag = None;
+        while rest.starts_with(['!', '&']) {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            if rest.starts_with('!') {
+                tag = Some(&rest[..end]);
+            }
+            rest = rest[end..].trim_start();
+        }
+        Written { tag, token: rest }
+    }
+}
+
+/// `e` with the text the unit parser was given replaced by the text written (they differ
+/// for numbers: `1.5e3` is given as `1500`).
+fn quoting(e: UnitError, given: &str, written: &str) -> UnitError {
+    if given == written {
+        return e;
+    }
+    let fix = |t: String| if t == given { written.to_string() } else { t };
+    match e {
+        UnitError::Malformed { text, what, hint } => UnitError::Malformed {
+            text: fix(text),
+            what,
+            hint,
+        },
+        UnitError::NotPositive { text } => UnitError::NotPositive { text: fix(text) },
+        UnitError::OutOfRange { text, base } => UnitError::OutOfRange {
+            text: fix(text),
+            base,
+        },
+        e @ UnitError::AmbiguousRate { .. } => e,
+    }
+}
+
+/// Reads a YAML 1.2 core-schema integer (`[-+]?[0-9]+`, `0o[0-7]+`, `0x[0-9a-fA-F]+`)
+/// exactly: `None` if `s` is not one, `Some(None)` if it is beyond the range of `i128`.
+fn int_literal(s: &str) -> Option<Option<i128>> {
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x") {
+        (h, 16)
+    } else if let Some(o) = s.strip_prefix("0o") {
+        (o, 8)
+    } else {
+        (s.strip_prefix(['-', '+']).unwrap_or(s), 10)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = u128::from_str_radix(digits, radix).ok();
+    Some(magnitude.and_then(|m| {
+        if s.starts_with('-') {
+            0i128.checked_sub_unsigned(m)
+        } else {
+            i128::try_from(m).ok()
+        }
+    }))
+}
+
+/// A decimal in exponent notation (`1.5e3`) rewritten without it (`1500`), exactly, for
+/// the unit parser (which reads plain decimals). Anything else, and exponents beyond any
+/// 64-bit quantity, come back as they are (and the unit parser refuses them).
+fn plain_decimal(s: &str) -> String {
+    let Some((mantissa, exp)) = s.split_once(['e', 'E']) else {
+        return s.to_string();
+    };
+    let Ok(exp) = exp.parse::<i64>() else {
+        return s.to_string();
+    };
+    let (sign, mantissa) = match mantissa.strip_prefix(['-', '+']) {
+        Some(m) => (&mantissa[..1], m),
+        None => ("", mantissa),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let is_digits = |t: &str| t.chars().all(|c| c.is_ascii_digit());
+    if exp.abs() > 64
+        || (int_part.is_empty() && frac_part.is_empty())
+        || !is_digits(int_part)
+        || !is_digits(frac_part)
+    {
+        return s.to_string();
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let sign = if sign == "-" { "-" } else { "" };
+    // Where the decimal point falls in `digits`.
+    let point = int_part.len() as i64 + exp;
+    if point <= 0 {
+        format!("{sign}0.{}{digits}", "0".repeat((-point) as usize))
+    } else if point as usize >= digits.len() {
+        format!(
+            "{sign}{digits}{}",
+            "0".repeat(point as usize - digits.len())
+        )
+    } else {
+        let (i, f) = digits.split_at(point as usize);
+        format!("{sign}{i}.{f}")
+    }
+}
+
 /// Parses one file's text. Diagnostics are returned even when a document is produced.
 pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec<Diagnostic>) {
     let text: Arc<str> = sources.file(file).text.clone();
@@ -911,6 +1193,7 @@ pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec
         file,
         sources,
         diags: Vec::new(),
+        anchors: OnceCell::new(),
     };
     let docs = match MarkedYaml::load_from_str(&text) {
         Ok(d) => d,

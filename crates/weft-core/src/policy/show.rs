@@ -4,6 +4,13 @@
 //! defaults made explicit, units normalized. It is itself a valid policy file (JSON is YAML),
 //! and compiling it yields the same program — a property the tests check on random policies.
 //! Key order is fixed, so the output is stable and diffable.
+//!
+//! The tree view is built without recursion and its size stays linear in the policy's:
+//! nodes deeper than depth 32 (the root is at depth 1) are drawn at the indentation of depth
+//! 32 with their depth written out (`└── [depth 1234] n1233  wfq`), and when listing the
+//! shaping nodes above an edge with every shared ancestor repeated would take more than 256
+//! lines, a shaping node whose ancestors were already listed gets one line saying so (see
+//! [`tree`]).
 
 use serde_json::{json, Map, Value};
 
@@ -235,12 +242,88 @@ fn node_label(p: &Program, n: &Node) -> String {
     s
 }
 
-fn shaping_lines(p: &Program, ids: &[u32], prefix: &str, out: &mut String) {
-    for (i, &sid) in ids.iter().enumerate() {
+/// Depth (the root is at depth 1) down to which the tree view indents: deeper nodes are
+/// drawn at the indentation of this depth, with their depth written out.
+const INDENT_DEPTH: usize = 32;
+
+/// Levels of nested shaping nodes (the ones on a node's edge are level 1) the tree view
+/// indents; deeper ones are drawn at this indentation with their level written out.
+const INDENT_SHAPING_LEVEL: usize = 32;
+
+/// Lines one node's shaping nodes may take when each is shown with all the shaping nodes
+/// above it (see [`tree`]).
+const FULL_SHAPING_LINES: u64 = 256;
+
+/// For each shaping node, the lines it takes shown with all the shaping nodes above it
+/// (1 + those of its shaping parents, saturating): a node's shaping parents may share
+/// ancestors, so this grows exponentially with the levels. Iterative; linear in the
+/// shaping nodes and their edges.
+fn full_shaping_lines(p: &Program) -> Vec<u64> {
+    // 0: not computed yet (every shaping node takes at least its own line).
+    let mut lines = vec![0u64; p.shapers.len()];
+    let mut stack: Vec<(usize, bool)> = Vec::new();
+    for start in 0..p.shapers.len() {
+        stack.push((start, false));
+        while let Some((s, parents_done)) = stack.pop() {
+            if lines[s] != 0 {
+                continue;
+            }
+            let parents = &p.shapers[s].shaping_parents;
+            if parents_done {
+                lines[s] = parents
+                    .iter()
+                    .fold(1u64, |acc, &q| acc.saturating_add(lines[q as usize]));
+            } else {
+                stack.push((s, true));
+                stack.extend(
+                    parents
+                        .iter()
+                        .filter(|&&q| lines[q as usize] == 0)
+                        .map(|&q| (q as usize, false)),
+                );
+            }
+        }
+    }
+    lines
+}
+
+/// The lines of the shaping nodes on one node's edge, each followed by the shaping nodes
+/// above it, indented one level further. `full`: repeat shared ancestors in full wherever
+/// they recur; otherwise a shaping node whose ancestors were already shown (`shown`) is
+/// given one line saying so. Iterative.
+fn shaping_lines(
+    p: &Program,
+    ids: &[u32],
+    base: &str,
+    full: bool,
+    shown: &mut [bool],
+    out: &mut String,
+) {
+    // (shaping node, first of its siblings, level from 1), the next on top.
+    let mut stack: Vec<(u32, bool, usize)> = Vec::new();
+    let push = |stack: &mut Vec<(u32, bool, usize)>, ids: &[u32], level: usize| {
+        stack.extend(
+            ids.iter()
+                .enumerate()
+                .rev()
+                .map(|(i, &sid)| (sid, i == 0, level)),
+        );
+    };
+    push(&mut stack, ids, 1);
+    while let Some((sid, first, level)) = stack.pop() {
         let s = &p.shapers[sid as usize];
-        let sep = if i == 0 { "~ shaped by" } else { "  or" };
+        let sep = if first { "~ shaped by" } else { "  or" };
+        out.push_str(base);
+        for _ in 1..level.min(INDENT_SHAPING_LEVEL) {
+            out.push_str("    ");
+        }
+        out.push_str(sep);
+        out.push(' ');
+        if level > INDENT_SHAPING_LEVEL {
+            out.push_str(&format!("[level {level}] "));
+        }
         out.push_str(&format!(
-            "{prefix}{sep} {}  shape {} burst {}{}\n",
+            "{}  shape {} burst {}{}",
             s.name,
             format_rate(s.rate_bps),
             format_size(s.burst_bytes),
@@ -250,13 +333,29 @@ fn shaping_lines(p: &Program, ids: &[u32], prefix: &str, out: &mut String) {
                 format!("  if {}", s.matches)
             }
         ));
-        if !s.shaping_parents.is_empty() {
-            shaping_lines(p, &s.shaping_parents, &format!("{prefix}    "), out);
+        if s.shaping_parents.is_empty() {
+            out.push('\n');
+        } else if !full && shown[sid as usize] {
+            out.push_str("  (and the shaping above it, shown earlier)\n");
+        } else {
+            out.push('\n');
+            shown[sid as usize] = true;
+            push(&mut stack, &s.shaping_parents, level + 1);
         }
     }
 }
 
 /// The program as an indented tree, shaping nodes shown on the edges they shape.
+///
+/// Built without recursion, and its size stays linear in the size of the policy:
+/// * nodes deeper than depth 32 (the root is at depth 1, as in the summary's `depth`) are
+///   drawn at the indentation of depth 32 with their depth written after the branch,
+///   `└── [depth 1234] n1233  wfq`: the node is a child of the nearest line above it at
+///   the depth one less; nested shaping nodes beyond level 32 likewise, `[level 40]`;
+/// * a node's shaping nodes are listed with all the shaping nodes above each, shared ones
+///   repeated, unless that takes more than 256 lines (stacked levels of parallel shaping
+///   nodes multiply); then a shaping node whose ancestors were already listed, for this
+///   node or an earlier one, gets one line saying so.
 pub fn tree(p: &Program) -> String {
     let mut out = format!(
         "policy {} — link {} (overhead {}, mtu {}) — {}\n",
@@ -266,31 +365,62 @@ pub fn tree(p: &Program) -> String {
         format_size(p.link.mtu_bytes),
         summary(p)
     );
-    fn walk(p: &Program, id: u32, prefix: &str, last: bool, root: bool, out: &mut String) {
+    let full_lines = full_shaping_lines(p);
+    let mut shown = vec![false; p.shapers.len()];
+    // The ancestors' continuation segments (`│   ` or four spaces) drawn before a line:
+    // `prefix[..ends[k]]` holds the first `k`, for the ancestors at depths 2..=k+1.
+    let mut prefix = String::new();
+    let mut ends: Vec<usize> = vec![0];
+    // (node, last of its siblings), the next on top: a depth-first walk in child order.
+    let mut stack: Vec<(u32, bool)> = vec![(0, true)];
+    while let Some((id, last)) = stack.pop() {
         let n = &p.nodes[id as usize];
-        let (branch, cont) = if root {
+        // Depth from 1 at the root.
+        let depth = n.depth as usize + 1;
+        let (branch, cont) = if depth == 1 {
             ("", "")
         } else if last {
             ("└── ", "    ")
         } else {
             ("├── ", "│   ")
         };
-        out.push_str(&format!("{prefix}{branch}{}\n", node_label(p, n)));
-        let child_prefix = format!("{prefix}{cont}");
+        let drawn = depth.min(INDENT_DEPTH).saturating_sub(2);
+        prefix.truncate(ends[drawn]);
+        ends.truncate(drawn + 1);
+        out.push_str(&prefix);
+        out.push_str(branch);
+        if depth > INDENT_DEPTH {
+            out.push_str(&format!("[depth {depth}] "));
+        }
+        out.push_str(&node_label(p, n));
+        out.push('\n');
         if !n.shaping_parents.is_empty() {
             let bar = if n.children.is_empty() {
                 "    "
             } else {
                 "│   "
             };
-            shaping_lines(p, &n.shaping_parents, &format!("{child_prefix}{bar}"), out);
+            let base = format!("{prefix}{cont}{bar}");
+            let lines = n
+                .shaping_parents
+                .iter()
+                .fold(0u64, |acc, &s| acc.saturating_add(full_lines[s as usize]));
+            shaping_lines(
+                p,
+                &n.shaping_parents,
+                &base,
+                lines <= FULL_SHAPING_LINES,
+                &mut shown,
+                &mut out,
+            );
         }
-        let kids: Vec<u32> = n.children.clone().collect();
-        for (i, &c) in kids.iter().enumerate() {
-            walk(p, c, &child_prefix, i + 1 == kids.len(), false, out);
+        if (2..INDENT_DEPTH).contains(&depth) {
+            prefix.push_str(cont);
+            ends.push(prefix.len());
         }
+        let kids = n.children.clone();
+        stack.extend(kids.clone().rev().map(|c| (c, c + 1 == kids.end)));
     }
-    walk(p, 0, "", true, true, &mut out);
     out
 }
 
