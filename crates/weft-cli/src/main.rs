@@ -96,7 +96,8 @@ enum Command {
         /// `/dev/stdin` takes a pipe, e.g. `<(zcat t.csv.gz)`).
         #[arg(long)]
         trace: PathBuf,
-        /// Output directory.
+        /// Output directory (created if need be). An earlier replay's outputs there are
+        /// replaced; one that would overwrite the trace or the policy is refused.
         #[arg(long, default_value = "weft-replay")]
         out: PathBuf,
         /// Print summary.json to stdout instead of a table.
