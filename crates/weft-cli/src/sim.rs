@@ -47,16 +47,33 @@ fn usage(m: impl Into<String>) -> Fail {
     (2, m.into())
 }
 
+/// The models of `--nic` (none given: the scenario's). A `--nic` that names none (`--nic ''`)
+/// or a model twice is refused: results are keyed by model.
 fn parse_models(names: &[String]) -> Result<Vec<NicKind>, Fail> {
-    names
+    let mut models = Vec::new();
+    for s in names
         .iter()
         .flat_map(|s| s.split(','))
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| {
-            NicKind::from_name(s.trim())
-                .ok_or_else(|| usage(format!("--nic: {}", NicKind::unknown(s.trim()))))
-        })
-        .collect()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let m = NicKind::from_name(s)
+            .ok_or_else(|| usage(format!("--nic: {}", NicKind::unknown(s))))?;
+        if models.contains(&m) {
+            return Err(usage(format!(
+                "--nic: `{s}` is given twice (results are keyed by model)"
+            )));
+        }
+        models.push(m);
+    }
+    if !names.is_empty() && models.is_empty() {
+        return Err(usage(format!(
+            "--nic: no NIC model given (leave --nic out to run the scenario's `nics`; known: \
+             {})",
+            NicKind::names()
+        )));
+    }
+    Ok(models)
 }
 
 /// `--policy`, `--link RATE` and `--set MODEL.KEY=VALUE`.
@@ -145,8 +162,8 @@ fn fmt(v: &Value, scale: f64, digits: usize) -> String {
 }
 
 /// Prints the per-model table of a summary.
-pub fn print_table(sum: &Value) {
-    emit(&table(sum));
+pub fn print_table(sum: &Value) -> Result<(), Fail> {
+    emit(&table(sum))
 }
 
 /// The per-model table of a summary.
@@ -193,10 +210,10 @@ pub fn table(sum: &Value) -> String {
     s
 }
 
-/// Writes to stdout, ignoring a closed pipe (`weft demo | head`).
-fn emit(text: &str) {
-    use std::io::Write as _;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+/// Writes to stdout ([`crate::out`]: after a closed pipe the command ends quietly; its
+/// files are written before).
+fn emit(text: &str) -> Result<(), Fail> {
+    crate::out::print(text)
 }
 
 /// `weft sim`.
@@ -216,9 +233,9 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
         .map_err(|e| (1, format!("cannot write {}: {e}", a.out.display())))?;
     if a.json {
-        emit(&(serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n"));
+        emit(&(serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n"))?;
     } else {
-        print_table(&sum);
+        print_table(&sum)?;
     }
     if !a.quiet {
         let pk: u64 = runs.iter().map(|r| r.packets).sum();
@@ -257,7 +274,7 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
             emit(&format!(
                 "{}\n",
                 json!({"scenario": sc.name, "nic": m.name(), "packets": packets, "packets_per_s": best.round()})
-            ));
+            ))?;
         } else {
             emit(&format!(
                 "{} {:<6} {:>9} packets  {:>6.2} M simulated packets/s (best of 3)\n",
@@ -265,7 +282,7 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
                 m.name(),
                 packets,
                 best / 1e6
-            ));
+            ))?;
         }
     }
     Ok(())
@@ -275,6 +292,7 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
 /// `out`; a table per scenario on stdout.
 pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
     let t0 = Instant::now();
+    let mut tables = String::new();
     let mut index = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>weft demo</title></head><body style=\"font-family:sans-serif\"><h1>weft demo</h1><ul>",
     );
@@ -288,14 +306,15 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
         let dir = out.join(&sc.name);
         let sum = weft_sim::report::write(&dir, &sc, &runs)
             .map_err(|e| (1, format!("cannot write {}: {e}", dir.display())))?;
-        emit(&(table(&sum) + "\n"));
+        // Printed once the whole report is written (a reader that stops early costs no file).
+        tables += &(table(&sum) + "\n");
         index += &format!(
             "<li><a href=\"{0}/index.html\">{0}</a>: {1}</li>",
             sc.name, sc.description
         );
     }
     index += "</ul></body></html>\n";
-    emit(
+    tables.push_str(
         "jain_min: lowest Jain's index over windows with two or more backlogged tenants, on\n\
          throughput divided by the policy's share (1 = the policy held). p90: the first\n\
          request/response application's 90th percentile completion time. link_util: the\n\
@@ -304,6 +323,7 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
     );
     std::fs::write(out.join("index.html"), index)
         .map_err(|e| (1, format!("cannot write {}: {e}", out.display())))?;
+    emit(&tables)?;
     if !quiet {
         eprintln!(
             "report: {}/index.html ({:.1} s)",

@@ -185,6 +185,92 @@ fn bad_input_exits_2_with_location() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// Scenarios the simulator cannot honour exit 2 naming the file, line and rule, where they
+/// ran: a 1 TiB response (memory ran out), a UDP rate of 2^64 − 1 bit/s (minutes for 5 ms),
+/// two tenants of one name (one's results vanished from summary.json), a host of no cores
+/// (made one), `nics: []` (an empty report). `--nic ''` ran the scenario's models.
+#[test]
+fn scenarios_the_simulator_cannot_honour_exit_2() {
+    let d = tmp("refused");
+    std::fs::create_dir_all(&d).unwrap();
+    let scenario = |head: &str, a: &str, b: &str| {
+        format!(
+            "duration: 1ms\n{head}policy_inline: |\n  weft: 1\n  link: {{rate: 1gbit}}\n  nodes:\n\
+             \x20   - {{name: r, type: wfq}}\n\
+             \x20   - {{name: a, type: leaf, parent: r, match: {{tenant: 1}}}}\n\
+             \x20   - {{name: b, type: leaf, parent: r, match: {{tenant: 2}}}}\ntenants:\n\
+             \x20 - name: {a}\n    meta: {{tenant: 1}}\n    apps:\n\
+             \x20     - {{name: kv, kind: request-response, rate: 1000/s, size: 500b}}\n\
+             \x20 - name: {b}\n    meta: {{tenant: 2}}\n    apps:\n\
+             \x20     - {{name: udp, kind: udp, rate: 500mbit}}\n"
+        )
+    };
+    for (file, text, at, rule) in [
+        (
+            "size.yaml",
+            scenario("", "A", "B").replace("size: 500b", "size: 1099511627776b"),
+            "size.yaml:13:",
+            "at most 1gb",
+        ),
+        (
+            "rate.yaml",
+            scenario("", "A", "B").replace("rate: 500mbit", "rate: 18446744073709551615bit"),
+            "rate.yaml:17:",
+            "more than 2 times the link rate",
+        ),
+        (
+            "dup.yaml",
+            scenario("", "A", "A"),
+            "dup.yaml:14:11:",
+            "tenant `A` is named twice (first at ",
+        ),
+        (
+            "cores.yaml",
+            scenario("host: {cores: 0}\n", "A", "B"),
+            "cores.yaml:2:",
+            "a host has at least 1 core",
+        ),
+        (
+            "nics.yaml",
+            scenario("nics: []\n", "A", "B"),
+            "nics.yaml:2:",
+            "`nics` is empty",
+        ),
+    ] {
+        let f = d.join(file);
+        std::fs::write(&f, text).unwrap();
+        weft()
+            .arg("sim")
+            .arg(&f)
+            .args(["--quiet", "--out"])
+            .arg(d.join("out"))
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(at).and(predicate::str::contains(rule)));
+    }
+    for (nic, rule) in [
+        ("", "--nic: no NIC model given"),
+        (" , ", "--nic: no NIC model given"),
+        ("sq,loom,sq", "--nic: `sq` is given twice"),
+    ] {
+        weft()
+            .args([
+                "sim",
+                "examples/scenarios/hierarchy.yaml",
+                "--quiet",
+                "--nic",
+                nic,
+            ])
+            .arg("--out")
+            .arg(d.join("out"))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(rule));
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
 #[test]
 fn help_teaches() {
     weft()

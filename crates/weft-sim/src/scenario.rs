@@ -7,12 +7,18 @@
 //! Quantities take units as in policies (`10gbit`, `64kb`, `5us`; `weft_core::units`).
 //! Every error names the file, line and column of the offending value.
 //!
-//! Invariants of a loaded [`Scenario`]: every application's cores exist on the host; windows
-//! and duration are positive; the duration is at most [`LAST_ARRIVAL_PS`] (2^63 ps: the
-//! simulator writes packets until the end, and the rest of the 64-bit clock is headroom for
-//! what is queued then) and holds at most [`MAX_WINDOWS`] throughput and latency windows;
-//! the MTU is 64..=65535 bytes; the applications have at most [`MAX_FLOWS`] flows in all;
-//! start < stop; the policy compiled.
+//! Invariants of a loaded [`Scenario`]: the host has at least one core and every
+//! application's cores exist on it; windows and duration are positive; the duration is at
+//! most [`LAST_ARRIVAL_PS`] (2^63 ps: the simulator writes packets until the end, and the rest
+//! of the 64-bit clock is headroom for what is queued then) and holds at most
+//! [`MAX_WINDOWS`] throughput and latency windows; the MTU is 64..=65535 bytes; the segment,
+//! bulk windows, response sizes (an exponential one's largest draw) and UDP socket limits
+//! are at most [`MAX_SIZE_BYTES`]; the applications have at most [`MAX_FLOWS`] flows in all,
+//! and their windows and closed-loop responses at most [`MAX_BURST_PACKETS`] packets at once;
+//! a UDP flow's rate and a request/response application's offered load are at most
+//! [`MAX_OFFERED_LOAD`] times the link rate (what `unlimited` offers); tenant names are
+//! unique, and application names within their tenant (they key the reports); at least one
+//! NIC model, none twice; start < stop; the policy compiled.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +27,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::{self, LoadOptions, Program};
+use weft_core::policy::{self, Link, LoadOptions, Program};
 use weft_core::sched::LAST_ARRIVAL_PS;
 use weft_core::units;
 
@@ -34,6 +40,28 @@ pub const MAX_WINDOWS: u64 = 1_000_000;
 /// Most flows of all applications together (each application counts its most flows at
 /// once): every flow is simulated (and, in `qpf`, given a queue) one by one.
 pub const MAX_FLOWS: u64 = 1_000_000;
+
+/// Largest `host.segment`, bulk `window`, request/response `size` and UDP `socket_limit`,
+/// bytes: 1 GiB, about TCP's largest window (65,535 × 2^14 bytes). A write is cut into MTU
+/// packets at once, each a record in memory (about 50 to 100 bytes in the models) until it
+/// leaves: 1 GiB is 716,000 packets at a 1500 B MTU, 16.8 million at 64 B.
+pub const MAX_SIZE_BYTES: u64 = 1 << 30;
+
+/// Most packets the applications write at once by their own limits, added up: every bulk
+/// flow its whole window, every closed-loop request/response flow its largest response
+/// (all flows start together). Each is a record in memory until it leaves: 2^26 packets are
+/// up to about 6 GB. (Open-loop responses and UDP packets are written over time, at most
+/// [`MAX_OFFERED_LOAD`] times the link rate.)
+pub const MAX_BURST_PACKETS: u64 = 1 << 26;
+
+/// Most a UDP flow (`rate`) or a request/response application (`rate` × response size, on
+/// the wire) offers, in multiples of the link rate: `unlimited` UDP offers this much. More
+/// would only be dropped or queued, and the simulator's work grows with the offered rate.
+pub const MAX_OFFERED_LOAD: u64 = 2;
+
+/// Largest exponential draw over its mean: [`crate::rng::Rng::exp`] takes the logarithm of
+/// a uniform number of 53 bits, so a draw is at most 53 × ln 2 ≈ 36.7 means.
+const EXP_MAX_OVER_MEAN: f64 = 53.0 * std::f64::consts::LN_2;
 
 /// Smallest and largest MTU (`host.mtu`), bytes: an Ethernet minimum frame; the largest IP
 /// packet.
@@ -74,6 +102,24 @@ pub enum SizeDist {
     Exponential(u64),
 }
 
+impl SizeDist {
+    /// The largest size a response can have, bytes: an exponential draw is at most about
+    /// 36.7 times its mean.
+    pub fn max_bytes(&self) -> u64 {
+        match *self {
+            SizeDist::Fixed(b) => b,
+            SizeDist::Exponential(m) => ((m as f64 * EXP_MAX_OVER_MEAN) as u64).max(1),
+        }
+    }
+
+    /// The mean size, bytes.
+    pub fn mean_bytes(&self) -> u64 {
+        match *self {
+            SizeDist::Fixed(b) | SizeDist::Exponential(b) => b,
+        }
+    }
+}
+
 /// What an application does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AppKind {
@@ -81,8 +127,9 @@ pub enum AppKind {
     /// (TCP small queues / backpressure): when a flow's queued bytes fall to
     /// `window_bytes - segment_bytes` it writes another segment.
     Bulk { window_bytes: u64 },
-    /// Requests arrive as a Poisson process (`rate_per_s`); each makes the host send a
-    /// response; latency = response completion (last byte on the wire) − request arrival.
+    /// Requests arrive as a Poisson process (`rate_per_s`; the responses offer at most
+    /// [`MAX_OFFERED_LOAD`] times the link rate); each makes the host send a response;
+    /// latency = response completion (last byte on the wire) − request arrival.
     /// `closed_loop` (sockperf ping-pong, TONIC §V-D): each flow has one request at a time,
     /// the next arriving when the previous response completes; `rate_per_s` is unused.
     RequestResponse {
@@ -90,9 +137,9 @@ pub enum AppKind {
         size: SizeDist,
         closed_loop: bool,
     },
-    /// UDP: each flow offers `rate_bps` (`None`: unlimited, i.e. twice the link rate) in
-    /// MTU packets; a packet is dropped at the socket when the flow already holds
-    /// `socket_limit_bytes`.
+    /// UDP: each flow offers `rate_bps` (at most [`MAX_OFFERED_LOAD`] times the link rate;
+    /// `None`: unlimited, i.e. exactly that) in MTU packets; a packet is dropped at the
+    /// socket when the flow already holds `socket_limit_bytes`.
     Udp {
         rate_bps: Option<u64>,
         socket_limit_bytes: u64,
@@ -102,7 +149,7 @@ pub enum AppKind {
 /// One application of a tenant.
 #[derive(Debug, Clone)]
 pub struct App {
-    /// Name (unique within its tenant).
+    /// Name (unique within its tenant: it keys the tenant's applications in the reports).
     pub name: String,
     /// Index of its tenant.
     pub tenant: usize,
@@ -138,6 +185,27 @@ impl App {
         self.schedule.iter().map(|s| s.1).max().unwrap_or(0)
     }
 
+    /// Packets the application writes at once by its own limits when all its flows start:
+    /// each bulk flow its window (whole segments of MTU packets), each closed-loop
+    /// request/response flow its largest response (see [`MAX_BURST_PACKETS`]).
+    pub fn burst_packets(&self, host: &Host) -> u64 {
+        let mtu = u64::from(host.mtu_bytes.max(1));
+        let per_flow = match &self.kind {
+            AppKind::Bulk { window_bytes } => {
+                // As `Sim::refill` writes: segments of min(segment, window) bytes.
+                let seg = host.segment_bytes.min(*window_bytes).max(1);
+                (window_bytes / seg).saturating_mul(seg.div_ceil(mtu))
+            }
+            AppKind::RequestResponse {
+                size,
+                closed_loop: true,
+                ..
+            } => size.max_bytes().div_ceil(mtu),
+            AppKind::RequestResponse { .. } | AppKind::Udp { .. } => 0,
+        };
+        per_flow.saturating_mul(u64::from(self.max_flows()))
+    }
+
     /// Flows active at `t_ps`.
     pub fn flows_at(&self, t_ps: u64) -> u32 {
         let mut n = 0;
@@ -163,6 +231,7 @@ impl App {
 /// A tenant: a name and its applications (indices into `Scenario::apps`).
 #[derive(Debug, Clone)]
 pub struct Tenant {
+    /// Name (unique: it keys the tenants in the reports).
     pub name: String,
     pub apps: Vec<usize>,
 }
@@ -179,7 +248,7 @@ pub enum Placement {
 /// The sending host.
 #[derive(Debug, Clone)]
 pub struct Host {
-    /// Cores.
+    /// Cores (at least 1).
     pub cores: u16,
     /// Bytes an application writes at once (a sendmsg; no TSO: it is cut into MTU packets).
     pub segment_bytes: u64,
@@ -212,7 +281,7 @@ pub struct Scenario {
     pub window_ps: u64,
     /// Latency percentile window, ps.
     pub latency_window_ps: u64,
-    /// NIC models to run, in order.
+    /// NIC models to run, in order (at least one, none twice: results are keyed by model).
     pub nics: Vec<NicKind>,
     /// Parameters of the models.
     pub nic_params: NicParams,
@@ -253,7 +322,7 @@ struct RawScenario {
     seed: Option<u64>,
     window: Option<Spanned<String>>,
     latency_window: Option<Spanned<String>>,
-    nics: Option<Vec<Spanned<String>>>,
+    nics: Option<Spanned<Vec<Spanned<String>>>>,
     host: Option<RawHost>,
     nic: Option<BTreeMap<String, BTreeMap<String, Spanned<Scalar>>>>,
     tenants: Vec<RawTenant>,
@@ -262,7 +331,7 @@ struct RawScenario {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawHost {
-    cores: Option<u16>,
+    cores: Option<Spanned<u16>>,
     segment: Option<Spanned<String>>,
     mtu: Option<Spanned<String>>,
     cpu_per_packet: Option<Spanned<String>>,
@@ -274,7 +343,7 @@ struct RawHost {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTenant {
-    name: String,
+    name: Spanned<String>,
     #[serde(default)]
     meta: BTreeMap<String, Spanned<Scalar>>,
     apps: Vec<RawApp>,
@@ -283,7 +352,7 @@ struct RawTenant {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawApp {
-    name: String,
+    name: Spanned<String>,
     kind: Spanned<String>,
     #[serde(default)]
     meta: BTreeMap<String, Spanned<Scalar>>,
@@ -355,7 +424,11 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             message: without_location(&first_line(&e.to_string())) + policy_hint(text),
         }
     })?;
-    let ctx = Ctx { path: &p };
+    let ctx = Ctx {
+        path: &p,
+        link: Link::default(),
+        link_from_cli: false,
+    };
     let program = match (policy_override, &raw.policy, &raw.policy_inline) {
         (Some(f), _, _) => load_policy_file(&p, f, &lopts)?,
         (None, Some(f), None) => {
@@ -393,6 +466,12 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             })
         }
     };
+    // The applications' rates are checked against the link the policy schedules onto.
+    let ctx = Ctx {
+        link: program.link,
+        link_from_cli: ov.link_rate_bps.is_some(),
+        ..ctx
+    };
     let duration_ps = ctx.time(&raw.duration, true)?;
     let window_ps = match &raw.window {
         Some(w) => ctx.time(w, true)?,
@@ -421,13 +500,34 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     }
     let duration_ps = ov.duration_ps.unwrap_or(duration_ps);
     let nics = match &raw.nics {
-        Some(list) => list
-            .iter()
-            .map(|n| {
-                NicKind::from_name(&n.value)
-                    .ok_or_else(|| ctx.err(&n.referenced, NicKind::unknown(&n.value)))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
+        Some(list) => {
+            if list.value.is_empty() {
+                return Err(ctx.err(
+                    &list.referenced,
+                    "`nics` is empty: list the NIC models to run, or leave `nics` out to run \
+                     them all"
+                        .into(),
+                ));
+            }
+            let mut nics: Vec<(NicKind, &Spanned<String>)> = Vec::new();
+            for n in &list.value {
+                let k = NicKind::from_name(&n.value)
+                    .ok_or_else(|| ctx.err(&n.referenced, NicKind::unknown(&n.value)))?;
+                if let Some((_, first)) = nics.iter().find(|(f, _)| *f == k) {
+                    return Err(ctx.err(
+                        &n.referenced,
+                        format!(
+                            "NIC model `{}` is listed twice (first at {}): results are keyed \
+                             by model",
+                            n.value,
+                            ctx.at(&first.referenced)
+                        ),
+                    ));
+                }
+                nics.push((k, n));
+            }
+            nics.into_iter().map(|(k, _)| k).collect()
+        }
         None => NicKind::ALL.to_vec(),
     };
     let mut nic_params = NicParams::default();
@@ -450,9 +550,18 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     }
     let rh = raw.host.as_ref();
     let host = Host {
-        cores: rh.and_then(|h| h.cores).unwrap_or(8).max(1),
+        cores: match rh.and_then(|h| h.cores.as_ref()) {
+            Some(c) if c.value == 0 => {
+                return Err(ctx.err(
+                    &c.referenced,
+                    "`cores: 0`: a host has at least 1 core".into(),
+                ))
+            }
+            Some(c) => c.value,
+            None => 8,
+        },
         segment_bytes: match rh.and_then(|h| h.segment.as_ref()) {
-            Some(s) => ctx.size(s)?,
+            Some(s) => ctx.bounded_size(s, "segment")?,
             None => 65_536,
         },
         mtu_bytes: match rh.and_then(|h| h.mtu.as_ref()) {
@@ -502,6 +611,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     let mut tenants = Vec::new();
     let mut apps = Vec::new();
     let mut flows = 0u64;
+    let mut burst = 0u64;
     if raw.tenants.is_empty() {
         return Err(ScenarioError::At {
             path: p.clone(),
@@ -510,7 +620,21 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             message: "no tenants".into(),
         });
     }
+    // Where each tenant's name was given: names key the tenants in summary.json and the
+    // CSV files, so a second tenant of the same name would hide the first's results.
+    let mut tenant_names: BTreeMap<&str, &Spanned<String>> = BTreeMap::new();
     for (ti, rt) in raw.tenants.iter().enumerate() {
+        if let Some(first) = tenant_names.insert(&rt.name.value, &rt.name) {
+            return Err(ctx.err(
+                &rt.name.referenced,
+                format!(
+                    "tenant `{}` is named twice (first at {}): tenant names key the results \
+                     in summary.json and the CSV files",
+                    rt.name.value,
+                    ctx.at(&first.referenced)
+                ),
+            ));
+        }
         let mut tmeta = PacketMeta::default();
         for (k, v) in &rt.meta {
             tmeta
@@ -518,10 +642,24 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
                 .map_err(|m| ctx.err(&v.referenced, format!("meta `{k}`: {m}")))?;
         }
         let mut t = Tenant {
-            name: rt.name.clone(),
+            name: rt.name.value.clone(),
             apps: Vec::new(),
         };
+        let mut app_names: BTreeMap<&str, &Spanned<String>> = BTreeMap::new();
         for ra in &rt.apps {
+            if let Some(first) = app_names.insert(&ra.name.value, &ra.name) {
+                return Err(ctx.err(
+                    &ra.name.referenced,
+                    format!(
+                        "application `{}` of tenant `{}` is named twice (first at {}): \
+                         application names key a tenant's results in summary.json and the \
+                         CSV files",
+                        ra.name.value,
+                        rt.name.value,
+                        ctx.at(&first.referenced)
+                    ),
+                ));
+            }
             let app = ctx.app(ra, ti, &tmeta, &host, duration_ps)?;
             flows += app.max_flows() as u64;
             if flows > MAX_FLOWS {
@@ -530,7 +668,20 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
                     format!(
                         "{}/{}: the applications have {flows} flows so far; at most \
                          {MAX_FLOWS} in all (every flow is simulated one by one)",
-                        rt.name, ra.name
+                        rt.name.value, ra.name.value
+                    ),
+                ));
+            }
+            burst = burst.saturating_add(app.burst_packets(&host));
+            if burst > MAX_BURST_PACKETS {
+                return Err(ctx.err(
+                    &ra.kind.referenced,
+                    format!(
+                        "{}/{}: the applications write {burst} packets at once so far (every \
+                         bulk flow its window, every closed-loop flow its largest response, \
+                         in {} B packets); at most {MAX_BURST_PACKETS} in all (each is held \
+                         in memory until it leaves): give fewer flows or smaller windows",
+                        rt.name.value, ra.name.value, host.mtu_bytes
                     ),
                 ));
             }
@@ -699,6 +850,10 @@ fn load_policy_file(
 
 struct Ctx<'a> {
     path: &'a str,
+    /// The link of the policy (the applications' rates are checked against it), and
+    /// whether its rate came from `--link`.
+    link: Link,
+    link_from_cli: bool,
 }
 
 impl Ctx<'_> {
@@ -711,6 +866,24 @@ impl Ctx<'_> {
         }
     }
 
+    /// `file:line:column` of a location, for messages that name a second place.
+    fn at(&self, at: &serde_saphyr::Location) -> String {
+        format!("{}:{}:{}", self.path, at.line(), at.column())
+    }
+
+    /// The link rate for messages: `10gbit (the policy's link)`.
+    fn link_text(&self) -> String {
+        format!(
+            "{} ({})",
+            units::format_rate(self.link.rate_bps),
+            if self.link_from_cli {
+                "--link"
+            } else {
+                "the policy's link"
+            }
+        )
+    }
+
     fn time(&self, s: &Spanned<String>, positive: bool) -> Result<u64, ScenarioError> {
         units::parse_time(&s.value, positive).map_err(|e| self.err(&s.referenced, e.to_string()))
     }
@@ -719,8 +892,46 @@ impl Ctx<'_> {
         units::parse_size(&s.value, true).map_err(|e| self.err(&s.referenced, e.to_string()))
     }
 
+    /// A size of at most [`MAX_SIZE_BYTES`]; `what` names the key in the message.
+    fn bounded_size(&self, s: &Spanned<String>, what: &str) -> Result<u64, ScenarioError> {
+        let b = self.size(s)?;
+        if b > MAX_SIZE_BYTES {
+            return Err(self.err(
+                &s.referenced,
+                format!(
+                    "{what} `{}` ({b} B) is too large: at most {} ({MAX_SIZE_BYTES} B: what an \
+                     application writes or holds is cut into MTU packets, each held in memory \
+                     until it leaves)",
+                    s.value,
+                    units::format_size(MAX_SIZE_BYTES)
+                ),
+            ));
+        }
+        Ok(b)
+    }
+
     fn rate(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {
         units::parse_rate(&s.value).map_err(|e| self.err(&s.referenced, e.to_string()))
+    }
+
+    /// A UDP flow's rate: at most [`MAX_OFFERED_LOAD`] times the link rate.
+    fn udp_rate(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {
+        let r = self.rate(s)?;
+        let max = u128::from(self.link.rate_bps) * u128::from(MAX_OFFERED_LOAD);
+        if u128::from(r) > max {
+            return Err(self.err(
+                &s.referenced,
+                format!(
+                    "rate `{}` ({r} bit/s) is more than {MAX_OFFERED_LOAD} times the link rate, \
+                     {}: a UDP flow offers at most that ({max} bit/s), which is what \
+                     `unlimited` offers; more would only be dropped at the socket, and make \
+                     the run longer",
+                    s.value,
+                    self.link_text()
+                ),
+            ));
+        }
+        Ok(r)
     }
 
     fn app(
@@ -739,7 +950,7 @@ impl Ctx<'_> {
         let kind = match ra.kind.value.as_str() {
             "bulk" => AppKind::Bulk {
                 window_bytes: match &ra.window {
-                    Some(w) => self.size(w)?,
+                    Some(w) => self.bounded_size(w, "window")?,
                     None => 2 * host.segment_bytes,
                 },
             },
@@ -777,7 +988,7 @@ impl Ctx<'_> {
                         )
                     })?;
                 let bytes = match &ra.size {
-                    Some(s) => self.size(s)?,
+                    Some(s) => self.bounded_size(s, "size")?,
                     None => 1000,
                 };
                 let size = match ra.size_dist.as_ref().map(|d| d.value.as_str()) {
@@ -790,6 +1001,50 @@ impl Ctx<'_> {
                         ))
                     }
                 };
+                if size.max_bytes() > MAX_SIZE_BYTES {
+                    // Only an exponential size gets here: its draws reach 36.7 means.
+                    let s = ra.size.as_ref().expect("a size past the bound was given");
+                    let max_mean = (MAX_SIZE_BYTES as f64 / EXP_MAX_OVER_MEAN) as u64;
+                    return Err(self.err(
+                        &s.referenced,
+                        format!(
+                            "size `{}` ({bytes} B): exponential sizes are drawn up to \
+                             {EXP_MAX_OVER_MEAN:.1} times their mean ({} B), and a response \
+                             is at most {} ({MAX_SIZE_BYTES} B): the mean is at most \
+                             {max_mean} B",
+                            s.value,
+                            size.max_bytes(),
+                            units::format_size(MAX_SIZE_BYTES)
+                        ),
+                    ));
+                }
+                if !closed_loop {
+                    // The responses on the wire, frame overhead included, as a UDP flow's
+                    // rate is: at most MAX_OFFERED_LOAD times the link rate.
+                    let mean = size.mean_bytes();
+                    let mtu = u64::from(host.mtu_bytes);
+                    let wire_bytes = mean.saturating_add(
+                        mean.div_ceil(mtu).saturating_mul(self.link.overhead_bytes),
+                    );
+                    let offered = rate_per_s * wire_bytes as f64 * 8.0;
+                    let max = self.link.rate_bps as f64 * MAX_OFFERED_LOAD as f64;
+                    if offered > max {
+                        let max_rate = (max / (wire_bytes as f64 * 8.0) * 1000.0).floor() / 1000.0;
+                        return Err(self.err(
+                            &rate.referenced,
+                            format!(
+                                "rate `{}` of {mean} B responses ({wire_bytes} B on the wire \
+                                 with {} B of overhead a frame) offers {offered:.0} bit/s, more than \
+                                 {MAX_OFFERED_LOAD} times the link rate, {}: an application \
+                                 offers at most that, as `unlimited` UDP does; at most \
+                                 {max_rate}/s here",
+                                rate.value,
+                                self.link.overhead_bytes,
+                                self.link_text()
+                            ),
+                        ));
+                    }
+                }
                 AppKind::RequestResponse {
                     rate_per_s,
                     size,
@@ -799,11 +1054,11 @@ impl Ctx<'_> {
             "udp" => AppKind::Udp {
                 rate_bps: match &ra.rate {
                     Some(r) if r.value == "unlimited" => None,
-                    Some(r) => Some(self.rate(r)?),
+                    Some(r) => Some(self.udp_rate(r)?),
                     None => None,
                 },
                 socket_limit_bytes: match &ra.socket_limit {
-                    Some(s) => self.size(s)?,
+                    Some(s) => self.bounded_size(s, "socket_limit")?,
                     None => 212_992,
                 },
             },
@@ -874,7 +1129,7 @@ impl Ctx<'_> {
             None => None,
         };
         Ok(App {
-            name: ra.name.clone(),
+            name: ra.name.value.clone(),
             tenant,
             meta,
             kind,

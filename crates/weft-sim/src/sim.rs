@@ -41,7 +41,7 @@ use crate::nic::engine::EngineNic;
 use crate::nic::hwq::HwqNic;
 use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
 use crate::rng::Rng;
-use crate::scenario::{AppKind, Placement, Scenario, SizeDist, MAX_WINDOWS};
+use crate::scenario::{AppKind, Placement, Scenario, SizeDist, MAX_OFFERED_LOAD, MAX_WINDOWS};
 
 /// What one run of one NIC model produced (raw; [`crate::metrics`] summarizes it).
 #[derive(Debug, Clone)]
@@ -553,8 +553,12 @@ impl<'a, N: Nic> Sim<'a, N> {
                     return;
                 };
                 let mtu = sc.host.mtu_bytes as u64;
-                // Unlimited: twice the link rate (in 128 bits: the link may be 2^64 - 1 bit/s).
-                let rate = rate_bps.map_or(2 * sc.program.link.rate_bps as u128, u128::from);
+                // Unlimited: twice the link rate, the most an explicit rate may be (in 128
+                // bits: the link may be 2^64 - 1 bit/s).
+                let rate = rate_bps.map_or(
+                    MAX_OFFERED_LOAD as u128 * sc.program.link.rate_bps as u128,
+                    u128::from,
+                );
                 let gap = (mtu as u128 * 8 * 1_000_000_000_000).div_ceil(rate.max(1)) as u64;
                 if f.queued_bytes + mtu > socket_limit_bytes {
                     self.out.app_drops[f.app as usize] += 1;

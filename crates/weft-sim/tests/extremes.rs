@@ -8,6 +8,7 @@ use std::path::Path;
 
 use weft_sim::metrics::Hist;
 use weft_sim::nic::{NicKind, NicParams};
+use weft_sim::scenario::{AppKind, SizeDist};
 use weft_sim::{report, Overrides, Scenario};
 
 /// A scenario with `head` (duration, host, window lines) on a policy of one weighted pair of
@@ -29,6 +30,13 @@ fn text(head: &str, link: &str, apps_extra: &str) -> String {
     )
 }
 
+/// [`text`] for a slow link (1 bit/s, 1 Mbit/s): its request/response application runs in
+/// closed loop, for at 100,000 requests a second it would offer more than twice the link
+/// rate, which is refused.
+fn slow_link(t: String) -> String {
+    t.replace("rate: 100000/s,", "closed_loop: true,")
+}
+
 fn load(t: &str, ov: &Overrides) -> Result<Scenario, String> {
     weft_sim::load_str(Path::new("x.yaml"), t, ov).map_err(|e| e.to_string())
 }
@@ -44,11 +52,9 @@ fn summary(sc: &Scenario, models: &[NicKind]) -> serde_json::Value {
 #[test]
 fn utilization_counts_only_the_wire_time_within_the_run() {
     for (link, dur) in [("1bit", "1ms"), ("10gbit", "100us"), ("400gbit", "20us")] {
-        let sc = load(
-            &text(&format!("duration: {dur}\nhost: {{mtu: 9000b}}"), link, ""),
-            &Overrides::default(),
-        )
-        .unwrap();
+        let t = text(&format!("duration: {dur}\nhost: {{mtu: 9000b}}"), link, "");
+        let t = if link == "1bit" { slow_link(t) } else { t };
+        let sc = load(&t, &Overrides::default()).unwrap();
         let s = summary(&sc, &NicKind::ALL);
         for m in NicKind::ALL {
             let u = s["nics"][m.name()]["link_utilization"].as_f64().unwrap();
@@ -334,13 +340,14 @@ fn scale_time_past_the_end_of_the_clock() {
 
 /// A response completes when its last bit leaves; one that would complete after the run
 /// ends is not a completed request (at 1 bit/s, a 3000 B response takes 24,000 s: it was
-/// counted, with that latency, in a 1 ms run).
+/// counted, with that latency, in a 1 ms run). Closed loop: the first request comes at once
+/// (open-loop requests are limited to twice what the link carries, here one in 3.4 hours).
 #[test]
 fn responses_completing_after_the_run_are_not_counted() {
     let t =
         "duration: 1ms\nhost: {mtu: 9000b}\npolicy_inline: |\n  weft: 1\n  link: {rate: 1bit}\n  \
              nodes:\n    - {name: l, type: leaf}\ntenants:\n  - name: A\n    apps:\n      \
-             - {name: kv, kind: request-response, rate: 100000/s, size: 3000b}\n";
+             - {name: kv, kind: request-response, closed_loop: true, size: 3000b}\n";
     let sc = load(t, &Overrides::default()).unwrap();
     let s = summary(&sc, &NicKind::ALL);
     for m in NicKind::ALL {
@@ -362,15 +369,13 @@ fn throughput_counts_only_the_bytes_on_the_wire_within_each_window() {
         ("1mbit", 1e6, "30ms"),
         ("10gbit", 1e10, "200us"),
     ] {
-        let sc = load(
-            &text(
-                &format!("duration: {dur}\nwindow: 100us\nhost: {{mtu: 9000b}}"),
-                link,
-                "",
-            ),
-            &Overrides::default(),
-        )
-        .unwrap();
+        let t = text(
+            &format!("duration: {dur}\nwindow: 100us\nhost: {{mtu: 9000b}}"),
+            link,
+            "",
+        );
+        let t = if link == "10gbit" { t } else { slow_link(t) };
+        let sc = load(&t, &Overrides::default()).unwrap();
         let runs = weft_sim::run_all(&sc, &NicKind::ALL, &mut |_, _| {});
         let an = report::analyse(&sc, &runs);
         let s = report::summary(&sc, &an);
@@ -439,4 +444,154 @@ fn a_bulk_flow_that_lost_packets_waits_for_its_retry() {
             m.name()
         );
     }
+}
+
+/// Sizes past 1 GiB (a segment, a bulk window, a response, a UDP socket limit) are refused
+/// with the bound: 1 TiB ones were accepted, and the simulator wrote them as hundreds of
+/// millions of packets at once until memory ran out (a 4 GiB response took 450 MB in a 5 ms
+/// run). So are windows and closed-loop responses that together hold more packets at once
+/// than memory does, and exponential sizes whose largest draw is past the bound.
+#[test]
+fn huge_sizes_are_refused_with_the_bound() {
+    let base = text("duration: 1ms", "10gbit", "");
+    let tib = "1099511627776b";
+    for (what, from, to, line) in [
+        (
+            "segment",
+            "duration: 1ms",
+            format!("duration: 1ms\nhost: {{segment: {tib}}}"),
+            2,
+        ),
+        ("window", "window: 64kb", format!("window: {tib}"), 13),
+        ("size", "size: 3000b", format!("size: {tib}"), 14),
+        (
+            "socket_limit",
+            "rate: unlimited,",
+            format!("rate: unlimited, socket_limit: {tib},"),
+            18,
+        ),
+    ] {
+        let e = load(&base.replace(from, &to), &Overrides::default()).unwrap_err();
+        assert!(
+            e.starts_with(&format!("x.yaml:{line}:"))
+                && e.contains(&format!("{what} `{tib}`"))
+                && e.contains("at most 1gb (1073741824 B"),
+            "{e}"
+        );
+    }
+    // 1 GiB is allowed, and runs: 716,000 packets of a response at once.
+    let sc = load(
+        &base.replace("rate: 100000/s, size: 3000b", "rate: 1/s, size: 1gb"),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        sc.apps[1].kind,
+        AppKind::RequestResponse {
+            rate_per_s: 1.0,
+            size: SizeDist::Fixed(1 << 30),
+            closed_loop: false
+        }
+    );
+    let t = base
+        .replace(
+            "rate: 100000/s, size: 3000b",
+            "closed_loop: true, size: 1gb",
+        )
+        .replace("duration: 1ms", "duration: 10us");
+    let sc = load(&t, &Overrides::default()).unwrap();
+    let r = &weft_sim::run_all(&sc, &[NicKind::Loom], &mut |_, _| {})[0];
+    assert!(r.packets > 0);
+    load(
+        &base.replace("window: 64kb", "window: 1gb"),
+        &Overrides::default(),
+    )
+    .unwrap();
+    // An exponential size is drawn up to 36.7 times its mean: the mean is bounded so that
+    // the largest draw is at most 1 GiB.
+    let exp = |size: &str| {
+        base.replace(
+            "rate: 100000/s, size: 3000b",
+            &format!("rate: 1/s, size: {size}, size_dist: exponential"),
+        )
+    };
+    let e = load(&exp("1gb"), &Overrides::default()).unwrap_err();
+    assert!(
+        e.starts_with("x.yaml:14:") && e.contains("36.7 times") && e.contains("29227"),
+        "{e}"
+    );
+    let sc = load(&exp("29227000b"), &Overrides::default()).unwrap();
+    let AppKind::RequestResponse { size, .. } = &sc.apps[1].kind else {
+        panic!("kv");
+    };
+    assert!(size.max_bytes() <= weft_sim::scenario::MAX_SIZE_BYTES);
+    // A thousand bulk flows of 1 GiB windows are 720 million packets at once.
+    let e = load(
+        &base.replace("flows: 2, window: 64kb", "flows: 1000, window: 1gb"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("x.yaml:13:") && e.contains("A/bulk") && e.contains("at most 67108864"),
+        "{e}"
+    );
+}
+
+/// An explicit rate is at most twice the link rate, what `unlimited` offers: a UDP flow's
+/// bit rate, and a request/response application's requests times their responses' bytes
+/// on the wire. `18446744073709551615bit` or `1000000000000/s` were accepted, and a 5 ms
+/// run took minutes (the work grows with the rate).
+#[test]
+fn explicit_rates_are_at_most_twice_the_link_rate() {
+    let base = text("duration: 1ms", "10gbit", "");
+    let udp = |rate: &str| base.replace("rate: unlimited,", &format!("rate: {rate},"));
+    for (rate, ok) in [
+        ("20gbit", true),
+        ("20000000001bit", false),
+        ("18446744073709551615bit", false),
+    ] {
+        match load(&udp(rate), &Overrides::default()) {
+            Ok(_) if ok => {}
+            Err(e) if !ok => assert!(
+                e.starts_with("x.yaml:18:")
+                    && e.contains(&format!("rate `{rate}`"))
+                    && e.contains("2 times the link rate, 10gbit (the policy's link)")
+                    && e.contains("`unlimited`"),
+                "{e}"
+            ),
+            r => panic!("udp rate {rate}: {:?}", r.map(|_| ())),
+        }
+    }
+    // The link of `--link` counts.
+    let ov = Overrides {
+        link_rate_bps: Some(1_000_000_000),
+        ..Overrides::default()
+    };
+    let e = load(&udp("20gbit"), &ov).unwrap_err();
+    assert!(e.contains("1gbit (--link)"), "{e}");
+    // 3000 B responses in two 1500 B frames of 20 B overhead: 3040 B on the wire, so at
+    // most 2 × 10 Gbit/s / (3040 × 8 bit) = 822,368.4 requests a second.
+    let rr = |rate: &str| base.replace("rate: 100000/s", &format!("rate: {rate}"));
+    for (rate, ok) in [
+        ("822368/s", true),
+        ("822369/s", false),
+        ("1000000000000/s", false),
+    ] {
+        match load(&rr(rate), &Overrides::default()) {
+            Ok(_) if ok => {}
+            Err(e) if !ok => assert!(
+                e.starts_with("x.yaml:14:")
+                    && e.contains(&format!("rate `{rate}`"))
+                    && e.contains("at most 822368.421/s"),
+                "{e}"
+            ),
+            r => panic!("request rate {rate}: {:?}", r.map(|_| ())),
+        }
+    }
+    // A closed loop's rate is unused.
+    load(
+        &base.replace("rate: 100000/s", "rate: 1000000000000/s, closed_loop: true"),
+        &Overrides::default(),
+    )
+    .unwrap();
 }

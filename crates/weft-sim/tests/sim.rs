@@ -308,6 +308,91 @@ fn fast_and_reference_engines_agree() {
     assert_eq!(fast, reference);
 }
 
+/// A scenario of one policy (leaves for tenants 1 and 2) with `head` before it and
+/// `tenants` after `tenants:`, loaded as `v.yaml`.
+fn load_valid(head: &str, tenants: &str) -> Result<weft_sim::Scenario, String> {
+    let t = format!(
+        "duration: 1ms\n{head}policy_inline: |\n  weft: 1\n  nodes:\n    - {{name: r, type: wfq}}\n\
+         \x20   - {{name: a, type: leaf, parent: r, match: {{tenant: 1}}}}\n\
+         \x20   - {{name: b, type: leaf, parent: r, match: {{tenant: 2}}}}\ntenants:\n{tenants}"
+    );
+    weft_sim::load_str(Path::new("v.yaml"), &t, &Default::default()).map_err(|e| e.to_string())
+}
+
+/// Tenant names key summary.json and the CSV files, and application names within their
+/// tenant: two tenants `A` or two applications `udp` of one tenant were accepted, and one's
+/// results disappeared from the report. Refused, naming both places.
+#[test]
+fn duplicate_names_are_refused_naming_both_places() {
+    let e = load_valid(
+        "",
+        "  - name: A\n    meta: {tenant: 1}\n    apps: [{name: bulk, kind: bulk}]\n\
+         \x20 - name: A\n    meta: {tenant: 2}\n    apps: [{name: udp, kind: udp, rate: 1gbit}]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:12:11:")
+            && e.contains("tenant `A` is named twice (first at v.yaml:9:11)"),
+        "{e}"
+    );
+    let e = load_valid(
+        "",
+        "  - name: B\n    meta: {tenant: 2}\n    apps:\n\
+         \x20     - {name: udp, kind: udp, rate: 1gbit}\n\
+         \x20     - {name: bulk, kind: bulk}\n\
+         \x20     - {name: udp, kind: request-response, rate: 1000/s}\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:14:16:")
+            && e.contains("application `udp` of tenant `B` is named twice (first at v.yaml:12:16)"),
+        "{e}"
+    );
+    // The same application name in two tenants is two keys.
+    let sc = load_valid(
+        "",
+        "  - {name: A, meta: {tenant: 1}, apps: [{name: bulk, kind: bulk}]}\n\
+         \x20 - {name: B, meta: {tenant: 2}, apps: [{name: bulk, kind: bulk}]}\n",
+    )
+    .unwrap();
+    let s = summary(&sc, &[NicKind::Mq]);
+    for t in ["A", "B"] {
+        assert!(
+            s["nics"]["mq"]["tenants"][t]["apps"]["bulk"].is_object(),
+            "{s}"
+        );
+    }
+}
+
+/// A host of no cores was silently given one (`cores: [0]` then accepted); `nics: []` ran
+/// nothing and wrote an empty report; a model listed twice was run twice, one run's results
+/// overwriting the other's. Refused.
+#[test]
+fn zero_cores_and_empty_or_repeated_model_lists_are_refused() {
+    let one = "  - {name: A, meta: {tenant: 1}, apps: [{name: bulk, kind: bulk, cores: [0]}]}\n";
+    let e = load_valid("host: {cores: 0}\n", one).unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:2:15:") && e.contains("`cores: 0`: a host has at least 1 core"),
+        "{e}"
+    );
+    assert_eq!(load_valid("host: {cores: 1}\n", one).unwrap().host.cores, 1);
+    let e = load_valid("nics: []\n", one).unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:2:7:") && e.contains("`nics` is empty"),
+        "{e}"
+    );
+    let e = load_valid("nics: [sq, loom, sq]\n", one).unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:2:18:")
+            && e.contains("NIC model `sq` is listed twice (first at v.yaml:2:8)"),
+        "{e}"
+    );
+    assert_eq!(
+        load_valid("nics: [loom, sq]\n", one).unwrap().nics,
+        [NicKind::Loom, NicKind::Sq]
+    );
+}
+
 /// Odd but valid inputs run to the end without panicking: tiny and huge rates, zero flows,
 /// a window smaller than a segment, unclassified traffic (dropped and counted by the engine
 /// models), one core, a window longer than the run.
