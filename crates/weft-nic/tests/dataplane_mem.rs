@@ -178,6 +178,26 @@ impl Running {
         }
     }
 
+    /// The stats once `done` holds of them, polled every `every` for at most 10 s, `tick`
+    /// run before each poll (to keep a connection alive, say); the last stats if it never
+    /// does (the caller's assertions then say what is missing).
+    fn wait_until(
+        &self,
+        every: Duration,
+        mut tick: impl FnMut(&Running),
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let t = Instant::now();
+        loop {
+            tick(self);
+            let s = self.stats();
+            if done(&s) || t.elapsed() > Duration::from_secs(10) {
+                return s;
+            }
+            std::thread::sleep(every);
+        }
+    }
+
     fn finish(mut self) -> Value {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.handle.take().unwrap().join().unwrap()
@@ -550,14 +570,11 @@ fn reclaimed_queues_close_their_flows_in_the_engine() {
     let s = r.settle(36);
     assert_eq!(s["dataplane"]["engine_flows"], 12, "{s}");
     // After a second of silence every queue is reclaimed (bounded wait).
-    let t = Instant::now();
-    let s = loop {
-        let s = r.stats();
-        if s["dataplane"]["queues_reclaimed"] == 12 || t.elapsed() > Duration::from_secs(10) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = r.wait_until(
+        Duration::from_millis(100),
+        |_| {},
+        |s| s["dataplane"]["queues_reclaimed"] == 12,
+    );
     assert_eq!(s["dataplane"]["queues_reclaimed"], 12, "{s}");
     assert_eq!(s["dataplane"]["flows_closed"], 12, "{s}");
     assert_eq!(s["dataplane"]["engine_flows"], 0, "{s}");
@@ -581,16 +598,15 @@ fn a_flow_shared_by_connections_outlives_one_connections_reclaim() {
     r.inject(0, (0..3).map(|_| tcp(1, 3000, 100)));
     let mut rx = 3;
     r.settle(rx);
-    let t = Instant::now();
-    let s = loop {
-        r.inject(0, [tcp(1, 4000, 100)]);
-        rx += 1;
-        let s = r.settle(rx);
-        if s["dataplane"]["queues_reclaimed"] == 1 || t.elapsed() > Duration::from_secs(10) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let s = r.wait_until(
+        Duration::from_millis(50),
+        |r| {
+            r.inject(0, [tcp(1, 4000, 100)]);
+            rx += 1;
+            r.settle(rx);
+        },
+        |s| s["dataplane"]["queues_reclaimed"] == 1,
+    );
     assert_eq!(s["dataplane"]["queues_reclaimed"], 1, "{s}");
     assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
     r.inject(0, (0..5).map(|_| tcp(1, 4000, 100)));
@@ -598,14 +614,11 @@ fn a_flow_shared_by_connections_outlives_one_connections_reclaim() {
     let s = r.settle(rx);
     balanced(&s);
     // Once B is reclaimed too, the flow closes.
-    let t = Instant::now();
-    let s = loop {
-        let s = r.stats();
-        if s["dataplane"]["queues_reclaimed"] == 2 || t.elapsed() > Duration::from_secs(10) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = r.wait_until(
+        Duration::from_millis(100),
+        |_| {},
+        |s| s["dataplane"]["queues_reclaimed"] == 2,
+    );
     assert_eq!(s["dataplane"]["queues_reclaimed"], 2, "{s}");
     assert_eq!(s["dataplane"]["engine_flows"], 0, "{s}");
     assert_eq!(s["dataplane"]["flows_closed"], 1, "{s}");
@@ -621,31 +634,30 @@ fn a_moved_flows_old_record_is_closed_once_its_packets_have_left() {
     // 20 frames of 154 B at 100 kbit/s: about 200 ms at `slow` once the burst is spent;
     // once the engine holds them, the flow moves to `be`.
     r.inject(0, (0..20).map(|_| tcp_dscp(1, 1000, 100, 46)));
-    let t = Instant::now();
-    while r.stats()["dataplane"]["backlog"].as_u64().unwrap() < 5 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "never held: {}",
-            r.stats()
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let s = r.wait_until(
+        Duration::from_millis(2),
+        |_| {},
+        |s| s["dataplane"]["backlog"].as_u64().unwrap() >= 5,
+    );
+    assert!(
+        s["dataplane"]["backlog"].as_u64().unwrap() >= 5,
+        "never held: {s}"
+    );
     r.inject(0, [tcp_dscp(1, 1000, 100, 0)]);
     let mut rx = 21;
     let s = r.settle(rx);
     assert_eq!(s["dataplane"]["class_moves"], 1, "{s}");
     // The connection keeps sending (its queue is not reclaimed) until the old record is
     // closed (bounded wait: the retry runs every second).
-    let t = Instant::now();
-    let s = loop {
-        r.inject(0, [tcp_dscp(1, 1000, 100, 0)]);
-        rx += 1;
-        let s = r.settle(rx);
-        if s["dataplane"]["flows_closed"] == 1 || t.elapsed() > Duration::from_secs(10) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = r.wait_until(
+        Duration::from_millis(100),
+        |r| {
+            r.inject(0, [tcp_dscp(1, 1000, 100, 0)]);
+            rx += 1;
+            r.settle(rx);
+        },
+        |s| s["dataplane"]["flows_closed"] == 1,
+    );
     assert_eq!(s["dataplane"]["flows_closed"], 1, "{s}");
     assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
     assert_eq!(s["dataplane"]["queues_reclaimed"], 0, "{s}");
