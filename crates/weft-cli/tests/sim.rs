@@ -137,6 +137,19 @@ fn bad_input_exits_2_with_location() {
         .stderr(predicate::str::contains(
             "unknown NIC parameter `loom.bach`; did you mean `loom.batch`?",
         ));
+    // A bad value names its key.
+    weft()
+        .args([
+            "sim",
+            "examples/scenarios/hierarchy.yaml",
+            "--set",
+            "loom.batch=0",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--set: `loom.batch=0`: `0` must be greater than zero",
+        ));
     weft()
         .args(["sim", "no/such/scenario.yaml"])
         .assert()

@@ -545,7 +545,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             .set(model, key, v)
             .map_err(|message| ScenarioError::Override {
                 what: "--set",
-                message,
+                message: format!("`{model}.{key}={v}`: {message}"),
             })?;
     }
     let rh = raw.host.as_ref();
