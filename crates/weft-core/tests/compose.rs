@@ -126,3 +126,52 @@ fn empty_or_many_rooted_sub_policies_are_refused() {
         vec![Rule::MatchConflict]
     );
 }
+
+/// A node whose match contradicts the matches above it can never be reached (a packet
+/// descends from the root through the children it matches): refused as a match conflict,
+/// once, at the node, while agreeing or narrower matches compile.
+#[test]
+fn a_node_no_packet_can_reach_is_refused() {
+    let s = Scratch::new("reach");
+    let opts = LoadOptions::default();
+    let bad = s.write(
+        "bad.yaml",
+        "weft: 1
+nodes:
+  - {name: root, type: wfq, match: {tag: 1}}
+  - {name: a, type: prio, parent: root, match: {tag: 2}}
+  - {name: a1, type: leaf, parent: a, priority: 0, match: {dport: 80}}
+  - {name: b, type: leaf, parent: root, match: {dst: 10.1.0.0/16}}
+  - {name: c, type: prio, parent: root, match: {dst: 10.0.0.0/8}}
+  - {name: c1, type: leaf, parent: c, priority: 0, match: {dst: 11.0.0.0/8}}
+",
+    );
+    let e = load(&bad, &opts).unwrap_err();
+    let conflicts: Vec<&str> = e
+        .diagnostics
+        .iter()
+        .filter(|d| d.rule == Rule::MatchConflict)
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(conflicts.len(), 2, "{conflicts:?}");
+    assert!(
+        conflicts[0].starts_with("`a` (match {tag: 2}) can never be reached"),
+        "{conflicts:?}"
+    );
+    assert!(
+        conflicts[1].starts_with("`c1` (match {dst: 11.0.0.0/8})"),
+        "{conflicts:?}"
+    );
+    let good = s.write(
+        "good.yaml",
+        "weft: 1
+nodes:
+  - {name: root, type: wfq, match: {tag: [1, 2]}}
+  - {name: a, type: prio, parent: root, match: {tag: 2}}
+  - {name: a1, type: leaf, parent: a, priority: 0, match: {tag: 2, dport: 80}}
+  - {name: c, type: prio, parent: root, match: {dst: 10.0.0.0/8}}
+  - {name: c1, type: leaf, parent: c, priority: 0, match: {dst: 10.1.0.0/16}}
+",
+    );
+    assert_eq!(rules(&good, &opts), vec![]);
+}

@@ -58,9 +58,13 @@ fn render(p: &GenPolicy) -> String {
 
 const SCHED: [&str; 8] = ["fifo", "prio", "wfq", "rr", "drr", "lstf", "edf", "senic"];
 
+/// Fields a generated node may match on, as `match:` keys, with the values they take.
+const MATCH_FIELDS: [&str; 6] = ["tag", "dport", "sport", "vm", "tenant", "cgroup"];
+
 /// Builds a valid policy from random choices: a tree of scheduling nodes and leaves (each
-/// child matched on a unique tag or dport so nothing is shadowed; some leaves catch-all as a
-/// last child), with parallel shaping sets on random edges.
+/// child matched on a unique value of a field none of its ancestors matches on, so nothing
+/// is shadowed and every node can be reached; some leaves catch-all as a last child), with
+/// parallel shaping sets on random edges.
 fn build(choices: &[(u8, u8, u8, u8)]) -> GenPolicy {
     let mut nodes: Vec<GenNode> = Vec::new();
     let mut kinds: Vec<&'static str> = Vec::new();
@@ -77,12 +81,19 @@ fn build(choices: &[(u8, u8, u8, u8)]) -> GenPolicy {
     children.push(0);
     let mut unique = 0u32;
     let mut senic_depth = vec![u32::from(root_kind == "senic")];
+    // Per node: the `MATCH_FIELDS` it and its ancestors match on (bit i: field i).
+    let mut matched: Vec<u8> = vec![0];
+    let every_field = (1u8 << MATCH_FIELDS.len()) - 1;
     for (i, &(a, b, c, d)) in choices.iter().enumerate().skip(1) {
         // Pick a scheduling parent among existing ones.
         let sched: Vec<usize> = (0..nodes.len())
             .filter(|&j| kinds[j] != "leaf" && kinds[j] != "shape")
             .collect();
-        let parent = sched[a as usize % sched.len()];
+        let mut parent = sched[a as usize % sched.len()];
+        if matched[parent] == every_field {
+            // Its ancestors match on every field: a child there could not be told apart.
+            parent = 0;
+        }
         let depth_ok = senic_depth[parent] < 2;
         let kind = if b % 3 == 0 && nodes.len() < 40 {
             let k = SCHED[c as usize % SCHED.len()];
@@ -119,11 +130,18 @@ fn build(choices: &[(u8, u8, u8, u8)]) -> GenPolicy {
             _ => {}
         }
         unique += 1;
-        let matches = if c % 2 == 0 {
-            Some(format!("{{tag: {unique}}}"))
+        // The first field, from one picked by `c`, that no ancestor matches on.
+        let field = (0..MATCH_FIELDS.len())
+            .map(|k| (usize::from(c % 2) + k) % MATCH_FIELDS.len())
+            .find(|&f| matched[parent] & (1 << f) == 0)
+            .expect("a free field (checked above)");
+        // Ports from 1000, the other fields from 1 (as `packets` draws them).
+        let value = if MATCH_FIELDS[field].ends_with("port") {
+            1000 + unique
         } else {
-            Some(format!("{{dport: {}}}", 1000 + unique))
+            unique
         };
+        let matches = Some(format!("{{{}: {value}}}", MATCH_FIELDS[field]));
         let name = format!("n{i}");
         let mut parents = vec![nodes[parent].name.clone()];
         // A parallel shaping set on this edge, sometimes nested one level.
@@ -150,6 +168,7 @@ fn build(choices: &[(u8, u8, u8, u8)]) -> GenPolicy {
                         kinds.push("shape");
                         children.push(0);
                         senic_depth.push(0);
+                        matched.push(0);
                     }
                     sparents = outer;
                 }
@@ -170,6 +189,7 @@ fn build(choices: &[(u8, u8, u8, u8)]) -> GenPolicy {
                 kinds.push("shape");
                 children.push(0);
                 senic_depth.push(0);
+                matched.push(0);
                 parents.push(sname);
             }
         }
@@ -188,6 +208,7 @@ fn build(choices: &[(u8, u8, u8, u8)]) -> GenPolicy {
         } else {
             0
         });
+        matched.push(matched[parent] | 1 << field);
     }
     // Scheduling nodes without children get a catch-all leaf.
     let n = nodes.len();
@@ -223,18 +244,29 @@ fn choices() -> impl Strategy<Value = Vec<(u8, u8, u8, u8)>> {
 fn packets() -> impl Strategy<Value = Vec<PacketMeta>> {
     prop::collection::vec(
         (
-            0u32..40,
-            1000u16..1040,
+            prop::array::uniform6(0u32..40),
+            any::<u8>(),
             0u8..3,
             any::<bool>(),
-            any::<bool>(),
         )
-            .prop_map(|(tag, dport, net, tcp, has_tag)| {
-                let mut p = PacketMeta::default();
-                if has_tag {
-                    p.set_field("tag", &tag.to_string()).unwrap();
+            .prop_map(|(values, present, net, tcp)| {
+                // Some of `MATCH_FIELDS` (a tag or a port at least), in the generator's
+                // ranges: ports from 1000, the rest from 0.
+                let present = if present & 3 == 0 {
+                    present | 1
                 } else {
-                    p.set_field("dport", &dport.to_string()).unwrap();
+                    present
+                };
+                let mut p = PacketMeta::default();
+                for (k, field) in MATCH_FIELDS.iter().enumerate() {
+                    if present & (1 << k) != 0 {
+                        let v = if field.ends_with("port") {
+                            1000 + values[k]
+                        } else {
+                            values[k]
+                        };
+                        p.set_field(field, &v.to_string()).unwrap();
+                    }
                 }
                 p.set_field("dst", &format!("10.{net}.1.1")).unwrap();
                 p.set_field("proto", if tcp { "tcp" } else { "udp" })

@@ -1045,14 +1045,40 @@ impl<'o> Compiler<'o> {
                 .map(|n| n.matches.clone())
                 .filter(|m| !m.is_any()),
         };
+        // Per node, the scope of the packets that can reach it: its match and its
+        // ancestors' (a packet descends from the root through matching children). A node
+        // whose match contradicts that of the nodes above it can never be reached.
+        let own = |i: usize| {
+            decls[i]
+                .matches
+                .as_ref()
+                .map(|m| m.value.clone())
+                .unwrap_or_default()
+        };
+        let mut scope: Vec<Option<Match>> = vec![None; decls.len()];
+        scope[root] = Some(own(root));
         for &v in &bfs {
             let mut b = DispatchBuilder::new(shapes);
             for &c in &sched_kids[v] {
-                let m = decls[c]
-                    .matches
-                    .as_ref()
-                    .map(|m| m.value.clone())
-                    .unwrap_or_default();
+                let m = own(c);
+                let above = scope[v].clone().unwrap_or_default();
+                scope[c] = match above.intersect(&m) {
+                    Some(s) => Some(s),
+                    None => {
+                        let d = &decls[c];
+                        self.diags.push(
+                            Diagnostic::new(
+                                Rule::MatchConflict,
+                                d.matches.as_ref().map_or(d.name.span, |m| m.span),
+                                format!("`{}` (match {m}) can never be reached: the nodes above it take only packets matching {above}", d.name.value),
+                            )
+                            .node(d.name.value.clone())
+                            .help("a packet descends from the root through the children it matches: widen the match above, or narrow this one to agree with it"),
+                        );
+                        // Checked further down against its own match alone (one report).
+                        Some(m.clone())
+                    }
+                };
                 if let Err(e) = b.add(&m, id_of[c]) {
                     let prior = |r: u32| sched_kids[v][r as usize];
                     self.match_error(

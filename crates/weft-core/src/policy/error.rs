@@ -55,7 +55,8 @@ pub enum Rule {
     ChildlessNode,
     /// A sibling's match is covered by an earlier sibling's, so it can never be chosen.
     ShadowedMatch,
-    /// A sub-policy root's match contradicts its attachment point's match.
+    /// A node's match contradicts the matches of the nodes above it (no packet can reach
+    /// it), or a sub-policy root's its attachment point's.
     MatchConflict,
     /// Too many match shapes at one node, or a match list with too many combinations.
     MatchLimit,
