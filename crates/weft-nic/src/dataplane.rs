@@ -497,6 +497,8 @@ impl EngineFlows {
     fn opened(&mut self, q: Option<FlowQueue>) {
         if let Some(q) = q {
             *self.opens.entry(q.handle()).or_default() += 1;
+            // In use again: no longer waiting to be closed.
+            self.pending.retain(|p| !p.same_flow(&q));
         }
     }
 
@@ -523,17 +525,14 @@ impl EngineFlows {
         }
     }
 
-    /// Closes the pending flows that have drained, and forgets those a queue uses again.
+    /// Closes the pending flows that have drained. (A pending flow has no queue open on
+    /// it: [`Self::opened`] takes it off the list, so each waits once, and is never
+    /// closed under a queue.)
     fn retry(&mut self, engine: &mut FastEngine) {
         let EngineFlows {
-            opens,
-            pending,
-            closed,
+            pending, closed, ..
         } = self;
         pending.retain(|q| {
-            if opens.contains_key(&q.handle()) {
-                return false;
-            }
             let done = engine.close_flow(q);
             *closed += u64::from(done);
             !done
@@ -1706,5 +1705,46 @@ mod tests {
         assert!(check_balance(&s).unwrap_err().starts_with("sent 11"));
         s["iface"].as_object_mut().unwrap().remove("sent");
         assert!(check_balance(&s).unwrap_err().contains("/iface/sent"));
+    }
+
+    /// A flow let go of while it still held packets waits to be closed, once, and only
+    /// while no queue uses it: let go of twice (opened again in between, as a flow moved
+    /// away, back and away again), or opened again and then closed at once, a second try
+    /// would give the engine the closed queue, which it refuses with a panic.
+    #[test]
+    fn a_flow_let_go_twice_while_busy_is_closed_once() {
+        let text =
+            "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: q, type: leaf, flows: {by: none}}\n";
+        let prog = Arc::new(
+            policy::compile_str("q.yaml".as_ref(), text, &LoadOptions::default()).unwrap(),
+        );
+        let mut e = FastEngine::new(prog.clone());
+        let p = Packet::new(1, 100, PacketMeta::default());
+        let q = e.open_flow(&p, prog.classify(&p.meta)).unwrap();
+        assert_eq!(e.enqueue_flow(p, &q, 0), Ok(()));
+        let mut held = EngineFlows::default();
+        for _ in 0..2 {
+            held.opened(Some(q));
+            held.release(&mut e, Some(q));
+        }
+        assert_eq!(held.closed, 0);
+        assert!(e.dequeue(0).is_some());
+        held.retry(&mut e);
+        assert_eq!(held.closed, 1);
+        assert!(held.pending.is_empty());
+        assert_eq!(e.open_flows(), 0);
+        // Let go of while busy, opened again, drained, let go of (closed at once): nothing
+        // is left to try.
+        let q = e.open_flow(&p, prog.classify(&p.meta)).unwrap();
+        assert_eq!(e.enqueue_flow(p, &q, 0), Ok(()));
+        held.opened(Some(q));
+        held.release(&mut e, Some(q));
+        held.opened(Some(q));
+        assert!(e.dequeue(0).is_some());
+        held.release(&mut e, Some(q));
+        assert_eq!(held.closed, 2);
+        held.retry(&mut e);
+        assert_eq!(held.closed, 2);
+        assert!(held.pending.is_empty());
     }
 }
