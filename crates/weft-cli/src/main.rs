@@ -871,10 +871,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             if j {
                 out::print(&text)?;
             } else {
-                eprintln!(
-                    "wrote {}/departures.csv, drops.csv, summary.json, timeseries.csv, throughput.svg, delay.svg, index.html",
-                    out.display()
-                );
+                eprintln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
                 print_summary(&summary)?;
             }
             Ok(())

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::{json, Value};
+// Stdout: after a closed pipe a command ends quietly, its files written before.
+use crate::out::print;
 use weft_sim::{NicKind, Scenario};
 
 /// Loom Fig. 9/10, embedded so that `weft demo` runs from any directory.
@@ -163,7 +165,7 @@ fn fmt(v: &Value, scale: f64, digits: usize) -> String {
 
 /// Prints the per-model table of a summary.
 pub fn print_table(sum: &Value) -> Result<(), Fail> {
-    emit(&table(sum))
+    print(&table(sum))
 }
 
 /// The per-model table of a summary.
@@ -210,12 +212,6 @@ pub fn table(sum: &Value) -> String {
     s
 }
 
-/// Writes to stdout ([`crate::out`]: after a closed pipe the command ends quietly; its
-/// files are written before).
-fn emit(text: &str) -> Result<(), Fail> {
-    crate::out::print(text)
-}
-
 /// `weft sim`.
 pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let models = parse_models(&a.nics)?;
@@ -233,7 +229,7 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
         .map_err(|e| (1, format!("cannot write {}: {e}", a.out.display())))?;
     if a.json {
-        emit(&(serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n"))?;
+        print(&(serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n"))?;
     } else {
         print_table(&sum)?;
     }
@@ -271,12 +267,12 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
             best = best.max(packets as f64 / secs);
         }
         if json_out {
-            emit(&format!(
+            print(&format!(
                 "{}\n",
                 json!({"scenario": sc.name, "nic": m.name(), "packets": packets, "packets_per_s": best.round()})
             ))?;
         } else {
-            emit(&format!(
+            print(&format!(
                 "{} {:<6} {:>9} packets  {:>6.2} M simulated packets/s (best of 3)\n",
                 sc.name,
                 m.name(),
@@ -323,7 +319,7 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
     );
     std::fs::write(out.join("index.html"), index)
         .map_err(|e| (1, format!("cannot write {}: {e}", out.display())))?;
-    emit(&tables)?;
+    print(&tables)?;
     if !quiet {
         eprintln!(
             "report: {}/index.html ({:.1} s)",

@@ -19,6 +19,14 @@ fn weft() -> Command {
     cmd
 }
 
+/// An empty scratch directory `weft-{tag}-{pid}` (tests run in parallel: a tag per test).
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// `*.yaml` directly in `dir` (relative to the workspace root), as relative paths, sorted.
 fn yaml_files(dir: &str) -> Vec<String> {
     let mut files: Vec<String> = fs::read_dir(root().join(dir))
@@ -1482,8 +1490,7 @@ fn wide_policy(dir: &Path) -> PathBuf {
 #[test]
 fn a_closed_pipe_ends_weft_quietly() {
     use std::io::BufRead;
-    let dir = std::env::temp_dir().join(format!("weft-pipe-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("closedpipe");
     let policy = wide_policy(&dir);
     let out = dir.join("out");
     let trace = dir.join("t.csv");
@@ -1530,9 +1537,7 @@ fn a_closed_pipe_ends_weft_quietly() {
     let summary: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["sent"], 3000);
-    if let Err(e) = fs::remove_dir_all(&dir) {
-        eprintln!("could not remove {}: {e}", dir.display());
-    }
+    fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Output that cannot be written (a full disk) is an error, exit 1, not a panic nor a
@@ -1570,9 +1575,7 @@ fn a_full_stdout_is_an_error() {
 /// mixture of two runs (an earlier run's summary would describe other departures).
 #[test]
 fn replay_out_directory_is_safe_to_reuse() {
-    let dir = std::env::temp_dir().join(format!("weft-outdir-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("outdir");
     let good = root().join("examples/traces/wfq-1-2-4.csv");
     let policy = "examples/policies/wfq-1-2-4.yaml";
     let out = dir.join("out");
@@ -1618,8 +1621,7 @@ fn replay_out_directory_is_safe_to_reuse() {
 /// comments before the header, and a blank line where the header should be.
 #[test]
 fn trace_errors_name_the_editors_line() {
-    let dir = std::env::temp_dir().join(format!("weft-lines-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("lines");
     let cases = [
         (
             "crlf",
