@@ -78,3 +78,36 @@ fn a_misspelt_parent_suggests_only_possible_parents() {
     let text = "weft: 1\nnodes:\n  - {name: tenants, type: wfq}\n  - {name: tenant-a, type: leaf, parent: tenant}\n";
     assert_eq!(help(text).as_deref(), Some("did you mean `tenants`?"));
 }
+
+/// What the YAML reader refuses (`policy/yaml.rs`), each as a `yaml-syntax` diagnostic on the
+/// line where it is written and nothing else: a key given twice in one mapping, aliases that
+/// would expand a small file to millions of values, nesting beyond the parser's limit, a
+/// second document.
+#[test]
+fn yaml_the_reader_refuses_is_a_syntax_error_where_written() {
+    let syntax = |line| Err(vec![("yaml-syntax".to_string(), line)]);
+    let twice = "weft: 1\nnodes:\n  - {name: root, type: fifo}\n  - {name: a, type: leaf,\n     parent: root, name: b}\n";
+    assert_eq!(compile(twice), syntax(5));
+    let mut bomb = String::from("weft: 1\nx0: &x0 [a, a]\n");
+    for i in 1..24 {
+        bomb.push_str(&format!("x{i}: &x{i} [*x{}, *x{}]\n", i - 1, i - 1));
+    }
+    bomb.push_str("nodes: [{name: root, type: fifo}]\n");
+    assert!(matches!(&compile(&bomb), Err(d) if d.len() == 1 && d[0].0 == "yaml-syntax"));
+    let deep = format!("weft: 1\nnodes: {}{}\n", "[".repeat(5000), "]".repeat(5000));
+    assert_eq!(compile(&deep), syntax(2));
+    let two = "weft: 1\nnodes: [{name: root, type: fifo}]\n---\nweft: 1\n";
+    assert_eq!(compile(two), syntax(4));
+}
+
+/// A name written as a number is the name as written (`007`, not `7`), at its declaration
+/// and where a parent names it.
+#[test]
+fn a_number_as_a_name_keeps_its_digits() {
+    let text = "weft: 1\nnodes:\n  - {name: 007, type: wfq}\n  - {name: 0x1f, type: leaf, parent: 007, weight: 1}\n";
+    let json = compile(text).unwrap();
+    assert!(
+        json.contains("\"007\"") && json.contains("\"0x1f\""),
+        "{json}"
+    );
+}

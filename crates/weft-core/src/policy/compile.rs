@@ -201,6 +201,7 @@ impl<'o> Compiler<'o> {
             None
         };
         let sub_root_name = sub_root.map(|r| doc.nodes[r].name.value.clone());
+        self.nodes.reserve(doc.nodes.len());
         for (i, mut n) in doc.nodes.into_iter().enumerate() {
             if let Some(p) = point {
                 let prefix = &p.name.value;

@@ -12,6 +12,7 @@ pub mod parse;
 pub mod program;
 pub mod show;
 pub mod synth;
+mod yaml;
 
 pub use compile::{compile_str, load, LoadOptions};
 pub use error::{Diagnostic, PolicyError, Rule};

@@ -1,26 +1,27 @@
-//! Reading one policy file: YAML (via `saphyr`, which keeps every node's position) into
-//! declarations that remember where each value was written.
+//! Reading one policy file: YAML (via [`super::yaml`], which keeps every value's position
+//! and text) into declarations that remember where each value was written. The entries of
+//! `nodes:` are read and declared one at a time, so the YAML of one node is held at a time.
 //!
 //! This layer checks what one file can check alone: YAML syntax, known keys (with a
 //! did-you-mean), value types, units, positive weights and rates. Graph rules (parents,
 //! cycles, the restricted DAG) are checked on the composed policy by `compile`.
 //!
-//! Integers are read exactly over their whole range (to 2⁶⁴−1), never through `f64`:
-//! `saphyr` turns a plain integer beyond `i64` into a float, so for those the value's text
-//! is read back from the file (`Parser::integer`), and a value out of range is reported as
+//! Integers are read exactly over their whole range (to 2⁶⁴−1), never through `f64`: the
+//! core schema's resolution turns a plain integer beyond `i64` into a float, so integers are
+//! read from the text written (`Parser::integer`), and a value out of range is reported as
 //! written.
 //!
 //! Cost: linear in the file size.
 
 /// The largest `weight` a policy (or a live update) may give.
 pub const MAX_WEIGHT: u64 = 1_000_000;
-use std::cell::OnceCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+use saphyr::Scalar;
+use saphyr_parser::Event;
 
 use super::error::{Diagnostic, FileId, Rule, Sources, Span};
+use super::yaml::{Data, Node, ReadError, Reader, Start};
 use crate::classifier::{proto_number, Field, Match, Prefix, FIELDS};
 use crate::units::{self, UnitError};
 
@@ -159,8 +160,10 @@ pub struct NodeDecl {
     /// Bytes.
     pub flows_quantum: Option<Spanned<u64>>,
     pub flows_span: Option<Span>,
-    pub limit: Option<Spanned<QueueLimit>>,
-    pub flow_limit: Option<Spanned<QueueLimit>>,
+    /// Boxed, as `flow_limit`: few nodes set them, and a policy of 100,000 classes holds
+    /// every declaration at once.
+    pub limit: Option<Box<Spanned<QueueLimit>>>,
+    pub flow_limit: Option<Box<Spanned<QueueLimit>>>,
     pub outstanding: Option<Spanned<u64>>,
     /// Sub-policy file filling an attachment point.
     pub policy: Option<Spanned<String>>,
@@ -292,19 +295,19 @@ struct Parser<'a> {
     file: FileId,
     sources: &'a Sources,
     diags: Vec<Diagnostic>,
-    /// Where each YAML anchor (`&name`) is defined, by name, in file order: the byte offset
-    /// just after the name. Built on the first alias whose written text is needed.
-    anchors: OnceCell<HashMap<&'a str, Vec<usize>>>,
 }
-
-type Node<'i> = MarkedYaml<'i>;
 
 impl<'a> Parser<'a> {
     fn span(&self, n: &Node) -> Span {
+        self.span_of(n.start, n.end)
+    }
+
+    /// The span of the characters `start..end` (as the YAML parser counts them).
+    fn span_of(&self, start: usize, end: usize) -> Span {
         let f = self.sources.file(self.file);
         let len = f.text.len();
-        let start = f.byte_offset(n.span.start.index()).min(len);
-        let mut end = f.byte_offset(n.span.end.index()).clamp(start, len);
+        let start = f.byte_offset(start).min(len);
+        let mut end = f.byte_offset(end).clamp(start, len);
         if end == start {
             // Scalars sometimes end where they start; underline to the end of the token.
             let rest = &f.text[start..];
@@ -334,14 +337,14 @@ impl<'a> Parser<'a> {
 
     fn describe(n: &Node) -> &'static str {
         match &n.data {
-            YamlData::Value(Scalar::Null) => "nothing",
-            YamlData::Value(Scalar::Boolean(_)) => "a boolean",
-            YamlData::Value(Scalar::Integer(_)) => "an integer",
-            YamlData::Value(Scalar::FloatingPoint(_)) => "a decimal number",
-            YamlData::Value(Scalar::String(_)) => "a string",
-            YamlData::Sequence(_) => "a list",
-            YamlData::Mapping(_) => "a mapping",
-            _ => "an unsupported YAML value",
+            Data::Value(Some(Scalar::Null), _) => "nothing",
+            Data::Value(Some(Scalar::Boolean(_)), _) => "a boolean",
+            Data::Value(Some(Scalar::Integer(_)), _) => "an integer",
+            Data::Value(Some(Scalar::FloatingPoint(_)), _) => "a decimal number",
+            Data::Value(Some(Scalar::String(_)), _) => "a string",
+            Data::Sequence(_) => "a list",
+            Data::Mapping(_) => "a mapping",
+            Data::Value(None, _) | Data::Other => "an unsupported YAML value",
         }
     }
 
@@ -352,7 +355,7 @@ impl<'a> Parser<'a> {
         what: &str,
         known: &[&str],
     ) -> Option<Vec<(std::borrow::Cow<'n, str>, Span, &'n Node<'i>)>> {
-        let YamlData::Mapping(map) = &n.data else {
+        let Data::Mapping(map) = &n.data else {
             let span = self.span(n);
             self.err(
                 Rule::BadValue,
@@ -363,38 +366,51 @@ impl<'a> Parser<'a> {
         };
         let mut out = Vec::new();
         for (k, v) in map.iter() {
-            let kspan = self.span(k);
-            let key: std::borrow::Cow<'n, str> = match &k.data {
-                YamlData::Value(Scalar::String(s)) => std::borrow::Cow::Borrowed(s.as_ref()),
-                YamlData::Value(Scalar::Integer(i)) => std::borrow::Cow::Owned(i.to_string()),
-                _ => {
-                    self.err(Rule::BadValue, kspan, format!("{what}: keys must be words"));
-                    continue;
-                }
-            };
-            if !known.contains(&key.as_ref()) {
-                let mut d = Diagnostic::new(
-                    Rule::UnknownKey,
-                    kspan,
-                    format!("unknown key `{key}` in {what}"),
-                );
-                d = match suggest(&key, known) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")),
-                    None => d.help(format!("known keys: {}", known.join(", "))),
-                };
-                self.diags.push(d);
-                continue;
+            if let Some((key, kspan)) = self.key(k, what, known) {
+                out.push((key, kspan, v));
             }
-            out.push((key, kspan, v));
         }
         Some(out)
     }
 
+    /// A mapping's key and its span, if it is a word in `known`; else reports it.
+    fn key<'n>(
+        &mut self,
+        k: &'n Node,
+        what: &str,
+        known: &[&str],
+    ) -> Option<(std::borrow::Cow<'n, str>, Span)> {
+        let kspan = self.span(k);
+        let key: std::borrow::Cow<'n, str> = match (k.scalar(), k.written()) {
+            (Some(Scalar::String(s)), _) => std::borrow::Cow::Borrowed(s.as_ref()),
+            (Some(Scalar::Integer(_)), Some(w)) => std::borrow::Cow::Borrowed(w.text.as_ref()),
+            _ => {
+                self.err(Rule::BadValue, kspan, format!("{what}: keys must be words"));
+                return None;
+            }
+        };
+        if !known.contains(&key.as_ref()) {
+            let mut d = Diagnostic::new(
+                Rule::UnknownKey,
+                kspan,
+                format!("unknown key `{key}` in {what}"),
+            );
+            d = match suggest(&key, known) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None => d.help(format!("known keys: {}", known.join(", "))),
+            };
+            self.diags.push(d);
+            return None;
+        }
+        Some((key, kspan))
+    }
+
     fn string(&mut self, n: &Node, what: &str) -> Option<Spanned<String>> {
         let span = self.span(n);
-        match &n.data {
-            YamlData::Value(Scalar::String(s)) => Some(Spanned::new(s.to_string(), span)),
-            YamlData::Value(Scalar::Integer(i)) => Some(Spanned::new(i.to_string(), span)),
+        match (n.scalar(), n.written()) {
+            (Some(Scalar::String(s)), _) => Some(Spanned::new(s.to_string(), span)),
+            // As written: a name `007` stays `007`.
+            (Some(Scalar::Integer(_)), Some(w)) => Some(Spanned::new(w.text.to_string(), span)),
             _ => {
                 self.err(
                     Rule::BadValue,
@@ -414,12 +430,9 @@ impl<'a> Parser<'a> {
         if let Some(i) = self.integer(n) {
             return Some((i.value.map_or(i.text, |v| v.to_string()), span));
         }
-        match &n.data {
-            YamlData::Value(Scalar::String(s)) => Some((s.to_string(), span)),
-            YamlData::Value(Scalar::FloatingPoint(f)) => Some(match self.written(n) {
-                Some(w) => (plain_decimal(w.token), span),
-                None => (f.to_string(), span),
-            }),
+        match (n.scalar(), n.written()) {
+            (Some(Scalar::String(s)), _) => Some((s.to_string(), span)),
+            (Some(Scalar::FloatingPoint(_)), Some(w)) => Some((plain_decimal(&w.text), span)),
             _ => {
                 self.err(
                     Rule::BadValue,
@@ -434,12 +447,10 @@ impl<'a> Parser<'a> {
     /// The text of scalar `n` as written, for messages about the `given` text it was read as
     /// (they differ for numbers: `0x10` is given as `16`, `1.5e3` as `1500`).
     fn written_text(&self, n: &Node, given: &str) -> String {
-        match self.integer(n) {
-            Some(i) => self.as_written(n, &i),
-            None if matches!(n.data, YamlData::Value(Scalar::FloatingPoint(_))) => self
-                .written(n)
-                .map_or_else(|| given.to_string(), |w| w.token.to_string()),
-            None => given.to_string(),
+        match (self.integer(n), n.scalar(), n.written()) {
+            (Some(i), _, _) => i.text,
+            (None, Some(Scalar::FloatingPoint(_)), Some(w)) => w.text.to_string(),
+            _ => given.to_string(),
         }
     }
 
@@ -503,18 +514,16 @@ impl<'a> Parser<'a> {
                         span,
                         format!(
                             "`{key}` must be an integer in {min}..={max}, found {}",
-                            self.as_written(n, &i)
+                            i.text
                         ),
                     );
                     return None;
                 }
             }
         }
-        match &n.data {
-            YamlData::Value(Scalar::FloatingPoint(f)) => {
-                let found = self
-                    .written(n)
-                    .map_or_else(|| f.to_string(), |w| w.token.to_string());
+        match (n.scalar(), n.written()) {
+            (Some(Scalar::FloatingPoint(_)), Some(w)) => {
+                let found = w.text.to_string();
                 self.err(
                     rule,
                     span,
@@ -533,191 +542,173 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// A scalar's text as written in the file: `written.token` is the value without its
-    /// tag or anchor (`!!int &big 18446744073709551615` gives `18446744073709551615`), and
-    /// through an alias the anchored value's text. `None` when it cannot be found.
-    ///
-    /// `saphyr` reads a plain integer beyond `i64` as a float (`18446744073709551615`
-    /// becomes 1.8446744073709552e19), a hex or octal one as a string, and one tagged
-    /// `!!int` as a bad value; the written text is what lets [`Self::integer`] read them
-    /// exactly.
-    fn written(&self, n: &Node) -> Option<Written<'a>> {
-        let f = self.sources.file(self.file);
-        let text: &'a str = &f.text;
-        let start = f.byte_offset(n.span.start.index()).min(text.len());
-        let end = f.byte_offset(n.span.end.index()).clamp(start, text.len());
-        let raw = if end > start {
-            &text[start..end]
-        } else {
-            let rest = &text[start..];
-            &rest[..rest
-                .find(['\n', '\r', ',', '}', ']', '#'])
-                .unwrap_or(rest.len())]
-        };
-        let w = Written::split(raw);
-        let Some(alias) = w.token.strip_prefix('*') else {
-            return Some(w);
-        };
-        // An alias: the value after the latest `&name` before it (an anchor applies to the
-        // aliases after it, up to its redefinition).
-        let defined = self.anchors().get(alias)?;
-        let after = defined[..defined.partition_point(|&at| at < start)].last()?;
-        let mut w = Written::split(&text[*after..]);
-        let end = w
-            .token
-            .find(|c: char| c.is_whitespace() || ",]}#".contains(c))
-            .unwrap_or(w.token.len());
-        w.token = &w.token[..end];
-        (!w.token.is_empty()).then_some(w)
-    }
-
-    /// See [`Parser::anchors`]: a lexical scan for `&name` followed by a space, at the
-    /// start of a token. A `&` inside a quoted string or a comment may be taken for one;
-    /// [`Self::integer`] only uses what it finds when it reads as the aliased value.
-    fn anchors(&self) -> &HashMap<&'a str, Vec<usize>> {
-        self.anchors.get_or_init(|| {
-            let text: &'a str = &self.sources.file(self.file).text;
-            let mut anchors: HashMap<&'a str, Vec<usize>> = HashMap::new();
-            for (at, _) in text.match_indices('&') {
-                let starts_token = text[..at]
-                    .chars()
-                    .next_back()
-                    .is_none_or(|c| c.is_whitespace() || "[{,:-?".contains(c));
-                let rest = &text[at + 1..];
-                let len = rest
-                    .find(|c: char| c.is_whitespace() || ",[]{}".contains(c))
-                    .unwrap_or(rest.len());
-                if starts_token && len > 0 && rest[len..].starts_with(char::is_whitespace) {
-                    anchors.entry(&rest[..len]).or_default().push(at + 1 + len);
-                }
-            }
-            anchors
+    /// An integer scalar read exactly, whatever its size, from its text: plain (or tagged
+    /// `!!int`) and written as a YAML 1.2 core-schema integer (`[-+]?[0-9]+`, `0o…`, `0x…`).
+    /// The core schema's resolution reads a plain integer beyond `i64` as a float, a hex or
+    /// octal one as a string, and one tagged `!!int` as no value; the text reads them all.
+    /// `None` for anything but an integer.
+    fn integer(&self, n: &Node) -> Option<Integer> {
+        let w = n.written()?;
+        if let Some(Scalar::Integer(i)) = n.scalar() {
+            return Some(Integer {
+                value: Some(i128::from(*i)),
+                text: w.text.to_string(),
+            });
+        }
+        let untagged_or_int = w
+            .tag
+            .as_ref()
+            .is_none_or(|t| t.is_yaml_core_schema() && t.suffix == "int");
+        if !w.plain || !untagged_or_int {
+            return None;
+        }
+        Some(Integer {
+            value: int_literal(&w.text)?,
+            text: w.text.to_string(),
         })
     }
 
-    /// An integer scalar read exactly, whatever its size (see [`Self::written`] for what
-    /// `saphyr` does with integers beyond `i64`); `None` for anything but an integer.
-    fn integer(&self, n: &Node) -> Option<Integer> {
-        match &n.data {
-            YamlData::Value(Scalar::Integer(i)) => Some(Integer {
-                value: Some(i128::from(*i)),
-                text: i.to_string(),
-            }),
-            YamlData::Value(Scalar::FloatingPoint(f)) => {
-                // Only a plain decimal integer that `saphyr` read as this very float.
-                let w = self.written(n)?;
-                let value = int_literal(w.token)?;
-                if w.token.starts_with("0x") || w.token.starts_with("0o") {
-                    return None;
+    /// The stream: one document, whose value starts at the stream's first value.
+    fn stream(&mut self, r: &mut Reader<'a>) -> Result<Option<Document>, ReadError> {
+        let mut doc = None;
+        let mut documents = 0;
+        loop {
+            match r.event()? {
+                (Event::DocumentStart(_), ..) => {
+                    documents += 1;
+                    let first = r.next()?;
+                    if documents == 1 {
+                        doc = self.document(r, first)?;
+                    } else {
+                        let second = r.finish(first)?;
+                        if documents == 2 {
+                            let span = self.span(&second);
+                            self.err(
+                                Rule::YamlSyntax,
+                                span,
+                                "a policy file holds one YAML document; found a second one",
+                            );
+                        }
+                    }
                 }
-                (w.token.parse::<f64>().ok() == Some(f.0)).then(|| Integer {
-                    value,
-                    text: w.token.to_string(),
-                })
+                (Event::StreamEnd, ..) => break,
+                // The stream's start, a document's end.
+                _ => {}
             }
-            YamlData::Value(Scalar::String(s)) => {
-                // A plain (unquoted) hex or octal integer beyond `i64`.
-                if !(s.starts_with("0x") || s.starts_with("0o")) {
-                    return None;
-                }
-                let w = self.written(n)?;
-                if w.token != s.as_ref() {
-                    return None;
-                }
-                Some(Integer {
-                    value: int_literal(s)?,
-                    text: s.to_string(),
-                })
-            }
-            YamlData::BadValue => {
-                // `!!int` on an integer beyond `i64`.
-                let w = self.written(n)?;
-                if !matches!(w.tag, Some("!!int" | "!<tag:yaml.org,2002:int>")) {
-                    return None;
-                }
-                Some(Integer {
-                    value: int_literal(w.token)?,
-                    text: w.token.to_string(),
-                })
-            }
-            _ => None,
         }
-    }
-
-    /// How to quote integer `i` (the scalar `n`) in a message: as written (`0x100`) when
-    /// that text reads as its value, else in decimal.
-    fn as_written(&self, n: &Node, i: &Integer) -> String {
-        self.written(n)
-            .filter(|w| int_literal(w.token) == Some(i.value))
-            .map_or_else(|| i.text.clone(), |w| w.token.to_string())
-    }
-
-    fn document(&mut self, root: &Node) -> Option<Document> {
-        let span = self.span(root);
-        if matches!(root.data, YamlData::Value(Scalar::Null)) {
+        if documents == 0 {
+            let span = Span {
+                file: self.file,
+                offset: 0,
+                len: 0,
+            };
             self.err(
                 Rule::MissingKey,
                 span,
                 "the file is empty: a policy needs `weft: 1` and `nodes:`",
             );
-            return None;
         }
-        // A simulator scenario (it has `tenants:`) given where a policy goes: say so once.
-        let scenario = matches!(&root.data, YamlData::Mapping(map) if map.iter().any(|(k, _)| {
-            matches!(&k.data, YamlData::Value(Scalar::String(s)) if s.as_ref() == "tenants")
-        }));
-        let entries = self.mapping(root, "the policy", TOP_KEYS)?;
+        Ok(doc)
+    }
+
+    /// The document whose value `first` starts: a mapping read one entry at a time, and
+    /// `nodes:` one node at a time (see the module doc).
+    fn document(
+        &mut self,
+        r: &mut Reader<'a>,
+        first: Start<'a>,
+    ) -> Result<Option<Document>, ReadError> {
+        let Start::Mapping(_, start) = first else {
+            // Not a mapping: read whole, for the message.
+            let root = r.finish(first)?;
+            if matches!(root.data, Data::Value(Some(Scalar::Null), _)) {
+                let span = self.span(&root);
+                self.err(
+                    Rule::MissingKey,
+                    span,
+                    "the file is empty: a policy needs `weft: 1` and `nodes:`",
+                );
+            } else {
+                self.mapping(&root, "the policy", TOP_KEYS);
+            }
+            return Ok(None);
+        };
         let mut doc = Document {
             file: self.file,
             name: None,
             link: None,
             limits: None,
             nodes: Vec::new(),
-            span,
+            span: self.span_of(start, start),
         };
         let mut version_seen = false;
         let mut nodes_seen = false;
-        for (key, kspan, v) in entries {
-            match key.as_ref() {
-                "weft" => {
-                    version_seen = true;
-                    let vspan = self.span(v);
-                    match &v.data {
-                        YamlData::Value(Scalar::Integer(FORMAT_VERSION)) => {}
-                        _ => self.err(
-                            Rule::Version,
-                            vspan,
-                            format!("this weft reads policy format version {FORMAT_VERSION}; write `weft: {FORMAT_VERSION}`"),
-                        ),
-                    }
-                }
-                "name" => doc.name = self.string(v, "`name`"),
-                "description" => {}
-                "link" => doc.link = self.link(v),
-                "limits" => doc.limits = self.limits(v),
-                "nodes" => {
-                    nodes_seen = true;
-                    match &v.data {
-                        YamlData::Sequence(items) => {
-                            for item in items {
-                                if let Some(n) = self.node(item) {
+        // A simulator scenario (it has `tenants:`) given where a policy goes: say so once.
+        let mut scenario = false;
+        let mut keys = Vec::new();
+        let end = loop {
+            let k = match r.key(&mut keys)? {
+                Ok(k) => k,
+                Err(end) => break end,
+            };
+            scenario |= matches!(k.scalar(), Some(Scalar::String(s)) if s.as_ref() == "tenants");
+            let known = self
+                .key(&k, "the policy", TOP_KEYS)
+                .map(|(k, s)| (k.into_owned(), s));
+            let value = r.next()?;
+            let Some((key, kspan)) = known else {
+                r.finish(value)?;
+                continue;
+            };
+            if key == "nodes" {
+                nodes_seen = true;
+                if let Start::Sequence(..) = value {
+                    loop {
+                        match r.next()? {
+                            Start::End(_) => break,
+                            item => {
+                                let item = r.finish(item)?;
+                                if let Some(n) = self.node(&item) {
                                     doc.nodes.push(n);
                                 }
                             }
                         }
-                        _ => self.err(
-                            Rule::BadValue,
-                            kspan,
-                            format!(
-                                "`nodes` must be a list of nodes, found {}",
-                                Self::describe(v)
-                            ),
+                    }
+                } else {
+                    let v = r.finish(value)?;
+                    self.err(
+                        Rule::BadValue,
+                        kspan,
+                        format!(
+                            "`nodes` must be a list of nodes, found {}",
+                            Self::describe(&v)
                         ),
+                    );
+                }
+                continue;
+            }
+            let v = r.finish(value)?;
+            match key.as_str() {
+                "weft" => {
+                    version_seen = true;
+                    if !matches!(v.scalar(), Some(Scalar::Integer(FORMAT_VERSION))) {
+                        let vspan = self.span(&v);
+                        self.err(
+                            Rule::Version,
+                            vspan,
+                            format!("this weft reads policy format version {FORMAT_VERSION}; write `weft: {FORMAT_VERSION}`"),
+                        );
                     }
                 }
-                _ => unreachable!("mapping() filters unknown keys"),
+                "name" => doc.name = self.string(&v, "`name`"),
+                "description" => {}
+                "link" => doc.link = self.link(&v),
+                "limits" => doc.limits = self.limits(&v),
+                _ => unreachable!("key() filters unknown keys"),
             }
-        }
+        };
+        doc.span = self.span_of(start, end);
+        let span = doc.span;
         if !version_seen {
             let at = self.sources.first_char(span);
             self.diags.push(
@@ -742,7 +733,7 @@ impl<'a> Parser<'a> {
                 "missing `nodes:` (the list of scheduling, shaping and leaf nodes)",
             );
         }
-        Some(doc)
+        Ok(Some(doc))
     }
 
     fn link(&mut self, n: &Node) -> Option<LinkDecl> {
@@ -860,7 +851,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 "parent" => match &v.data {
-                    YamlData::Sequence(items) => {
+                    Data::Sequence(items) => {
                         if items.is_empty() {
                             let s = self.span(v);
                             self.err(
@@ -869,6 +860,7 @@ impl<'a> Parser<'a> {
                                 "`parent` lists no node; omit it for the root",
                             );
                         }
+                        d.parents.reserve_exact(items.len());
                         for it in items {
                             if let Some(p) = self.string(it, "a parent") {
                                 d.parents.push(p);
@@ -876,8 +868,9 @@ impl<'a> Parser<'a> {
                         }
                     }
                     _ => {
+                        // `vec!`: room for one (a push would make room for four).
                         if let Some(p) = self.string(v, "`parent`") {
-                            d.parents.push(p);
+                            d.parents = vec![p];
                         }
                     }
                 },
@@ -965,7 +958,7 @@ impl<'a> Parser<'a> {
         Some(d)
     }
 
-    fn queue_limit(&mut self, n: &Node, key: &str) -> Option<Spanned<QueueLimit>> {
+    fn queue_limit(&mut self, n: &Node, key: &str) -> Option<Box<Spanned<QueueLimit>>> {
         let span = self.span(n);
         let es = self.mapping(n, &format!("`{key}`"), QLIMIT_KEYS)?;
         let mut q = QueueLimit::default();
@@ -984,12 +977,12 @@ impl<'a> Parser<'a> {
                 _ => unreachable!(),
             }
         }
-        Some(Spanned::new(q, span))
+        Some(Box::new(Spanned::new(q, span)))
     }
 
     fn matches(&mut self, n: &Node) -> Option<Spanned<Match>> {
         let span = self.span(n);
-        if let YamlData::Value(Scalar::String(s)) = &n.data {
+        if let Some(Scalar::String(s)) = n.scalar() {
             if s == "any" {
                 return Some(Spanned::new(Match::any(), span));
             }
@@ -1010,7 +1003,7 @@ impl<'a> Parser<'a> {
                 continue;
             }
             let items: Vec<&Node> = match &v.data {
-                YamlData::Sequence(items) => items.iter().collect(),
+                Data::Sequence(items) => items.iter().collect(),
                 _ => vec![v],
             };
             if items.is_empty() {
@@ -1042,12 +1035,10 @@ impl<'a> Parser<'a> {
                         }
                     }
                     Field::Proto => {
-                        let text = match &it.data {
-                            YamlData::Value(Scalar::String(s)) => s.to_string(),
-                            YamlData::Value(Scalar::Integer(i)) => i.to_string(),
-                            _ => self
-                                .written(it)
-                                .map_or_else(String::new, |w| w.token.to_string()),
+                        let text = match (it.scalar(), it.written()) {
+                            (Some(Scalar::String(s)), _) => s.to_string(),
+                            (_, Some(w)) => w.text.to_string(),
+                            _ => String::new(),
                         };
                         match proto_number(&text) {
                             Some(p) => m.proto.push(p),
@@ -1072,33 +1063,8 @@ impl<'a> Parser<'a> {
 struct Integer {
     /// The value; `None` beyond the range of `i128` (so beyond every field's range).
     value: Option<i128>,
-    /// The text written, for messages.
+    /// The text written (`0x100`), for messages.
     text: String,
-}
-
-/// A scalar's text as written in the file (see `Parser::written`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Written<'t> {
-    /// Its tag (`!!int`), if any.
-    tag: Option<&'t str>,
-    /// The value's text, or `*name` for an alias.
-    token: &'t str,
-}
-
-impl<'t> Written<'t> {
-    /// Splits a node's source text into its properties (tag, anchor) and its value.
-    fn split(raw: &'t str) -> Written<'t> {
-        let mut rest = raw.trim();
-        let mut tag = None;
-        while rest.starts_with(['!', '&']) {
-            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            if rest.starts_with('!') {
-                tag = Some(&rest[..end]);
-            }
-            rest = rest[end..].trim_start();
-        }
-        Written { tag, token: rest }
-    }
 }
 
 /// `e` with the text the unit parser was given replaced by the text written (they differ
@@ -1186,60 +1152,34 @@ fn plain_decimal(s: &str) -> String {
     }
 }
 
-/// Parses one file's text. Diagnostics are returned even when a document is produced.
+/// Parses one file's text. Diagnostics are returned even when a document is produced; a
+/// YAML syntax error anywhere in the file is the only diagnostic.
 pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec<Diagnostic>) {
     let text: Arc<str> = sources.file(file).text.clone();
     let mut p = Parser {
         file,
         sources,
         diags: Vec::new(),
-        anchors: OnceCell::new(),
     };
-    let docs = match MarkedYaml::load_from_str(&text) {
-        Ok(d) => d,
+    let mut reader = Reader::new(&text);
+    match p.stream(&mut reader) {
+        Ok(doc) => (doc, p.diags),
         Err(e) => {
-            let m = e.marker();
             let f = sources.file(file);
-            let offset = f.byte_offset(m.index()).min(f.text.len());
+            let offset = f.byte_offset(e.at).min(f.text.len());
             let span = Span {
                 file,
                 offset,
                 len: f.text[offset..].chars().next().map_or(0, char::len_utf8),
             };
-            return (
+            (
                 None,
                 vec![Diagnostic::new(
                     Rule::YamlSyntax,
                     span,
-                    format!("not valid YAML: {}", e.info()),
+                    format!("not valid YAML: {}", e.message),
                 )],
-            );
+            )
         }
-    };
-    let doc = match docs.len() {
-        0 => {
-            let span = Span {
-                file,
-                offset: 0,
-                len: 0,
-            };
-            p.err(
-                Rule::MissingKey,
-                span,
-                "the file is empty: a policy needs `weft: 1` and `nodes:`",
-            );
-            None
-        }
-        1 => p.document(&docs[0]),
-        _ => {
-            let span = p.span(&docs[1]);
-            p.err(
-                Rule::YamlSyntax,
-                span,
-                "a policy file holds one YAML document; found a second one",
-            );
-            p.document(&docs[0])
-        }
-    };
-    (doc, p.diags)
+    }
 }
