@@ -42,9 +42,8 @@ use std::time::Instant;
 use crate::capture::{self, Capture};
 use crate::timeline::Timeline;
 use crate::updates::Scheduled;
-use hdrhistogram::Histogram;
 
-use crate::delays::Delays;
+use crate::delays::{Delays, Series};
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{Classification, Program, ShapingPath};
@@ -730,14 +729,9 @@ fn run<E: Engine>(
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
 
-    let delay_json = |h: &Histogram<u64>| {
-        json!({
-            "p50": h.value_at_quantile(0.5),
-            "p90": h.value_at_quantile(0.9),
-            "p99": h.value_at_quantile(0.99),
-            "max": h.max(),
-            "mean": h.mean().round() as u64,
-        })
+    let delay_json = |series: &Series| {
+        let d = series.summary();
+        json!({"p50": d.p50, "p90": d.p90, "p99": d.p99, "max": d.max, "mean": d.mean})
     };
     // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
     // children and one reverse pass folds each subtree into its root. A node's delay
@@ -746,7 +740,7 @@ fn run<E: Engine>(
     let counters = &engine.stats().nodes;
     let n_nodes = prog.nodes.len();
     let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
-    let mut hist: Vec<Option<Histogram<u64>>> = (0..n_nodes).map(|_| None).collect();
+    let mut hist: Vec<Option<Series>> = (0..n_nodes).map(|_| None).collect();
     let mut delays: Vec<Option<Value>> = vec![None; n_nodes];
     for &n in &prog.leaves {
         let c = &mut agg[n as usize];
@@ -759,7 +753,7 @@ fn run<E: Engine>(
         }
         // A leaf has no children: its histogram is its own packets'.
         let h = match prog.nodes[n].leaf {
-            Some(l) => delay_ps.histogram(l as usize),
+            Some(l) => delay_ps.take(l as usize),
             None => hist[n].take(),
         };
         delays[n] = h.as_ref().map(delay_json);
@@ -772,7 +766,7 @@ fn run<E: Engine>(
             }
             if let Some(h) = h {
                 match &mut hist[p] {
-                    Some(ph) => ph.add(&h).map_err(|e| format!("histogram merge: {e}"))?,
+                    Some(ph) => Delays::merge(ph, h),
                     slot @ None => *slot = Some(h),
                 }
             }
@@ -825,7 +819,7 @@ fn run<E: Engine>(
             "bytes": t.bytes,
             "mean_bps": mean_bps(t.bytes),
         });
-        if let Some(h) = shaper_delay_ps.histogram(c) {
+        if let Some(h) = shaper_delay_ps.take(c) {
             v["queueing_delay_ps"] = delay_json(&h);
         }
         // Changed by `--update`: the token bucket at the end (the updates are in time order).
