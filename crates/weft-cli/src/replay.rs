@@ -43,7 +43,7 @@ use crate::capture::{self, Capture};
 use crate::timeline::Timeline;
 use crate::updates::Scheduled;
 
-use crate::delays::{Delays, Series};
+use crate::delays::{Delays, Series, Summary};
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{Classification, Program, ShapingPath};
@@ -729,8 +729,7 @@ fn run<E: Engine>(
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
 
-    let delay_json = |series: &Series| {
-        let d = series.summary();
+    let delay_json = |d: &Summary| {
         json!({"p50": d.p50, "p90": d.p90, "p99": d.p99, "max": d.max, "mean": d.mean})
     };
     // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
@@ -741,7 +740,8 @@ fn run<E: Engine>(
     let n_nodes = prog.nodes.len();
     let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
     let mut hist: Vec<Option<Series>> = (0..n_nodes).map(|_| None).collect();
-    let mut delays: Vec<Option<Value>> = vec![None; n_nodes];
+    // Each node's delay figures (a few words, not a JSON object per node held twice).
+    let mut delays: Vec<Option<Summary>> = vec![None; n_nodes];
     for &n in &prog.leaves {
         let c = &mut agg[n as usize];
         c.packets = counters[n as usize].packets;
@@ -756,7 +756,7 @@ fn run<E: Engine>(
             Some(l) => delay_ps.take(l as usize),
             None => hist[n].take(),
         };
-        delays[n] = h.as_ref().map(delay_json);
+        delays[n] = h.as_ref().map(Series::summary);
         if let Some(p) = prog.nodes[n].parent {
             let (p, c) = (p as usize, agg[n]);
             agg[p].packets += c.packets;
@@ -795,7 +795,7 @@ fn run<E: Engine>(
             "mean_bps": mean_bps(c.bytes),
         });
         if let Some(d) = &delays[n] {
-            v["queueing_delay_ps"] = d.clone();
+            v["queueing_delay_ps"] = delay_json(d);
         }
         v
     };
@@ -820,7 +820,7 @@ fn run<E: Engine>(
             "mean_bps": mean_bps(t.bytes),
         });
         if let Some(h) = shaper_delay_ps.take(c) {
-            v["queueing_delay_ps"] = delay_json(&h);
+            v["queueing_delay_ps"] = delay_json(&h.summary());
         }
         // Changed by `--update`: the token bucket at the end (the updates are in time order).
         let last = opts.updates.iter().rev().find_map(|u| match u.update {
