@@ -110,7 +110,8 @@ impl Delays {
                 }
                 dense(&a)
             }
-            (Series::Sparse(a), Series::Dense(mut b)) | (Series::Dense(mut b), Series::Sparse(a)) => {
+            (Series::Sparse(a), Series::Dense(mut b))
+            | (Series::Dense(mut b), Series::Sparse(a)) => {
                 record_all(&mut b, &a);
                 b
             }
@@ -122,7 +123,6 @@ impl Delays {
         };
         *into = Series::Dense(merged);
     }
-
 }
 
 /// An empty histogram of the replay's precision: its configuration maps values to buckets.

@@ -729,9 +729,7 @@ fn run<E: Engine>(
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
 
-    let delay_json = |d: &Summary| {
-        json!({"p50": d.p50, "p90": d.p90, "p99": d.p99, "max": d.max, "mean": d.mean})
-    };
+    let delay_json = |d: &Summary| json!({"p50": d.p50, "p90": d.p90, "p99": d.p99, "max": d.max, "mean": d.mean});
     // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
     // children and one reverse pass folds each subtree into its root. A node's delay
     // histogram is complete when the pass reaches it: it is read, added to its parent's and
