@@ -21,7 +21,7 @@ use saphyr::Scalar;
 use saphyr_parser::Event;
 
 use super::error::{Diagnostic, FileId, Rule, Sources, Span};
-use super::yaml::{Data, Node, ReadError, Reader, Start};
+use super::yaml::{Data, Keys, Node, ReadError, Reader, Start};
 use crate::classifier::{proto_number, Field, Match, Prefix, FIELDS};
 use crate::units::{self, UnitError};
 
@@ -645,7 +645,7 @@ impl<'a> Parser<'a> {
         let mut nodes_seen = false;
         // A simulator scenario (it has `tenants:`) given where a policy goes: say so once.
         let mut scenario = false;
-        let mut keys = Vec::new();
+        let mut keys = Keys::default();
         let end = loop {
             let k = match r.key(&mut keys)? {
                 Ok(k) => k,

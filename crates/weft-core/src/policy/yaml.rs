@@ -1,6 +1,6 @@
 //! A policy file's YAML, read from `saphyr-parser`'s event stream one piece at a time.
 //!
-//! [`Reader::node`] builds one value (a scalar, or a whole list or mapping) as a small tree of
+//! [`Reader::finish`] builds one value (a scalar, or a whole list or mapping) as a small tree of
 //! [`Node`]s; `parse` asks for the top-level mapping's entries one by one and for the items of
 //! `nodes:` one by one, turning each item into a declaration before reading the next. So
 //! reading a policy holds one node's YAML at a time, not the whole file's (`saphyr`'s
@@ -25,7 +25,7 @@
 //! the recursion of dropping a tree). Cost: linear in the file's size plus the aliases' copies.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use saphyr::Scalar;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput, Tag};
@@ -142,6 +142,52 @@ struct Open<'i> {
     foreign_tag: bool,
     /// A mapping's pending key.
     key: Option<Node<'i>>,
+    /// A mapping's keys so far.
+    keys: Keys,
+}
+
+/// The keys of one mapping, to refuse one given twice: scalars of the same text and value
+/// (type). A linear scan while the mapping is small, a hash set beyond [`Keys::SCAN`] keys (a
+/// mapping of 100,000 keys would otherwise take 10^10 comparisons).
+#[derive(Default)]
+pub struct Keys {
+    /// Keys while there are at most [`Keys::SCAN`]: (text, value type).
+    few: Vec<(String, u8)>,
+    /// All keys once there are more.
+    many: HashSet<(String, u8)>,
+}
+
+impl Keys {
+    const SCAN: usize = 16;
+
+    /// Adds `key`; false if the mapping already has it (keys that are not scalars are never
+    /// compared).
+    pub fn insert(&mut self, key: &Node) -> bool {
+        let (Some(w), Data::Value(value, _)) = (key.written(), &key.data) else {
+            return true;
+        };
+        let kind = match value {
+            None => 0,
+            Some(Scalar::Null) => 1,
+            Some(Scalar::Boolean(_)) => 2,
+            Some(Scalar::Integer(_)) => 3,
+            Some(Scalar::FloatingPoint(_)) => 4,
+            Some(Scalar::String(_)) => 5,
+        };
+        let id = (w.text.to_string(), kind);
+        if self.many.is_empty() {
+            if self.few.contains(&id) {
+                return false;
+            }
+            self.few.push(id);
+            if self.few.len() > Self::SCAN {
+                self.many.extend(self.few.drain(..));
+            }
+            true
+        } else {
+            self.many.insert(id)
+        }
+    }
 }
 
 impl<'i> Reader<'i> {
@@ -240,6 +286,7 @@ impl<'i> Reader<'i> {
                         anchor,
                         foreign_tag: tag.is_some_and(|t| !t.is_yaml_core_schema()),
                         key: None,
+                        keys: Keys::default(),
                     });
                     (ev, start, end) = self.event()?;
                     continue;
@@ -264,7 +311,7 @@ impl<'i> Reader<'i> {
                 Data::Sequence(items) => items.push(done),
                 Data::Mapping(entries) => match parent.key.take() {
                     None => {
-                        if entries.iter().any(|(k, _)| same_key(k, &done)) {
+                        if !parent.keys.insert(&done) {
                             return Err(twice(&done));
                         }
                         parent.key = Some(done);
@@ -282,14 +329,6 @@ impl<'i> Reader<'i> {
         if anchor > 0 {
             self.anchors.insert(anchor, (node.clone(), node.count()));
         }
-    }
-}
-
-/// Whether two keys are the same: scalars of the same text and value.
-fn same_key(a: &Node, b: &Node) -> bool {
-    match (a.written(), b.written()) {
-        (Some(x), Some(y)) => x.text == y.text && a.scalar() == b.scalar(),
-        _ => false,
     }
 }
 
@@ -315,15 +354,14 @@ impl<'i> Reader<'i> {
     /// Within a mapping read one entry at a time: its next key, whole, or `Err(at)` at its
     /// end (character index). `seen` holds the keys read before; a key equal to one of them
     /// is an error.
-    pub fn key(&mut self, seen: &mut Vec<Node<'i>>) -> Result<Result<Node<'i>, usize>, ReadError> {
+    pub fn key(&mut self, seen: &mut Keys) -> Result<Result<Node<'i>, usize>, ReadError> {
         match self.next()? {
             Start::End(at) => Ok(Err(at)),
             s => {
                 let key = self.finish(s)?;
-                if seen.iter().any(|k| same_key(k, &key)) {
+                if !seen.insert(&key) {
                     return Err(twice(&key));
                 }
-                seen.push(key.clone());
                 Ok(Ok(key))
             }
         }
@@ -406,6 +444,18 @@ mod tests {
         }
         let e = read(&bomb).unwrap_err();
         assert!(e.message.contains("aliases expand"), "{e:?}");
+    }
+
+    #[test]
+    fn a_key_given_twice_is_found_in_a_large_mapping() {
+        let mut big: String = (0..100_000).map(|i| format!("k{i}: {i}\n")).collect();
+        assert!(read(&big).is_ok());
+        big.push_str("k77: again\n");
+        let e = read(&big).unwrap_err();
+        assert!(e.message.contains("`k77` is given twice"), "{e:?}");
+        // The same text as another type is another key.
+        assert!(read("1: a\n'1': b\n").is_ok());
+        assert!(read("a: 1\n'a': 2\n").is_err());
     }
 
     #[test]
