@@ -25,8 +25,8 @@ pub enum NicCommand {
     /// --backend af-xdp) are parsed, classified (tenant = the interface's position in the
     /// --tenant list, 1-based; ports; destination prefix), scheduled by the policy and
     /// transmitted on the uplink at RATE. Frames arriving on the uplink go back to the
-    /// tenant that owns their destination MAC. Runs until SIGINT
-    /// or SIGTERM (or `weft ctl stop`), then prints its stats as JSON on stdout. Needs root
+    /// tenant that owns their destination MAC. Runs until SIGINT, SIGTERM
+    /// or SIGHUP (or `weft ctl stop`), then prints its stats as JSON on stdout. Needs root
     /// (CAP_NET_RAW); run it inside the namespace that holds the interfaces.
     ///
     /// Example:
@@ -62,17 +62,17 @@ pub struct RunArgs {
     /// Serve Prometheus text metrics on this loopback address, e.g. `127.0.0.1:9464`.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
-    /// Frame buffers in the pool.
-    #[arg(long, default_value_t = 32768)]
+    /// Frame buffers in the pool (2 KB each: 64 to 1,048,576, i.e. up to 2 GB).
+    #[arg(long, default_value_t = 32768, value_parser = clap::value_parser!(u32).range(64..=1 << 20))]
     buffers: u32,
-    /// Descriptors per flow ring.
-    #[arg(long, default_value_t = 256)]
+    /// Descriptors per flow ring (1 to 65,536; --ring × --max-queues at most 2^25).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1 << 16))]
     ring: u32,
     /// Descriptors of one class the NIC holds at most.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     outstanding: u32,
-    /// Flow queues at most.
-    #[arg(long, default_value_t = 16384)]
+    /// Flow queues at most (16 to 1,048,576).
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(16..=1 << 20))]
     max_queues: u32,
     /// When idle, wait at most this many microseconds for a frame (in ppoll(2) on the rings:
     /// an arriving frame wakes the loop at once); 0: pure busy polling.
@@ -84,7 +84,7 @@ pub struct RunArgs {
     /// The dataplane thread's scheduler slice in microseconds (Linux >= 6.12, EEVDF: 100 to
     /// 100000): a short slice lets it preempt an application on its CPU as soon as it wakes
     /// from an idle wait, without raising its CPU share.
-    #[arg(long, value_name = "US")]
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(100..=100_000))]
     slice_us: Option<u64>,
     /// Test hook: tenant N (1-based) also posts to other tenants' and invalid queues and
     /// rings doorbells naming them, every 100 µs; all refused and counted (`ctl stats`).
@@ -238,6 +238,22 @@ pub fn main(c: NicCommand) -> Result<(), Fail> {
 fn run(a: RunArgs) -> Result<(), Fail> {
     let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
     let tenants = crate::tenant_pairs(&a.tenant).map_err(usage)?;
+    if let Some((name, _)) = tenants.iter().find(|(_, iface)| *iface == a.uplink) {
+        return Err(usage(format!(
+            "--tenant {name}={}: `{}` is the uplink; a tenant needs an interface of its own",
+            a.uplink, a.uplink
+        )));
+    }
+    // Each flow queue's ring is allocated up front (about 24 bytes a descriptor).
+    if u64::from(a.ring) * u64::from(a.max_queues) > 1 << 25 {
+        return Err(usage(format!(
+            "--ring {} × --max-queues {} = {} descriptors: at most {} (about 800 MB)",
+            a.ring,
+            a.max_queues,
+            u64::from(a.ring) * u64::from(a.max_queues),
+            1u64 << 25
+        )));
+    }
     let backend = dataplane::Backend::parse(&a.backend)
         .ok_or_else(|| usage(format!("--backend `{}`", a.backend)))?;
     if backend == dataplane::Backend::AfXdp && !cfg!(feature = "af-xdp") {
@@ -264,10 +280,10 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         tenants,
         ctl: Some(a.ctl.clone()),
         metrics: a.metrics,
-        buffers: a.buffers.max(64),
-        max_queues: a.max_queues.max(16),
-        ring: a.ring.max(1),
-        outstanding: a.outstanding.max(1),
+        buffers: a.buffers,
+        max_queues: a.max_queues,
+        ring: a.ring,
+        outstanding: a.outstanding,
         idle_sleep_us: a.idle_sleep_us,
         cpu: a.cpu,
         slice_us: a.slice_us,
@@ -293,7 +309,16 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         eprintln!("weft run: ready (control socket {})", ctl_path.display());
     })
     .map_err(|e| match e {
-        dataplane::RunError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // A path or address given on the command line that cannot be used.
+        dataplane::RunError::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::AddrInUse
+                    | std::io::ErrorKind::AlreadyExists
+                    | std::io::ErrorKind::InvalidInput
+            ) =>
+        {
             usage(e.to_string())
         }
         dataplane::RunError::Config(m) => usage(m),

@@ -1689,3 +1689,50 @@ fn trace_errors_name_the_editors_line() {
     }
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `weft run` refuses, before touching any interface, what would misbehave once running: the
+/// uplink given as a tenant's interface too (its replies were sent back out on the uplink),
+/// sizes that would allocate terabytes (memory grew until the machine ran out, and SIGTERM
+/// went unanswered meanwhile), and values the help gives a range for. Each is a usage error
+/// (exit 2) naming the option.
+#[test]
+fn run_refuses_an_uplink_tenant_and_absurd_sizes() {
+    let base = [
+        "run",
+        "--policy",
+        "examples/policies/two-tenants.yaml",
+        "--uplink",
+        "up",
+        "--rate",
+        "100mbit",
+        "--tenant",
+        "a=t1",
+    ];
+    let cases: [(&[&str], &str); 6] = [
+        (&["--tenant", "b=up"], "`up` is the uplink"),
+        (
+            &["--tenant", "b=t2", "--buffers", "4000000000"],
+            "--buffers",
+        ),
+        (&["--tenant", "b=t2", "--buffers", "0"], "--buffers"),
+        (&["--tenant", "b=t2", "--ring", "100000000"], "--ring"),
+        (
+            &[
+                "--tenant",
+                "b=t2",
+                "--ring",
+                "65536",
+                "--max-queues",
+                "1048576",
+            ],
+            "at most 33554432",
+        ),
+        (&["--tenant", "b=t2", "--slice-us", "5"], "--slice-us"),
+    ];
+    for (extra, says) in cases {
+        let out = weft().args(base).args(extra).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+}

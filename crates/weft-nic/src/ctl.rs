@@ -97,7 +97,8 @@ impl Server {
             unix_path: None,
         };
         if let Some(a) = metrics {
-            let l = TcpListener::bind(a)?;
+            let l = TcpListener::bind(a)
+                .map_err(|e| io::Error::new(e.kind(), format!("metrics address `{a}`: {e}")))?;
             let addr = l.local_addr()?;
             if !addr.ip().is_loopback() {
                 return Err(io::Error::new(
@@ -110,11 +111,14 @@ impl Server {
             server.acceptors.push((t, Wake::Tcp(addr)));
         }
         if let Some(p) = path {
+            let at = |e: io::Error| {
+                io::Error::new(e.kind(), format!("control socket {}: {e}", p.display()))
+            };
             if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir)?;
+                std::fs::create_dir_all(dir).map_err(at)?;
             }
-            let _ = std::fs::remove_file(p);
-            let l = UnixListener::bind(p)?;
+            claim_socket_path(p)?;
+            let l = UnixListener::bind(p).map_err(at)?;
             server.unix_path = Some(p.to_path_buf());
             let accept = |l: &UnixListener| l.accept().map(|(s, _)| s);
             let t = spawn_acceptor("weft-ctl", l, accept, &shared, serve_unix)?;
@@ -131,6 +135,44 @@ impl Server {
             // The connection may have given up waiting: its answer is dropped.
             let _ = p.reply.send(handle(&p.req, p.payload));
         }
+    }
+}
+
+/// Makes `p` free for a new control socket: a stale socket (nobody answers on it: a daemon
+/// that was killed) is removed; a socket another daemon answers on, or anything that is not
+/// a socket, is left alone and refused (`AddrInUse`, `AlreadyExists`), so a second `weft run`
+/// cannot take over a running one's socket (which then could not be stopped) or delete a file
+/// named by mistake.
+fn claim_socket_path(p: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(p) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("control socket {}: {e}", p.display()),
+        )),
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(p).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "control socket {} is in use by a running weft (stop it with `weft ctl \
+                         stop --socket {}`, or give this one another --ctl path)",
+                        p.display(),
+                        p.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(p)
+        }
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "control socket {}: the path exists and is not a socket (give --ctl a path of \
+                 its own)",
+                p.display()
+            ),
+        )),
     }
 }
 
@@ -348,6 +390,10 @@ pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
                 ),
             )
         }
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no answer from {} within 10 s (is it a weft control socket?)", path.display()),
+        ),
         _ => e,
     }
     };
@@ -356,7 +402,15 @@ pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
     if BufReader::new(&s).read_line(&mut line).map_err(closed)? == 0 {
         return Err(closed(io::ErrorKind::UnexpectedEof.into()));
     }
-    serde_json::from_str(&line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    serde_json::from_str(&line).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} did not answer like a weft control socket ({e})",
+                path.display()
+            ),
+        )
+    })
 }
 
 /// The default control socket path.
@@ -574,5 +628,45 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
+    }
+
+    /// A second daemon cannot take over a running one's socket (the first could then never
+    /// be stopped), a path that is not a socket is never deleted, and a stale socket (its
+    /// daemon killed) is replaced.
+    #[test]
+    fn the_control_socket_path_is_claimed_only_when_free() {
+        let live = socket("claim-live");
+        let _ = std::fs::remove_file(&live);
+        let first = Server::bind(Some(&live), None, nothing_to_prepare()).unwrap();
+        let e = Server::bind(Some(&live), None, nothing_to_prepare())
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains("in use by a running weft"), "{e}");
+        // The first still answers.
+        let asked = std::thread::spawn({
+            let live = live.clone();
+            move || request(&live, &json!({"cmd": "stats"})).unwrap()
+        });
+        poll_until(&first, || asked.is_finished());
+        assert_eq!(asked.join().unwrap()["ok"], true);
+        drop(first);
+
+        let file = socket("claim-file");
+        std::fs::write(&file, "precious").unwrap();
+        let e = Server::bind(Some(&file), None, nothing_to_prepare())
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+        std::fs::remove_file(&file).unwrap();
+
+        // A socket file nobody listens on (a listener dropped without removing it).
+        let stale = socket("claim-stale");
+        let _ = std::fs::remove_file(&stale);
+        drop(UnixListener::bind(&stale).unwrap());
+        assert!(stale.exists());
+        let server = Server::bind(Some(&stale), None, nothing_to_prepare()).unwrap();
+        drop(server);
     }
 }

@@ -597,7 +597,7 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// Stops `run` at its next control poll (also set by SIGINT and SIGTERM).
+/// Stops `run` at its next control poll (also set by SIGINT, SIGTERM and SIGHUP).
 pub fn request_stop() {
     STOP.store(true, Ordering::Relaxed);
 }
@@ -628,7 +628,7 @@ fn prepare_reload(cfg: &Config, classes: u32, path: &str) -> Result<Reloaded, Va
     Ok((prog, engine))
 }
 
-/// Runs the software NIC until SIGINT/SIGTERM (or [`request_stop`]); `ready` is called once
+/// Runs the software NIC until SIGINT/SIGTERM/SIGHUP (or [`request_stop`]); `ready` is called once
 /// the sockets are open. Returns the final stats.
 pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
     if cfg.tenants.is_empty() {
@@ -653,6 +653,9 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        // The terminal it was started from closing (SSH dropped): stop cleanly too, not die
+        // with the socket left behind and no final stats.
+        libc::signal(libc::SIGHUP, on_signal as *const () as libc::sighandler_t);
     }
     run_ports(cfg, tenants, uplink, &STOP, ready)
 }
