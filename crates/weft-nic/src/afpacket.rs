@@ -148,7 +148,12 @@ unsafe impl Send for PacketSocket {}
 
 fn last_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
+    let hint = if e.kind() == io::ErrorKind::PermissionDenied {
+        " (packet sockets need root or CAP_NET_RAW)"
+    } else {
+        ""
+    };
+    io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
 }
 
 fn setopt<T>(fd: i32, level: i32, name: i32, v: &T, what: &str) -> io::Result<()> {

@@ -130,6 +130,72 @@ impl Backend {
     }
 }
 
+/// An interface claimed by this daemon (see [`claim_interface`]): the lock file, held open.
+#[derive(Debug)]
+struct Claim(#[allow(dead_code)] std::fs::File);
+
+/// Claims interface `ifname` for this process: an exclusive `flock(2)` on
+/// `/run/weft/iface-NETNS-IFINDEX.lock` (NETNS: the network namespace's inode), held while the
+/// daemon runs. Two daemons on one interface would each receive every frame (AF_PACKET hands
+/// each socket a copy) and both forward it; the second is refused, naming the first's pid.
+/// The lock ends with its process, so a killed daemon leaves no claim behind. `None` when
+/// there is nothing to claim (no such interface: opening it reports that) or no lock can be
+/// made (`/run/weft` not writable: not root).
+fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let Ok(name) = std::ffi::CString::new(ifname) else {
+        return Ok(None);
+    };
+    // SAFETY: a NUL-terminated name; if_nametoindex only reads it.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Ok(None);
+    }
+    let netns = std::fs::metadata("/proc/self/ns/net").map_or(0, |m| m.ino());
+    let dir = std::path::Path::new("/run/weft");
+    if std::fs::create_dir_all(dir).is_err() {
+        return Ok(None);
+    }
+    let path = dir.join(format!("iface-{netns}-{ifindex}.lock"));
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    else {
+        return Ok(None);
+    };
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut pid = String::new();
+        let _ = f.read_to_string(&mut pid);
+        return Err(RunError::Config(format!(
+            "{what}: `{ifname}` is in use by another weft run (pid {}) in this network \
+             namespace; two would both forward every frame",
+            pid.trim()
+        )));
+    }
+    let _ = f.set_len(0);
+    let _ = f.rewind();
+    let _ = write!(f, "{}", std::process::id());
+    Ok(Some(Claim(f)))
+}
+
+impl RunError {
+    /// The error with what it concerns in front (`--tenant b=t2: ...`).
+    fn naming(self, what: &str) -> RunError {
+        match self {
+            RunError::Io(e) => RunError::Io(std::io::Error::new(e.kind(), format!("{what}: {e}"))),
+            RunError::Policy(m) => RunError::Policy(m),
+            RunError::Config(m) => RunError::Config(format!("{what}: {m}")),
+            RunError::Backend(m) => RunError::Backend(format!("{what}: {m}")),
+        }
+    }
+}
+
 fn open_port(cfg: &Config, ifname: &str, ring: RingConfig) -> Result<Box<dyn Port>, RunError> {
     match cfg.backend {
         Backend::AfPacket => Ok(Box::new(PacketSocket::open(ifname, ring)?)),
@@ -639,10 +705,16 @@ pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
         ..RingConfig::default()
     };
     let mut tenants: Vec<Box<dyn Port>> = Vec::new();
-    for (_, ifname) in &cfg.tenants {
-        tenants.push(open_port(&cfg, ifname, ring)?);
+    // Held while the loop runs (dropped on return: the claims end with the run).
+    let mut claims = Vec::new();
+    for (name, ifname) in &cfg.tenants {
+        let what = format!("--tenant {name}={ifname}");
+        claims.push(claim_interface(ifname, &what)?);
+        tenants.push(open_port(&cfg, ifname, ring).map_err(|e| e.naming(&what))?);
     }
-    let uplink = open_port(&cfg, &cfg.uplink, ring)?;
+    let what = format!("--uplink {}", cfg.uplink);
+    claims.push(claim_interface(&cfg.uplink, &what)?);
+    let uplink = open_port(&cfg, &cfg.uplink, ring).map_err(|e| e.naming(&what))?;
     if let Some(cpu) = cfg.cpu {
         pin_to_cpu(cpu).map_err(|e| RunError::Config(e.to_string()))?;
     }
@@ -954,7 +1026,11 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     };
     if r != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(e.kind(), format!("--cpu {cpu}: {e}")));
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("--cpu {cpu}: {e} (this process may run on {cpus} CPUs; see `nproc`)"),
+        ));
     }
     Ok(())
 }
@@ -1688,6 +1764,31 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second claim on one interface is refused while the first is held, and free again
+    /// once it is dropped (as when a daemon exits or is killed). Needs a writable /run/weft
+    /// (root); elsewhere there is nothing to claim and the test says so.
+    #[test]
+    fn an_interface_is_claimed_by_one_daemon_at_a_time() {
+        let first = claim_interface("lo", "--uplink lo").unwrap();
+        if first.is_none() {
+            eprintln!("skipped: /run/weft is not writable here");
+            return;
+        }
+        let e = claim_interface("lo", "--tenant b=lo")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--tenant b=lo") && e.contains("in use by another weft run"),
+            "{e}"
+        );
+        assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(first);
+        assert!(claim_interface("lo", "--uplink lo").unwrap().is_some());
+        assert!(claim_interface("no-such-if0", "--uplink x")
+            .unwrap()
+            .is_none());
+    }
 
     #[test]
     fn check_balance_names_the_broken_law() {
