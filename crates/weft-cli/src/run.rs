@@ -268,9 +268,16 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         link_rate_bps: Some(rate_bps),
         ..LoadOptions::default()
     };
-    if let Err(e) = policy::load(&a.policy, &opts) {
-        crate::diagnostics::report(&e, false);
-        return Err(usage(format!("{}: invalid policy", a.policy.display())));
+    match policy::load(&a.policy, &opts) {
+        Ok(prog) => {
+            for w in tenant_warnings(&prog, &tenants) {
+                eprintln!("warning: {w}");
+            }
+        }
+        Err(e) => {
+            crate::diagnostics::report(&e, false);
+            return Err(usage(format!("{}: invalid policy", a.policy.display())));
+        }
     }
     let cfg = dataplane::Config {
         policy: a.policy,
@@ -329,6 +336,57 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     })?;
     crate::out::outln!("{stats}")?;
     Ok(())
+}
+
+/// What the policy does with the tenants given (tenant ids are positions in `--tenant`,
+/// 1-based): a tenant no leaf can take (every path to a leaf matches other tenants), whose
+/// frames would all be dropped as `unclassified`, and tenant ids the policy matches on that
+/// no `--tenant` has. Warnings, not errors: a policy may be written for more tenants than
+/// run today.
+fn tenant_warnings(prog: &policy::Program, tenants: &[(String, String)]) -> Vec<String> {
+    let admits = |leaf: u32, tenant: u32| {
+        let mut n = Some(leaf);
+        while let Some(i) = n {
+            let m = &prog.nodes[i as usize].matches;
+            if !m.tenant.is_empty() && !m.tenant.contains(&tenant) {
+                return false;
+            }
+            n = prog.nodes[i as usize].parent;
+        }
+        true
+    };
+    let mut out = Vec::new();
+    for (i, (name, iface)) in tenants.iter().enumerate() {
+        let id = i as u32 + 1;
+        if !prog.leaves.iter().any(|&l| admits(l, id)) {
+            out.push(format!(
+                "no leaf of {} takes tenant {id} ({name} on {iface}): its frames will be \
+                 dropped as unclassified",
+                prog.name
+            ));
+        }
+    }
+    let mut beyond: Vec<u32> = prog
+        .nodes
+        .iter()
+        .flat_map(|n| n.matches.tenant.iter().copied())
+        .filter(|&t| t == 0 || t as usize > tenants.len())
+        .collect();
+    beyond.sort_unstable();
+    beyond.dedup();
+    if !beyond.is_empty() {
+        out.push(format!(
+            "{} matches tenant {} but there are {} tenants (--tenant, numbered from 1)",
+            prog.name,
+            beyond
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            tenants.len()
+        ));
+    }
+    out
 }
 
 fn ask(socket: &std::path::Path, req: Value) -> Result<Value, Fail> {

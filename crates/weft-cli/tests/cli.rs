@@ -1736,3 +1736,38 @@ fn run_refuses_an_uplink_tenant_and_absurd_sizes() {
         assert!(err.contains(says), "{extra:?}: {err}");
     }
 }
+
+/// `weft run` warns, before it opens anything, about a policy that would drop a tenant's
+/// frames (no leaf takes tenant 1 or 2) and about tenant ids it matches that no `--tenant`
+/// gives (all traffic was dropped as `unclassified` without a word). The run itself then
+/// fails on the missing interfaces here.
+#[test]
+fn run_warns_when_no_leaf_takes_a_tenant() {
+    let dir = scratch("tenant-warn");
+    let policy = dir.join("p.yaml");
+    fs::write(
+        &policy,
+        "weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, match: {tenant: [1, 7]}}\n  - {name: b, type: leaf, parent: root, weight: 1, match: {tenant: 9}}\n",
+    )
+    .unwrap();
+    let out = weft()
+        .args(["run", "--policy"])
+        .arg(&policy)
+        .args(["--uplink", "wqnone0", "--rate", "1gbit"])
+        .args(["--tenant", "a=wqnone1", "--tenant", "b=wqnone2"])
+        .args(["--ctl"])
+        .arg(dir.join("c.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("takes tenant 2 (b on wqnone2)") && !err.contains("takes tenant 1 "),
+        "{err}"
+    );
+    assert!(
+        err.contains("matches tenant 7, 9 but there are 2 tenants"),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    fs::remove_dir_all(&dir).unwrap();
+}
