@@ -134,12 +134,14 @@ pub enum CtlCommand {
 #[derive(Subcommand)]
 pub enum TestbedCommand {
     /// Create namespaces PREFIX-t1..tN (tenants), PREFIX-nic (the software NIC),
-    /// PREFIX-rx (the receiver) and their veth pairs.
+    /// PREFIX-rx (the receiver) and their veth pairs. Namespaces PREFIX-* that exist already
+    /// are deleted first, and the processes in them killed (it says which).
     Up {
         #[arg(long, default_value = "wt")]
         prefix: String,
-        #[arg(long, default_value_t = 2)]
-        tenants: usize,
+        /// Tenant namespaces (1 to 16).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
+        tenants: u8,
     },
     /// Delete every namespace named PREFIX-* (and the processes in them).
     Down {
@@ -510,7 +512,8 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
     match t {
         TestbedCommand::Up { prefix, tenants } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
-            let tb = testbed::Testbed::up(&prefix, tenants).map_err(|e| (1, e.to_string()))?;
+            let tb = testbed::Testbed::up(&prefix, usize::from(tenants))
+                .map_err(|e| (1, e.to_string()))?;
             let names = tb.namespaces();
             tb.keep();
             crate::out::outln!("{}", names.join(" "))?;

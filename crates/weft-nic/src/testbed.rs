@@ -110,7 +110,8 @@ pub fn install_tools() {
 
 /// Deletes every namespace named `prefix-*` (killing the processes inside first) and the
 /// control sockets a killed daemon may have left.
-pub fn down(prefix: &str) {
+pub fn down(prefix: &str) -> Removed {
+    let mut removed = Removed::default();
     for f in [
         format!("weft-testbed-{prefix}.sock"),
         format!("weft-bench-{prefix}.sock"),
@@ -126,12 +127,24 @@ pub fn down(prefix: &str) {
                     if let Ok(p) = pid.parse::<i32>() {
                         // SAFETY: plain system call on a pid living in our own namespace.
                         unsafe { libc::kill(p, libc::SIGKILL) };
+                        removed.killed += 1;
                     }
                 }
             }
             let _ = sh(&["ip", "netns", "del", name]);
+            removed.namespaces.push(name.to_string());
         }
     }
+    removed
+}
+
+/// What [`down`] removed.
+#[derive(Debug, Default)]
+pub struct Removed {
+    /// Namespaces deleted.
+    pub namespaces: Vec<String>,
+    /// Processes killed in them.
+    pub killed: usize,
 }
 
 /// Live namespaces; deleted on drop unless [`Testbed::keep`] was called.
@@ -165,7 +178,14 @@ impl Testbed {
         if !(1..=16).contains(&tenants) {
             return Err(TestbedError("1 to 16 tenants".into()));
         }
-        down(prefix);
+        let removed = down(prefix);
+        if !removed.namespaces.is_empty() {
+            eprintln!(
+                "testbed: replaced {} (deleted, {} processes in them killed)",
+                removed.namespaces.join(", "),
+                removed.killed
+            );
+        }
         let tb = Testbed {
             prefix: prefix.to_string(),
             tenants,
