@@ -868,9 +868,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 message: Some(format!("cannot write {}: {e}", summary_path.display())),
             };
             // Straight to the file (the summary of 100,000 classes is 44 MB of text).
-            let mut file = std::io::BufWriter::new(
-                std::fs::File::create(&summary_path).map_err(cannot)?,
-            );
+            let mut file =
+                std::io::BufWriter::new(std::fs::File::create(&summary_path).map_err(cannot)?);
             serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
             file.write_all(b"\n").map_err(cannot)?;
             file.into_inner().map_err(|e| cannot(e.into_error()))?;

@@ -1,4 +1,4 @@
-//! Reading one policy file: YAML (via [`super::yaml`], which keeps every value's position
+//! Reading one policy file: YAML (via `yaml.rs`, which keeps every value's position
 //! and text) into declarations that remember where each value was written. The entries of
 //! `nodes:` are read and declared one at a time, so the YAML of one node is held at a time.
 //!
