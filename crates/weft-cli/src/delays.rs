@@ -95,17 +95,25 @@ impl Delays {
         let series = std::mem::replace(&mut self.series[s], Series::Sparse(Default::default()));
         (!series.is_empty()).then_some(series)
     }
+}
 
-    /// Adds `from`'s packets to `into`'s (a node's delays are its children's).
-    pub fn merge(into: &mut Series, from: Series) {
+/// An empty histogram of the replay's precision: its configuration maps values to buckets.
+fn shape() -> &'static Histogram<u64> {
+    static SHAPE: OnceLock<Histogram<u64>> = OnceLock::new();
+    SHAPE.get_or_init(empty_histogram)
+}
+
+impl Series {
+    /// Adds `from`'s packets to this series's (a node's delays are its children's).
+    pub fn merge(&mut self, from: Series) {
         let empty = Series::Sparse(FxHashMap::default());
-        let merged = match (std::mem::replace(into, empty), from) {
+        let merged = match (std::mem::replace(self, empty), from) {
             (Series::Sparse(mut a), Series::Sparse(b)) => {
                 for (v, n) in b {
                     *a.entry(v).or_insert(0) += n;
                 }
                 if a.len() < DENSE_AT {
-                    *into = Series::Sparse(a);
+                    *self = Series::Sparse(a);
                     return;
                 }
                 dense(&a)
@@ -121,17 +129,9 @@ impl Delays {
                 a
             }
         };
-        *into = Series::Dense(merged);
+        *self = Series::Dense(merged);
     }
-}
 
-/// An empty histogram of the replay's precision: its configuration maps values to buckets.
-fn shape() -> &'static Histogram<u64> {
-    static SHAPE: OnceLock<Histogram<u64>> = OnceLock::new();
-    SHAPE.get_or_init(empty_histogram)
-}
-
-impl Series {
     /// The series's summary (it is not empty).
     pub fn summary(&self) -> Summary {
         match self {
@@ -172,9 +172,7 @@ impl Series {
             }
         }
     }
-}
 
-impl Series {
     /// The series as one histogram.
     #[cfg(test)]
     fn into_histogram(self) -> Histogram<u64> {
@@ -303,7 +301,7 @@ mod tests {
                 prop_assert_eq!(series.summary(), direct(h), "series {}", s);
                 match &mut merged {
                     None => merged = Some(series),
-                    Some(m) => Delays::merge(m, series),
+                    Some(m) => m.merge(series),
                 }
             }
             prop_assert_eq!(merged.expect("one series at least").summary(), direct(&all));

@@ -764,7 +764,7 @@ fn run<E: Engine>(
             }
             if let Some(h) = h {
                 match &mut hist[p] {
-                    Some(ph) => Delays::merge(ph, h),
+                    Some(ph) => ph.merge(h),
                     slot @ None => *slot = Some(h),
                 }
             }
