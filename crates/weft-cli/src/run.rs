@@ -378,14 +378,17 @@ fn tenant_warnings(prog: &policy::Program, tenants: &[(String, String)]) -> Vec<
     beyond.dedup();
     if !beyond.is_empty() {
         out.push(format!(
-            "{} matches tenant {} but there are {} tenants (--tenant, numbered from 1)",
+            "{} matches tenant {} but {} given (--tenant, numbered from 1)",
             prog.name,
             beyond
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
-            tenants.len()
+            match tenants.len() {
+                1 => "only 1 tenant is".to_string(),
+                n => format!("only {n} tenants are"),
+            }
         ));
     }
     out
@@ -430,7 +433,15 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
             )?;
             Ok(())
         }
-        CtlCommand::Stop { socket } => ask(&socket, json!({"cmd": "stop"})).map(|_| ()),
+        CtlCommand::Stop { socket } => {
+            ask(&socket, json!({"cmd": "stop"}))?;
+            eprintln!(
+                "weft ctl: {} stops at its next control poll (about 1 ms), printing its final \
+                 stats on its own stdout",
+                socket.display()
+            );
+            Ok(())
+        }
     }
 }
 
