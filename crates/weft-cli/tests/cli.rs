@@ -1765,7 +1765,7 @@ fn run_warns_when_no_leaf_takes_a_tenant() {
         "{err}"
     );
     assert!(
-        err.contains("matches tenant 7, 9 but there are 2 tenants"),
+        err.contains("matches tenant 7, 9 but only 2 tenants are given"),
         "{err}"
     );
     assert_eq!(out.status.code(), Some(2), "{err}");
