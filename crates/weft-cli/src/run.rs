@@ -314,8 +314,12 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         },
     };
     let ctl_path = a.ctl;
-    let stats = dataplane::run(cfg, || {
-        eprintln!("weft run: ready (control socket {})", ctl_path.display());
+    let stats = dataplane::run(cfg, |metrics| match metrics {
+        Some(a) => eprintln!(
+            "weft run: ready (control socket {}, metrics http://{a}/metrics)",
+            ctl_path.display()
+        ),
+        None => eprintln!("weft run: ready (control socket {})", ctl_path.display()),
     })
     .map_err(|e| match e {
         // A path or address given on the command line that cannot be used.

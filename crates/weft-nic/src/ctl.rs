@@ -176,6 +176,17 @@ fn claim_socket_path(p: &Path) -> io::Result<()> {
     }
 }
 
+impl Server {
+    /// The address the metrics endpoint listens on (its port, when `:0` let the system
+    /// choose), if it has one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.acceptors.iter().find_map(|(_, w)| match w {
+            Wake::Tcp(a) => Some(*a),
+            Wake::Unix(_) => None,
+        })
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);

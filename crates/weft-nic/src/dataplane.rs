@@ -695,8 +695,12 @@ fn prepare_reload(cfg: &Config, classes: u32, path: &str) -> Result<Reloaded, Va
 }
 
 /// Runs the software NIC until SIGINT/SIGTERM/SIGHUP (or [`request_stop`]); `ready` is called once
-/// the sockets are open. Returns the final stats.
-pub fn run(cfg: Config, ready: impl FnOnce()) -> Result<Value, RunError> {
+/// the sockets are open, with the metrics endpoint's address if there is one (its port, when
+/// the system chose it). Returns the final stats.
+pub fn run(
+    cfg: Config,
+    ready: impl FnOnce(Option<std::net::SocketAddr>),
+) -> Result<Value, RunError> {
     if cfg.tenants.is_empty() {
         return Err(RunError::Config("at least one --tenant NAME=IFACE".into()));
     }
@@ -739,12 +743,12 @@ pub fn run_ports(
     tenants: Vec<Box<dyn Port>>,
     uplink: Box<dyn Port>,
     stop: &AtomicBool,
-    ready: impl FnOnce(),
+    ready: impl FnOnce(Option<std::net::SocketAddr>),
 ) -> Result<Value, RunError> {
     let mut ready = Some(ready);
-    loop_ports(cfg, tenants, uplink, stop, &mut || {
+    loop_ports(cfg, tenants, uplink, stop, &mut |metrics| {
         if let Some(f) = ready.take() {
-            f()
+            f(metrics)
         }
     })
 }
@@ -757,7 +761,7 @@ fn loop_ports(
     mut tenants: Vec<Box<dyn Port>>,
     mut uplink: Box<dyn Port>,
     stop: &AtomicBool,
-    ready: &mut dyn FnMut(),
+    ready: &mut dyn FnMut(Option<std::net::SocketAddr>),
 ) -> Result<Value, RunError> {
     if tenants.len() != cfg.tenants.len() || tenants.is_empty() {
         return Err(RunError::Config("one port per tenant".into()));
@@ -827,7 +831,7 @@ fn loop_ports(
         shaped: vec![(0, 0); shapers],
         cfg,
     };
-    ready();
+    ready(server.metrics_addr());
     let mut fetched = Vec::with_capacity(256);
     let mut offers = Offers::default();
     let mut completions = Vec::with_capacity(256);

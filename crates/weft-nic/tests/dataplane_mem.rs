@@ -133,7 +133,7 @@ impl Running {
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
             let ports: Vec<Box<dyn Port>> = t.into_iter().map(|p| Box::new(p) as _).collect();
-            dataplane::run_ports(cfg, ports, Box::new(u), &s, || {
+            dataplane::run_ports(cfg, ports, Box::new(u), &s, |_| {
                 let _ = tx.send(());
             })
             .expect("dataplane runs")
