@@ -867,16 +867,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 code: 1,
                 message: Some(format!("cannot write {}: {e}", summary_path.display())),
             };
-            // Straight to the file (the summary of 100,000 classes is 44 MB of text).
-            let mut file =
-                std::io::BufWriter::new(std::fs::File::create(&summary_path).map_err(cannot)?);
-            serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
-            file.write_all(b"\n").map_err(cannot)?;
-            file.into_inner().map_err(|e| cannot(e.into_error()))?;
             if j {
+                // The text once, for the file and for stdout.
                 let text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
+                std::fs::write(&summary_path, &text).map_err(cannot)?;
                 out::print(&text)?;
             } else {
+                // Straight to the file (the summary of 100,000 classes is 44 MB of text).
+                let mut file =
+                    std::io::BufWriter::new(std::fs::File::create(&summary_path).map_err(cannot)?);
+                serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
+                file.write_all(b"\n").map_err(cannot)?;
+                file.into_inner().map_err(|e| cannot(e.into_error()))?;
                 eprintln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
                 print_summary(&summary)?;
             }

@@ -240,22 +240,6 @@ pub fn main(c: NicCommand) -> Result<(), Fail> {
 fn run(a: RunArgs) -> Result<(), Fail> {
     let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
     let tenants = crate::tenant_pairs(&a.tenant).map_err(usage)?;
-    if let Some((name, _)) = tenants.iter().find(|(_, iface)| *iface == a.uplink) {
-        return Err(usage(format!(
-            "--tenant {name}={}: `{}` is the uplink; a tenant needs an interface of its own",
-            a.uplink, a.uplink
-        )));
-    }
-    // Each flow queue's ring is allocated up front (about 24 bytes a descriptor).
-    if u64::from(a.ring) * u64::from(a.max_queues) > 1 << 25 {
-        return Err(usage(format!(
-            "--ring {} × --max-queues {} = {} descriptors: at most {} (about 800 MB)",
-            a.ring,
-            a.max_queues,
-            u64::from(a.ring) * u64::from(a.max_queues),
-            1u64 << 25
-        )));
-    }
     let backend = dataplane::Backend::parse(&a.backend)
         .ok_or_else(|| usage(format!("--backend `{}`", a.backend)))?;
     if backend == dataplane::Backend::AfXdp && !cfg!(feature = "af-xdp") {

@@ -117,7 +117,7 @@ impl Server {
             if let Some(dir) = p.parent() {
                 std::fs::create_dir_all(dir).map_err(at)?;
             }
-            claim_socket_path(p)?;
+            claim_socket_path(p).map_err(at)?;
             let l = UnixListener::bind(p).map_err(at)?;
             server.unix_path = Some(p.to_path_buf());
             let accept = |l: &UnixListener| l.accept().map(|(s, _)| s);
@@ -147,18 +147,14 @@ fn claim_socket_path(p: &Path) -> io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(p) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io::Error::new(
-            e.kind(),
-            format!("control socket {}: {e}", p.display()),
-        )),
+        Err(e) => Err(e),
         Ok(m) if m.file_type().is_socket() => {
             if UnixStream::connect(p).is_ok() {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!(
-                        "control socket {} is in use by a running weft (stop it with `weft ctl \
-                         stop --socket {}`, or give this one another --ctl path)",
-                        p.display(),
+                        "in use by a running weft (stop it with `weft ctl stop --socket {}`, or \
+                         give this one another --ctl path)",
                         p.display()
                     ),
                 ));
@@ -167,11 +163,7 @@ fn claim_socket_path(p: &Path) -> io::Result<()> {
         }
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
-            format!(
-                "control socket {}: the path exists and is not a socket (give --ctl a path of \
-                 its own)",
-                p.display()
-            ),
+            "the path exists and is not a socket (give --ctl a path of its own)",
         )),
     }
 }

@@ -130,9 +130,16 @@ impl Backend {
     }
 }
 
-/// An interface claimed by this daemon (see [`claim_interface`]): the lock file, held open.
+/// Descriptors of all flow rings together (`ring × max_queues`) that [`run`] accepts (checked
+/// before it opens anything; [`run_ports`], given its ports, does not check).
+pub const MAX_DESCRIPTORS: u64 = 1 << 25;
+
+/// An interface claimed by this daemon (see [`claim_interface`]): the lock file, held open
+/// (the lock lasts as long as the descriptor).
 #[derive(Debug)]
-struct Claim(#[allow(dead_code)] std::fs::File);
+struct Claim {
+    _lock: std::fs::File,
+}
 
 /// Claims interface `ifname` for this process: an exclusive `flock(2)` on
 /// `/run/weft/iface-NETNS-IFINDEX.lock` (NETNS: the network namespace's inode), held while the
@@ -181,7 +188,7 @@ fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> 
     let _ = f.set_len(0);
     let _ = f.rewind();
     let _ = write!(f, "{}", std::process::id());
-    Ok(Some(Claim(f)))
+    Ok(Some(Claim { _lock: f }))
 }
 
 impl RunError {
@@ -703,6 +710,21 @@ pub fn run(
 ) -> Result<Value, RunError> {
     if cfg.tenants.is_empty() {
         return Err(RunError::Config("at least one --tenant NAME=IFACE".into()));
+    }
+    if let Some((name, _)) = cfg.tenants.iter().find(|(_, i)| *i == cfg.uplink) {
+        return Err(RunError::Config(format!(
+            "--tenant {name}={}: `{}` is the uplink; a tenant needs an interface of its own",
+            cfg.uplink, cfg.uplink
+        )));
+    }
+    // Each flow queue's ring is allocated up front (about 24 bytes a descriptor).
+    let descriptors = u64::from(cfg.ring) * u64::from(cfg.max_queues);
+    if descriptors > MAX_DESCRIPTORS {
+        return Err(RunError::Config(format!(
+            "--ring {} × --max-queues {} = {descriptors} descriptors: at most {MAX_DESCRIPTORS} \
+             (about 800 MB)",
+            cfg.ring, cfg.max_queues
+        )));
     }
     let ring = RingConfig {
         version: cfg.ring_version,
