@@ -1165,13 +1165,11 @@ pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec
     match p.stream(&mut reader) {
         Ok(doc) => (doc, p.diags),
         Err(e) => {
-            let f = sources.file(file);
-            let offset = f.byte_offset(e.at).min(f.text.len());
-            let span = Span {
+            let span = sources.first_char(Span {
                 file,
-                offset,
-                len: f.text[offset..].chars().next().map_or(0, char::len_utf8),
-            };
+                offset: sources.file(file).byte_offset(e.at),
+                len: 0,
+            });
             (
                 None,
                 vec![Diagnostic::new(
