@@ -175,3 +175,42 @@ nodes:
     );
     assert_eq!(rules(&good, &opts), vec![]);
 }
+
+/// A sub-policy that is not UTF-8 is `unreadable-file` at its first bad byte, in its own file
+/// and under the point that attaches it; one that cannot be read at all is `attach` at the
+/// point; a top-level file that cannot be read is `unreadable-file`.
+#[test]
+fn unreadable_files_are_named_with_their_rule() {
+    let s = Scratch::new("unreadable");
+    let sub = s.0.join("sub.yaml");
+    std::fs::write(
+        &sub,
+        b"weft: 1\nnodes:\n  - {name: caf\xe9, type: fifo}\n".as_slice(),
+    )
+    .unwrap();
+    let top = s.write("top.yaml", TOP);
+    let e = load(&top, &LoadOptions::default()).expect_err("the sub-policy is Latin-1");
+    let d: Vec<_> = e
+        .diagnostics
+        .iter()
+        .map(|d| (d.rule, e.sources.location(d.span), d.node.clone()))
+        .collect();
+    assert_eq!(
+        d,
+        vec![(
+            Rule::UnreadableFile,
+            (sub.display().to_string(), 3, 15),
+            Some("vm1".to_string())
+        )]
+    );
+    std::fs::remove_file(&sub).unwrap();
+    assert_eq!(rules(&top, &LoadOptions::default()), vec![Rule::Attach]);
+    assert_eq!(
+        rules(&s.0.join("missing.yaml"), &LoadOptions::default()),
+        vec![Rule::UnreadableFile]
+    );
+    assert_eq!(
+        rules(&s.0, &LoadOptions::default()),
+        vec![Rule::UnreadableFile]
+    );
+}

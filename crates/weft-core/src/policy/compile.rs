@@ -46,22 +46,64 @@ pub struct LoadOptions {
 /// Loads, composes and compiles the policy in `path`.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Program, PolicyError> {
     let mut c = Compiler::new(opts);
-    match std::fs::read_to_string(path) {
+    match read_policy(path) {
         Ok(text) => c.compile(path.to_path_buf(), text),
-        Err(e) => {
+        Err(Unreadable::Io(e)) => {
             let file = c.sources.add(path.to_path_buf(), Arc::from(""));
-            c.diags.push(Diagnostic::new(
-                Rule::YamlSyntax,
-                Span {
-                    file,
-                    offset: 0,
-                    len: 0,
-                },
-                format!("cannot read {}: {e}", path.display()),
-            ));
+            c.diags.push(
+                Diagnostic::new(
+                    Rule::UnreadableFile,
+                    Span {
+                        file,
+                        offset: 0,
+                        len: 0,
+                    },
+                    format!("cannot read {}: {e}", path.display()),
+                )
+                .help("give the path of a policy file (YAML, UTF-8 text)"),
+            );
+            Err(c.finish_err())
+        }
+        Err(Unreadable::NotUtf8(bad)) => {
+            let d = c.not_utf8(path, bad);
+            c.diags.push(d);
             Err(c.finish_err())
         }
     }
+}
+
+/// Why a policy file's text could not be had.
+enum Unreadable {
+    /// The system's refusal: no such file, a directory, no permission.
+    Io(std::io::Error),
+    /// The bytes are not UTF-8.
+    NotUtf8(NotUtf8),
+}
+
+/// A policy file that is not UTF-8 text.
+struct NotUtf8 {
+    /// Its text with U+FFFD in place of each invalid sequence (identical to the file up to
+    /// `offset`, so line and column there are the file's).
+    text: String,
+    /// Byte offset of the first invalid sequence.
+    offset: usize,
+    /// Its first byte.
+    byte: u8,
+}
+
+/// A policy file's text: YAML is UTF-8 here (the parser reads `str`), so other bytes are
+/// refused with the place of the first one, not read as something else.
+fn read_policy(path: &Path) -> Result<String, Unreadable> {
+    let bytes = std::fs::read(path).map_err(Unreadable::Io)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let byte = e.as_bytes()[offset];
+        Unreadable::NotUtf8(NotUtf8 {
+            text: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            offset,
+            byte,
+        })
+    })
 }
 
 /// Compiles policy text; `path` names it in diagnostics and anchors relative `policy:` files.
@@ -93,6 +135,28 @@ impl<'o> Compiler<'o> {
             nodes: Vec::new(),
             used_overrides: HashSet::new(),
         }
+    }
+
+    /// The `unreadable-file` diagnostic of a file that is not UTF-8, at its first bad byte
+    /// (the file joins the sources as [`NotUtf8::text`], so the place renders with its line).
+    fn not_utf8(&mut self, path: &Path, bad: NotUtf8) -> Diagnostic {
+        let (offset, byte) = (bad.offset, bad.byte);
+        let file = self.sources.add(path.to_path_buf(), Arc::from(bad.text));
+        // U+FFFD, which stands for the bad sequence in the text, is 3 bytes.
+        let span = Span {
+            file,
+            offset,
+            len: 3,
+        };
+        Diagnostic::new(
+            Rule::UnreadableFile,
+            span,
+            format!(
+                "{} is not UTF-8 text: byte 0x{byte:02X} here is not valid UTF-8",
+                path.display()
+            ),
+        )
+        .help("policies are UTF-8; convert the file, e.g. `iconv -f latin1 -t utf-8 OLD > NEW`")
     }
 
     fn finish_err(self) -> PolicyError {
@@ -300,9 +364,14 @@ impl<'o> Compiler<'o> {
             );
             return;
         }
-        let text = match std::fs::read_to_string(&file_path) {
+        let text = match read_policy(&file_path) {
             Ok(t) => t,
-            Err(e) => {
+            Err(Unreadable::NotUtf8(bad)) => {
+                let d = self.not_utf8(&file_path, bad).node(name);
+                self.diags.push(d);
+                return;
+            }
+            Err(Unreadable::Io(e)) => {
                 self.diags.push(
                     Diagnostic::new(
                         Rule::Attach,

@@ -12,7 +12,10 @@ use std::sync::Arc;
 /// The rule a policy broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
-    /// The file is not YAML, or cannot be read.
+    /// The policy file cannot be read: it does not exist, is not readable, is not a file, or
+    /// is not UTF-8 text.
+    UnreadableFile,
+    /// The file is not YAML.
     YamlSyntax,
     /// A key weft does not know (with a did-you-mean).
     UnknownKey,
@@ -76,7 +79,8 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, for documentation and tests.
-    pub const ALL: [Rule; 29] = [
+    pub const ALL: [Rule; 30] = [
+        Rule::UnreadableFile,
         Rule::YamlSyntax,
         Rule::UnknownKey,
         Rule::MissingKey,
@@ -111,6 +115,7 @@ impl Rule {
     /// The stable kebab-case name (`multiple-parents`).
     pub fn name(self) -> &'static str {
         match self {
+            Rule::UnreadableFile => "unreadable-file",
             Rule::YamlSyntax => "yaml-syntax",
             Rule::UnknownKey => "unknown-key",
             Rule::MissingKey => "missing-key",
