@@ -67,6 +67,8 @@ pub struct Server {
     /// The accepting threads, and how to wake each from `accept(2)` at shutdown.
     acceptors: Vec<(JoinHandle<()>, Wake)>,
     unix_path: Option<PathBuf>,
+    /// Directories made for the control socket, outermost first: removed at drop, if empty.
+    made_dirs: Vec<PathBuf>,
 }
 
 enum Wake {
@@ -95,6 +97,7 @@ impl Server {
             stop: shared.stop.clone(),
             acceptors: Vec::new(),
             unix_path: None,
+            made_dirs: Vec::new(),
         };
         if let Some(a) = metrics {
             let l = TcpListener::bind(a)
@@ -115,7 +118,7 @@ impl Server {
                 io::Error::new(e.kind(), format!("control socket {}: {e}", p.display()))
             };
             if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir).map_err(at)?;
+                server.made_dirs = make_dirs(dir).map_err(at)?;
             }
             claim_socket_path(p).map_err(at)?;
             let l = UnixListener::bind(p).map_err(at)?;
@@ -195,7 +198,21 @@ impl Drop for Server {
         if let Some(p) = &self.unix_path {
             let _ = std::fs::remove_file(p);
         }
+        for d in self.made_dirs.iter().rev() {
+            // Fails, and keeps the directory, when something else is in it.
+            let _ = std::fs::remove_dir(d);
+        }
     }
+}
+
+/// `create_dir_all`, returning the directories it made, outermost first.
+fn make_dirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .collect();
+    std::fs::create_dir_all(dir)?;
+    Ok(missing.into_iter().rev().map(Path::to_path_buf).collect())
 }
 
 /// Starts the thread that accepts `listener`'s connections (blocked in `accept(2)` until
@@ -671,5 +688,25 @@ mod tests {
         assert!(stale.exists());
         let server = Server::bind(Some(&stale), None, nothing_to_prepare()).unwrap();
         drop(server);
+    }
+
+    /// Directories made for the socket go with it; one that was there stays, and so does
+    /// one that something else has been put in meanwhile.
+    #[test]
+    fn the_control_sockets_own_directories_are_removed() {
+        let top = socket("dirs");
+        let _ = std::fs::remove_dir_all(&top);
+        let path = top.join("a/b/weft.sock");
+        let server = Server::bind(Some(&path), None, nothing_to_prepare()).unwrap();
+        assert!(path.exists());
+        drop(server);
+        assert!(!top.exists(), "{} is left behind", top.display());
+
+        std::fs::create_dir_all(top.join("a")).unwrap();
+        let server = Server::bind(Some(&path), None, nothing_to_prepare()).unwrap();
+        std::fs::write(top.join("a/b/note"), "mine").unwrap();
+        drop(server);
+        assert!(top.join("a/b/note").exists() && !path.exists());
+        std::fs::remove_dir_all(&top).unwrap();
     }
 }

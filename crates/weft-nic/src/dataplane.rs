@@ -138,16 +138,30 @@ pub const MAX_DESCRIPTORS: u64 = 1 << 25;
 /// (the lock lasts as long as the descriptor).
 #[derive(Debug)]
 struct Claim {
+    /// The lock file, locked; closing it (at drop, or when the process dies) releases it.
     _lock: std::fs::File,
+    /// Its path, removed at drop while still locked.
+    path: std::path::PathBuf,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // Removed while locked, so a daemon that opened it meanwhile finds, once it holds
+        // the lock, that the path no longer names its file, and takes a new one (below).
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Claims interface `ifname` for this process: an exclusive `flock(2)` on
 /// `/run/weft/iface-NETNS-IFINDEX.lock` (NETNS: the network namespace's inode), held while the
 /// daemon runs. Two daemons on one interface would each receive every frame (AF_PACKET hands
 /// each socket a copy) and both forward it; the second is refused, naming the first's pid.
-/// The lock ends with its process, so a killed daemon leaves no claim behind. `None` when
-/// there is nothing to claim (no such interface: opening it reports that) or no lock can be
-/// made (`/run/weft` not writable: not root).
+/// The lock ends with its process, so a killed daemon leaves no claim behind (only its file,
+/// which the next claim reuses); a daemon that exits removes its file. A lock is good only
+/// while the path still names the locked file (a daemon that exited may have removed it
+/// between our open and our lock): otherwise the claim starts again. `None` when there is
+/// nothing to claim (no such interface: opening it reports that) or no lock can be made
+/// (`/run/weft` not writable: not root).
 fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::MetadataExt;
@@ -166,29 +180,40 @@ fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> 
         return Ok(None);
     }
     let path = dir.join(format!("iface-{netns}-{ifindex}.lock"));
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-    else {
-        return Ok(None);
-    };
-    // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let mut pid = String::new();
-        let _ = f.read_to_string(&mut pid);
-        return Err(RunError::Config(format!(
-            "{what}: `{ifname}` is in use by another weft run (pid {}) in this network \
-             namespace; two would both forward every frame",
-            pid.trim()
-        )));
+    // Each retry follows another daemon's exit between our open and our lock: a few suffice.
+    for _ in 0..16 {
+        let Ok(mut f) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        else {
+            return Ok(None);
+        };
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(RunError::Config(format!(
+                "{what}: `{ifname}` is in use by another weft run (pid {}) in this network \
+                 namespace; two would both forward every frame",
+                pid.trim()
+            )));
+        }
+        let same =
+            |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+        match (f.metadata(), std::fs::metadata(&path)) {
+            (Ok(a), Ok(b)) if same(&a, &b) => {
+                let _ = f.set_len(0);
+                let _ = f.rewind();
+                let _ = write!(f, "{}", std::process::id());
+                return Ok(Some(Claim { _lock: f, path }));
+            }
+            _ => continue,
+        }
     }
-    let _ = f.set_len(0);
-    let _ = f.rewind();
-    let _ = write!(f, "{}", std::process::id());
-    Ok(Some(Claim { _lock: f }))
+    Ok(None)
 }
 
 impl RunError {
@@ -1809,8 +1834,13 @@ mod tests {
             "{e}"
         );
         assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        let path = first.as_ref().unwrap().path.clone();
+        assert!(path.exists());
         drop(first);
-        assert!(claim_interface("lo", "--uplink lo").unwrap().is_some());
+        assert!(!path.exists(), "{} is left behind", path.display());
+        let second = claim_interface("lo", "--uplink lo").unwrap();
+        assert!(second.is_some() && path.exists());
+        drop(second);
         assert!(claim_interface("no-such-if0", "--uplink x")
             .unwrap()
             .is_none());
