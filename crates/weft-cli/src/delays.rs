@@ -49,7 +49,7 @@ pub enum Series {
 }
 
 /// What `summary.json` gives of a series: percentiles, max and mean (rounded), ps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Summary {
     pub p50: u64,
     pub p90: u64,

@@ -550,18 +550,16 @@ fn classify(p: &Program, packets: &[String], json_out: bool) -> Result<(), Failu
     Ok(())
 }
 
-/// A summary entry's queueing-delay quantile `q` in microseconds, or `-` without packets.
-fn delay_us(v: &serde_json::Value, q: &str) -> String {
-    v["queueing_delay_ps"][q]
-        .as_u64()
-        .map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6))
+/// A queueing-delay figure (ps) in microseconds, or `-` without packets.
+fn delay_us(d: Option<&delays::Summary>, q: fn(&delays::Summary) -> u64) -> String {
+    d.map_or("-".to_string(), |d| format!("{:.3}", q(d) as f64 / 1e6))
 }
 
 /// The rows of a summary table (leaves or shaping classes) it shows, and what it leaves out
 /// (`summary.json` has every row).
-struct Shown<'a> {
+struct Shown<'a, T> {
     /// In policy order.
-    rows: Vec<(&'a String, &'a serde_json::Value)>,
+    rows: Vec<&'a (String, T)>,
     /// Rows left out that saw no packet and no drop.
     idle: usize,
     /// Busy rows left out: quieter than the `MAX_ROWS` shown.
@@ -569,25 +567,15 @@ struct Shown<'a> {
 }
 
 /// Rows of a summary table worth showing: all of them in a policy of at most 32
-/// (`ALL_ROWS`), else those that saw a packet or a drop, and of those at most 64
-/// (`MAX_ROWS`): the busiest by packets sent and dropped (ties: the first in the policy),
-/// shown in policy order.
-fn shown_rows(rows: Option<&serde_json::Map<String, serde_json::Value>>) -> Shown<'_> {
+/// (`ALL_ROWS`), else those that saw a packet or a drop (`offered`: packets sent and
+/// dropped), and of those at most 64 (`MAX_ROWS`): the busiest (ties: the first in the
+/// policy), shown in policy order.
+fn shown_rows<T>(rows: &[(String, T)], offered: impl Fn(&T) -> u64) -> Shown<'_, T> {
     /// Up to this many rows, idle ones are shown too (they say something in a small policy).
     const ALL_ROWS: usize = 32;
     /// At most this many busy rows: a table of 10,000 SENIC classes is for `summary.json`.
     const MAX_ROWS: usize = 64;
-    let Some(rows) = rows else {
-        return Shown {
-            rows: Vec::new(),
-            idle: 0,
-            quieter: 0,
-        };
-    };
-    let offered = |v: &serde_json::Value| {
-        v["packets"].as_u64().unwrap_or(0) + v["dropped"].as_u64().unwrap_or(0)
-    };
-    let mut busy: Vec<(usize, (&String, &serde_json::Value))> = rows
+    let mut busy: Vec<(usize, &(String, T))> = rows
         .iter()
         .enumerate()
         .filter(|(_, (_, v))| rows.len() <= ALL_ROWS || offered(v) > 0)
@@ -606,7 +594,7 @@ fn shown_rows(rows: Option<&serde_json::Map<String, serde_json::Value>>) -> Show
     }
 }
 
-impl Shown<'_> {
+impl<T> Shown<'_, T> {
     /// What the table leaves out, e.g. "38 leaves without packets or drops" or "9932 leaves
     /// with no more packets sent and dropped than the 64 shown"; `None` if nothing.
     /// `what`: the rows' plural noun; `idle`: what the idle ones lack.
@@ -640,7 +628,8 @@ fn interface_tenant(i: &serde_json::Value) -> Option<(u64, &str)> {
 
 /// The replay summary as a table: one row per leaf, then one per shaping class (in a large
 /// policy, only the busiest: [`shown_rows`]).
-fn print_summary(s: &serde_json::Value) -> Result<(), Failure> {
+fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
+    let s = &summary.head;
     // Drops by reason, the nonzero ones: "3 dropped (unclassified 2, leaf_packets 1)".
     let reasons: Vec<String> = s["drops"]
         .as_object()
@@ -684,26 +673,24 @@ fn print_summary(s: &serde_json::Value) -> Result<(), Failure> {
         "p50 delay us",
         "p99 delay us"
     )?;
-    let leaves = shown_rows(s["leaves"].as_object());
-    for &(name, v) in &leaves.rows {
-        let drops: u64 = v["drops"]
-            .as_object()
-            .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum());
+    let leaves = shown_rows(&summary.leaves, |v| v.packets + v.dropped);
+    for (name, v) in &leaves.rows {
+        let d = v.queueing_delay_ps.as_ref();
         out::outln!(
             "{:<24} {:>10} {:>14} {:>12.1} {:>8} {:>12} {:>12}",
             name,
-            v["packets"].as_u64().unwrap_or(0),
-            v["bytes"].as_u64().unwrap_or(0),
-            v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
-            drops,
-            delay_us(v, "p50"),
-            delay_us(v, "p99")
+            v.packets,
+            v.bytes,
+            v.mean_bps as f64 / 1e6,
+            v.dropped,
+            delay_us(d, |d| d.p50),
+            delay_us(d, |d| d.p99)
         )?;
     }
     if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
         out::outln!("(not shown: {out}; summary.json has every leaf)")?;
     }
-    let shapers = shown_rows(s["shapers"].as_object());
+    let shapers = shown_rows(&summary.shapers, |v| v.packets);
     if !shapers.rows.is_empty() {
         out::outln!(
             "{:<24} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12}",
@@ -716,24 +703,25 @@ fn print_summary(s: &serde_json::Value) -> Result<(), Failure> {
             "p99 delay us"
         )?;
         let mut updated = false;
-        for &(name, v) in &shapers.rows {
+        for (name, v) in &shapers.rows {
             // The limit at the end, marked when `--update` changed it.
-            let (limit, mark) = match v["rate_bps_at_end"].as_f64() {
+            let (limit, mark) = match v.rate_bps_at_end {
                 Some(r) => {
                     updated = true;
                     (r, "*")
                 }
-                None => (v["rate_bps"].as_f64().unwrap_or(0.0), " "),
+                None => (v.rate_bps, " "),
             };
+            let d = v.queueing_delay_ps.as_ref();
             out::outln!(
                 "{:<24} {:>10} {:>14} {:>12.1} {:>11.1}{mark} {:>12} {:>12}",
                 name,
-                v["packets"].as_u64().unwrap_or(0),
-                v["bytes"].as_u64().unwrap_or(0),
-                v["mean_bps"].as_f64().unwrap_or(0.0) / 1e6,
-                limit / 1e6,
-                delay_us(v, "p50"),
-                delay_us(v, "p99")
+                v.packets,
+                v.bytes,
+                v.mean_bps as f64 / 1e6,
+                limit as f64 / 1e6,
+                delay_us(d, |d| d.p50),
+                delay_us(d, |d| d.p99)
             )?;
         }
         if updated {
@@ -853,7 +841,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     .collect(),
             };
             let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
-            if let Some(held) = summary["held_at_end"].as_u64().filter(|&h| h > 0) {
+            if let Some(held) = summary.head["held_at_end"].as_u64().filter(|&h| h > 0) {
                 eprintln!(
                     "warning: {held} packets were still queued when the 64-bit picosecond clock \
                      ran out (213.5 days; a class too slow for its backlog): neither sent nor \
