@@ -559,3 +559,75 @@ nodes:
     // Had A kept its burst's finish tag, B would have gone first.
     assert_eq!(order, [100, 101, 102], "{deps:?}");
 }
+
+/// A packet a senic group's virtual time holds back goes once `V` reaches its tag, however φ
+/// moves meanwhile. SENIC Fig. 4's classes, each offered 10 Gbit/s of 1500-byte packets for
+/// 1 ms; at 100 µs c1's limit rises to 40 Gbit/s (φ 0.6 → 4.2, so both share in the ratio
+/// 40:2 while c1 is backlogged). Once c1 has sent its last packet, φ falls to 0.2 and c2 must
+/// run at its own 2 Gbit/s at once: one packet every 6 µs, never faster. When waits were
+/// fixed at the φ of the moment a packet was popped, c2 kept the 25.2 µs spacing of φ = 4.2
+/// for 13 ms after c1 went idle, then sent its backlog at the link's rate (found by a QA
+/// pass). Both engines.
+#[test]
+fn a_senic_class_speeds_up_when_another_goes_idle_after_a_rate_update() {
+    use weft_core::sched::fast::FastEngine;
+    use weft_core::sched::{link::Input, Engine, Update};
+    let p = program(SENIC_FIG4);
+    let gap = 1500 * BYTE_TIME; // 1.2 µs: 10 Gbit/s
+    let mut inputs: Vec<(u64, Input)> = Vec::new();
+    for i in 0..834u64 {
+        inputs.push((i * gap, Input::Packet(pkt(2 * i, 1500, "tag=1"))));
+        inputs.push((i * gap, Input::Packet(pkt(2 * i + 1, 1500, "tag=2"))));
+    }
+    let c1 = p.node_id("c1").unwrap();
+    let update = Update::Rate {
+        node: c1,
+        rate_bps: 40_000_000_000,
+    };
+    let at = inputs.partition_point(|(t, _)| *t < 100_000_000);
+    inputs.insert(at, (100_000_000, Input::Update(update)));
+    fn departures<E: Engine>(mut e: E, p: &Program, inputs: &[(u64, Input)]) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        link::run_inputs(&mut e, &p.link, inputs.iter().cloned(), u64::MAX, |ev| {
+            if let Event::Sent { at_ps, departure } = ev {
+                out.push((at_ps, departure.leaf));
+            }
+        });
+        out
+    }
+    let fast = departures(FastEngine::new(p.clone()), &p, &inputs);
+    let reference = departures(ReferenceEngine::new(p.clone()), &p, &inputs);
+    assert_eq!(fast, reference, "the engines differ");
+    let leaf = |name: &str| p.nodes[p.node_id(name).unwrap() as usize].leaf.unwrap();
+    let (l1, l2) = (leaf("c1"), leaf("c2"));
+    assert_eq!(fast.len(), 2 * 834);
+    let c1_end = fast
+        .iter()
+        .filter(|d| d.1 == l1)
+        .map(|d| d.0)
+        .max()
+        .unwrap();
+    let c2: Vec<u64> = fast.iter().filter(|d| d.1 == l2).map(|d| d.0).collect();
+    let after: Vec<u64> = c2.iter().copied().filter(|&t| t > c1_end).collect();
+    assert!(
+        after.len() > 100,
+        "c2 sends {} packets after c1's last",
+        after.len()
+    );
+    let six_us = 6_000_000;
+    for w in after.windows(2) {
+        let d = w[1] - w[0];
+        assert!(
+            (six_us..six_us + 2).contains(&d),
+            "c2's packets at {} and {} ps, {d} ps apart: not its 2 Gbit/s once c1 is idle",
+            w[0],
+            w[1]
+        );
+    }
+    // Its first packet after c1's last comes no later than one 6 µs gap after that.
+    assert!(
+        after[0] - c1_end <= six_us,
+        "{} ps after c1's last",
+        after[0] - c1_end
+    );
+}

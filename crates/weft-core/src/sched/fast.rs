@@ -39,7 +39,9 @@
 //!   each departure from the leaf). Drops per flow are counted in a sparse side map (drops
 //!   are rare).
 //! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow
-//!   deferral records only for flows with deferred packets.
+//!   deferral records only for flows with deferred packets. A packet that a senic group's
+//!   virtual time holds back waits in that group's own heap of `(S, seq, slot)` instead
+//!   (released once `V` reaches `S`, however φ moves meanwhile: see the reference).
 //! * **Nodes and leaves.** What every packet reads and writes at a node (parent, algorithm,
 //!   the edge parameter its parent reads, virtual time, last finish tag, SENIC backlog) is
 //!   one 64-byte [`NodeRt`]; a leaf's holdings, limits and departure counters one 64-byte
@@ -1058,6 +1060,13 @@ pub struct FastEngine {
     free: Vec<u32>,
     /// The global shaping queue: `(release time ps, seq, slot)` in a timing wheel.
     shaping_queue: TimingWheel,
+    /// Per senic index, at a group's top: the packets its virtual time holds back, by
+    /// `(S tag, seq)` (the heap's entries carry their slots); empty elsewhere.
+    senic_waiting: Vec<MinHeap>,
+    /// The senic indices of the groups' tops, in node order.
+    senic_tops: Vec<u32>,
+    /// Packets in all of `senic_waiting`.
+    senic_deferred: usize,
     /// Per flow index with packets in the shaping queue: (fseq, release time, ps).
     deferred: Deferrals,
     buckets: Vec<Bucket>,
@@ -1149,6 +1158,10 @@ impl FastEngine {
                 });
             }
         }
+        let senic_tops: Vec<u32> = (0..senic.len() as u32)
+            .filter(|&i| senic[i as usize].top == i)
+            .collect();
+        let senic_waiting = vec![MinHeap::default(); senic.len()];
         let pifo: Vec<Pifo> = prog
             .nodes
             .iter()
@@ -1247,6 +1260,9 @@ impl FastEngine {
             tags: Vec::new(),
             free: Vec::new(),
             shaping_queue: TimingWheel::default(),
+            senic_waiting,
+            senic_tops,
+            senic_deferred: 0,
             deferred: Deferrals::default(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
             popped: vec![(0, 0, 0); stride * STAGED],
@@ -1933,20 +1949,68 @@ impl FastEngine {
         }
     }
 
-    /// Moves due packets from the shaping queue back into the tree.
+    /// Moves a popped packet to its senic group's heap (`top`) until the group's `V`
+    /// reaches `st`. No per-flow deferral record: a later packet of the flow has a larger
+    /// tag at this group, so it cannot overtake (see the reference's `defer_senic`).
+    #[cold]
+    #[inline(never)]
+    fn defer_senic(&mut self, slot: u32, top: u32, st: u128) {
+        let seq = self.next_seq();
+        self.senic_waiting[top as usize].push(HeapEntry::new(st, seq, slot));
+        self.senic_deferred += 1;
+        let s = &mut self.slots[slot as usize];
+        s.flags |= DEFERRED;
+        let bytes = s.bytes;
+        for &b in self.shaping[slot as usize].as_slice() {
+            self.buckets[b as usize].hold(bytes);
+        }
+    }
+
+    /// Moves due packets back into the tree: the shaping queue's whose time has come, then
+    /// each senic group's (in node order) whose `S` its `V` has reached, in `(S, seq)` order
+    /// (the reference's order).
     fn release_due(&mut self, now: u64) {
         while let Some((t, _, slot)) = self.shaping_queue.peek() {
             if t > now {
                 break;
             }
             self.shaping_queue.pop();
-            let sl = self.slots[slot as usize];
-            for &b in self.shaping[slot as usize].as_slice() {
-                self.buckets[b as usize].unhold(sl.bytes);
-            }
-            self.deferred.remove(sl.flow, sl.fseq);
-            self.push_entries(slot);
+            self.release(slot);
         }
+        if self.senic_deferred == 0 {
+            return;
+        }
+        for i in 0..self.senic_tops.len() {
+            let top = self.senic_tops[i];
+            if self.senic_waiting[top as usize].len() == 0 {
+                continue;
+            }
+            Self::advance_group(&mut self.senic, top, now);
+            let v = self.senic[top as usize].v;
+            while let Some(e) = self.senic_waiting[top as usize].peek() {
+                if e.rank() > v {
+                    break;
+                }
+                let slot = e.v;
+                self.senic_waiting[top as usize].pop();
+                self.senic_deferred -= 1;
+                let bytes = self.slots[slot as usize].bytes;
+                for &b in self.shaping[slot as usize].as_slice() {
+                    self.buckets[b as usize].unhold(bytes);
+                }
+                self.push_entries(slot);
+            }
+        }
+    }
+
+    /// A packet from the shaping queue back into the tree.
+    fn release(&mut self, slot: u32) {
+        let sl = self.slots[slot as usize];
+        for &b in self.shaping[slot as usize].as_slice() {
+            self.buckets[b as usize].unhold(sl.bytes);
+        }
+        self.deferred.remove(sl.flow, sl.fseq);
+        self.push_entries(slot);
     }
 
     /// One pass over the nodes of a sent packet's path that a departure may update (root to
@@ -1980,10 +2044,13 @@ impl FastEngine {
         }
     }
 
-    /// When the popped packet in `slot` may be sent (`now` if at once).
-    /// Also leaves the packet's cost at each of its shaping classes in `self.costs`.
+    /// When the popped packet in `slot` may be sent as far as its shaping classes and its
+    /// flow's deferred packets go (`now` if at once), and the SENIC tag that holds it back,
+    /// if one does: `(top, S, when at the current φ)`, the first of the longest waits (as
+    /// the reference engine's `senic_binding`). Also leaves the packet's cost at each of its
+    /// shaping classes in `self.costs`.
     #[inline(always)]
-    fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> u64 {
+    fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> (u64, Option<(u32, u128, u64)>) {
         let mut at = now;
         // Borrowed, not copied: a copy of the fixed-capacity path moves every entry.
         let FastEngine {
@@ -2003,20 +2070,24 @@ impl FastEngine {
             });
         }
         let base = slot as usize * self.stride;
+        let mut bind: Option<(u32, u128, u64)> = None;
         for k in 0..s.n_senic as usize {
             let (top, st) = self.tags[base + k];
             Self::advance_group(&mut self.senic, top, now);
             let g = &self.senic[top as usize];
             if g.v < st {
                 let wait = senic_wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
-                at = at.max(now.saturating_add(wait));
+                let t = now.saturating_add(wait);
+                if bind.is_none_or(|(_, _, b)| t > b) {
+                    bind = Some((top, st, t));
+                }
             }
         }
         // Per-flow order: never ahead of an earlier packet of the flow still deferred.
         if !self.deferred.is_empty() {
             at = at.max(self.deferred.until_before(s.flow, s.fseq));
         }
-        at
+        (at, bind)
     }
 
     /// Enqueues `n <= STAGED` packets arriving together, `packet(i)` and `class(i)` giving
@@ -2134,7 +2205,15 @@ impl FastEngine {
         // packets (a packet of a flow with none deferred is never held back for order).
         let shaped = !self.shaping[slot as usize].as_slice().is_empty();
         if shaped || s.n_senic != 0 || !self.deferred.is_empty() {
-            let eligible_at = self.eligible_at(&s, slot, now);
+            let (eligible_at, senic) = self.eligible_at(&s, slot, now);
+            // The longer wait decides where it waits: its senic group's `V` (re-checked
+            // against the rest on its return), or the shaping queue's clock.
+            if let Some((top, st, at)) = senic {
+                if at >= eligible_at {
+                    self.defer_senic(slot, top, st);
+                    return None;
+                }
+            }
             if eligible_at > now {
                 self.defer(slot, eligible_at);
                 return None;
@@ -2367,7 +2446,7 @@ impl Engine for FastEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        if self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
+        if self.senic_deferred != 0 || self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
             self.release_due(now);
         }
         loop {
@@ -2383,7 +2462,7 @@ impl Engine for FastEngine {
             // As no call of `dequeue` at all: the shaping queue is left as it is.
             return 0;
         }
-        if self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
+        if self.senic_deferred != 0 || self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
             self.release_due(now);
         }
         let mut sent = 0;
@@ -2451,7 +2530,21 @@ impl Engine for FastEngine {
     }
 
     fn next_wakeup(&self) -> Option<u64> {
-        self.shaping_queue.peek().map(|e| e.0)
+        let shaping = self.shaping_queue.peek().map(|e| e.0);
+        if self.senic_deferred == 0 {
+            return shaping;
+        }
+        let senic = self.senic_tops.iter().filter_map(|&top| {
+            let st = self.senic_waiting[top as usize].peek()?.rank();
+            let g = &self.senic[top as usize];
+            Some(if st <= g.v {
+                g.t
+            } else {
+                let wait = senic_wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
+                g.t.saturating_add(wait)
+            })
+        });
+        shaping.into_iter().chain(senic).min()
     }
 
     fn backlog(&self) -> usize {

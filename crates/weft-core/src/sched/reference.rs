@@ -23,6 +23,13 @@
 //! * leaves: `fifo` flows rank by `now`; `fair` flows by STFQ across flows with the leaf's
 //!   flow quantum.
 //!
+//! A packet popped before `S ≤ V` waits in its senic group's own queue, ordered by `S`, and
+//! goes back into the tree once the group's `V` has reached its `S`: how soon depends on φ
+//! from then on, so the wait is not fixed when the packet is popped (a real-time estimate
+//! made with φ of that moment was late whenever φ fell meanwhile: when another class went
+//! idle, or a live update lowered a rate). [`Engine::next_wakeup`] gives the time the
+//! earliest of them becomes eligible at the current φ.
+//!
 //! Shaping classes are token buckets (`rate`, `burst`), checked when a packet is dequeued and
 //! charged when it is actually sent, so the bytes a class sends in any window never exceed
 //! `rate × window + burst` even when the tree delays a packet past its transmit time. (Loom
@@ -351,6 +358,9 @@ struct SenicState {
     child_backlog: HashMap<NodeId, u64>,
     /// Last finish tag per child.
     last_f: HashMap<NodeId, u128>,
+    /// At a group's top: its packets popped before they were eligible, `(S tag, seq) →
+    /// slot`, each back into the tree once `v` reaches its `S`.
+    waiting: BTreeMap<(u128, u64), usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -390,6 +400,9 @@ pub struct ReferenceEngine {
     free: Vec<usize>,
     /// The global shaping queue: (eligible time, seq) → slot.
     shaping_queue: BTreeMap<(u64, u64), usize>,
+    /// The tops of the senic groups (senic nodes whose parent is not one), in node order:
+    /// where packets wait for their group's virtual time ([`SenicState::waiting`]).
+    senic_tops: Vec<NodeId>,
     /// Per (leaf, flow): (flow sequence, release time) of its packets in the shaping queue.
     /// A packet is never sent before an earlier packet of its flow is released, so deferral
     /// never reorders a flow (release times are estimates when a senic node's φ changes, and
@@ -448,6 +461,10 @@ impl ReferenceEngine {
             .iter()
             .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
             .collect();
+        let is_senic = |n: NodeId| matches!(prog.nodes[n as usize].algo, Algo::Senic { .. });
+        let senic_tops = (0..prog.nodes.len() as NodeId)
+            .filter(|&n| is_senic(n) && !prog.nodes[n as usize].parent.is_some_and(is_senic))
+            .collect();
         ReferenceEngine {
             params: Params::new(&prog),
             nodes: vec![NodeState::default(); prog.nodes.len()],
@@ -461,6 +478,7 @@ impl ReferenceEngine {
             slab: Vec::new(),
             free: Vec::new(),
             shaping_queue: BTreeMap::new(),
+            senic_tops,
             deferred: HashMap::new(),
             flow_next: HashMap::new(),
             seq: 0,
@@ -808,40 +826,95 @@ impl ReferenceEngine {
         }
     }
 
-    /// When a packet that is not yet eligible at a senic node may become so.
-    fn senic_eligible_at(&mut self, held_senic: &[(NodeId, u128)], now: u64) -> u64 {
-        let mut at = now;
+    /// Whether a packet with SENIC tags `held_senic` may leave at `now`: `None` if every
+    /// group's `V` has reached its tag; else the tag that binds, `(top, S)`, the first of
+    /// those whose wait at the current φ is longest, and when that wait ends.
+    fn senic_binding(
+        &mut self,
+        held_senic: &[(NodeId, u128)],
+        now: u64,
+    ) -> Option<(NodeId, u128, u64)> {
+        let mut bind = None;
         for &(n, s) in held_senic {
             let top = self.senic_top(n);
             self.senic_advance(top, now);
             let st = &self.nodes[top as usize].senic;
             if st.v < s {
                 let cap = self.senic_capacity(top) as u128;
-                at = at.max(now.saturating_add(senic_wait_ps(s, st.v, cap, st.backlog_rate)));
+                let at = now.saturating_add(senic_wait_ps(s, st.v, cap, st.backlog_rate));
+                if bind.is_none_or(|(_, _, b)| at > b) {
+                    bind = Some((top, s, at));
+                }
             }
         }
-        at
+        bind
     }
 
+    /// Moves a popped packet to its senic group's queue until the group's `V` reaches `s`.
+    /// Unlike the shaping queue's packets, it needs no entry in `deferred` to keep its flow
+    /// in order: a later packet of the flow has a larger tag at every senic node of their
+    /// path (`S = max(V, lastF)`, and `lastF` is past this packet's `S`), so it is not
+    /// eligible at this group before this packet is, and this packet is back in the tree
+    /// by then (every dequeue releases first).
+    fn defer_senic(&mut self, slot: usize, top: NodeId, s: u128) {
+        let seq = self.next_seq();
+        self.nodes[top as usize]
+            .senic
+            .waiting
+            .insert((s, seq), slot);
+        let h = self.slab[slot].as_mut().expect("held");
+        h.was_deferred = true;
+        let (bytes, shaping) = (h.pkt.bytes, h.shaping);
+        for &b in shaping.as_slice() {
+            self.buckets[b as usize].hold(bytes);
+        }
+    }
+
+    /// Moves due packets back into the tree: the shaping queue's whose time has come, in
+    /// time order, then each senic group's (in node order) whose `S` its `V` has reached,
+    /// in `S` order.
     fn release_due(&mut self, now: u64) {
         while let Some((&(t, seq), &slot)) = self.shaping_queue.first_key_value() {
             if t > now {
                 break;
             }
             self.shaping_queue.remove(&(t, seq));
-            let h = self.slab[slot].as_ref().expect("deferred packet");
-            let (key, fseq, bytes) = ((h.leaf, h.flow), h.fseq, h.pkt.bytes);
-            for &b in h.shaping.as_slice() {
-                self.buckets[b as usize].unhold(bytes);
+            self.release(slot);
+        }
+        for i in 0..self.senic_tops.len() {
+            let top = self.senic_tops[i];
+            if self.nodes[top as usize].senic.waiting.is_empty() {
+                continue;
             }
-            if let Some(d) = self.deferred.get_mut(&key) {
-                d.remove(&fseq);
-                if d.is_empty() {
-                    self.deferred.remove(&key);
+            self.senic_advance(top, now);
+            loop {
+                let st = &mut self.nodes[top as usize].senic;
+                let v = st.v;
+                match st.waiting.first_entry() {
+                    Some(e) if e.key().0 <= v => {
+                        let slot = e.remove();
+                        self.release(slot);
+                    }
+                    _ => break,
                 }
             }
-            self.push_entries(slot);
         }
+    }
+
+    /// A deferred packet back into the tree (and out of `deferred`, if there).
+    fn release(&mut self, slot: usize) {
+        let h = self.slab[slot].as_ref().expect("deferred packet");
+        let (key, fseq, bytes) = ((h.leaf, h.flow), h.fseq, h.pkt.bytes);
+        for &b in h.shaping.as_slice() {
+            self.buckets[b as usize].unhold(bytes);
+        }
+        if let Some(d) = self.deferred.get_mut(&key) {
+            d.remove(&fseq);
+            if d.is_empty() {
+                self.deferred.remove(&key);
+            }
+        }
+        self.push_entries(slot);
     }
 
     /// Pops the PIFO path from the root: returns the slot of the leaf's smallest packet and
@@ -953,14 +1026,24 @@ impl Engine for ReferenceEngine {
                 })
                 .max()
                 .unwrap_or(now);
-            if !senic.is_empty() {
-                eligible_at = eligible_at.max(self.senic_eligible_at(&senic, now));
-            }
+            let senic_bind = if senic.is_empty() {
+                None
+            } else {
+                self.senic_binding(&senic, now)
+            };
             // Per-flow order: never ahead of an earlier packet of the flow still deferred.
             let key = held_key;
             if let Some(d) = self.deferred.get(&key) {
                 for (_, &until) in d.range(..fseq) {
                     eligible_at = eligible_at.max(until);
+                }
+            }
+            // The longer wait decides where it waits: its senic group's `V` (re-checked
+            // against the rest on its return), or the shaping queue's clock.
+            if let Some((top, s, at)) = senic_bind {
+                if at >= eligible_at {
+                    self.defer_senic(slot, top, s);
+                    continue;
                 }
             }
             if eligible_at > now {
@@ -1049,7 +1132,18 @@ impl Engine for ReferenceEngine {
     }
 
     fn next_wakeup(&self) -> Option<u64> {
-        self.shaping_queue.keys().next().map(|&(t, _)| t)
+        let shaping = self.shaping_queue.keys().next().map(|&(t, _)| t);
+        let senic = self.senic_tops.iter().filter_map(|&top| {
+            let st = &self.nodes[top as usize].senic;
+            let &(s, _) = st.waiting.keys().next()?;
+            let cap = self.senic_capacity(top) as u128;
+            Some(if s <= st.v {
+                st.t
+            } else {
+                st.t.saturating_add(senic_wait_ps(s, st.v, cap, st.backlog_rate))
+            })
+        });
+        shaping.into_iter().chain(senic).min()
     }
 
     fn backlog(&self) -> usize {
