@@ -115,7 +115,7 @@ pub fn to_json(err: &PolicyError) -> Vec<serde_json::Value> {
 /// Prints every diagnostic of `err` to stderr.
 pub fn report(err: &PolicyError, plain: bool) {
     if plain {
-        eprintln!("{}", err.render_plain());
+        crate::out::errln!("{}", err.render_plain());
         return;
     }
     let theme = if std::io::stderr().is_terminal() {
@@ -130,6 +130,6 @@ pub fn report(err: &PolicyError, plain: bool) {
         if handler.render_report(&mut s, &r).is_err() {
             s = err.render_one(d);
         }
-        eprintln!("{s}");
+        crate::out::errln!("{s}");
     }
 }

@@ -362,6 +362,16 @@ impl From<(u8, String)> for Failure {
     }
 }
 
+/// A replay's failure: its input (exit 2) or its outputs (exit 1).
+impl From<replay::Error> for Failure {
+    fn from(e: replay::Error) -> Failure {
+        Failure {
+            code: e.code(),
+            message: Some(e.message().to_string()),
+        }
+    }
+}
+
 impl Failure {
     fn usage(msg: impl Into<String>) -> Failure {
         Failure {
@@ -440,7 +450,7 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<
     }
     if failed > 0 {
         if files.len() > 1 && !json {
-            eprintln!("{failed} of {} policies invalid", files.len());
+            out::errln!("{failed} of {} policies invalid", files.len());
         }
         return Err(Failure {
             code: 2,
@@ -550,6 +560,18 @@ fn classify(p: &Program, packets: &[String], json_out: bool) -> Result<(), Failu
     Ok(())
 }
 
+/// A span of picoseconds in the largest unit it reaches, to 3 decimals: `1.950 ms`,
+/// `1.859 us`, `640 ps`.
+fn span_text(ps: u64) -> String {
+    for (unit, scale) in [("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)] {
+        // (999.9996 us reads 1.000 ms, not 1000.000 us.)
+        if ps as f64 >= scale * 0.9995 {
+            return format!("{:.3} {unit}", ps as f64 / scale);
+        }
+    }
+    format!("{ps} ps")
+}
+
 /// A queueing-delay figure (ps) in microseconds, or `-` without packets.
 fn delay_us(d: Option<&delays::Summary>, q: fn(&delays::Summary) -> u64) -> String {
     d.map_or("-".to_string(), |d| format!("{:.3}", q(d) as f64 / 1e6))
@@ -644,12 +666,25 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     } else {
         format!(" ({})", reasons.join(", "))
     };
+    // Packets the clock ran out on, when there are any (packets = sent + dropped + held).
+    let held = match s["held_at_end"].as_u64().unwrap_or(0) {
+        0 => String::new(),
+        n => format!(", {n} held at the end"),
+    };
+    // The span the mean rates are over: the first arrival to the end of the last frame (not
+    // `end_ps`, a time on the trace's clock: a trace may start at 1 s).
+    let span = match s["packets"].as_u64().unwrap_or(0) {
+        0 => String::new(),
+        _ => format!(
+            ", {} from the first arrival",
+            span_text(s["span_ps"].as_u64().unwrap_or(0))
+        ),
+    };
     out::outln!(
-        "{} packets, {} sent, {} dropped{why}, {:.3} ms",
+        "{} packets, {} sent, {} dropped{why}{held}{span}",
         s["packets"],
         s["sent"],
         s["dropped"],
-        s["duration_ps"].as_u64().unwrap_or(0) as f64 / 1e9
     )?;
     // A capture's interfaces: "capture: ta (tenant 1, a): 1100 records, tb ...".
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
@@ -840,9 +875,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     .chain(options(&l)?.attach.into_iter().map(|(_, f)| f))
                     .collect(),
             };
-            let summary = replay::replay(p, &trace, &out, opts).map_err(Failure::usage)?;
+            let summary = replay::replay(p, &trace, &out, opts)?;
             if let Some(held) = summary.head["held_at_end"].as_u64().filter(|&h| h > 0) {
-                eprintln!(
+                out::errln!(
                     "warning: {held} packets were still queued when the 64-bit picosecond clock \
                      ran out (213.5 days; a class too slow for its backlog): neither sent nor \
                      dropped (summary.json: held_at_end)"
@@ -851,9 +886,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             // The files first: a reader of the table that stops early (`| head`) must not
             // cost the summary.
             let summary_path = out.join("summary.json");
-            let cannot = |e: std::io::Error| Failure {
-                code: 1,
-                message: Some(format!("cannot write {}: {e}", summary_path.display())),
+            // The other outputs go too (see `replay::discard`).
+            let cannot = |e: std::io::Error| {
+                let e =
+                    replay::Error::Output(format!("cannot write {}: {e}", summary_path.display()));
+                Failure::from(replay::discard(&out, e))
             };
             if j {
                 // The text once, for the file and for stdout.
@@ -867,7 +904,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
                 file.write_all(b"\n").map_err(cannot)?;
                 file.into_inner().map_err(|e| cannot(e.into_error()))?;
-                eprintln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
+                out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
                 print_summary(&summary)?;
             }
             Ok(())
@@ -942,7 +979,7 @@ fn main() -> ExitCode {
         Err(f) => {
             // (No message after a closed pipe: the reader has gone.)
             if let Some(m) = f.message.filter(|m| !m.is_empty()) {
-                eprintln!("error: {m}");
+                out::errln!("error: {m}");
             }
             ExitCode::from(f.code)
         }

@@ -5,6 +5,10 @@
 //! ignores that signal, so `println!` would panic instead), having written its files
 //! first. Any other failure to write (a full disk, `> /dev/full`) is an error, exit 1:
 //! output is never lost without a word.
+//!
+//! Standard error, where diagnostics and progress go ([`errln!`]): a failure to write there
+//! (`2>/dev/full`, a closed pipe) is ignored, as `eprintln!` would panic (exit 101): with
+//! nowhere to say anything, the exit status still says how the command went.
 
 use std::io::Write;
 
@@ -36,3 +40,16 @@ macro_rules! outln {
     };
 }
 pub(crate) use outln;
+
+/// Writes `text` to stderr; a failure to write is ignored (see the module doc).
+pub fn err(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// `eprintln!` that does not panic when stderr cannot be written: `errln!("warning: {x}")`.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::out::err(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use errln;

@@ -31,7 +31,9 @@
 //!   terminal; otherwise one plain line every 2^20 rows at most once a second, and a final
 //!   line.
 //!
-//! Errors name the trace file and line (`t.csv:3: ...`); the CLI exits 2 on them.
+//! Errors name the trace file and line (`t.csv:3: ...`); the CLI exits 2 on them, and 1 when
+//! an output cannot be written ([`Error`]). A replay that fails once `--out` is ready removes
+//! the outputs it wrote ([`discard`]): no partial `departures.csv` that looks complete.
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Read, Write};
@@ -45,7 +47,7 @@ use crate::updates::Scheduled;
 
 use crate::delays::{Delays, Series, Summary};
 use serde_json::{json, Map, Value};
-use weft_core::classifier::{Field, PacketMeta};
+use weft_core::classifier::{Field, FieldMask, PacketMeta, FIELDS};
 use weft_core::policy::{Classification, Program, ShapingPath};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::{self, Event};
@@ -193,14 +195,82 @@ impl serde::Serialize for ReplaySummary {
     }
 }
 
+/// Why a replay failed: what it was given (the trace, `--out`, `--tenant`), which the CLI
+/// exits 2 on, or writing its outputs (a full disk, a file size limit), exit 1.
+#[derive(Debug)]
+pub enum Error {
+    Input(String),
+    Output(String),
+}
+
+impl Error {
+    /// The exit status (see the CLI's module doc).
+    pub fn code(&self) -> u8 {
+        match self {
+            Error::Input(_) => 2,
+            Error::Output(_) => 1,
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Error::Input(m) | Error::Output(m) => m,
+        }
+    }
+
+    fn map(self, f: impl FnOnce(String) -> String) -> Error {
+        match self {
+            Error::Input(m) => Error::Input(f(m)),
+            Error::Output(m) => Error::Output(f(m)),
+        }
+    }
+}
+
+/// "cannot write FILE: ERROR", an output error.
+fn cannot_write(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Output(format!("cannot write {}: {e}", path.display()))
+}
+
+/// Removes the replay's outputs from `out` (those there are).
+fn remove_outputs(out: &Path) -> Result<(), String> {
+    for name in OUTPUTS {
+        let path = out.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove {}: {e}", path.display()))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A replay into `out` (made ready by [`replay`]) failed with `e`: its outputs are removed,
+/// so none is taken for a whole run's (a trace that fails at its millionth row left a
+/// million departures and a `drops.csv` that read as complete), and `e` says so.
+pub fn discard(out: &Path, e: Error) -> Error {
+    let note = match remove_outputs(out) {
+        Ok(()) => format!(
+            "note: nothing was kept in {}: a replay that fails removes what it wrote",
+            out.display()
+        ),
+        Err(r) => format!("note: {r}: its outputs may be partial"),
+    };
+    e.map(|m| format!("{m}\n{note}"))
+}
+
 /// Makes `--out` ready: created if need be; refused if it is a file, or if an output would
 /// replace an input (the trace, the policy); the outputs of an earlier replay removed, so a
 /// replay that fails leaves no mixture of two runs (and no `summary.json`).
-fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), String> {
+fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), Error> {
     if out.exists() && !out.is_dir() {
-        return Err(format!("--out {}: a file, not a directory", out.display()));
+        return Err(Error::Input(format!(
+            "--out {}: a file, not a directory",
+            out.display()
+        )));
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| Error::Output(format!("cannot create {}: {e}", out.display())))?;
     let same = |a: &Path, b: &Path| {
         use std::os::unix::fs::MetadataExt;
         match (std::fs::metadata(a), std::fs::metadata(b)) {
@@ -214,24 +284,15 @@ fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), Strin
             .chain(inputs.iter().map(PathBuf::as_path))
             .find(|i| same(&path, i))
         {
-            return Err(format!(
+            return Err(Error::Input(format!(
                 "--out {}: the replay would overwrite its own input {} with its {name}; \
                  choose another directory",
                 out.display(),
                 input.display()
-            ));
+            )));
         }
     }
-    for name in OUTPUTS {
-        let path = out.join(name);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("cannot replace {}: {e}", path.display()))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+    remove_outputs(out).map_err(Error::Output)
 }
 
 /// `inputs` (in time order) with `updates` (in time order) merged in, each update before
@@ -269,6 +330,80 @@ const META_COLUMNS: &[&str] = &[
     "deadline_ps",
     "slack_ps",
 ];
+
+/// The fields `prog` matches on that no packet of `source` carries, as a warning: a CSV
+/// trace's packets carry the fields it has columns for; a capture's every header field, and
+/// `tenant` and `vm` only with `--tenant` (`tenants`), never `cgroup` or `tag`. Such a match
+/// takes no packet, and every packet may end up dropped as `unclassified` without a word.
+fn unmatched_fields(
+    prog: &Program,
+    source: &Source,
+    tenants: bool,
+    trace_name: &str,
+) -> Option<String> {
+    let carried: FieldMask = match source {
+        Source::Csv { cols, .. } => cols
+            .iter()
+            .filter_map(|(_, c, _)| match c {
+                Col::Field(f) => Some(f.bit()),
+                _ => None,
+            })
+            .fold(0, |m, b| m | b),
+        Source::Capture(_) => {
+            let mut never = Field::Cgroup.bit() | Field::Tag.bit();
+            if !tenants {
+                never |= Field::Tenant.bit() | Field::Vm.bit();
+            }
+            !never
+        }
+    };
+    // Per field: the nodes and shaping classes whose own match names it.
+    let matches = prog
+        .nodes
+        .iter()
+        .map(|n| (&n.name, &n.matches))
+        .chain(prog.shapers.iter().map(|s| (&s.name, &s.matches)));
+    let mut missing: Vec<(Field, Vec<&str>)> = Vec::new();
+    for (name, m) in matches {
+        for f in FIELDS {
+            if m.fields() & f.bit() & !carried == 0 {
+                continue;
+            }
+            match missing.iter_mut().find(|(g, _)| *g == f) {
+                Some((_, names)) => names.push(name),
+                None => missing.push((f, vec![name])),
+            }
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    missing.sort_by_key(|(f, _)| *f);
+    let fields: Vec<String> = missing
+        .iter()
+        .map(|(f, names)| {
+            let shown = names.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+            let more = match names.len() {
+                n if n > 3 => format!(" and {} more", n - 3),
+                _ => String::new(),
+            };
+            format!("{} ({shown}{more})", f.name())
+        })
+        .collect();
+    let lacks = match source {
+        Source::Csv { .. } => format!("which {trace_name} has no column for"),
+        Source::Capture(_) => format!(
+            "which the packets of {trace_name} do not carry (a captured frame has no cgroup or \
+             tag; tenant and vm come from --tenant)"
+        ),
+    };
+    Some(format!(
+        "{} matches on {}, {lacks}: no packet can match there, and a packet that no other \
+         node takes is dropped as unclassified",
+        prog.name,
+        fields.join(" and ")
+    ))
+}
 
 /// A trace problem, with its line.
 #[derive(Debug)]
@@ -461,25 +596,28 @@ impl Progress {
             b.set_message(self.message(rows));
         } else if rows.is_multiple_of(1 << 20) && self.last_line.elapsed().as_secs() >= 1 {
             self.last_line = Instant::now();
-            eprintln!("replay: {}", self.message(rows));
+            crate::out::errln!("replay: {}", self.message(rows));
         }
     }
 
     fn finish(&self, rows: u64) {
         match &self.bar {
             Some(b) => b.finish_and_clear(),
-            None => eprintln!("replay: {} (done)", self.message(rows)),
+            None => crate::out::errln!("replay: {} (done)", self.message(rows)),
         }
     }
 }
 
-/// Runs the replay; returns the summary JSON.
+/// Runs the replay; returns the summary (`summary.json` is the caller's to write, and on a
+/// failure to write it, to [`discard`] the rest). A replay that fails removes what it wrote.
 pub fn replay(
     prog: Arc<Program>,
     trace: &Path,
     out: &Path,
     opts: Options,
-) -> Result<ReplaySummary, String> {
+) -> Result<ReplaySummary, Error> {
+    // Refused here, nothing is touched (an output that would replace an input among them).
+    prepare_out(out, trace, &opts.inputs)?;
     match opts.engine {
         EngineKind::Fast => {
             let e = FastEngine::with_options(prog.clone(), opts.engine_options);
@@ -490,6 +628,7 @@ pub fn replay(
             run(e, prog, trace, out, opts)
         }
     }
+    .map_err(|e| discard(out, e))
 }
 
 fn run<E: Engine>(
@@ -498,11 +637,10 @@ fn run<E: Engine>(
     trace: &Path,
     out: &Path,
     opts: Options,
-) -> Result<ReplaySummary, String> {
-    prepare_out(out, trace, &opts.inputs)?;
+) -> Result<ReplaySummary, Error> {
     let trace_name = trace.display().to_string();
-    let mut file =
-        File::open(trace).map_err(|e| format!("cannot read {}: {e}", trace.display()))?;
+    let mut file = File::open(trace)
+        .map_err(|e| Error::Input(format!("cannot read {}: {e}", trace.display())))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     // The first bytes tell a capture from a CSV trace; the reader gets them back (the trace
     // is read once, so a pipe will do).
@@ -510,21 +648,24 @@ fn run<E: Engine>(
     (&mut file)
         .take(4)
         .read_to_end(&mut head)
-        .map_err(|e| format!("cannot read {trace_name}: {e}"))?;
+        .map_err(|e| Error::Input(format!("cannot read {trace_name}: {e}")))?;
     let is_capture = capture::is_capture(&head);
     let input = std::io::Cursor::new(head).chain(file);
     let mut source = if is_capture {
-        Source::Capture(Capture::open(
-            trace_name.clone(),
-            input,
-            &opts.tenants,
-            opts.reorder_window,
-        )?)
+        Source::Capture(
+            Capture::open(
+                trace_name.clone(),
+                input,
+                &opts.tenants,
+                opts.reorder_window,
+            )
+            .map_err(Error::Input)?,
+        )
     } else if let Some((name, iface)) = opts.tenants.first() {
-        return Err(format!(
+        return Err(Error::Input(format!(
             "--tenant {name}={iface}: tenants are given to a packet capture's interfaces, and \
              {trace_name} is a CSV trace (give it a `tenant` column)"
-        ));
+        )));
     } else {
         let mut rdr = csv::ReaderBuilder::new()
             .comment(Some(b'#'))
@@ -536,12 +677,12 @@ fn run<E: Engine>(
             .headers()
             .map_err(|e| {
                 let line = line_at(trace, e.position().map(|p| p.byte()), 1);
-                format!("{trace_name}:{line}: {}", csv_error(&e))
+                Error::Input(format!("{trace_name}:{line}: {}", csv_error(&e)))
             })?
             .clone();
         let cols = columns(&headers).map_err(|e| {
             let line = line_at(trace, headers.position().map(|p| p.byte()), e.line);
-            format!("{trace_name}:{line}: {}", e.message)
+            Error::Input(format!("{trace_name}:{line}: {}", e.message))
         })?;
         Source::Csv {
             rdr,
@@ -549,15 +690,14 @@ fn run<E: Engine>(
             record: csv::StringRecord::new(),
         }
     };
+    if let Some(w) = unmatched_fields(&prog, &source, !opts.tenants.is_empty(), &trace_name) {
+        crate::out::errln!("warning: {w}");
+    }
     let dep_path: PathBuf = out.join("departures.csv");
     let drop_path: PathBuf = out.join("drops.csv");
-    let mut deps = BufWriter::new(
-        File::create(&dep_path).map_err(|e| format!("cannot write {}: {e}", dep_path.display()))?,
-    );
-    let mut drops = BufWriter::new(
-        File::create(&drop_path)
-            .map_err(|e| format!("cannot write {}: {e}", drop_path.display()))?,
-    );
+    let mut deps = BufWriter::new(File::create(&dep_path).map_err(|e| cannot_write(&dep_path, e))?);
+    let mut drops =
+        BufWriter::new(File::create(&drop_path).map_err(|e| cannot_write(&drop_path, e))?);
     // The first failed write, and its file.
     let mut write_error: Option<(&Path, std::io::Error)> = None;
     let mut check = |file: &'static str, r: std::io::Result<()>| {
@@ -734,7 +874,7 @@ fn run<E: Engine>(
                 update,
                 error,
             } => {
-                eprintln!("replay: an update at {at_ps} ps was refused: {error}");
+                crate::out::errln!("replay: an update at {at_ps} ps was refused: {error}");
                 rejected.push((at_ps, update));
             }
         },
@@ -753,12 +893,12 @@ fn run<E: Engine>(
         };
         match (c.out_of_order(), c.reordered()) {
             (0, _) => {}
-            (n, 0) => eprintln!(
+            (n, 0) => crate::out::errln!(
                 "replay: {n} records of {trace_name} were earlier than one before them in the \
                  file (as in a capture of several interfaces); the reorder window ({window}) \
                  replayed them in time order (summary.json: capture_out_of_order)"
             ),
-            (n, late) => eprintln!(
+            (n, late) => crate::out::errln!(
                 "warning: {n} records of {trace_name} were earlier than one before them in the \
                  file, {late} of them more than the reorder window ({window}) away: \
                  each of those was replayed at the latest time seen so far \
@@ -766,7 +906,7 @@ fn run<E: Engine>(
             ),
         }
         if let Some(r) = c.truncated_at() {
-            eprintln!(
+            crate::out::errln!(
                 "warning: {trace_name}: record {r}: the file ends inside this record (a \
                  capture still being written, or cut short); the {} records before it were \
                  replayed (summary.json: capture_truncated_at)",
@@ -782,7 +922,7 @@ fn run<E: Engine>(
                 .iter()
                 .map(|i| i.name.clone().unwrap_or_else(|| i.index.to_string()))
                 .collect();
-            eprintln!(
+            crate::out::errln!(
                 "warning: --tenant {name}={iface}: {trace_name} has no interface {iface} \
                  (its interfaces: {}); no packet has tenant {k_1}",
                 names.join(", "),
@@ -799,12 +939,12 @@ fn run<E: Engine>(
         p.finish(rows);
     }
     if let Some(e) = error {
-        return Err(e);
+        return Err(Error::Input(e));
     }
     check("departures.csv", deps.flush());
     check("drops.csv", drops.flush());
     if let Some((file, e)) = write_error {
-        return Err(format!("cannot write {}: {e}", out.join(file).display()));
+        return Err(cannot_write(&out.join(file), e));
     }
     let timeline =
         timeline.unwrap_or_else(|| Timeline::new(series_names, first_t.get().unwrap_or(0)));
@@ -815,7 +955,7 @@ fn run<E: Engine>(
         ("delay.svg", delay_svg),
     ] {
         let path = out.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, text).map_err(|e| cannot_write(&path, e))?;
     }
 
     // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
@@ -973,8 +1113,7 @@ fn run<E: Engine>(
         shapers,
     };
     let path = out.join("index.html");
-    std::fs::write(&path, index_html(&summary))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, index_html(&summary)).map_err(|e| cannot_write(&path, e))?;
     Ok(summary)
 }
 

@@ -12,11 +12,14 @@
 //!   (the policy's, or an earlier update's), so updates are resolved here in time order.
 //! * **Checked before the run**: an unknown name, a field the node's parent does not read,
 //!   or a value a policy file could not hold is a usage error (exit 2) naming the flag, and
-//!   [`check_update`] is asked what the engines would refuse. An update applies to packets
-//!   that arrive at its time or later (it goes before them), and changes nothing queued.
+//!   [`check_update`] is asked what the engines would refuse; so is a `senic` rate that
+//!   breaks rule senic-oversubscribed with the rates the earlier flags left
+//!   ([`check_senic`]). An update applies to packets that arrive at its time or later (it
+//!   goes before them), and changes nothing queued.
 //!
 //! Cost: O(nodes) per flag to find its name, once.
 
+use weft_core::policy::compile::senic_oversubscribed_message;
 use weft_core::policy::parse::suggest;
 use weft_core::policy::{Algo, Program};
 use weft_core::sched::{check_update, Update, LAST_ARRIVAL_PS};
@@ -110,7 +113,68 @@ pub fn parse_all(prog: &Program, flags: &[String]) -> Result<Vec<Scheduled>, Str
             update,
         });
     }
+    check_senic(prog, &out)?;
     Ok(out)
+}
+
+/// Rule senic-oversubscribed as the updates change rates (`updates` in time order): in
+/// SENIC's two-level form the L1 classes' rates must not add up to more than their node's
+/// capacity, as in a policy file. Checked once the flags of an instant are all applied (no
+/// packet sees the state between two of them: `1ms:a.rate=8gbit --update 1ms:b.rate=1gbit`
+/// moves a gigabit from b to a), on the rates and capacities the earlier flags left.
+fn check_senic(prog: &Program, updates: &[Scheduled]) -> Result<(), String> {
+    if !updates
+        .iter()
+        .any(|u| matches!(u.update, Update::Rate { .. }))
+    {
+        return Ok(());
+    }
+    let is_senic = |n: u32| matches!(prog.nodes[n as usize].algo, Algo::Senic { .. });
+    // A node's rate under its parent, and a senic node's capacity (0 for the others).
+    let mut rate: Vec<u64> = prog.nodes.iter().map(|n| n.edge.rate_bps).collect();
+    let mut capacity: Vec<u64> = prog
+        .nodes
+        .iter()
+        .map(|n| match n.algo {
+            Algo::Senic { capacity_bps } => capacity_bps,
+            _ => 0,
+        })
+        .collect();
+    for instant in updates.chunk_by(|a, b| a.at_ps == b.at_ps) {
+        // The nodes whose L1 classes these flags changed (a class's parent, or a node's own
+        // capacity), with the flags.
+        let mut touched: Vec<(u32, &str)> = Vec::new();
+        for u in instant {
+            let Update::Rate { node, rate_bps } = u.update else {
+                continue;
+            };
+            rate[node as usize] = rate_bps;
+            if is_senic(node) {
+                // The engine takes a senic node's rate as its capacity too.
+                capacity[node as usize] = rate_bps;
+                touched.push((node, &u.text));
+            }
+            if let Some(p) = prog.nodes[node as usize].parent {
+                touched.push((p, &u.text));
+            }
+        }
+        for &(node, _) in &touched {
+            let cap = capacity[node as usize];
+            if let Some(sum) = prog.senic_oversubscribed(node, cap, |c| rate[c as usize]) {
+                let flags: Vec<String> = touched
+                    .iter()
+                    .filter(|&&(n, _)| n == node)
+                    .map(|(_, f)| format!("`{f}`"))
+                    .collect();
+                return Err(format!(
+                    "--update {}: {} (rule senic-oversubscribed, as in a policy file)",
+                    flags.join(", "),
+                    senic_oversubscribed_message(&prog.nodes[node as usize].name, sum, cap)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn shaper(shaper: u32, (rate_bps, burst_bytes): (u64, u64)) -> Update {

@@ -862,6 +862,89 @@ fn replay_refuses_a_bad_update() {
     }
 }
 
+/// A `--update` of a `senic` rate that breaks rule senic-oversubscribed (the L1 classes of
+/// SENIC's two-level form adding up to more than their node's capacity) is refused as a
+/// policy file would be, exit 2 naming the flag and the sum, on the rates the earlier flags
+/// left; flags of one instant are judged together (no packet sees the state between them).
+#[test]
+fn replay_refuses_an_update_that_oversubscribes_senic_l1_classes() {
+    let dir = scratch("senic-l1-update");
+    let trace = dir.join("t.csv");
+    fs::write(
+        &trace,
+        "arrive_ps,bytes,vm,dport\n0,1500,1,80\n0,1500,2,80\n0,1500,3,80\n",
+    )
+    .unwrap();
+    let replay = |updates: &[&str]| {
+        let mut c = weft();
+        c.args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/senic-two-level.yaml",
+            "--trace",
+        ])
+        .arg(&trace)
+        .arg("--out")
+        .arg(dir.join("out"));
+        for u in updates {
+            c.args(["--update", u]);
+        }
+        c.output().unwrap()
+    };
+    // The policy: nic 10gbit over vm-a 4, vm-b 2, vm-c 1.
+    for (updates, message) in [
+        (
+            &["1us:vm-a.rate=9gbit"][..],
+            "--update `1us:vm-a.rate=9gbit`: the L1 classes of `nic` add up to 12gbit, more \
+             than its capacity 10gbit",
+        ),
+        (
+            &["1us:nic.rate=1gbit"],
+            "--update `1us:nic.rate=1gbit`: the L1 classes of `nic` add up to 7gbit, more than \
+             its capacity 1gbit",
+        ),
+        // vm-b gives up its gigabit only after vm-a took it.
+        (
+            &["2us:vm-b.rate=1gbit", "1us:vm-a.rate=8gbit"],
+            "--update `1us:vm-a.rate=8gbit`: the L1 classes of `nic` add up to 11gbit",
+        ),
+        // The capacity and rates the earlier flags left: 6 + 1 + 2 on 8.
+        (
+            &[
+                "1us:vm-b.rate=1gbit",
+                "2us:nic.rate=8gbit",
+                "3us:vm-a.rate=6gbit",
+                "4us:vm-c.rate=2gbit",
+            ],
+            "--update `4us:vm-c.rate=2gbit`: the L1 classes of `nic` add up to 9gbit, more \
+             than its capacity 8gbit",
+        ),
+    ] {
+        let o = replay(updates);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{updates:?}: {err}");
+        assert!(err.contains(message), "{updates:?}: {err}");
+        assert!(err.contains("senic-oversubscribed"), "{updates:?}: {err}");
+    }
+    for updates in [
+        &["1us:vm-a.rate=8gbit", "1us:vm-b.rate=1gbit"][..],
+        &["1us:vm-b.rate=1gbit", "2us:vm-a.rate=8gbit"],
+        &[
+            "1us:vm-b.rate=1gbit",
+            "2us:nic.rate=8gbit",
+            "3us:vm-a.rate=6gbit",
+        ],
+        // L2 classes may oversubscribe their L1 class (they fall back to sharing).
+        &["1us:a-web.rate=100gbit"],
+    ] {
+        let o = replay(updates);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{updates:?}: {err}");
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A policy of more leaves than a timeline keeps has a series per child of the root (a leaf
 /// counts in the child above it); with more children still, one series for the link.
 #[test]
@@ -1193,6 +1276,102 @@ fn replay_table_names_the_drop_reasons() {
     );
 }
 
+/// The table's first line gives the span the mean rates are over, from the first arrival
+/// (it printed `duration_ps`, the end on the trace's clock: 1000.002 ms for a trace of
+/// 1.9 µs starting at 1 s); `summary.json` keeps its keys.
+#[test]
+fn replay_table_gives_the_span_from_the_first_arrival() {
+    let dir = scratch("span");
+    let trace = dir.join("t.csv");
+    fs::write(
+        &trace,
+        "arrive_ps,bytes,tag\n1000000000000,1500,1\n1000000000000,1500,2\n1000000000000,1500,3\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/wfq-1-2-4.yaml",
+            "--trace",
+        ])
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let span = s["span_ps"].as_u64().unwrap();
+    // Three 1,500-byte frames back to back at 10 Gbit/s.
+    assert!((3_600_000..3_700_000).contains(&span), "{s}");
+    assert_eq!(s["duration_ps"], s["end_ps"], "{s}");
+    assert_eq!(s["first_arrival_ps"], 1_000_000_000_000u64, "{s}");
+    assert_eq!(
+        text.lines().next().unwrap_or_default(),
+        format!(
+            "3 packets, 3 sent, 0 dropped, {:.3} us from the first arrival",
+            span as f64 / 1e6
+        ),
+        "{text}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A policy that matches on a field the trace's packets do not carry gets a warning before
+/// the run, naming the field and the nodes: its packets were all dropped as `unclassified`
+/// without a word. A CSV trace carries the fields it has columns for; a capture never
+/// carries `tag` or `cgroup`, and `tenant` only with `--tenant`.
+#[test]
+fn replay_warns_of_matched_fields_the_trace_lacks() {
+    let dir = scratch("unmatched");
+    let trace = dir.join("t.csv");
+    fs::write(&trace, "arrive_ps,bytes,dport\n0,1500,80\n").unwrap();
+    let replay = |policy: &str, trace: &str, extra: &[&str]| {
+        let o = weft()
+            .args(["replay", "--quiet", "--policy", policy, "--trace", trace])
+            .arg("--out")
+            .arg(dir.join("out"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let wfq = "examples/policies/wfq-1-2-4.yaml";
+    let err = replay(wfq, trace.to_str().unwrap(), &[]);
+    assert!(
+        err.contains(&format!(
+            "warning: wfq-1-2-4 matches on tag (a, b, c), which {} has no column for",
+            trace.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("dropped as unclassified"), "{err}");
+    // The example trace has the column.
+    let err = replay(wfq, "examples/traces/wfq-1-2-4.csv", &[]);
+    assert!(!err.contains("warning"), "{err}");
+    // A capture: tenants only from --tenant.
+    let (p, c) = (
+        "examples/policies/two-tenants.yaml",
+        "examples/traces/two-tenants.pcapng",
+    );
+    let err = replay(p, c, &[]);
+    assert!(
+        err.contains(
+            "warning: two-tenants matches on tenant (tenant-a, tenant-b), which the packets of"
+        ),
+        "{err}"
+    );
+    let err = replay(p, c, &["--tenant", "a=ta", "--tenant", "b=tb"]);
+    assert!(!err.contains("warning"), "{err}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Streaming: a 200,000-row trace under load (30 of 40 Gbit/s offered) replays with the
 /// scheduler holding a handful of packets at a time, i.e. rows are read as time reaches them,
 /// not all up front. (Memory at 10 M rows: docs/scheduling.md, "Replay at scale".)
@@ -1317,7 +1496,7 @@ fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
     }
     std::fs::write(&trace, rows).unwrap();
     let out = dir.join("out");
-    weft()
+    let table = weft()
         .args(["replay", "--policy"])
         .arg(&policy)
         .arg("--trace")
@@ -1328,7 +1507,10 @@ fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
         .success()
         .stderr(predicate::str::contains(
             "were still queued when the 64-bit picosecond clock ran out",
-        ));
+        ))
+        .get_output()
+        .stdout
+        .clone();
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let (sent, dropped, held) = (
@@ -1338,6 +1520,14 @@ fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
     );
     assert!(held > 0, "{s}");
     assert_eq!((dropped, sent + held), (0, 1600), "{s}");
+    // The table's first line counts them too.
+    let table = String::from_utf8_lossy(&table);
+    assert!(
+        table.starts_with(&format!(
+            "1600 packets, {sent} sent, 0 dropped, {held} held at the end, "
+        )),
+        "{table}"
+    );
     // The class's rate holds to the end: 12,000 s (one 1,500-byte frame at 1 bit/s) between
     // departures, none rushed out as the clock runs out.
     let times: Vec<u64> = std::fs::read_to_string(out.join("departures.csv"))
@@ -1572,6 +1762,86 @@ fn a_full_stdout_is_an_error() {
     }
 }
 
+/// A stderr that cannot be written (`2>/dev/full`) does not make weft panic (exit 101): the
+/// diagnostics are lost, the exit status stands.
+#[test]
+fn a_full_stderr_is_not_a_panic() {
+    let dir = scratch("fullstderr");
+    let out = dir.join("out");
+    let replay = [
+        "replay",
+        "--quiet",
+        "--policy",
+        "examples/policies/wfq-1-2-4.yaml",
+        "--trace",
+        "examples/traces/wfq-1-2-4.csv",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for (args, code) in [
+        (&replay[..], 0),
+        (
+            &["policy", "check", "examples/policies/invalid/cycle.yaml"],
+            2,
+        ),
+        (&["policy", "check", "examples/policies/loom-fig1.yaml"], 0),
+    ] {
+        let done = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .current_dir(root())
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(done.status.code(), Some(code), "{args:?}");
+    }
+    assert!(out.join("summary.json").is_file());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An output a replay cannot write (a file size limit: `ulimit -f`) exits 1, not 2 (the
+/// input was fine), and the outputs written until then are removed.
+#[test]
+fn a_replay_that_cannot_write_its_outputs_exits_1_and_keeps_nothing() {
+    let dir = scratch("efbig");
+    let out = dir.join("out");
+    // 50 blocks of 512 bytes: wfq-1-2-4's departures.csv is larger. SIGXFSZ ignored, so the
+    // write fails with EFBIG instead of ending the process.
+    let done = std::process::Command::new("sh")
+        .current_dir(root())
+        .args(["-c", "trap '' XFSZ; ulimit -f 50 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_weft"))
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/wfq-1-2-4.yaml",
+            "--trace",
+            "examples/traces/wfq-1-2-4.csv",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot write {}",
+            out.join("departures.csv").display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was kept"), "{stderr}");
+    assert_eq!(fs::read_dir(&out).unwrap().count(), 0, "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--out` is made safe to reuse: a replay that would overwrite its own trace is refused
 /// (the trace intact), `--out FILE` is named as a file, and a failed replay leaves no
 /// mixture of two runs (an earlier run's summary would describe other departures).
@@ -1597,8 +1867,9 @@ fn replay_out_directory_is_safe_to_reuse() {
         .code(2)
         .stderr(predicate::str::contains("would overwrite its own input"));
     assert_eq!(fs::read(&own).unwrap(), before);
-    // A trace that fails at its 3001st row, into the same directory: no summary is left
-    // (the earlier run's outputs are gone, the new departures are partial).
+    // A trace that fails at its 3001st row, into the same directory: nothing is left (the
+    // earlier run's outputs are gone, and so are the new departures and drops, which looked
+    // complete), and stderr says so.
     let text = fs::read_to_string(&good).unwrap();
     let mut bad: String = text
         .lines()
@@ -1609,9 +1880,14 @@ fn replay_out_directory_is_safe_to_reuse() {
     bad += "bad,1,1,1\n";
     let bad_path = dir.join("bad.csv");
     fs::write(&bad_path, bad).unwrap();
-    replay(&bad_path, &out).code(2);
-    assert!(!out.join("summary.json").exists());
-    assert!(!out.join("index.html").exists());
+    replay(&bad_path, &out)
+        .code(2)
+        .stderr(predicate::str::contains("bad.csv:3001:"))
+        .stderr(predicate::str::contains(format!(
+            "note: nothing was kept in {}",
+            out.display()
+        )));
+    assert_eq!(fs::read_dir(&out).unwrap().count(), 0);
     // `--out` naming a file.
     replay(&good, &bad_path)
         .code(2)

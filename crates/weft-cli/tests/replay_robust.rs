@@ -5,7 +5,7 @@
 //! with one of the example policies, and demands:
 //! * exit 0 or 2 only, and no panic message;
 //! * exit 2: an `error:` naming the trace (or the output directory) with a line where it is
-//!   the trace;
+//!   the trace, and none of the outputs left;
 //! * exit 0: every data row is accounted for: `packets` equals the rows, and `sent`,
 //!   `dropped` and `held_at_end` add up to it; `departures.csv` lists the sent ones.
 //!
@@ -186,6 +186,11 @@ proptest! {
                 prop_assert!(
                     stderr.contains("error: ") && stderr.contains("t.csv:"),
                     "exit 2 without the trace's name and line:\n{text}\n{stderr}"
+                );
+                // A failed replay keeps none of its outputs (no partial departures).
+                prop_assert!(
+                    summary.is_none() && departures.is_none(),
+                    "outputs left after a failure:\n{text}\n{stderr}"
                 );
             }
             Some(0) => {

@@ -928,7 +928,7 @@ impl<'o> Compiler<'o> {
                     .sum();
                 if sum > capacity as u128 {
                     self.diags.push(
-                        Diagnostic::new(Rule::SenicOversubscribed, decls[v].name.span, format!("the L1 classes of `{}` add up to {}, more than its capacity {}; L1 classes are strict limits (SENIC §4.2)", decls[v].name.value, crate::units::format_rate(sum.min(u64::MAX as u128) as u64), crate::units::format_rate(capacity)))
+                        Diagnostic::new(Rule::SenicOversubscribed, decls[v].name.span, senic_oversubscribed_message(&decls[v].name.value, sum, capacity))
                             .node(decls[v].name.value.clone())
                             .help("lower the L1 rates; oversubscription falls back to sharing only among L2 classes"),
                     );
@@ -1272,6 +1272,18 @@ impl<'o> Compiler<'o> {
         };
         self.diags.push(diag.node(d.name.value.clone()));
     }
+}
+
+/// Rule senic-oversubscribed's message: the L1 classes of `node` add up to `sum_bps`, more
+/// than its `capacity_bps` (also said of a live update's rates, see
+/// [`Program::senic_oversubscribed`]).
+pub fn senic_oversubscribed_message(node: &str, sum_bps: u128, capacity_bps: u64) -> String {
+    format!(
+        "the L1 classes of `{node}` add up to {}, more than its capacity {}; L1 classes are \
+         strict limits (SENIC §4.2)",
+        crate::units::format_rate(sum_bps.min(u64::MAX as u128) as u64),
+        crate::units::format_rate(capacity_bps)
+    )
 }
 
 fn expected_parent(key: &str) -> &'static str {

@@ -592,6 +592,27 @@ impl Program {
             .map(|i| i as NodeId)
     }
 
+    /// Rule senic-oversubscribed (SENIC §4.2) at `node` with rates that may differ from the
+    /// policy's (a live update's): when `node` is a `senic` node with `senic` children (L1
+    /// classes with L2 classes below) and no `senic` parent, the sum of its children's rates
+    /// (`rate_bps(child)`), if more than `capacity_bps` (its own); `None` otherwise. The
+    /// policy compiler refuses such a file with [`senic_oversubscribed_message`].
+    ///
+    /// [`senic_oversubscribed_message`]: super::compile::senic_oversubscribed_message
+    pub fn senic_oversubscribed(
+        &self,
+        node: NodeId,
+        capacity_bps: u64,
+        rate_bps: impl Fn(NodeId) -> u64,
+    ) -> Option<u128> {
+        let is_senic = |n: NodeId| matches!(self.nodes[n as usize].algo, Algo::Senic { .. });
+        let n = &self.nodes[node as usize];
+        let two_level =
+            is_senic(node) && n.children.clone().any(is_senic) && !n.parent.is_some_and(is_senic);
+        let sum: u128 = n.children.clone().map(|c| rate_bps(c) as u128).sum();
+        (two_level && sum > capacity_bps as u128).then_some(sum)
+    }
+
     /// Number of scheduling nodes (not leaves).
     pub fn scheduling_nodes(&self) -> usize {
         self.nodes.len() - self.leaves.len()
