@@ -217,8 +217,13 @@ impl Capture {
         tenants: &[(String, String)],
         window: usize,
     ) -> Result<Capture, String> {
-        let reader = pcap_parser::create_reader(BUFFER, Filled(input))
-            .map_err(|e| format!("{name}: not a pcap or pcapng capture ({e:?})"))?;
+        let reader = pcap_parser::create_reader(BUFFER, Filled(input)).map_err(|e| match e {
+            PcapError::Incomplete(_) => format!(
+                "{name}: the file ends inside its capture header (a pcap or pcapng file cut \
+                 short)"
+            ),
+            e => format!("{name}: not a pcap or pcapng capture ({e})"),
+        })?;
         Ok(Capture {
             reader,
             buffer: BUFFER,

@@ -405,6 +405,18 @@ fn unmatched_fields(
     ))
 }
 
+/// The compression a file's first bytes announce (gzip, zstd, xz, bzip2), if any: such a
+/// trace would otherwise read as "not UTF-8".
+fn compressed(head: &[u8]) -> Option<&'static str> {
+    match head {
+        [0x1f, 0x8b, ..] => Some("gzip"),
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => Some("zstd"),
+        [0xfd, b'7', b'z', b'X', ..] => Some("xz"),
+        [b'B', b'Z', b'h', ..] => Some("bzip2"),
+        _ => None,
+    }
+}
+
 /// A trace problem, with its line.
 #[derive(Debug)]
 pub struct TraceError {
@@ -501,7 +513,18 @@ fn parse_row(
     id: u64,
     line: u64,
 ) -> Result<(u64, Packet), TraceError> {
-    let err = |message: String| TraceError { line, message };
+    // Control characters (a NUL, an escape) in a quoted value are shown escaped, not sent
+    // to the terminal.
+    let err = |message: String| TraceError {
+        line,
+        message: message
+            .chars()
+            .map(|c| match c.is_control() {
+                true => c.escape_default().to_string(),
+                false => c.to_string(),
+            })
+            .collect(),
+    };
     let mut t = None;
     let mut meta = PacketMeta::default();
     let mut pkt = Packet::new(id, 0, meta);
@@ -522,11 +545,15 @@ fn parse_row(
         };
         match col {
             Col::Arrive => {
-                let at = int()?;
+                // Past 2^64 − 1 is past 2^63 too: the same message.
+                let at = v.parse::<u64>().or_else(|e| match e.kind() {
+                    std::num::IntErrorKind::PosOverflow => Ok(u64::MAX),
+                    _ => int(),
+                })?;
                 t = Some(at);
                 if at > LAST_ARRIVAL_PS {
                     return Err(err(format!(
-                        "`arrive_ps` = {at} is past the last arrival weft schedules, 2^63 ps \
+                        "`arrive_ps` = {v} is past the last arrival weft schedules, 2^63 ps \
                          (about 106.7 days; times are 64-bit picoseconds and the rest is \
                          headroom for queued packets to leave): are these nanoseconds or an \
                          absolute timestamp? Rebase the trace to start near 0"
@@ -649,6 +676,13 @@ fn run<E: Engine>(
         .take(4)
         .read_to_end(&mut head)
         .map_err(|e| Error::Input(format!("cannot read {trace_name}: {e}")))?;
+    if let Some(kind) = compressed(&head) {
+        return Err(Error::Input(format!(
+            "{trace_name}: a {kind}-compressed file; weft reads CSV traces and pcap/pcapng \
+             captures as they are: decompress it first, or give it through a pipe \
+             (`--trace <(zcat FILE)` for gzip, `<(zstd -dc FILE)`, `<(xzcat FILE)`)"
+        )));
+    }
     let is_capture = capture::is_capture(&head);
     let input = std::io::Cursor::new(head).chain(file);
     let mut source = if is_capture {

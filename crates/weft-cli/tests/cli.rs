@@ -548,11 +548,22 @@ fn replay_reports_bad_rows_with_their_line() {
             "arrive_ps,bytes,tag\n0,100,1\n5,100,~\n",
             "t.csv:3: not UTF-8 (field 3, byte 0 of it)",
         ),
+        // Past 2^64 − 1: past the last arrival as well, said so.
+        (
+            "arrive_ps,bytes,tag\n0,100,1\n99999999999999999999,100,1\n",
+            "t.csv:3: `arrive_ps` = 99999999999999999999 is past the last arrival",
+        ),
+        // A control character is shown escaped (a `^` stands for a NUL byte).
+        ("arrive_ps,bytes,tag\n0,1^00,1\n", "`bytes` = `1\\u{0}00`"),
     ] {
-        // A `~` stands for the byte 0xff, which is not UTF-8.
+        // A `~` stands for the byte 0xff, which is not UTF-8, and `^` for a NUL.
         let bytes: Vec<u8> = rows
             .bytes()
-            .map(|b| if b == b'~' { 0xff } else { b })
+            .map(|b| match b {
+                b'~' => 0xff,
+                b'^' => 0,
+                b => b,
+            })
             .collect();
         std::fs::write(&trace, bytes).unwrap();
         weft()
@@ -563,6 +574,34 @@ fn replay_reports_bad_rows_with_their_line() {
                 "examples/policies/senic-fig4.yaml",
                 "--trace",
             ])
+            .arg(&trace)
+            .arg("--out")
+            .arg(dir.join("out"))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message));
+    }
+    // Files that are not a trace as written: a compressed one (it read as "not UTF-8"), and
+    // a capture cut short inside its header (it printed the parser's `Incomplete(..)`).
+    for (bytes, message) in [
+        (
+            &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0][..],
+            "a gzip-compressed file",
+        ),
+        (
+            &[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0][..],
+            "ends inside its capture header",
+        ),
+    ] {
+        std::fs::write(&trace, bytes).unwrap();
+        weft()
+            .args([
+                "replay",
+                "--quiet",
+                "--policy",
+                "examples/policies/senic-fig4.yaml",
+            ])
+            .arg("--trace")
             .arg(&trace)
             .arg("--out")
             .arg(dir.join("out"))
