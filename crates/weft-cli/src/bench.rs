@@ -336,7 +336,11 @@ pub fn run(
     only: Option<&str>,
 ) -> Result<Vec<Value>, Vec<String>> {
     let all = scenarios(quick);
-    if only.is_some_and(|o| !all.iter().any(|s| s.name.contains(o))) {
+    // Case aside: `--only SENIC` is `senic`.
+    let only = only.map(str::to_lowercase);
+    let only = only.as_deref();
+    let picked = |name: &str| only.is_none_or(|o| name.to_lowercase().contains(o));
+    if !all.iter().any(|s| picked(&s.name)) {
         return Err(all.into_iter().map(|s| s.name).collect());
     }
     let mut rows = Vec::new();
@@ -372,7 +376,7 @@ pub fn run(
         (per(10_000) - per(1_000)) / 9_000.0
     };
     for s in all {
-        if only.is_some_and(|o| !s.name.contains(o)) {
+        if !picked(&s.name) {
             continue;
         }
         if progress {
@@ -484,9 +488,14 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
         )?;
     }
     let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
+    let rounds = match first("rounds") {
+        r if r == 1.0 => "one round, running every mode and the reference once per mode".into(),
+        r => format!(
+            "medians of {r:.0} rounds, each running every mode and the reference once per mode"
+        ),
+    };
     crate::out::outln!(
-        "(throughputs: medians of {:.0} rounds, each running every mode and the reference once per mode; ratio: classifying, both engines; pf ratio: per-flow queues, both engines)",
-        first("rounds")
+        "(throughputs: {rounds}; ratio: classifying, both engines; pf ratio: per-flow queues, both engines)"
     )?;
     crate::out::outln!(
         "(B/limit: engine state per shaping class; the compiled policy adds {:.0} B per class: names and classifier tables)",

@@ -63,7 +63,8 @@ enum Command {
     /// Replay a packet trace through the scheduler in virtual time.
     ///
     /// The trace is CSV with a header: `arrive_ps` and `bytes`, plus any metadata the policy
-    /// matches on (tenant, vm, cgroup, tag, sport, dport, proto, dscp, src, dst) and `flow`,
+    /// matches on (tenant, vm, cgroup, tag, sport, dport or its alias app, proto, dscp, src,
+    /// dst) and `flow`,
     /// `deadline_ps`, `slack_ps`. Rows must be sorted by `arrive_ps`, at most 2^63 ps (106.7
     /// days: the rest of the 64-bit picosecond clock is headroom); every row gives both, and
     /// an empty metadata cell means the field is absent; `#` starts a comment.
@@ -84,10 +85,7 @@ enum Command {
     /// child of the root in a policy of over 256 leaves; at most 512 windows, widened as the
     /// trace goes on), DIR/index.html (the tables and charts for a browser), and prints the
     /// summary table.
-    ///
-    /// Examples: weft replay --policy examples/policies/senic-fig4.yaml --trace examples/traces/senic-fig4.csv
-    ///
-    /// weft replay --policy examples/policies/two-tenants.yaml --trace examples/traces/two-tenants.pcapng --tenant a=ta --tenant b=tb
+    #[command(after_long_help = REPLAY_EXAMPLES)]
     Replay {
         /// Policy file.
         #[arg(long)]
@@ -118,15 +116,18 @@ enum Command {
         limited_fast_path: bool,
         /// Frames the link takes at once: whenever it is free it asks the engine for up to N
         /// packets at that instant and sends them back to back, as a software NIC fills its
-        /// transmit ring (1: one frame at a time, the exact schedule).
+        /// transmit ring (1: one frame at a time, the exact schedule; at most 4096).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
         burst: u16,
         /// A live update at a point of the trace's clock (repeat the flag for more): a
         /// `wfq` child's weight, a `prio` child's priority, a `drr` child's quantum, a
-        /// `senic` class's rate, a shaping class's rate or burst, a leaf's limit.packets,
-        /// limit.bytes, flow_limit.packets, flow_limit.bytes or outstanding (`none` lifts
-        /// it). It applies to packets arriving from then on; queued ones keep their place.
-        /// E.g. `--update 1ms:vm2.weight=4 --update 2ms:dst2-limit.rate=5gbit`.
+        /// `senic` class's rate (or a `senic` node's: its capacity), a shaping class's rate
+        /// or burst, a leaf's limit.packets, limit.bytes, flow_limit.packets,
+        /// flow_limit.bytes or outstanding (`none` lifts it). WHEN is a time with its unit
+        /// (`250ns`, `500us`, `1.5ms`, `2s`), from the trace's first timestamp for a
+        /// capture, else on its `arrive_ps` clock. It applies to packets arriving from then
+        /// on; queued ones keep their place. E.g. `--update 1ms:vm2.weight=4 --update
+        /// 2ms:dst2-limit.rate=5gbit`.
         #[arg(long, value_name = "WHEN:NAME.FIELD=VALUE")]
         update: Vec<String>,
         /// A capture's tenant: NAME=IFACE; repeatable. Tenant ids follow the order given (1,
@@ -139,7 +140,8 @@ enum Command {
         /// A capture's records are replayed in time order through a window of this many
         /// records (a min-heap: 112 bytes a record); a record further out of order than the
         /// window replays at the latest time seen, and is counted. A capture of several
-        /// interfaces (`dumpcap -i a -i b`) needs thousands; 1 replays records in file order.
+        /// interfaces (`dumpcap -i a -i b`) needs thousands; 1 replays records in file order
+        /// (at most 2^24).
         #[arg(long, value_name = "RECORDS", default_value_t = 65_536,
               value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
         reorder_window: u32,
@@ -179,17 +181,18 @@ enum Command {
         quick: bool,
         /// Rounds: each round runs every mode and the reference once; the figures are the
         /// medians over the rounds (`packets_per_s_best` in JSON: the best classifying
-        /// round), so one slow moment of a shared machine does not set a figure.
+        /// round), so one slow moment of a shared machine does not set a figure (1 to 100).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
         /// Packets kept queued in every run (default: 4,096, or four per flow when the
         /// scenario has fewer than 1,024 flows). A deep backlog measures the engines where
         /// a node holds tens of thousands of entries (e.g. `--only senic --backlog 65536`);
-        /// at most 2,000,000 (the packets are made in memory before the clock starts).
+        /// at least 16 and at most 2,000,000 (the packets are made in memory before the
+        /// clock starts).
         #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(16..=2_000_000))]
         backlog: Option<u64>,
-        /// Only the scenarios whose name contains this text (`loom-fig1`, `65536 flows`,
-        /// `senic`, `8-level`; the table's first column).
+        /// Only the scenarios whose name contains this text, in any case (`loom-fig1`,
+        /// `65536 flows`, `senic`, `8-level`; the table's first column).
         #[arg(long, value_name = "TEXT")]
         only: Option<String>,
     },
@@ -768,6 +771,16 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+/// `weft replay --help`'s examples, one command a line (clap would wrap a long paragraph in
+/// the middle of a command).
+const REPLAY_EXAMPLES: &str = "Examples:
+  weft replay --policy examples/policies/senic-fig4.yaml \\
+      --trace examples/traces/senic-fig4.csv
+  weft replay --policy examples/policies/loom-fig11.yaml \\
+      --trace examples/traces/loom-fig11.csv --update 500us:dst2-limit.rate=5gbit
+  weft replay --policy examples/policies/two-tenants.yaml \\
+      --trace examples/traces/two-tenants.pcapng --tenant a=ta --tenant b=tb";
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
