@@ -111,6 +111,25 @@ fn bad_input_exits_2_with_location() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("bad.yaml:10:"));
+    // A tenant name with an escape sequence (a CSV column and a table cell) is refused
+    // where written, quoted: the sequence does not reach the terminal.
+    let g = d.join("escape.yaml");
+    std::fs::write(
+        &g,
+        "duration: 10ms\npolicy_inline: |\n  weft: 1\n  nodes:\n    - {name: r, type: wfq}\n    - {name: l, type: leaf, parent: r}\ntenants:\n  - name: \"\\e[31mRED\"\n    apps:\n      - {name: a, kind: bulk}\n",
+    )
+    .unwrap();
+    weft()
+        .arg("sim")
+        .arg(&g)
+        .arg("--quiet")
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(
+            predicate::str::contains(r#"escape.yaml:8:11: tenant name "\u{1b}[31mRED" must be"#)
+                .and(predicate::str::contains("\u{1b}").not()),
+        );
     weft()
         .args([
             "sim",

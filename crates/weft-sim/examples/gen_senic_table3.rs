@@ -38,11 +38,18 @@ fn main() -> std::io::Result<()> {
             );
         }
         s += "tenants:\n";
-        let offered = rate_mbit * 3 / 2;
+        // 1.5 × the limit, in kbit/s: in whole Mbit/s, 1 Mbit/s × 3 / 2 was 1 (N = 1000
+        // offered exactly the limit, and the limiter was never exercised).
+        let offered_kbit = rate_mbit * 1500;
+        let offered = if offered_kbit % 1000 == 0 {
+            format!("{}mbit", offered_kbit / 1000)
+        } else {
+            format!("{offered_kbit}kbit")
+        };
         for i in 0..n {
             let _ = writeln!(
                 s,
-                "  - {{name: c{i}, meta: {{tag: {i}}}, apps: [{{name: udp, kind: udp, rate: {offered}mbit, cores: [{}]}}]}}",
+                "  - {{name: c{i}, meta: {{tag: {i}}}, apps: [{{name: udp, kind: udp, rate: {offered}, cores: [{}]}}]}}",
                 i % 4
             );
         }

@@ -4,7 +4,9 @@
 //! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99}, `drops`), tidy
 //! `timeseries.csv` (window_start_s, nic, tenant, app, bytes), `latency.csv` and `jain.csv`
 //! per window, SVG line charts drawn here (no plotting dependency: a chart is a few dozen SVG
-//! elements), and `index.html` setting the models side by side as the papers' figures do.
+//! elements; a chart with nothing to draw, such as latency without a request/response
+//! application, says so and why), and `index.html` setting the models side by side as the
+//! papers' figures do. Names and other text from the scenario are escaped in HTML and SVG.
 //!
 //! Numbers are rounded (6 significant digits for ratios) so that the files are stable and
 //! diffable; the same runs always give the same bytes.
@@ -308,32 +310,13 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// A line chart as SVG text (x and y from zero).
-pub fn line_chart(
-    title: &str,
-    xlabel: &str,
-    ylabel: &str,
-    series: &[Series],
-    ymax: Option<f64>,
-) -> String {
-    let (w, h, l, r, t, b) = (520.0, 300.0, 60.0, 110.0, 28.0, 40.0);
+/// Size of a chart and the margins of its plot: width, height, left, right, top, bottom.
+const CHART: (f64, f64, f64, f64, f64, f64) = (520.0, 300.0, 60.0, 110.0, 28.0, 40.0);
+
+/// A chart's opening: the SVG element, its white background and the title.
+fn chart_head(s: &mut String, title: &str) {
+    let (w, h, l, r, _, _) = CHART;
     let pw = w - l - r;
-    let ph = h - t - b;
-    let xmax = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(0.0f64, f64::max)
-        .max(1e-12);
-    let ymax = ymax.unwrap_or_else(|| {
-        nice_max(
-            series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.1))
-                .filter(|v| v.is_finite())
-                .fold(0.0f64, f64::max),
-        )
-    });
-    let mut s = String::new();
     let _ = write!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
@@ -345,6 +328,80 @@ pub fn line_chart(
         l + pw / 2.0,
         esc(title)
     );
+}
+
+/// The `i`th of the five x-axis labels (0 to `xmax`).
+fn x_tick(s: &mut String, i: usize, xmax: f64) {
+    let (w, h, l, r, t, b) = CHART;
+    let (pw, ph) = (w - l - r, h - t - b);
+    let x = l + pw * i as f64 / 4.0;
+    let _ = write!(
+        s,
+        r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        t + ph + 14.0,
+        round(xmax * i as f64 / 4.0, 3)
+    );
+}
+
+/// The plot's frame and the axis labels.
+fn chart_frame(s: &mut String, xlabel: &str, ylabel: &str) {
+    let (w, h, l, r, t, b) = CHART;
+    let (pw, ph) = (w - l - r, h - t - b);
+    let _ = write!(
+        s,
+        r##"<rect x="{l}" y="{t}" width="{pw}" height="{ph}" fill="none" stroke="#444"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="14" y="{:.1}" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}</text>"##,
+        l + pw / 2.0,
+        h - 6.0,
+        esc(xlabel),
+        t + ph / 2.0,
+        t + ph / 2.0,
+        esc(ylabel)
+    );
+}
+
+/// A line chart as SVG text (x and y from zero).
+pub fn line_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[Series],
+    ymax: Option<f64>,
+) -> String {
+    chart(title, xlabel, ylabel, series, None, ymax)
+}
+
+/// [`line_chart`], its x axis running to `xmax` when every point is at x = 0 (else to the
+/// largest x; without `xmax`, to 10^-12).
+fn chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[Series],
+    xmax: Option<f64>,
+    ymax: Option<f64>,
+) -> String {
+    let (w, h, l, r, t, b) = CHART;
+    let pw = w - l - r;
+    let ph = h - t - b;
+    let data_xmax = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max);
+    let xmax = match xmax {
+        Some(x) if data_xmax <= 0.0 && x > 0.0 => x,
+        _ => data_xmax.max(1e-12),
+    };
+    let ymax = ymax.unwrap_or_else(|| {
+        nice_max(
+            series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.1))
+                .filter(|v| v.is_finite())
+                .fold(0.0f64, f64::max),
+        )
+    });
+    let mut s = String::new();
+    chart_head(&mut s, title);
     for i in 0..=4 {
         let y = t + ph - ph * i as f64 / 4.0;
         let v = ymax * i as f64 / 4.0;
@@ -356,24 +413,9 @@ pub fn line_chart(
             y + 4.0,
             round(v, 3)
         );
-        let x = l + pw * i as f64 / 4.0;
-        let _ = write!(
-            s,
-            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            t + ph + 14.0,
-            round(xmax * i as f64 / 4.0, 3)
-        );
+        x_tick(&mut s, i, xmax);
     }
-    let _ = write!(
-        s,
-        r##"<rect x="{l}" y="{t}" width="{pw}" height="{ph}" fill="none" stroke="#444"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="14" y="{:.1}" text-anchor="middle" transform="rotate(-90 14 {:.1})">{}</text>"##,
-        l + pw / 2.0,
-        h - 6.0,
-        esc(xlabel),
-        t + ph / 2.0,
-        t + ph / 2.0,
-        esc(ylabel)
-    );
+    chart_frame(&mut s, xlabel, ylabel);
     for (k, se) in series.iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
         let mut d = String::new();
@@ -406,6 +448,39 @@ pub fn line_chart(
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// A chart without data as SVG text: the title, the x axis from 0 to `xmax`, no y scale,
+/// and `note` (a line of text each) where the lines would be, saying why there is nothing
+/// to draw.
+pub fn note_chart(title: &str, xlabel: &str, ylabel: &str, xmax: f64, note: &[String]) -> String {
+    let (w, h, l, r, t, b) = CHART;
+    let (pw, ph) = (w - l - r, h - t - b);
+    let mut s = String::new();
+    chart_head(&mut s, title);
+    for i in 0..=4 {
+        x_tick(&mut s, i, xmax);
+    }
+    chart_frame(&mut s, xlabel, ylabel);
+    let top = t + ph / 2.0 - 8.0 * (note.len() as f64 - 1.0);
+    for (k, line) in note.iter().enumerate() {
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">{}</text>"##,
+            l + pw / 2.0,
+            top + 16.0 * k as f64 + 4.0,
+            esc(line)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Whether a chart of `series` would draw no point.
+fn no_points(series: &[Series]) -> bool {
+    series
+        .iter()
+        .all(|s| s.points.iter().all(|p| !p.1.is_finite()))
 }
 
 /// Writes every file of the report into `dir` and returns the summary.
@@ -444,11 +519,12 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         let ymax = nice_max(sc.program.link.rate_bps as f64 / 1e9);
         std::fs::write(
             dir.join(&name),
-            line_chart(
+            chart(
                 &format!("{}: throughput per tenant", a.run.kind.name()),
                 "time (s, simulated)",
                 "Gbit/s",
                 &series,
+                Some(sc.duration_ps as f64 / 1e12),
                 Some(ymax),
             ),
         )?;
@@ -478,16 +554,45 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         "{}/{}",
         sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name
     );
-    std::fs::write(
-        dir.join("latency.svg"),
-        line_chart(
-            &format!("p90 latency of {hl_name}"),
+    let dur_s = sc.duration_ps as f64 / 1e12;
+    let lat_title = format!("p90 latency of {hl_name}");
+    let lat_chart = if !no_points(&lat_series) {
+        chart(
+            &lat_title,
             "time (s, simulated)",
             "µs",
             &lat_series,
+            Some(dur_s),
             None,
-        ),
-    )?;
+        )
+    } else if matches!(sc.apps[hl].kind, AppKind::RequestResponse { .. }) {
+        note_chart(
+            &lat_title,
+            "time (s, simulated)",
+            "µs",
+            dur_s,
+            &[
+                "No data: no response completed within the run".into(),
+                "(latency.csv has no rows).".into(),
+            ],
+        )
+    } else {
+        // Response times per window are kept for request/response applications only.
+        note_chart(
+            &lat_title,
+            "time (s, simulated)",
+            "µs",
+            dur_s,
+            &[
+                "No data: this scenario has no request/response".into(),
+                "application, whose response times this charts".into(),
+                "per window (latency.csv has no rows either).".into(),
+                format!("The tables' p90 is {hl_name}'s packet delay"),
+                "(write to wire) over the whole run.".into(),
+            ],
+        )
+    };
+    std::fs::write(dir.join("latency.svg"), lat_chart)?;
     let jain_series: Vec<Series> = an
         .iter()
         .map(|a| Series {
@@ -501,16 +606,31 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 .collect(),
         })
         .collect();
-    std::fs::write(
-        dir.join("jain.svg"),
-        line_chart(
-            "Jain's index (throughput / ideal share, backlogged tenants)",
+    let jain_title = "Jain's index (throughput / ideal share, backlogged tenants)";
+    let jain_chart = if no_points(&jain_series) {
+        note_chart(
+            jain_title,
+            "time (s, simulated)",
+            "Jain",
+            dur_s,
+            &[
+                "No data: no window has two or more tenants".into(),
+                "backlogged throughout it (a bulk or unlimited".into(),
+                "UDP application running), the tenants whose".into(),
+                "shares Jain's index compares.".into(),
+            ],
+        )
+    } else {
+        chart(
+            jain_title,
             "time (s, simulated)",
             "Jain",
             &jain_series,
+            Some(dur_s),
             Some(1.0),
-        ),
-    )?;
+        )
+    };
+    std::fs::write(dir.join("jain.svg"), jain_chart)?;
     std::fs::write(dir.join("index.html"), html(sc, &sum, &figs))?;
     Ok(sum)
 }
@@ -546,7 +666,8 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
         for (k, v) in m {
             let _ = write!(
                 s,
-                "<tr><th>{k}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(k),
                 v["jain_min"], v["jain_mean"], v["link_utilization"],
                 v["tenants"][ht]["apps"][ha]["latency_us"]["p90"],
                 v["doorbell_writes_per_s"], v["dma_reads_per_s"], v["cpu_cores_busy"], v["drops"]
@@ -555,7 +676,7 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
     }
     s.push_str("</table><h2>Throughput per tenant</h2><div class=\"grid\">");
     for f in figs {
-        let _ = write!(s, "<img src=\"{f}\" alt=\"{f}\">");
+        let _ = write!(s, "<img src=\"{0}\" alt=\"{0}\">", esc(f));
     }
     s.push_str("</div><h2>Fairness and latency</h2><div class=\"grid\"><img src=\"jain.svg\" alt=\"jain\"><img src=\"latency.svg\" alt=\"latency\"></div>");
     s.push_str("<h2>Shares</h2><table><tr><th>model</th><th>tenant</th><th>mean Gbit/s</th><th>share</th><th>ideal share</th><th>rel. error</th><th>p50 µs</th><th>p99 µs</th><th>drops</th></tr>");
@@ -565,7 +686,9 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
                 for (tn, tv) in ts {
                     let _ = write!(
                         s,
-                        "<tr><th>{k}</th><td>{tn}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        "<tr><th>{}</th><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        esc(k),
+                        esc(tn),
                         tv["mean_bps"].as_f64().unwrap_or(0.0) / 1e9,
                         tv["share"], tv["ideal_share"], tv["rel_error"],
                         tv["latency_us"]["p50"], tv["latency_us"]["p99"], tv["drops"]

@@ -19,6 +19,12 @@
 //! [`MAX_OFFERED_LOAD`] times the link rate (what `unlimited` offers); tenant names are
 //! unique, and application names within their tenant (they key the reports); at least one
 //! NIC model, none twice; start < stop; the policy compiled.
+//!
+//! Tenant and application names are non-empty, without whitespace, commas, double quotes
+//! or control characters, as policy node names are (`weft_core::policy::parse::valid_name`):
+//! they are columns of the CSV files, written unquoted, and cells of the terminal table. A
+//! tenant's name has no `/` either: `tenant/app` names an application (summary.json's
+//! `headline_app`, the terminal table, messages).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -624,6 +630,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     // CSV files, so a second tenant of the same name would hide the first's results.
     let mut tenant_names: BTreeMap<&str, &Spanned<String>> = BTreeMap::new();
     for (ti, rt) in raw.tenants.iter().enumerate() {
+        ctx.name(&rt.name, true)?;
         if let Some(first) = tenant_names.insert(&rt.name.value, &rt.name) {
             return Err(ctx.err(
                 &rt.name.referenced,
@@ -647,6 +654,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         };
         let mut app_names: BTreeMap<&str, &Spanned<String>> = BTreeMap::new();
         for ra in &rt.apps {
+            ctx.name(&ra.name, false)?;
             if let Some(first) = app_names.insert(&ra.name.value, &ra.name) {
                 return Err(ctx.err(
                     &ra.name.referenced,
@@ -885,7 +893,38 @@ impl Ctx<'_> {
     }
 
     fn time(&self, s: &Spanned<String>, positive: bool) -> Result<u64, ScenarioError> {
-        units::parse_time(&s.value, positive).map_err(|e| self.err(&s.referenced, e.to_string()))
+        units::parse_time(&s.value, positive).map_err(|e| match e {
+            // Zero is allowed here (`start: 0ms`), so only a negative time gets here.
+            units::UnitError::NotPositive { text } if !positive => {
+                self.err(&s.referenced, format!("`{text}` must not be negative"))
+            }
+            e => self.err(&s.referenced, e.to_string()),
+        })
+    }
+
+    /// A tenant's or application's name, refused unless a policy node could have it
+    /// ([`policy::parse::valid_name`]): names are columns of the CSV files (written
+    /// unquoted) and cells of the terminal table. A tenant's name has no `/` either, which
+    /// joins it to its applications' names (`T1/kv`).
+    fn name(&self, name: &Spanned<String>, tenant: bool) -> Result<(), ScenarioError> {
+        let n = &name.value;
+        let message = if !policy::parse::valid_name(n) {
+            format!(
+                "{} name {n:?} must be non-empty, without spaces, commas, double quotes or \
+                 control characters: names are columns of timeseries.csv and the other CSV \
+                 files (written unquoted) and cells of the terminal table, as policy node \
+                 names are",
+                if tenant { "tenant" } else { "application" }
+            )
+        } else if tenant && n.contains('/') {
+            format!(
+                "tenant name {n:?} must not contain `/`: `tenant/app` names an application \
+                 (summary.json's `headline_app`, the terminal table)"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(self.err(&name.referenced, message))
     }
 
     fn size(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {

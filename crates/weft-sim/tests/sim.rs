@@ -364,6 +364,210 @@ fn duplicate_names_are_refused_naming_both_places() {
     }
 }
 
+/// Tenant and application names are CSV columns (written unquoted) and terminal table
+/// cells: a tenant `a,b` split timeseries.csv's rows, a newline or a quote broke them, an
+/// empty name left a blank cell, an escape sequence reached the terminal, and a tenant `a/b`
+/// made `a/b/app` (summary.json's `headline_app`), which the table split at the wrong `/`.
+/// Refused where written, with the rule and the name quoted; names with `<` or `&` are
+/// fine (index.html escapes them).
+#[test]
+fn names_that_break_the_csv_files_or_the_terminal_are_refused() {
+    let rule = "must be non-empty, without spaces, commas, double quotes or control characters";
+    for (written, shown) in [
+        (r#""a,b""#, r#""a,b""#),
+        (r#""a\nb""#, r#""a\nb""#),
+        (r#""a\"b""#, r#""a\"b""#),
+        (r#""""#, r#""""#),
+        (r#""a b""#, r#""a b""#),
+        (r#""\e[31mRED\e[0m""#, r#""\u{1b}[31mRED\u{1b}[0m""#),
+    ] {
+        let e = load_valid(
+            "",
+            &format!("  - name: {written}\n    meta: {{tenant: 1}}\n    apps: [{{name: bulk, kind: bulk}}]\n"),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("v.yaml:9:11:") && e.contains(&format!("tenant name {shown} {rule}")),
+            "{written}: {e}"
+        );
+        assert!(!e.contains('\u{1b}'), "{e}");
+        let e = load_valid(
+            "",
+            &format!("  - name: T\n    meta: {{tenant: 1}}\n    apps: [{{name: {written}, kind: bulk}}]\n"),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("v.yaml:11:19:")
+                && e.contains(&format!("application name {shown} {rule}")),
+            "{written}: {e}"
+        );
+    }
+    let e = load_valid(
+        "",
+        "  - name: a/b\n    meta: {tenant: 1}\n    apps: [{name: bulk, kind: bulk}]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:9:11:") && e.contains(r#"tenant name "a/b" must not contain `/`"#),
+        "{e}"
+    );
+    let sc = load_valid(
+        "",
+        "  - name: <T>&x\n    meta: {tenant: 1}\n    apps: [{name: a/b<c>, kind: bulk}]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (sc.tenants[0].name.as_str(), sc.apps[0].name.as_str()),
+        ("<T>&x", "a/b<c>")
+    );
+}
+
+/// A scratch directory for a report, empty.
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("weft-sim-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// index.html wrote tenant names into its Shares table as they were: a tenant `<T>&x` was
+/// markup. Every name is escaped, in the tables and the charts.
+#[test]
+fn report_escapes_names_in_html_and_svg() {
+    let mut sc = load_valid(
+        "",
+        "  - name: <b>T&1\n    meta: {tenant: 1}\n    apps: [{name: a<p>, kind: bulk}]\n\
+         \x20 - name: U\n    meta: {tenant: 2}\n    apps: [{name: kv, kind: request-response, rate: 1000/s}]\n",
+    )
+    .unwrap();
+    sc.nics = vec![NicKind::Loom];
+    let runs = weft_sim::run_all(&sc, &sc.nics, &mut |_, _| {});
+    let dir = out_dir("escape");
+    report::write(&dir, &sc, &runs).unwrap();
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(html.contains("<td>&lt;b&gt;T&amp;1</td>"), "{html}");
+    let svg = std::fs::read_to_string(dir.join("throughput-loom.svg")).unwrap();
+    assert!(svg.contains(">&lt;b&gt;T&amp;1</text>"), "{svg}");
+    for (f, text) in [("index.html", html), ("throughput-loom.svg", svg)] {
+        assert!(!text.contains("<b>") && !text.contains("&1"), "{f}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// With no request/response application latency.svg was an empty chart whose x axis read
+/// 0, 0.00000000000025, ... 0.000000000001 (and latency.csv only a header); jain.svg the
+/// same when no window had two backlogged tenants. Such a chart says there is no data and
+/// why, over the run's time; a chart with data keeps its lines and scales.
+#[test]
+fn charts_without_data_say_why() {
+    let one_bulk = "  - {name: A, meta: {tenant: 1}, apps: [{name: bulk, kind: bulk}]}\n";
+    let mut sc = load_valid("nics: [loom]\n", one_bulk).unwrap();
+    let runs = weft_sim::run_all(&sc, &sc.nics, &mut |_, _| {});
+    let dir = out_dir("nodata");
+    report::write(&dir, &sc, &runs).unwrap();
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let lat = read("latency.svg");
+    assert!(
+        lat.contains("No data: this scenario has no request/response")
+            && lat.contains("The tables' p90 is A/bulk's packet delay"),
+        "{lat}"
+    );
+    let jain = read("jain.svg");
+    assert!(
+        jain.contains("No data: no window has two or more tenants"),
+        "{jain}"
+    );
+    // The x axis is the run's: 0 to 1 ms.
+    for svg in [&lat, &jain] {
+        assert!(
+            svg.contains(">0.00025</text>") && svg.contains(">0.001</text>"),
+            "{svg}"
+        );
+        assert!(!svg.contains("0.0000000000"), "{svg}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // Two backlogged tenants and a request/response application: lines, no note.
+    let two = "  - {name: A, meta: {tenant: 1}, apps: [{name: bulk, kind: bulk}]}\n\
+         \x20 - {name: B, meta: {tenant: 2}, apps: [{name: bulk, kind: bulk}, \
+         {name: kv, kind: request-response, rate: 100000/s}]}\n";
+    sc = load_valid("nics: [loom]\n", two).unwrap();
+    let runs = weft_sim::run_all(&sc, &sc.nics, &mut |_, _| {});
+    report::write(&dir, &sc, &runs).unwrap();
+    for f in ["latency.svg", "jain.svg"] {
+        let svg = read(f);
+        assert!(
+            !svg.contains("No data") && svg.contains(r#"<path d="M60.0,"#),
+            "{f}: {svg}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // One window: every point at x = 0, and the x axis the run's, not 0 to 10^-12 s.
+    sc = load_valid("nics: [loom]\nwindow: 1ms\n", two).unwrap();
+    let runs = weft_sim::run_all(&sc, &sc.nics, &mut |_, _| {});
+    report::write(&dir, &sc, &runs).unwrap();
+    for f in ["latency.svg", "jain.svg", "throughput-loom.svg"] {
+        let svg = read(f);
+        assert!(
+            !svg.contains("No data")
+                && svg.contains(r#"<path d="M60.0,"#)
+                && svg.contains(">0.001</text>")
+                && !svg.contains("0.0000000000"),
+            "{f}: {svg}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The SENIC Table 3 scenarios offer every class 1.5 times its limit (constant-rate UDP),
+/// so that the limiter, not the sender, sets the gaps: the generator computed the offered
+/// rate in whole Mbit/s, and N = 1000 (1 Mbit/s classes) offered 1 Mbit/s, the limit.
+#[test]
+fn senic_table3_offers_every_class_more_than_its_limit() {
+    for n in [1, 10, 100, 1000] {
+        let sc = load(&format!("senic-table3-n{n}.yaml"));
+        assert_eq!(sc.apps.len(), n);
+        for a in &sc.apps {
+            let weft_core::policy::Classification::Leaf { node, .. } = sc.program.classify(&a.meta)
+            else {
+                panic!("n{n}: {} unclassified", a.name)
+            };
+            let limit = sc.program.nodes[node as usize].edge.rate_bps;
+            let weft_sim::scenario::AppKind::Udp {
+                rate_bps: Some(offered),
+                ..
+            } = a.kind
+            else {
+                panic!("n{n}: {:?}", a.kind)
+            };
+            assert_eq!(
+                (offered, limit),
+                (limit * 3 / 2, 1_000_000_000 / n as u64),
+                "n{n}: {}",
+                sc.tenants[a.tenant].name
+            );
+        }
+    }
+}
+
+/// Times that may be zero (`start`, `stop`, schedule steps, CPU costs) said "`-1ms` must
+/// be greater than zero" of a negative value; they say it must not be negative.
+#[test]
+fn negative_times_are_refused_as_negative() {
+    let app = |start: &str| {
+        format!("  - {{name: A, meta: {{tenant: 1}}, apps: [{{name: b, kind: bulk, start: {start}}}]}}\n")
+    };
+    let e = load_valid("", &app("-1ms")).unwrap_err();
+    assert!(
+        e.starts_with("v.yaml:9:")
+            && e.contains("`-1ms` must not be negative")
+            && !e.contains("greater than zero"),
+        "{e}"
+    );
+    assert_eq!(
+        load_valid("", &app("0ms")).unwrap().apps[0].schedule[0].0,
+        0
+    );
+}
+
 /// A host of no cores was silently given one (`cores: [0]` then accepted); `nics: []` ran
 /// nothing and wrote an empty report; a model listed twice was run twice, one run's results
 /// overwriting the other's. Refused.

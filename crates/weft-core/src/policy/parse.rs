@@ -281,6 +281,15 @@ const QLIMIT_KEYS: &[&str] = &["packets", "bytes"];
 /// The policy format version this build reads.
 pub const FORMAT_VERSION: i64 = 1;
 
+/// Whether `name` can name a node: non-empty, without whitespace, control characters, commas
+/// or double quotes. Names are columns of weft's CSV outputs (departures, timelines), written
+/// unquoted, and cells of its tables. (The simulator holds its scenarios' tenant and
+/// application names to the same rule.)
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains(|c: char| c.is_whitespace() || c.is_control() || c == '"' || c == ',')
+}
+
 /// Closest known word, for did-you-mean hints.
 pub fn suggest(word: &str, known: &[&str]) -> Option<String> {
     known
@@ -492,11 +501,23 @@ impl<'a> Parser<'a> {
         let (text, span) = self.scalar_text(n, key)?;
         match units::parse_time(&text, false) {
             Ok(v) => Some(Spanned::new(v, span)),
-            Err(e) => {
-                let e = quoting(e, &text, &self.written_text(n, &text));
-                self.unit_err(span, key, e, Rule::BadValue);
-                None
-            }
+            Err(e) => match quoting(e, &text, &self.written_text(n, &text)) {
+                // Zero is a time here (`edf`: due at arrival; `lstf`: no slack), so only a
+                // negative one is refused, and said so (the units' message says "greater
+                // than zero").
+                UnitError::NotPositive { text } => {
+                    self.err(
+                        Rule::BadValue,
+                        span,
+                        format!("`{key}`: `{text}` must not be negative"),
+                    );
+                    None
+                }
+                e => {
+                    self.unit_err(span, key, e, Rule::BadValue);
+                    None
+                }
+            },
         }
     }
 
@@ -805,13 +826,7 @@ impl<'a> Parser<'a> {
                 "name" => {
                     name = self.string(v, "`name`");
                     if let Some(n) = &name {
-                        // Names are columns of weft's CSV outputs (departures, timelines),
-                        // written unquoted.
-                        if n.value.is_empty()
-                            || n.value.contains(|c: char| {
-                                c.is_whitespace() || c.is_control() || c == '"' || c == ','
-                            })
-                        {
+                        if !valid_name(&n.value) {
                             self.err(
                                 Rule::BadValue,
                                 n.span,
@@ -1178,6 +1193,53 @@ pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec
                     format!("not valid YAML: {}", e.message),
                 )],
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::policy::{compile_str, Algo, LoadOptions, Rule};
+
+    /// `default_deadline: 0ms` and `default_slack: 0ms` were accepted while a negative value
+    /// was refused as "must be greater than zero". Zero is a time these nodes use (`edf`: a
+    /// packet without a deadline is due at arrival; `lstf`: no slack), so it stays valid and
+    /// a negative value is refused as negative.
+    #[test]
+    fn default_deadline_and_slack_may_be_zero_but_not_negative() {
+        for (kind, key) in [("edf", "default_deadline"), ("lstf", "default_slack")] {
+            let policy = |value: &str| {
+                format!(
+                    "weft: 1\nnodes:\n  - {{name: r, type: {kind}, {key}: {value}}}\n  \
+                     - {{name: a, type: leaf, parent: r}}\n"
+                )
+            };
+            let p = compile_str(Path::new("t.yaml"), &policy("0ms"), &LoadOptions::default())
+                .unwrap_or_else(|e| panic!("{key}: 0ms: {}", e.render_plain()));
+            let r = p.nodes.iter().find(|n| n.name == "r").expect("node r");
+            match r.algo {
+                Algo::Edf {
+                    default_deadline_ps,
+                } => assert_eq!(default_deadline_ps, 0),
+                Algo::Lstf { default_slack_ps } => assert_eq!(default_slack_ps, 0),
+                ref a => panic!("{a:?}"),
+            }
+            let e = compile_str(
+                Path::new("t.yaml"),
+                &policy("-1ms"),
+                &LoadOptions::default(),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("{key}: -1ms accepted"));
+            assert_eq!(e.rules_and_lines(), [(Rule::BadValue, 3)]);
+            let m = e.render_plain();
+            assert!(
+                m.contains(&format!("`{key}`: `-1ms` must not be negative")),
+                "{m}"
+            );
+            assert!(!m.contains("greater than zero"), "{m}");
         }
     }
 }
