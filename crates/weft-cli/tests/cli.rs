@@ -884,6 +884,8 @@ fn replay_refuses_a_bad_update() {
             "1ms:dst2-limit.rate=0gbit",
             "--update `1ms:dst2-limit.rate=0gbit`",
         ),
+        // A time of 0 is valid, so a negative one is refused as negative.
+        ("-1ms:j1.weight=2", "`-1ms` must not be negative"),
     ] {
         weft()
             .args([
@@ -894,7 +896,7 @@ fn replay_refuses_a_bad_update() {
             ])
             .args(["--trace", "examples/traces/loom-fig11.csv", "--out"])
             .arg(std::env::temp_dir().join(format!("weft-badupdate-{}", std::process::id())))
-            .args(["--update", update])
+            .arg(format!("--update={update}"))
             .assert()
             .code(2)
             .stderr(predicate::str::contains(message));

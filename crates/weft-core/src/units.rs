@@ -41,6 +41,9 @@ pub enum UnitError {
     /// The value is zero or negative where a positive quantity is required.
     #[error("`{text}` must be greater than zero")]
     NotPositive { text: String },
+    /// The value is negative where zero is allowed.
+    #[error("`{text}` must not be negative")]
+    Negative { text: String },
     /// The value does not fit in 64 bits or is not whole in the base unit.
     #[error("`{text}` is out of range or not a whole number of {base}")]
     OutOfRange { text: String, base: &'static str },
@@ -126,7 +129,10 @@ fn finish(
             text: text.to_string(),
             base,
         }),
-        Some(Ok(_)) if negative => Err(UnitError::NotPositive {
+        Some(Ok(_)) if negative && positive => Err(UnitError::NotPositive {
+            text: text.to_string(),
+        }),
+        Some(Ok(_)) if negative => Err(UnitError::Negative {
             text: text.to_string(),
         }),
         Some(Ok(0)) if positive => Err(UnitError::NotPositive {

@@ -893,13 +893,7 @@ impl Ctx<'_> {
     }
 
     fn time(&self, s: &Spanned<String>, positive: bool) -> Result<u64, ScenarioError> {
-        units::parse_time(&s.value, positive).map_err(|e| match e {
-            // Zero is allowed here (`start: 0ms`), so only a negative time gets here.
-            units::UnitError::NotPositive { text } if !positive => {
-                self.err(&s.referenced, format!("`{text}` must not be negative"))
-            }
-            e => self.err(&s.referenced, e.to_string()),
-        })
+        units::parse_time(&s.value, positive).map_err(|e| self.err(&s.referenced, e.to_string()))
     }
 
     /// A tenant's or application's name, refused unless a policy node could have it

@@ -501,23 +501,13 @@ impl<'a> Parser<'a> {
         let (text, span) = self.scalar_text(n, key)?;
         match units::parse_time(&text, false) {
             Ok(v) => Some(Spanned::new(v, span)),
-            Err(e) => match quoting(e, &text, &self.written_text(n, &text)) {
-                // Zero is a time here (`edf`: due at arrival; `lstf`: no slack), so only a
-                // negative one is refused, and said so (the units' message says "greater
-                // than zero").
-                UnitError::NotPositive { text } => {
-                    self.err(
-                        Rule::BadValue,
-                        span,
-                        format!("`{key}`: `{text}` must not be negative"),
-                    );
-                    None
-                }
-                e => {
-                    self.unit_err(span, key, e, Rule::BadValue);
-                    None
-                }
-            },
+            // Zero is a time here (`edf`: due at arrival; `lstf`: no slack): only a negative
+            // one is refused ("must not be negative").
+            Err(e) => {
+                let e = quoting(e, &text, &self.written_text(n, &text));
+                self.unit_err(span, key, e, Rule::BadValue);
+                None
+            }
         }
     }
 
@@ -1096,6 +1086,7 @@ fn quoting(e: UnitError, given: &str, written: &str) -> UnitError {
             hint,
         },
         UnitError::NotPositive { text } => UnitError::NotPositive { text: fix(text) },
+        UnitError::Negative { text } => UnitError::Negative { text: fix(text) },
         UnitError::OutOfRange { text, base } => UnitError::OutOfRange {
             text: fix(text),
             base,
