@@ -975,6 +975,24 @@ fn run<E: Engine>(
     if let Some(e) = error {
         return Err(Error::Input(e));
     }
+    // An update after the last frame has left is applied to an idle scheduler: a time
+    // given in the wrong unit, most likely.
+    let late: Vec<&str> = opts
+        .updates
+        .iter()
+        .filter(|u| rows > 0 && u.at_ps > end_ps)
+        .map(|u| u.text.as_str())
+        .collect();
+    if !late.is_empty() {
+        crate::out::errln!(
+            "warning: --update {}: after the last frame left ({end_ps} ps on the trace's \
+             clock), so it changed nothing",
+            late.iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     check("departures.csv", deps.flush());
     check("drops.csv", drops.flush());
     if let Some((file, e)) = write_error {

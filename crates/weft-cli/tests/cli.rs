@@ -2090,3 +2090,27 @@ fn run_warns_when_no_leaf_takes_a_tenant() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An update timed after the last frame has left changed nothing (a time in the wrong unit,
+/// most likely): the replay says so, and the one within the trace goes unmentioned.
+#[test]
+fn replay_warns_of_an_update_after_the_end() {
+    let out = scratch("late-update");
+    weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/loom-fig11.yaml",
+        ])
+        .args(["--trace", "examples/traces/loom-fig11.csv", "--out"])
+        .arg(&out)
+        .args(["--update", "10s:j1.weight=2", "--update", "1ms:j2.weight=2"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning: --update `10s:j1.weight=2`: after the last frame left",
+        ))
+        .stderr(predicate::str::contains("1ms:j2").not());
+    let _ = fs::remove_dir_all(&out);
+}
