@@ -489,7 +489,7 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
     }
     let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
     let rounds = match first("rounds") {
-        r if r == 1.0 => "one round, running every mode and the reference once per mode".into(),
+        1.0 => "one round, running every mode and the reference once per mode".into(),
         r => format!(
             "medians of {r:.0} rounds, each running every mode and the reference once per mode"
         ),

@@ -936,9 +936,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             } => {
                 let p = load(&file, &l)?;
                 if j {
-                    let text = serde_json::to_string_pretty(&show::to_json(&p))
-                        .map_err(|e| Failure::usage(e.to_string()))?;
-                    out::outln!("{text}")?;
+                    // Streamed: a policy of 100,000 nodes is not held as one JSON value.
+                    let mut o = std::io::BufWriter::new(std::io::stdout().lock());
+                    serde_json::to_writer_pretty(&mut o, &show::Json(&p))
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| o.write_all(b"\n"))
+                        .and_then(|()| o.flush())
+                        .map_err(out::failed)?;
                 } else {
                     out::print(&show::tree(&p))?;
                 }

@@ -317,6 +317,9 @@ proptest! {
         let again = compile(&json).map_err(|e| TestCaseError::fail(format!("{}\n---\n{json}", e.render_plain())))?;
         let json2 = serde_json::to_string_pretty(&show::to_json(&again)).unwrap();
         prop_assert_eq!(&json, &json2);
+        // The streamed form (`weft policy show --json`) writes the same text.
+        let streamed = serde_json::to_string_pretty(&show::Json(&p)).unwrap();
+        prop_assert_eq!(&json, &streamed);
         for pkt in &pkts {
             prop_assert_eq!(p.classify(pkt), p.classify_reference(pkt), "packet {}", pkt);
             prop_assert_eq!(p.classify(pkt), again.classify(pkt));
