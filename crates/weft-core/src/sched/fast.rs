@@ -56,7 +56,8 @@
 //!   parent 8), where SENIC's hardware keeps 30.
 //!
 //! Invariants (checked by `debug_assert!`): a slot is in exactly one place (tree, waiting
-//! list, shaping queue, a senic group's heap or free list); a flow's holdings equal the sum over its held slots.
+//! list, shaping queue, a senic group's heap or free list); a flow's holdings equal the sum
+//! over its held slots.
 //! Limits: a flow holds at most `u32::MAX` packets and bytes at once (a packet that would
 //! exceed either is dropped with [`DropReason::FlowPackets`] or [`DropReason::FlowBytes`]).
 //!
