@@ -608,7 +608,7 @@ fn bad_captures_name_the_record() {
         (
             "header.pcap",
             good[..20].to_vec(),
-            "not a pcap or pcapng capture",
+            "the file ends inside its capture header",
         ),
         (
             "noiface.pcapng",
