@@ -207,8 +207,11 @@ enum Command {
     ///
     /// Writes OUT/summary.json (per model: jain_min, link_utilization, doorbell_writes_per_s,
     /// dma_reads_per_s; per tenant and application: mean_bps, share, ideal_share, rel_error,
-    /// latency_us p50/p90/p99, drops), timeseries.csv (window_start_s,nic,tenant,app,bytes),
-    /// latency.csv, jain.csv, SVG plots and index.html; prints a table per model.
+    /// latency_us p50/p90/p99, drops; requests issued/completed/unfinished), timeseries.csv
+    /// (window_start_s,nic,tenant,app,bytes), latency.csv, jain.csv, SVG plots and
+    /// index.html, replacing an earlier report's files in OUT (only those); prints a table
+    /// per model. Request latency percentiles count every request that arrived, an
+    /// unfinished one as its age at the end: `≥` (`p90_at_least`) marks a lower bound.
     ///
     /// Examples:
     ///   weft sim examples/scenarios/loom-fig9.yaml
@@ -225,7 +228,8 @@ enum Command {
         /// Seed of every random stream (default: the scenario's `seed`).
         #[arg(long)]
         seed: Option<u64>,
-        /// Simulate only this long, e.g. `50ms` (later schedule steps do not happen).
+        /// Simulate only this long, e.g. `50ms` (later schedule steps do not happen: a
+        /// warning names them).
         #[arg(long, value_name = "TIME")]
         duration: Option<String>,
         /// Use this policy file instead of the scenario's.

@@ -318,3 +318,177 @@ fn help_teaches() {
         .success()
         .stdout(predicate::str::contains("weft-report"));
 }
+
+/// `--out DIR` holding an earlier report: its files are replaced, and those this run does
+/// not write are removed (a `throughput-sq.svg` stayed beside the summary of a run without
+/// sq); the user's own files stay. A file as `--out`, or a report that would replace its own
+/// scenario, is refused.
+#[test]
+fn sim_out_replaces_an_earlier_report() {
+    let d = tmp("replace");
+    let run = |nics: &str| {
+        weft()
+            .args(["sim", "examples/scenarios/hierarchy.yaml", "--nic", nics])
+            .args(["--duration", "2ms", "--quiet", "--out"])
+            .arg(&d)
+            .assert()
+            .success();
+    };
+    run("sq,loom");
+    assert!(d.join("throughput-sq.svg").exists());
+    std::fs::write(d.join("notes.txt"), "mine").unwrap();
+    run("loom");
+    assert!(
+        !d.join("throughput-sq.svg").exists(),
+        "a stale chart stayed"
+    );
+    assert!(d.join("throughput-loom.svg").exists() && d.join("notes.txt").exists());
+    weft()
+        .args([
+            "sim",
+            "examples/scenarios/hierarchy.yaml",
+            "--quiet",
+            "--out",
+        ])
+        .arg(d.join("notes.txt"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "notes.txt: a file, not a directory",
+        ));
+    let own = d.join("index.html");
+    std::fs::copy(root().join("examples/scenarios/hierarchy.yaml"), &own).unwrap();
+    weft()
+        .arg("sim")
+        .arg(&own)
+        .args(["--quiet", "--out"])
+        .arg(&d)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("would replace its own input"));
+    assert!(own.exists());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// The latency app's p90 counted only completed requests: qpf, which finishes about a third
+/// of tenant A's, showed the p90 of that third. Every request counts now; the table marks a
+/// lower bound and says how many were unfinished, and summary.json has the counts.
+#[test]
+fn the_table_marks_latency_lower_bounds() {
+    let d = tmp("censored");
+    let out = weft()
+        .args([
+            "sim",
+            "examples/scenarios/hierarchy.yaml",
+            "--nic",
+            "qpf,loom",
+        ])
+        .args(["--duration", "5ms", "--quiet", "--out"])
+        .arg(&d)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    let line = |m: &str| out.lines().find(|l| l.starts_with(m)).unwrap().to_string();
+    assert!(line("qpf ").contains(" ≥ "), "{out}");
+    assert!(!line("loom ").contains('≥'), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap();
+    let r = &v["nics"]["qpf"]["tenants"]["A"]["apps"]["kv"]["requests"];
+    let n = |k: &str| r[k].as_u64().unwrap();
+    assert!(
+        n("unfinished") > 0 && n("issued") == n("completed") + n("unfinished"),
+        "{r}"
+    );
+    assert!(
+        out.contains(&format!(
+            "≥ qpf: {} of A/kv's {} requests unfinished at the end",
+            n("unfinished"),
+            n("issued")
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Scenario mistakes the YAML library described in its own words, or that were accepted
+/// silently, exit 2 naming the file, line, column and rule.
+#[test]
+fn scenario_mistakes_exit_2_in_the_scenarios_terms() {
+    let d = tmp("terms");
+    std::fs::create_dir_all(&d).unwrap();
+    let base = std::fs::read_to_string(root().join("examples/scenarios/loom-fig3.yaml")).unwrap();
+    let apps = "        kind: bulk\n        flows: 3\n";
+    assert!(base.contains("host: {cores: 8, placement: random}") && base.contains(apps));
+    for (file, text, want) in [
+        (
+            "empty.yaml",
+            String::new(),
+            "empty.yaml:1:1: the scenario file is empty",
+        ),
+        (
+            "cores.yaml",
+            base.replace("cores: 8,", "cores: eight,"),
+            "cores.yaml:12:15: `cores` must be a whole number from 1 to 65535, not `eight`",
+        ),
+        (
+            "nics.yaml",
+            base.replace("nics: [sq, mq, qpf, loom]", "nics: loom"),
+            "nics.yaml:11:7: `nics` must be a list, e.g. `[sq, loom]`",
+        ),
+        (
+            "rate.yaml",
+            base.replacen(apps, &format!("{apps}        rate: 5gbit\n"), 1),
+            "rate.yaml:28:15: `rate` belongs to `request-response` and `udp` applications",
+        ),
+        (
+            "inline.yaml",
+            base.replace("match: {tag: 2}}", "match: {tag: 2}, wieght: 3}"),
+            "inline.yaml:20:61: policy_inline: error[unknown-key]: unknown key `wieght`",
+        ),
+    ] {
+        let f = d.join(file);
+        std::fs::write(&f, text).unwrap();
+        weft()
+            .arg("sim")
+            .arg(&f)
+            .args(["--quiet", "--out"])
+            .arg(d.join("out"))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(want));
+    }
+    weft()
+        .args([
+            "sim",
+            "examples/scenarios/hierarchy.yaml",
+            "--set",
+            "hw.quantum=1b",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--set: `hw.quantum=1b`: `1b` is less than 64 B, the smallest frame",
+        ));
+    // What a run never reaches runs, with a warning naming where it was written.
+    let f = d.join("late.yaml");
+    std::fs::write(
+        &f,
+        base.replace("{at: 150ms, flows: 5}", "{at: 900ms, flows: 5}"),
+    )
+    .unwrap();
+    weft()
+        .arg("sim")
+        .arg(&f)
+        .args(["--quiet", "--nic", "loom", "--out"])
+        .arg(d.join("out"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "late.yaml:29:70: J1/spark's schedule step to 5 flows at 900ms is at or after the \
+             end of the run (200ms)",
+        ));
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -1,12 +1,22 @@
 //! Reports: `summary.json` (per NIC model: `jain_min` and Jain's index per set of backlogged
 //! tenants, `link_utilization` (the fraction of the run the link was transmitting),
 //! `doorbell_writes_per_s`, `dma_reads_per_s`, CPU; per tenant and application: `mean_bps`,
-//! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99}, `drops`), tidy
-//! `timeseries.csv` (window_start_s, nic, tenant, app, bytes), `latency.csv` and `jain.csv`
-//! per window, SVG line charts drawn here (no plotting dependency: a chart is a few dozen SVG
-//! elements; a chart with nothing to draw, such as latency without a request/response
-//! application, says so and why), and `index.html` setting the models side by side as the
-//! papers' figures do. Names and other text from the scenario are escaped in HTML and SVG.
+//! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99, each with `_at_least`,
+//! samples, unfinished}, `drops`; per request/response application `requests` {issued,
+//! completed, unfinished}), tidy `timeseries.csv` (window_start_s, nic, tenant, app, bytes),
+//! `latency.csv` and `jain.csv` per window, SVG line charts drawn here (no plotting
+//! dependency: a chart is a few dozen SVG elements; a chart with nothing to draw, such as
+//! latency without a request/response application, says so and why), and `index.html`
+//! setting the models side by side as the papers' figures do. Names and other text from the
+//! scenario are escaped in HTML and SVG.
+//!
+//! Request latency percentiles are over every request that arrived within the run, an
+//! unfinished one counting as its age at the end ([`crate::metrics::Latency`]); one that
+//! falls on unfinished requests is a lower bound: `"p90_at_least": true` in summary.json,
+//! `true` in latency.csv's `p90_at_least`, `≥` in tables, a triangle in latency.svg.
+//!
+//! Files: [`OUTPUTS`] and `throughput-MODEL.svg` per model; [`write`] first removes those an
+//! earlier report left in the directory (and nothing else), so a report never mixes runs.
 //!
 //! Numbers are rounded (6 significant digits for ratios) so that the files are stable and
 //! diffable; the same runs always give the same bytes.
@@ -16,7 +26,8 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use crate::metrics::{self, Hist, IdealModel, Windows};
+use crate::metrics::{self, IdealModel, Latency, Windows};
+use crate::nic::NicKind;
 use crate::scenario::{AppKind, Scenario};
 use crate::sim::NicRun;
 
@@ -29,12 +40,61 @@ fn round(x: f64, digits: i32) -> f64 {
     (x * f).round() / f
 }
 
-fn lat_json(h: &Hist) -> Value {
-    let q = |p: f64| {
-        h.quantile(p)
-            .map_or(Value::Null, |v| json!(round(v as f64 / 1e6, 4)))
-    };
-    json!({"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "samples": h.count()})
+/// `{p50, p50_at_least, p90, .., p99, .., samples, unfinished}`, µs.
+fn lat_json(h: &Latency) -> Value {
+    let mut v = Map::new();
+    for (k, p) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+        let q = h.quantile(p);
+        v.insert(
+            k.into(),
+            q.map_or(Value::Null, |q| json!(round(q.value as f64 / 1e6, 4))),
+        );
+        v.insert(
+            format!("{k}_at_least"),
+            json!(q.is_some_and(|q| q.at_least)),
+        );
+    }
+    v.insert("samples".into(), json!(h.count()));
+    v.insert("unfinished".into(), json!(h.unfinished.count()));
+    Value::Object(v)
+}
+
+/// The files a report writes besides `throughput-MODEL.svg` per model.
+pub const OUTPUTS: [&str; 7] = [
+    "summary.json",
+    "timeseries.csv",
+    "latency.csv",
+    "jain.csv",
+    "latency.svg",
+    "jain.svg",
+    "index.html",
+];
+
+/// The names of every file a report may write: [`OUTPUTS`] and `throughput-MODEL.svg` of
+/// every model.
+pub fn output_names() -> Vec<String> {
+    OUTPUTS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(NicKind::ALL.map(|k| format!("throughput-{}.svg", k.name())))
+        .collect()
+}
+
+/// Removes the files a report writes ([`output_names`]) from `dir`, where they exist;
+/// nothing else.
+pub fn remove_outputs(dir: &Path) -> std::io::Result<()> {
+    for name in output_names() {
+        match std::fs::remove_file(dir.join(&name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot remove {}: {e}", dir.join(&name).display()),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A run's per-window results (computed once, shared by the summary and the files).
@@ -90,7 +150,7 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
         for t in &sc.tenants {
             let bytes: f64 = t.apps.iter().map(|&i| r.app_bytes[i] as f64).sum();
             let ideal: f64 = t.apps.iter().map(|&i| ideal_tot[i]).sum();
-            let mut lat = Hist::default();
+            let mut lat = Latency::default();
             let lat_app = t
                 .apps
                 .iter()
@@ -118,7 +178,12 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
                     "drops": r.app_drops[i],
                 });
                 if matches!(app.kind, AppKind::RequestResponse { .. }) {
-                    v["requests"] = json!(r.requests_done[i]);
+                    let (issued, done) = (r.requests_issued[i], r.requests_done[i]);
+                    v["requests"] = json!({
+                        "issued": issued,
+                        "completed": done,
+                        "unfinished": issued - done,
+                    });
                 }
                 let g = &r.app_gaps[i];
                 if let (Some(m), Some(sd)) = (g.mean_ps(), g.std_ps()) {
@@ -228,30 +293,42 @@ pub fn timeseries_csv(sc: &Scenario, an: &[Analysed]) -> String {
     s
 }
 
-/// Latency per latency window of request/response applications:
-/// `window_start_s,nic,tenant,app,samples,p50_us,p90_us,p99_us`.
+/// Latency of request/response applications per latency window, over the requests that
+/// arrived in it: `window_start_s,nic,tenant,app,requests,unfinished,p50_us,p90_us,p99_us,
+/// p50_at_least,p90_at_least,p99_at_least` (`true`: a lower bound, the percentile falls on
+/// requests unfinished at the end of the run).
 pub fn latency_csv(sc: &Scenario, an: &[Analysed]) -> String {
-    let mut s = String::from("window_start_s,nic,tenant,app,samples,p50_us,p90_us,p99_us\n");
+    let mut s = String::from(
+        "window_start_s,nic,tenant,app,requests,unfinished,p50_us,p90_us,p99_us,\
+         p50_at_least,p90_at_least,p99_at_least\n",
+    );
     for a in an {
         for (w, row) in a.run.window_latency.iter().enumerate() {
             let t = w as f64 * sc.latency_window_ps as f64 / 1e12;
             for (i, h) in row.iter().enumerate() {
                 let Some(h) = h else { continue };
-                let q = |p: f64| {
-                    h.quantile(p)
-                        .map_or(String::new(), |v| format!("{}", round(v as f64 / 1e6, 4)))
+                let q = [0.5, 0.9, 0.99].map(|p| h.quantile(p));
+                let value = |k: usize| {
+                    q[k].map_or(String::new(), |q| {
+                        format!("{}", round(q.value as f64 / 1e6, 4))
+                    })
                 };
+                let at_least = |k: usize| q[k].is_some_and(|q| q.at_least);
                 let _ = writeln!(
                     s,
-                    "{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{}",
                     round(t, 9),
                     a.run.kind.name(),
                     sc.tenants[sc.apps[i].tenant].name,
                     sc.apps[i].name,
                     h.count(),
-                    q(0.5),
-                    q(0.9),
-                    q(0.99)
+                    h.unfinished.count(),
+                    value(0),
+                    value(1),
+                    value(2),
+                    at_least(0),
+                    at_least(1),
+                    at_least(2)
                 );
             }
         }
@@ -367,11 +444,12 @@ pub fn line_chart(
     series: &[Series],
     ymax: Option<f64>,
 ) -> String {
-    chart(title, xlabel, ylabel, series, None, ymax)
+    chart(title, xlabel, ylabel, series, None, ymax, &[])
 }
 
 /// [`line_chart`], its x axis running to `xmax` when every point is at x = 0 (else to the
-/// largest x; without `xmax`, to 10^-12).
+/// largest x; without `xmax`, to 10^-12); `at_least[k][j]`: point j of series k is only a
+/// lower bound, marked with a triangle (missing: not).
 fn chart(
     title: &str,
     xlabel: &str,
@@ -379,7 +457,9 @@ fn chart(
     series: &[Series],
     xmax: Option<f64>,
     ymax: Option<f64>,
+    at_least: &[Vec<bool>],
 ) -> String {
+    let lower = |k: usize, j: usize| at_least.get(k).and_then(|v| v.get(j)) == Some(&true);
     let (w, h, l, r, t, b) = CHART;
     let pw = w - l - r;
     let ph = h - t - b;
@@ -435,6 +515,22 @@ fn chart(
             s,
             r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"/>"#
         );
+        for (j, (x, y)) in se.points.iter().enumerate() {
+            if !y.is_finite() || !lower(k, j) {
+                continue;
+            }
+            let px = l + pw * x / xmax;
+            let py = t + ph - ph * (y / ymax).clamp(0.0, 1.05);
+            let _ = write!(
+                s,
+                r#"<path d="M{px:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{color}"/>"#,
+                py - 5.0,
+                px - 4.0,
+                py + 2.0,
+                px + 4.0,
+                py + 2.0
+            );
+        }
         let ly = t + 12.0 + 16.0 * k as f64;
         let _ = write!(
             s,
@@ -445,6 +541,25 @@ fn chart(
             ly + 4.0,
             esc(&se.name)
         );
+    }
+    if at_least.iter().any(|v| v.contains(&true)) {
+        let y = t + 12.0 + 16.0 * series.len() as f64 + 8.0;
+        for (k, line) in [
+            "\u{25b2} at least: the",
+            "percentile falls on",
+            "requests unfinished",
+            "at the end",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let _ = write!(
+                s,
+                r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#555">{line}</text>"##,
+                l + pw + 8.0,
+                y + 13.0 * k as f64
+            );
+        }
     }
     s.push_str("</svg>\n");
     s
@@ -483,9 +598,11 @@ fn no_points(series: &[Series]) -> bool {
         .all(|s| s.points.iter().all(|p| !p.1.is_finite()))
 }
 
-/// Writes every file of the report into `dir` and returns the summary.
+/// Writes every file of the report into `dir`, after removing those an earlier report left
+/// there ([`remove_outputs`]), and returns the summary.
 pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Value> {
     std::fs::create_dir_all(dir)?;
+    remove_outputs(dir)?;
     let an = analyse(sc, runs);
     let sum = summary(sc, &an);
     std::fs::write(
@@ -526,17 +643,18 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 &series,
                 Some(sc.duration_ps as f64 / 1e12),
                 Some(ymax),
+                &[],
             ),
         )?;
         figs.push(name);
     }
     let hl = headline_app(sc);
     let lwin = sc.latency_window_ps as f64 / 1e12;
+    let mut lat_at_least = Vec::new();
     let lat_series: Vec<Series> = an
         .iter()
-        .map(|a| Series {
-            name: a.run.kind.name().to_string(),
-            points: a
+        .map(|a| {
+            let p90: Vec<(f64, metrics::Quantile)> = a
                 .run
                 .window_latency
                 .iter()
@@ -545,9 +663,17 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                     row.get(hl)
                         .and_then(|h| h.as_ref())
                         .and_then(|h| h.quantile(0.9))
-                        .map(|v| (w as f64 * lwin, v as f64 / 1e6))
+                        .map(|q| (w as f64 * lwin, q))
                 })
-                .collect(),
+                .collect();
+            lat_at_least.push(p90.iter().map(|(_, q)| q.at_least).collect());
+            Series {
+                name: a.run.kind.name().to_string(),
+                points: p90
+                    .iter()
+                    .map(|(x, q)| (*x, q.value as f64 / 1e6))
+                    .collect(),
+            }
         })
         .collect();
     let hl_name = format!(
@@ -564,6 +690,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
             &lat_series,
             Some(dur_s),
             None,
+            &lat_at_least,
         )
     } else if matches!(sc.apps[hl].kind, AppKind::RequestResponse { .. }) {
         note_chart(
@@ -572,8 +699,8 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
             "µs",
             dur_s,
             &[
-                "No data: no response completed within the run".into(),
-                "(latency.csv has no rows).".into(),
+                "No data: no request arrived within the run".into(),
+                "(latency.csv counts none).".into(),
             ],
         )
     } else {
@@ -628,11 +755,18 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
             &jain_series,
             Some(dur_s),
             Some(1.0),
+            &[],
         )
     };
     std::fs::write(dir.join("jain.svg"), jain_chart)?;
     std::fs::write(dir.join("index.html"), html(sc, &sum, &figs))?;
     Ok(sum)
+}
+
+/// A percentile of a `latency_us` object as a table shows it: `≥ 125000` for a lower bound.
+fn pct(lat: &Value, key: &str) -> String {
+    let at_least = lat[format!("{key}_at_least")].as_bool().unwrap_or(false);
+    format!("{}{}", if at_least { "≥ " } else { "" }, lat[key])
 }
 
 fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
@@ -669,7 +803,7 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
                 "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(k),
                 v["jain_min"], v["jain_mean"], v["link_utilization"],
-                v["tenants"][ht]["apps"][ha]["latency_us"]["p90"],
+                pct(&v["tenants"][ht]["apps"][ha]["latency_us"], "p90"),
                 v["doorbell_writes_per_s"], v["dma_reads_per_s"], v["cpu_cores_busy"], v["drops"]
             );
         }
@@ -691,12 +825,21 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
                         esc(tn),
                         tv["mean_bps"].as_f64().unwrap_or(0.0) / 1e9,
                         tv["share"], tv["ideal_share"], tv["rel_error"],
-                        tv["latency_us"]["p50"], tv["latency_us"]["p99"], tv["drops"]
+                        pct(&tv["latency_us"], "p50"), pct(&tv["latency_us"], "p99"), tv["drops"]
                     );
                 }
             }
         }
     }
-    s.push_str("</table><p>Files: summary.json, timeseries.csv, latency.csv, jain.csv.</p></body></html>\n");
+    s.push_str("</table>");
+    if s.contains("<td>≥ ") {
+        s.push_str(
+            "<p>≥: a lower bound: the percentile falls on requests unfinished at the end of the \
+             run, counted at their age then.</p>",
+        );
+    }
+    s.push_str(
+        "<p>Files: summary.json, timeseries.csv, latency.csv, jain.csv.</p></body></html>\n",
+    );
     s
 }

@@ -5,7 +5,12 @@
 //! compare with their parameters, duration, measurement windows and seed.
 //!
 //! Quantities take units as in policies (`10gbit`, `64kb`, `5us`; `weft_core::units`).
-//! Every error names the file, line and column of the offending value.
+//! Every error names the file, line and column of the offending value, in the scenario's
+//! terms: a value of the wrong kind names its key and what it must be (the YAML library's
+//! `invalid u16` becomes `` `cores` must be a whole number from 1 to 65535 ``), and the inline
+//! policy's diagnostics name their line and column in the scenario file. What loads but does
+//! nothing in a run of its duration (a start or schedule step at or after the end, a window
+//! longer than the run) is a warning ([`Scenario::warnings`]).
 //!
 //! Invariants of a loaded [`Scenario`]: the host has at least one core and every
 //! application's cores exist on it; windows and duration are positive; the duration is at
@@ -17,8 +22,11 @@
 //! and their windows and closed-loop responses at most [`MAX_BURST_PACKETS`] packets at once;
 //! a UDP flow's rate and a request/response application's offered load are at most
 //! [`MAX_OFFERED_LOAD`] times the link rate (what `unlimited` offers); tenant names are
-//! unique, and application names within their tenant (they key the reports); at least one
-//! NIC model, none twice; start < stop; the policy compiled.
+//! unique, and application names within their tenant (they key the reports); every tenant has
+//! an application, and every application only its kind's keys (`window` bulk; `rate`
+//! request-response and UDP; `size`, `size_dist`, `closed_loop` request-response;
+//! `socket_limit` UDP); at least one NIC model, none twice; start < stop; the policy
+//! compiled.
 //!
 //! Tenant and application names are non-empty, without whitespace, commas, double quotes
 //! or control characters, as policy node names are (`weft_core::policy::parse::valid_name`):
@@ -97,6 +105,10 @@ pub enum ScenarioError {
     /// The policy did not compile.
     #[error("{path}: policy: {message}")]
     Policy { path: String, message: String },
+    /// The scenario's `policy_inline` did not compile: a line per problem, each naming the
+    /// scenario file's line and column (`file:line:col: policy_inline: error[rule]: ...`).
+    #[error("{message}")]
+    PolicyInline { message: String },
 }
 
 /// Size of each response of a request/response application.
@@ -168,6 +180,9 @@ pub struct App {
     /// Flow count over time: `(at_ps, flows)`, sorted, first at `start`; the last entry
     /// with flows 0 is the stop.
     pub schedule: Vec<(u64, u32)>,
+    /// Where each entry of `schedule` was written, `file:line:column` (`None`: not written,
+    /// as a start of 0 or the stop at the end; and stops), for warnings.
+    pub schedule_at: Vec<Option<String>>,
     /// Prioritized application (TONIC head insertion, the `mq-pri` high class). `None`:
     /// derived from the policy (its leaf is the most urgent child of a `prio` node).
     pub prioritized: Option<bool>,
@@ -285,6 +300,8 @@ pub struct Scenario {
     pub seed: u64,
     /// Throughput window, ps.
     pub window_ps: u64,
+    /// Where `window` was written (`file:line:column`), for warnings; `None`: the default.
+    pub window_at: Option<String>,
     /// Latency percentile window, ps.
     pub latency_window_ps: u64,
     /// NIC models to run, in order (at least one, none twice: results are keyed by model).
@@ -352,7 +369,7 @@ struct RawTenant {
     name: Spanned<String>,
     #[serde(default)]
     meta: BTreeMap<String, Spanned<Scalar>>,
-    apps: Vec<RawApp>,
+    apps: Spanned<Vec<RawApp>>,
 }
 
 #[derive(Deserialize)]
@@ -374,7 +391,7 @@ struct RawApp {
     socket_limit: Option<Spanned<String>>,
     prioritized: Option<bool>,
     dcb_class: Option<Spanned<u8>>,
-    closed_loop: Option<bool>,
+    closed_loop: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -423,11 +440,13 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             .location()
             .map(|l| (l.line(), l.column()))
             .unwrap_or((0, 0));
+        let message = yaml_message(&e, text, line, column)
+            .unwrap_or_else(|| without_location(&first_line(&e.to_string())));
         ScenarioError::At {
             path: p.clone(),
-            line,
-            column,
-            message: without_location(&first_line(&e.to_string())) + policy_hint(text),
+            line: line.max(1),
+            column: column.max(1),
+            message: message + policy_hint(text),
         }
     })?;
     let ctx = Ctx {
@@ -451,9 +470,8 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         (None, None, Some(inline)) => {
             let name = format!("{p} (policy_inline)");
             policy::compile_str(Path::new(&name), &inline.value, &lopts).map_err(|e| {
-                ScenarioError::Policy {
-                    path: p.clone(),
-                    message: e.render_plain(),
+                ScenarioError::PolicyInline {
+                    message: inline_diagnostics(&e, &p, text, inline),
                 }
             })?
         }
@@ -653,7 +671,17 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             apps: Vec::new(),
         };
         let mut app_names: BTreeMap<&str, &Spanned<String>> = BTreeMap::new();
-        for ra in &rt.apps {
+        if rt.apps.value.is_empty() {
+            return Err(ctx.err(
+                &rt.apps.referenced,
+                format!(
+                    "tenant `{}` has no applications (`apps` is empty): give it at least one, \
+                     or leave the tenant out",
+                    rt.name.value
+                ),
+            ));
+        }
+        for ra in &rt.apps.value {
             ctx.name(&ra.name, false)?;
             if let Some(first) = app_names.insert(&ra.name.value, &ra.name) {
                 return Err(ctx.err(
@@ -710,6 +738,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         duration_ps,
         seed: raw.seed.unwrap_or(1),
         window_ps,
+        window_at: raw.window.as_ref().map(|w| ctx.at(&w.referenced)),
         latency_window_ps,
         nics,
         nic_params,
@@ -784,6 +813,47 @@ impl Scenario {
         Ok(())
     }
 
+    /// What in the scenario does nothing in a run of its duration, a line each (`file:line:col:
+    /// ...` where written): an application that starts at or after the end, a schedule step
+    /// at or after the end, a throughput window longer than the run.
+    pub fn warnings(&self) -> Vec<String> {
+        let end = self.duration_ps;
+        let mut out = Vec::new();
+        for a in &self.apps {
+            let name = format!("{}/{}", self.tenants[a.tenant].name, a.name);
+            for (i, (&(t, flows), at)) in a.schedule.iter().zip(&a.schedule_at).enumerate() {
+                let Some(at) = at.as_ref().filter(|_| t >= end) else {
+                    continue;
+                };
+                out.push(if i == 0 {
+                    format!(
+                        "{at}: {name} starts at {}, at or after the end of the run ({}): it \
+                         sends nothing",
+                        units::format_time(t),
+                        units::format_time(end)
+                    )
+                } else {
+                    format!(
+                        "{at}: {name}'s schedule step to {flows} flows at {} is at or after the \
+                         end of the run ({}): it never happens",
+                        units::format_time(t),
+                        units::format_time(end)
+                    )
+                });
+            }
+        }
+        if self.window_ps > end {
+            out.push(format!(
+                "{}: the throughput window ({}) is longer than the run ({}): no whole window, so \
+                 no Jain's index (jain_min is null)",
+                self.window_at.as_deref().unwrap_or(&self.path),
+                units::format_time(self.window_ps),
+                units::format_time(end)
+            ));
+        }
+        out
+    }
+
     /// `tenant/app` of every application whose packets no leaf of the policy matches (the
     /// engine-based models drop them as unclassified).
     pub fn unclassified_apps(&self) -> Vec<String> {
@@ -845,6 +915,312 @@ fn without_location(m: &str) -> String {
     m.to_string()
 }
 
+/// What the YAML library's error `e` at `line`:`column` of `text` means in the scenario's
+/// terms: the scenario file is empty; a key is given twice; or the key whose value is of the
+/// wrong kind and what it must be (`` `cores` must be a whole number from 1 to 65535 ``). `None`
+/// for other errors (syntax, unknown keys: the library's message says it).
+fn yaml_message(e: &serde_saphyr::Error, text: &str, line: u64, column: u64) -> Option<String> {
+    use serde_saphyr::Error as E;
+    let blank = text.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+    });
+    if blank {
+        return Some(
+            "the scenario file is empty: a scenario is a mapping with `duration`, `policy` (or \
+             `policy_inline`) and `tenants` (examples/scenarios/README.md)"
+                .into(),
+        );
+    }
+    let want = match e {
+        E::AliasError { error, .. } | E::WithSnippet { error, .. } => {
+            return yaml_message(error, text, line, column)
+        }
+        E::DuplicateMappingKey { key: Some(k), .. } => {
+            return Some(format!(
+                "key `{k}` given twice: a mapping holds each key once"
+            ))
+        }
+        E::DuplicateMappingKey { key: None, .. } => {
+            return Some("a key given twice: a mapping holds each key once".into())
+        }
+        E::SerdeMissingField { field, .. } => return Some(format!("missing key `{field}`")),
+        E::Unexpected { expected, .. } => match *expected {
+            "sequence start" => Want::List,
+            "mapping start" => Want::Mapping,
+            "string scalar" => Want::Single,
+            _ => return None,
+        },
+        E::InvalidScalar { ty: "boolean", .. } => Want::Bool,
+        E::InvalidScalar { ty, .. } => Want::Number(ty),
+        E::NullIntoString { .. } => Want::Value,
+        // A `meta` field's or a NIC parameter's value (a number or text) given a list or a
+        // mapping: serde's words for it name the type.
+        E::Message { msg, .. } if msg.contains("untagged enum Scalar") => Want::Single,
+        _ => return None,
+    };
+    let at = key_at(text, line, column);
+    let got = match want {
+        Want::Number(_) | Want::Bool => {
+            scalar_at(text, line, column).map_or(String::new(), |v| format!(", not `{v}`"))
+        }
+        _ => String::new(),
+    };
+    let Some((key, item)) = at else {
+        return Some(match want {
+            Want::Mapping => "a scenario is a mapping of keys (`duration:`, `policy:`, \
+                              `tenants:` and others; examples/scenarios/README.md), not a \
+                              single value or a list"
+                .into(),
+            Want::List => "expected a list here, e.g. `[a, b]`".into(),
+            Want::Single => "expected a single value here, not a list or a mapping".into(),
+            Want::Number(ty) => format!("expected {}{got}", whole_number(ty)),
+            Want::Bool => format!("expected `true` or `false`{got}"),
+            Want::Value => "a value is missing here".into(),
+        });
+    };
+    let (subject, what) = key_rule(&key, item, want);
+    Some(match want {
+        Want::Value => format!("{subject} has no value: it must be {what}"),
+        _ => format!("{subject} must be {what}{got}"),
+    })
+}
+
+/// The kind of value the YAML library wanted where it found another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    List,
+    Mapping,
+    /// A scalar, not a list or a mapping.
+    Single,
+    /// An integer of this Rust type.
+    Number(&'static str),
+    Bool,
+    /// Something where there is nothing (`duration:` alone).
+    Value,
+}
+
+/// `a whole number from 0 to 65535` for an integer type's name.
+fn whole_number(ty: &str) -> String {
+    let max = match ty {
+        "u8" => u64::from(u8::MAX),
+        "u16" => u64::from(u16::MAX),
+        "u32" => u64::from(u32::MAX),
+        _ => u64::MAX,
+    };
+    format!("a whole number from 0 to {max}")
+}
+
+/// What the value of `key` must be, for a message: (`` `cores` ``, `a whole number from 1 to
+/// 65535`). `item`: the value is an entry of `key`'s list.
+fn key_rule(key: &str, item: bool, want: Want) -> (String, String) {
+    let k = format!("`{key}`");
+    let each = format!("each entry of `{key}`");
+    let time = "a time, e.g. `10ms`";
+    let size = "a size, e.g. `64kb`";
+    let (subject, what): (&str, String) = match (key, item) {
+        ("cores", false) if want == Want::List || want == Want::Mapping => {
+            (&k, "a list of core numbers, e.g. `[0, 1]`".into())
+        }
+        ("cores", false) => (&k, "a whole number from 1 to 65535".into()),
+        ("cores", true) => (
+            &each,
+            "a core number, a whole number from 0 to 65534".into(),
+        ),
+        ("flows", _) => (&k, whole_number("u32")),
+        ("seed", _) => (&k, whole_number("u64")),
+        ("dcb_class", _) => (&k, "a whole number from 0 to 7".into()),
+        ("prioritized" | "closed_loop", _) => (&k, "`true` or `false`".into()),
+        ("nics", false) => (&k, "a list, e.g. `[sq, loom]`".into()),
+        ("nics", true) => (&each, format!("a NIC model's name ({})", NicKind::names())),
+        ("tenants", false) => (
+            &k,
+            "a list of tenants, each a mapping with `name` and `apps`".into(),
+        ),
+        ("tenants", true) => (&each, "a mapping with `name` and `apps`".into()),
+        ("apps", false) => (
+            &k,
+            "a list of applications, e.g. `[{name: bulk, kind: bulk}]`".into(),
+        ),
+        ("apps", true) => (&each, "a mapping with `name` and `kind`".into()),
+        ("schedule", false) => (
+            &k,
+            "a list of steps, e.g. `[{at: 400ms, flows: 16}]`".into(),
+        ),
+        ("schedule", true) => (&each, "a mapping, e.g. `{at: 400ms, flows: 16}`".into()),
+        ("host", _) => (&k, "a mapping, e.g. `{cores: 8, mtu: 1500b}`".into()),
+        ("nic", _) => (
+            &k,
+            "a mapping of models to parameters, e.g. `{loom: {batch: 64kb}}`".into(),
+        ),
+        ("meta", _) => (
+            &k,
+            "a mapping of packet fields to values, e.g. `{tenant: 1, dport: 11211}`".into(),
+        ),
+        (
+            "duration" | "latency_window" | "start" | "stop" | "at" | "retry" | "cpu_per_packet"
+            | "cpu_per_doorbell",
+            _,
+        ) => (&k, time.into()),
+        ("window", _) => (
+            &k,
+            "a single value: a time (the throughput window, e.g. `5ms`), or in a bulk \
+             application a size (e.g. `128kb`)"
+                .into(),
+        ),
+        ("segment" | "mtu" | "size" | "socket_limit", _) => (&k, size.into()),
+        ("rate", _) => (
+            &k,
+            "a single value, e.g. `10000/s` (request-response) or `2gbit` (udp)".into(),
+        ),
+        ("kind", _) => (&k, "`bulk`, `request-response` or `udp`".into()),
+        ("placement", _) => (&k, "`random` or `round-robin`".into()),
+        ("size_dist", _) => (&k, "`fixed` or `exponential`".into()),
+        ("policy_inline", _) => (
+            &k,
+            "the policy's YAML as a block: `policy_inline: |` and the policy indented below".into(),
+        ),
+        ("name" | "description" | "time_scale" | "policy", _) => {
+            (&k, "text, not a list or a mapping".into())
+        }
+        (model, false)
+            if NicKind::from_name(model).is_some() || matches!(model, "hw" | "all" | "dcb") =>
+        {
+            let params: Vec<&str> = crate::nic::PARAMETERS
+                .iter()
+                .filter_map(|p| p.strip_prefix(model)?.strip_prefix('.'))
+                .collect();
+            (
+                &k,
+                format!(
+                    "a mapping of its NIC parameters ({}) to values",
+                    params.join(", ")
+                ),
+            )
+        }
+        _ => match want {
+            Want::List => (&k, "a list".into()),
+            Want::Mapping => (&k, "a mapping".into()),
+            Want::Single | Want::Value => (
+                &k,
+                "a single value (a number or text), not a list or a mapping".into(),
+            ),
+            Want::Number(ty) => (&k, whole_number(ty)),
+            Want::Bool => (&k, "`true` or `false`".into()),
+        },
+    };
+    (subject.to_string(), what)
+}
+
+/// The characters of `text` before 1-based `line`:`column` (counted in characters, as the
+/// YAML library does), and the character there.
+fn before(text: &str, line: u64, column: u64) -> (Vec<char>, Option<char>) {
+    let mut out = Vec::new();
+    for (i, l) in text.split('\n').enumerate() {
+        if i as u64 + 1 < line {
+            out.extend(l.chars());
+            out.push('\n');
+        } else {
+            let mut cs = l.trim_end_matches('\r').chars();
+            out.extend(cs.by_ref().take(column.saturating_sub(1) as usize));
+            return (out, cs.next());
+        }
+    }
+    (out, None)
+}
+
+/// The key whose value is at `line`:`column`, and whether the value is an entry of that key's
+/// list (`cores: [0, x]`, `- x` under `tenants:`); `None` at the top of the document. Reads
+/// the text backwards: flow and block style as the scenarios are written (comments between a
+/// key and its value are not skipped).
+fn key_at(text: &str, line: u64, column: u64) -> Option<(String, bool)> {
+    let (mut cs, here) = before(text, line, column);
+    // A key without a value is reported at its colon.
+    if here == Some(':') {
+        cs.push(':');
+    }
+    let skip_space = |cs: &[char], mut i: usize| {
+        while i > 0 && cs[i - 1].is_whitespace() {
+            i -= 1;
+        }
+        i
+    };
+    // The key ending at the colon before `i` (after spaces).
+    let key_before = |cs: &[char], i: usize| -> Option<String> {
+        let i = skip_space(cs, i);
+        if i == 0 || cs[i - 1] != ':' {
+            return None;
+        }
+        let mut j = i - 1;
+        while j > 0 && cs[j - 1] == ' ' {
+            j -= 1;
+        }
+        let end = j;
+        while j > 0 && (cs[j - 1].is_alphanumeric() || matches!(cs[j - 1], '_' | '-' | '.')) {
+            j -= 1;
+        }
+        (j < end).then(|| cs[j..end].iter().collect())
+    };
+    let i = skip_space(&cs, cs.len());
+    match i.checked_sub(1).map(|k| cs[k]) {
+        Some(':') => key_before(&cs, i).map(|k| (k, false)),
+        Some('[' | ',') => {
+            // The `[` that opens this list, then its key.
+            let mut depth = 0usize;
+            let mut j = i;
+            while j > 0 {
+                j -= 1;
+                match cs[j] {
+                    ']' | '}' => depth += 1,
+                    '{' if depth == 0 => return None,
+                    '[' | '{' if depth > 0 => depth -= 1,
+                    '[' => return key_before(&cs, j).map(|k| (k, true)),
+                    _ => {}
+                }
+            }
+            None
+        }
+        Some('-') if i == 1 || cs[i - 2].is_whitespace() => {
+            // A block list entry: the key above it, indented less (or as much: `key:` then
+            // `- entry` at its indentation).
+            let line_start = cs[..i - 1]
+                .iter()
+                .rposition(|&c| c == '\n')
+                .map_or(0, |p| p + 1);
+            let indent = i - 1 - line_start;
+            let above: String = cs[..line_start].iter().collect();
+            for l in above.lines().rev() {
+                let t = l.trim_start();
+                if t.is_empty() || t.starts_with('#') {
+                    continue;
+                }
+                if l.len() - t.len() > indent || t.starts_with("- ") {
+                    continue;
+                }
+                let t = t.split(" #").next().unwrap_or(t).trim_end();
+                return t.strip_suffix(':').map(|k| (k.trim().to_string(), true));
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// The plain scalar at `line`:`column` (to the next `,`, `]`, `}`, ` #` or the line's end),
+/// for messages; `None` when empty or long.
+fn scalar_at(text: &str, line: u64, column: u64) -> Option<String> {
+    let l = text.lines().nth(line.checked_sub(1)? as usize)?;
+    let rest: String = l.chars().skip(column.saturating_sub(1) as usize).collect();
+    let v = rest
+        .split([',', ']', '}'])
+        .next()?
+        .split(" #")
+        .next()?
+        .trim();
+    (!v.is_empty() && v.chars().count() <= 40 && !v.chars().any(char::is_control))
+        .then(|| v.to_string())
+}
+
 fn load_policy_file(
     scenario: &str,
     file: &Path,
@@ -854,6 +1230,73 @@ fn load_policy_file(
         path: scenario.to_string(),
         message: e.render_plain(),
     })
+}
+
+/// Where `policy_inline`'s text lies in the scenario file: the file line of its first line
+/// and the columns its lines are indented by (the YAML library places the value at its first
+/// character). Only a literal block (`policy_inline: |`) keeps the lines as written, and
+/// only when every line is found where it should be; `None` otherwise (a quoted or folded
+/// value).
+fn block_origin(text: &str, inline: &Spanned<String>) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = inline.referenced;
+    let first = usize::try_from(at.line()).ok()?;
+    let start = lines.get(first.checked_sub(1)?)?;
+    // Columns count characters; the indentation is spaces, one byte each.
+    let indent = usize::try_from(at.column()).ok()?.checked_sub(1)?;
+    if !start.get(..indent)?.chars().all(|c| c == ' ') {
+        return None;
+    }
+    let body = inline.value.strip_suffix('\n').unwrap_or(&inline.value);
+    let found = body.lines().enumerate().all(|(i, l)| {
+        lines.get(first - 1 + i).is_some_and(|f| {
+            if l.is_empty() {
+                f.trim().is_empty()
+            } else {
+                f.len() == indent + l.len() && f[..indent].trim().is_empty() && f[indent..] == *l
+            }
+        })
+    });
+    found.then_some((first, indent))
+}
+
+/// The diagnostics of the inline policy, each at its line and column in the scenario file
+/// (`file:line:col: policy_inline: error[rule]: ...`); when the block's lines cannot be
+/// found in the file, at the line and column within the block, naming where it starts.
+fn inline_diagnostics(
+    e: &policy::PolicyError,
+    path: &str,
+    text: &str,
+    inline: &Spanned<String>,
+) -> String {
+    let origin = block_origin(text, inline);
+    e.diagnostics
+        .iter()
+        .map(|d| {
+            if d.span.file != 0 {
+                // A sub-policy file the inline policy attaches names its own place.
+                return e.render_one(d);
+            }
+            let one = e.render_one(d);
+            let (file, line, col) = e.sources.location(d.span);
+            let rest = one
+                .strip_prefix(&format!("{file}:{line}:{col}: "))
+                .unwrap_or(&one);
+            match origin {
+                Some((first, indent)) => format!(
+                    "{path}:{}:{}: policy_inline: {rest}",
+                    first + line - 1,
+                    col + indent
+                ),
+                None => format!(
+                    "{path}:{}:{}: policy_inline (line {line}, column {col} of its text): {rest}",
+                    inline.referenced.line(),
+                    inline.referenced.column()
+                ),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 struct Ctx<'a> {
@@ -967,6 +1410,66 @@ impl Ctx<'_> {
         Ok(r)
     }
 
+    /// Refuses a key that the application's kind does not read (`rate` on a bulk
+    /// application, `window` on a UDP one): it would be ignored without a word.
+    fn misplaced_keys(&self, ra: &RawApp) -> Result<(), ScenarioError> {
+        const RR: &str = "request-response";
+        let kind = ra.kind.value.as_str();
+        let keys: [(&str, Option<&serde_saphyr::Location>, &[&str]); 6] = [
+            (
+                "window",
+                ra.window.as_ref().map(|v| &v.referenced),
+                &["bulk"],
+            ),
+            (
+                "rate",
+                ra.rate.as_ref().map(|v| &v.referenced),
+                &[RR, "udp"],
+            ),
+            ("size", ra.size.as_ref().map(|v| &v.referenced), &[RR]),
+            (
+                "size_dist",
+                ra.size_dist.as_ref().map(|v| &v.referenced),
+                &[RR],
+            ),
+            (
+                "closed_loop",
+                ra.closed_loop.as_ref().map(|v| &v.referenced),
+                &[RR],
+            ),
+            (
+                "socket_limit",
+                ra.socket_limit.as_ref().map(|v| &v.referenced),
+                &["udp"],
+            ),
+        ];
+        let does = match kind {
+            "bulk" => "keeps `window` bytes queued per flow",
+            RR => "answers requests with responses of `size` bytes",
+            "udp" => "sends MTU packets at `rate` per flow",
+            // The kind itself is refused where it is read.
+            _ => return Ok(()),
+        };
+        for (key, at, kinds) in keys {
+            if let Some(at) = at.filter(|_| !kinds.contains(&kind)) {
+                let belongs = kinds
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ");
+                return Err(self.err(
+                    at,
+                    format!(
+                        "`{key}` belongs to {belongs} applications; `{}` is a `{kind}` \
+                         application, which {does}",
+                        ra.name.value
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn app(
         &self,
         ra: &RawApp,
@@ -975,6 +1478,7 @@ impl Ctx<'_> {
         host: &Host,
         duration_ps: u64,
     ) -> Result<App, ScenarioError> {
+        self.misplaced_keys(ra)?;
         let mut meta = *tmeta;
         for (k, v) in &ra.meta {
             meta.set_field(k, &v.value.text())
@@ -988,7 +1492,7 @@ impl Ctx<'_> {
                 },
             },
             "request-response" => {
-                let closed_loop = ra.closed_loop.unwrap_or(false);
+                let closed_loop = ra.closed_loop.as_ref().is_some_and(|c| c.value);
                 let rate =
                     match (&ra.rate, closed_loop) {
                         (Some(r), _) => r.clone(),
@@ -1137,6 +1641,7 @@ impl Ctx<'_> {
             ra.flows.unwrap_or(1)
         };
         let mut schedule = vec![(start, ra.flows.unwrap_or(default_flows))];
+        let mut schedule_at = vec![ra.start.as_ref().map(|s| self.at(&s.referenced))];
         if let Some(steps) = &ra.schedule {
             let mut last = start;
             for st in steps {
@@ -1149,10 +1654,12 @@ impl Ctx<'_> {
                 }
                 last = at;
                 schedule.push((at, st.flows));
+                schedule_at.push(Some(self.at(&st.at.referenced)));
             }
         }
         if stop < duration_ps || ra.stop.is_some() {
             schedule.push((stop, 0));
+            schedule_at.push(None);
         }
         let dcb_class = match &ra.dcb_class {
             Some(c) if c.value > 7 => {
@@ -1168,6 +1675,7 @@ impl Ctx<'_> {
             kind,
             cores,
             schedule,
+            schedule_at,
             prioritized: ra.prioritized,
             dcb_class,
         })

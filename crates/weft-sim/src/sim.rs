@@ -13,7 +13,10 @@
 //! * request/response: Poisson request arrivals (or closed loop: one request per flow at a
 //!   time, the next when the response completes, like sockperf ping-pong); each writes a
 //!   response; its latency is the time from the request to the response's last bit on the
-//!   wire (a response whose last bit leaves after the run ends is not counted as completed).
+//!   wire. Every request that arrives within the run counts: one unfinished at the end (its
+//!   response still queued, on the wire, or lost to a drop) counts as its age then, a lower
+//!   bound ([`crate::metrics::Latency`]); a response whose last bit leaves after the run ends
+//!   is unfinished.
 //! * UDP: a packet every `mtu × 8 / rate` per flow; unlimited = twice the link rate; dropped
 //!   at the socket when the flow holds `socket_limit_bytes`.
 //! * Flow counts change at the application's schedule steps (start, `schedule`, stop).
@@ -24,7 +27,8 @@
 //! broken by insertion order, so a run is a pure function of the scenario and seed.
 //!
 //! Cost per simulated packet: one NIC poll, a few vector updates, a histogram increment and,
-//! per segment, one refill; heap operations only for timed events, not per packet.
+//! per segment, one refill; heap operations only for timed events, not per packet. At the
+//! end, one pass over the request slots (the requests still open).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,7 +40,7 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::LAST_ARRIVAL_PS;
 
-use crate::metrics::Hist;
+use crate::metrics::Latency;
 use crate::nic::engine::EngineNic;
 use crate::nic::hwq::HwqNic;
 use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
@@ -59,11 +63,12 @@ pub struct NicRun {
     pub app_bytes: Vec<u64>,
     pub app_drops: Vec<u64>,
     /// Per application: latency over the run (response completion for request/response
-    /// applications, packet sojourn from write to wire otherwise), ps.
-    pub app_latency: Vec<Hist>,
-    /// Per latency window, per request/response application: completion times, ps
-    /// (`None` for other applications).
-    pub window_latency: Vec<Vec<Option<Hist>>>,
+    /// applications, with the unfinished requests' ages at the end; packet sojourn from write
+    /// to wire otherwise), ps.
+    pub app_latency: Vec<Latency>,
+    /// Per latency window (of the request's arrival), per request/response application:
+    /// completion times and unfinished requests' ages, ps (`None` for other applications).
+    pub window_latency: Vec<Vec<Option<Latency>>>,
     /// Bytes on the wire including per-frame overhead (of every frame that started).
     pub wire_bytes: u64,
     /// Time the link spent transmitting within the run, ps: the part of a frame still on
@@ -73,7 +78,11 @@ pub struct NicRun {
     pub packets: u64,
     /// The model's counters.
     pub counters: NicCounters,
-    /// Requests completed per request/response application.
+    /// Per application: requests that arrived within the run (request/response
+    /// applications; 0 for others).
+    pub requests_issued: Vec<u64>,
+    /// Per application: requests whose response's last bit left within the run; the others
+    /// issued are unfinished.
     pub requests_done: Vec<u64>,
     /// Per application: inter-departure times of its packets (SENIC Table 3).
     pub app_gaps: Vec<Gaps>,
@@ -168,6 +177,8 @@ struct Req {
     remaining: u32,
     failed: bool,
     flow: u32,
+    /// Arrived within the run (one at its last instant, `duration_ps`, does not count).
+    counted: bool,
 }
 
 /// Per-application facts derived from the policy: the leaf, the tenant weight (the weight of
@@ -385,14 +396,15 @@ impl<'a, N: Nic> Sim<'a, N> {
                 app_packets: vec![0; napps],
                 app_bytes: vec![0; napps],
                 app_drops: vec![0; napps],
-                app_latency: vec![Hist::default(); napps],
+                app_latency: vec![Latency::default(); napps],
                 window_latency: (0..nlat)
-                    .map(|_| is_rr.iter().map(|&r| r.then(Hist::default)).collect())
+                    .map(|_| is_rr.iter().map(|&r| r.then(Latency::default)).collect())
                     .collect(),
                 wire_bytes: 0,
                 wire_busy_ps: 0,
                 packets: 0,
                 counters: NicCounters::default(),
+                requests_issued: vec![0; napps],
                 requests_done: vec![0; napps],
                 app_gaps: vec![Gaps::default(); napps],
             },
@@ -475,8 +487,40 @@ impl<'a, N: Nic> Sim<'a, N> {
             now = next.max(now + 1).min(end.max(now + 1));
         }
         progress(end);
+        self.count_unfinished();
         self.out.counters = self.nic.counters();
         self.out
+    }
+
+    /// Requests still open at the end (responses queued or on the wire) count as their age.
+    fn count_unfinished(&mut self) {
+        let mut free = vec![false; self.reqs.len()];
+        for &s in &self.free_reqs {
+            free[s as usize] = true;
+        }
+        for (slot, free) in free.into_iter().enumerate() {
+            if !free {
+                self.unfinished(slot as u32);
+            }
+        }
+    }
+
+    /// Request `slot` did not complete within the run: its latency is at least its age at
+    /// the end.
+    fn unfinished(&mut self, slot: u32) {
+        let sc = self.sc;
+        let r = self.reqs[slot as usize];
+        if !r.counted {
+            return;
+        }
+        let app = self.flows[r.flow as usize].app as usize;
+        let age = sc.duration_ps - r.arrival_ps;
+        let o = &mut self.out;
+        o.app_latency[app].unfinished.record(age);
+        let lw = ((r.arrival_ps / sc.latency_window_ps) as usize).min(o.window_latency.len() - 1);
+        if let Some(h) = &mut o.window_latency[lw][app] {
+            h.unfinished.record(age);
+        }
     }
 
     fn handle(&mut self, now: u64, ev: Ev) {
@@ -585,11 +629,16 @@ impl<'a, N: Nic> Sim<'a, N> {
             SizeDist::Exponential(m) => (self.rngs[app as usize].exp(m as f64) as u64).max(1),
         };
         let mtu = sc.host.mtu_bytes as u64;
+        let counted = now < sc.duration_ps;
+        if counted {
+            self.out.requests_issued[app as usize] += 1;
+        }
         let req = Req {
             arrival_ps: now,
             remaining: bytes.div_ceil(mtu) as u32,
             failed: false,
             flow: fi,
+            counted,
         };
         let slot = match self.free_reqs.pop() {
             Some(s) => {
@@ -679,21 +728,23 @@ impl<'a, N: Nic> Sim<'a, N> {
             let r = &mut self.reqs[p.req as usize];
             r.remaining -= 1;
             if r.remaining == 0 {
-                // Completed when its last bit leaves: within the run, or not observed.
-                if !r.failed && now + wire <= sc.duration_ps {
+                // Completed when its last bit leaves: within the run, or unfinished.
+                if r.counted && !r.failed && now + wire <= sc.duration_ps {
                     let lat = now + wire - r.arrival_ps;
-                    o.app_latency[app].record(lat);
+                    o.app_latency[app].done.record(lat);
                     let lw = ((r.arrival_ps / sc.latency_window_ps) as usize)
                         .min(o.window_latency.len() - 1);
                     if let Some(h) = &mut o.window_latency[lw][app] {
-                        h.record(lat);
+                        h.done.record(lat);
                     }
                     o.requests_done[app] += 1;
+                } else {
+                    self.unfinished(p.req);
                 }
                 self.request_done(now + wire, p.req);
             }
         } else {
-            o.app_latency[app].record(now - p.submit_ps);
+            o.app_latency[app].done.record(now - p.submit_ps);
         }
         let f = &mut self.flows[p.flow as usize];
         f.queued_bytes -= p.bytes as u64;
@@ -721,6 +772,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 r.failed = true;
                 r.remaining -= 1;
                 if r.remaining == 0 {
+                    self.unfinished(p.req);
                     self.request_done(now, p.req);
                 }
             }

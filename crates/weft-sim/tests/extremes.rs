@@ -244,6 +244,37 @@ fn huge_quantum() {
     }
 }
 
+/// A quantum below the smallest frame made the NIC's round robin visit every queue up to
+/// 1500 times per frame (`hw.quantum=1b`: a 20 ms run took seconds): refused, with the rule,
+/// from `--set` and from the scenario file; 64 B, the smallest frame, runs.
+#[test]
+fn a_quantum_below_the_smallest_frame_is_refused() {
+    let set = |q: &str| Overrides {
+        nic_params: vec![("hw".into(), "quantum".into(), q.into())],
+        ..Overrides::default()
+    };
+    let t = text("duration: 100us", "10gbit", "");
+    for q in ["1b", "63b"] {
+        let e = load(&t, &set(q)).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "--set: `hw.quantum={q}`: `{q}` is less than 64 B, the smallest frame"
+            )) && e.ends_with("at least 64b"),
+            "{e}"
+        );
+    }
+    let e = load(
+        &text("duration: 100us\nnic: {hw: {quantum: 1b}}", "10gbit", ""),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(e.starts_with("x.yaml:2:21: `1b` is less than 64 B"), "{e}");
+    let sc = load(&t, &set("64b")).unwrap();
+    assert_eq!(sc.nic_params.hw_quantum_bytes, 64);
+    let runs = weft_sim::run_all(&sc, &[NicKind::Qpf], &mut |_, _| {});
+    assert!(runs[0].packets > 50, "{} packets", runs[0].packets);
+}
+
 /// More TONIC queues than the model's 32-bit queue numbers (or any NIC) hold are refused
 /// (they truncated to an empty pool, then indexed out of bounds, or allocated without end).
 #[test]
@@ -340,10 +371,11 @@ fn scale_time_past_the_end_of_the_clock() {
 
 /// A response completes when its last bit leaves; one that would complete after the run
 /// ends is not a completed request (at 1 bit/s, a 3000 B response takes 24,000 s: it was
-/// counted, with that latency, in a 1 ms run). Closed loop: the first request comes at once
+/// counted, with that latency, in a 1 ms run), but an unfinished one: its latency is at
+/// least its age at the end, 1 ms. Closed loop: the first request comes at once
 /// (open-loop requests are limited to twice what the link carries, here one in 3.4 hours).
 #[test]
-fn responses_completing_after_the_run_are_not_counted() {
+fn responses_completing_after_the_run_are_unfinished() {
     let t =
         "duration: 1ms\nhost: {mtu: 9000b}\npolicy_inline: |\n  weft: 1\n  link: {rate: 1bit}\n  \
              nodes:\n    - {name: l, type: leaf}\ntenants:\n  - name: A\n    apps:\n      \
@@ -353,8 +385,22 @@ fn responses_completing_after_the_run_are_not_counted() {
     for m in NicKind::ALL {
         let kv = &s["nics"][m.name()]["tenants"]["A"]["apps"]["kv"];
         assert_eq!(s["nics"][m.name()]["packets"], 1, "{}: {s}", m.name());
-        assert_eq!(kv["requests"], 0, "{}: {kv}", m.name());
-        assert_eq!(kv["latency_us"]["samples"], 0, "{}: {kv}", m.name());
+        assert_eq!(
+            kv["requests"],
+            serde_json::json!({"issued": 1, "completed": 0, "unfinished": 1}),
+            "{}: {kv}",
+            m.name()
+        );
+        let lat = &kv["latency_us"];
+        assert_eq!(
+            (&lat["samples"], &lat["unfinished"]),
+            (&1.into(), &1.into()),
+            "{lat}"
+        );
+        // 1 ms, within the histogram's 3.2 %.
+        let p90 = lat["p90"].as_f64().unwrap();
+        assert!((p90 / 1000.0 - 1.0).abs() < 0.035, "{}: {lat}", m.name());
+        assert_eq!(lat["p90_at_least"], true, "{}: {lat}", m.name());
     }
 }
 

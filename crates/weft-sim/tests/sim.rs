@@ -658,7 +658,7 @@ fn tonic_fig14_priority_inside_a_tenant() {
     let s = summary(&sc, &[NicKind::Mq, NicKind::Tonic]);
     let app = |m: &str| s["nics"][m]["tenants"]["T2"]["apps"]["sockperf"].clone();
     let p50 = |m: &str| app(m)["latency_us"]["p50"].as_f64().unwrap();
-    let done = |m: &str| app(m)["requests"].as_u64().unwrap();
+    let done = |m: &str| app(m)["requests"]["completed"].as_u64().unwrap();
     assert!(
         p50("tonic") * 10.0 < p50("mq"),
         "{} {}",
@@ -691,4 +691,253 @@ fn loom_fig11_shared_limit() {
         assert!(err("loom", j) < 0.05, "loom {j} {}", err("loom", j));
     }
     assert!(err("mq", "J1") > 0.3 && err("mq", "J2") > 0.3);
+}
+
+/// A request/response application offered 1.5 times the link: its queue grows all run, and
+/// at the end about a third of its requests are unfinished. Their latency percentiles once
+/// counted only the completed requests (the early ones, quick), and `requests` only those:
+/// now every request counts, an unfinished one at its age at the end, and a percentile that
+/// falls on unfinished requests is marked a lower bound, over the run and per window.
+#[test]
+fn unfinished_requests_count_in_the_latency_percentiles() {
+    let mut sc = load_valid(
+        "latency_window: 250us\n",
+        "  - {name: A, meta: {tenant: 1}, apps: [{name: kv, kind: request-response, rate: 1500000/s, size: 1500b}]}\n",
+    )
+    .unwrap();
+    sc.nics = vec![NicKind::Loom];
+    let runs = weft_sim::run_all(&sc, &sc.nics, &mut |_, _| {});
+    let an = report::analyse(&sc, &runs);
+    let s = report::summary(&sc, &an);
+    let kv = &s["nics"]["loom"]["tenants"]["A"]["apps"]["kv"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let (issued, done, unfinished) = (
+        n(&kv["requests"]["issued"]),
+        n(&kv["requests"]["completed"]),
+        n(&kv["requests"]["unfinished"]),
+    );
+    // 1,500 requests expected in 1 ms; the link carries 822 a millisecond.
+    assert!((1_350..1_650).contains(&issued), "{kv}");
+    assert!(done < 850 && issued == done + unfinished, "{kv}");
+    let lat = &kv["latency_us"];
+    assert_eq!(
+        (n(&lat["samples"]), n(&lat["unfinished"])),
+        (issued, unfinished)
+    );
+    for p in ["p50_at_least", "p90_at_least", "p99_at_least"] {
+        assert_eq!(lat[p], true, "{lat}");
+    }
+    // Per window (of arrival): every request counted, the late windows' p90 lower bounds.
+    let csv = report::latency_csv(&sc, &an);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "window_start_s,nic,tenant,app,requests,unfinished,p50_us,p90_us,p99_us,\
+             p50_at_least,p90_at_least,p99_at_least"
+        )
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    let total: u64 = rows.iter().map(|r| r[4].parse::<u64>().unwrap()).sum();
+    let open: u64 = rows.iter().map(|r| r[5].parse::<u64>().unwrap()).sum();
+    assert_eq!((total, open), (issued, unfinished), "{csv}");
+    assert_eq!((rows[0][5], rows[0][10]), ("0", "false"), "{csv}");
+    assert_eq!(rows[3][10], "true", "{csv}");
+}
+
+/// A report written where an earlier one was replaces it: the files the earlier run wrote
+/// and this one does not (the charts of models not run again) are removed, and nothing else
+/// in the directory is.
+#[test]
+fn a_report_replaces_an_earlier_one_and_nothing_else() {
+    let mut sc = load_valid(
+        "",
+        "  - {name: A, meta: {tenant: 1}, apps: [{name: bulk, kind: bulk}]}\n",
+    )
+    .unwrap();
+    let dir = out_dir("replace");
+    let runs = weft_sim::run_all(&sc, &[NicKind::Sq, NicKind::Loom], &mut |_, _| {});
+    report::write(&dir, &sc, &runs).unwrap();
+    assert!(dir.join("throughput-sq.svg").exists());
+    for keep in ["notes.txt", "throughput-x.svg"] {
+        std::fs::write(dir.join(keep), "mine").unwrap();
+    }
+    sc.seed = 2;
+    let runs = weft_sim::run_all(&sc, &[NicKind::Loom], &mut |_, _| {});
+    report::write(&dir, &sc, &runs).unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "index.html",
+            "jain.csv",
+            "jain.svg",
+            "latency.csv",
+            "latency.svg",
+            "notes.txt",
+            "summary.json",
+            "throughput-loom.svg",
+            "throughput-x.svg",
+            "timeseries.csv"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A value of the wrong kind was reported in the YAML library's words (`invalid u16`,
+/// `expected sequence start`, `duplicate mapping key: meta, set DuplicateKeyPolicy in
+/// Options if acceptable`, `unexpected end of input`): each names its key and rule now, at
+/// the value's line and column.
+#[test]
+fn wrong_kinds_of_values_name_the_key_and_its_rule() {
+    let app =
+        "  - name: A\n    meta: {tenant: 1}\n    apps:\n      - name: b\n        kind: bulk\n";
+    for (head, tenants, want) in [
+        ("host: {cores: eight}\n", app, "v.yaml:2:15: `cores` must be a whole number from 1 to 65535, not `eight`"),
+        ("", &format!("{app}        flows: 3.5\n"), "v.yaml:14:16: `flows` must be a whole number from 0 to 4294967295, not `3.5`"),
+        ("", &format!("{app}        flows: -3\n"), "v.yaml:14:16: `flows` must be a whole number from 0 to 4294967295, not `-3`"),
+        ("seed: 1.5\n", app, "v.yaml:2:7: `seed` must be a whole number from 0 to 18446744073709551615, not `1.5`"),
+        ("nics: loom\n", app, "v.yaml:2:7: `nics` must be a list, e.g. `[sq, loom]`"),
+        ("", &format!("{app}        cores: 0\n"), "v.yaml:14:16: `cores` must be a list of core numbers, e.g. `[0, 1]`"),
+        ("", &format!("{app}        cores: [0, x]\n"), "v.yaml:14:20: each entry of `cores` must be a core number, a whole number from 0 to 65534, not `x`"),
+        ("", &format!("{app}        closed_loop: maybe\n"), "v.yaml:14:22: `closed_loop` must be `true` or `false`, not `maybe`"),
+        ("", &format!("{app}        schedule: [{{at: 1ms, flows: x}}]\n"), "v.yaml:14:37: `flows` must be a whole number from 0 to 4294967295, not `x`"),
+        ("", &app.replace("    meta: {tenant: 1}\n", "    meta: {tenant: 1}\n    meta: {tenant: 2}\n"), "v.yaml:11:5: key `meta` given twice: a mapping holds each key once"),
+        ("host: 8\n", app, "v.yaml:2:7: `host` must be a mapping, e.g. `{cores: 8, mtu: 1500b}`"),
+        ("", "  - 5\n", "v.yaml:9:5: each entry of `tenants` must be a mapping with `name` and `apps`"),
+        ("", &app.replace("apps:\n      - name: b\n        kind: bulk\n", "apps: bulk\n"), "v.yaml:11:11: `apps` must be a list of applications, e.g. `[{name: bulk, kind: bulk}]`"),
+        ("nic: {hw: {ring: [4]}}\n", app, "v.yaml:2:18: `ring` must be a single value (a number or text), not a list or a mapping"),
+    ] {
+        let e = load_valid(head, tenants).unwrap_err();
+        assert_eq!(e, want);
+    }
+    let load = |t: &str| {
+        weft_sim::load_str(Path::new("s.yaml"), t, &Default::default())
+            .unwrap_err()
+            .to_string()
+    };
+    for blank in ["", "\n# nothing yet\n", "---\n"] {
+        let e = load(blank);
+        assert!(e.contains(": the scenario file is empty"), "{blank:?}: {e}");
+    }
+    assert_eq!(
+        load("just a string\n"),
+        "s.yaml:1:1: a scenario is a mapping of keys (`duration:`, `policy:`, `tenants:` and \
+         others; examples/scenarios/README.md), not a single value or a list"
+    );
+    assert_eq!(
+        load("duration:\n"),
+        "s.yaml:1:9: `duration` has no value: it must be a time, e.g. `10ms`"
+    );
+}
+
+/// Errors in `policy_inline` named the line and column within the block (`7:59` for a typo
+/// at line 20, column 61 of the file): they name the file's now. A block whose lines cannot
+/// be found as written (a quoted string) names where it starts and the place within it.
+#[test]
+fn policy_inline_errors_point_into_the_scenario_file() {
+    let tenants = "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk}]}\n";
+    let text = |indicator: &str, policy: &str| {
+        format!(
+            "duration: 1ms\npolicy_inline: {indicator}\n    weft: 1\n    nodes:\n\n      \
+             - {{name: r, type: wfq}}\n{policy}tenants:\n{tenants}"
+        )
+    };
+    let typo = "      - {name: a, type: leaf, parent: r, match: {tenant: 1}, wieght: 3}\n";
+    for indicator in ["|", "|-", "|4", "|  # the policy"] {
+        let e = weft_sim::load_str(
+            Path::new("i.yaml"),
+            &text(indicator, typo),
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "i.yaml:7:62: policy_inline: error[unknown-key]: unknown key `wieght` in a node; \
+             help: did you mean `weight`?",
+            "{indicator}"
+        );
+    }
+    let unknown = "      - {name: a, type: leaf, parent: x, match: {tenant: 1}}\n";
+    let e = weft_sim::load_str(
+        Path::new("i.yaml"),
+        &text("|", unknown),
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("i.yaml:7:39: policy_inline: error[unknown-node]: "),
+        "{e}"
+    );
+    let quoted = format!(
+        "duration: 1ms\npolicy_inline: \"weft: 1\\nnodes:\\n  - {{name: r, type: leaf, wieght: 1}}\"\ntenants:\n{tenants}"
+    );
+    let e = weft_sim::load_str(Path::new("q.yaml"), &quoted, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "q.yaml:2:16: policy_inline (line 3, column 27 of its text): error[unknown-key]"
+        ),
+        "{e}"
+    );
+}
+
+/// Keys an application's kind does not read were ignored without a word (`rate` on bulk,
+/// `window` on UDP), and a tenant without applications ran nothing: refused, where written.
+#[test]
+fn keys_of_another_kind_and_tenants_without_applications_are_refused() {
+    let one = |app: &str| format!("  - {{name: A, meta: {{tenant: 1}}, apps: [{app}]}}\n");
+    for (app, want) in [
+        ("{name: b, kind: bulk, rate: 5gbit}", "v.yaml:9:69: `rate` belongs to `request-response` and `udp` applications; `b` is a `bulk` application, which keeps `window` bytes queued per flow"),
+        ("{name: b, kind: bulk, size: 5kb}", "v.yaml:9:69: `size` belongs to `request-response` applications"),
+        ("{name: u, kind: udp, window: 64kb}", "v.yaml:9:70: `window` belongs to `bulk` applications; `u` is a `udp` application"),
+        ("{name: u, kind: udp, closed_loop: true}", "v.yaml:9:75: `closed_loop` belongs to `request-response` applications"),
+        ("{name: k, kind: request-response, rate: 10/s, socket_limit: 1kb}", "v.yaml:9:101: `socket_limit` belongs to `udp` applications; `k` is a `request-response` application"),
+        ("{name: k, kind: request-response, rate: 10/s, window: 1kb}", "v.yaml:9:95: `window` belongs to `bulk` applications"),
+    ] {
+        let e = load_valid("", &one(app)).unwrap_err();
+        assert!(e.starts_with(want), "{app}: {e}");
+    }
+    let e = load_valid("", "  - {name: A, meta: {tenant: 1}, apps: []}\n").unwrap_err();
+    assert_eq!(
+        e,
+        "v.yaml:9:40: tenant `A` has no applications (`apps` is empty): give it at least one, \
+         or leave the tenant out"
+    );
+}
+
+/// An application starting at or after the end of the run, or a schedule step there, does
+/// nothing; a window longer than the run holds no whole window. Accepted, with a warning
+/// naming where each was written.
+#[test]
+fn what_a_run_never_reaches_is_warned_about() {
+    let sc = load_valid(
+        "window: 2ms\n",
+        "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk, start: 1ms}]}\n\
+         \x20 - {name: B, meta: {tenant: 2}, apps: [{name: b, kind: bulk, \
+         schedule: [{at: 500us, flows: 2}, {at: 3ms, flows: 4}]}]}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        sc.warnings(),
+        [
+            "v.yaml:10:70: A/b starts at 1ms, at or after the end of the run (1ms): it sends nothing",
+            "v.yaml:11:102: B/b's schedule step to 4 flows at 3ms is at or after the end of the run (1ms): it never happens",
+            "v.yaml:2:9: the throughput window (2ms) is longer than the run (1ms): no whole window, so no Jain's index (jain_min is null)",
+        ]
+    );
+    let sc = load_valid(
+        "",
+        "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk, start: 999us}]}\n",
+    )
+    .unwrap();
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
 }

@@ -183,6 +183,11 @@ pub enum MqQdisc {
     Policy,
 }
 
+/// Smallest `hw.quantum`, bytes: the smallest Ethernet frame (and `host.mtu`'s least). The
+/// NIC's round robin adds a quantum per visit to a queue until it covers the head frame, so
+/// its work per frame grows as frame / quantum.
+pub const MIN_QUANTUM_BYTES: u64 = 64;
+
 /// Most hardware queues `tonic.queues` may ask for: more than NICs have (TONIC uses 16 to
 /// 64), and within the model's 32-bit queue numbers; every queue is simulated.
 pub const MAX_TONIC_QUEUES: usize = 65_536;
@@ -199,7 +204,8 @@ pub struct NicParams {
     pub sq_ring_packets: usize,
     /// `mq`/`qpf`/`mq-*`/`tonic`: hardware ring depth per queue (BQL-limited), packets.
     pub hw_ring_packets: usize,
-    /// `mq`/`qpf`/`mq-*`/`tonic`: NIC DRR quantum per queue per round, bytes.
+    /// `mq`/`qpf`/`mq-*`/`tonic`: NIC DRR quantum per queue per round, bytes (at least
+    /// [`MIN_QUANTUM_BYTES`]).
     pub hw_quantum_bytes: u64,
     /// `mq`/`qpf`/`mq-*`/`tonic`: NIC rate limit per queue, bits per second (none by default).
     pub hw_queue_rate_bps: Option<u64>,
@@ -286,7 +292,19 @@ impl NicParams {
             ("sq", "cpu_per_packet") => self.sq_cpu_ps_per_packet = time(v)?,
             ("sq", "ring") => self.sq_ring_packets = count(v)?,
             ("hw", "ring") => self.hw_ring_packets = count(v)?,
-            ("hw", "quantum") => self.hw_quantum_bytes = size(v)?,
+            ("hw", "quantum") => {
+                let q = size(v)?;
+                if q < MIN_QUANTUM_BYTES {
+                    return Err(format!(
+                        "`{v}` is less than {MIN_QUANTUM_BYTES} B, the smallest frame: the \
+                         NIC's round robin adds a quantum per visit to a queue until it pays for \
+                         the head frame, so a {q} B quantum takes up to {} visits per 1500 B \
+                         frame, and the run as much longer; at least {MIN_QUANTUM_BYTES}b",
+                        1500u64.div_ceil(q.max(1))
+                    ));
+                }
+                self.hw_quantum_bytes = q
+            }
             ("hw", "queue_rate") => {
                 self.hw_queue_rate_bps =
                     Some(weft_core::units::parse_rate(v).map_err(|e| e.to_string())?)
