@@ -14,7 +14,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::program::{Algo, FlowKey, FlowSched, Node, Program};
+use super::program::{Algo, FlowKey, FlowSched, Node, NodeId, Program, ShaperId};
 use crate::classifier::{proto_name, Field, Match, FIELDS};
 use crate::units::{format_rate, format_size, format_time};
 
@@ -34,7 +34,17 @@ fn match_json(m: &Match) -> Value {
     Value::Object(o)
 }
 
-fn parent_json(names: Vec<&str>) -> Value {
+/// `parent:` of a node or shaping class: its shaping parents' names if it has any, else its
+/// scheduling parent's; one name as a string, several as a list.
+fn parent_json(p: &Program, sched_parent: NodeId, shaping_parents: &[ShaperId]) -> Value {
+    let names: Vec<&str> = if shaping_parents.is_empty() {
+        vec![&p.nodes[sched_parent as usize].name]
+    } else {
+        shaping_parents
+            .iter()
+            .map(|&s| p.shapers[s as usize].name.as_str())
+            .collect()
+    };
     if names.len() == 1 {
         json!(names[0])
     } else {
@@ -120,15 +130,7 @@ fn node_json(p: &Program, i: usize) -> Value {
     };
     o.insert("type".into(), json!(ty));
     if let Some(parent) = n.parent {
-        let names: Vec<&str> = if n.shaping_parents.is_empty() {
-            vec![&p.nodes[parent as usize].name]
-        } else {
-            n.shaping_parents
-                .iter()
-                .map(|&s| p.shapers[s as usize].name.as_str())
-                .collect()
-        };
-        o.insert("parent".into(), parent_json(names));
+        o.insert("parent".into(), parent_json(p, parent, &n.shaping_parents));
         match &p.nodes[parent as usize].algo {
             Algo::Prio => {
                 o.insert("priority".into(), json!(n.edge.priority));
@@ -210,15 +212,10 @@ fn shaper_json(p: &Program, i: usize) -> Value {
     let mut o = Map::new();
     o.insert("name".into(), json!(s.name));
     o.insert("type".into(), json!("shape"));
-    let names: Vec<&str> = if s.shaping_parents.is_empty() {
-        vec![&p.nodes[s.sched_parent as usize].name]
-    } else {
-        s.shaping_parents
-            .iter()
-            .map(|&x| p.shapers[x as usize].name.as_str())
-            .collect()
-    };
-    o.insert("parent".into(), parent_json(names));
+    o.insert(
+        "parent".into(),
+        parent_json(p, s.sched_parent, &s.shaping_parents),
+    );
     o.insert("rate".into(), json!(format_rate(s.rate_bps)));
     o.insert("burst".into(), json!(format_size(s.burst_bytes)));
     if !s.matches.is_any() {
