@@ -282,11 +282,13 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct LoadArgs {
-    /// Refuse policies deeper than this many levels (default: the file's `limits`, else 16).
-    #[arg(long, value_name = "LEVELS")]
+    /// Refuse policies deeper than this many levels (default: the file's `limits`, else 16;
+    /// at least 1, as in a file).
+    #[arg(long, value_name = "LEVELS", value_parser = clap::value_parser!(u32).range(1..))]
     max_depth: Option<u32>,
-    /// Refuse policies with more nodes than this (default: the file's `limits`, else 2097152).
-    #[arg(long, value_name = "NODES")]
+    /// Refuse policies with more nodes than this (default: the file's `limits`, else 2097152;
+    /// at least 1).
+    #[arg(long, value_name = "NODES", value_parser = clap::value_parser!(u32).range(1..))]
     max_nodes: Option<u32>,
     /// Fill attachment point POINT with the sub-policy FILE (overrides its `policy:` key).
     #[arg(long, value_name = "POINT=FILE")]
@@ -302,7 +304,7 @@ enum PolicyCommand {
     ///
     /// Exits 0 when every file is valid, 2 otherwise.
     Check {
-        /// Policy files.
+        /// Policy files (`-`: standard input; every `weft policy` command takes it).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -407,9 +409,20 @@ fn options(args: &LoadArgs) -> Result<LoadOptions, Failure> {
     Ok(o)
 }
 
+/// Loads the policy in `file`, or from standard input when `file` is `-` (named `<stdin>`
+/// in diagnostics; its `policy:` files relative to the current directory).
+fn load_policy(file: &std::path::Path, opts: &LoadOptions) -> Result<Program, PolicyError> {
+    if file.as_os_str() != "-" {
+        return policy::load(file, opts);
+    }
+    let mut bytes = Vec::new();
+    let read = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes);
+    policy::load_bytes(std::path::Path::new("<stdin>"), read.map(|_| bytes), opts)
+}
+
 fn load(file: &std::path::Path, args: &LoadArgs) -> Result<Program, Failure> {
     let opts = options(args)?;
-    policy::load(file, &opts).map_err(|e| {
+    load_policy(file, &opts).map_err(|e| {
         diagnostics::report(&e, false);
         Failure {
             code: 2,
@@ -423,7 +436,7 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<
     let mut failed = 0;
     let mut out = std::io::stdout().lock();
     for f in files {
-        let loaded = policy::load(f, &opts);
+        let loaded = load_policy(f, &opts);
         if json {
             let v = match &loaded {
                 Ok(p) => json!({

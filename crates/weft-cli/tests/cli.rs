@@ -2114,3 +2114,39 @@ fn replay_warns_of_an_update_after_the_end() {
         .stderr(predicate::str::contains("1ms:j2").not());
     let _ = fs::remove_dir_all(&out);
 }
+
+/// `-` reads the policy from standard input (named `<stdin>` in diagnostics), for every
+/// `weft policy` command; `--max-depth 0` is refused as a file's `max_depth: 0` is.
+#[test]
+fn policy_commands_read_standard_input() {
+    let text = fs::read(root().join("examples/policies/wfq-1-2-4.yaml")).unwrap();
+    weft()
+        .args(["policy", "check", "-"])
+        .write_stdin(text.clone())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("-: ok: 4 nodes"));
+    weft()
+        .args(["policy", "show", "--json", "-"])
+        .write_stdin(text)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"name\": \"wfq-1-2-4\""));
+    weft()
+        .args(["policy", "check", "--plain", "-"])
+        .write_stdin("weft: 1\nnodes: [{name: r, type: wfq, wieght: 1}]\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("<stdin>:2:30: error[unknown-key]"));
+    weft()
+        .args([
+            "policy",
+            "check",
+            "--max-depth",
+            "0",
+            "examples/policies/wfq-1-2-4.yaml",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--max-depth"));
+}

@@ -45,8 +45,29 @@ pub struct LoadOptions {
 
 /// Loads, composes and compiles the policy in `path`.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Program, PolicyError> {
+    load_result(path, read_policy(path), opts)
+}
+
+/// Composes and compiles a policy read by the caller (standard input, say): `bytes` as read
+/// (a failure to read them is reported as [`load`] reports a file it cannot read), named
+/// `path` in diagnostics, its `policy:` files relative to `path`'s directory. Bytes that are
+/// not UTF-8 are refused as [`load`] refuses such a file.
+pub fn load_bytes(
+    path: &Path,
+    bytes: std::io::Result<Vec<u8>>,
+    opts: &LoadOptions,
+) -> Result<Program, PolicyError> {
+    load_result(path, bytes.map_err(Unreadable::Io).and_then(utf8), opts)
+}
+
+/// [`load`] once the text is read, or not.
+fn load_result(
+    path: &Path,
+    text: Result<String, Unreadable>,
+    opts: &LoadOptions,
+) -> Result<Program, PolicyError> {
     let mut c = Compiler::new(opts);
-    match read_policy(path) {
+    match text {
         Ok(text) => c.compile(path.to_path_buf(), text),
         Err(Unreadable::Io(e)) => {
             let file = c.sources.add(path.to_path_buf(), Arc::from(""));
@@ -94,7 +115,11 @@ struct NotUtf8 {
 /// A policy file's text: YAML is UTF-8 here (the parser reads `str`), so other bytes are
 /// refused with the place of the first one, not read as something else.
 fn read_policy(path: &Path) -> Result<String, Unreadable> {
-    let bytes = std::fs::read(path).map_err(Unreadable::Io)?;
+    utf8(std::fs::read(path).map_err(Unreadable::Io)?)
+}
+
+/// A policy's bytes as text, or where they stop being UTF-8.
+fn utf8(bytes: Vec<u8>) -> Result<String, Unreadable> {
     String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let byte = e.as_bytes()[offset];

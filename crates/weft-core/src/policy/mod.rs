@@ -14,7 +14,7 @@ pub mod show;
 pub mod synth;
 mod yaml;
 
-pub use compile::{compile_str, load, LoadOptions};
+pub use compile::{compile_str, load, load_bytes, LoadOptions};
 pub use error::{Diagnostic, PolicyError, Rule};
 pub use program::{
     Algo, Classification, Edge, LeafId, LeafSpec, Limits, Link, Node, NodeId, Program, Shaper,
