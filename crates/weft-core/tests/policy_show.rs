@@ -215,3 +215,22 @@ fn stacked_parallel_shaping_nodes_render_in_linear_size() {
     let b = &out[out.find("── b  leaf").unwrap()..];
     assert_eq!(b.matches("shown earlier").count(), width);
 }
+
+/// `weft policy dot` on Loom Fig. 1: a node under parallel shaping classes carries its weight
+/// on each dashed edge (it was drawn without), and an unfilled attachment point is drawn
+/// as one, not as an ordinary leaf.
+#[test]
+fn dot_keeps_the_weight_through_shaping_classes_and_marks_unfilled_points() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies/loom-fig1.yaml");
+    let p = load(&path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{}", e.render_plain()));
+    let dot = show::dot(&p);
+    for dst in ["vm1-dst1", "vm1-dst2", "vm1-dst3"] {
+        let edge = format!("\"vm1\" -> \"{dst}\" [style=dashed, label=\"w:1\"];");
+        assert!(dot.contains(&edge), "no `{edge}` in\n{dot}");
+    }
+    assert!(
+        dot.contains("\"vm2\" [shape=ellipse, style=\"dotted,filled\"")
+            && dot.contains("vm2\\nattach (unfilled: a leaf)"),
+        "{dot}"
+    );
+}

@@ -484,11 +484,17 @@ pub fn dot(p: &Program) -> String {
     out.push_str(&format!("digraph {} {{\n", dot_id(&p.name)));
     out.push_str("  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
     for n in &p.nodes {
-        let (shape, style) = match n.algo {
-            Algo::Leaf(_) => ("ellipse", "filled\", fillcolor=\"#e8f4e8"),
-            _ => ("box", "rounded,filled\", fillcolor=\"#e8eef8"),
+        let (shape, style, kind) = match &n.algo {
+            // An attachment point no sub-policy filled: a FIFO leaf, drawn as a place.
+            Algo::Leaf(l) if l.unfilled_attachment => (
+                "ellipse",
+                "dotted,filled\", fillcolor=\"#f4f4f4",
+                "attach (unfilled: a leaf)",
+            ),
+            Algo::Leaf(_) => ("ellipse", "filled\", fillcolor=\"#e8f4e8", "leaf"),
+            a => ("box", "rounded,filled\", fillcolor=\"#e8eef8", a.name()),
         };
-        let mut label = format!("{}\\n{}", n.name, n.algo.name());
+        let mut label = format!("{}\\n{kind}", n.name);
         if !n.matches.is_any() {
             label += &format!("\\n{}", n.matches.to_string().replace('"', "'"));
         }
@@ -518,21 +524,33 @@ pub fn dot(p: &Program) -> String {
             Algo::Senic { .. } => format_rate(n.edge.rate_bps),
             _ => String::new(),
         };
-        let attr = if edge_label.is_empty() {
+        let label = if edge_label.is_empty() {
             String::new()
         } else {
-            format!(" [label=\"{edge_label}\"]")
+            format!("label=\"{edge_label}\"")
         };
         if n.shaping_parents.is_empty() {
+            let attr = if label.is_empty() {
+                String::new()
+            } else {
+                format!(" [{label}]")
+            };
             out.push_str(&format!(
                 "  {} -> {}{attr};\n",
                 dot_id(&n.name),
                 dot_id(&p.nodes[parent as usize].name)
             ));
         } else {
+            // Through shaping classes: the edge parameter the scheduling parent reads is
+            // still this node's, so every dashed edge carries it.
+            let attr = if label.is_empty() {
+                " [style=dashed]".to_string()
+            } else {
+                format!(" [style=dashed, {label}]")
+            };
             for &s in &n.shaping_parents {
                 out.push_str(&format!(
-                    "  {} -> {} [style=dashed];\n",
+                    "  {} -> {}{attr};\n",
                     dot_id(&n.name),
                     dot_id(&p.shapers[s as usize].name)
                 ));
