@@ -104,10 +104,13 @@ fn yaml_the_reader_refuses_is_a_syntax_error_where_written() {
 /// and where a parent names it.
 #[test]
 fn a_number_as_a_name_keeps_its_digits() {
-    let text = "weft: 1\nnodes:\n  - {name: 007, type: wfq}\n  - {name: 0x1f, type: leaf, parent: 007, weight: 1}\n";
+    let text = "weft: 1\nnodes:\n  - {name: 007, type: wfq}\n  - {name: 0x1f, type: leaf, parent: 007, weight: 1, match: {tag: 1}}\n  - {name: 1e3, type: leaf, parent: 007, weight: 1}\n";
     let json = compile(text).unwrap();
     assert!(
-        json.contains("\"007\"") && json.contains("\"0x1f\""),
+        json.contains("\"007\"") && json.contains("\"0x1f\"") && json.contains("\"1e3\""),
         "{json}"
     );
+    // A name that is no number or string is one diagnostic, not also a missing name.
+    let text = "weft: 1\nnodes:\n  - {name: true, type: fifo}\n";
+    assert_eq!(compile(text), Err(vec![("bad-value".to_string(), 3)]));
 }

@@ -418,8 +418,10 @@ impl<'a> Parser<'a> {
         let span = self.span(n);
         match (n.scalar(), n.written()) {
             (Some(Scalar::String(s)), _) => Some(Spanned::new(s.to_string(), span)),
-            // As written: a name `007` stays `007`.
-            (Some(Scalar::Integer(_)), Some(w)) => Some(Spanned::new(w.text.to_string(), span)),
+            // As written: a name `007` stays `007`, `1e3` stays `1e3`.
+            (Some(Scalar::Integer(_) | Scalar::FloatingPoint(_)), Some(w)) => {
+                Some(Spanned::new(w.text.to_string(), span))
+            }
             _ => {
                 self.err(
                     Rule::BadValue,
@@ -786,6 +788,7 @@ impl<'a> Parser<'a> {
     fn node(&mut self, n: &Node) -> Option<NodeDecl> {
         let span = self.span(n);
         let entries = self.mapping(n, "a node", NODE_KEYS)?;
+        let entries_have_name = entries.iter().any(|(k, _, _)| k == "name");
         let mut name = None;
         let mut kind = None;
         let mut kind_missing_ok = true;
@@ -938,7 +941,10 @@ impl<'a> Parser<'a> {
         match name {
             Some(n) => d.name = n,
             None => {
-                self.err(Rule::MissingKey, span, "a node needs a `name`");
+                // A `name` given but refused has had its diagnostic.
+                if !entries_have_name {
+                    self.err(Rule::MissingKey, span, "a node needs a `name`");
+                }
                 return None;
             }
         }
