@@ -15,6 +15,19 @@
 //! falls on unfinished requests is a lower bound: `"p90_at_least": true` in summary.json,
 //! `true` in latency.csv's `p90_at_least`, `≥` in tables, a triangle in latency.svg.
 //!
+//! Charts: every chart of a report runs over the run's duration (round ticks), each
+//! window's point at the middle of the window (the axis says so). When the run is not a
+//! whole number of windows the last window is shorter: timeseries.csv has the bytes sent
+//! in it (as in every window), the throughput chart divides them by its length within the
+//! run, so that it reads as a rate like the others and not as a drop; Jain's index is
+//! not computed for it (an empty cell in jain.csv, no point in the chart). Latency (p90 per
+//! latency window) is drawn on a logarithmic axis of whole decades, from the smallest
+//! positive value to the largest: the models differ by orders of magnitude (Loom
+//! Fig. 10); a value at or below 0 sits on the floor and a note says how many do.
+//! Throughput and Jain are linear. A chart draws at most 32 lines (of more series the 32
+//! with the largest totals) and names in its legend as many as fit (about 16), then says
+//! how many more there are, how many are not drawn, and the file with all of them.
+//!
 //! Files: [`OUTPUTS`] and `throughput-MODEL.svg` per model; [`write`] first removes those an
 //! earlier report left in the directory (and nothing else), so a report never mixes runs.
 //!
@@ -360,6 +373,13 @@ const COLORS: [&str; 10] = [
     "#bcbd22", "#17becf",
 ];
 
+/// A chart draws at most this many lines: of more series, those with the largest totals
+/// (the sum of their values), in their order; the legend says how many are left out.
+const MAX_LINES: usize = 32;
+
+/// The x-axis label of a report's charts (each window's point at its middle).
+pub const TIME_AXIS: &str = "time (s, simulated; window midpoints)";
+
 /// One series of a line chart.
 pub struct Series {
     pub name: String,
@@ -377,6 +397,59 @@ fn nice_max(v: f64) -> f64 {
         }
     }
     10.0 * e
+}
+
+/// Tick positions from 0 to `max`: the multiples within it of the largest step of 1, 2,
+/// 2.5 or 5 × 10^k that leaves at least three steps (4 to 7 ticks; 0, 0.5, 1, 1.5 for 1.8).
+fn ticks(max: f64) -> Vec<f64> {
+    if !(max.is_finite() && max > 0.0) {
+        return vec![0.0];
+    }
+    let v = max / 3.0;
+    let e = 10f64.powf(v.log10().floor());
+    let step = [5.0, 2.5, 2.0, 1.0, 0.5]
+        .iter()
+        .map(|m| m * e)
+        .find(|s| *s <= v * (1.0 + 1e-9))
+        .unwrap_or(e / 2.0);
+    let n = (max / step * (1.0 + 1e-9)).floor() as usize;
+    (0..=n).map(|i| round(i as f64 * step, 6)).collect()
+}
+
+/// The decades `(lo, hi)`, `lo < hi`, of a logarithmic axis over `values`: 10^lo at or
+/// below the smallest positive value, 10^hi at or above the largest (`(0, 1)`, 1 to 10,
+/// without a positive value).
+fn decades(values: impl Iterator<Item = f64>) -> (i32, i32) {
+    let (mut min, mut max) = (f64::INFINITY, 0.0f64);
+    for v in values.filter(|v| v.is_finite() && *v > 0.0) {
+        min = min.min(v);
+        max = max.max(v);
+    }
+    if max <= 0.0 {
+        return (0, 1);
+    }
+    let mut lo = min.log10().floor() as i32;
+    if 10f64.powi(lo) > min {
+        lo -= 1;
+    } else if 10f64.powi(lo + 1) <= min {
+        lo += 1;
+    }
+    let mut hi = max.log10().ceil() as i32;
+    if 10f64.powi(hi) < max {
+        hi += 1;
+    } else if 10f64.powi(hi - 1) >= max {
+        hi -= 1;
+    }
+    (lo, hi.max(lo + 1))
+}
+
+/// 10^`k` written out: `1000`, `1`, `0.01`.
+fn decade_label(k: i32) -> String {
+    if k >= 0 {
+        format!("1{}", "0".repeat(k as usize))
+    } else {
+        format!("0.{}1", "0".repeat((-k - 1) as usize))
+    }
 }
 
 /// `s` escaped for HTML or SVG text and attribute values.
@@ -407,17 +480,20 @@ fn chart_head(s: &mut String, title: &str) {
     );
 }
 
-/// The `i`th of the five x-axis labels (0 to `xmax`).
-fn x_tick(s: &mut String, i: usize, xmax: f64) {
+/// The x axis's round ticks ([`ticks`]) from 0 to `xmax`: a mark and a label each.
+fn x_ticks(s: &mut String, xmax: f64) {
     let (w, h, l, r, t, b) = CHART;
     let (pw, ph) = (w - l - r, h - t - b);
-    let x = l + pw * i as f64 / 4.0;
-    let _ = write!(
-        s,
-        r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        t + ph + 14.0,
-        round(xmax * i as f64 / 4.0, 3)
-    );
+    for v in ticks(xmax) {
+        let x = l + pw * v / xmax;
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#444"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{v}</text>"##,
+            t + ph,
+            t + ph + 4.0,
+            t + ph + 14.0,
+        );
+    }
 }
 
 /// The plot's frame and the axis labels.
@@ -436,7 +512,10 @@ fn chart_frame(s: &mut String, xlabel: &str, ylabel: &str) {
     );
 }
 
-/// A line chart as SVG text (x and y from zero).
+/// A line chart as SVG text: x from 0 to the largest x, y (linear) from 0 to `ymax` (else
+/// a round number at or above the largest y), round ticks. Of more than 32 series it draws
+/// the 32 with the largest totals; the legend names what fits (about 16) and says how many
+/// more there are.
 pub fn line_chart(
     title: &str,
     xlabel: &str,
@@ -444,122 +523,267 @@ pub fn line_chart(
     series: &[Series],
     ymax: Option<f64>,
 ) -> String {
-    chart(title, xlabel, ylabel, series, None, ymax, &[])
+    chart(
+        title,
+        xlabel,
+        ylabel,
+        series,
+        &Axes {
+            ymax,
+            ..Axes::default()
+        },
+    )
 }
 
-/// [`line_chart`], its x axis running to `xmax` when every point is at x = 0 (else to the
-/// largest x; without `xmax`, to 10^-12); `at_least[k][j]`: point j of series k is only a
-/// lower bound, marked with a triangle (missing: not).
-fn chart(
-    title: &str,
-    xlabel: &str,
-    ylabel: &str,
-    series: &[Series],
+/// How [`chart`] draws its axes and what its legend says.
+#[derive(Default)]
+struct Axes<'a> {
+    /// The x axis runs from 0 to this (a report's: the run's duration); without it, to the
+    /// largest x (to 1 when that is 0 or less).
     xmax: Option<f64>,
+    /// A linear y axis runs from 0 to this; without it, to a round number at or above the
+    /// largest y.
     ymax: Option<f64>,
-    at_least: &[Vec<bool>],
-) -> String {
-    let lower = |k: usize, j: usize| at_least.get(k).and_then(|v| v.get(j)) == Some(&true);
+    /// A logarithmic y axis instead, over whole decades from the smallest positive y to the
+    /// largest; a point at or below 0 is drawn on its floor, and a note says how many are.
+    log_y: bool,
+    /// `at_least[k][j]`: point j of series k is only a lower bound, marked with a triangle
+    /// (missing: not).
+    at_least: &'a [Vec<bool>],
+    /// The file holding every series, named when the legend leaves some out.
+    data_file: Option<&'a str>,
+}
+
+/// The indices of the series a chart draws: all, or of more than [`MAX_LINES`], those
+/// with the largest sums of their (finite) values, in their order.
+fn drawn_series(series: &[Series]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..series.len()).collect();
+    if series.len() > MAX_LINES {
+        let total: Vec<f64> = series
+            .iter()
+            .map(|s| s.points.iter().map(|p| p.1).filter(|v| v.is_finite()).sum())
+            .collect();
+        idx.sort_by(|&a, &b| total[b].total_cmp(&total[a]).then(a.cmp(&b)));
+        idx.truncate(MAX_LINES);
+        idx.sort_unstable();
+    }
+    idx
+}
+
+/// A line chart of `series` as SVG text, its axes as `ax` says.
+fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) -> String {
+    let lower = |k: usize, j: usize| ax.at_least.get(k).and_then(|v| v.get(j)) == Some(&true);
     let (w, h, l, r, t, b) = CHART;
     let pw = w - l - r;
     let ph = h - t - b;
-    let data_xmax = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(0.0f64, f64::max);
-    let xmax = match xmax {
-        Some(x) if data_xmax <= 0.0 && x > 0.0 => x,
-        _ => data_xmax.max(1e-12),
+    let drawn = drawn_series(series);
+    let points = || drawn.iter().flat_map(|&k| series[k].points.iter().copied());
+    let xmax = match ax.xmax {
+        Some(x) if x.is_finite() && x > 0.0 => x,
+        _ => Some(points().map(|p| p.0).fold(0.0f64, f64::max))
+            .filter(|&x| x > 0.0)
+            .unwrap_or(1.0),
     };
-    let ymax = ymax.unwrap_or_else(|| {
-        nice_max(
-            series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.1))
-                .filter(|v| v.is_finite())
-                .fold(0.0f64, f64::max),
-        )
-    });
+    let ys = || points().map(|p| p.1).filter(|v| v.is_finite());
+    let (lo, hi) = decades(ys());
+    let ymax = ax
+        .ymax
+        .unwrap_or_else(|| nice_max(ys().fold(0.0f64, f64::max)));
+    // The fraction of the plot's height at which a value lies.
+    let yfrac = |y: f64| {
+        if !ax.log_y {
+            y / ymax
+        } else if y > 0.0 {
+            (y.log10() - lo as f64) / (hi - lo) as f64
+        } else {
+            0.0
+        }
+    };
+    let py = |y: f64| t + ph - ph * yfrac(y).clamp(0.0, 1.05);
+    let px = |x: f64| l + pw * x / xmax;
     let mut s = String::new();
     chart_head(&mut s, title);
-    for i in 0..=4 {
-        let y = t + ph - ph * i as f64 / 4.0;
-        let v = ymax * i as f64 / 4.0;
-        let _ = write!(
-            s,
-            r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            l + pw,
-            l - 4.0,
-            y + 4.0,
-            round(v, 3)
-        );
-        x_tick(&mut s, i, xmax);
+    if ax.log_y {
+        // A grid line per decade, labelled (every other one, or sparser, past 8 decades),
+        // and marks at 2..9 times each while they stay apart.
+        let n = (hi - lo) as usize;
+        let every = n.div_ceil(8);
+        for (i, k) in (lo..=hi).enumerate() {
+            let y = t + ph - ph * i as f64 / n as f64;
+            let _ = write!(
+                s,
+                r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
+                l + pw
+            );
+            if i % every == 0 {
+                let _ = write!(
+                    s,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                    l - 4.0,
+                    y + 4.0,
+                    decade_label(k)
+                );
+            }
+            if k < hi && n <= 6 {
+                for m in 2..10 {
+                    let my = y - ph * (m as f64).log10() / n as f64;
+                    let _ = write!(
+                        s,
+                        r##"<line x1="{l}" y1="{my:.1}" x2="{:.1}" y2="{my:.1}" stroke="#444"/>"##,
+                        l + 4.0
+                    );
+                }
+            }
+        }
+    } else {
+        for i in 0..=4 {
+            let y = t + ph - ph * i as f64 / 4.0;
+            let v = ymax * i as f64 / 4.0;
+            let _ = write!(
+                s,
+                r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                l + pw,
+                l - 4.0,
+                y + 4.0,
+                round(v, 3)
+            );
+        }
     }
-    chart_frame(&mut s, xlabel, ylabel);
-    for (k, se) in series.iter().enumerate() {
-        let color = COLORS[k % COLORS.len()];
+    x_ticks(&mut s, xmax);
+    let ylabel = if ax.log_y {
+        format!("{ylabel} (log scale)")
+    } else {
+        ylabel.to_string()
+    };
+    chart_frame(&mut s, xlabel, &ylabel);
+    // Notes under the legend: lower bounds, points clamped to a logarithmic axis's floor.
+    let mut notes: Vec<String> = Vec::new();
+    if drawn
+        .iter()
+        .any(|&k| (0..series[k].points.len()).any(|j| lower(k, j)))
+    {
+        notes.extend(
+            [
+                "\u{25b2} at least: the",
+                "percentile falls on",
+                "requests unfinished",
+                "at the end",
+            ]
+            .map(String::from),
+        );
+    }
+    let clamped = if ax.log_y {
+        ys().filter(|&y| y <= 0.0).count()
+    } else {
+        0
+    };
+    if clamped > 0 {
+        notes.push(format!(
+            "{clamped} point{} \u{2264} 0 drawn",
+            if clamped == 1 { "" } else { "s" }
+        ));
+        notes.push("on the axis floor".into());
+    }
+    // The legend: an entry per line while they fit above the notes (16 px each, the
+    // notes 13 px a line after 20 px), then how many series it leaves out.
+    let fits = |entries: usize, lines: usize| {
+        let bottom = if lines > 0 {
+            t + 16.0 * entries as f64 + 20.0 + 13.0 * (lines - 1) as f64
+        } else {
+            t + 16.0 * entries as f64
+        };
+        bottom <= h - 4.0
+    };
+    let mut more: Vec<String> = Vec::new();
+    let shown = if drawn.len() == series.len() && fits(drawn.len(), notes.len()) {
+        drawn.len()
+    } else {
+        let lines = if drawn.len() < series.len() { 2 } else { 0 }
+            + if ax.data_file.is_some() { 2 } else { 1 };
+        let shown = (0..=drawn.len())
+            .rev()
+            .find(|&m| fits(m, lines + notes.len()))
+            .unwrap_or(0);
+        let hidden = series.len() - shown;
+        match ax.data_file {
+            Some(f) => {
+                more.push(format!("+ {hidden} more (see"));
+                more.push(format!("{})", esc(f)));
+            }
+            None => more.push(format!("+ {hidden} more")),
+        }
+        if drawn.len() < series.len() {
+            more.push(format!("{} not drawn", series.len() - drawn.len()));
+            more.push(format!("({} largest are)", drawn.len()));
+        }
+        shown
+    };
+    for (pos, &k) in drawn.iter().enumerate() {
+        let se = &series[k];
+        let color = COLORS[pos % COLORS.len()];
         let mut d = String::new();
-        for (x, y) in &se.points {
+        for &(x, y) in &se.points {
             if !y.is_finite() {
                 continue;
             }
-            let px = l + pw * x / xmax;
-            let py = t + ph - ph * (y / ymax).clamp(0.0, 1.05);
-            let _ = write!(
-                d,
-                "{}{px:.1},{py:.1}",
-                if d.is_empty() { "M" } else { " L" }
-            );
+            let (x, y) = (px(x), py(y));
+            let _ = write!(d, "{}{x:.1},{y:.1}", if d.is_empty() { "M" } else { " L" });
         }
         let _ = write!(
             s,
             r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"/>"#
         );
-        for (j, (x, y)) in se.points.iter().enumerate() {
+        let finite: Vec<(f64, f64)> = se
+            .points
+            .iter()
+            .copied()
+            .filter(|p| p.1.is_finite())
+            .collect();
+        if let [(x, y)] = finite[..] {
+            // A line of one point has no length: a dot shows it.
+            let _ = write!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{color}"/>"#,
+                px(x),
+                py(y)
+            );
+        }
+        for (j, &(x, y)) in se.points.iter().enumerate() {
             if !y.is_finite() || !lower(k, j) {
                 continue;
             }
-            let px = l + pw * x / xmax;
-            let py = t + ph - ph * (y / ymax).clamp(0.0, 1.05);
+            let (x, y) = (px(x), py(y));
             let _ = write!(
                 s,
-                r#"<path d="M{px:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{color}"/>"#,
-                py - 5.0,
-                px - 4.0,
-                py + 2.0,
-                px + 4.0,
-                py + 2.0
+                r#"<path d="M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{color}"/>"#,
+                y - 5.0,
+                x - 4.0,
+                y + 2.0,
+                x + 4.0,
+                y + 2.0
             );
         }
-        let ly = t + 12.0 + 16.0 * k as f64;
+        if pos < shown {
+            let ly = t + 12.0 + 16.0 * pos as f64;
+            let _ = write!(
+                s,
+                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+                l + pw + 8.0,
+                l + pw + 26.0,
+                l + pw + 30.0,
+                ly + 4.0,
+                esc(&se.name)
+            );
+        }
+    }
+    let y = t + 12.0 + 16.0 * shown as f64 + 8.0;
+    for (k, line) in more.iter().chain(&notes).enumerate() {
         let _ = write!(
             s,
-            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#555">{line}</text>"##,
             l + pw + 8.0,
-            l + pw + 26.0,
-            l + pw + 30.0,
-            ly + 4.0,
-            esc(&se.name)
+            y + 13.0 * k as f64
         );
-    }
-    if at_least.iter().any(|v| v.contains(&true)) {
-        let y = t + 12.0 + 16.0 * series.len() as f64 + 8.0;
-        for (k, line) in [
-            "\u{25b2} at least: the",
-            "percentile falls on",
-            "requests unfinished",
-            "at the end",
-        ]
-        .iter()
-        .enumerate()
-        {
-            let _ = write!(
-                s,
-                r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#555">{line}</text>"##,
-                l + pw + 8.0,
-                y + 13.0 * k as f64
-            );
-        }
     }
     s.push_str("</svg>\n");
     s
@@ -573,9 +797,7 @@ pub fn note_chart(title: &str, xlabel: &str, ylabel: &str, xmax: f64, note: &[St
     let (pw, ph) = (w - l - r, h - t - b);
     let mut s = String::new();
     chart_head(&mut s, title);
-    for i in 0..=4 {
-        x_tick(&mut s, i, xmax);
-    }
+    x_ticks(&mut s, xmax);
     chart_frame(&mut s, xlabel, ylabel);
     let top = t + ph / 2.0 - 8.0 * (note.len() as f64 - 1.0);
     for (k, line) in note.iter().enumerate() {
@@ -612,7 +834,14 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     std::fs::write(dir.join("timeseries.csv"), timeseries_csv(sc, &an))?;
     std::fs::write(dir.join("latency.csv"), latency_csv(sc, &an))?;
     std::fs::write(dir.join("jain.csv"), jain_csv(sc, &an))?;
-    let wsec = sc.window_ps as f64 / 1e12;
+    let dur_s = sc.duration_ps as f64 / 1e12;
+    // Every chart's x axis is the run's; a window's point sits at its middle, a shorter last
+    // window's at the middle of what the run holds of it.
+    let window = |w: usize, len_ps: u64| {
+        let from = w as u64 * len_ps;
+        let to = (from + len_ps).min(sc.duration_ps);
+        ((from + to) as f64 / 2e12, (to - from) as f64 / 1e12)
+    };
     let mut figs = Vec::new();
     for a in &an {
         let series: Vec<Series> = sc
@@ -626,8 +855,11 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                     .iter()
                     .enumerate()
                     .map(|(w, b)| {
+                        // Over the window's length within the run: a shorter last window
+                        // is not a drop (timeseries.csv has its bytes, as sent).
+                        let (x, len_s) = window(w, sc.window_ps);
                         let bytes: u64 = t.apps.iter().map(|&i| b[i]).sum();
-                        (w as f64 * wsec, bytes as f64 * 8.0 / wsec / 1e9)
+                        (x, bytes as f64 * 8.0 / len_s / 1e9)
                     })
                     .collect(),
             })
@@ -638,18 +870,20 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
             dir.join(&name),
             chart(
                 &format!("{}: throughput per tenant", a.run.kind.name()),
-                "time (s, simulated)",
+                TIME_AXIS,
                 "Gbit/s",
                 &series,
-                Some(sc.duration_ps as f64 / 1e12),
-                Some(ymax),
-                &[],
+                &Axes {
+                    xmax: Some(dur_s),
+                    ymax: Some(ymax),
+                    data_file: Some("timeseries.csv"),
+                    ..Axes::default()
+                },
             ),
         )?;
         figs.push(name);
     }
     let hl = headline_app(sc);
-    let lwin = sc.latency_window_ps as f64 / 1e12;
     let mut lat_at_least = Vec::new();
     let lat_series: Vec<Series> = an
         .iter()
@@ -663,7 +897,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                     row.get(hl)
                         .and_then(|h| h.as_ref())
                         .and_then(|h| h.quantile(0.9))
-                        .map(|q| (w as f64 * lwin, q))
+                        .map(|q| (window(w, sc.latency_window_ps).0, q))
                 })
                 .collect();
             lat_at_least.push(p90.iter().map(|(_, q)| q.at_least).collect());
@@ -680,22 +914,26 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         "{}/{}",
         sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name
     );
-    let dur_s = sc.duration_ps as f64 / 1e12;
     let lat_title = format!("p90 latency of {hl_name}");
     let lat_chart = if !no_points(&lat_series) {
+        // Logarithmic: the models' latencies differ by orders of magnitude (Loom Fig. 10).
         chart(
             &lat_title,
-            "time (s, simulated)",
+            TIME_AXIS,
             "µs",
             &lat_series,
-            Some(dur_s),
-            None,
-            &lat_at_least,
+            &Axes {
+                xmax: Some(dur_s),
+                log_y: true,
+                at_least: &lat_at_least,
+                data_file: Some("latency.csv"),
+                ..Axes::default()
+            },
         )
     } else if matches!(sc.apps[hl].kind, AppKind::RequestResponse { .. }) {
         note_chart(
             &lat_title,
-            "time (s, simulated)",
+            TIME_AXIS,
             "µs",
             dur_s,
             &[
@@ -707,7 +945,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         // Response times per window are kept for request/response applications only.
         note_chart(
             &lat_title,
-            "time (s, simulated)",
+            TIME_AXIS,
             "µs",
             dur_s,
             &[
@@ -729,7 +967,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 .jain
                 .iter()
                 .enumerate()
-                .filter_map(|(w, j)| j.map(|j| (w as f64 * wsec, j)))
+                .filter_map(|(w, j)| j.map(|j| (window(w, sc.window_ps).0, j)))
                 .collect(),
         })
         .collect();
@@ -737,7 +975,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     let jain_chart = if no_points(&jain_series) {
         note_chart(
             jain_title,
-            "time (s, simulated)",
+            TIME_AXIS,
             "Jain",
             dur_s,
             &[
@@ -750,12 +988,15 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     } else {
         chart(
             jain_title,
-            "time (s, simulated)",
+            TIME_AXIS,
             "Jain",
             &jain_series,
-            Some(dur_s),
-            Some(1.0),
-            &[],
+            &Axes {
+                xmax: Some(dur_s),
+                ymax: Some(1.0),
+                data_file: Some("jain.csv"),
+                ..Axes::default()
+            },
         )
     };
     std::fs::write(dir.join("jain.svg"), jain_chart)?;
@@ -842,4 +1083,79 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
         "<p>Files: summary.json, timeseries.csv, latency.csv, jain.csv.</p></body></html>\n",
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report's x axis is the run's with round ticks: 0, 0.5, 1, 1.5 for 1.8 s (the
+    /// charts read 0, 0.449, 0.898, 1.35, 1.8).
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(ticks(1.8), [0.0, 0.5, 1.0, 1.5]);
+        assert_eq!(ticks(0.304), [0.0, 0.1, 0.2, 0.3]);
+        assert_eq!(ticks(3.04), [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(ticks(2.89), [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
+        assert_eq!(ticks(0.2), [0.0, 0.05, 0.1, 0.15, 0.2]);
+        assert_eq!(ticks(0.001), [0.0, 0.00025, 0.0005, 0.00075, 0.001]);
+        for max in [3e-12, 0.7, 1.0, 7.0, 12.0, 99.0, 1e6, 9.2e6] {
+            let t = ticks(max);
+            assert!((4..=7).contains(&t.len()), "{max}: {t:?}");
+            assert!(t[t.len() - 1] <= max * (1.0 + 1e-9), "{max}: {t:?}");
+        }
+        assert_eq!(ticks(0.0), [0.0]);
+    }
+
+    #[test]
+    fn decades_cover_the_positive_values() {
+        assert_eq!(decades([0.42, 5.0, 680.0].into_iter()), (-1, 3));
+        assert_eq!(decades([10.0, 100.0].into_iter()), (1, 2));
+        assert_eq!(decades([5.0].into_iter()), (0, 1));
+        assert_eq!(decades([0.001, 1000.0].into_iter()), (-3, 3));
+        assert_eq!(decades([0.0, -1.0, f64::NAN].into_iter()), (0, 1));
+        assert_eq!(decade_label(3), "1000");
+        assert_eq!(decade_label(0), "1");
+        assert_eq!(decade_label(-2), "0.01");
+    }
+
+    /// A point at or below 0 has no place on a logarithmic axis: it is drawn on the floor,
+    /// and a note under the legend says how many are.
+    #[test]
+    fn log_axis_puts_zero_on_its_floor_and_says_so() {
+        let one = |points: Vec<(f64, f64)>| {
+            let s = [Series {
+                name: "m".into(),
+                points,
+            }];
+            let ax = Axes {
+                xmax: Some(3.0),
+                log_y: true,
+                ..Axes::default()
+            };
+            chart("t", "x", "µs", &s, &ax)
+        };
+        let svg = one(vec![(0.5, 0.0), (1.5, 20.0), (2.5, 300.0)]);
+        assert!(
+            svg.contains(">1 point \u{2264} 0 drawn</text>")
+                && svg.contains(">on the axis floor</text>"),
+            "{svg}"
+        );
+        // 10 to 1000, the zero on the floor (y 260), 20 log10(2) of a decade (116 px) above 10.
+        assert!(
+            svg.contains(r#"<path d="M118.3,260.0 L235.0,225.1 L351.7,88.7""#),
+            "{svg}"
+        );
+        for l in [
+            ">10</text>",
+            ">100</text>",
+            ">1000</text>",
+            ">µs (log scale)<",
+        ] {
+            assert!(svg.contains(l), "{l}: {svg}");
+        }
+        assert!(!svg.contains(r#"text-anchor="end">1</text>"#), "{svg}");
+        let svg = one(vec![(0.5, 2.0), (1.5, 20.0)]);
+        assert!(!svg.contains("axis floor"), "{svg}");
+    }
 }

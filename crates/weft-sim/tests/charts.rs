@@ -1,0 +1,299 @@
+//! The report's SVG charts as a reader sees them: latency on a logarithmic axis, legends
+//! that fit, one x axis (the run's) with round ticks for every chart of a report, and a
+//! shorter last window that does not read as a drop. The geometry is report.rs's: a
+//! 520 × 300 chart whose plot spans x 60..410 and y 28..260.
+
+use std::path::{Path, PathBuf};
+
+use weft_sim::nic::NicKind;
+use weft_sim::report::{self, Series};
+
+const PLOT_LEFT: f64 = 60.0;
+const PLOT_WIDTH: f64 = 350.0;
+const PLOT_BOTTOM: f64 = 260.0;
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios")
+}
+
+/// A scenario from the examples, shortened to `duration_ps`.
+fn example(name: &str, duration_ps: u64) -> weft_sim::Scenario {
+    let mut sc =
+        weft_sim::load(&scenarios_dir().join(name), &Default::default()).expect("scenario loads");
+    sc.set_duration(duration_ps).expect("duration");
+    sc
+}
+
+/// Two tenants, A (bulk) and B (bulk and a request/response application), under `head`.
+fn two_tenants(head: &str) -> weft_sim::Scenario {
+    let text = format!(
+        "{head}policy_inline: |\n  weft: 1\n  nodes:\n    - {{name: r, type: wfq}}\n\
+         \x20   - {{name: a, type: leaf, parent: r, match: {{tenant: 1}}}}\n\
+         \x20   - {{name: b, type: leaf, parent: r, match: {{tenant: 2}}}}\ntenants:\n\
+         \x20 - {{name: A, meta: {{tenant: 1}}, apps: [{{name: bulk, kind: bulk}}]}}\n\
+         \x20 - {{name: B, meta: {{tenant: 2}}, apps: [{{name: bulk, kind: bulk}}, \
+         {{name: kv, kind: request-response, rate: 100000/s}}]}}\n"
+    );
+    weft_sim::load_str(Path::new("v.yaml"), &text, &Default::default()).expect("loads")
+}
+
+/// Writes the report of `sc` run on `models` into a fresh scratch directory.
+fn report(name: &str, sc: &weft_sim::Scenario, models: &[NicKind]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-charts-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let runs = weft_sim::run_all(sc, models, &mut |_, _| {});
+    report::write(&dir, sc, &runs).unwrap();
+    dir
+}
+
+fn read(dir: &Path, f: &str) -> String {
+    std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"))
+}
+
+/// The value of attribute `name` in the element text `el`.
+fn attr<'a>(el: &'a str, name: &str) -> Option<&'a str> {
+    let i = el.find(&format!(" {name}=\""))? + name.len() + 3;
+    Some(&el[i..i + el[i..].find('"')?])
+}
+
+/// Every `<text>` element: its attributes' text and its content.
+fn texts(svg: &str) -> Vec<(&str, &str)> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|s| {
+            let (head, rest) = s.split_once('>')?;
+            Some((head, rest.split_once("</text>")?.0))
+        })
+        .collect()
+}
+
+/// The x axis's labels, left to right (centred under the plot, 14 px below it).
+fn x_labels(svg: &str) -> Vec<(f64, String)> {
+    texts(svg)
+        .into_iter()
+        .filter(|(h, _)| attr(h, "y") == Some("274.0") && h.contains("middle"))
+        .map(|(h, c)| (attr(h, "x").unwrap().parse().unwrap(), c.to_string()))
+        .collect()
+}
+
+/// The y axis's labels, bottom to top (right-aligned left of the plot).
+fn y_labels(svg: &str) -> Vec<(f64, String)> {
+    let mut v: Vec<(f64, String)> = texts(svg)
+        .into_iter()
+        .filter(|(h, _)| attr(h, "x") == Some("56.0") && h.contains(r#"text-anchor="end""#))
+        .map(|(h, c)| {
+            (
+                attr(h, "y").unwrap().parse::<f64>().unwrap() - 4.0,
+                c.to_string(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| b.0.total_cmp(&a.0));
+    v
+}
+
+/// The drawn lines (paths without fill), each as its points.
+fn lines(svg: &str) -> Vec<Vec<(f64, f64)>> {
+    svg.split("<path ")
+        .skip(1)
+        .filter(|el| el.contains(r#"fill="none""#))
+        .map(|el| {
+            attr(&format!(" {el}"), "d")
+                .unwrap()
+                .split(['M', 'L', ' '])
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Loom Fig. 10's point is that the models' latencies differ by orders of magnitude: on a
+/// linear axis the low ones lay flat on zero under the high ones (the hierarchy: loom's
+/// 8 µs under mq's 100 µs and more). latency.svg's y axis is logarithmic, ticks at whole
+/// decades labelled plainly, the range the data's; throughput and Jain stay linear.
+#[test]
+fn latency_chart_is_logarithmic_in_decades() {
+    let sc = example("hierarchy.yaml", 20_000_000_000);
+    let dir = report("log", &sc, &[NicKind::Mq, NicKind::Loom]);
+    let svg = read(&dir, "latency.svg");
+    assert!(svg.contains(">µs (log scale)</text>"), "{svg}");
+    let labels: Vec<String> = y_labels(&svg).into_iter().map(|l| l.1).collect();
+    assert!(labels.len() >= 3, "{labels:?}");
+    // 1, 10, 100 ... written out (0.1, 0.01 below 1).
+    let plain = |l: &str| {
+        l == "1"
+            || l.strip_prefix('1')
+                .is_some_and(|z| z.chars().all(|c| c == '0'))
+            || l.strip_prefix("0.")
+                .is_some_and(|z| z.ends_with('1') && z[..z.len() - 1].chars().all(|c| c == '0'))
+    };
+    for w in labels.windows(2) {
+        assert!(plain(&w[0]) && plain(&w[1]), "{labels:?}");
+        let (a, b): (f64, f64) = (w[0].parse().unwrap(), w[1].parse().unwrap());
+        assert!((b / a - 10.0).abs() < 1e-9, "{labels:?}");
+    }
+    // Equal steps per decade.
+    let ys: Vec<f64> = y_labels(&svg).into_iter().map(|l| l.0).collect();
+    let step = ys[0] - ys[1];
+    assert!(
+        ys.windows(2).all(|w| (w[0] - w[1] - step).abs() < 0.15),
+        "{ys:?}"
+    );
+    // The lines: mq's above loom's by at least a decade, loom's off the floor.
+    let [mq, loom] = &lines(&svg)[..] else {
+        panic!("two lines: {svg}")
+    };
+    let mean = |l: &Vec<(f64, f64)>| l.iter().map(|p| p.1).sum::<f64>() / l.len() as f64;
+    assert!(mean(loom) - mean(mq) > step, "{svg}");
+    assert!(loom.iter().all(|p| p.1 < PLOT_BOTTOM - 10.0), "{svg}");
+    // Nothing was at or below 0.
+    assert!(!svg.contains("on the axis floor"), "{svg}");
+    for f in ["jain.svg", "throughput-mq.svg"] {
+        let svg = read(&dir, f);
+        assert!(!svg.contains("log scale"), "{f}: {svg}");
+        assert_eq!(y_labels(&svg)[0].1, "0", "{f}: {svg}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A chart of 1000 series drew 1000 lines and 1000 legend entries (443 KB; the entries cut
+/// off at the chart's bottom after 17). It draws the 32 series with the largest totals,
+/// names what fits and says how many more there are and where they are.
+#[test]
+fn legends_fit_and_say_what_they_leave_out() {
+    let series: Vec<Series> = (0..1000)
+        .map(|i| Series {
+            name: format!("c{i}"),
+            // c500..c531 carry the most.
+            points: (0..20)
+                .map(|w| (w as f64, if (500..532).contains(&i) { 2.0 } else { 1.0 }))
+                .collect(),
+        })
+        .collect();
+    let svg = report::line_chart("many", "x", "y", &series, None);
+    assert!(svg.len() < 50_000, "{} bytes", svg.len());
+    assert_eq!(lines(&svg).len(), 32, "{svg}");
+    let names: Vec<&str> = texts(&svg)
+        .into_iter()
+        .map(|t| t.1)
+        .filter(|c| c.starts_with('c'))
+        .collect();
+    assert!((12..=16).contains(&names.len()), "{names:?}");
+    // The drawn ones, in order.
+    assert_eq!(names[0], "c500");
+    assert_eq!(names[names.len() - 1], format!("c{}", 499 + names.len()));
+    assert!(
+        svg.contains(&format!(">+ {} more</text>", 1000 - names.len())),
+        "{svg}"
+    );
+    assert!(svg.contains(">968 not drawn</text>") && svg.contains(">(32 largest are)</text>"));
+    // Every text within the chart.
+    for (h, c) in texts(&svg) {
+        let y: f64 = attr(h, "y").unwrap().parse().unwrap();
+        assert!(y <= 296.0, "{c} at y {y}");
+    }
+    // 20 series: all drawn, 16 named at most, the rest counted.
+    let svg = report::line_chart("some", "x", "y", &series[..20], None);
+    assert_eq!(lines(&svg).len(), 20);
+    let named = texts(&svg).iter().filter(|t| t.1.starts_with('c')).count();
+    assert!((14..=16).contains(&named), "{svg}");
+    assert!(
+        svg.contains(&format!(">+ {} more</text>", 20 - named)),
+        "{svg}"
+    );
+    assert!(!svg.contains("not drawn"), "{svg}");
+    // A report names the file with every series: SENIC Table 3's 100 classes.
+    let sc = example("senic-table3-n100.yaml", 30_000_000_000);
+    let dir = report("legend", &sc, &[NicKind::Senic]);
+    let svg = read(&dir, "throughput-senic.svg");
+    assert_eq!(lines(&svg).len(), 32, "{svg}");
+    assert!(
+        svg.contains(" more (see</text>") && svg.contains(">timeseries.csv)</text>"),
+        "{svg}"
+    );
+    assert!(svg.contains(">68 not drawn</text>"), "{svg}");
+    assert!(svg.len() < 20_000, "{} bytes", svg.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The x axis ended at the last window's start, a different one per chart (Jain's at the
+/// last window with two backlogged tenants), with odd ticks (0.449, 0.898, 1.35). Every
+/// chart of a report runs over the run's duration with round ticks, each window's point at
+/// its middle (the axis label says so).
+#[test]
+fn charts_share_the_runs_x_axis_with_round_ticks() {
+    // 1.8 ms in windows of 0.1 ms, latency windows of 0.5 ms.
+    let sc = two_tenants("duration: 1800us\nwindow: 100us\nlatency_window: 500us\n");
+    let dir = report("xaxis", &sc, &[NicKind::Loom]);
+    let ticks = ["0", "0.0005", "0.001", "0.0015"];
+    for f in ["throughput-loom.svg", "latency.svg", "jain.svg"] {
+        let svg = read(&dir, f);
+        let labels = x_labels(&svg);
+        assert_eq!(
+            labels.iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
+            ticks,
+            "{f}: {svg}"
+        );
+        // At 0, 0.0005 / 0.0018 of the plot's width, ...
+        for (x, v) in &labels {
+            let want = PLOT_LEFT + PLOT_WIDTH * v.parse::<f64>().unwrap() / 0.0018;
+            assert!((x - want).abs() < 0.06, "{f}: {v} at {x}, not {want}");
+        }
+        assert!(
+            svg.contains(">time (s, simulated; window midpoints)</text>"),
+            "{f}: {svg}"
+        );
+        let x = |t: f64| PLOT_LEFT + PLOT_WIDTH * t / 0.0018;
+        let (first, last, n) = match f {
+            // The last latency window is 0.3 ms: 1.5 to 1.8 ms.
+            "latency.svg" => (x(0.00025), x(0.00165), 4),
+            _ => (x(0.00005), x(0.00175), 18),
+        };
+        for l in lines(&svg) {
+            assert_eq!(l.len(), n, "{f}: {svg}");
+            assert!((l[0].0 - first).abs() < 0.06, "{f}: {l:?}");
+            assert!((l[n - 1].0 - last).abs() < 0.06, "{f}: {l:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run that is not a whole number of windows ends in a shorter window: its bytes over a
+/// whole window's time read as a drop in throughput (SENIC Table 3, N = 100: 304 ms in
+/// windows of 15 ms, the last a third of the others). The chart divides by the window's
+/// length within the run and puts the point at its middle; timeseries.csv keeps the bytes.
+#[test]
+fn a_shorter_last_window_is_no_drop() {
+    // 3.5 ms in windows of 1 ms: the last is 0.5 ms. The two bulk tenants keep the link busy.
+    let sc = two_tenants("duration: 3500us\nwindow: 1ms\nnics: [loom]\n");
+    let dir = report("partial", &sc, &[NicKind::Loom]);
+    let csv = read(&dir, "timeseries.csv");
+    let bytes = |start: &str| -> u64 {
+        csv.lines()
+            .filter(|l| l.starts_with(&format!("{start},loom,")))
+            .map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let (full, last) = (bytes("0.002"), bytes("0.003"));
+    assert!(
+        (last as f64 / full as f64 - 0.5).abs() < 0.05,
+        "the CSV has the window's bytes: {full} then {last}"
+    );
+    let svg = read(&dir, "throughput-loom.svg");
+    // The tenants' sum per window: the link rate in every window, the last one too.
+    let ls = lines(&svg);
+    let height = |w: usize| ls.iter().map(|l| PLOT_BOTTOM - l[w].1).sum::<f64>();
+    assert!(ls.iter().all(|l| l.len() == 4), "{svg}");
+    let (h2, h3) = (height(2), height(3));
+    assert!(
+        h2 > 100.0 && (h3 / h2 - 1.0).abs() < 0.05,
+        "{h2} then {h3}: {svg}"
+    );
+    let x = PLOT_LEFT + PLOT_WIDTH * 3.25 / 3.5;
+    assert!((ls[0][3].0 - x).abs() < 0.06, "{:?} (want x {x})", ls[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
