@@ -28,7 +28,7 @@
 //! with the largest totals) and names in its legend as many as fit (about 16), then says
 //! how many more there are, how many are not drawn, and the file with all of them.
 //!
-//! Files: [`OUTPUTS`] and `throughput-MODEL.svg` per model; [`write`] first removes those an
+//! Files: [`OUTPUTS`] and `throughput-MODEL.svg` per model; [`write()`] first removes those an
 //! earlier report left in the directory (and nothing else), so a report never mixes runs.
 //!
 //! Numbers are rounded (6 significant digits for ratios) so that the files are stable and
