@@ -114,3 +114,20 @@ fn a_number_as_a_name_keeps_its_digits() {
     let text = "weft: 1\nnodes:\n  - {name: true, type: fifo}\n";
     assert_eq!(compile(text), Err(vec![("bad-value".to_string(), 3)]));
 }
+
+/// Names with invisible formatting characters (a zero-width space, a right-to-left override)
+/// are refused: they make two names look alike, or a name read backwards.
+#[test]
+fn invisible_characters_in_names_are_refused() {
+    for name in ["ro\u{200b}ot", "\u{202e}toor", "root\u{feff}"] {
+        let text = format!("weft: 1\nnodes:\n  - {{name: \"{name}\", type: fifo}}\n");
+        assert_eq!(
+            compile(&text),
+            Err(vec![("bad-value".to_string(), 3)]),
+            "{name:?}"
+        );
+    }
+    // Accents are letters, not formatting.
+    let text = "weft: 1\nnodes:\n  - {name: café, type: wfq}\n  - {name: a, type: leaf, parent: café, weight: 1}\n";
+    assert!(compile(text).is_ok());
+}

@@ -1347,8 +1347,8 @@ impl Ctx<'_> {
         let n = &name.value;
         let message = if !policy::parse::valid_name(n) {
             format!(
-                "{} name {n:?} must be non-empty, without spaces, commas, double quotes or \
-                 control characters: names are columns of timeseries.csv and the other CSV \
+                "{} name {n:?} must be non-empty, without spaces, commas, double quotes, \
+                 control or invisible formatting characters: names are columns of timeseries.csv and the other CSV \
                  files (written unquoted) and cells of the terminal table, as policy node \
                  names are",
                 if tenant { "tenant" } else { "application" }

@@ -372,9 +372,11 @@ fn duplicate_names_are_refused_naming_both_places() {
 /// fine (index.html escapes them).
 #[test]
 fn names_that_break_the_csv_files_or_the_terminal_are_refused() {
-    let rule = "must be non-empty, without spaces, commas, double quotes or control characters";
+    let rule = "must be non-empty, without spaces, commas, double quotes, control or invisible \
+                formatting characters";
     for (written, shown) in [
         (r#""a,b""#, r#""a,b""#),
+        (r#""a\u200bb""#, r#""a\u{200b}b""#),
         (r#""a\nb""#, r#""a\nb""#),
         (r#""a\"b""#, r#""a\"b""#),
         (r#""""#, r#""""#),

@@ -282,12 +282,20 @@ const QLIMIT_KEYS: &[&str] = &["packets", "bytes"];
 pub const FORMAT_VERSION: i64 = 1;
 
 /// Whether `name` can name a node: non-empty, without whitespace, control characters, commas
-/// or double quotes. Names are columns of weft's CSV outputs (departures, timelines), written
-/// unquoted, and cells of its tables. (The simulator holds its scenarios' tenant and
-/// application names to the same rule.)
+/// or double quotes, and without invisible formatting characters (zero-width spaces and
+/// joiners, bidirectional overrides, the byte-order mark), which make two names look alike
+/// or a name read backwards. Names are columns of weft's CSV outputs (departures,
+/// timelines), written unquoted, and cells of its tables. (The simulator holds its
+/// scenarios' tenant and application names to the same rule.)
 pub fn valid_name(name: &str) -> bool {
+    let invisible = |c: char| {
+        matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}')
+    };
     !name.is_empty()
-        && !name.contains(|c: char| c.is_whitespace() || c.is_control() || c == '"' || c == ',')
+        && !name.contains(|c: char| {
+            c.is_whitespace() || c.is_control() || invisible(c) || c == '"' || c == ','
+        })
 }
 
 /// Closest known word, for did-you-mean hints.
@@ -824,8 +832,8 @@ impl<'a> Parser<'a> {
                                 Rule::BadValue,
                                 n.span,
                                 format!(
-                                    "node name {:?} must be non-empty, without spaces, commas or \
-                                     quotes",
+                                    "node name {:?} must be non-empty, without spaces, commas, \
+                                     quotes, control or invisible formatting characters",
                                     n.value
                                 ),
                             );
