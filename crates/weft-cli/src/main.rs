@@ -592,6 +592,17 @@ fn span_text(ps: u64) -> String {
     format!("{ps} ps")
 }
 
+/// A shaping class's limit in Mbit/s, to a tenth; a limit below 0.1 Mbit/s (which would
+/// read 0.0) to three significant digits in scientific form (`1.00e-6` for 1 bit/s).
+fn limit_mbit(bps: u64) -> String {
+    let m = bps as f64 / 1e6;
+    if m < 0.1 {
+        format!("{m:.2e}")
+    } else {
+        format!("{m:.1}")
+    }
+}
+
 /// A queueing-delay figure (ps) in microseconds, or `-` without packets.
 fn delay_us(d: Option<&delays::Summary>, q: fn(&delays::Summary) -> u64) -> String {
     d.map_or("-".to_string(), |d| format!("{:.3}", q(d) as f64 / 1e6))
@@ -769,12 +780,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
             };
             let d = v.queueing_delay_ps.as_ref();
             out::outln!(
-                "{:<24} {:>10} {:>14} {:>12.1} {:>11.1}{mark} {:>12} {:>12}",
+                "{:<24} {:>10} {:>14} {:>12.1} {:>11}{mark} {:>12} {:>12}",
                 name,
                 v.packets,
                 v.bytes,
                 v.mean_bps as f64 / 1e6,
-                limit as f64 / 1e6,
+                limit_mbit(limit),
                 delay_us(d, |d| d.p50),
                 delay_us(d, |d| d.p99)
             )?;
@@ -1017,5 +1028,17 @@ fn main() -> ExitCode {
             }
             ExitCode::from(f.code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A limit below 0.1 Mbit/s keeps its digits (a 1 bit/s class read 0.0).
+    #[test]
+    fn small_limits_keep_their_digits() {
+        assert_eq!(super::limit_mbit(10_000_000_000), "10000.0");
+        assert_eq!(super::limit_mbit(100_000), "0.1");
+        assert_eq!(super::limit_mbit(1), "1.00e-6");
+        assert_eq!(super::limit_mbit(50_000), "5.00e-2");
     }
 }

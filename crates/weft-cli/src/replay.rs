@@ -832,7 +832,14 @@ fn run<E: Engine>(
         .collect();
     // With shaping classes the driver classifies each packet (the engine then does not) and
     // keeps a shaped packet's classes until it leaves or is dropped.
+    // Rows larger than the link's MTU (a capture of TSO segments, say): replayed as they
+    // are, and counted for a warning (count, largest).
+    let oversize = std::cell::Cell::new((0u64, 0u32));
     let inputs = arrivals.map(|(t, p)| {
+        if p.bytes as u64 > prog.link.mtu_bytes {
+            let (n, largest) = oversize.get();
+            oversize.set((n + 1, largest.max(p.bytes)));
+        }
         if !shaped {
             return (t, link::Input::Packet(p));
         }
@@ -974,6 +981,15 @@ fn run<E: Engine>(
     }
     if let Some(e) = error {
         return Err(Error::Input(e));
+    }
+    let (n, largest) = oversize.get();
+    if n > 0 {
+        crate::out::errln!(
+            "warning: {n} packets of {trace_name} are larger than the link's MTU ({} B; the \
+             largest {largest} B): replayed as single frames of their size (segmentation \
+             offload in a capture, or a `bytes` column in another unit?)",
+            prog.link.mtu_bytes
+        );
     }
     // An update after the last frame has left is applied to an idle scheduler: a time
     // given in the wrong unit, most likely.
@@ -1261,8 +1277,12 @@ fn index_html(summary: &ReplaySummary) -> String {
         h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
         for (name, v) in &shapers.rows {
             let limit = match v.rate_bps_at_end {
-                Some(end) => format!("{} → {}", mbps(v.rate_bps), mbps(end)),
-                None => mbps(v.rate_bps),
+                Some(end) => format!(
+                    "{} → {}",
+                    crate::limit_mbit(v.rate_bps),
+                    crate::limit_mbit(end)
+                ),
+                None => crate::limit_mbit(v.rate_bps),
             };
             let d = v.queueing_delay_ps.as_ref();
             let _ = write!(

@@ -2150,3 +2150,35 @@ fn policy_commands_read_standard_input() {
         .code(2)
         .stderr(predicate::str::contains("--max-depth"));
 }
+
+/// Rows larger than the link's MTU are replayed as they are, with a warning that counts them
+/// (a capture of offloaded segments, or `bytes` in another unit); rows within it get none.
+#[test]
+fn replay_warns_of_packets_larger_than_the_mtu() {
+    let dir = scratch("oversize");
+    let trace = dir.join("t.csv");
+    fs::write(
+        &trace,
+        "arrive_ps,bytes,tag\n0,1500,1\n0,65000,1\n0,9000,2\n",
+    )
+    .unwrap();
+    weft()
+        .args([
+            "replay",
+            "--quiet",
+            "--policy",
+            "examples/policies/senic-fig4.yaml",
+        ])
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("3 packets, 3 sent"))
+        .stderr(predicate::str::contains("warning: 2 packets of"))
+        .stderr(predicate::str::contains(
+            "larger than the link's MTU (1514 B; the largest 65000 B)",
+        ));
+    let _ = fs::remove_dir_all(&dir);
+}
