@@ -19,6 +19,17 @@ fn weft() -> Command {
     cmd
 }
 
+/// `weft replay --quiet --policy POLICY --trace TRACE --out OUT`.
+fn replay_quiet(policy: &str, trace: &Path, out: &Path) -> Command {
+    let mut cmd = weft();
+    cmd.args(["replay", "--quiet", "--policy", policy])
+        .arg("--trace")
+        .arg(trace)
+        .arg("--out")
+        .arg(out);
+    cmd
+}
+
 /// An empty scratch directory `weft-{tag}-{pid}` (tests run in parallel: a tag per test).
 fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("weft-{tag}-{}", std::process::id()));
@@ -566,20 +577,14 @@ fn replay_reports_bad_rows_with_their_line() {
             })
             .collect();
         std::fs::write(&trace, bytes).unwrap();
-        weft()
-            .args([
-                "replay",
-                "--quiet",
-                "--policy",
-                "examples/policies/senic-fig4.yaml",
-                "--trace",
-            ])
-            .arg(&trace)
-            .arg("--out")
-            .arg(dir.join("out"))
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(message));
+        replay_quiet(
+            "examples/policies/senic-fig4.yaml",
+            &trace,
+            &dir.join("out"),
+        )
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(message));
     }
     // Files that are not a trace as written: a compressed one (it read as "not UTF-8"), and
     // a capture cut short inside its header (it printed the parser's `Incomplete(..)`).
@@ -594,20 +599,14 @@ fn replay_reports_bad_rows_with_their_line() {
         ),
     ] {
         std::fs::write(&trace, bytes).unwrap();
-        weft()
-            .args([
-                "replay",
-                "--quiet",
-                "--policy",
-                "examples/policies/senic-fig4.yaml",
-            ])
-            .arg("--trace")
-            .arg(&trace)
-            .arg("--out")
-            .arg(dir.join("out"))
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(message));
+        replay_quiet(
+            "examples/policies/senic-fig4.yaml",
+            &trace,
+            &dir.join("out"),
+        )
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(message));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -2096,22 +2095,18 @@ fn run_warns_when_no_leaf_takes_a_tenant() {
 #[test]
 fn replay_warns_of_an_update_after_the_end() {
     let out = scratch("late-update");
-    weft()
-        .args([
-            "replay",
-            "--quiet",
-            "--policy",
-            "examples/policies/loom-fig11.yaml",
-        ])
-        .args(["--trace", "examples/traces/loom-fig11.csv", "--out"])
-        .arg(&out)
-        .args(["--update", "10s:j1.weight=2", "--update", "1ms:j2.weight=2"])
-        .assert()
-        .success()
-        .stderr(predicate::str::contains(
-            "warning: --update `10s:j1.weight=2`: after the last frame left",
-        ))
-        .stderr(predicate::str::contains("1ms:j2").not());
+    replay_quiet(
+        "examples/policies/loom-fig11.yaml",
+        Path::new("examples/traces/loom-fig11.csv"),
+        &out,
+    )
+    .args(["--update", "10s:j1.weight=2", "--update", "1ms:j2.weight=2"])
+    .assert()
+    .success()
+    .stderr(predicate::str::contains(
+        "warning: --update `10s:j1.weight=2`: after the last frame left",
+    ))
+    .stderr(predicate::str::contains("1ms:j2").not());
     let _ = fs::remove_dir_all(&out);
 }
 
@@ -2162,23 +2157,17 @@ fn replay_warns_of_packets_larger_than_the_mtu() {
         "arrive_ps,bytes,tag\n0,1500,1\n0,65000,1\n0,9000,2\n",
     )
     .unwrap();
-    weft()
-        .args([
-            "replay",
-            "--quiet",
-            "--policy",
-            "examples/policies/senic-fig4.yaml",
-        ])
-        .arg("--trace")
-        .arg(&trace)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("3 packets, 3 sent"))
-        .stderr(predicate::str::contains("warning: 2 packets of"))
-        .stderr(predicate::str::contains(
-            "larger than the link's MTU (1514 B; the largest 65000 B)",
-        ));
+    replay_quiet(
+        "examples/policies/senic-fig4.yaml",
+        &trace,
+        &dir.join("out"),
+    )
+    .assert()
+    .success()
+    .stdout(predicate::str::contains("3 packets, 3 sent"))
+    .stderr(predicate::str::contains("warning: 2 packets of"))
+    .stderr(predicate::str::contains(
+        "larger than the link's MTU (1514 B; the largest 65000 B)",
+    ));
     let _ = fs::remove_dir_all(&dir);
 }

@@ -16,6 +16,13 @@ fn weft() -> Command {
     cmd
 }
 
+/// `weft sim FILE --quiet --out OUT`.
+fn sim_quiet(file: &std::path::Path, out: &std::path::Path) -> Command {
+    let mut cmd = weft();
+    cmd.arg("sim").arg(file).args(["--quiet", "--out"]).arg(out);
+    cmd
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("weft-sim-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -271,11 +278,7 @@ fn scenarios_the_simulator_cannot_honour_exit_2() {
     ] {
         let f = d.join(file);
         std::fs::write(&f, text).unwrap();
-        weft()
-            .arg("sim")
-            .arg(&f)
-            .args(["--quiet", "--out"])
-            .arg(d.join("out"))
+        sim_quiet(&f, &d.join("out"))
             .timeout(std::time::Duration::from_secs(60))
             .assert()
             .code(2)
@@ -358,11 +361,7 @@ fn sim_out_replaces_an_earlier_report() {
         ));
     let own = d.join("index.html");
     std::fs::copy(root().join("examples/scenarios/hierarchy.yaml"), &own).unwrap();
-    weft()
-        .arg("sim")
-        .arg(&own)
-        .args(["--quiet", "--out"])
-        .arg(&d)
+    sim_quiet(&own, &d)
         .assert()
         .code(2)
         .stderr(predicate::str::contains("would replace its own input"));
@@ -451,11 +450,7 @@ fn scenario_mistakes_exit_2_in_the_scenarios_terms() {
     ] {
         let f = d.join(file);
         std::fs::write(&f, text).unwrap();
-        weft()
-            .arg("sim")
-            .arg(&f)
-            .args(["--quiet", "--out"])
-            .arg(d.join("out"))
+        sim_quiet(&f, &d.join("out"))
             .assert()
             .code(2)
             .stderr(predicate::str::contains(want));
