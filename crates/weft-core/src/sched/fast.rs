@@ -1995,11 +1995,8 @@ impl FastEngine {
                 let slot = e.v;
                 self.senic_waiting[top as usize].pop();
                 self.senic_deferred -= 1;
-                let bytes = self.slots[slot as usize].bytes;
-                for &b in self.shaping[slot as usize].as_slice() {
-                    self.buckets[b as usize].unhold(bytes);
-                }
-                self.push_entries(slot);
+                // No per-flow record to remove (see `defer_senic`).
+                self.back_into_tree(slot);
             }
         }
     }
@@ -2007,10 +2004,17 @@ impl FastEngine {
     /// A packet from the shaping queue back into the tree.
     fn release(&mut self, slot: u32) {
         let sl = self.slots[slot as usize];
-        for &b in self.shaping[slot as usize].as_slice() {
-            self.buckets[b as usize].unhold(sl.bytes);
-        }
         self.deferred.remove(sl.flow, sl.fseq);
+        self.back_into_tree(slot);
+    }
+
+    /// A deferred packet's tokens no longer held at its shaping classes, and its entries
+    /// pushed again with their stored ranks.
+    fn back_into_tree(&mut self, slot: u32) {
+        let bytes = self.slots[slot as usize].bytes;
+        for &b in self.shaping[slot as usize].as_slice() {
+            self.buckets[b as usize].unhold(bytes);
+        }
         self.push_entries(slot);
     }
 
