@@ -380,7 +380,7 @@ pub fn run(
             continue;
         }
         if progress {
-            eprintln!("bench: {}", s.name);
+            crate::out::errln!("bench: {}", s.name);
         }
         let backlog = backlog.unwrap_or(4_096.min(s.flows * 4).max(64));
         let fast_in =
@@ -418,7 +418,7 @@ pub fn run(
             }
         }
         if (backlog_at_end as u64) < backlog / 2 {
-            eprintln!(
+            crate::out::errln!(
                 "bench: {}: a run ended with {backlog_at_end} packets queued of {backlog} (drops?); its figures are for a part-empty tree",
                 s.name
             );

@@ -257,7 +257,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     match policy::load(&a.policy, &opts) {
         Ok(prog) => {
             for w in tenant_warnings(&prog, &tenants) {
-                eprintln!("warning: {w}");
+                crate::out::errln!("warning: {w}");
             }
         }
         Err(e) => {
@@ -299,11 +299,11 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     };
     let ctl_path = a.ctl;
     let stats = dataplane::run(cfg, |metrics| match metrics {
-        Some(a) => eprintln!(
+        Some(a) => crate::out::errln!(
             "weft run: ready (control socket {}, metrics http://{a}/metrics)",
             ctl_path.display()
         ),
-        None => eprintln!("weft run: ready (control socket {})", ctl_path.display()),
+        None => crate::out::errln!("weft run: ready (control socket {})", ctl_path.display()),
     })
     .map_err(|e| match e {
         // A path or address given on the command line that cannot be used.
@@ -423,7 +423,7 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
         }
         CtlCommand::Stop { socket } => {
             ask(&socket, json!({"cmd": "stop"}))?;
-            eprintln!(
+            crate::out::errln!(
                 "weft ctl: {} stops at its next control poll (about 1 ms), printing its final \
                  stats on its own stdout",
                 socket.display()
@@ -680,7 +680,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                 )?;
             } else {
                 crate::out::print(&testbed::markdown(&report))?;
-                eprintln!("wrote {}/report.json and report.md", out.display());
+                crate::out::errln!("wrote {}/report.json and report.md", out.display());
             }
             Ok(())
         }

@@ -274,10 +274,10 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let mut sc = weft_sim::load(&a.scenario, &ov).map_err(|e| usage(e.to_string()))?;
     apply_overrides(&mut sc, a.seed, a.duration.as_deref())?;
     for w in sc.warnings() {
-        eprintln!("warning: {w}");
+        crate::out::errln!("warning: {w}");
     }
     for app in sc.unclassified_apps() {
-        eprintln!(
+        crate::out::errln!(
             "warning: {app}: no leaf of policy `{}` matches its packets; models that run the \
              policy drop them (reason: unclassified)",
             sc.program.name
@@ -293,7 +293,7 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     }
     if !a.quiet {
         let pk: u64 = runs.iter().map(|r| r.packets).sum();
-        eprintln!(
+        crate::out::errln!(
             "{pk} packets simulated in {secs:.2} s; wrote {0}/summary.json, timeseries.csv, latency.csv, jain.csv, *.svg, index.html",
             a.out.display()
         );
@@ -380,7 +380,7 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
         .map_err(|e| (1, format!("cannot write {}: {e}", out.display())))?;
     print(&tables)?;
     if !quiet {
-        eprintln!(
+        crate::out::errln!(
             "report: {}/index.html ({:.1} s)",
             out.display(),
             t0.elapsed().as_secs_f64()
