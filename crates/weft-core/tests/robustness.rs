@@ -131,3 +131,29 @@ fn invisible_characters_in_names_are_refused() {
     let text = "weft: 1\nnodes:\n  - {name: café, type: wfq}\n  - {name: a, type: leaf, parent: café, weight: 1}\n";
     assert!(compile(text).is_ok());
 }
+
+#[test]
+fn names_must_be_composed_and_are_found_in_either_form() {
+    // "café" with a combining acute accent (e + U+0301): it looks like the composed name, so
+    // it is refused, with the composed spelling in the message.
+    let decomposed = "cafe\u{301}";
+    let text = format!("weft: 1\nnodes:\n  - {{name: {decomposed}, type: fifo}}\n");
+    assert_eq!(
+        compile(&text),
+        Err(vec![("bad-value".to_string(), 3)]),
+        "{decomposed:?}"
+    );
+    let e = compile_str(Path::new("p.yaml"), &text, &LoadOptions::default()).unwrap_err();
+    let message = e.diagnostics[0].message.clone();
+    assert!(
+        message.contains("NFC")
+            && message.contains(r#""cafe\u{301}""#)
+            && message.contains(r#""café""#),
+        "{message}"
+    );
+    // The composed name compiles, and a lookup typed decomposed finds it.
+    let text = "weft: 1\nnodes:\n  - {name: café, type: wfq}\n  - {name: a, type: leaf, parent: café, weight: 1}\n";
+    let p = compile_str(Path::new("p.yaml"), text, &LoadOptions::default()).unwrap();
+    assert_eq!(p.node_id(decomposed), Some(0));
+    assert_eq!(p.node_id("café"), Some(0));
+}

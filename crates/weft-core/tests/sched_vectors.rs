@@ -631,3 +631,69 @@ fn a_senic_class_speeds_up_when_another_goes_idle_after_a_rate_update() {
         after[0] - c1_end
     );
 }
+
+/// What `Engine::update`'s doc says of rates that break rule senic-oversubscribed (the
+/// engines take them; the drivers check): SENIC's two-level form with L1 classes of 4, 2
+/// and 1 Gbit/s on 10, vm-b raised to 8 (13 in all): the L1 classes share the 10 Gbit/s in
+/// the ratio 4:8:1 instead of each getting its limit, in both engines alike.
+#[test]
+fn an_update_that_oversubscribes_two_level_senic_shares_in_the_ratio_of_rates() {
+    use weft_core::sched::fast::FastEngine;
+    use weft_core::sched::{link::Input, Engine, Update};
+    let p = program(
+        "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: nic, type: senic}
+  - {name: vm-a, type: senic, parent: nic, rate: 4gbit, match: {vm: 1}}
+  - {name: a-all, type: leaf, parent: vm-a, rate: 4gbit}
+  - {name: vm-b, type: senic, parent: nic, rate: 2gbit, match: {vm: 2}}
+  - {name: b-all, type: leaf, parent: vm-b, rate: 8gbit}
+  - {name: vm-c, type: leaf, parent: nic, rate: 1gbit, match: {vm: 3}}
+",
+    );
+    let update = Update::Rate {
+        node: p.node_id("vm-b").unwrap(),
+        rate_bps: 8_000_000_000,
+    };
+    let mut inputs = vec![(0, Input::Update(update))];
+    let mut id = 0;
+    for _ in 0..2500u64 {
+        for f in ["vm=1", "vm=2", "vm=3"] {
+            inputs.push((0, Input::Packet(pkt(id, 1500, f))));
+            id += 1;
+        }
+    }
+    fn departures<E: Engine>(mut e: E, p: &Program, inputs: &[(u64, Input)]) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        link::run_inputs(&mut e, &p.link, inputs.iter().cloned(), u64::MAX, |ev| {
+            if let Event::Sent { at_ps, departure } = ev {
+                out.push((at_ps, departure.leaf));
+            }
+        });
+        out
+    }
+    let fast = departures(FastEngine::new(p.clone()), &p, &inputs);
+    let reference = departures(ReferenceEngine::new(p.clone()), &p, &inputs);
+    assert_eq!(fast, reference, "the engines differ");
+    // 2 ms: every class backlogged throughout (vm-b's 2,500 packets last 3.75 ms at 8/13
+    // of the link).
+    let window = 2_000_000_000;
+    let leaf = |name: &str| p.nodes[p.node_id(name).unwrap() as usize].leaf.unwrap();
+    let gbps = |name: &str| {
+        let l = leaf(name);
+        let n = fast.iter().filter(|d| d.1 == l && d.0 < window).count();
+        n as f64 * 1500.0 * 8.0 / 2e-3 / 1e9
+    };
+    for (name, want) in [
+        ("a-all", 40.0 / 13.0),
+        ("b-all", 80.0 / 13.0),
+        ("vm-c", 10.0 / 13.0),
+    ] {
+        let got = gbps(name);
+        assert!(
+            (got - want).abs() / want < 0.02,
+            "{name}: {got:.3} Gbit/s, want {want:.3} (10 Gbit/s shared 4:8:1)"
+        );
+    }
+}

@@ -282,20 +282,58 @@ const QLIMIT_KEYS: &[&str] = &["packets", "bytes"];
 pub const FORMAT_VERSION: i64 = 1;
 
 /// Whether `name` can name a node: non-empty, without whitespace, control characters, commas
-/// or double quotes, and without invisible formatting characters (zero-width spaces and
+/// or double quotes, without invisible formatting characters (zero-width spaces and
 /// joiners, bidirectional overrides, the byte-order mark), which make two names look alike
-/// or a name read backwards. Names are columns of weft's CSV outputs (departures,
-/// timelines), written unquoted, and cells of its tables. (The simulator holds its
-/// scenarios' tenant and application names to the same rule.)
+/// or a name read backwards, and in Unicode's composed form (NFC), so that a name typed with
+/// a combining accent and the same name typed precomposed are not two names that look the
+/// same. Names are columns of weft's CSV outputs (departures, timelines), written unquoted,
+/// and cells of its tables. (The simulator holds its scenarios' tenant and application
+/// names to the same rule.) [`name_problem`] says what is wrong.
 pub fn valid_name(name: &str) -> bool {
+    name_problem(name).is_none()
+}
+
+/// What keeps `name` from being a name ([`valid_name`]), as the end of a sentence that
+/// starts with the name: "must be non-empty, without ..." or "is not in Unicode's composed
+/// form ...". `None` for a valid name.
+pub fn name_problem(name: &str) -> Option<String> {
     let invisible = |c: char| {
         matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
             | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}')
     };
-    !name.is_empty()
-        && !name.contains(|c: char| {
+    if name.is_empty()
+        || name.contains(|c: char| {
             c.is_whitespace() || c.is_control() || invisible(c) || c == '"' || c == ','
         })
+    {
+        return Some(
+            "must be non-empty, without spaces, commas, double quotes, control or invisible \
+             formatting characters"
+                .to_string(),
+        );
+    }
+    use unicode_normalization::UnicodeNormalization;
+    if unicode_normalization::is_nfc(name) {
+        return None;
+    }
+    let nfc: String = name.nfc().collect();
+    Some(format!(
+        "is not in Unicode's composed form (NFC): it spells a character as a letter and a \
+         combining mark, so the same name typed with the composed character would be a \
+         different name that looks the same; write it as {nfc:?}"
+    ))
+}
+
+/// `s` in Unicode's composed form (NFC), as every valid name is ([`valid_name`]): a name a
+/// user types (a command-line flag, a terminal that decomposes accents) finds its node
+/// whichever form it was typed in. Borrowed when `s` already is.
+pub fn to_nfc(s: &str) -> std::borrow::Cow<'_, str> {
+    use unicode_normalization::UnicodeNormalization;
+    if unicode_normalization::is_nfc(s) {
+        std::borrow::Cow::Borrowed(s)
+    } else {
+        std::borrow::Cow::Owned(s.nfc().collect())
+    }
 }
 
 /// Closest known word, for did-you-mean hints.
@@ -827,15 +865,11 @@ impl<'a> Parser<'a> {
                 "name" => {
                     name = self.string(v, "`name`");
                     if let Some(n) = &name {
-                        if !valid_name(&n.value) {
+                        if let Some(problem) = name_problem(&n.value) {
                             self.err(
                                 Rule::BadValue,
                                 n.span,
-                                format!(
-                                    "node name {:?} must be non-empty, without spaces, commas, \
-                                     quotes, control or invisible formatting characters",
-                                    n.value
-                                ),
+                                format!("node name {:?} {problem}", n.value),
                             );
                         }
                     }

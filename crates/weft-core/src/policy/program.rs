@@ -584,8 +584,10 @@ impl Program {
         shaping
     }
 
-    /// Looks a node up by name.
+    /// Looks a node up by name, typed in either Unicode form (names are kept composed, NFC:
+    /// [`super::parse::valid_name`]).
     pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        let name = super::parse::to_nfc(name);
         self.nodes
             .iter()
             .position(|n| n.name == name)

@@ -663,7 +663,18 @@ pub trait Engine {
     fn next_wakeup(&self) -> Option<u64>;
     /// Packets held (in the tree, waiting for admission, or deferred).
     fn backlog(&self) -> usize;
-    /// Applies a live update at `now_ps`.
+    /// Applies a live update at `now_ps`. It is refused as [`check_update`] refuses it,
+    /// and otherwise applies to later packets.
+    ///
+    /// Rule senic-oversubscribed is not judged here: in SENIC's two-level form the L1
+    /// classes' rates must not add up to more than their node's capacity, but moving
+    /// capacity from one class to another takes two updates at one instant, and one call
+    /// sees only the first. An engine given such rates shares the node's capacity among
+    /// its L1 classes in the ratio of their rates (the system time slows by the
+    /// oversubscription, as in a single-level `senic` node) instead of giving each its
+    /// limit. A driver that takes rates from users checks what its updates leave with
+    /// [`crate::policy::Program::senic_oversubscribed`] once an instant's updates are all
+    /// known, as `weft replay --update` does.
     fn update(&mut self, u: Update, now_ps: u64) -> Result<(), UpdateError>;
     /// Counters per node so far (built on each call: an engine may keep only its leaves'
     /// departures and add them up the tree here).
