@@ -77,14 +77,21 @@ enum Command {
     /// window (a capture of several interfaces is not in order in its file); a file that
     /// ends inside a record replays the records before it, with a warning.
     ///
-    /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv and
-    /// DIR/summary.json (per leaf and node: packets, bytes, drops by reason, mean rate,
-    /// queueing-delay percentiles; per shaping class its rate and burst and the same figures
-    /// for the packets that passed it), DIR/timeseries.csv with DIR/throughput.svg and
+    /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv
+    /// (arrive_ps,id,leaf,reason; leaf empty for a packet no leaf takes, reason
+    /// unclassified) and DIR/summary.json (per leaf and node: packets, bytes, drops by reason,
+    /// mean rate, queueing delay: percentiles to 3 significant digits, exact max and mean;
+    /// per shaping class its rate and burst and the same figures for the packets that passed
+    /// it), DIR/timeseries.csv with DIR/throughput.svg and
     /// DIR/delay.svg (bytes and mean queueing delay per time window for each leaf, or each
     /// child of the root in a policy of over 256 leaves; at most 512 windows, widened as the
     /// trace goes on), DIR/index.html (the tables and charts for a browser), and prints the
     /// summary table.
+    ///
+    /// On stderr: progress, the files written and notes (e.g. a capture's records sorted back
+    /// into time order), which --quiet silences with the table; warnings about the input (a
+    /// field no packet carries, rows larger than the MTU, a capture cut short, ...) and
+    /// errors, which it never silences.
     #[command(after_long_help = REPLAY_EXAMPLES)]
     Replay {
         /// Policy file.
@@ -101,7 +108,9 @@ enum Command {
         /// Print summary.json to stdout instead of a table.
         #[arg(long)]
         json: bool,
-        /// No progress bar on stderr.
+        /// Print no progress, no table and no notes (the files written, a capture's records
+        /// sorted back into time order). Warnings about the input and errors still go to
+        /// stderr, and --json still prints summary.json to stdout.
         #[arg(long)]
         quiet: bool,
         /// Progress on stderr (rows read, packets/s) even when stderr is not a terminal.
@@ -901,6 +910,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let opts = replay::Options {
                 engine,
                 progress,
+                quiet,
                 // A replay streams: flows are forgotten once they hold nothing, so memory
                 // follows the packets queued, not the trace's distinct flows (exact: see
                 // `forget_idle_flows`; the summary reports no per-flow counters).
@@ -945,8 +955,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
                 file.write_all(b"\n").map_err(cannot)?;
                 file.into_inner().map_err(|e| cannot(e.into_error()))?;
-                out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
-                print_summary(&summary)?;
+                if !quiet {
+                    out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
+                    print_summary(&summary)?;
+                }
             }
             Ok(())
         }

@@ -16,8 +16,9 @@
 //!   `bytes`, `drops` by reason (a node's own drops, e.g. `unclassified`, plus its subtree's),
 //!   `mean_bps` (bytes × 8 over the trace's active span, from the first arrival to the end of
 //!   the last frame on the wire; integer division) and `queueing_delay_ps` (arrival to start
-//!   of transmission: p50, p90, p99, max, mean), from one HdrHistogram (3 significant digits)
-//!   per leaf, merged up the tree for nodes; kept sparsely while a leaf has few distinct
+//!   of transmission: p50, p90, p99 from one HdrHistogram (3 significant digits) per leaf,
+//!   merged up the tree for nodes, and the exact max and mean, kept beside it;
+//!   `queueing_delay_precision` says so); kept sparsely while a leaf has few distinct
 //!   delays ([`crate::delays`]), so a policy of many leaves does not hold a dense histogram
 //!   per leaf. Cost: one merge per node at the end.
 //!   And for every shaping class (`shapers`): its configured `rate_bps` and `burst_bytes`,
@@ -30,6 +31,11 @@
 //! * **Progress.** With `progress` a bar on stderr (rows read, packets/s) when stderr is a
 //!   terminal; otherwise one plain line every 2^20 rows at most once a second, and a final
 //!   line.
+//! * **Stderr.** `warning: ...` lines about the input (fields no packet carries, rows over the
+//!   MTU, a capture cut short or far out of order, an update too late or refused, ...),
+//!   always; `note: ...` lines (a capture's records sorted back into time order: nothing
+//!   lost), not with `quiet` (`--quiet`, which also drops the progress, the table and the
+//!   list of files written).
 //!
 //! Errors name the trace file and line (`t.csv:3: ...`); the CLI exits 2 on them, and 1 when
 //! an output cannot be written ([`Error`]). A replay that fails once `--out` is ready removes
@@ -45,7 +51,7 @@ use crate::capture::{self, Capture};
 use crate::timeline::Timeline;
 use crate::updates::Scheduled;
 
-use crate::delays::{Delays, Series, Summary};
+use crate::delays::{self, Delays, Series, Summary};
 use serde_json::{json, Map, Value};
 use weft_core::classifier::{Field, FieldMask, PacketMeta, FIELDS};
 use weft_core::policy::{Classification, Program, ShapingPath};
@@ -81,6 +87,8 @@ pub struct Options {
     pub engine: EngineKind,
     /// Report progress on stderr.
     pub progress: bool,
+    /// `--quiet`: no informational notes on stderr (warnings and errors still).
+    pub quiet: bool,
     /// Engine options (both engines honour them identically).
     pub engine_options: EngineOptions,
     /// Frames the link takes per burst (1: one at a time; see [`link::run_bursts`]).
@@ -743,7 +751,7 @@ fn run<E: Engine>(
         "departures.csv",
         writeln!(deps, "depart_ps,id,leaf,flow,bytes"),
     );
-    check("drops.csv", writeln!(drops, "arrive_ps,id,reason"));
+    check("drops.csv", writeln!(drops, "arrive_ps,id,leaf,reason"));
 
     let mut progress = opts.progress.then(|| Progress::new(size));
     // The shaping classes of each shaped packet still held (see the module doc).
@@ -899,15 +907,22 @@ fn run<E: Engine>(
                     }
                 }
             }
-            Event::Dropped { at_ps, id, reason } => {
+            Event::Dropped {
+                at_ps,
+                id,
+                leaf,
+                reason,
+            } => {
                 dropped += 1;
                 dropped_by[reason.index()] += 1;
                 if shaped {
                     paths.borrow_mut().remove(&id);
                 }
+                // Empty for `unclassified`, the one drop before a leaf.
+                let leaf = leaf.map_or("", |l| leaf_names[l as usize]);
                 check(
                     "drops.csv",
-                    writeln!(drops, "{at_ps},{id},{}", reason.name()),
+                    writeln!(drops, "{at_ps},{id},{leaf},{}", reason.name()),
                 );
             }
             Event::Rejected {
@@ -915,7 +930,7 @@ fn run<E: Engine>(
                 update,
                 error,
             } => {
-                crate::out::errln!("replay: an update at {at_ps} ps was refused: {error}");
+                crate::out::errln!("warning: an update at {at_ps} ps was refused: {error}");
                 rejected.push((at_ps, update));
             }
         },
@@ -934,8 +949,10 @@ fn run<E: Engine>(
         };
         match (c.out_of_order(), c.reordered()) {
             (0, _) => {}
+            // Nothing lost: a note (not with `--quiet`).
+            (_, 0) if opts.quiet => {}
             (n, 0) => crate::out::errln!(
-                "replay: {n} records of {trace_name} were earlier than one before them in the \
+                "note: {n} records of {trace_name} were earlier than one before them in the \
                  file (as in a capture of several interfaces); the reorder window ({window}) \
                  replayed them in time order (summary.json: capture_out_of_order)"
             ),
@@ -1167,6 +1184,8 @@ fn run<E: Engine>(
             "tenant": i.tenant,
             "tenant_name": i.tenant.map(|t| &opts.tenants[t as usize - 1].0),
         })).collect::<Vec<_>>()),
+        // How the `queueing_delay_ps` figures below were measured.
+        "queueing_delay_precision": delays::PRECISION,
         // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
         "timeline": {
             "series": series_kind,
@@ -1436,5 +1455,5 @@ fn timeline_series(prog: &Program) -> (Vec<usize>, Vec<String>, &'static str) {
     )
 }
 
-/// The most series a replay's timeline keeps (its memory: this × 512 windows × 32 bytes).
+/// The most series a replay's timeline keeps (its memory: this × 512 windows × 48 bytes).
 const TIMELINE_SERIES: usize = 256;

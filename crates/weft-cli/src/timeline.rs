@@ -6,15 +6,23 @@
 //! * **Windows that widen.** The trace's length is unknown while it streams, so windows start
 //!   2^10 ps (about 1 ns) wide from the first arrival and double (each pair of windows merged into one)
 //!   whenever a frame would land past the last of [`MAX_WINDOWS`]. A frame's bytes are
-//!   credited to the windows its wire time overlaps, in proportion (a running floor, so the
-//!   parts add up exactly), as `weft sim` counts throughput: a window never reads more than
-//!   its link carried. Merging adds windows pairwise, so totals never change.
+//!   credited to the windows its wire time overlaps, in proportion, as `weft sim` counts
+//!   throughput, twice: in whole bytes (`bytes`: a running floor per frame, so the parts add
+//!   up exactly to the summary's bytes) and as an exact share (`share`, in 2^-32 bytes, each
+//!   part rounded down), which the rates are read from. A window never reads more than its
+//!   link carried: a frame's bytes over its wire time are at most the link's rate (wire time
+//!   counts the frame's overhead and is rounded up), the frames on the wire in a window
+//!   overlap it for at most its width, and every rounding of the share and of the rate is
+//!   down. Whole bytes could not promise that: a window of a busy 10 Gbit/s link carries
+//!   40.96 B per 32,768 ps, and the whole bytes of a frame that ends in it are rounded up, so
+//!   windows read 41 B, 0.1 % over (2^10 ps windows of a short trace read 2 B: 56 % over).
+//!   Merging adds windows pairwise, so totals never change.
 //! * **Delay** is summed per window at the frame's start of transmission (arrival to start,
 //!   as in `summary.json`) and printed as the window's mean.
 //!
 //! Invariants: at most [`MAX_WINDOWS`] windows; the bytes over all windows equal the bytes
 //! credited. Cost: O(1) per departure (plus one O(windows × series) merge per doubling, at
-//! most 64 doublings in all); memory `MAX_WINDOWS × series × 32` bytes.
+//! most 64 doublings in all); memory `MAX_WINDOWS × series × 48` bytes.
 
 use std::fmt::Write as _;
 
@@ -27,6 +35,9 @@ pub const MAX_WINDOWS: usize = 512;
 /// window is found with a shift.
 const FIRST_SHIFT: u32 = 10;
 
+/// Fractional bits of [`Cell::share`]: a part of a frame is exact to 2^-32 B.
+const SHARE_BITS: u32 = 32;
+
 /// Series plotted in a chart (the ones with the most bytes; one colour each of the chart's
 /// ten); the CSV has them all.
 const PLOTTED: usize = 10;
@@ -34,8 +45,14 @@ const PLOTTED: usize = 10;
 /// One window of one series.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Cell {
-    /// Packet bytes whose wire time falls in the window (in proportion).
+    /// Packet bytes whose wire time falls in the window (in proportion), in whole bytes: a
+    /// frame's parts are a running floor over its wire time, so they add up to its bytes,
+    /// and the part in the window where it ends is rounded up (a window may read up to a
+    /// byte more than it carried).
     bytes: u64,
+    /// The same bytes exactly, in units of 2^-32 B ([`SHARE_BITS`]), each frame's part
+    /// rounded down: never more than the window carried; the rates are read from it.
+    share: u128,
     /// Frames that started transmission in the window.
     departures: u64,
     /// Sum of their queueing delays, picoseconds.
@@ -62,11 +79,13 @@ impl Timeline {
     /// A timeline of the named series starting at `origin_ps`.
     pub fn new(names: Vec<String>, origin_ps: u64) -> Timeline {
         assert!(!names.is_empty(), "a timeline of no series");
+        // Room for every window at once (the pages are touched as windows fill them).
+        let cells = Vec::with_capacity(MAX_WINDOWS * names.len());
         Timeline {
             names,
             origin_ps,
             shift: FIRST_SHIFT,
-            cells: Vec::new(),
+            cells,
             last_rel: 0,
         }
     }
@@ -99,6 +118,7 @@ impl Timeline {
                     .unwrap_or_default();
                 self.cells[k * s + j] = Cell {
                     bytes: a.bytes + b.bytes,
+                    share: a.share.saturating_add(b.share),
                     departures: a.departures + b.departures,
                     delay_sum_ps: a.delay_sum_ps + b.delay_sum_ps,
                 };
@@ -135,10 +155,30 @@ impl Timeline {
         let c = &mut self.cells[first * n + s];
         c.departures += 1;
         c.delay_sum_ps += delay_ps as u128;
+        // The frame's part of a window it overlaps for `overlap` ps of its wire time: its
+        // bytes × overlap / wire time, in 2^-32 B, rounded down ((bytes << 32) × overlap <
+        // 2^128). Whole unless the frame runs past the end of the clock.
+        let wire = wire_ps.max(1) as u128;
+        let part = |overlap: u128| {
+            if overlap >= wire {
+                (bytes as u128) << SHARE_BITS
+            } else {
+                ((bytes as u128) << SHARE_BITS) * overlap / wire
+            }
+        };
         if first == last {
             c.bytes += bytes;
+            c.share = c
+                .share
+                .saturating_add(part((last_rel - first_rel) as u128 + 1));
             return;
         }
+        // Window `w`'s overlap with the frame's wire time, up to its last instant.
+        let overlap = |w: usize| {
+            let from = (first_rel as u128).max((w as u128) << self.shift);
+            let to = (last_rel as u128 + 1).min((w as u128 + 1) << self.shift);
+            to.saturating_sub(from)
+        };
         // Bytes sent once `t` ps (from the origin) of the frame are on the wire; the last
         // window takes the rest (with the part of a frame past the end of the clock).
         let upto = |t: u64| (bytes as u128 * (t - first_rel) as u128 / wire_ps as u128) as u64;
@@ -149,7 +189,9 @@ impl Timeline {
             } else {
                 upto((w as u64 + 1) << self.shift)
             };
-            self.cells[w * n + s].bytes += b - credited;
+            let cell = &mut self.cells[w * n + s];
+            cell.bytes += b - credited;
+            cell.share = cell.share.saturating_add(part(overlap(w)));
             credited = b;
         }
     }
@@ -179,7 +221,9 @@ impl Timeline {
 
     /// Tidy CSV: `window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps`,
     /// a row per window and series (empty windows included; `mean_delay_ps` empty without
-    /// departures; the last window's width ends at the last frame's end).
+    /// departures; the last window's width ends at the last frame's end). `mean_bps` is the
+    /// exact share's rate, rounded down (never over the link's rate); `bytes` is in whole
+    /// bytes, so `bytes × 8 / window_ps` may read up to a byte over it.
     pub fn csv(&self) -> String {
         let mut out = String::from(
             "window_start_ps,window_ps,series,bytes,mean_bps,departures,mean_delay_ps\n",
@@ -199,7 +243,7 @@ impl Timeline {
                     out,
                     "{start},{width},{name},{},{},{},{delay}",
                     c.bytes,
-                    bps(c.bytes, width),
+                    share_bps(c.share, width),
                     c.departures
                 );
             }
@@ -232,7 +276,7 @@ impl Timeline {
                     .map(|w| {
                         (
                             x(w),
-                            bps(self.cells[w * n + s].bytes, self.width_ps(w)) as f64 / 1e9,
+                            share_bps(self.cells[w * n + s].share, self.width_ps(w)) as f64 / 1e9,
                         )
                     })
                     .collect(),
@@ -271,8 +315,21 @@ impl Timeline {
 }
 
 /// `bytes` over `window_ps` in bits per second (integer division).
+#[cfg(test)]
 fn bps(bytes: u64, window_ps: u64) -> u64 {
     (bytes as u128 * 8 * 1_000_000_000_000 / window_ps.max(1) as u128).min(u64::MAX as u128) as u64
+}
+
+/// A [`Cell::share`] (2^-32 B) over `window_ps` in bits per second, rounded down.
+fn share_bps(share: u128, window_ps: u64) -> u64 {
+    const BITS_PS_PER_BYTE_S: u128 = 8 * 1_000_000_000_000;
+    let per = (window_ps.max(1) as u128) << SHARE_BITS;
+    let bps = match share.checked_mul(BITS_PS_PER_BYTE_S) {
+        Some(bits) => bits / per,
+        // Over 2^85 B in a window: whole bytes first (still rounded down).
+        None => (share >> SHARE_BITS).saturating_mul(BITS_PS_PER_BYTE_S) / window_ps.max(1) as u128,
+    };
+    bps.min(u64::MAX as u128) as u64
 }
 
 /// A unit for a span of `ps` picoseconds (the span reads 1 to 1,000 of it, or less than 1
@@ -358,6 +415,47 @@ mod tests {
                 bps(all, t.window_ps()) <= 1_000_000_000_000,
                 "window {w}: {all} B"
             );
+        }
+    }
+
+    /// A busy link whose windows carry a fraction of a byte: 10 Gbit/s without per-frame
+    /// overhead (800 ps a byte) in 2^10 ps windows (1.28 B each) while 64-byte frames
+    /// leave back to back, then 2^15 ps windows (40.96 B) once the trace is longer. No
+    /// window reads over the link's rate, yet each reads it to within 3 bit/s a series: a
+    /// series' rate rounds down by less than 1 bit/s, and each part of a frame by less than
+    /// 2^-32 B (a window merged from 2^10 ps ones holds up to one part per 2^10 ps of it and
+    /// one per frame: under 2 bit/s in all). The whole bytes still add up. Read from the
+    /// whole bytes, windows showed 2 B in 2^10 ps (15.6 Gbit/s), then 41 B in 2^15 ps.
+    #[test]
+    fn no_window_reads_more_than_the_link_carried() {
+        const LINK_BPS: u64 = 10_000_000_000;
+        for frames in [2u64, 300] {
+            let mut t = Timeline::new(names(2), 0);
+            for i in 0..frames {
+                t.sent((i % 2) as usize, i * 51_200, 51_200, 64, 0);
+            }
+            assert_eq!(t.total_bytes(0) + t.total_bytes(1), frames * 64);
+            let n = t.series();
+            let last = t.windows() - 1;
+            for w in 0..=last {
+                let width = t.width_ps(w);
+                let rate: u64 = (0..n)
+                    .map(|s| share_bps(t.cells[w * n + s].share, width))
+                    .sum();
+                assert!(
+                    rate <= LINK_BPS,
+                    "{frames} frames, window {w}: {rate} bit/s"
+                );
+                assert!(
+                    rate + 3 * n as u64 >= LINK_BPS,
+                    "{frames} frames, window {w}: {rate} bit/s"
+                );
+            }
+            let csv = t.csv();
+            for row in csv.lines().skip(1) {
+                let bps: u64 = row.split(',').nth(4).unwrap().parse().unwrap();
+                assert!(bps <= LINK_BPS, "{row}");
+            }
         }
     }
 

@@ -355,11 +355,11 @@ fn replay_example(stem: &str, tag: &str, args: &[&str]) -> PathBuf {
     replay_example_printing(stem, tag, args).0
 }
 
-/// [`replay_example`], also returning what the replay printed (its table).
+/// [`replay_example`], also returning what the replay printed (its table: not `--quiet`).
 fn replay_example_printing(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, String) {
     let out = std::env::temp_dir().join(format!("weft-{tag}-{stem}-{}", std::process::id()));
     let printed = weft()
-        .args(["replay", "--quiet", "--policy"])
+        .args(["replay", "--policy"])
         .arg(format!("examples/policies/{stem}.yaml"))
         .args(["--trace", &example_trace(stem), "--out"])
         .arg(&out)
@@ -824,6 +824,89 @@ fn replay_timeline_adds_up_and_shows_the_shares() {
     }
 }
 
+/// `timeseries.csv`'s rate per window, over every series: `(window_start_ps, window_ps,
+/// bit/s)`, in order.
+fn window_rates(out: &Path) -> Vec<(u64, u64, u64)> {
+    let text = fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    let mut rates: Vec<(u64, u64, u64)> = Vec::new();
+    for l in text.lines().skip(1) {
+        let f: Vec<u64> = l
+            .split(',')
+            .enumerate()
+            .filter(|&(i, _)| [0, 1, 4].contains(&i))
+            .map(|(_, v)| v.parse().unwrap())
+            .collect();
+        match rates.last_mut() {
+            Some(r) if r.0 == f[0] => r.2 += f[2],
+            _ => rates.push((f[0], f[1], f[2])),
+        }
+    }
+    rates
+}
+
+/// No window of `timeseries.csv` reads more than the link's rate, however its whole bytes
+/// round. Without per-frame overhead a busy 10 Gbit/s link carries a fraction of a byte per
+/// window (1.28 B in the 2^10 ps windows of a two-frame trace, 40.96 B in loom-fig8's 2^15
+/// ps), and the windows read 2 B (15.6 Gbit/s) and 41 B (0.1 % over) when rates came from
+/// whole bytes; so did a backlogged trace of 1500-byte frames (2,622 B for 2,621.44). The
+/// busy windows still read the link's rate, to within 3 bit/s a series (each series' rate
+/// and each part of a frame round down: see `timeline::tests`).
+#[test]
+fn replay_timeline_never_reads_over_the_link_rate() {
+    const LINK_BPS: u64 = 10_000_000_000;
+    let dir = scratch("link-rate");
+    let policy = dir.join("p.yaml");
+    fs::write(
+        &policy,
+        "weft: 1\nlink: {rate: 10gbit, overhead: 0b}\nnodes:\n  - {name: root, type: wfq}\n  \
+         - {name: a, type: leaf, parent: root, match: {tag: 1}, limit: {packets: 10000}, \
+         flow_limit: {packets: 10000}}\n  - {name: b, type: leaf, parent: root, weight: 2, \
+         match: {tag: 2}, limit: {packets: 10000}, flow_limit: {packets: 10000}}\n",
+    )
+    .unwrap();
+    let mut backlogged = String::from("arrive_ps,bytes,tag\n");
+    for i in 0..3000 {
+        backlogged += &format!("0,1500,{}\n", 1 + i % 2);
+    }
+    let cases = [
+        ("two", "arrive_ps,bytes,tag\n0,64,1\n0,64,2\n".to_string()),
+        ("backlogged", backlogged),
+    ];
+    for (name, trace) in &cases {
+        let t = dir.join(format!("{name}.csv"));
+        fs::write(&t, trace).unwrap();
+        let out = dir.join(name);
+        replay_quiet(policy.to_str().unwrap(), &t, &out)
+            .assert()
+            .success();
+        let rates = window_rates(&out);
+        assert!(rates.len() >= 100, "{name}: {} windows", rates.len());
+        // The link is busy from the first arrival to the end: every window reads its rate.
+        for &(start, width, bps) in &rates {
+            assert!(
+                bps <= LINK_BPS,
+                "{name}: the window at {start} ps ({width} ps) reads {bps} bit/s"
+            );
+            assert!(
+                bps + 6 >= LINK_BPS,
+                "{name}: the window at {start} ps ({width} ps) reads {bps} bit/s"
+            );
+        }
+    }
+    // loom-fig8 (no overhead either; its link idles between D2's shaped packets).
+    let out = replay_example("loom-fig8", "link-rate", &[]);
+    let rates = window_rates(&out);
+    let _ = fs::remove_dir_all(&out);
+    assert!(rates.iter().any(|r| r.2 + 6 >= LINK_BPS), "{rates:?}");
+    for (start, width, bps) in rates {
+        assert!(
+            bps <= LINK_BPS,
+            "loom-fig8: the window at {start} ps ({width} ps) reads {bps} bit/s"
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// `--update`: Loom Fig. 11's shared destination limit drops from 10 to 5 Gbit/s halfway
 /// through the trace; j1 and j2 together follow it (read from the timeline), j0 takes what
 /// they leave (up to its 35 Gbit/s offered), both engines agree, and the summary records the
@@ -1212,6 +1295,102 @@ nodes:
     }
 }
 
+/// Queueing delays' max and mean are exact, not HdrHistogram buckets': two 1,481-byte
+/// packets at once on 10 Gbit/s (20 B of overhead), so the second waits the first's wire
+/// time, 1,501 × 800 = 1,200,800 ps, which lies in the bucket 1,200,128..=1,201,151. The
+/// buckets made the max 1,201,151 and the mean 600,320 (p90 and p99 1,201,151 too); now max,
+/// p90 and p99 are 1,200,800 and the mean 600,400, for the leaf and for its node, and the
+/// summary says how its delays were measured.
+#[test]
+fn replay_delay_max_and_mean_are_exact() {
+    let policy = "weft: 1
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: fifo}
+  - {name: a, type: leaf, parent: root}
+";
+    let (s, deps, _) = replay_texts(
+        "exact-delay",
+        policy,
+        "arrive_ps,bytes\n0,1481\n0,1481\n",
+        &[],
+    );
+    assert_eq!(
+        deps,
+        "depart_ps,id,leaf,flow,bytes\n0,0,a,0,1481\n1200800,1,a,0,1481\n"
+    );
+    for d in [
+        &s["leaves"]["a"]["queueing_delay_ps"],
+        &s["nodes"]["root"]["queueing_delay_ps"],
+    ] {
+        assert_eq!(
+            *d,
+            serde_json::json!({"p50": 0, "p90": 1_200_800, "p99": 1_200_800,
+                "max": 1_200_800, "mean": 600_400}),
+            "{s:#}"
+        );
+    }
+    let precision = s["queueing_delay_precision"].as_str().unwrap_or_default();
+    assert!(
+        precision.contains("3 significant digits") && precision.contains("max and mean are exact"),
+        "{s:#}"
+    );
+}
+
+/// drops.csv names each dropped packet's leaf (`arrive_ps,id,leaf,reason`), and leaves it
+/// empty for a packet no leaf takes (`unclassified`): leaf and flow limits, with more rows at
+/// one instant than the engine is offered at once (64), with and without shaping classes
+/// (which the driver classifies itself). Each leaf's rows match its drops in summary.json.
+#[test]
+fn replay_drops_name_their_leaf() {
+    let shaped = "weft: 1
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: wfq}
+  - {name: cap, type: shape, parent: root, rate: 1gbit, burst: 16kb}
+  - {name: a, type: leaf, parent: cap, match: {tag: 1}, limit: {packets: 5}}
+  - {name: b, type: leaf, parent: root, match: {tag: 2}, flow_limit: {packets: 3}}
+";
+    let unshaped = shaped
+        .replace(
+            "  - {name: cap, type: shape, parent: root, rate: 1gbit, burst: 16kb}\n",
+            "",
+        )
+        .replace("parent: cap", "parent: root");
+    // Tags 1, 2 and 9 (no leaf) in turn: 200 rows at 0, then 100 rows 1 ns apart.
+    let tag = |id: usize| [1, 2, 9][id % 3];
+    let mut trace = String::from("arrive_ps,bytes,tag\n");
+    for id in 0..300usize {
+        trace += &format!("{},500,{}\n", id.saturating_sub(199) * 1000, tag(id));
+    }
+    for (name, policy) in [("shaped", shaped.to_string()), ("unshaped", unshaped)] {
+        let (s, _, drops) = replay_texts(&format!("drop-leaf-{name}"), &policy, &trace, &[]);
+        let mut lines = drops.lines();
+        assert_eq!(lines.next(), Some("arrive_ps,id,leaf,reason"), "{name}");
+        let mut per_leaf: BTreeMap<String, u64> = BTreeMap::new();
+        for l in lines {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 4, "{name}: {l}");
+            let id: usize = f[1].parse().unwrap();
+            let (leaf, reason) = match tag(id) {
+                1 => ("a", "leaf_packets"),
+                2 => ("b", "flow_packets"),
+                _ => ("", "unclassified"),
+            };
+            assert_eq!((f[2], f[3]), (leaf, reason), "{name}: {l}");
+            *per_leaf.entry(leaf.to_string()).or_default() += 1;
+        }
+        assert_eq!(per_leaf[""], 100, "{name}: {drops}");
+        for leaf in ["a", "b"] {
+            assert!(per_leaf[leaf] > 60, "{name}: {drops}");
+            assert_eq!(
+                s["leaves"][leaf]["dropped"], per_leaf[leaf],
+                "{name}: {leaf}"
+            );
+        }
+    }
+}
+
 /// summary.json: an interior node aggregates its subtree (packets, bytes, drops by reason,
 /// delay histogram) plus its own drops; leaf counts match departures.csv and drops.csv.
 #[test]
@@ -1298,7 +1477,7 @@ fn replay_table_names_the_drop_reasons() {
     )
     .unwrap();
     let out = weft()
-        .args(["replay", "--quiet", "--policy"])
+        .args(["replay", "--policy"])
         .arg(&p)
         .arg("--trace")
         .arg(&t)
@@ -1332,7 +1511,6 @@ fn replay_table_gives_the_span_from_the_first_arrival() {
     let o = weft()
         .args([
             "replay",
-            "--quiet",
             "--policy",
             "examples/policies/wfq-1-2-4.yaml",
             "--trace",
@@ -1602,7 +1780,7 @@ fn replay_flat(tag: &str, leaves: usize, trace: &str) -> (PathBuf, String, serde
     fs::write(dir.join("p.yaml"), policy).unwrap();
     fs::write(dir.join("t.csv"), trace).unwrap();
     let out = weft()
-        .args(["replay", "--quiet", "--policy"])
+        .args(["replay", "--policy"])
         .arg(dir.join("p.yaml"))
         .arg("--trace")
         .arg(dir.join("t.csv"))
@@ -2164,10 +2342,72 @@ fn replay_warns_of_packets_larger_than_the_mtu() {
     )
     .assert()
     .success()
-    .stdout(predicate::str::contains("3 packets, 3 sent"))
+    // `--quiet`: no table, the warning all the same.
+    .stdout("")
     .stderr(predicate::str::contains("warning: 2 packets of"))
     .stderr(predicate::str::contains(
         "larger than the link's MTU (1514 B; the largest 65000 B)",
     ));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `--quiet` silences the progress, the table and the notes (the files written), never a
+/// warning about the input or an error; `--json` still prints the summary. It used to
+/// silence only the progress: the table and `wrote ...` were printed all the same.
+#[test]
+fn replay_quiet_keeps_only_warnings_and_errors() {
+    let dir = scratch("quiet");
+    let trace = dir.join("t.csv");
+    // A row over the MTU: a warning.
+    fs::write(&trace, "arrive_ps,bytes,tag\n0,1500,1\n0,9000,2\n").unwrap();
+    let run = |args: &[&str]| {
+        let o = weft()
+            .args([
+                "replay",
+                "--policy",
+                "examples/policies/senic-fig4.yaml",
+                "--trace",
+            ])
+            .arg(&trace)
+            .arg("--out")
+            .arg(dir.join("out"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let warning = "warning: 1 packets of";
+    let (code, out, err) = run(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("2 packets, 2 sent"), "{out}");
+    assert!(err.contains("wrote ") && err.contains(warning), "{err}");
+    let (code, out, err) = run(&["--quiet"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "");
+    assert!(
+        err.starts_with(warning) && err.lines().count() == 1,
+        "{err}"
+    );
+    let (code, out, err) = run(&["--quiet", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["sent"], 2, "{out}");
+    assert!(
+        err.starts_with(warning) && err.lines().count() == 1,
+        "{err}"
+    );
+    // An error, quiet or not.
+    fs::write(&trace, "arrive_ps,bytes,tag\n0,x,1\n").unwrap();
+    let (code, out, err) = run(&["--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(out, "");
+    assert!(
+        err.starts_with("error: ") && err.contains("t.csv:2:"),
+        "{err}"
+    );
     let _ = fs::remove_dir_all(&dir);
 }

@@ -381,7 +381,24 @@ fn a_merged_pcapng_replays_in_time_order() {
     let back = s["capture_out_of_order"].as_u64().unwrap();
     assert!(back > 100, "{s:#}");
     assert_eq!(s["capture_reordered"], 0, "{s:#}");
-    assert!(err.contains("replayed them in time order"), "{err}");
+    // Nothing lost: a note, which `--quiet` silences.
+    assert_eq!(err, "");
+    let o = weft()
+        .args(["replay", "--policy"])
+        .arg(dir.join("runs.yaml"))
+        .arg("--trace")
+        .arg(dir.join("runs.pcapng"))
+        .arg("--out")
+        .arg(dir.join("runs-noted.out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("note: {back} records of "))
+            && err.contains("replayed them in time order"),
+        "{err}"
+    );
     // Each record's id in runs.pcapng is its position there; mapped to its position in
     // sorted.pcapng, the departures are the same.
     let pos_in_sorted: std::collections::HashMap<usize, usize> =

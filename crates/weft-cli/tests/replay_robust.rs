@@ -7,7 +7,9 @@
 //! * exit 2: an `error:` naming the trace (or the output directory) with a line where it is
 //!   the trace, and none of the outputs left;
 //! * exit 0: every data row is accounted for: `packets` equals the rows, and `sent`,
-//!   `dropped` and `held_at_end` add up to it; `departures.csv` lists the sent ones.
+//!   `dropped` and `held_at_end` add up to it; `departures.csv` lists the sent ones, and
+//!   `drops.csv` the dropped ones, as many at each leaf as its `dropped` and as many without
+//!   a leaf as were `unclassified`.
 //!
 //! 64 cases by default (each runs the binary once), `PROPTEST_CASES` for more.
 
@@ -179,6 +181,7 @@ proptest! {
         let code = o.status.code();
         let summary = std::fs::read(out.join("summary.json")).ok();
         let departures = std::fs::read_to_string(out.join("departures.csv")).ok();
+        let drops = std::fs::read_to_string(out.join("drops.csv")).ok();
         let _ = std::fs::remove_dir_all(&dir);
         prop_assert!(!stderr.contains("panicked"), "panic on\n{text}\n{stderr}");
         match code {
@@ -202,6 +205,23 @@ proptest! {
                 prop_assert_eq!(n("sent") + n("dropped") + n("held_at_end"), n("packets"));
                 let listed = departures.unwrap().lines().count() as u64 - 1;
                 prop_assert_eq!(listed, n("sent"));
+                // drops.csv: `arrive_ps,id,leaf,reason`, counted by leaf ("" for none).
+                let drops = drops.unwrap();
+                let mut lines = drops.lines();
+                prop_assert_eq!(lines.next(), Some("arrive_ps,id,leaf,reason"));
+                let mut by_leaf = std::collections::BTreeMap::<String, u64>::new();
+                for l in lines {
+                    let f: Vec<&str> = l.split(',').collect();
+                    prop_assert_eq!(f.len(), 4, "{}", l);
+                    prop_assert_eq!(f[2].is_empty(), f[3] == "unclassified", "{}", l);
+                    *by_leaf.entry(f[2].to_string()).or_default() += 1;
+                }
+                prop_assert_eq!(by_leaf.values().sum::<u64>(), n("dropped"));
+                prop_assert_eq!(by_leaf.remove("").unwrap_or(0), s["drops"]["unclassified"].as_u64().unwrap());
+                for (leaf, v) in s["leaves"].as_object().unwrap() {
+                    let counted = by_leaf.get(leaf).copied().unwrap_or(0);
+                    prop_assert_eq!(counted, v["dropped"].as_u64().unwrap(), "leaf {}:\n{}", leaf, drops);
+                }
             }
             other => prop_assert!(false, "exit {:?} on\n{}\n{}", other, text, stderr),
         }

@@ -554,9 +554,12 @@ fn events_in_bursts<E: Engine>(
             "{at_ps} sent {} leaf {}",
             departure.id, departure.leaf
         )),
-        Event::Dropped { at_ps, id, reason } => {
-            out.push(format!("{at_ps} drop {id} {}", reason.name()))
-        }
+        Event::Dropped {
+            at_ps,
+            id,
+            leaf,
+            reason,
+        } => out.push(format!("{at_ps} drop {id} {leaf:?} {}", reason.name())),
         Event::Rejected { at_ps, error, .. } => out.push(format!("{at_ps} rejected {error}")),
     });
     // Packets still held when the clock ran out (an extreme knob's 1 bit/s class behind an

@@ -294,7 +294,7 @@ proptest! {
                     }
                 }
                 if let Err(reason) = weft_core::sched::Engine::enqueue(&mut e, p, t) {
-                    count(Event::Dropped { at_ps: t, id: p.id, reason });
+                    count(Event::Dropped { at_ps: t, id: p.id, leaf: Some(0), reason });
                 }
                 peak = peak.max(weft_core::sched::Engine::backlog(&e));
                 t_free = t_free.max(t);

@@ -51,6 +51,9 @@ pub enum Event {
     Dropped {
         at_ps: u64,
         id: u64,
+        /// The leaf it was classified to (an index of `Program::leaves`); `None` for
+        /// [`DropReason::Unclassified`].
+        leaf: Option<u32>,
         reason: DropReason,
     },
 }
@@ -122,7 +125,10 @@ pub fn run_bursts<E: Engine>(
                     }
                     results.clear();
                     engine.enqueue_batch(&batch, t, &mut results);
-                    report_drops(batch.iter().map(|p| p.id), &results, t, &mut on_event);
+                    // A dropped packet's leaf: classified again, only for the drops.
+                    let prog = engine.program();
+                    let drops = batch.iter().map(|p| (p.id, || prog.classify(&p.meta)));
+                    report_drops(drops, &results, t, &mut on_event);
                 }
                 Input::Classified(pkt, class) => {
                     classified.clear();
@@ -136,8 +142,8 @@ pub fn run_bursts<E: Engine>(
                     }
                     results.clear();
                     engine.enqueue_classified_batch(&classified, t, &mut results);
-                    let ids = classified.iter().map(|(p, _)| p.id);
-                    report_drops(ids, &results, t, &mut on_event);
+                    let drops = classified.iter().map(|&(p, c)| (p.id, move || c));
+                    report_drops(drops, &results, t, &mut on_event);
                 }
                 Input::Update(update) => {
                     if let Err(error) = engine.update(update, t) {
@@ -200,17 +206,32 @@ pub fn run_bursts<E: Engine>(
     }
 }
 
-/// A `Dropped` event for every refused packet of a batch offered at `at_ps` (`ids` in the
-/// batch's order, `results` the engine's answers).
-fn report_drops(
-    ids: impl Iterator<Item = u64>,
+/// A `Dropped` event for every refused packet of a batch offered at `at_ps` (`packets` in
+/// the batch's order: each id and how to get its classification, asked only of a dropped
+/// one; `results` the engine's answers).
+fn report_drops<C: FnOnce() -> Classification>(
+    packets: impl Iterator<Item = (u64, C)>,
     results: &[Result<(), DropReason>],
     at_ps: u64,
     on_event: &mut impl FnMut(Event),
 ) {
-    for (id, r) in ids.zip(results) {
+    for ((id, class), r) in packets.zip(results) {
         if let Err(reason) = *r {
-            on_event(Event::Dropped { at_ps, id, reason });
+            let leaf = match class() {
+                Classification::Leaf { leaf, .. } => Some(leaf),
+                Classification::Unclassified { .. } => None,
+            };
+            debug_assert_eq!(
+                leaf.is_none(),
+                reason == DropReason::Unclassified,
+                "packet {id} dropped ({reason:?}) with leaf {leaf:?}"
+            );
+            on_event(Event::Dropped {
+                at_ps,
+                id,
+                leaf,
+                reason,
+            });
         }
     }
 }
