@@ -20,7 +20,7 @@
 //! Cost: O(nodes) per flag to find its name, once.
 
 use weft_core::policy::compile::senic_oversubscribed_message;
-use weft_core::policy::parse::suggest;
+use weft_core::policy::parse::{suggest, to_nfc};
 use weft_core::policy::{Algo, Program};
 use weft_core::sched::{check_update, Update, LAST_ARRIVAL_PS};
 use weft_core::units::{parse_rate, parse_size, parse_time};
@@ -253,7 +253,9 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
             int(field).map(Some)
         }
     };
-    let change = if let Some(c) = prog.shapers.iter().position(|s| s.name == name) {
+    // Names are kept composed (NFC); a terminal may have typed this one decomposed.
+    let composed = to_nfc(name);
+    let change = if let Some(c) = prog.shapers.iter().position(|s| s.name == composed) {
         let c = c as u32;
         match field {
             "rate" => Change::ShaperRate(c, parse_rate(value).map_err(|e| e.to_string())?),
@@ -268,7 +270,7 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
         let node = prog
             .nodes
             .iter()
-            .position(|n| n.name == name)
+            .position(|n| n.name == composed)
             .ok_or_else(|| {
                 let names: Vec<&str> = (prog.nodes.iter().map(|n| n.name.as_str()))
                     .chain(prog.shapers.iter().map(|s| s.name.as_str()))
@@ -373,6 +375,22 @@ nodes:
 
     fn node(p: &Program, name: &str) -> u32 {
         p.nodes.iter().position(|n| n.name == name).unwrap() as u32
+    }
+
+    /// A name typed decomposed (a terminal's `e` + combining acute) finds the node, which
+    /// the policy spells composed.
+    #[test]
+    fn a_name_typed_decomposed_finds_its_node() {
+        let text = "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: caf\u{e9}, type: leaf, parent: root, weight: 1}\n";
+        let p = compile_str(Path::new("p.yaml"), text, &LoadOptions::default()).unwrap();
+        let u = parse_all(&p, &flags(&["1ms:cafe\u{301}.weight=3"])).unwrap();
+        assert_eq!(
+            u[0].update,
+            Update::Weight {
+                node: node(&p, "caf\u{e9}"),
+                weight: 3
+            }
+        );
     }
 
     #[test]
