@@ -89,9 +89,9 @@ enum Command {
     /// summary table.
     ///
     /// On stderr: progress, the files written and notes (e.g. a capture's records sorted back
-    /// into time order), which --quiet silences with the table; warnings about the input (a
-    /// field no packet carries, rows larger than the MTU, a capture cut short, ...) and
-    /// errors, which it never silences.
+    /// into time order), which --quiet silences; warnings about the input (a field no packet
+    /// carries, rows larger than the MTU, a capture cut short, ...) and errors, which it
+    /// never silences. The table (or --json's summary) is the data, on stdout either way.
     #[command(after_long_help = REPLAY_EXAMPLES)]
     Replay {
         /// Policy file.
@@ -108,9 +108,9 @@ enum Command {
         /// Print summary.json to stdout instead of a table.
         #[arg(long)]
         json: bool,
-        /// Print no progress, no table and no notes (the files written, a capture's records
+        /// Print no progress and no notes on stderr (the files written, a capture's records
         /// sorted back into time order). Warnings about the input and errors still go to
-        /// stderr, and --json still prints summary.json to stdout.
+        /// stderr; the table (or --json's summary) still goes to stdout.
         #[arg(long)]
         quiet: bool,
         /// Progress on stderr (rows read, packets/s) even when stderr is not a terminal.
@@ -957,8 +957,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 file.into_inner().map_err(|e| cannot(e.into_error()))?;
                 if !quiet {
                     out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
-                    print_summary(&summary)?;
                 }
+                print_summary(&summary)?;
             }
             Ok(())
         }
