@@ -180,7 +180,8 @@ fn fmt_pct(lat: &Value, key: &str) -> String {
 }
 
 /// The per-model table of a summary; under it, for each model whose p90 is a lower bound,
-/// how many of the headline application's requests were unfinished.
+/// how many of the headline application's requests were unfinished (or, for a bulk or UDP
+/// application, how many of its packets were still queued).
 pub fn table(sum: &Value) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -222,12 +223,22 @@ pub fn table(sum: &Value) -> String {
                 v["drops"]
             );
             if app["latency_us"]["p90_at_least"].as_bool() == Some(true) {
-                let _ = writeln!(
-                    notes,
-                    "≥ {k}: {} of {headline}'s {} requests unfinished at the end, counted at \
-                     their age then: the p90 is at least that",
-                    app["requests"]["unfinished"], app["requests"]["issued"]
-                );
+                let _ = if app["requests"].is_object() {
+                    writeln!(
+                        notes,
+                        "≥ {k}: {} of {headline}'s {} requests unfinished at the end, counted \
+                         at their age then: the p90 is at least that",
+                        app["requests"]["unfinished"], app["requests"]["issued"]
+                    )
+                } else {
+                    // A bulk or UDP application: its packet delay (write to wire).
+                    writeln!(
+                        notes,
+                        "≥ {k}: {} of {headline}'s packets still queued at the end ({} sent), \
+                         counted at their age then: the p90 packet delay is at least that",
+                        app["packets"]["queued_at_end"], app["packets"]["sent"]
+                    )
+                };
             }
         }
     }
@@ -364,7 +375,8 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
         tables += &(table(&sum) + "\n");
         index += &format!(
             "<li><a href=\"{0}/index.html\">{0}</a>: {1}</li>",
-            sc.name, sc.description
+            weft_sim::report::esc(&sc.name),
+            weft_sim::report::esc(&sc.description)
         );
     }
     index += "</ul></body></html>\n";

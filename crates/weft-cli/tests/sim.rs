@@ -487,3 +487,109 @@ fn scenario_mistakes_exit_2_in_the_scenarios_terms() {
         ));
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// The scenario's `name`, `description` and `time_scale` were not checked: a name with a
+/// space headed the table, an escape sequence in `time_scale` reached the terminal, a time
+/// scale said nothing parseable. Each exits 2 at its line and column; a `latency_window`
+/// longer than the run runs with a warning, like a throughput window.
+#[test]
+fn scenario_name_time_scale_and_latency_window_are_checked() {
+    let d = tmp("head");
+    std::fs::create_dir_all(&d).unwrap();
+    let base = std::fs::read_to_string(root().join("examples/scenarios/loom-fig3.yaml")).unwrap();
+    assert!(base.contains("name: loom-fig3\n"));
+    for (file, text, want) in [
+        (
+            "name.yaml",
+            base.replace("name: loom-fig3\n", "name: loom fig3\n"),
+            r#"name.yaml:6:7: scenario name "loom fig3" must be non-empty, without spaces"#,
+        ),
+        (
+            "escape.yaml",
+            base.replace(
+                "name: loom-fig3\n",
+                "name: loom-fig3\ntime_scale: \"1 s = 1 ms \\e[2J\"\n",
+            ),
+            "escape.yaml:7:13: `time_scale` has the control character U+001B at character 12",
+        ),
+        (
+            "scale.yaml",
+            base.replace(
+                "name: loom-fig3\n",
+                "name: loom-fig3\ntime_scale: 10x faster\n",
+            ),
+            r#"scale.yaml:7:13: time_scale "10x faster": no `=`: expected `PAPER = SIMULATED`"#,
+        ),
+    ] {
+        let f = d.join(file);
+        std::fs::write(&f, text).unwrap();
+        let out = sim_quiet(&f, &d.join("out"))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(want))
+            .get_output()
+            .stderr
+            .clone();
+        assert!(!out.contains(&0x1b), "{}", String::from_utf8_lossy(&out));
+    }
+    let f = d.join("lat.yaml");
+    std::fs::write(
+        &f,
+        base.replace("name: loom-fig3\n", "name: loom-fig3\nlatency_window: 1s\n"),
+    )
+    .unwrap();
+    weft()
+        .arg("sim")
+        .arg(&f)
+        .args(["--quiet", "--nic", "loom", "--duration", "2ms", "--out"])
+        .arg(d.join("out"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "lat.yaml:7:17: the latency window (1s) is longer than the run (2ms)",
+        ));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// A bulk or UDP headline application's packet delay counted only the packets sent: one
+/// starved by a strict priority showed `-` (no delay at all). Its packets still queued at
+/// the end count as their age: `≥` in the table, and a note says how many were queued.
+#[test]
+fn the_table_marks_packet_delay_lower_bounds() {
+    let d = tmp("queued");
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("starve.yaml");
+    std::fs::write(
+        &f,
+        "duration: 5ms\nnics: [sq]\npolicy_inline: |\n  weft: 1\n  link: {rate: 1gbit}\n  nodes:\n\
+         \x20   - {name: r, type: prio}\n\
+         \x20   - {name: hi, type: leaf, parent: r, priority: 0, match: {tenant: 1}}\n\
+         \x20   - {name: lo, type: leaf, parent: r, priority: 1, match: {tenant: 2}}\n\
+         tenants:\n\
+         \x20 - {name: L, meta: {tenant: 2}, apps: [{name: udp, kind: udp, socket_limit: 30000b}]}\n\
+         \x20 - {name: H, meta: {tenant: 1}, apps: [{name: udp, kind: udp}]}\n",
+    )
+    .unwrap();
+    let out = sim_quiet(&f, &d.join("out"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    let row = out.lines().find(|l| l.starts_with("sq ")).unwrap();
+    assert!(row.contains(" ≥ 4"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("out/summary.json")).unwrap()).unwrap();
+    let p = &v["nics"]["sq"]["tenants"]["L"]["apps"]["udp"]["packets"];
+    assert_eq!(p["queued_at_end"], 20, "{p}");
+    assert!(
+        out.contains(&format!(
+            "≥ sq: 20 of L/udp's packets still queued at the end ({} sent), counted at their \
+             age then: the p90 packet delay is at least that",
+            p["sent"]
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(d);
+}

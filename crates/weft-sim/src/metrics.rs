@@ -23,6 +23,9 @@
 //!   precision).
 //!   Percentiles of completed requests alone read low when many are unfinished: a NIC that
 //!   finishes a third of its requests showed the p90 of that third.
+//! * Packet delay (bulk and UDP applications: write to wire) likewise: a packet still queued
+//!   at the end counts as its age then, a lower bound; a model that starves an application
+//!   showed the delays of the few packets it sent, or none.
 //!
 //! Cost: O(nodes + apps) per window; the histograms are O(1) per sample, a quantile
 //! O(buckets).
@@ -68,12 +71,30 @@ impl Hist {
 
     /// Adds a sample.
     pub fn record(&mut self, v: u64) {
+        self.record_n(v, 1);
+    }
+
+    /// Adds `n` samples of one value.
+    pub fn record_n(&mut self, v: u64, n: u64) {
         let i = Hist::index(v);
         if i >= self.counts.len() {
             self.counts.resize(i + 1, 0);
         }
-        self.counts[i] += 1;
-        self.n += 1;
+        self.counts[i] += n;
+        self.n += n;
+    }
+
+    /// Takes back a sample [`Hist::record`] added (the same value: the same bucket).
+    pub fn remove(&mut self, v: u64) {
+        let i = Hist::index(v);
+        debug_assert!(
+            self.counts.get(i).is_some_and(|&c| c > 0),
+            "removing {v}, never recorded"
+        );
+        if let Some(c) = self.counts.get_mut(i).filter(|c| **c > 0) {
+            *c -= 1;
+            self.n -= 1;
+        }
     }
 
     /// Samples so far.
@@ -109,13 +130,15 @@ impl Hist {
     }
 }
 
-/// Latencies known exactly (completed requests) or only from below (requests unfinished when
-/// the run ended, each counted as its age then). Packet delays have no unfinished part.
+/// Latencies known exactly (completed requests, packets that left) or only from below
+/// (requests unfinished when the run ended, packets still queued then, each counted as its
+/// age at the end).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Latency {
     /// Exact values.
     pub done: Hist,
-    /// Lower bounds: the ages of unfinished requests at the end of the run.
+    /// Lower bounds: the ages at the end of the run of unfinished requests (request/response
+    /// applications) or of packets still queued (bulk and UDP applications).
     pub unfinished: Hist,
 }
 

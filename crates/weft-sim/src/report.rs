@@ -3,7 +3,7 @@
 //! `doorbell_writes_per_s`, `dma_reads_per_s`, CPU; per tenant and application: `mean_bps`,
 //! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99, each with `_at_least`,
 //! samples, unfinished}, `drops`; per request/response application `requests` {issued,
-//! completed, unfinished}), tidy `timeseries.csv` (window_start_s, nic, tenant, app, bytes),
+//! completed, unfinished}, per bulk or UDP application `packets` {sent, queued_at_end}), tidy `timeseries.csv` (window_start_s, nic, tenant, app, bytes),
 //! `latency.csv` and `jain.csv` per window, SVG line charts drawn here (no plotting
 //! dependency: a chart is a few dozen SVG elements; a chart with nothing to draw, such as
 //! latency without a request/response application, says so and why), and `index.html`
@@ -13,7 +13,9 @@
 //! Request latency percentiles are over every request that arrived within the run, an
 //! unfinished one counting as its age at the end ([`crate::metrics::Latency`]); one that
 //! falls on unfinished requests is a lower bound: `"p90_at_least": true` in summary.json,
-//! `true` in latency.csv's `p90_at_least`, `≥` in tables, a triangle in latency.svg.
+//! `true` in latency.csv's `p90_at_least`, `≥` in tables, a triangle in latency.svg. Bulk
+//! and UDP applications' packet delays (write to wire) likewise count the packets still
+//! queued at the end as their age then (`latency_us.unfinished`, `packets.queued_at_end`).
 //!
 //! Charts: every chart of a report runs over the run's duration (round ticks), each
 //! window's point at the middle of the window (the axis says so). When the run is not a
@@ -24,11 +26,19 @@
 //! latency window) is drawn on a logarithmic axis of whole decades, from the smallest
 //! positive value to the largest: the models differ by orders of magnitude (Loom
 //! Fig. 10); a value at or below 0 sits on the floor and a note says how many do.
-//! Throughput and Jain are linear. A chart draws at most 32 lines (of more series the 32
-//! with the largest totals) and names in its legend as many as fit (about 16), then says
-//! how many more there are, how many are not drawn, and the file with all of them.
+//! Throughput and Jain are linear. Throughput is drawn per tenant, and per application
+//! (`tenant/app`) when a tenant has several (Loom Fig. 11's jobs); its y axis is shared by
+//! every model's chart of the kind, runs 5 % above the largest rate drawn in round ticks and
+//! a unit that reads (Gbit/s, Mbit/s, kbit/s), and includes the link rate, a dashed line,
+//! when the rates reach half of it; below that a note says the link is above the axis, so
+//! that low rates are not flat on the floor. A chart draws at most 32 lines (of more series
+//! the 32 with the largest totals) and names in its legend as many as fit (about 16), then
+//! says how many more there are, how many are not drawn, and the file with all of them.
+//! Lines take 10 colours, solid, then dashed, dotted and dash-dotted for the 11th to 40th,
+//! the legend drawn alike, so no two lines look the same.
 //!
-//! Files: [`OUTPUTS`] and `throughput-MODEL.svg` per model; [`write()`] first removes those an
+//! Files: [`OUTPUTS`], `throughput-MODEL.svg` per model and `throughput-apps-MODEL.svg` per
+//! model when a tenant has several applications; [`write()`] first removes those an
 //! earlier report left in the directory (and nothing else), so a report never mixes runs.
 //!
 //! Numbers are rounded (6 significant digits for ratios) so that the files are stable and
@@ -72,7 +82,8 @@ fn lat_json(h: &Latency) -> Value {
     Value::Object(v)
 }
 
-/// The files a report writes besides `throughput-MODEL.svg` per model.
+/// The files a report writes besides `throughput-MODEL.svg` per model (and
+/// `throughput-apps-MODEL.svg` when a tenant has several applications).
 pub const OUTPUTS: [&str; 7] = [
     "summary.json",
     "timeseries.csv",
@@ -83,13 +94,14 @@ pub const OUTPUTS: [&str; 7] = [
     "index.html",
 ];
 
-/// The names of every file a report may write: [`OUTPUTS`] and `throughput-MODEL.svg` of
-/// every model.
+/// The names of every file a report may write: [`OUTPUTS`], `throughput-MODEL.svg` and
+/// `throughput-apps-MODEL.svg` of every model.
 pub fn output_names() -> Vec<String> {
     OUTPUTS
         .iter()
         .map(|s| s.to_string())
         .chain(NicKind::ALL.map(|k| format!("throughput-{}.svg", k.name())))
+        .chain(NicKind::ALL.map(|k| format!("throughput-apps-{}.svg", k.name())))
         .collect()
 }
 
@@ -197,6 +209,12 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
                         "completed": done,
                         "unfinished": issued - done,
                     });
+                } else {
+                    // Their delays' lower bounds (`latency_us.unfinished`) are these.
+                    v["packets"] = json!({
+                        "sent": r.app_packets[i],
+                        "queued_at_end": r.app_queued[i],
+                    });
                 }
                 let g = &r.app_gaps[i];
                 if let (Some(m), Some(sd)) = (g.mean_ps(), g.std_ps()) {
@@ -278,6 +296,8 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
         "window_s": round(sc.window_ps as f64 / 1e12, 9),
         "latency_window_s": round(sc.latency_window_ps as f64 / 1e12, 9),
         "time_scale": sc.time_scale,
+        // Simulated seconds per paper second (`time_scale` parsed; null without one).
+        "time_scale_ratio": sc.time_scale_ratio.map(|(paper, sim)| round(sim as f64 / paper as f64, 9)),
         "link_rate_bps": sc.program.link.rate_bps,
         "headline_app": format!("{}/{}", sc.tenants[sc.apps[headline_app(sc)].tenant].name, sc.apps[headline_app(sc)].name),
         "nics": nics,
@@ -373,6 +393,24 @@ const COLORS: [&str; 10] = [
     "#bcbd22", "#17becf",
 ];
 
+/// The dash pattern (`stroke-dasharray`) of each pass through [`COLORS`]: solid, dashed,
+/// dotted, dash-dot. Line k is `COLORS[k % 10]` with `DASHES[k / 10]`, so the 32 lines a
+/// chart draws at most are all different, in the plot and in the legend.
+const DASHES: [Option<&str>; 4] = [None, Some("6 3"), Some("1.5 2.5"), Some("8 3 1.5 3")];
+
+/// The colour and dash pattern of the chart's line number `pos` (in drawing order).
+fn line_style(pos: usize) -> (&'static str, Option<&'static str>) {
+    (
+        COLORS[pos % COLORS.len()],
+        DASHES[(pos / COLORS.len()) % DASHES.len()],
+    )
+}
+
+/// ` stroke-dasharray="6 3"` for a dashed line, nothing for a solid one.
+fn dash_attr(dash: Option<&str>) -> String {
+    dash.map_or(String::new(), |d| format!(r#" stroke-dasharray="{d}""#))
+}
+
 /// A chart draws at most this many lines: of more series, those with the largest totals
 /// (the sum of their values), in their order; the legend says how many are left out.
 const MAX_LINES: usize = 32;
@@ -386,17 +424,27 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 {
-        return 1.0;
-    }
+/// The step of round ticks from 0 to `max`: the largest of 1, 2, 2.5 or 5 × 10^k that
+/// leaves at least three steps within it.
+fn tick_step(max: f64) -> f64 {
+    let v = max / 3.0;
     let e = 10f64.powf(v.log10().floor());
-    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
-        if v <= m * e {
-            return m * e;
-        }
+    [5.0, 2.5, 2.0, 1.0, 0.5]
+        .iter()
+        .map(|m| m * e)
+        .find(|s| *s <= v * (1.0 + 1e-9))
+        .unwrap_or(e / 2.0)
+}
+
+/// A linear axis's top at or above `v`: the first multiple of [`tick_step`]`(v)` there (1
+/// for nothing positive), and that step: 12.5 by 2.5 for 10.5, 8 by 2 for 7.4.
+fn nice_top(v: f64) -> (f64, f64) {
+    if !(v.is_finite() && v > 0.0) {
+        return (1.0, 0.25);
     }
-    10.0 * e
+    let step = tick_step(v);
+    let n = (v / step * (1.0 - 1e-9)).ceil().max(1.0);
+    (round(n * step, 9), step)
 }
 
 /// Tick positions from 0 to `max`: the multiples within it of the largest step of 1, 2,
@@ -405,13 +453,7 @@ fn ticks(max: f64) -> Vec<f64> {
     if !(max.is_finite() && max > 0.0) {
         return vec![0.0];
     }
-    let v = max / 3.0;
-    let e = 10f64.powf(v.log10().floor());
-    let step = [5.0, 2.5, 2.0, 1.0, 0.5]
-        .iter()
-        .map(|m| m * e)
-        .find(|s| *s <= v * (1.0 + 1e-9))
-        .unwrap_or(e / 2.0);
+    let step = tick_step(max);
     let n = (max / step * (1.0 + 1e-9)).floor() as usize;
     (0..=n).map(|i| round(i as f64 * step, 6)).collect()
 }
@@ -541,9 +583,13 @@ struct Axes<'a> {
     /// The x axis runs from 0 to this (a report's: the run's duration); without it, to the
     /// largest x (to 1 when that is 0 or less).
     xmax: Option<f64>,
-    /// A linear y axis runs from 0 to this; without it, to a round number at or above the
-    /// largest y.
+    /// A linear y axis runs from 0 to this, with ticks every `ystep` (default: round steps
+    /// within it, [`tick_step`]); without it, to a round number at or above the largest y.
     ymax: Option<f64>,
+    ystep: Option<f64>,
+    /// A level to mark on a linear axis (the link rate): `(y, label)`: a dashed line when
+    /// it is on the axis, else a note under the legend saying it is above.
+    reference: Option<(f64, &'a str)>,
     /// A logarithmic y axis instead, over whole decades from the smallest positive y to the
     /// largest; a point at or below 0 is drawn on its floor, and a note says how many are.
     log_y: bool,
@@ -586,9 +632,14 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
     };
     let ys = || points().map(|p| p.1).filter(|v| v.is_finite());
     let (lo, hi) = decades(ys());
-    let ymax = ax
-        .ymax
-        .unwrap_or_else(|| nice_max(ys().fold(0.0f64, f64::max)));
+    let (ymax, ystep) = match ax.ymax {
+        Some(m) => (m, ax.ystep.unwrap_or_else(|| tick_step(m))),
+        None => nice_top(ys().fold(0.0f64, f64::max)),
+    };
+    let reference = ax
+        .reference
+        .filter(|r| r.0.is_finite() && r.0 > 0.0)
+        .map(|r| (r, r.0 <= ymax * (1.0 + 1e-9)));
     // The fraction of the plot's height at which a value lies.
     let yfrac = |y: f64| {
         if !ax.log_y {
@@ -636,9 +687,11 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
             }
         }
     } else {
-        for i in 0..=4 {
-            let y = t + ph - ph * i as f64 / 4.0;
-            let v = ymax * i as f64 / 4.0;
+        // A grid line and a label at every round step up to the top.
+        let n = (ymax / ystep * (1.0 + 1e-9)).floor() as usize;
+        for i in 0..=n {
+            let v = round(i as f64 * ystep, 6);
+            let y = py(v);
             let _ = write!(
                 s,
                 r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -646,6 +699,18 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
                 l - 4.0,
                 y + 4.0,
                 round(v, 3)
+            );
+        }
+        if let Some(((level, label), true)) = reference {
+            // Dashed, grey and thin: no series looks like it.
+            let y = py(level);
+            let _ = write!(
+                s,
+                r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#666" stroke-width="1" stroke-dasharray="4 4"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="#555">{}</text>"##,
+                l + pw,
+                l + pw - 4.0,
+                y - 3.0,
+                esc(label)
             );
         }
     }
@@ -671,6 +736,11 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
             ]
             .map(String::from),
         );
+    }
+    if let Some(((_, label), false)) = reference {
+        // Two short lines: the legend's column is about 18 characters wide.
+        notes.push(format!("{}:", esc(label)));
+        notes.push("above the axis".into());
     }
     let clamped = if ax.log_y {
         ys().filter(|&y| y <= 0.0).count()
@@ -720,7 +790,8 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
     };
     for (pos, &k) in drawn.iter().enumerate() {
         let se = &series[k];
-        let color = COLORS[pos % COLORS.len()];
+        let (color, dash) = line_style(pos);
+        let dash = dash_attr(dash);
         let mut d = String::new();
         for &(x, y) in &se.points {
             if !y.is_finite() {
@@ -731,7 +802,7 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
         }
         let _ = write!(
             s,
-            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"/>"#
+            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>"#
         );
         let finite: Vec<(f64, f64)> = se
             .points
@@ -767,7 +838,7 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
             let ly = t + 12.0 + 16.0 * pos as f64;
             let _ = write!(
                 s,
-                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
                 l + pw + 8.0,
                 l + pw + 26.0,
                 l + pw + 30.0,
@@ -842,46 +913,52 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         let to = (from + len_ps).min(sc.duration_ps);
         ((from + to) as f64 / 2e12, (to - from) as f64 / 1e12)
     };
+    // Throughput per tenant, and per application when a tenant has several (Loom Fig. 11:
+    // the jobs of T1), on one axis for every model, so that the charts compare.
+    let per_tenant: Vec<Vec<Series>> = an
+        .iter()
+        .map(|a| {
+            sc.tenants
+                .iter()
+                .map(|t| rate_series(t.name.clone(), &t.apps, a.run, sc, &window))
+                .collect()
+        })
+        .collect();
     let mut figs = Vec::new();
-    for a in &an {
-        let series: Vec<Series> = sc
-            .tenants
-            .iter()
-            .map(|t| Series {
-                name: t.name.clone(),
-                points: a
-                    .run
-                    .window_bytes
-                    .iter()
-                    .enumerate()
-                    .map(|(w, b)| {
-                        // Over the window's length within the run: a shorter last window
-                        // is not a drop (timeseries.csv has its bytes, as sent).
-                        let (x, len_s) = window(w, sc.window_ps);
-                        let bytes: u64 = t.apps.iter().map(|&i| b[i]).sum();
-                        (x, bytes as f64 * 8.0 / len_s / 1e9)
-                    })
-                    .collect(),
-            })
-            .collect();
+    let link = sc.program.link.rate_bps as f64;
+    for (a, series) in an.iter().zip(&per_tenant) {
         let name = format!("throughput-{}.svg", a.run.kind.name());
-        let ymax = nice_max(sc.program.link.rate_bps as f64 / 1e9);
+        let title = format!("{}: throughput per tenant", a.run.kind.name());
         std::fs::write(
             dir.join(&name),
-            chart(
-                &format!("{}: throughput per tenant", a.run.kind.name()),
-                TIME_AXIS,
-                "Gbit/s",
-                &series,
-                &Axes {
-                    xmax: Some(dur_s),
-                    ymax: Some(ymax),
-                    data_file: Some("timeseries.csv"),
-                    ..Axes::default()
-                },
-            ),
+            throughput_chart(&title, series, &per_tenant, link, dur_s),
         )?;
         figs.push(name);
+    }
+    let mut app_figs = Vec::new();
+    if sc.tenants.iter().any(|t| t.apps.len() > 1) {
+        let per_app: Vec<Vec<Series>> = an
+            .iter()
+            .map(|a| {
+                sc.apps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, app)| {
+                        let name = format!("{}/{}", sc.tenants[app.tenant].name, app.name);
+                        rate_series(name, &[i], a.run, sc, &window)
+                    })
+                    .collect()
+            })
+            .collect();
+        for (a, series) in an.iter().zip(&per_app) {
+            let name = format!("throughput-apps-{}.svg", a.run.kind.name());
+            let title = format!("{}: throughput per application", a.run.kind.name());
+            std::fs::write(
+                dir.join(&name),
+                throughput_chart(&title, series, &per_app, link, dur_s),
+            )?;
+            app_figs.push(name);
+        }
     }
     let hl = headline_app(sc);
     let mut lat_at_least = Vec::new();
@@ -1000,8 +1077,91 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         )
     };
     std::fs::write(dir.join("jain.svg"), jain_chart)?;
-    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs))?;
+    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs, &app_figs))?;
     Ok(sum)
+}
+
+/// The throughput of applications `apps` together per window, bit/s: over the window's
+/// length within the run, so that a shorter last window is not a drop (timeseries.csv has
+/// its bytes, as sent); each point at the window's middle (`window(w, len)` gives both).
+fn rate_series(
+    name: String,
+    apps: &[usize],
+    run: &NicRun,
+    sc: &Scenario,
+    window: &dyn Fn(usize, u64) -> (f64, f64),
+) -> Series {
+    Series {
+        name,
+        points: run
+            .window_bytes
+            .iter()
+            .enumerate()
+            .map(|(w, b)| {
+                let (x, len_s) = window(w, sc.window_ps);
+                let bytes: u64 = apps.iter().map(|&i| b[i]).sum();
+                (x, bytes as f64 * 8.0 / len_s)
+            })
+            .collect(),
+    }
+}
+
+/// The unit to show rates of about `bps` in: its name and bits per second in one.
+fn rate_unit(bps: f64) -> (&'static str, f64) {
+    [("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)]
+        .into_iter()
+        .find(|&(_, u)| bps >= u)
+        .unwrap_or(("bit/s", 1.0))
+}
+
+/// A throughput chart of `series` (bit/s) on the axis every model's chart of the kind
+/// shares (`all`: each model's series): up to 5 % above the largest rate drawn, in round
+/// ticks and a unit that reads (Gbit/s, Mbit/s, ...), so low rates are not flat on the
+/// floor. When the rates reach half the link rate (or nothing was sent) the axis runs to
+/// the link rate too, a dashed line marking it; otherwise a note says it is above.
+fn throughput_chart(
+    title: &str,
+    series: &[Series],
+    all: &[Vec<Series>],
+    link_bps: f64,
+    dur_s: f64,
+) -> String {
+    let top = all
+        .iter()
+        .flat_map(|m| drawn_series(m).into_iter().map(move |k| &m[k]))
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    let reach = if top <= 0.0 || top >= link_bps / 2.0 {
+        top.max(link_bps)
+    } else {
+        top
+    };
+    let (unit, scale) = rate_unit(reach);
+    let (ymax, ystep) = nice_top(reach / scale * 1.05);
+    let scaled: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            name: s.name.clone(),
+            points: s.points.iter().map(|&(x, y)| (x, y / scale)).collect(),
+        })
+        .collect();
+    let (lu, ls) = rate_unit(link_bps);
+    let link = format!("link {} {lu}", round(link_bps / ls, 6));
+    chart(
+        title,
+        TIME_AXIS,
+        unit,
+        &scaled,
+        &Axes {
+            xmax: Some(dur_s),
+            ymax: Some(ymax),
+            ystep: Some(ystep),
+            reference: Some((link_bps / scale, &link)),
+            data_file: Some("timeseries.csv"),
+            ..Axes::default()
+        },
+    )
 }
 
 /// A percentile of a `latency_us` object as a table shows it: `≥ 125000` for a lower bound.
@@ -1010,7 +1170,7 @@ fn pct(lat: &Value, key: &str) -> String {
     format!("{}{}", if at_least { "≥ " } else { "" }, lat[key])
 }
 
-fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
+fn html(sc: &Scenario, sum: &Value, figs: &[String], app_figs: &[String]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
@@ -1023,7 +1183,16 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
         esc(&sc.description)
     );
     if let Some(ts) = &sc.time_scale {
-        let _ = write!(s, "<p>Time scale: {}</p>", esc(ts));
+        let _ = write!(s, "<p>Time scale: {}", esc(ts));
+        if let Some((paper, sim)) = sc.time_scale_ratio {
+            let _ = write!(
+                s,
+                " ({} s simulated stand for {} paper seconds)",
+                sum["duration_s"],
+                round(sc.duration_ps as f64 * paper as f64 / sim as f64 / 1e12, 6)
+            );
+        }
+        s.push_str("</p>");
     }
     let _ = write!(
         s,
@@ -1053,6 +1222,12 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
     for f in figs {
         let _ = write!(s, "<img src=\"{0}\" alt=\"{0}\">", esc(f));
     }
+    if !app_figs.is_empty() {
+        s.push_str("</div><h2>Throughput per application</h2><div class=\"grid\">");
+        for f in app_figs {
+            let _ = write!(s, "<img src=\"{0}\" alt=\"{0}\">", esc(f));
+        }
+    }
     s.push_str("</div><h2>Fairness and latency</h2><div class=\"grid\"><img src=\"jain.svg\" alt=\"jain\"><img src=\"latency.svg\" alt=\"latency\"></div>");
     s.push_str("<h2>Shares</h2><table><tr><th>model</th><th>tenant</th><th>mean Gbit/s</th><th>share</th><th>ideal share</th><th>rel. error</th><th>p50 µs</th><th>p99 µs</th><th>drops</th></tr>");
     if let Some(m) = sum["nics"].as_object() {
@@ -1076,7 +1251,8 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String]) -> String {
     if s.contains("<td>≥ ") {
         s.push_str(
             "<p>≥: a lower bound: the percentile falls on requests unfinished at the end of the \
-             run, counted at their age then.</p>",
+             run (or, for bulk and UDP applications, packets still queued then), counted at \
+             their age then.</p>",
         );
     }
     s.push_str(
@@ -1105,6 +1281,28 @@ mod tests {
             assert!(t[t.len() - 1] <= max * (1.0 + 1e-9), "{max}: {t:?}");
         }
         assert_eq!(ticks(0.0), [0.0]);
+    }
+
+    /// A linear axis's top is a round step's multiple at or above the value, its ticks
+    /// every step: 12.5 by 2.5 for 10.5 (a 10 Gbit/s link with 5 % room), 8 by 2 for 7.4
+    /// (where the ticks of 8 alone would be 0, 2.5, 5, 7.5 and leave the top unlabelled).
+    #[test]
+    fn axis_tops_are_round_multiples_of_their_step() {
+        assert_eq!(nice_top(10.5), (12.5, 2.5));
+        assert_eq!(nice_top(42.0), (50.0, 10.0));
+        assert_eq!(nice_top(7.4), (8.0, 2.0));
+        assert_eq!(nice_top(10.0), (10.0, 2.5));
+        assert_eq!(nice_top(0.0105), (0.0125, 0.0025));
+        assert_eq!(nice_top(0.0), (1.0, 0.25));
+        for v in [0.003, 0.7, 1.0, 3.3, 9.99, 12.0, 99.0, 1e6, 9.2e6] {
+            let (top, step) = nice_top(v);
+            let n = top / step;
+            assert!(
+                top >= v && (n - n.round()).abs() < 1e-6,
+                "{v}: {top} {step}"
+            );
+            assert!((3.0..=8.0).contains(&n.round()), "{v}: {top} by {step}");
+        }
     }
 
     #[test]

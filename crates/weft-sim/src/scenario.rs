@@ -10,7 +10,7 @@
 //! `invalid u16` becomes `` `cores` must be a whole number from 1 to 65535 ``), and the inline
 //! policy's diagnostics name their line and column in the scenario file. What loads but does
 //! nothing in a run of its duration (a start or schedule step at or after the end, a window
-//! longer than the run) is a warning ([`Scenario::warnings`]).
+//! or a written `latency_window` longer than the run) is a warning ([`Scenario::warnings`]).
 //!
 //! Invariants of a loaded [`Scenario`]: the host has at least one core and every
 //! application's cores exist on it; windows and duration are positive; the duration is at
@@ -33,6 +33,15 @@
 //! they are columns of the CSV files, written unquoted, and cells of the terminal table. A
 //! tenant's name has no `/` either: `tenant/app` names an application (summary.json's
 //! `headline_app`, the terminal table, messages).
+//!
+//! The scenario's `name` follows the tenants' rule (it heads the terminal table and
+//! summary.json; `weft demo` makes it a directory, so it is not `.` or `..` either); without
+//! one, the file's stem is the name, each character the rule refuses replaced by `_`.
+//! `description` and `time_scale` are free text without control characters (newlines and
+//! tabs are fine in `description`; `time_scale` is one line of the terminal table's
+//! heading) and without bidirectional overrides (index.html prints both, escaped). `time_scale` says what it means, `PAPER = SIMULATED` in
+//! positive times (`1 paper second = 100 ms simulated`, then a note if any): it is parsed
+//! ([`parse_time_scale`]) and summary.json gives the ratio.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -288,7 +297,11 @@ pub struct Host {
 /// A loaded, validated scenario.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// Name: the `name` key (a name as tenants' are, and no `/`, `.` or `..`: `weft demo`
+    /// makes it a directory), else the file's stem with such characters replaced by `_`.
     pub name: String,
+    /// Free text shown in index.html (escaped there): no control characters but newlines
+    /// and tabs, no bidirectional overrides.
     pub description: String,
     /// Where it was read from (for messages).
     pub path: String,
@@ -311,8 +324,15 @@ pub struct Scenario {
     pub host: Host,
     pub tenants: Vec<Tenant>,
     pub apps: Vec<App>,
-    /// Time scale note shown in reports (e.g. "1 paper second = 25 ms").
+    /// Time scale note shown in reports as written (e.g. "1 paper second = 25 ms
+    /// simulated (phases of 50 ms)"); [`Scenario::time_scale_ratio`] is what it says.
     pub time_scale: Option<String>,
+    /// What `time_scale` means: `(paper_ps, simulated_ps)`, both positive: `paper_ps` of
+    /// the paper's time are `simulated_ps` here (`1 paper second = 100 ms`: 10^12, 10^11).
+    pub time_scale_ratio: Option<(u64, u64)>,
+    /// Where `latency_window` was written (`file:line:column`), for warnings; `None`: the
+    /// default (five throughput windows).
+    pub latency_window_at: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -336,9 +356,9 @@ impl Scalar {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
-    name: Option<String>,
-    description: Option<String>,
-    time_scale: Option<String>,
+    name: Option<Spanned<String>>,
+    description: Option<Spanned<String>>,
+    time_scale: Option<Spanned<String>>,
     policy: Option<Spanned<String>>,
     policy_inline: Option<Spanned<String>>,
     duration: Spanned<String>,
@@ -726,13 +746,33 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         }
         tenants.push(t);
     }
+    let name = match &raw.name {
+        Some(n) => {
+            ctx.scenario_name(n)?;
+            n.value.clone()
+        }
+        None => default_name(path),
+    };
+    if let Some(d) = &raw.description {
+        ctx.free_text(d, "description", true)?;
+    }
+    let time_scale_ratio =
+        match &raw.time_scale {
+            Some(ts) => {
+                ctx.free_text(ts, "time_scale", false)?;
+                Some(parse_time_scale(&ts.value).map_err(|m| {
+                    ctx.err(&ts.referenced, format!("time_scale {:?}: {m}", ts.value))
+                })?)
+            }
+            None => None,
+        };
     Ok(Scenario {
-        name: raw.name.clone().unwrap_or_else(|| {
-            path.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "scenario".into())
-        }),
-        description: raw.description.clone().unwrap_or_default(),
+        name,
+        description: raw
+            .description
+            .as_ref()
+            .map(|d| d.value.clone())
+            .unwrap_or_default(),
         path: p.clone(),
         program: Arc::new(program),
         duration_ps,
@@ -745,8 +785,113 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         host,
         tenants,
         apps,
-        time_scale: raw.time_scale.clone(),
+        time_scale: raw.time_scale.as_ref().map(|t| t.value.clone()),
+        time_scale_ratio,
+        latency_window_at: raw.latency_window.as_ref().map(|w| ctx.at(&w.referenced)),
     })
+}
+
+/// The name of a scenario without `name`: its file's stem in Unicode's composed form, each
+/// character a name may not have (see [`Ctx::scenario_name`]) replaced by `_` (`my
+/// run.yaml`: `my_run`); `scenario` for a stem of none, `.` or `..`.
+fn default_name(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| policy::parse::to_nfc(&s.to_string_lossy()).into_owned())
+        .unwrap_or_default();
+    let name: String = stem
+        .chars()
+        .map(|c| {
+            let one = c.to_string();
+            if c == '/' || !policy::parse::valid_name(&one) {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if name.is_empty() || name == "." || name == ".." {
+        "scenario".into()
+    } else {
+        name
+    }
+}
+
+/// The bidirectional formatting characters (embeddings, overrides, isolates): text holding
+/// them can read in another order than it is stored, in a terminal or a browser.
+fn bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A unit of time as `time_scale` may write it (`ms`, `second`, `minutes`): the unit of
+/// [`units::parse_time`] it is a multiple of, and the multiple.
+fn time_unit(unit: &str) -> Option<(&'static str, u64)> {
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "ps" | "picosecond" | "picoseconds" => ("ps", 1),
+        "ns" | "nanosecond" | "nanoseconds" => ("ns", 1),
+        "us" | "µs" | "microsecond" | "microseconds" => ("us", 1),
+        "ms" | "millisecond" | "milliseconds" => ("ms", 1),
+        "s" | "sec" | "secs" | "second" | "seconds" => ("s", 1),
+        "min" | "mins" | "minute" | "minutes" => ("s", 60),
+        "h" | "hour" | "hours" => ("s", 3_600),
+        _ => return None,
+    })
+}
+
+/// A positive time at the start of `words` (`100 ms`, `100ms`, `1 paper second`: `skip` is
+/// a word allowed between the number and the unit), ps, and the words after it.
+fn scale_time<'a>(words: &'a [&'a str], skip: &str) -> Result<(u64, &'a [&'a str]), String> {
+    let Some((&first, mut rest)) = words.split_first() else {
+        return Err("a time is missing".into());
+    };
+    let split = first
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '+')))
+        .unwrap_or(first.len());
+    let (num, mut unit) = first.split_at(split);
+    if num.is_empty() {
+        return Err(format!("`{first}` is not a number"));
+    }
+    if unit.is_empty() {
+        if rest.first() == Some(&skip) {
+            rest = &rest[1..];
+        }
+        let Some((&u, r)) = rest.split_first() else {
+            return Err(format!("`{num}` has no unit (e.g. `s`, `ms`, `second`)"));
+        };
+        unit = u;
+        rest = r;
+    }
+    let (base, times) = time_unit(unit).ok_or_else(|| {
+        format!("`{unit}` is not a unit of time (ps, ns, us, ms, s or second, min, h)")
+    })?;
+    let ps = units::parse_time(&format!("{num}{base}"), true)
+        .map_err(|e| e.to_string())?
+        .checked_mul(times)
+        .ok_or_else(|| format!("`{num} {unit}` is more than 2^64 ps"))?;
+    Ok((ps, rest))
+}
+
+/// What a `time_scale` says: `PAPER = SIMULATED`, each a positive time (`1 paper second =
+/// 100 ms simulated`, `1s = 100ms`; the words `paper` and `simulated` are optional), then
+/// free text if any (`(phases of 200 ms instead of 2 s)`). Returns `(paper_ps,
+/// simulated_ps)`.
+pub fn parse_time_scale(text: &str) -> Result<(u64, u64), String> {
+    const FORM: &str = "expected `PAPER = SIMULATED`, two positive times, e.g. `1 paper \
+                        second = 100 ms simulated`, then a note if you like";
+    let Some((lhs, rhs)) = text.split_once('=') else {
+        return Err(format!("no `=`: {FORM}"));
+    };
+    let lw: Vec<&str> = lhs.split_whitespace().collect();
+    let (paper, rest) = scale_time(&lw, "paper").map_err(|e| format!("{e}; {FORM}"))?;
+    if !rest.is_empty() {
+        return Err(format!(
+            "`{}` after the paper's time; {FORM}",
+            rest.join(" ")
+        ));
+    }
+    let rw: Vec<&str> = rhs.split_whitespace().collect();
+    let (sim, _note) = scale_time(&rw, "simulated").map_err(|e| format!("{e}; {FORM}"))?;
+    Ok((paper, sim))
 }
 
 /// Why a duration and its windows do not go together; `what` names the offending value.
@@ -815,7 +960,8 @@ impl Scenario {
 
     /// What in the scenario does nothing in a run of its duration, a line each (`file:line:col:
     /// ...` where written): an application that starts at or after the end, a schedule step
-    /// at or after the end, a throughput window longer than the run.
+    /// at or after the end, a throughput window longer than the run, a `latency_window`
+    /// longer than the run.
     pub fn warnings(&self) -> Vec<String> {
         let end = self.duration_ps;
         let mut out = Vec::new();
@@ -848,6 +994,20 @@ impl Scenario {
                  no Jain's index (jain_min is null)",
                 self.window_at.as_deref().unwrap_or(&self.path),
                 units::format_time(self.window_ps),
+                units::format_time(end)
+            ));
+        }
+        // A latency window longer than the run, where written (the default, five throughput
+        // windows, is one window of the whole run when the run is shorter: not a mistake).
+        if let Some(at) = self
+            .latency_window_at
+            .as_deref()
+            .filter(|_| self.latency_window_ps > end)
+        {
+            out.push(format!(
+                "{at}: the latency window ({}) is longer than the run ({}): latency.csv and \
+                 latency.svg have one window, the whole run, and no latency over time",
+                units::format_time(self.latency_window_ps),
                 units::format_time(end)
             ));
         }
@@ -1345,10 +1505,9 @@ impl Ctx<'_> {
     /// joins it to its applications' names (`T1/kv`).
     fn name(&self, name: &Spanned<String>, tenant: bool) -> Result<(), ScenarioError> {
         let n = &name.value;
-        let message = if !policy::parse::valid_name(n) {
+        let message = if let Some(problem) = policy::parse::name_problem(n) {
             format!(
-                "{} name {n:?} must be non-empty, without spaces, commas, double quotes, \
-                 control or invisible formatting characters: names are columns of timeseries.csv and the other CSV \
+                "{} name {n:?} {problem}: names are columns of timeseries.csv and the other CSV \
                  files (written unquoted) and cells of the terminal table, as policy node \
                  names are",
                 if tenant { "tenant" } else { "application" }
@@ -1362,6 +1521,69 @@ impl Ctx<'_> {
             return Ok(());
         };
         Err(self.err(&name.referenced, message))
+    }
+
+    /// The scenario's `name`: a name as a tenant's ([`Ctx::name`]: it heads the terminal
+    /// table and summary.json), and not `.` or `..`: `weft demo` makes it a directory.
+    fn scenario_name(&self, name: &Spanned<String>) -> Result<(), ScenarioError> {
+        let n = &name.value;
+        let why = "as tenant names: it heads the terminal table and summary.json, and `weft \
+                   demo` writes a directory of that name";
+        let message = if let Some(problem) = policy::parse::name_problem(n) {
+            format!("scenario name {n:?} {problem}, {why}")
+        } else if n.contains('/') {
+            format!("scenario name {n:?} must not contain `/`, {why}")
+        } else if n == "." || n == ".." {
+            format!(
+                "scenario name {n:?} names a directory already (`weft demo` writes one of the \
+                 scenario's name)"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(self.err(&name.referenced, message))
+    }
+
+    /// Free text (`description`, `time_scale`): any characters but control ones (an escape
+    /// sequence would reach the terminal, which prints `time_scale`) and bidirectional
+    /// overrides (text that reads in another order than it is stored). `multiline` text
+    /// (`description`) may hold newlines and tabs; a one-line note (`time_scale`, the
+    /// table's heading) none.
+    fn free_text(
+        &self,
+        text: &Spanned<String>,
+        key: &str,
+        multiline: bool,
+    ) -> Result<(), ScenarioError> {
+        let allowed = |c: char| multiline && (c == '\n' || c == '\t');
+        let bad = text
+            .value
+            .chars()
+            .enumerate()
+            .find(|&(_, c)| (c.is_control() && !allowed(c)) || bidi_control(c));
+        let Some((i, c)) = bad else {
+            return Ok(());
+        };
+        let rule = if multiline {
+            "free text may hold newlines and tabs but no other control characters (they \
+             reach the terminal and index.html) nor bidirectional overrides"
+        } else {
+            "a one-line note (the terminal table's heading prints it): no newlines, tabs or \
+             other control characters, nor bidirectional overrides"
+        };
+        Err(self.err(
+            &text.referenced,
+            format!(
+                "`{key}` has {} U+{:04X} at character {}: {rule}",
+                if c.is_control() {
+                    "the control character"
+                } else {
+                    "the bidirectional formatting character"
+                },
+                c as u32,
+                i + 1
+            ),
+        ))
     }
 
     fn size(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {

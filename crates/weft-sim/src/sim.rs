@@ -19,6 +19,8 @@
 //!   is unfinished.
 //! * UDP: a packet every `mtu × 8 / rate` per flow; unlimited = twice the link rate; dropped
 //!   at the socket when the flow holds `socket_limit_bytes`.
+//! * Packet delay (bulk, UDP): write to the start on the wire; a packet still queued at the
+//!   end counts as its age then, a lower bound, as an unfinished request does.
 //! * Flow counts change at the application's schedule steps (start, `schedule`, stop).
 //!
 //! Event loop: a binary heap of timed events (application steps, requests, UDP ticks,
@@ -40,7 +42,7 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::LAST_ARRIVAL_PS;
 
-use crate::metrics::Latency;
+use crate::metrics::{Hist, Latency};
 use crate::nic::engine::EngineNic;
 use crate::nic::hwq::HwqNic;
 use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
@@ -64,8 +66,11 @@ pub struct NicRun {
     pub app_drops: Vec<u64>,
     /// Per application: latency over the run (response completion for request/response
     /// applications, with the unfinished requests' ages at the end; packet sojourn from write
-    /// to wire otherwise), ps.
+    /// to wire otherwise, with the ages at the end of the packets still queued then), ps.
     pub app_latency: Vec<Latency>,
+    /// Per application: packets written outside requests (bulk, UDP) that were neither sent
+    /// nor dropped by the end of the run: still queued in the host or the NIC.
+    pub app_queued: Vec<u64>,
     /// Per latency window (of the request's arrival), per request/response application:
     /// completion times and unfinished requests' ages, ps (`None` for other applications).
     pub window_latency: Vec<Vec<Option<Latency>>>,
@@ -336,6 +341,11 @@ struct Sim<'a, N: Nic> {
     reqs: Vec<Req>,
     free_reqs: Vec<u32>,
     drops: Vec<Pkt>,
+    /// Per application, packets written outside requests (bulk, UDP) and not yet sent or
+    /// dropped, each as its age at the end of the run (`duration − written`): what is left
+    /// at the end is their packet delay's lower bounds. Removing a packet takes back the
+    /// same value, so the bucket is the same: O(1) a packet, no memory per packet.
+    queued: Vec<Hist>,
     out: NicRun,
 }
 
@@ -389,6 +399,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             reqs: Vec::new(),
             free_reqs: Vec::new(),
             drops: Vec::new(),
+            queued: vec![Hist::default(); napps],
             out: NicRun {
                 kind,
                 duration_ps: sc.duration_ps,
@@ -397,6 +408,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 app_bytes: vec![0; napps],
                 app_drops: vec![0; napps],
                 app_latency: vec![Latency::default(); napps],
+                app_queued: vec![0; napps],
                 window_latency: (0..nlat)
                     .map(|_| is_rr.iter().map(|&r| r.then(Latency::default)).collect())
                     .collect(),
@@ -488,6 +500,10 @@ impl<'a, N: Nic> Sim<'a, N> {
         }
         progress(end);
         self.count_unfinished();
+        for (app, q) in self.queued.iter().enumerate() {
+            self.out.app_queued[app] = q.count();
+            self.out.app_latency[app].unfinished.merge(q);
+        }
         self.out.counters = self.nic.counters();
         self.out
     }
@@ -671,6 +687,11 @@ impl<'a, N: Nic> Sim<'a, N> {
         let mtu = self.sc.host.mtu_bytes as u64;
         let f = &self.flows[fi as usize];
         let (app, core, meta) = (f.app, f.core, f.meta);
+        if req == u32::MAX {
+            // Every packet of the write has the same age at the end.
+            let age = self.sc.duration_ps.saturating_sub(now);
+            self.queued[app as usize].record_n(age, bytes.div_ceil(mtu));
+        }
         let mut left = bytes;
         while left > 0 {
             let b = left.min(mtu);
@@ -745,6 +766,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             }
         } else {
             o.app_latency[app].done.record(now - p.submit_ps);
+            self.queued[app].remove(sc.duration_ps.saturating_sub(p.submit_ps));
         }
         let f = &mut self.flows[p.flow as usize];
         f.queued_bytes -= p.bytes as u64;
@@ -767,7 +789,9 @@ impl<'a, N: Nic> Sim<'a, N> {
         for p in &drops {
             self.out.app_drops[p.app as usize] += 1;
             self.flows[p.flow as usize].queued_bytes -= p.bytes as u64;
-            if p.req != u32::MAX {
+            if p.req == u32::MAX {
+                self.queued[p.app as usize].remove(self.sc.duration_ps.saturating_sub(p.submit_ps));
+            } else {
                 let r = &mut self.reqs[p.req as usize];
                 r.failed = true;
                 r.remaining -= 1;

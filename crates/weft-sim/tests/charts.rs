@@ -297,3 +297,174 @@ fn a_shorter_last_window_is_no_drop() {
     assert!((ls[0][3].0 - x).abs() < 0.06, "{:?} (want x {x})", ls[0]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The y axis's top label and unit (the rotated text left of the plot).
+fn y_unit(svg: &str) -> &str {
+    texts(svg)
+        .into_iter()
+        .find(|(h, _)| h.contains("rotate(-90"))
+        .map(|t| t.1)
+        .unwrap()
+}
+
+/// Loom Fig. 11 plots the jobs of tenant T1 (J0, J1, J2): the report drew throughput per
+/// tenant only, T1 one line, so the figure's point (J1 + J2 held to the shared limit, J0 the
+/// rest) was not to be seen. A tenant with several applications gets a chart per
+/// application and model, `tenant/app` in the legend, shown in index.html; a scenario whose
+/// tenants have one application each does not.
+#[test]
+fn per_application_throughput_is_charted_when_a_tenant_has_several() {
+    let sc = example("loom-fig11.yaml", 12_000_000_000);
+    let dir = report("apps", &sc, &[NicKind::Mq, NicKind::Loom]);
+    for m in ["mq", "loom"] {
+        let svg = read(&dir, &format!("throughput-apps-{m}.svg"));
+        assert!(
+            svg.contains(&format!(">{m}: throughput per application</text>")),
+            "{svg}"
+        );
+        for app in ["T1/J0", "T1/J1", "T1/J2", "T2/bulk", "T3/bulk"] {
+            assert!(svg.contains(&format!(">{app}</text>")), "{app}: {svg}");
+        }
+        assert_eq!(lines(&svg).len(), 5, "{svg}");
+    }
+    // loom holds J1 + J2 to 10 Gbit/s together: each line near 5 of the 40 Gbit/s.
+    let svg = read(&dir, "throughput-apps-loom.svg");
+    let ls = lines(&svg);
+    let labels = y_labels(&svg);
+    let per_px: f64 = {
+        let (y0, v0) = (&labels[0].0, 0.0);
+        let (y1, v1) = (&labels[1].0, labels[1].1.parse::<f64>().unwrap());
+        (v1 - v0) / (y0 - y1)
+    };
+    let rate = |l: &Vec<(f64, f64)>| (PLOT_BOTTOM - l[3].1) * per_px;
+    assert!(
+        (rate(&ls[1]) - 5.0).abs() < 0.5 && (rate(&ls[2]) - 5.0).abs() < 0.5,
+        "{svg}"
+    );
+    assert!(rate(&ls[0]) > 25.0, "{svg}");
+    let html = read(&dir, "index.html");
+    assert!(
+        html.contains("<h2>Throughput per application</h2>")
+            && html.contains(r#"<img src="throughput-apps-loom.svg""#),
+        "{html}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // One application per tenant: the tenants' chart says it all.
+    let sc = example("loom-fig3.yaml", 2_000_000_000);
+    let dir = report("apps1", &sc, &[NicKind::Loom]);
+    assert!(!dir.join("throughput-apps-loom.svg").exists());
+    assert!(!read(&dir, "index.html").contains("per application"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The throughput axis ran to the link rate whatever the rates: classes of 10 Mbit/s on a
+/// 10 Gbit/s link (SENIC Table 3, N = 100) lay flat on the floor, a pixel high. The axis
+/// fits the rates drawn (5 % above the largest, round ticks, a unit that reads) and marks
+/// the link rate with a dashed line when the rates come near it; otherwise a note says it
+/// is above the axis.
+#[test]
+fn throughput_axis_fits_the_rates_and_marks_the_link() {
+    let sc = example("senic-table3-n100.yaml", 30_000_000_000);
+    let dir = report("axis-low", &sc, &[NicKind::Senic]);
+    let svg = read(&dir, "throughput-senic.svg");
+    assert_eq!(y_unit(&svg), "Mbit/s", "{svg}");
+    let labels: Vec<f64> = y_labels(&svg)
+        .iter()
+        .map(|l| l.1.parse().unwrap())
+        .collect();
+    // Each class at 1.5 × 10 Mbit/s offered, 10 Mbit/s sent: the axis to 12.5 or 15.
+    let top = labels[labels.len() - 1];
+    assert!((10.0..=20.0).contains(&top), "{labels:?}");
+    // Round steps from 0.
+    let step = labels[1];
+    assert!([1.0, 2.0, 2.5, 5.0].contains(&step), "{labels:?}");
+    assert!(labels
+        .iter()
+        .enumerate()
+        .all(|(i, v)| (v - i as f64 * step).abs() < 1e-9));
+    // The lines are well off the floor: more than half the plot's height up.
+    let plot_h = PLOT_BOTTOM - 28.0;
+    for l in lines(&svg) {
+        let mid = l[l.len() / 2].1;
+        assert!(PLOT_BOTTOM - mid > plot_h / 2.0, "{l:?}");
+    }
+    assert!(
+        svg.contains(">link 10 Gbit/s:</text>") && svg.contains(">above the axis</text>"),
+        "{svg}"
+    );
+    assert!(!svg.contains(r#"stroke-dasharray="4 4""#), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Two tenants sharing a 10 Gbit/s link, each below half of it: the axis fits them.
+    let sc = two_tenants("duration: 2ms\nwindow: 100us\n");
+    let dir = report("axis-share", &sc, &[NicKind::Loom]);
+    let svg = read(&dir, "throughput-loom.svg");
+    let labels: Vec<String> = y_labels(&svg).into_iter().map(|l| l.1).collect();
+    assert_eq!(labels, ["0", "1", "2", "3", "4", "5", "6"], "{svg}");
+    assert!(svg.contains(">above the axis</text>"), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Loom Fig. 11's T1 alone fills most of the 40 Gbit/s link: the axis runs past it (to
+    // 50, by 10), a dashed line at 40 labelled.
+    let sc = example("loom-fig11.yaml", 4_000_000_000);
+    let dir = report("axis-link", &sc, &[NicKind::Loom]);
+    let svg = read(&dir, "throughput-loom.svg");
+    assert_eq!(y_unit(&svg), "Gbit/s", "{svg}");
+    let labels: Vec<String> = y_labels(&svg).into_iter().map(|l| l.1).collect();
+    assert_eq!(labels, ["0", "10", "20", "30", "40", "50"], "{svg}");
+    let y40 = y_labels(&svg)[4].0;
+    let dashed = svg
+        .split("<line ")
+        .find(|e| e.contains(r#"stroke-dasharray="4 4""#))
+        .unwrap_or_else(|| panic!("no link line: {svg}"));
+    let y: f64 = attr(&format!(" {}", dashed.split('>').next().unwrap()), "y1")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((y - y40).abs() < 0.11, "link at {y}, 40 at {y40}");
+    assert!(svg.contains(">link 40 Gbit/s</text>"), "{svg}");
+    assert!(!svg.contains("above the axis"), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Colours came from a palette of ten: lines 1 and 11 (and 21, 31) looked the same, in the
+/// plot and the legend. Each pass through the palette has its own dash pattern (solid,
+/// dashed, dotted, dash-dot), the legend's sample drawn alike.
+#[test]
+fn lines_past_the_palette_differ_in_dash_and_legend() {
+    let series: Vec<Series> = (0..32)
+        .map(|i| Series {
+            name: format!("s{i}"),
+            points: (0..5).map(|w| (w as f64, 1.0 + i as f64)).collect(),
+        })
+        .collect();
+    let svg = report::line_chart("many", "x", "y", &series, None);
+    // The attributes of an element split off at its start.
+    let style = |el: &str| {
+        let el = format!(" {}", el.split('>').next().unwrap());
+        (
+            attr(&el, "stroke").unwrap().to_string(),
+            attr(&el, "stroke-dasharray").map(str::to_string),
+        )
+    };
+    let paths: Vec<(String, Option<String>)> = svg
+        .split("<path ")
+        .skip(1)
+        .filter(|e| e.contains(r#"fill="none""#))
+        .map(style)
+        .collect();
+    assert_eq!(paths.len(), 32);
+    let mut distinct = paths.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 32, "{paths:?}");
+    assert_eq!(paths[0].1, None);
+    assert_eq!((&paths[10].0, paths[10].1.is_some()), (&paths[0].0, true));
+    // The legend's samples (thick lines right of the plot) match their lines.
+    let legend: Vec<(String, Option<String>)> = svg
+        .split("<line ")
+        .skip(1)
+        .filter(|e| e.contains(r#"stroke-width="3""#))
+        .map(style)
+        .collect();
+    assert!(legend.len() >= 12, "{legend:?}");
+    assert_eq!(legend[..], paths[..legend.len()]);
+}

@@ -945,3 +945,210 @@ fn what_a_run_never_reaches_is_warned_about() {
     .unwrap();
     assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
 }
+
+/// The scenario's `name`, `description` and `time_scale` were taken as written: a name
+/// with a space or `/` (the table's header, `weft demo`'s directory), a description or
+/// time scale with an escape sequence (the terminal prints `time_scale`), and a time scale
+/// that said nothing (`fast`) or nonsense (`1 s = 0 ms`). Each is refused where written;
+/// a name left out is the file's stem made a name.
+#[test]
+fn scenario_name_description_and_time_scale_are_checked() {
+    let tenants = "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk}]}\n";
+    for (head, want) in [
+        (
+            "name: my run\n",
+            r#"v.yaml:2:7: scenario name "my run" must be non-empty, without spaces"#,
+        ),
+        (
+            "name: a/b\n",
+            r#"v.yaml:2:7: scenario name "a/b" must not contain `/`"#,
+        ),
+        (
+            "name: \"cafe\\u0301\"\n",
+            r#"v.yaml:2:7: scenario name "cafe\u{301}" is not in Unicode's composed form"#,
+        ),
+        (
+            "name: ..\n",
+            r#"v.yaml:2:7: scenario name ".." names a directory"#,
+        ),
+        (
+            "description: \"red \\e[31m\"\n",
+            "v.yaml:2:14: `description` has the control character U+001B at character 5",
+        ),
+        (
+            "description: \"a \\u202Eb\"\n",
+            "v.yaml:2:14: `description` has the bidirectional formatting character U+202E",
+        ),
+        (
+            "time_scale: \"1 s = 1 ms\\r\"\n",
+            "v.yaml:2:13: `time_scale` has the control character U+000D",
+        ),
+        (
+            "time_scale: \"1 s = 1 ms\\n(two lines)\"\n",
+            "v.yaml:2:13: `time_scale` has the control character U+000A at character 11: a \
+             one-line note",
+        ),
+        (
+            "time_scale: fast\n",
+            "v.yaml:2:13: time_scale \"fast\": no `=`: expected `PAPER = SIMULATED`",
+        ),
+        (
+            "time_scale: 1 paper second = 0 ms simulated\n",
+            "v.yaml:2:13: time_scale \"1 paper second = 0 ms simulated\": `0ms` must be \
+             greater than zero",
+        ),
+        (
+            "time_scale: 1 s = 100 parsecs\n",
+            "`parsecs` is not a unit of time",
+        ),
+        ("time_scale: 1 s = -5 ms\n", "time_scale \"1 s = -5 ms\": "),
+        ("time_scale: one second = 5 ms\n", "`one` is not a number"),
+        (
+            "time_scale: 1 second later = 5 ms\n",
+            "`later` after the paper's time",
+        ),
+    ] {
+        let e = load_valid(head, tenants).unwrap_err();
+        assert!(e.contains(want), "{head}: {e}");
+        assert!(!e.contains('\u{1b}'), "{e}");
+    }
+    // Free text may hold newlines and tabs; a time scale a note after its times.
+    let sc = load_valid(
+        "name: fig-9\ndescription: \"two\\nlines\\tand a <tag>\"\n\
+         time_scale: \"1 paper second = 100 ms simulated (phases of 200 ms)\"\n",
+        tenants,
+    )
+    .unwrap();
+    assert_eq!(sc.name, "fig-9");
+    assert_eq!(
+        sc.time_scale_ratio,
+        Some((1_000_000_000_000, 100_000_000_000))
+    );
+    let s = summary(&sc, &[NicKind::Loom]);
+    assert_eq!(s["time_scale_ratio"], 0.1, "{s}");
+    assert_eq!(
+        s["time_scale"],
+        "1 paper second = 100 ms simulated (phases of 200 ms)"
+    );
+    for (ts, ratio) in [
+        ("2 min = 1.5s", (120_000_000_000_000, 1_500_000_000_000)),
+        ("10s=1ms", (10_000_000_000_000, 1_000_000_000)),
+        (
+            "1 paper second = 25 milliseconds",
+            (1_000_000_000_000, 25_000_000_000),
+        ),
+    ] {
+        let sc = load_valid(&format!("time_scale: {ts}\n"), tenants).unwrap();
+        assert_eq!(sc.time_scale_ratio, Some(ratio), "{ts}");
+    }
+    let sc = load_valid("", tenants).unwrap();
+    assert_eq!((sc.name.as_str(), sc.time_scale_ratio), ("v", None));
+    // Without `name`, the file's stem, made a name.
+    let text = std::fs::read_to_string(scenarios_dir().join("loom-fig3.yaml"))
+        .unwrap()
+        .replace("name: loom-fig3\n", "");
+    for (file, name) in [("my run,2.yaml", "my_run_2"), ("...yaml", "scenario")] {
+        let sc = weft_sim::load_str(Path::new(file), &text, &Default::default()).unwrap();
+        assert_eq!(sc.name, name, "{file}");
+    }
+}
+
+/// A `latency_window` longer than the run was accepted without a word (latency.csv then has
+/// one window, the whole run), while a throughput window longer than the run was warned
+/// about. It is too, where written; the default (five windows) is not.
+#[test]
+fn a_latency_window_longer_than_the_run_is_warned_about() {
+    let tenants = "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk}]}\n";
+    let sc = load_valid("latency_window: 5ms\n", tenants).unwrap();
+    assert_eq!(
+        sc.warnings(),
+        [
+            "v.yaml:2:17: the latency window (5ms) is longer than the run (1ms): latency.csv and \
+          latency.svg have one window, the whole run, and no latency over time"
+        ]
+    );
+    // After --duration too.
+    let mut sc = load_valid("latency_window: 500us\n", tenants).unwrap();
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+    sc.set_duration(400_000_000).unwrap();
+    assert_eq!(sc.warnings().len(), 1, "{:?}", sc.warnings());
+    // The default: five throughput windows, one window of the whole run here.
+    let sc = load_valid("window: 400us\n", tenants).unwrap();
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+}
+
+/// A bulk or UDP application's packet delay (write to wire) counted only the packets sent:
+/// one starved by a strict priority had no delay at all (p90 null) while its socket stayed
+/// full all run. Packets still queued at the end count as their age then, a lower bound
+/// (`p90_at_least`), and `packets.queued_at_end` says how many.
+#[test]
+fn packets_still_queued_at_the_end_count_in_the_packet_delay() {
+    let text = "duration: 20ms\nnics: [sq, loom]\npolicy_inline: |\n  weft: 1\n  link: {rate: 1gbit}\n  nodes:\n\
+                \x20   - {name: r, type: prio}\n\
+                \x20   - {name: hi, type: leaf, parent: r, priority: 0, match: {tenant: 1}}\n\
+                \x20   - {name: lo, type: leaf, parent: r, priority: 1, match: {tenant: 2}}\n\
+                tenants:\n\
+                \x20 - {name: H, meta: {tenant: 1}, apps: [{name: udp, kind: udp}]}\n\
+                \x20 - {name: L, meta: {tenant: 2}, apps: [{name: udp, kind: udp, socket_limit: 30000b}]}\n";
+    let sc = weft_sim::load_str(Path::new("starve.yaml"), text, &Default::default()).unwrap();
+    let s = summary(&sc, &[NicKind::Sq, NicKind::Loom]);
+    for m in ["sq", "loom"] {
+        let l = &s["nics"][m]["tenants"]["L"]["apps"]["udp"];
+        // 20 packets of 1500 B fill the socket; a few leave at the start (before the
+        // high-priority queue builds up, sq's ring holds them), then none.
+        let sent = l["packets"]["sent"].as_u64().unwrap();
+        assert!(sent <= 16, "{m}: {l}");
+        assert_eq!(l["packets"]["queued_at_end"], 20, "{m}: {l}");
+        let lat = &l["latency_us"];
+        assert_eq!(
+            (lat["samples"].as_u64(), lat["unfinished"].as_u64()),
+            (Some(sent + 20), Some(20)),
+            "{m}: {l}"
+        );
+        for p in ["p90", "p99"] {
+            // Written in the first 0.2 ms: about 20 ms old at the end.
+            let v = lat[p].as_f64().unwrap_or_else(|| panic!("{m} {p}: {lat}"));
+            assert!((19_000.0..21_000.0).contains(&v), "{m} {p}: {lat}");
+            assert_eq!(lat[format!("{p}_at_least")], true, "{m} {p}: {lat}");
+        }
+        // The tenant's latency is its application's.
+        assert_eq!(s["nics"][m]["tenants"]["L"]["latency_us"], *lat);
+        // The high-priority application's queue is full too (its socket's worth): its
+        // delays are mostly exact, the packets queued at the end a small part.
+        let h = &s["nics"][m]["tenants"]["H"]["apps"]["udp"];
+        let (sent, queued) = (
+            h["packets"]["sent"].as_u64().unwrap(),
+            h["packets"]["queued_at_end"].as_u64().unwrap(),
+        );
+        assert!(sent > 100 && queued > 0, "{m}: {h}");
+        assert_eq!(
+            h["latency_us"]["samples"].as_u64(),
+            Some(sent + queued),
+            "{m}: {h}"
+        );
+        assert_eq!(h["latency_us"]["p50_at_least"], false, "{m}: {h}");
+    }
+    // Every packet written is sent, dropped or still queued, and only those queued count: a
+    // bulk flow keeps one to two segments (64 KB: 44 packets each) queued, so 4 flows end
+    // with 176 to 352 packets queued, whatever they sent.
+    let sc = load_valid(
+        "",
+        "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk, flows: 4}]}\n",
+    )
+    .unwrap();
+    for r in weft_sim::run_all(
+        &sc,
+        &[NicKind::Sq, NicKind::Mq, NicKind::Loom],
+        &mut |_, _| {},
+    ) {
+        assert!(r.app_packets[0] > 500, "{:?}: {}", r.kind, r.app_packets[0]);
+        assert!(
+            (176..=352).contains(&r.app_queued[0]),
+            "{:?}: {}",
+            r.kind,
+            r.app_queued[0]
+        );
+        assert_eq!(r.app_latency[0].unfinished.count(), r.app_queued[0]);
+        assert_eq!(r.app_latency[0].count(), r.app_packets[0] + r.app_queued[0]);
+    }
+}

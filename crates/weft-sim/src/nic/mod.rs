@@ -207,7 +207,8 @@ pub struct NicParams {
     /// `mq`/`qpf`/`mq-*`/`tonic`: NIC DRR quantum per queue per round, bytes (at least
     /// [`MIN_QUANTUM_BYTES`]).
     pub hw_quantum_bytes: u64,
-    /// `mq`/`qpf`/`mq-*`/`tonic`: NIC rate limit per queue, bits per second (none by default).
+    /// `mq`/`qpf`/`mq-*`/`tonic`: NIC rate limit per queue, bits per second (none by default;
+    /// `hw.queue_rate=none` lifts one).
     pub hw_queue_rate_bps: Option<u64>,
     /// `mq`/`mq-*`/`tonic`: software qdisc limit per queue, packets (tail drop).
     pub qdisc_limit_packets: usize,
@@ -305,6 +306,8 @@ impl NicParams {
                 }
                 self.hw_quantum_bytes = q
             }
+            // `none` lifts a limit a scenario set (Loom Fig. 2's policy per queue).
+            ("hw", "queue_rate") if v == "none" => self.hw_queue_rate_bps = None,
             ("hw", "queue_rate") => {
                 self.hw_queue_rate_bps =
                     Some(weft_core::units::parse_rate(v).map_err(|e| e.to_string())?)
@@ -388,5 +391,17 @@ mod parameter_tests {
         }
         let e = NicParams::default().set("loom", "bach", "1kb").unwrap_err();
         assert!(e.contains("did you mean `loom.batch`?"), "{e}");
+    }
+
+    /// A scenario's per-queue limit (Loom Fig. 2 sets 125 Mbit/s) could not be lifted from
+    /// the command line, so the paper's other setup (the policy as each queue's qdisc, no
+    /// NIC limit) could not be run from that file: `hw.queue_rate=none` lifts it.
+    #[test]
+    fn a_queue_rate_can_be_lifted() {
+        let mut p = NicParams::default();
+        p.set("hw", "queue_rate", "125mbit").unwrap();
+        assert_eq!(p.hw_queue_rate_bps, Some(125_000_000));
+        p.set("hw", "queue_rate", "none").unwrap();
+        assert_eq!(p.hw_queue_rate_bps, None);
     }
 }
