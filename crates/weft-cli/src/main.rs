@@ -216,11 +216,14 @@ enum Command {
     ///
     /// Writes OUT/summary.json (per model: jain_min, link_utilization, doorbell_writes_per_s,
     /// dma_reads_per_s; per tenant and application: mean_bps, share, ideal_share, rel_error,
-    /// latency_us p50/p90/p99, drops; requests issued/completed/unfinished), timeseries.csv
-    /// (window_start_s,nic,tenant,app,bytes), latency.csv, jain.csv, SVG plots and
-    /// index.html, replacing an earlier report's files in OUT (only those); prints a table
-    /// per model. Request latency percentiles count every request that arrived, an
-    /// unfinished one as its age at the end: `≥` (`p90_at_least`) marks a lower bound.
+    /// latency_us p50/p90/p99, drops; requests issued/completed/unfinished, or for bulk and
+    /// UDP applications packets sent/queued_at_end), timeseries.csv
+    /// (window_start_s,nic,tenant,app,bytes), latency.csv, jain.csv, SVG plots (throughput
+    /// per tenant, and per application when a tenant has several) and index.html, replacing
+    /// an earlier report's files in OUT (only those); prints a table per model. Latency
+    /// percentiles count every request that arrived (every packet written, for bulk and UDP
+    /// applications: write to wire), an unfinished one (a packet still queued) as its age at
+    /// the end: `≥` (`p90_at_least`) marks a lower bound.
     ///
     /// Examples:
     ///   weft sim examples/scenarios/loom-fig9.yaml
