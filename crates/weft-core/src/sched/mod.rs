@@ -69,17 +69,30 @@ impl Packet {
 }
 
 /// Why a packet was dropped. Every accepted packet is sent once or dropped with a reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// It is an error type (`Display` says why in a sentence, [`DropReason::name`] is the short
+/// name of JSON and tables), so an enqueue's result goes through `?`:
+///
+/// ```
+/// # use weft_core::sched::DropReason;
+/// let e: Box<dyn std::error::Error> = DropReason::FlowBytes.into();
+/// assert_eq!(e.to_string(), "dropped: its flow holds its leaf's `flow_limit.bytes` already");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
 pub enum DropReason {
     /// No leaf matches the packet.
+    #[error("dropped: no leaf of the policy matches the packet (unclassified)")]
     Unclassified,
     /// The leaf holds `limit.packets` packets already.
+    #[error("dropped: its leaf holds `limit.packets` packets already")]
     LeafPackets,
     /// The leaf holds `limit.bytes` bytes already.
+    #[error("dropped: its leaf holds `limit.bytes` already")]
     LeafBytes,
     /// The flow holds `flow_limit.packets` packets already.
+    #[error("dropped: its flow holds its leaf's `flow_limit.packets` packets already")]
     FlowPackets,
     /// The flow holds `flow_limit.bytes` bytes already.
+    #[error("dropped: its flow holds its leaf's `flow_limit.bytes` already")]
     FlowBytes,
 }
 
