@@ -8,6 +8,43 @@
 //!
 //! Nothing here reads a clock or touches a socket: drivers own time and I/O.
 //!
+//! # Quick start
+//!
+//! The entry points: [`policy::compile_str`] (or [`policy::load`] for a file) compiles a
+//! policy into a [`policy::Program`]; [`sched::fast::FastEngine`] runs it; the
+//! [`sched::Engine`] trait (import it) enqueues packets and dequeues them, with the time in
+//! picoseconds. A packet is classified by its metadata ([`classifier::PacketMeta`]):
+//!
+//! ```
+//! use std::{path::Path, sync::Arc};
+//! use weft_core::classifier::{Field, PacketMeta};
+//! use weft_core::policy::{compile_str, LoadOptions};
+//! use weft_core::sched::{fast::FastEngine, Engine, Packet};
+//!
+//! let policy = "weft: 1
+//! nodes:
+//!   - {name: root, type: prio}
+//!   - {name: urgent, type: leaf, parent: root, match: {dport: 53}}
+//!   - {name: bulk, type: leaf, parent: root}
+//! ";
+//! // A refused policy's error names the file, line, column and rule (`{e}` prints it).
+//! let prog = compile_str(Path::new("inline.yaml"), policy, &LoadOptions::default())
+//!     .unwrap_or_else(|e| panic!("{e}"));
+//! let mut engine = FastEngine::new(Arc::new(prog));
+//!
+//! let mut dns = PacketMeta::default();
+//! dns.set_int(Field::Dport, 53);
+//! // Packet::new(id, bytes on the wire, metadata); enqueue(packet, now in ps).
+//! engine.enqueue(Packet::new(1, 1500, PacketMeta::default()), 0).unwrap();
+//! engine.enqueue(Packet::new(2, 100, dns), 0).unwrap();
+//!
+//! // Strict priority: the DNS packet leaves first, though it came second.
+//! let first = engine.dequeue(0).unwrap();
+//! assert_eq!((first.id, first.leaf), (2, 0));
+//! assert_eq!(engine.dequeue(0).unwrap().id, 1);
+//! assert!(engine.dequeue(0).is_none());
+//! ```
+//!
 //! # Embedding the scheduler
 //!
 //! A driver compiles a policy once, then calls the engine with the time in picoseconds. Here

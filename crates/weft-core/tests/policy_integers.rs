@@ -250,3 +250,49 @@ fn the_normalized_json_of_the_largest_values_reads_back_the_same() {
     pkt.set_int(Field::Cgroup, u64::MAX);
     assert_eq!(leaf_named(&again, again.classify(&pkt)), "a");
 }
+
+/// A weight, port, id or packet count written with an exponent or a zero fraction (`1e3`,
+/// `8.0e1`) is read from its text exactly, as sizes are (`quantum: 1e3` is 1000), not refused
+/// as "not a whole number"; a fraction stays refused, and a whole number out of range is
+/// named an integer out of range.
+#[test]
+fn whole_numbers_in_exponent_notation_are_integers_everywhere() {
+    let text = "weft: 1\n\
+                nodes:\n  \
+                  - {name: root, type: wfq}\n  \
+                  - {name: a, type: leaf, parent: root, weight: 1e3, limit: {packets: 2.5e3}, \
+                     match: {dport: 8.0e1, cgroup: 1e19}}\n  \
+                  - {name: b, type: leaf, parent: root, weight: 1.0}\n";
+    let p = compile(text).unwrap_or_else(|e| panic!("{}", e.render_plain()));
+    let a = p.nodes.iter().find(|n| n.name == "a").unwrap();
+    assert_eq!(a.edge.weight, 1000);
+    let Algo::Leaf(spec) = &a.algo else {
+        panic!("a is a leaf")
+    };
+    assert_eq!(spec.limit_packets, Some(2500));
+    let mut m = PacketMeta::default();
+    m.set_int(Field::Dport, 80);
+    m.set_int(Field::Cgroup, 10_000_000_000_000_000_000);
+    assert_eq!(leaf_named(&p, p.classify(&m)), "a");
+    let b = p.nodes.iter().find(|n| n.name == "b").unwrap();
+    assert_eq!(b.edge.weight, 1);
+
+    let with_weight = |w: &str| {
+        format!(
+            "weft: 1\nnodes:\n  - {{name: root, type: wfq}}\n  \
+             - {{name: a, type: leaf, parent: root, weight: {w}}}\n"
+        )
+    };
+    let (rule, _, msg) = refusal(&with_weight("1.5"));
+    assert_eq!(rule, Rule::NonPositiveWeight);
+    assert!(
+        msg.contains("must be a whole number in 1..=1000000, found 1.5"),
+        "{msg}"
+    );
+    let (rule, _, msg) = refusal(&with_weight("1e7"));
+    assert_eq!(rule, Rule::NonPositiveWeight);
+    assert!(
+        msg.contains("must be an integer in 1..=1000000, found 1e7"),
+        "{msg}"
+    );
+}

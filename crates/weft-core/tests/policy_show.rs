@@ -234,3 +234,43 @@ fn dot_keeps_the_weight_through_shaping_classes_and_marks_unfilled_points() {
         "{dot}"
     );
 }
+
+/// A backslash is allowed in a name, but in a Graphviz label `\n` breaks the line and `\N`
+/// stands for the node's id: `weft policy dot` drew a leaf named `a\nb` as `a` over `b`, and
+/// a shaping class named `x\N` with its id. Labels escape the backslash as ids do.
+#[test]
+fn dot_labels_keep_a_backslash_in_a_name() {
+    let p = compile(
+        "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  \
+         - {name: 'x\\N', type: shape, parent: root, rate: 1gbit}\n  \
+         - {name: 'a\\nb', type: leaf, parent: 'x\\N', match: {tag: 1}}\n  \
+         - {name: c, type: leaf, parent: root}\n",
+    );
+    assert_eq!(p.nodes[1].name, "a\\nb");
+    let dot = show::dot(&p);
+    assert!(
+        dot.contains("\"a\\\\nb\" [shape=ellipse, style=\"filled\", fillcolor=\"#e8f4e8\", label=\"a\\\\nb\\nleaf\\n{tag: 1}\"]"),
+        "{dot}"
+    );
+    assert!(dot.contains("label=\"x\\\\N\\nshape 1gbit\""), "{dot}");
+}
+
+/// The one-line summary (`weft policy check`'s `ok:` line, `--json`'s `summary`) counts in
+/// the singular where there is one: "1 leaf", not "1 leaves".
+#[test]
+fn the_summary_counts_one_in_the_singular() {
+    let one = compile("weft: 1\nnodes:\n  - {name: root, type: leaf}\n");
+    assert_eq!(
+        show::summary(&one),
+        "1 node (0 scheduling, 1 leaf, 0 shaping classes), depth 1"
+    );
+    let p = compile(
+        "weft: 1\nnodes:\n  - {name: root, type: fifo}\n  \
+         - {name: s, type: shape, parent: root, rate: 1gbit}\n  \
+         - {name: a, type: leaf, parent: s, match: {tag: 1}}\n  - {name: b, type: leaf, parent: root}\n",
+    );
+    assert_eq!(
+        show::summary(&p),
+        "4 nodes (1 scheduling, 2 leaves, 1 shaping class), depth 2"
+    );
+}

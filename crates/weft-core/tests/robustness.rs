@@ -157,3 +157,58 @@ fn names_must_be_composed_and_are_found_in_either_form() {
     assert_eq!(p.node_id(decomposed), Some(0));
     assert_eq!(p.node_id("café"), Some(0));
 }
+
+/// A YAML 1.1 merge key (`<<: *defaults`, common in hand-written YAML) is an unknown key in
+/// YAML 1.2; the hint says so instead of listing the node keys, and an alias of a whole value
+/// still works.
+#[test]
+fn a_merge_key_says_merge_keys_are_not_supported() {
+    let text = "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - &a {name: a, type: leaf, parent: root, match: &web {dport: 80}}\n  - {<<: *a, name: b, match: {dport: 81}}\n";
+    let err = compile_str(Path::new("x.yaml"), text, &LoadOptions::default()).unwrap_err();
+    let d = &err.diagnostics[0];
+    assert_eq!(d.rule.to_string(), "unknown-key");
+    assert_eq!(err.sources.location(d.span).1, 5);
+    let help = d.help.as_deref().unwrap_or_default();
+    assert!(help.contains("merge keys"), "{help}");
+    let alias = "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: b, type: drr, parent: root, match: {vm: 1}}\n  - {name: c, type: leaf, parent: b, match: &web {dport: 80}}\n  - {name: a, type: leaf, parent: root, match: *web}\n";
+    assert!(compile(alias).is_ok());
+}
+
+/// A policy saved as UTF-16 (Windows editors, PowerShell's `>`) is named as such, with the
+/// `iconv` line that converts it, rather than as Latin-1 text with a bad byte.
+#[test]
+fn a_utf16_policy_is_named_utf16() {
+    let text = "weft: 1\nnodes:\n  - {name: root, type: leaf}\n";
+    for (bom, encode) in [
+        ([0xFF, 0xFE], u16::to_le_bytes as fn(u16) -> [u8; 2]),
+        ([0xFE, 0xFF], u16::to_be_bytes),
+    ] {
+        let mut bytes = bom.to_vec();
+        bytes.extend(text.encode_utf16().flat_map(encode));
+        let err = weft_core::policy::load_bytes(
+            Path::new("win.yaml"),
+            Ok(bytes),
+            &LoadOptions::default(),
+        )
+        .unwrap_err();
+        let d = &err.diagnostics[0];
+        assert_eq!(d.rule.to_string(), "unreadable-file");
+        assert!(d.message.contains("is UTF-16 text"), "{}", d.message);
+        assert!(
+            d.help
+                .as_deref()
+                .unwrap_or_default()
+                .contains("iconv -f utf-16"),
+            "{:?}",
+            d.help
+        );
+    }
+    // Latin-1 keeps its hint.
+    let err = weft_core::policy::load_bytes(
+        Path::new("latin.yaml"),
+        Ok(b"# caf\xe9\nweft: 1\n".to_vec()),
+        &LoadOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.diagnostics[0].message.contains("byte 0xE9"));
+}

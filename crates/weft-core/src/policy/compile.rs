@@ -34,8 +34,11 @@ use crate::classifier::Match;
 /// Options for loading a policy.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
-    /// Overrides of the file's `limits:` (and of the defaults).
+    /// Overrides the file's `limits: {max_depth}` (and the default, 16): levels of the
+    /// scheduling tree, root and leaves included.
     pub max_depth: Option<u32>,
+    /// Overrides the file's `limits: {max_nodes}` (and the default, 2,097,152): nodes of
+    /// every kind.
     pub max_nodes: Option<u32>,
     /// `(point, file)` pairs filling attachment points, overriding `policy:`.
     pub attach: Vec<(String, PathBuf)>,
@@ -110,6 +113,9 @@ struct NotUtf8 {
     offset: usize,
     /// Its first byte.
     byte: u8,
+    /// The file starts with a UTF-16 byte-order mark (as Windows editors and PowerShell's
+    /// `>` write text).
+    utf16: bool,
 }
 
 /// A policy file's text: YAML is UTF-8 here (the parser reads `str`), so other bytes are
@@ -123,10 +129,12 @@ fn utf8(bytes: Vec<u8>) -> Result<String, Unreadable> {
     String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let byte = e.as_bytes()[offset];
+        let utf16 = matches!(e.as_bytes(), [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..]);
         Unreadable::NotUtf8(NotUtf8 {
             text: String::from_utf8_lossy(e.as_bytes()).into_owned(),
             offset,
             byte,
+            utf16,
         })
     })
 }
@@ -165,7 +173,7 @@ impl<'o> Compiler<'o> {
     /// The `unreadable-file` diagnostic of a file that is not UTF-8, at its first bad byte
     /// (the file joins the sources as [`NotUtf8::text`], so the place renders with its line).
     fn not_utf8(&mut self, path: &Path, bad: NotUtf8) -> Diagnostic {
-        let (offset, byte) = (bad.offset, bad.byte);
+        let (offset, byte, utf16) = (bad.offset, bad.byte, bad.utf16);
         let file = self.sources.add(path.to_path_buf(), Arc::from(bad.text));
         // U+FFFD, which stands for the bad sequence in the text, is 3 bytes.
         let span = Span {
@@ -173,6 +181,19 @@ impl<'o> Compiler<'o> {
             offset,
             len: 3,
         };
+        if utf16 {
+            return Diagnostic::new(
+                Rule::UnreadableFile,
+                span,
+                format!(
+                    "{} is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8",
+                    path.display()
+                ),
+            )
+            .help(
+                "policies are UTF-8; convert the file, e.g. `iconv -f utf-16 -t utf-8 OLD > NEW`",
+            );
+        }
         Diagnostic::new(
             Rule::UnreadableFile,
             span,
@@ -504,11 +525,12 @@ impl<'o> Compiler<'o> {
             return None;
         }
         if decls.is_empty() {
-            self.diags.push(Diagnostic::new(
-                Rule::NoRoot,
-                self.sources.first_char(doc_span),
-                "the policy has no nodes",
-            ));
+            // At `nodes:` (its list is empty), else at the file's start.
+            let at = top
+                .nodes_span
+                .unwrap_or_else(|| self.sources.first_char(doc_span));
+            self.diags
+                .push(Diagnostic::new(Rule::NoRoot, at, "the policy has no nodes"));
             return None;
         }
 

@@ -231,6 +231,8 @@ pub struct Document {
     pub nodes: Vec<NodeDecl>,
     /// Span of the whole document (used for file-level errors).
     pub span: Span,
+    /// Span of the `nodes` key, if given (where an empty policy is refused).
+    pub nodes_span: Option<Span>,
 }
 
 impl Document {
@@ -243,6 +245,7 @@ impl Document {
             limits: self.limits.clone(),
             nodes: Vec::new(),
             span: self.span,
+            nodes_span: self.nodes_span,
         }
     }
 }
@@ -451,6 +454,11 @@ impl<'a> Parser<'a> {
                 format!("unknown key `{key}` in {what}"),
             );
             d = match suggest(&key, known) {
+                // YAML 1.1's merge key: not part of YAML 1.2, whose reader takes it as a key.
+                _ if key == "<<" => d.help(
+                    "YAML merge keys (`<<: *anchor`) are not supported (YAML 1.2 has none): \
+                     write the keys out; an alias may stand for a whole value (`match: *web`)",
+                ),
                 Some(s) => d.help(format!("did you mean `{s}`?")),
                 None => d.help(format!("known keys: {}", known.join(", "))),
             };
@@ -583,10 +591,23 @@ impl<'a> Parser<'a> {
         match (n.scalar(), n.written()) {
             (Some(Scalar::FloatingPoint(_)), Some(w)) => {
                 let found = w.text.to_string();
+                // A whole number written with an exponent or a fraction of zeros (`1e3`,
+                // `1000.0`) is read from its text exactly, as a size is; never through a float.
+                let whole = units::parse_size(&plain_decimal(&found), false);
+                if let Ok(v) = whole {
+                    if v >= min.max(0) as u64 && v <= max {
+                        return Some(Spanned::new(v, span));
+                    }
+                }
+                let what = if whole.is_ok() {
+                    "an integer"
+                } else {
+                    "a whole number"
+                };
                 self.err(
                     rule,
                     span,
-                    format!("`{key}` must be a whole number in {min}..={max}, found {found}"),
+                    format!("`{key}` must be {what} in {min}..={max}, found {found}"),
                 );
                 None
             }
@@ -699,6 +720,7 @@ impl<'a> Parser<'a> {
             limits: None,
             nodes: Vec::new(),
             span: self.span_of(start, start),
+            nodes_span: None,
         };
         let mut version_seen = false;
         let mut nodes_seen = false;
@@ -721,6 +743,7 @@ impl<'a> Parser<'a> {
             };
             if key == "nodes" {
                 nodes_seen = true;
+                doc.nodes_span = Some(kspan);
                 if let Start::Sequence(..) = value {
                     loop {
                         match r.next()? {

@@ -96,12 +96,20 @@ pub enum Algo {
     /// Deficit round robin with the children's `quantum`.
     Drr,
     /// Least slack first; `default_slack_ps` when a packet carries no slack.
-    Lstf { default_slack_ps: u64 },
+    Lstf {
+        /// Picoseconds (`default_slack`, 1 ms unless written).
+        default_slack_ps: u64,
+    },
     /// Earliest deadline first; deadline = arrival + `default_deadline_ps` when absent.
-    Edf { default_deadline_ps: u64 },
+    Edf {
+        /// Picoseconds (`default_deadline`, 1 ms unless written).
+        default_deadline_ps: u64,
+    },
     /// SENIC's unified rate-limit scheduler (WF2Q+ with an oversubscription-scaled system time).
-    /// `capacity_bps` is the link rate at the top, or the node's own `rate` as an L1 class.
-    Senic { capacity_bps: u64 },
+    Senic {
+        /// Bits per second: the link rate at the top, or the node's own `rate` as an L1 class.
+        capacity_bps: u64,
+    },
     /// A leaf (traffic class) holding per-flow queues.
     Leaf(LeafSpec),
 }
@@ -246,12 +254,18 @@ impl ShapingPath {
 pub enum Classification {
     /// The packet enters `leaf` and passes the shaping classes in `shaping`.
     Leaf {
+        /// The leaf's index in [`Program::leaves`] (as a departure's `leaf` numbers it).
         leaf: LeafId,
+        /// The leaf's node: its index in [`Program::nodes`].
         node: NodeId,
+        /// The shaping classes the packet passes, leaf side first.
         shaping: ShapingPath,
     },
     /// No child of `at` matches the packet: it is dropped as unclassified.
-    Unclassified { at: NodeId },
+    Unclassified {
+        /// The node (an index in [`Program::nodes`]) none of whose children takes it.
+        at: NodeId,
+    },
 }
 
 /// Compiled classifier tables (fast twin).
@@ -592,6 +606,16 @@ impl Program {
             .iter()
             .position(|n| n.name == name)
             .map(|i| i as NodeId)
+    }
+
+    /// Looks a shaping class up by name (as [`Program::node_id`] looks up a node): the id
+    /// [`crate::sched::Update::Shaper`] takes.
+    pub fn shaper_id(&self, name: &str) -> Option<ShaperId> {
+        let name = super::parse::to_nfc(name);
+        self.shapers
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| i as ShaperId)
     }
 
     /// Rule senic-oversubscribed (SENIC §4.2) at `node` with rates that may differ from the

@@ -226,12 +226,15 @@ fn shaper_json(p: &Program, i: usize) -> Value {
 
 /// One-line summary: nodes, leaves, shaping classes, depth.
 pub fn summary(p: &Program) -> String {
+    // "1 leaf", "2 leaves", "0 shaping classes".
+    let count =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
-        "{} nodes ({} scheduling, {} leaves, {} shaping classes), depth {}",
-        p.nodes.len() + p.shapers.len(),
+        "{} ({} scheduling, {}, {}), depth {}",
+        count(p.nodes.len() + p.shapers.len(), "node", "nodes"),
         p.scheduling_nodes(),
-        p.leaves.len(),
-        p.shapers.len(),
+        count(p.leaves.len(), "leaf", "leaves"),
+        count(p.shapers.len(), "shaping class", "shaping classes"),
         p.depth()
     )
 }
@@ -474,7 +477,13 @@ pub fn tree(p: &Program) -> String {
 }
 
 fn dot_id(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    format!("\"{}\"", dot_text(s))
+}
+
+/// Text for a label (an "escString": `\n` breaks a line, `\N` names the node, ...): a
+/// backslash in a name stays a backslash (`a\nb` is not drawn on two lines), a quote a quote.
+fn dot_text(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// Graphviz: scheduling nodes as boxes, leaves as ellipses, shaping nodes as dashed
@@ -494,25 +503,23 @@ pub fn dot(p: &Program) -> String {
             Algo::Leaf(_) => ("ellipse", "filled\", fillcolor=\"#e8f4e8", "leaf"),
             a => ("box", "rounded,filled\", fillcolor=\"#e8eef8", a.name()),
         };
-        let mut label = format!("{}\\n{kind}", n.name);
+        let mut label = format!("{}\\n{kind}", dot_text(&n.name));
         if !n.matches.is_any() {
-            label += &format!("\\n{}", n.matches.to_string().replace('"', "'"));
+            label += &format!("\\n{}", dot_text(&n.matches.to_string().replace('"', "'")));
         }
         out.push_str(&format!(
-            "  {} [shape={shape}, style=\"{style}\", label=\"{}\"];\n",
+            "  {} [shape={shape}, style=\"{style}\", label=\"{label}\"];\n",
             dot_id(&n.name),
-            label.replace('"', "\\\"")
         ));
     }
     for s in &p.shapers {
-        let mut label = format!("{}\\nshape {}", s.name, format_rate(s.rate_bps));
+        let mut label = format!("{}\\nshape {}", dot_text(&s.name), format_rate(s.rate_bps));
         if !s.matches.is_any() {
-            label += &format!("\\n{}", s.matches);
+            label += &format!("\\n{}", dot_text(&s.matches.to_string()));
         }
         out.push_str(&format!(
-            "  {} [shape=hexagon, style=\"dashed,filled\", fillcolor=\"#fdf0e0\", label=\"{}\"];\n",
+            "  {} [shape=hexagon, style=\"dashed,filled\", fillcolor=\"#fdf0e0\", label=\"{label}\"];\n",
             dot_id(&s.name),
-            label.replace('"', "\\\"")
         ));
     }
     for n in &p.nodes {
