@@ -21,8 +21,11 @@
 //!   Records of other interfaces carry no tenant; without the list, none does, and a policy
 //!   matches on addresses, ports, protocol or DSCP. The summary lists every interface with
 //!   its records and tenant.
-//! * **Link types**: Ethernet, raw IP (101, 228, 229) and Linux cooked captures (SLL and
-//!   SLL2, as `tcpdump -i any` writes). Others are refused with their number.
+//! * **Link types**: Ethernet, raw IP (101, 228, 229), Linux cooked captures (SLL and
+//!   SLL2, as `tcpdump -i any` writes) and BSD loopback (0 and 108, as `tcpdump -i lo0`
+//!   writes on macOS and the BSDs: a 4-byte address family, then the IP packet). Others are
+//!   refused with their number. A legacy pcap's link type is the low 16 bits of its header's
+//!   field (the upper bits say whether frames end in a frame check sequence).
 //! * **Order**: a capture of several interfaces is not in time order: `dumpcap -i a -i b`
 //!   writes each interface's packets in runs, and one interface's records step back tens of
 //!   milliseconds (thousands of records) behind the other's. Records pass through a reorder
@@ -108,6 +111,9 @@ enum Framing {
     /// Linux cooked capture v1 (16-byte header) or v2 (20 bytes).
     Sll,
     Sll2,
+    /// BSD loopback (`DLT_NULL`, `DLT_LOOP`): a 4-byte address family (in the capturing
+    /// host's byte order, or network order), then an IPv4 or IPv6 packet.
+    Loopback,
 }
 
 fn framing(l: Linktype) -> Option<Framing> {
@@ -116,6 +122,7 @@ fn framing(l: Linktype) -> Option<Framing> {
         Linktype::RAW | Linktype::IPV4 | Linktype::IPV6 => Some(Framing::Ip),
         Linktype::LINUX_SLL => Some(Framing::Sll),
         Linktype::LINUX_SLL2 => Some(Framing::Sll2),
+        Linktype::NULL | Linktype::LOOP => Some(Framing::Loopback),
         _ => None,
     }
 }
@@ -347,7 +354,10 @@ impl State {
                 } else {
                     1_000_000
                 };
-                self.legacy = Some(self.describe(h.network, per_second, 0, None));
+                // The link type is the field's low 16 bits; the upper ones tell whether
+                // frames carry a frame check sequence (which the lax slicer ignores).
+                let linktype = Linktype(h.network.0 & 0xffff);
+                self.legacy = Some(self.describe(linktype, per_second, 0, None));
                 Ok(None)
             }
             PcapBlockOwned::Legacy(b) => {
@@ -445,7 +455,8 @@ impl State {
     ) -> Result<Record, String> {
         let framing = i.framing.ok_or_else(|| {
             self.error(format!(
-                "link type {} is not supported (Ethernet 1, raw IP 101/228/229, Linux cooked 113/276)",
+                "link type {} is not supported (Ethernet 1, raw IP 101/228/229, Linux cooked \
+                 113/276, BSD loopback 0/108)",
                 i.linktype
             ))
         })?;
@@ -554,7 +565,10 @@ fn headers(framing: Framing, data: &[u8]) -> (Option<Net>, Option<(u16, u16)>) {
             EtherType(u16::from_be_bytes([data[0], data[1]])),
             &data[20..],
         )),
-        Framing::Sll | Framing::Sll2 => None,
+        // The address family is not read: the IP header's version tells v4 from v6 (the
+        // family's value for IPv6 differs between the BSDs), and anything else is not IP.
+        Framing::Loopback if data.len() >= 4 => LaxSlicedPacket::from_ip(&data[4..]).ok(),
+        Framing::Sll | Framing::Sll2 | Framing::Loopback => None,
     };
     let Some(p) = sliced else {
         return (None, None);
@@ -611,6 +625,17 @@ mod tests {
         sll2.extend_from_slice(&[0u8; 18]);
         sll2.extend_from_slice(&frame[14..]);
         expect(headers(Framing::Sll2, &sll2));
+        // BSD loopback: AF_INET in little-endian (DLT_NULL) or network order (DLT_LOOP).
+        for family in [2u32.to_le_bytes(), 2u32.to_be_bytes()] {
+            let mut lo = family.to_vec();
+            lo.extend_from_slice(&frame[14..]);
+            expect(headers(Framing::Loopback, &lo));
+        }
+        assert_eq!(headers(Framing::Loopback, &[2, 0]), (None, None));
+        assert_eq!(
+            headers(Framing::Loopback, &[2, 0, 0, 0, 0x99]),
+            (None, None)
+        );
     }
 
     #[test]

@@ -325,6 +325,72 @@ fn a_capture_replays_as_its_csv_trace() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// BSD loopback captures (`tcpdump -i lo0` on macOS and the BSDs: link type 0, the address
+/// family in the host's byte order, or 108, in network order) replay as the raw-IP capture
+/// of the same packets with 4 more bytes each; a legacy pcap whose link-type field also says
+/// its frames end in a 4-byte frame check sequence (upper bits set) is read as Ethernet, its
+/// packets classified as those of the capture without.
+#[test]
+fn loopback_and_fcs_flagged_captures_replay() {
+    let dir = scratch("loop");
+    let specs = traffic();
+    let base = 1_700_000_000u32;
+    let with_header = |header: &[u8], tail: &[u8]| -> Vec<(u32, u32, Vec<u8>)> {
+        specs
+            .iter()
+            .map(|sp| {
+                let mut f = header.to_vec();
+                f.extend_from_slice(&ip_packet(sp));
+                f.extend_from_slice(tail);
+                (
+                    base + (sp.0 / 1_000_000) as u32,
+                    (sp.0 % 1_000_000) as u32,
+                    f,
+                )
+            })
+            .collect()
+    };
+    // The raw-IP CSV with the loopback header's 4 bytes.
+    let lo_csv = map_column(&csv(&specs), 1, |b| {
+        (b.parse::<u64>().unwrap() - 14 + 4).to_string()
+    });
+    fs::write(dir.join("lo.csv"), lo_csv).unwrap();
+    assert_eq!(replay(&dir, &dir.join("lo.csv"), "locsv").0, 0);
+    let expected = departures(&dir, "locsv");
+    for (name, linktype, family) in [
+        ("null.pcap", 0u32, 2u32.to_le_bytes()),
+        ("loop.pcap", 108, 2u32.to_be_bytes()),
+    ] {
+        fs::write(
+            dir.join(name),
+            pcap(linktype, false, &with_header(&family, &[]), 65535),
+        )
+        .unwrap();
+        let (code, _, err, s) = replay(&dir, &dir.join(name), name);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert_eq!(s["capture_interfaces"][0]["link_type"], linktype, "{name}");
+        assert_eq!(departures(&dir, name), expected, "{name}");
+    }
+    // LT_FCS_DATALINK_EXT(4) | Ethernet: 4-byte FCS present.
+    let eth_header = &ethernet(&[])[..];
+    let fcs = pcap(0x4400_0001, false, &with_header(eth_header, &[0; 4]), 65535);
+    fs::write(dir.join("fcs.pcap"), fcs).unwrap();
+    let plain = pcap(1, false, &with_header(eth_header, &[]), 65535);
+    fs::write(dir.join("plain.pcap"), plain).unwrap();
+    let (code, _, err, s) = replay(&dir, &dir.join("fcs.pcap"), "fcs");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["capture_interfaces"][0]["link_type"], 1);
+    let (_, _, _, p) = replay(&dir, &dir.join("plain.pcap"), "plain");
+    for leaf in ["web", "db", "other"] {
+        assert_eq!(
+            s["leaves"][leaf]["packets"], p["leaves"][leaf]["packets"],
+            "{leaf}"
+        );
+    }
+    assert!(p["leaves"]["db"]["packets"].as_u64().unwrap() > 0);
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// pcapng with two interfaces of different timestamp resolutions (microseconds and 2^-20 s,
 /// a power of two) and link types (Ethernet and raw IP), written as `dumpcap -i a -i b`
 /// writes: each interface's records in runs of 50, so half the records step back in time.
