@@ -75,8 +75,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(16..=1 << 20))]
     max_queues: u32,
     /// When idle, wait at most this many microseconds for a frame (in ppoll(2) on the rings:
-    /// an arriving frame wakes the loop at once); 0: pure busy polling.
-    #[arg(long, default_value_t = 0)]
+    /// an arriving frame wakes the loop at once); 0: pure busy polling. At most 1000: control
+    /// requests (`weft ctl`, also `stop`) are answered between waits, about once a
+    /// millisecond, and a longer wait would hold them up (past 10 s `weft ctl` gives up).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     idle_sleep_us: u64,
     /// Pin the dataplane thread to this CPU (a software NIC owns its core).
     #[arg(long, value_name = "N")]
@@ -137,6 +139,8 @@ pub enum TestbedCommand {
     /// PREFIX-rx (the receiver) and their veth pairs. Namespaces PREFIX-* that exist already
     /// are deleted first, and the processes in them killed (it says which).
     Up {
+        /// Namespaces are PREFIX-t1.., PREFIX-nic, PREFIX-rx (1 to 10 letters, digits or
+        /// underscores); what exists under it already is deleted first.
         #[arg(long, default_value = "wt")]
         prefix: String,
         /// Tenant namespaces (1 to 16).
@@ -145,6 +149,7 @@ pub enum TestbedCommand {
     },
     /// Delete every namespace named PREFIX-* (and the processes in them).
     Down {
+        /// Deletes the namespaces PREFIX-* (1 to 10 letters, digits or underscores).
         #[arg(long, default_value = "wt")]
         prefix: String,
     },
@@ -168,6 +173,8 @@ pub enum TestbedCommand {
     Run {
         /// Experiment name.
         experiment: String,
+        /// Namespaces are PREFIX-t1.., PREFIX-nic, PREFIX-rx (1 to 10 letters, digits or
+        /// underscores); what exists under it already is deleted first.
         #[arg(long, default_value = "wt")]
         prefix: String,
         /// Uplink rate.
@@ -193,15 +200,17 @@ pub enum TestbedCommand {
     /// Forwarding benchmark: packets/s through weft (Loom Fig. 1 policy, FIFO policy) and
     /// Linux HTB (1 and 1,000 classes) at 64 and 1500-byte frames, unpaced (100 Gbit/s).
     Bench {
+        /// Namespaces are PREFIX-t1.., PREFIX-nic, PREFIX-rx (1 to 10 letters, digits or
+        /// underscores); what exists under it already is deleted first.
         #[arg(long, default_value = "wtb")]
         prefix: String,
         /// The Loom Fig. 1 policy.
         #[arg(long, default_value = "examples/policies/loom-fig1.yaml")]
         fig1: PathBuf,
-        /// Seconds per configuration.
+        /// Seconds per configuration (more than 0).
         #[arg(long, default_value_t = 4.0)]
         seconds: f64,
-        /// Frame sizes, bytes.
+        /// Frame sizes, bytes (60 to 1514).
         #[arg(long, value_delimiter = ',', default_value = "64,1500")]
         sizes: Vec<usize>,
         /// weft's backends, each measured with both policies: af-packet, af-xdp or both
@@ -256,7 +265,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     };
     match policy::load(&a.policy, &opts) {
         Ok(prog) => {
-            for w in tenant_warnings(&prog, &tenants) {
+            for w in dataplane::tenant_warnings(&prog, &tenants) {
                 crate::out::errln!("warning: {w}");
             }
         }
@@ -328,62 +337,16 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     Ok(())
 }
 
-/// What the policy does with the tenants given (tenant ids are positions in `--tenant`,
-/// 1-based): a tenant no leaf can take (every path to a leaf matches other tenants), whose
-/// frames would all be dropped as `unclassified`, and tenant ids the policy matches on that
-/// no `--tenant` has. Warnings, not errors: a policy may be written for more tenants than
-/// run today.
-fn tenant_warnings(prog: &policy::Program, tenants: &[(String, String)]) -> Vec<String> {
-    let admits = |leaf: u32, tenant: u32| {
-        let mut n = Some(leaf);
-        while let Some(i) = n {
-            let m = &prog.nodes[i as usize].matches;
-            if !m.tenant.is_empty() && !m.tenant.contains(&tenant) {
-                return false;
-            }
-            n = prog.nodes[i as usize].parent;
-        }
-        true
-    };
-    let mut out = Vec::new();
-    for (i, (name, iface)) in tenants.iter().enumerate() {
-        let id = i as u32 + 1;
-        if !prog.leaves.iter().any(|&l| admits(l, id)) {
-            out.push(format!(
-                "no leaf of {} takes tenant {id} ({name} on {iface}): its frames will be \
-                 dropped as unclassified",
-                prog.name
-            ));
-        }
-    }
-    let mut beyond: Vec<u32> = prog
-        .nodes
-        .iter()
-        .flat_map(|n| n.matches.tenant.iter().copied())
-        .filter(|&t| t == 0 || t as usize > tenants.len())
-        .collect();
-    beyond.sort_unstable();
-    beyond.dedup();
-    if !beyond.is_empty() {
-        out.push(format!(
-            "{} matches tenant {} but {} given (--tenant, numbered from 1)",
-            prog.name,
-            beyond
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            match tenants.len() {
-                1 => "only 1 tenant is".to_string(),
-                n => format!("only {n} tenants are"),
-            }
-        ));
-    }
-    out
-}
-
 fn ask(socket: &std::path::Path, req: Value) -> Result<Value, Fail> {
-    let v = ctl::request(socket, &req).map_err(|e| (1, e.to_string()))?;
+    let v = ctl::request(socket, &req).map_err(|e| {
+        // A path that is not a control socket was given: an input error.
+        let code = if e.kind() == std::io::ErrorKind::InvalidInput {
+            2
+        } else {
+            1
+        };
+        (code, e.to_string())
+    })?;
     if v["ok"] == json!(false) {
         return Err((2, v["error"].as_str().unwrap_or("refused").to_string()));
     }
@@ -414,9 +377,13 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
                 &socket,
                 json!({"cmd": "reload", "policy": abs.display().to_string()}),
             )?;
+            // What `weft run` warns of at start, for the new policy and the running tenants.
+            for w in v["warnings"].as_array().into_iter().flatten() {
+                crate::out::errln!("warning: {}", w.as_str().unwrap_or_default());
+            }
             crate::out::outln!(
                 "reloaded: policy {} (generation {})",
-                v["policy"],
+                v["policy"].as_str().unwrap_or("?"),
                 v["generation"]
             )?;
             Ok(())
@@ -496,16 +463,50 @@ fn print_stats(v: &Value) -> Result<(), Fail> {
             t["name"].as_str().unwrap_or(""),
             t["iface"].as_str().unwrap_or(""),
             t["rx_frames"],
-            t["rejects"]
+            counters(&t["rejects"], "none")
         );
     }
-    let _ = writeln!(o, "dataplane: {}", v["dataplane"]);
+    let _ = writeln!(o, "dataplane: {}", counters(&v["dataplane"], "all 0"));
     for p in v["ports"].as_array().into_iter().flatten() {
-        let _ = writeln!(o, "port: {p}");
+        let _ = writeln!(o, "port: {}", counters(p, "all 0"));
     }
-    let _ = writeln!(o, "iface: {}", v["iface"]);
+    let _ = writeln!(o, "iface: {}", counters(&v["iface"], "all 0"));
     crate::out::print(&o)
 }
+
+/// A JSON object of counters as `name=value` words for the table, nested objects' names
+/// joined with `.` (`rejects.foreign_queue=12`); zeros left out (`--json` has them all), and
+/// `none_left` when nothing is left.
+fn counters(v: &Value, none_left: &str) -> String {
+    fn walk(v: &Value, name: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, c) in m {
+                    let n = if name.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{name}.{k}")
+                    };
+                    walk(c, &n, out);
+                }
+            }
+            Value::Number(n) if n.as_f64() == Some(0.0) => {}
+            Value::Null => {}
+            Value::String(s) => out.push(format!("{name}={s}")),
+            other => out.push(format!("{name}={other}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, "", &mut out);
+    if out.is_empty() {
+        none_left.to_string()
+    } else {
+        out.join(" ")
+    }
+}
+
+/// Frame sizes `weft testbed bench --sizes` takes, bytes.
+const BENCH_FRAME_BYTES: std::ops::RangeInclusive<usize> = 60..=1514;
 
 fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
     match t {
@@ -526,10 +527,34 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             backend,
         } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
+            // Checked before any namespace is made: a zero, NaN or negative duration and
+            // frames the wires cannot carry gave a table of zeros that exited 0.
+            if !(seconds.is_finite() && seconds > 0.0) {
+                return Err(usage(format!(
+                    "--seconds {seconds}: a positive number of seconds per configuration"
+                )));
+            }
+            if let Some(&bad) = sizes.iter().find(|&&b| !(BENCH_FRAME_BYTES.contains(&b))) {
+                return Err(usage(format!(
+                    "--sizes {bad}: frames are {} to {} bytes (Ethernet without FCS; the \
+                     testbed's links have a 1500-byte MTU)",
+                    BENCH_FRAME_BYTES.start(),
+                    BENCH_FRAME_BYTES.end()
+                )));
+            }
             if !fig1.exists() {
                 return Err(usage(format!("--fig1 {}: no such file", fig1.display())));
             }
-            let dir = std::env::temp_dir().join(format!("weft-bench-{prefix}"));
+            // Its diagnostics here, not `weft run did not start` after the namespaces are up.
+            let opts = LoadOptions {
+                link_rate_bps: Some(testbed::BENCH_RATE_BPS),
+                ..LoadOptions::default()
+            };
+            if let Err(e) = policy::load(&fig1, &opts) {
+                crate::diagnostics::report(&e, false);
+                return Err(usage(format!("--fig1 {}: invalid policy", fig1.display())));
+            }
+            let dir = testbed::bench_dir(&prefix);
             std::fs::create_dir_all(&dir).map_err(|e| (1, e.to_string()))?;
             let fifo = dir.join("fifo.yaml");
             std::fs::write(
@@ -560,8 +585,10 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             configs.push(testbed::BenchConfig::Htb { classes: 1 });
             configs.push(testbed::BenchConfig::Htb { classes: 1000 });
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
-            let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds)
-                .map_err(|e| (1, e.to_string()))?;
+            testbed::tear_down_on_signal(&prefix).map_err(|e| (1, e.to_string()))?;
+            let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds);
+            let _ = std::fs::remove_dir_all(&dir);
+            let r = r.map_err(|e| (1, e.to_string()))?;
             crate::out::outln!(
                 "{:<22} {:>6} {:>14} {:>14}",
                 "config",
@@ -638,7 +665,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
         }
         TestbedCommand::Down { prefix } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
-            testbed::down(&prefix);
+            crate::out::errln!("testbed: {}", testbed::down(&prefix).describe(&prefix));
             Ok(())
         }
         TestbedCommand::Run {
@@ -670,6 +697,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                 Some(o) => return Err(usage(format!("--only `{o}`: weft or htb"))),
             };
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
+            testbed::tear_down_on_signal(&prefix).map_err(|e| (1, e.to_string()))?;
             let report =
                 testbed::run(&exp, &prefix, &modes, &weft, &out).map_err(|e| (1, e.to_string()))?;
             write_throughput_chart(&out, &report);

@@ -2,6 +2,7 @@
 //! input errors exit 2 with a message, a missing daemon exits 1.
 
 use assert_cmd::Command;
+use predicates::prelude::*;
 use predicates::str::contains;
 
 fn weft() -> Command {
@@ -47,6 +48,15 @@ fn run_refuses_bad_arguments_with_exit_2() {
         .assert()
         .code(2)
         .stderr(contains("only 1 tenants"));
+    // A longer idle wait would hold up control requests (`weft ctl stop` too).
+    weft()
+        .args([
+            "run", "--policy", p, "--uplink", "u", "--rate", "1gbit", "--tenant", "a=t",
+        ])
+        .args(["--idle-sleep-us", "30000000"])
+        .assert()
+        .code(2)
+        .stderr(contains("--idle-sleep-us").and(contains("0..=1000")));
 }
 
 #[test]
@@ -72,6 +82,16 @@ fn ctl_without_daemon_exits_1_and_bad_reload_exits_2() {
 
 #[test]
 fn testbed_refuses_unknown_experiment_and_bad_prefix() {
+    // --help says what a prefix may be before a wrong one is refused.
+    for sub in ["up", "down", "run", "bench"] {
+        let a = weft().args(["testbed", sub, "--help"]).assert().code(0);
+        let help = String::from_utf8_lossy(&a.get_output().stdout).into_owned();
+        let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains("1 to 10 letters, digits or underscores"),
+            "testbed {sub} --help:\n{help}"
+        );
+    }
     weft()
         .args(["testbed", "run", "nope"])
         .assert()
@@ -81,4 +101,168 @@ fn testbed_refuses_unknown_experiment_and_bad_prefix() {
         .args(["testbed", "down", "--prefix", "a/b"])
         .assert()
         .code(2);
+}
+
+#[test]
+fn testbed_down_says_what_it_deleted_even_when_nothing() {
+    let prefix = format!("wqnone{}", std::process::id() % 10_000);
+    // What a killed `weft testbed bench` leaves besides namespaces: its FIFO policy.
+    let bench = std::env::temp_dir().join(format!("weft-bench-{prefix}"));
+    std::fs::create_dir_all(&bench).unwrap();
+    std::fs::write(bench.join("fifo.yaml"), "weft: 1\n").unwrap();
+    weft()
+        .args(["testbed", "down", "--prefix", &prefix])
+        .assert()
+        .code(0)
+        .stdout("")
+        .stderr(contains(format!(
+            "testbed: nothing to delete: no namespace {prefix}-*"
+        )));
+    let left = bench.exists();
+    let _ = std::fs::remove_dir_all(&bench);
+    assert!(!left, "{} left behind", bench.display());
+}
+
+#[test]
+fn ctl_given_a_path_that_is_not_a_socket_exits_2_and_says_so() {
+    let file = std::env::temp_dir().join(format!("wq-not-a-socket-{}", std::process::id()));
+    std::fs::write(&file, "x").unwrap();
+    let a = weft()
+        .args(["ctl", "stats", "--socket"])
+        .arg(&file)
+        .assert();
+    std::fs::remove_file(&file).unwrap();
+    a.code(2)
+        .stderr(contains("is a file, not a control socket"));
+    weft()
+        .args(["ctl", "stop", "--socket"])
+        .arg(std::env::temp_dir())
+        .assert()
+        .code(2)
+        .stderr(contains("is a directory, not a control socket"));
+}
+
+/// A stand-in daemon on a socket of its own: answers one request with `answer` and returns
+/// the request line (join the handle); the socket is removed when the handle is joined.
+fn fake_daemon(
+    tag: &str,
+    answer: serde_json::Value,
+) -> (std::path::PathBuf, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, Write};
+    let sock = std::env::temp_dir().join(format!("wq-fake-{tag}-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&sock);
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let path = sock.clone();
+    let daemon = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        let mut req = String::new();
+        std::io::BufReader::new(&s).read_line(&mut req).unwrap();
+        writeln!(&s, "{answer}").unwrap();
+        let _ = std::fs::remove_file(&path);
+        req
+    });
+    (sock, daemon)
+}
+
+/// `weft ctl reload` prints the daemon's warnings for the new policy on stderr (as `weft run`
+/// does at start) and the policy's name, unquoted, on stdout.
+#[test]
+fn ctl_reload_prints_the_daemons_warnings() {
+    let (sock, daemon) = fake_daemon(
+        "reload",
+        serde_json::json!({"ok": true, "policy": "two-tenants", "generation": 2,
+            "warnings": ["no leaf of two-tenants takes tenant 3 (c on t3): dropped"]}),
+    );
+    let good = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/two-tenants.yaml"
+    );
+    let a = weft()
+        .args(["ctl", "reload", good, "--socket"])
+        .arg(&sock)
+        .assert();
+    let req = daemon.join().unwrap();
+    assert!(req.contains("\"cmd\":\"reload\""), "{req}");
+    a.code(0)
+        .stdout("reloaded: policy two-tenants (generation 2)\n")
+        .stderr(contains(
+            "warning: no leaf of two-tenants takes tenant 3 (c on t3): dropped",
+        ));
+}
+
+/// The stats table gives counters as `name=value` words (zeros left out), not JSON text.
+#[test]
+fn ctl_stats_table_gives_counters_as_words_not_json() {
+    let (sock, daemon) = fake_daemon(
+        "stats",
+        serde_json::json!({"ok": true, "policy": "p", "generation": 1, "uptime_s": 1.0,
+            "rate_bps": 500_000_000u64, "nodes": [],
+            "tenants": [
+                {"tenant": 1, "name": "a", "iface": "t1", "rx_frames": 5, "rejects": {}},
+                {"tenant": 2, "name": "b", "iface": "t2", "rx_frames": 7,
+                 "rejects": {"foreign_queue": 3, "unknown_queue": 0}}],
+            "dataplane": {"tx_frames": 12, "parse_errors": 0},
+            "ports": [{"rx": {"frames": 4, "bad_desc": 0}}],
+            "iface": {"posted": 12, "rejects": {"busy": 0, "ring_full": 2}}}),
+    );
+    let a = weft()
+        .args(["ctl", "stats", "--socket"])
+        .arg(&sock)
+        .assert();
+    daemon.join().unwrap();
+    let out = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    a.code(0);
+    for line in [
+        "tenant 1 (a on t1): 5 frames received, refused: none",
+        "tenant 2 (b on t2): 7 frames received, refused: foreign_queue=3",
+        "dataplane: tx_frames=12",
+        "port: rx.frames=4",
+        "iface: posted=12 rejects.ring_full=2",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no line `{line}` in:\n{out}"
+        );
+    }
+}
+
+/// `weft testbed bench` refuses what would measure nothing (a zero or NaN duration, frames
+/// the links cannot carry) and an invalid --fig1 policy (its diagnostics), exit 2, before
+/// any namespace is made; these ran and printed a table of zeros, or `weft run did not
+/// start`.
+#[test]
+fn testbed_bench_refuses_what_would_measure_nothing() {
+    let prefix = format!("wqbx{}", std::process::id() % 10_000);
+    let fig1 = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/loom-fig1.yaml"
+    );
+    let bad = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/invalid/cycle.yaml"
+    );
+    for (args, says) in [
+        (vec!["--fig1", fig1, "--seconds", "0"], "--seconds 0"),
+        (vec!["--fig1", fig1, "--seconds", "NaN"], "--seconds NaN"),
+        (
+            vec!["--fig1", fig1, "--sizes", "64,0"],
+            "--sizes 0: frames are 60 to 1514 bytes",
+        ),
+        (vec!["--fig1", fig1, "--sizes", "20000"], "--sizes 20000"),
+        (vec!["--fig1", bad], "invalid policy"),
+    ] {
+        weft()
+            .args(["testbed", "bench", "--prefix", &prefix])
+            .args(&args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(contains(says));
+    }
+    let list = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    assert!(!list.contains(&format!("{prefix}-")), "{list}");
 }

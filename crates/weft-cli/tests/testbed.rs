@@ -213,3 +213,125 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
     }
     panic!("all {ATTEMPTS} attempts failed:\n{}", failures.join("\n"));
 }
+
+/// The pids in namespace `ns` (`ip netns pids`).
+fn pids_in(ns: &str) -> Vec<u32> {
+    Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `pid` still runs (gone or a zombie waiting for init: not running).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn sigterm_mid_run_leaves_no_namespace_process_or_socket_behind() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    use std::time::Instant;
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason("wqprobe") {
+        println!("skipped: {why}");
+        return;
+    }
+    let prefix = format!("wqsig{}", std::process::id() % 10_000);
+    let out = std::env::temp_dir().join(format!("weft-testbed-{prefix}"));
+    let _down = common::Down(prefix.clone(), out.clone());
+    let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
+    // In the report directory, which the guard removes (kept if the test fails).
+    std::fs::create_dir_all(&out).expect("report directory");
+    let log = out.join("stderr.txt");
+    // Killed on any failure below, before the guard above deletes the namespaces.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kill(
+        Command::new(common::weft())
+            .args([
+                "testbed",
+                "run",
+                "fair-1v8",
+                "--only",
+                "weft",
+                "--seconds",
+                "60",
+            ])
+            .args(["--prefix", &prefix])
+            .arg("--out")
+            .arg(&out)
+            .stdout(Stdio::null())
+            // A file, not a pipe: children left running would hold a pipe open forever.
+            .stderr(std::fs::File::create(&log).expect("stderr file"))
+            .spawn()
+            .expect("spawn weft testbed run"),
+    );
+    // Wait until the traffic runs: `weft run` in P-nic and iperf3 in the tenants.
+    let nic = format!("{prefix}-nic");
+    let t1 = format!("{prefix}-t1");
+    let t = Instant::now();
+    let mut pids = Vec::new();
+    while pids_in(&nic).is_empty() || pids_in(&t1).is_empty() || !sock.exists() {
+        if let Some(s) = child.0.try_wait().expect("wait") {
+            panic!("weft testbed run ended before its traffic started: {s}");
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "no traffic after 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for ns in [nic.as_str(), t1.as_str()] {
+        pids.extend(pids_in(ns));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status();
+    assert!(term.is_ok_and(|s| s.success()), "kill -TERM failed");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "still running 60 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(128 + 15), None), // SIGTERM is 15
+        "{err}"
+    );
+    assert!(err.contains(&format!("deleting {prefix}-*")), "{err}");
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&format!("{prefix}-")))
+        .map(str::to_string)
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}\n{err}");
+    let alive: Vec<u32> = pids.into_iter().filter(|&p| running(p)).collect();
+    assert!(alive.is_empty(), "processes left running: {alive:?}\n{err}");
+    assert!(!sock.exists(), "{} left behind\n{err}", sock.display());
+}

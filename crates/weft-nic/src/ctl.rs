@@ -100,15 +100,22 @@ impl Server {
             made_dirs: Vec::new(),
         };
         if let Some(a) = metrics {
-            let l = TcpListener::bind(a)
-                .map_err(|e| io::Error::new(e.kind(), format!("metrics address `{a}`: {e}")))?;
-            let addr = l.local_addr()?;
-            if !addr.ip().is_loopback() {
+            let at = |e: io::Error| io::Error::new(e.kind(), format!("metrics address `{a}`: {e}"));
+            // Checked before binding: a port on another address is never opened, even briefly.
+            let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(a)
+                .map_err(at)?
+                .collect();
+            if addrs.iter().any(|s| !s.ip().is_loopback()) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "the metrics endpoint must listen on a loopback address",
+                    format!(
+                        "metrics address `{a}`: not a loopback address (the endpoint has no \
+                         access control; give 127.0.0.1:PORT or [::1]:PORT)"
+                    ),
                 ));
             }
+            let l = TcpListener::bind(&addrs[..]).map_err(at)?;
+            let addr = l.local_addr()?;
             let accept = |l: &TcpListener| l.accept().map(|(s, _)| s);
             let t = spawn_acceptor("weft-metrics", l, accept, &shared, serve_metrics)?;
             server.acceptors.push((t, Wake::Tcp(addr)));
@@ -385,17 +392,38 @@ pub fn prometheus(stats: &Value) -> String {
     o
 }
 
-/// The client side: sends one request and returns the answer.
-pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        io::Error::new(
+/// Why connecting to the control socket `path` failed, for a person: nothing there, a path
+/// that is not a socket (`InvalidInput`: the wrong path was given), or a socket nobody
+/// listens on any more (left by a `weft run` that was killed).
+fn connect_error(path: &Path, e: io::Error) -> io::Error {
+    use std::os::unix::fs::FileTypeExt;
+    let p = path.display();
+    match std::fs::metadata(path) {
+        Ok(m) if !m.file_type().is_socket() => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{p} is {}, not a control socket (give --socket the path `weft run --ctl` was \
+                 given)",
+                if m.is_dir() { "a directory" } else { "a file" }
+            ),
+        ),
+        Ok(_) if e.kind() == io::ErrorKind::ConnectionRefused => io::Error::new(
             e.kind(),
             format!(
-                "cannot connect to {}: {e} (is `weft run` running?)",
-                path.display()
+                "nothing listens on {p}: the `weft run` that made it is gone (killed?); the \
+                 next `weft run --ctl {p}` replaces it"
             ),
-        )
-    })?;
+        ),
+        _ => io::Error::new(
+            e.kind(),
+            format!("cannot connect to {p}: {e} (is `weft run` running?)"),
+        ),
+    }
+}
+
+/// The client side: sends one request and returns the answer.
+pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
+    let mut s = UnixStream::connect(path).map_err(|e| connect_error(path, e))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     // Closed unanswered (the server had MAX_CONNECTIONS open): the client sees a broken pipe,
     // a reset or an empty answer, depending on timing; all three say the same.
@@ -629,6 +657,29 @@ mod tests {
         );
     }
 
+    /// A metrics address that is not loopback is refused, naming it, before anything binds.
+    #[test]
+    fn a_metrics_address_that_is_not_loopback_is_refused_by_name() {
+        for a in ["0.0.0.0:0", "[::]:0"] {
+            let e = Server::bind(None, Some(a), nothing_to_prepare())
+                .err()
+                .expect("refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            let m = e.to_string();
+            assert!(
+                m.contains(&format!("`{a}`")) && m.contains("not a loopback"),
+                "{m}"
+            );
+        }
+        let e = Server::bind(None, Some("nonsense"), nothing_to_prepare())
+            .err()
+            .expect("refused");
+        assert!(
+            e.to_string().starts_with("metrics address `nonsense`"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn prometheus_has_a_series_per_shaping_class() {
         let stats = json!({
@@ -688,6 +739,45 @@ mod tests {
         assert!(stale.exists());
         let server = Server::bind(Some(&stale), None, nothing_to_prepare()).unwrap();
         drop(server);
+    }
+
+    /// A client given the wrong path hears what is there: a file or a directory is not a
+    /// control socket (`InvalidInput`); a socket nobody listens on was left by a daemon
+    /// that is gone.
+    #[test]
+    fn a_client_says_what_is_at_a_path_that_does_not_answer() {
+        let file = socket("client-file");
+        std::fs::write(&file, "not a socket").unwrap();
+        let e = request(&file, &json!({"cmd": "stats"})).unwrap_err();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string().contains("is a file, not a control socket"),
+            "{e}"
+        );
+
+        let dir = std::env::temp_dir();
+        let e = request(&dir, &json!({"cmd": "stats"})).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string()
+                .contains("is a directory, not a control socket"),
+            "{e}"
+        );
+
+        let stale = socket("client-stale");
+        let _ = std::fs::remove_file(&stale);
+        drop(UnixListener::bind(&stale).unwrap());
+        let e = request(&stale, &json!({"cmd": "stats"})).unwrap_err();
+        std::fs::remove_file(&stale).unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}");
+        assert!(e.to_string().contains("nothing listens on"), "{e}");
+
+        let none = socket("client-none");
+        let _ = std::fs::remove_file(&none);
+        let e = request(&none, &json!({"cmd": "stats"})).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(e.to_string().contains("is `weft run` running?"), "{e}");
     }
 
     /// Directories made for the socket go with it; one that was there stays, and so does

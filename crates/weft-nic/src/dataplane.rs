@@ -162,6 +162,16 @@ impl Drop for Claim {
 /// between our open and our lock): otherwise the claim starts again. `None` when there is
 /// nothing to claim (no such interface: opening it reports that) or no lock can be made
 /// (`/run/weft` not writable: not root).
+/// Where the interface claims' lock files are.
+pub const CLAIM_DIR: &str = "/run/weft";
+
+/// The start of the name of every claim lock file in the network namespace with inode
+/// `netns` (`iface-NETNS-IFINDEX.lock`): a daemon killed with SIGKILL leaves its files, which
+/// `weft testbed down` removes by it with the namespace.
+pub fn claim_prefix(netns: u64) -> String {
+    format!("iface-{netns}-")
+}
+
 fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::MetadataExt;
@@ -175,11 +185,11 @@ fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> 
         return Ok(None);
     }
     let netns = std::fs::metadata("/proc/self/ns/net").map_or(0, |m| m.ino());
-    let dir = std::path::Path::new("/run/weft");
+    let dir = std::path::Path::new(CLAIM_DIR);
     if std::fs::create_dir_all(dir).is_err() {
         return Ok(None);
     }
-    let path = dir.join(format!("iface-{netns}-{ifindex}.lock"));
+    let path = dir.join(format!("{}{ifindex}.lock", claim_prefix(netns)));
     // Each retry follows another daemon's exit between our open and our lock: a few suffice.
     for _ in 0..16 {
         let Ok(mut f) = std::fs::OpenOptions::new()
@@ -704,6 +714,60 @@ fn load(cfg: &Config, path: &std::path::Path) -> Result<Program, String> {
     let mut o = cfg.load.clone();
     o.link_rate_bps = Some(cfg.rate_bps);
     policy::load(path, &o).map_err(|e| e.to_string())
+}
+
+/// What the policy does with the tenants given (tenant ids are positions in `--tenant`,
+/// 1-based): a tenant no leaf can take (every path to a leaf matches other tenants), whose
+/// frames would all be dropped as `unclassified`, and tenant ids the policy matches on that
+/// no `--tenant` has. Warnings, not errors: a policy may be written for more tenants than
+/// run today.
+pub fn tenant_warnings(prog: &policy::Program, tenants: &[(String, String)]) -> Vec<String> {
+    let admits = |leaf: u32, tenant: u32| {
+        let mut n = Some(leaf);
+        while let Some(i) = n {
+            let m = &prog.nodes[i as usize].matches;
+            if !m.tenant.is_empty() && !m.tenant.contains(&tenant) {
+                return false;
+            }
+            n = prog.nodes[i as usize].parent;
+        }
+        true
+    };
+    let mut out = Vec::new();
+    for (i, (name, iface)) in tenants.iter().enumerate() {
+        let id = i as u32 + 1;
+        if !prog.leaves.iter().any(|&l| admits(l, id)) {
+            out.push(format!(
+                "no leaf of {} takes tenant {id} ({name} on {iface}): its frames will be \
+                 dropped as unclassified",
+                prog.name
+            ));
+        }
+    }
+    let mut beyond: Vec<u32> = prog
+        .nodes
+        .iter()
+        .flat_map(|n| n.matches.tenant.iter().copied())
+        .filter(|&t| t == 0 || t as usize > tenants.len())
+        .collect();
+    beyond.sort_unstable();
+    beyond.dedup();
+    if !beyond.is_empty() {
+        out.push(format!(
+            "{} matches tenant {} but {} given (--tenant, numbered from 1)",
+            prog.name,
+            beyond
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            match tenants.len() {
+                1 => "only 1 tenant is".to_string(),
+                n => format!("only {n} tenants are"),
+            }
+        ));
+    }
+    out
 }
 
 /// A reload's new policy and its engine, made off the loop by [`prepare_reload`].
@@ -1679,7 +1743,18 @@ impl State {
         self.shaped = vec![(0, 0); self.prog.shapers.len()];
         self.generation += 1;
         self.c.reloads += 1;
-        json!({"ok": true, "policy": self.prog.name, "generation": self.generation})
+        // The daemon's log says what runs now, and the client hears what `weft run` would
+        // have warned of had it started with this policy (frames it will drop unclassified).
+        let warnings = tenant_warnings(&self.prog, &self.cfg.tenants);
+        eprintln!(
+            "weft run: reloaded policy {} (generation {})",
+            self.prog.name, self.generation
+        );
+        for w in &warnings {
+            eprintln!("weft run: warning: {w}");
+        }
+        json!({"ok": true, "policy": self.prog.name, "generation": self.generation,
+               "warnings": warnings})
     }
 
     /// Answers a control request; `payload`: what the control thread prepared for it (a

@@ -17,6 +17,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -108,8 +109,13 @@ pub fn install_tools() {
     }
 }
 
-/// Deletes every namespace named `prefix-*` (killing the processes inside first) and the
-/// control sockets a killed daemon may have left.
+/// Where `weft testbed bench` writes its FIFO policy: removed when it ends and by [`down`].
+pub fn bench_dir(prefix: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("weft-bench-{prefix}"))
+}
+
+/// Deletes every namespace named `prefix-*` (killing the processes inside first), the
+/// control sockets a killed daemon may have left and the benchmark's directory.
 pub fn down(prefix: &str) -> Removed {
     let mut removed = Removed::default();
     for f in [
@@ -118,10 +124,17 @@ pub fn down(prefix: &str) -> Removed {
     ] {
         let _ = std::fs::remove_file(std::env::temp_dir().join(f));
     }
+    // The benchmark's FIFO policy (`weft testbed bench`), left by one that was killed.
+    let _ = std::fs::remove_dir_all(bench_dir(prefix));
     let list = sh(&["ip", "netns", "list"]).unwrap_or_default();
     for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or("");
         if name.starts_with(&format!("{prefix}-")) {
+            // Before it goes: the namespace's inode names the lock files of the interfaces
+            // a `weft run` claimed there, which SIGKILL leaves behind.
+            let ino = std::fs::metadata(Path::new("/run/netns").join(name))
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .ok();
             if let Ok(pids) = sh(&["ip", "netns", "pids", name]) {
                 for pid in pids.split_whitespace() {
                     if let Ok(p) = pid.parse::<i32>() {
@@ -132,10 +145,132 @@ pub fn down(prefix: &str) -> Removed {
                 }
             }
             let _ = sh(&["ip", "netns", "del", name]);
+            if let Some(ino) = ino {
+                remove_claims(ino);
+            }
             removed.namespaces.push(name.to_string());
         }
     }
     removed
+}
+
+/// The signal that interrupted this process's testbed ([`tear_down_on_signal`]; 0: none).
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    INTERRUPTED.store(sig, Ordering::Relaxed);
+}
+
+/// SIGKILLs every descendant of this process (found through /proc), children first;
+/// returns how many.
+fn kill_descendants() -> usize {
+    let me = std::process::id();
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID ...`; COMM may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![me];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|&&(c, pp)| pp == p && c != me)
+                .map(|&(c, _)| c),
+        );
+        i += 1;
+    }
+    let mut killed = 0;
+    for &pid in &found[1..] {
+        // SAFETY: plain system call on a descendant of this process.
+        if unsafe { libc::kill(pid as i32, libc::SIGKILL) } == 0 {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// The signal [`tear_down_on_signal`] caught, if one came.
+fn interrupted() -> Option<i32> {
+    Some(INTERRUPTED.load(Ordering::Relaxed)).filter(|&s| s != 0)
+}
+
+/// From now on SIGINT, SIGTERM or SIGHUP tear down everything under `prefix` ([`down`]: the
+/// processes in its namespaces, among them `weft run` and the applications, the namespaces
+/// and the control sockets), say so on stderr and exit with 128 + the signal's number, as a
+/// shell reports a process the signal killed. Without it the signal kills only this process
+/// and leaves all of that behind (`weft testbed run` and `bench`, which start them). The
+/// handler only records the signal; a thread of its own does the work (Ctrl-C also reaches
+/// the children, whose exits the main thread may be handling meanwhile).
+pub fn tear_down_on_signal(prefix: &str) -> R<()> {
+    let prefix = prefix.to_string();
+    std::thread::Builder::new()
+        .name("weft-testbed-signals".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let Some(sig) = interrupted() else { continue };
+            let name = match sig {
+                libc::SIGINT => "SIGINT",
+                libc::SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            eprintln!("testbed: {name}: deleting {prefix}-* and the processes in them");
+            // This process's own children first (`weft run`, the applications): one started
+            // just before a namespace is deleted would run on, unseen, in the deleted
+            // namespace. Twice, as the main thread may have been starting a process or
+            // making a namespace meanwhile (it starts and makes no more once the signal is
+            // recorded: [`Child::spawn`] and [`Testbed::up`] refuse).
+            let mut r = Removed {
+                killed: kill_descendants(),
+                ..down(&prefix)
+            };
+            std::thread::sleep(Duration::from_millis(50));
+            let killed = kill_descendants();
+            let again = down(&prefix);
+            r.killed += killed + again.killed;
+            r.namespaces.extend(again.namespaces);
+            eprintln!("testbed: {}", r.describe(&prefix));
+            std::process::exit(128 + sig);
+        })
+        .map_err(|e| TestbedError(format!("cannot start the signal thread: {e}")))?;
+    // SAFETY: installs an async-signal-safe handler (one atomic store).
+    unsafe {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(sig, on_interrupt as *const () as libc::sighandler_t);
+        }
+    }
+    Ok(())
+}
+
+/// Removes the interface claims' lock files of the network namespace with inode `ino`.
+fn remove_claims(ino: u64) {
+    let start = crate::dataplane::claim_prefix(ino);
+    for e in std::fs::read_dir(crate::dataplane::CLAIM_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&start))
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// What [`down`] removed.
@@ -145,6 +280,24 @@ pub struct Removed {
     pub namespaces: Vec<String>,
     /// Processes killed in them.
     pub killed: usize,
+}
+
+impl Removed {
+    /// What was removed, for a person: `deleted P-nic, P-t1 (2 processes in them killed)`,
+    /// or that there was nothing to delete.
+    pub fn describe(&self, prefix: &str) -> String {
+        if self.namespaces.is_empty() {
+            return format!("nothing to delete: no namespace {prefix}-*");
+        }
+        format!(
+            "deleted {} ({} in them killed)",
+            self.namespaces.join(", "),
+            match self.killed {
+                1 => "1 process".to_string(),
+                n => format!("{n} processes"),
+            }
+        )
+    }
 }
 
 /// Live namespaces; deleted on drop unless [`Testbed::keep`] was called.
@@ -178,12 +331,14 @@ impl Testbed {
         if !(1..=16).contains(&tenants) {
             return Err(TestbedError("1 to 16 tenants".into()));
         }
+        if let Some(sig) = interrupted() {
+            return Err(TestbedError(format!("interrupted by signal {sig}")));
+        }
         let removed = down(prefix);
         if !removed.namespaces.is_empty() {
             eprintln!(
-                "testbed: replaced {} (deleted, {} processes in them killed)",
-                removed.namespaces.join(", "),
-                removed.killed
+                "testbed: replaced what was there: {}",
+                removed.describe(prefix)
             );
         }
         let tb = Testbed {
@@ -369,6 +524,9 @@ pub struct Child(pub std::process::Child);
 
 impl Child {
     pub fn spawn(cmd: &mut Command) -> R<Child> {
+        if let Some(sig) = interrupted() {
+            return Err(TestbedError(format!("interrupted by signal {sig}")));
+        }
         cmd.stdin(Stdio::null())
             .spawn()
             .map(Child)
@@ -1338,6 +1496,61 @@ pub fn markdown(r: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// `down` removes the claim lock files a SIGKILLed `weft run` left for the namespaces
+    /// it deletes (root only; skipped elsewhere).
+    #[test]
+    fn down_removes_the_claim_lock_files_of_its_namespaces() {
+        let prefix = format!("wqlk{}", std::process::id() % 10_000);
+        let ns = format!("{prefix}-nic");
+        if !is_root() || sh(&["ip", "netns", "add", &ns]).is_err() {
+            eprintln!("skipped: cannot make a network namespace here");
+            return;
+        }
+        struct Gone(String, Option<std::path::PathBuf>);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                let _ = sh(&["ip", "netns", "del", &self.0]);
+                if let Some(p) = &self.1 {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
+        let mut guard = Gone(ns.clone(), None);
+        let ino = std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(Path::new("/run/netns").join(&ns)).unwrap(),
+        );
+        std::fs::create_dir_all(crate::dataplane::CLAIM_DIR).unwrap();
+        let lock = Path::new(crate::dataplane::CLAIM_DIR)
+            .join(format!("{}7.lock", crate::dataplane::claim_prefix(ino)));
+        std::fs::write(&lock, "1").unwrap();
+        guard.1 = Some(lock.clone());
+        let r = down(&prefix);
+        assert_eq!(r.namespaces, [ns]);
+        assert!(!lock.exists(), "{} left behind", lock.display());
+    }
+
+    #[test]
+    fn what_down_removed_is_said_in_words() {
+        let none = Removed::default();
+        assert_eq!(none.describe("wq"), "nothing to delete: no namespace wq-*");
+        let one = Removed {
+            namespaces: vec!["wq-nic".into(), "wq-t1".into()],
+            killed: 1,
+        };
+        assert_eq!(
+            one.describe("wq"),
+            "deleted wq-nic, wq-t1 (1 process in them killed)"
+        );
+        let two = Removed {
+            namespaces: vec!["wq-nic".into()],
+            killed: 2,
+        };
+        assert_eq!(
+            two.describe("wq"),
+            "deleted wq-nic (2 processes in them killed)"
+        );
+    }
+
     #[test]
     fn applications_avoid_the_nic_core_under_weft_only() {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -1508,6 +1721,9 @@ pub enum BenchConfig {
     Htb { classes: u32 },
 }
 
+/// The benchmark's uplink rate (`weft run --rate 100gbit`: unpaced on these links).
+pub const BENCH_RATE_BPS: u64 = 100_000_000_000;
+
 const BENCH_DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
 
 /// The forwarding benchmark: two tenants blast UDP frames of each size through the
@@ -1547,7 +1763,13 @@ pub fn bench(
                         .arg(weft)
                         .args(["run", "--policy"])
                         .arg(policy)
-                        .args(["--uplink", "up", "--rate", "100gbit", "--ctl"])
+                        .args([
+                            "--uplink",
+                            "up",
+                            "--rate",
+                            &format!("{BENCH_RATE_BPS}bit"),
+                            "--ctl",
+                        ])
                         .arg(&sock)
                         .args(["--tenant", "a=t1", "--tenant", "b=t2"])
                         .args(["--backend", backend])

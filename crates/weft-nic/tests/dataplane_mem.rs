@@ -325,6 +325,41 @@ fn reload_refuses_invalid_and_swaps_valid_without_loss() {
     assert_eq!(s["policy"], "p2.yaml");
 }
 
+/// A reload answers with the warnings `weft run` gives at start, for the new policy and the
+/// running tenants: a tenant no leaf takes (its frames dropped as unclassified), a tenant id
+/// no `--tenant` has; none for a policy that takes every tenant.
+#[test]
+fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
+    let r = Running::start("reload-warn", None);
+    let only3 = r.dir.join("only3.yaml");
+    std::fs::write(
+        &only3,
+        "weft: 1\nname: only3\nnodes:\n  - {name: root, type: wfq}\n  - {name: c, type: leaf, parent: root, match: {tenant: 3}}\n",
+    )
+    .unwrap();
+    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": only3})).unwrap();
+    assert_eq!(a["ok"], true, "{a}");
+    let w: Vec<&str> = a["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings in {a}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert!(
+        w[0].contains("no leaf of only3 takes tenant 1 (a on m1)"),
+        "{w:?}"
+    );
+    assert!(w[1].contains("tenant 2 (b on m2)"), "{w:?}");
+    assert!(
+        w[2].contains("matches tenant 3 but only 2 tenants are given"),
+        "{w:?}"
+    );
+    let good = policy(&r.dir, "p2.yaml", 3);
+    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": good})).unwrap();
+    assert_eq!(a["warnings"], json!([]), "{a}");
+}
+
 #[test]
 fn rogue_driver_is_refused_and_counted_against_itself_only() {
     let r = Running::start("rogue", Some(0));
