@@ -444,6 +444,9 @@ pub fn run(
             "per_flow_queues_ratio_vs_reference": (per_flow / reference_per_flow * 100.0).round() / 100.0,
             "per_flow_batch16_packets_per_s": per_flow_batched.round(),
             "bytes_per_idle_flow": bytes_per_flow(&s, flows_for_memory).round(),
+            // Shaping classes of this row's policy (B/limit is shown for rows that have them;
+            // the figure itself comes from one comparison for every row, above).
+            "shaping_classes": s.prog.shapers.len(),
             "bytes_per_rate_limiter": engine_per_limiter.round(),
             "policy_bytes_per_rate_limiter": policy_per_limiter.round(),
             "engine_bytes_per_senic_class": engine_per_senic_class.round(),
@@ -472,8 +475,14 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
     )?;
     for r in rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+        // Only a policy with shaping classes has rate limiters to count.
+        let limit = if f("shaping_classes") > 0.0 {
+            format!("{:.0}", f("bytes_per_rate_limiter"))
+        } else {
+            "-".to_string()
+        };
         crate::out::outln!(
-            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>8.2} {:>12.0} {:>7.0} {:>7.0}",
+            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>8.2} {:>12.0} {:>7.0} {:>7}",
             r["scenario"].as_str().unwrap_or(""),
             f("packets_per_s"),
             f("ns_per_packet"),
@@ -484,7 +493,7 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
             f("per_flow_queues_ratio_vs_reference"),
             f("per_flow_batch16_packets_per_s"),
             f("bytes_per_idle_flow"),
-            f("bytes_per_rate_limiter")
+            limit
         )?;
     }
     let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
@@ -614,6 +623,16 @@ pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
     out
 }
 
+/// [`targets`] as one JSON object, the last line of `weft bench --json`:
+/// `{"targets": [{"target", "measured", "met"}, ...]}` (`met` null for a distance).
+pub fn targets_json(rows: &[Value]) -> Value {
+    let t: Vec<Value> = targets(rows)
+        .into_iter()
+        .map(|(target, measured, met)| json!({"target": target, "measured": measured, "met": met}))
+        .collect();
+    json!({ "targets": t })
+}
+
 /// Prints [`targets`] under the table, in columns as wide as their longest entry.
 pub fn print_targets(rows: &[Value]) -> Result<(), (u8, String)> {
     let t = targets(rows);
@@ -708,6 +727,24 @@ mod tests {
             .iter()
             .any(|(k, _, met)| k.contains("5x") && *met == Some(true)));
         assert!(super::targets(&[]).is_empty());
+    }
+
+    /// `--json`'s last line carries the same verdicts as the table's targets.
+    #[test]
+    fn targets_as_json_match_the_table() {
+        let rows = [row(65_536, [9e6; 4], (6.0, 7.0), 50.0)];
+        let j = super::targets_json(&rows);
+        let t = super::targets(&rows);
+        let list = j["targets"].as_array().unwrap();
+        assert_eq!(list.len(), t.len());
+        for (v, (target, measured, met)) in list.iter().zip(&t) {
+            assert_eq!(v["target"], target.as_str());
+            assert_eq!(v["measured"], measured.as_str());
+            assert_eq!(v["met"], serde_json::json!(met));
+        }
+        assert!(list
+            .iter()
+            .any(|v| v["target"].as_str().unwrap().contains("65536 flows") && v["met"] == true));
     }
 
     #[test]

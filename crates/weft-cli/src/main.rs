@@ -98,7 +98,7 @@ enum Command {
         #[arg(long)]
         policy: PathBuf,
         /// Trace file: CSV, or a pcap or pcapng capture (read once, from its start to its end:
-        /// `/dev/stdin` takes a pipe, e.g. `<(zcat t.csv.gz)`).
+        /// `-` reads standard input, e.g. `zcat t.csv.gz | weft replay --trace - ...`).
         #[arg(long)]
         trace: PathBuf,
         /// Output directory (created if need be). An earlier replay's outputs there are
@@ -182,7 +182,8 @@ enum Command {
     /// limiter; SENIC's 30 B per class; 5x the reference in every row), each met or not on
     /// this run, and how far 64k flows are from 400 GbE (32.5 M packets/s).
     Bench {
-        /// One JSON object per row on stdout.
+        /// One JSON object per row on stdout, then one with the targets:
+        /// `{"targets": [{"target", "measured", "met"}, ...]}` (met is null for a distance).
         #[arg(long)]
         json: bool,
         /// Smaller scenarios (seconds instead of a minute).
@@ -333,7 +334,7 @@ enum PolicyCommand {
     },
     /// Print the compiled policy as a tree, or as normalized JSON (itself a valid policy).
     Show {
-        /// Policy file.
+        /// Policy file (`-`: standard input).
         file: PathBuf,
         /// Stable, normalized JSON instead of the tree.
         #[arg(long)]
@@ -344,17 +345,17 @@ enum PolicyCommand {
     /// Print the policy as a Graphviz graph (scheduling nodes boxes, shaping nodes dashed
     /// hexagons, leaves ellipses).
     Dot {
-        /// Policy file.
+        /// Policy file (`-`: standard input).
         file: PathBuf,
         #[command(flatten)]
         load: LoadArgs,
     },
     /// Show which leaf and shaping classes packets are classified into.
     ///
-    /// Fields: tenant, vm, cgroup, tag, sport, dport (alias app), proto (tcp, udp, number),
-    /// dscp, src, dst (IPv4 or IPv6 addresses).
+    /// Fields: tenant, vm, cgroup, tag, sport, dport (alias app), proto (tcp, udp, icmp,
+    /// icmpv6, sctp or a number), dscp, src, dst (IPv4 or IPv6 addresses).
     Classify {
-        /// Policy file.
+        /// Policy file (`-`: standard input).
         file: PathBuf,
         /// A packet as FIELD=VALUE pairs, e.g. `vm=1,dport=11211,dst=10.0.2.7`; repeatable.
         #[arg(long, short, required = true, value_name = "FIELDS")]
@@ -412,6 +413,12 @@ fn options(args: &LoadArgs) -> Result<LoadOptions, Failure> {
         let (p, f) = a
             .split_once('=')
             .ok_or_else(|| Failure::usage(format!("--attach `{a}`: expected POINT=FILE")))?;
+        if f == "-" {
+            // Only the policy itself may come from standard input.
+            return Err(Failure::usage(format!(
+                "--attach `{a}`: a sub-policy is read from a file, not from standard input"
+            )));
+        }
         o.attach.push((p.to_string(), PathBuf::from(f)));
     }
     if let Some(r) = &args.link {
@@ -445,6 +452,13 @@ fn load(file: &std::path::Path, args: &LoadArgs) -> Result<Program, Failure> {
 
 fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<(), Failure> {
     let opts = options(args)?;
+    // Standard input reads once: a second `-` would be checked as an empty file.
+    let stdin = files.iter().filter(|f| f.as_os_str() == "-").count();
+    if stdin > 1 {
+        return Err(Failure::usage(format!(
+            "`-` (standard input) is given {stdin} times; it can be read once"
+        )));
+    }
     let mut failed = 0;
     let mut out = std::io::stdout().lock();
     for f in files {
@@ -884,6 +898,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 for r in &rows {
                     out::outln!("{r}")?;
                 }
+                out::outln!("{}", bench::targets_json(&rows))?;
             } else {
                 bench::print_table(&rows)?;
                 bench::print_targets(&rows)?;
@@ -905,6 +920,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             reorder_window,
             load: l,
         } => {
+            if file == std::path::Path::new("-") && replay::is_stdin(&trace) {
+                return Err(Failure::usage(
+                    "--policy - and --trace -: standard input can give only one of them",
+                ));
+            }
             let p = std::sync::Arc::new(load(&file, &l)?);
             let updates = updates::parse_all(&p, &update).map_err(Failure::usage)?;
             let tenants = tenant_pairs(&tenant).map_err(Failure::usage)?;

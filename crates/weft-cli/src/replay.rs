@@ -289,6 +289,7 @@ fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), Error
     for name in OUTPUTS {
         let path = out.join(name);
         if let Some(input) = std::iter::once(trace)
+            .filter(|t| !is_stdin(t))
             .chain(inputs.iter().map(PathBuf::as_path))
             .find(|i| same(&path, i))
         {
@@ -673,10 +674,14 @@ fn run<E: Engine>(
     out: &Path,
     opts: Options,
 ) -> Result<ReplaySummary, Error> {
-    let trace_name = trace.display().to_string();
-    let mut file = File::open(trace)
-        .map_err(|e| Error::Input(format!("cannot read {}: {e}", trace.display())))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (trace_name, mut file, size) = if is_stdin(trace) {
+        ("<stdin>".to_string(), TraceFile::Stdin(std::io::stdin()), 0)
+    } else {
+        let file = File::open(trace)
+            .map_err(|e| Error::Input(format!("cannot read {}: {e}", trace.display())))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        (trace.display().to_string(), TraceFile::File(file), size)
+    };
     // The first bytes tell a capture from a CSV trace; the reader gets them back (the trace
     // is read once, so a pipe will do).
     let mut head = Vec::with_capacity(4);
@@ -998,6 +1003,18 @@ fn run<E: Engine>(
     }
     if let Some(e) = error {
         return Err(Error::Input(e));
+    }
+    if rows == 0 {
+        // A header alone, an empty capture: the outputs are written, empty, but the likely
+        // cause is the wrong file (or a filter that kept nothing).
+        crate::out::errln!(
+            "warning: {trace_name} holds no packets ({}): the outputs are empty",
+            if matches!(source, Source::Capture(_)) {
+                "a capture without records"
+            } else {
+                "a header and no rows"
+            }
+        );
     }
     let (n, largest) = oversize.get();
     if n > 0 {
@@ -1394,7 +1411,27 @@ fn csv_error(e: &csv::Error) -> String {
 }
 
 /// A trace's bytes: the first few, read to tell its format, then the rest of the file.
-type TraceInput = std::io::Chain<std::io::Cursor<Vec<u8>>, File>;
+type TraceInput = std::io::Chain<std::io::Cursor<Vec<u8>>, TraceFile>;
+
+/// Whether `--trace` names standard input (`-`, as `--policy -` does).
+pub fn is_stdin(trace: &Path) -> bool {
+    trace == Path::new("-")
+}
+
+/// Where a trace is read from: a file, or standard input (`--trace -`).
+enum TraceFile {
+    File(File),
+    Stdin(std::io::Stdin),
+}
+
+impl Read for TraceFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            TraceFile::File(f) => f.read(buf),
+            TraceFile::Stdin(s) => s.read(buf),
+        }
+    }
+}
 
 /// Where a replay's packets come from: a CSV trace or a packet capture.
 enum Source {

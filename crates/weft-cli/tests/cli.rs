@@ -629,10 +629,30 @@ fn json_lines(stdout: Vec<u8>) -> (Vec<serde_json::Value>, String) {
     (rows, text)
 }
 
+/// `weft bench --json`'s rows, and its last line, the targets.
+fn bench_json(args: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value, String) {
+    let (mut rows, text) = json_rows(args);
+    let targets = rows.pop().expect("a targets line");
+    assert!(targets["targets"].is_array(), "last line: {targets}");
+    (rows, targets, text)
+}
+
 #[test]
 fn bench_quick_reports_ratios_against_the_reference() {
-    let (rows, text) = json_rows(&["bench", "--quick", "--json", "--rounds", "2"]);
+    let (rows, targets, text) = bench_json(&["bench", "--quick", "--json", "--rounds", "2"]);
     assert_eq!(rows.len(), 3, "{text}");
+    // The targets the table prints under it, with their verdicts.
+    assert!(
+        targets["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(
+                |t| t["target"].as_str().unwrap().contains("5x the reference")
+                    && t["met"].is_boolean()
+            ),
+        "{targets}"
+    );
     for r in rows {
         assert_eq!(r["rounds"], 2, "{r}");
         let flows = r["flows"].as_u64().unwrap();
@@ -680,7 +700,7 @@ fn bench_quick_reports_ratios_against_the_reference() {
 
 #[test]
 fn bench_runs_one_scenario_at_the_backlog_asked_for() {
-    let (rows, text) = json_rows(&[
+    let (rows, _, text) = bench_json(&[
         "bench",
         "--quick",
         "--json",
@@ -2409,5 +2429,134 @@ fn replay_quiet_keeps_only_warnings_and_errors() {
         err.starts_with("error: ") && err.contains("t.csv:2:"),
         "{err}"
     );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Every `weft policy` command reads `-` as standard input, and says so in its help; the
+/// classify help names every protocol `proto=` takes.
+#[test]
+fn policy_help_names_stdin_and_every_protocol() {
+    for cmd in ["check", "show", "dot", "classify"] {
+        weft()
+            .args(["policy", cmd, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("`-`: standard input"));
+    }
+    let help = weft()
+        .args(["policy", "classify", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for proto in ["tcp", "udp", "icmp", "icmpv6", "sctp"] {
+        assert!(help.contains(proto), "{proto}: {help}");
+        weft()
+            .args(["policy", "classify", "-", "-p"])
+            .arg(format!("proto={proto}"))
+            .write_stdin("weft: 1\nnodes:\n  - {name: root, type: leaf}\n")
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!("packet proto={proto}")));
+    }
+}
+
+/// Standard input can be read once: `weft policy check - -` is a usage error, not a valid
+/// policy followed by an "empty file".
+#[test]
+fn check_refuses_standard_input_twice() {
+    weft()
+        .args(["policy", "check", "-", "-"])
+        .write_stdin("weft: 1\nnodes:\n  - {name: root, type: leaf}\n")
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "`-` (standard input) is given 2 times",
+        ));
+}
+
+/// `--attach POINT=-` is a usage error that says standard input is for the policy only,
+/// not an unreadable sub-policy file named `-`.
+#[test]
+fn attach_from_standard_input_is_a_usage_error() {
+    weft()
+        .args([
+            "policy",
+            "check",
+            "examples/policies/loom-fig1.yaml",
+            "--attach",
+            "vm2=-",
+        ])
+        .write_stdin("weft: 1\nnodes:\n  - {name: root, type: leaf}\n")
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "--attach `vm2=-`: a sub-policy is read from a file, not from standard input",
+        ));
+}
+
+/// `--trace -` reads the trace from standard input (as `--policy -` reads the policy), named
+/// `<stdin>` in messages; it used to be "cannot read -: No such file or directory".
+#[test]
+fn replay_reads_the_trace_from_standard_input() {
+    let dir = scratch("stdin-trace");
+    let trace = fs::read(root().join("examples/traces/senic-fig4.csv")).unwrap();
+    let from_file = dir.join("file");
+    replay_quiet(
+        "examples/policies/senic-fig4.yaml",
+        Path::new("examples/traces/senic-fig4.csv"),
+        &from_file,
+    )
+    .assert()
+    .success();
+    let from_stdin = dir.join("stdin");
+    replay_quiet(
+        "examples/policies/senic-fig4.yaml",
+        Path::new("-"),
+        &from_stdin,
+    )
+    .write_stdin(trace)
+    .assert()
+    .success();
+    assert_eq!(
+        fs::read(from_file.join("departures.csv")).unwrap(),
+        fs::read(from_stdin.join("departures.csv")).unwrap()
+    );
+    replay_quiet(
+        "examples/policies/senic-fig4.yaml",
+        Path::new("-"),
+        &dir.join("bad"),
+    )
+    .write_stdin("arrive_ps,bytes,tag\n0,x,1\n")
+    .assert()
+    .code(2)
+    .stderr(predicate::str::contains("<stdin>:2: `bytes`"));
+    // Not both the policy and the trace.
+    weft()
+        .args(["replay", "--policy", "-", "--trace", "-", "--out"])
+        .arg(dir.join("both"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("standard input can give only one"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A trace with a header and no rows replays, with a warning: most likely the wrong file.
+#[test]
+fn replay_warns_of_a_trace_without_packets() {
+    let dir = scratch("empty-trace");
+    let trace = dir.join("t.csv");
+    fs::write(&trace, "arrive_ps,bytes,tag\n").unwrap();
+    replay_quiet(
+        "examples/policies/senic-fig4.yaml",
+        &trace,
+        &dir.join("out"),
+    )
+    .assert()
+    .success()
+    .stderr(predicate::str::contains(
+        "holds no packets (a header and no rows)",
+    ));
     let _ = fs::remove_dir_all(&dir);
 }
