@@ -23,6 +23,21 @@ fn program(yaml: &str) -> Arc<Program> {
     )
 }
 
+/// (start time ps, leaf index) of every departure of `inputs` through engine `e`.
+fn departures<E: weft_core::sched::Engine>(
+    mut e: E,
+    p: &Program,
+    inputs: &[(u64, link::Input)],
+) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    link::run_inputs(&mut e, &p.link, inputs.iter().cloned(), u64::MAX, |ev| {
+        if let Event::Sent { at_ps, departure } = ev {
+            out.push((at_ps, departure.leaf));
+        }
+    });
+    out
+}
+
 fn pkt(id: u64, bytes: u32, fields: &str) -> Packet {
     Packet::new(id, bytes, fields.parse::<PacketMeta>().unwrap())
 }
@@ -571,7 +586,7 @@ nodes:
 #[test]
 fn a_senic_class_speeds_up_when_another_goes_idle_after_a_rate_update() {
     use weft_core::sched::fast::FastEngine;
-    use weft_core::sched::{link::Input, Engine, Update};
+    use weft_core::sched::{link::Input, Update};
     let p = program(SENIC_FIG4);
     let gap = 1500 * BYTE_TIME; // 1.2 µs: 10 Gbit/s
     let mut inputs: Vec<(u64, Input)> = Vec::new();
@@ -586,15 +601,6 @@ fn a_senic_class_speeds_up_when_another_goes_idle_after_a_rate_update() {
     };
     let at = inputs.partition_point(|(t, _)| *t < 100_000_000);
     inputs.insert(at, (100_000_000, Input::Update(update)));
-    fn departures<E: Engine>(mut e: E, p: &Program, inputs: &[(u64, Input)]) -> Vec<(u64, u32)> {
-        let mut out = Vec::new();
-        link::run_inputs(&mut e, &p.link, inputs.iter().cloned(), u64::MAX, |ev| {
-            if let Event::Sent { at_ps, departure } = ev {
-                out.push((at_ps, departure.leaf));
-            }
-        });
-        out
-    }
     let fast = departures(FastEngine::new(p.clone()), &p, &inputs);
     let reference = departures(ReferenceEngine::new(p.clone()), &p, &inputs);
     assert_eq!(fast, reference, "the engines differ");
@@ -639,7 +645,7 @@ fn a_senic_class_speeds_up_when_another_goes_idle_after_a_rate_update() {
 #[test]
 fn an_update_that_oversubscribes_two_level_senic_shares_in_the_ratio_of_rates() {
     use weft_core::sched::fast::FastEngine;
-    use weft_core::sched::{link::Input, Engine, Update};
+    use weft_core::sched::{link::Input, Update};
     let p = program(
         "weft: 1
 link: {rate: 10gbit, overhead: 0b}
@@ -663,15 +669,6 @@ nodes:
             inputs.push((0, Input::Packet(pkt(id, 1500, f))));
             id += 1;
         }
-    }
-    fn departures<E: Engine>(mut e: E, p: &Program, inputs: &[(u64, Input)]) -> Vec<(u64, u32)> {
-        let mut out = Vec::new();
-        link::run_inputs(&mut e, &p.link, inputs.iter().cloned(), u64::MAX, |ev| {
-            if let Event::Sent { at_ps, departure } = ev {
-                out.push((at_ps, departure.leaf));
-            }
-        });
-        out
     }
     let fast = departures(FastEngine::new(p.clone()), &p, &inputs);
     let reference = departures(ReferenceEngine::new(p.clone()), &p, &inputs);
