@@ -1037,8 +1037,13 @@ fn tenant_pairs(flags: &[String]) -> Result<Vec<(String, String)>, String> {
     for t in flags {
         let (n, i) = t
             .split_once('=')
-            .filter(|(n, i)| !n.is_empty() && !i.is_empty())
             .ok_or_else(|| format!("--tenant `{t}`: expected NAME=IFACE"))?;
+        if n.is_empty() || i.is_empty() {
+            let empty = if n.is_empty() { "name" } else { "interface" };
+            return Err(format!(
+                "--tenant `{t}`: the tenant's {empty} is empty (expected NAME=IFACE)"
+            ));
+        }
         if let Some(k) = pairs.iter().position(|(pn, pi)| pn == n || pi == i) {
             return Err(format!(
                 "--tenant `{t}`: tenant {} is already `{}={}`",

@@ -660,6 +660,11 @@ nodes:
         (trace.clone(), vec!["--tenant", "a"], "expected NAME=IFACE"),
         (
             trace.clone(),
+            vec!["--tenant", "=veth-a"],
+            "the tenant's name is empty",
+        ),
+        (
+            trace.clone(),
             vec!["--tenant", "a=veth-a", "--tenant", "b=veth-a"],
             "tenant 1 is already `a=veth-a`",
         ),

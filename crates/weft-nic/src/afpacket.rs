@@ -174,8 +174,24 @@ fn setopt<T>(fd: i32, level: i32, name: i32, v: &T, what: &str) -> io::Result<()
     }
 }
 
-/// The index of an interface, by name.
+/// The index of an interface, by name. A name no interface could have (empty, or longer
+/// than Linux's 15 bytes) says so rather than "no interface".
 pub fn ifindex(name: &str) -> io::Result<i32> {
+    // IFNAMSIZ (16) less the terminating NUL.
+    const MAX_NAME: usize = 15;
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            if name.is_empty() {
+                "an empty interface name".to_string()
+            } else {
+                format!(
+                    "`{name}` is {} bytes long: Linux interface names have at most {MAX_NAME}",
+                    name.len()
+                )
+            },
+        ));
+    }
     let c = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
     // SAFETY: `c` is a valid NUL-terminated string.
@@ -456,5 +472,21 @@ impl Drop for PacketSocket {
         // SAFETY: unmaps exactly the mapping made in `open`; no reference into it outlives
         // `self` (frames are only lent to `recv_batch`'s callback).
         unsafe { libc::munmap(self.ring as *mut libc::c_void, self.ring_bytes) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A name no interface can have says why, not "no interface" (an empty `--uplink ""`
+    /// read "no interface ``", a 16-byte name as if it were merely missing).
+    #[test]
+    fn impossible_interface_names_say_why() {
+        let e = super::ifindex("").unwrap_err();
+        assert_eq!(e.to_string(), "an empty interface name");
+        let e = super::ifindex("sixteen-bytes-xx").unwrap_err();
+        assert!(e.to_string().contains("16 bytes long"), "{e}");
+        // 15 bytes is a possible name: merely missing here.
+        let e = super::ifindex("fifteen-bytes-x").unwrap_err();
+        assert!(e.to_string().contains("no interface"), "{e}");
     }
 }

@@ -827,7 +827,7 @@ pub fn run(
         claims.push(claim_interface(ifname, &what)?);
         tenants.push(open_port(&cfg, ifname, ring).map_err(|e| e.naming(&what))?);
     }
-    let what = format!("--uplink {}", cfg.uplink);
+    let what = format!("--uplink `{}`", cfg.uplink);
     claims.push(claim_interface(&cfg.uplink, &what)?);
     let uplink = open_port(&cfg, &cfg.uplink, ring).map_err(|e| e.naming(&what))?;
     if let Some(cpu) = cfg.cpu {
@@ -1142,9 +1142,15 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     if r != 0 {
         let e = std::io::Error::last_os_error();
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        // EINVAL: no CPU of the set is one this process may run on.
+        let why = if e.raw_os_error() == Some(libc::EINVAL) {
+            "not a CPU this process may run on".to_string()
+        } else {
+            e.to_string()
+        };
         return Err(std::io::Error::new(
             e.kind(),
-            format!("--cpu {cpu}: {e} (this process may run on {cpus} CPUs; see `nproc`)"),
+            format!("--cpu {cpu}: {why} (it may run on {cpus} CPUs; see `nproc`)"),
         ));
     }
     Ok(())
@@ -1889,6 +1895,18 @@ impl State {
 
 #[cfg(test)]
 mod tests {
+    /// A CPU this process may not run on is named as such (it read "Invalid argument (os
+    /// error 22)"); the attempt leaves the thread's affinity as it was.
+    #[test]
+    fn a_cpu_out_of_reach_is_named() {
+        let last = libc::CPU_SETSIZE as usize - 1;
+        if std::thread::available_parallelism().map_or(0, |n| n.get()) > last {
+            return; // a machine with every possible CPU: nothing out of reach
+        }
+        let e = super::pin_to_cpu(last).unwrap_err().to_string();
+        assert!(e.contains("not a CPU this process may run on"), "{e}");
+    }
+
     use super::*;
 
     /// A second claim on one interface is refused while the first is held, and free again
