@@ -152,6 +152,9 @@ pub struct InterfaceSeen {
     pub linktype: i32,
     /// Packet records captured on it.
     pub records: u64,
+    /// Of them, records skipped: the interface's link type is one weft does not read (a
+    /// pcapng interface beside others; a legacy pcap's only link type is an error instead).
+    pub skipped: u64,
     /// Its tenant id (the position in the `--tenant` list, 1-based), if listed.
     pub tenant: Option<u32>,
 }
@@ -366,7 +369,7 @@ impl State {
                     .ok_or_else(|| self.error("a record before the file header"))?;
                 let ps = b.ts_sec as i128 * PS as i128
                     + b.ts_usec as i128 * (PS / i.per_second as u128) as i128;
-                self.record(Some(ps), i, b.origlen, b.data).map(Some)
+                self.record(Some(ps), i, b.origlen, b.data)
             }
             PcapBlockOwned::NG(Block::SectionHeader(_)) => {
                 // Interface ids restart with every section.
@@ -398,7 +401,6 @@ impl State {
                 let ps =
                     (units * PS / i.per_second as u128) as i128 + i.offset_s as i128 * PS as i128;
                 self.record(Some(ps), i, e.origlen, e.packet_data())
-                    .map(Some)
             }
             PcapBlockOwned::NG(Block::SimplePacket(s)) => {
                 // No timestamp: it arrives with the record read before it.
@@ -406,7 +408,7 @@ impl State {
                     .interfaces
                     .first()
                     .ok_or_else(|| self.error("a simple packet before any interface"))?;
-                self.record(None, i, s.origlen, s.packet_data()).map(Some)
+                self.record(None, i, s.origlen, s.packet_data())
             }
             // Statistics, name resolution, comments, ...
             PcapBlockOwned::NG(_) => Ok(None),
@@ -432,6 +434,7 @@ impl State {
             name: name.map(String::from),
             linktype: linktype.0,
             records: 0,
+            skipped: 0,
             tenant,
         });
         Interface {
@@ -446,20 +449,30 @@ impl State {
 
     /// A packet record's fields (before its time is placed on the replay's clock); `ps` is
     /// its absolute time, `None` for a record without one.
+    /// `None`: a record of a pcapng interface whose link type weft does not read, counted
+    /// in its [`InterfaceSeen::skipped`] and replayed as nothing.
     fn record(
         &mut self,
         ps: Option<i128>,
         i: Interface,
         origlen: u32,
         data: &[u8],
-    ) -> Result<Record, String> {
-        let framing = i.framing.ok_or_else(|| {
-            self.error(format!(
-                "link type {} is not supported (Ethernet 1, raw IP 101/228/229, Linux cooked \
-                 113/276, BSD loopback 0/108)",
-                i.linktype
-            ))
-        })?;
+    ) -> Result<Option<Record>, String> {
+        let Some(framing) = i.framing else {
+            if self.legacy.is_some() {
+                return Err(self.error(format!(
+                    "link type {} is not supported (Ethernet 1, raw IP 101/228/229, Linux \
+                     cooked 113/276, BSD loopback 0/108)",
+                    i.linktype
+                )));
+            }
+            let seen = &mut self.seen[i.seen];
+            seen.records += 1;
+            seen.skipped += 1;
+            // Still a record of the file: later ones keep their numbers in messages.
+            self.records += 1;
+            return Ok(None);
+        };
         if origlen == 0 {
             return Err(self.error("a packet of 0 bytes"));
         }
@@ -473,14 +486,14 @@ impl State {
         let (net, ports) = headers(framing, data);
         let id = self.records;
         self.records += 1;
-        Ok(Record {
+        Ok(Some(Record {
             // An untimed record stays after those read before it.
             ps: ps.or(self.latest_read_ps).unwrap_or(i128::MIN),
             timed: ps.is_some(),
             id,
             origlen,
             parsed: parsed(net, ports, i.tenant),
-        })
+        }))
     }
 
     /// Places a record leaving the window on the replay's clock and makes its packet.

@@ -977,6 +977,23 @@ fn run<E: Engine>(
             );
         }
     }
+    for i in interfaces
+        .unwrap_or_default()
+        .iter()
+        .filter(|i| i.skipped > 0)
+    {
+        crate::out::errln!(
+            "warning: {trace_name}: interface {}{} has link type {}, which weft does not read \
+             (Ethernet 1, raw IP 101/228/229, Linux cooked 113/276, BSD loopback 0/108): its {} \
+             records were skipped (summary.json: capture_interfaces)",
+            i.index,
+            i.name
+                .as_ref()
+                .map_or(String::new(), |n| format!(" (`{n}`)")),
+            i.linktype,
+            i.skipped
+        );
+    }
     for (k, (name, iface)) in opts.tenants.iter().enumerate() {
         let tenant = Some(k as u32 + 1);
         if !interfaces.is_some_and(|is| is.iter().any(|i| i.tenant == tenant)) {
@@ -1198,6 +1215,7 @@ fn run<E: Engine>(
             "name": i.name,
             "link_type": i.linktype,
             "records": i.records,
+            "skipped": i.skipped,
             "tenant": i.tenant,
             "tenant_name": i.tenant.map(|t| &opts.tenants[t as usize - 1].0),
         })).collect::<Vec<_>>()),

@@ -819,3 +819,48 @@ fn a_far_early_record_is_named_as_the_replays_origin() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(summary["packets"], 11, "{summary}");
 }
+
+/// A pcapng interface whose link type weft does not read (here Wi-Fi, 105) beside an
+/// Ethernet one: its records are skipped, counted in `capture_interfaces` and warned about,
+/// and the Ethernet records replay as the capture without them. It stopped the whole replay
+/// at its first record. (A legacy pcap's one link type stays an error: `bad_captures_…`.)
+#[test]
+fn a_pcapng_interface_of_another_link_type_is_skipped_with_a_warning() {
+    let dir = scratch("skip");
+    let specs = traffic();
+    let base = 1_700_000_000u64 * 1_000_000;
+    let eth: Vec<(u32, u64, Vec<u8>)> = specs
+        .iter()
+        .map(|sp| (0, base + sp.0, ethernet(&ip_packet(sp))))
+        .collect();
+    let mut mixed = eth.clone();
+    for (k, sp) in specs.iter().enumerate().step_by(3) {
+        mixed.push((1, base + sp.0, vec![0x80 + k as u8; 60]));
+    }
+    mixed.sort_by_key(|r| r.1);
+    fs::write(dir.join("eth.pcapng"), pcapng(&[(1, None)], &eth)).unwrap();
+    fs::write(
+        dir.join("mixed.pcapng"),
+        pcapng(&[(1, None), (105, None)], &mixed),
+    )
+    .unwrap();
+    let (code, _, err, s) = replay(&dir, &dir.join("mixed.pcapng"), "mixed");
+    assert_eq!(code, 0, "{err}");
+    let skipped = mixed.len() - eth.len();
+    assert!(
+        err.contains("interface 1 has link type 105, which weft does not read")
+            && err.contains(&format!("its {skipped} records were skipped")),
+        "{err}"
+    );
+    assert_eq!(s["capture_interfaces"][1]["skipped"], skipped, "{s:#}");
+    assert_eq!(s["capture_interfaces"][0]["skipped"], 0, "{s:#}");
+    let (code, _, err, p) = replay(&dir, &dir.join("eth.pcapng"), "eth");
+    assert_eq!(code, 0, "{err}");
+    for leaf in ["web", "db", "other"] {
+        assert_eq!(
+            s["leaves"][leaf]["packets"], p["leaves"][leaf]["packets"],
+            "{leaf}"
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
