@@ -365,7 +365,18 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
             Ok(())
         }
         CtlCommand::Reload { policy: p, socket } => {
-            if let Err(e) = policy::load(&p, &LoadOptions::default()) {
+            // Checked here as the daemon will check it: at the uplink rate it runs at (its
+            // `--rate`, which stands for the file's `link: {rate}`; a senic policy's limits
+            // are judged against it). Without an answer, at the file's rate: an invalid
+            // policy is said before a daemon that is not there.
+            let rate = ask(&socket, json!({"cmd": "stats"}))
+                .ok()
+                .and_then(|v| v["rate_bps"].as_u64());
+            let opts = LoadOptions {
+                link_rate_bps: rate,
+                ..LoadOptions::default()
+            };
+            if let Err(e) = policy::load(&p, &opts) {
                 crate::diagnostics::report(&e, false);
                 return Err(usage(format!(
                     "{}: invalid policy; the running one is untouched",

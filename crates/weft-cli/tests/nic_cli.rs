@@ -148,18 +148,48 @@ fn fake_daemon(
     tag: &str,
     answer: serde_json::Value,
 ) -> (std::path::PathBuf, std::thread::JoinHandle<String>) {
+    let (sock, daemon) = fake_daemon_answering(tag, vec![answer]);
+    (
+        sock,
+        std::thread::spawn(move || daemon.join().unwrap().join("")),
+    )
+}
+
+/// [`fake_daemon`] answering one connection per answer, in order, or fewer if the client
+/// stops asking (the socket then goes when the client's last connection has been served and
+/// no other comes within 5 s); returns the request lines.
+fn fake_daemon_answering(
+    tag: &str,
+    answers: Vec<serde_json::Value>,
+) -> (std::path::PathBuf, std::thread::JoinHandle<Vec<String>>) {
     use std::io::{BufRead, Write};
     let sock = std::env::temp_dir().join(format!("wq-fake-{tag}-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
     let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    l.set_nonblocking(true).unwrap();
     let path = sock.clone();
     let daemon = std::thread::spawn(move || {
-        let (s, _) = l.accept().unwrap();
-        let mut req = String::new();
-        std::io::BufReader::new(&s).read_line(&mut req).unwrap();
-        writeln!(&s, "{answer}").unwrap();
+        let mut reqs = Vec::new();
+        for answer in answers {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let s = loop {
+                match l.accept() {
+                    Ok((s, _)) => break Some(s),
+                    Err(_) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(5))
+                    }
+                    Err(_) => break None,
+                }
+            };
+            let Some(s) = s else { break };
+            s.set_nonblocking(false).unwrap();
+            let mut req = String::new();
+            std::io::BufReader::new(&s).read_line(&mut req).unwrap();
+            writeln!(&s, "{answer}").unwrap();
+            reqs.push(req);
+        }
         let _ = std::fs::remove_file(&path);
-        req
+        reqs
     });
     (sock, daemon)
 }
@@ -168,10 +198,13 @@ fn fake_daemon(
 /// does at start) and the policy's name, unquoted, on stdout.
 #[test]
 fn ctl_reload_prints_the_daemons_warnings() {
-    let (sock, daemon) = fake_daemon(
+    let (sock, daemon) = fake_daemon_answering(
         "reload",
-        serde_json::json!({"ok": true, "policy": "two-tenants", "generation": 2,
-            "warnings": ["no leaf of two-tenants takes tenant 3 (c on t3): dropped"]}),
+        vec![
+            serde_json::json!({"ok": true, "rate_bps": 500_000_000u64}),
+            serde_json::json!({"ok": true, "policy": "two-tenants", "generation": 2,
+                "warnings": ["no leaf of two-tenants takes tenant 3 (c on t3): dropped"]}),
+        ],
     );
     let good = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -181,13 +214,53 @@ fn ctl_reload_prints_the_daemons_warnings() {
         .args(["ctl", "reload", good, "--socket"])
         .arg(&sock)
         .assert();
-    let req = daemon.join().unwrap();
-    assert!(req.contains("\"cmd\":\"reload\""), "{req}");
+    let reqs = daemon.join().unwrap();
+    assert!(reqs[1].contains("\"cmd\":\"reload\""), "{reqs:?}");
     a.code(0)
         .stdout("reloaded: policy two-tenants (generation 2)\n")
         .stderr(contains(
             "warning: no leaf of two-tenants takes tenant 3 (c on t3): dropped",
         ));
+}
+
+/// `weft ctl reload` checks the policy at the rate the daemon runs at (its `--rate`, which
+/// stands for the file's link rate), as the daemon will: a SENIC policy whose L1 classes
+/// (7 Gbit/s) fit its file's 10 Gbit/s but not a daemon's 5 is refused here with the rule,
+/// and nothing is sent; at 10 Gbit/s it is sent. It was checked at the file's rate, so the
+/// daemon refused what the client had passed, with only its one-line error.
+#[test]
+fn ctl_reload_checks_the_policy_at_the_daemons_rate() {
+    let policy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/senic-two-level.yaml"
+    );
+    let reload_ok = serde_json::json!({"ok": true, "policy": "senic-two-level", "generation": 2});
+    // Only the stats request is answered: a reload request would find no socket (exit 1).
+    let (sock, daemon) = fake_daemon_answering(
+        "reload-rate-low",
+        vec![serde_json::json!({"ok": true, "rate_bps": 5_000_000_000u64})],
+    );
+    let a = weft()
+        .args(["ctl", "reload", policy, "--socket"])
+        .arg(&sock)
+        .assert();
+    let reqs = daemon.join().unwrap();
+    a.code(2).stderr(contains("senic-oversubscribed"));
+    assert!(reqs[0].contains("\"cmd\":\"stats\""), "{reqs:?}");
+    let (sock, daemon) = fake_daemon_answering(
+        "reload-rate-ok",
+        vec![
+            serde_json::json!({"ok": true, "rate_bps": 10_000_000_000u64}),
+            reload_ok,
+        ],
+    );
+    let a = weft()
+        .args(["ctl", "reload", policy, "--socket"])
+        .arg(&sock)
+        .assert();
+    let reqs = daemon.join().unwrap();
+    a.code(0);
+    assert!(reqs[1].contains("\"cmd\":\"reload\""), "{reqs:?}");
 }
 
 /// The stats table gives counters as `name=value` words (zeros left out), not JSON text.
