@@ -563,3 +563,87 @@ fn names_that_would_break_a_csv_column_are_refused() {
     compile("weft: 1\nlink: {rate: 1gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: web.db-1/x, type: leaf, parent: root, weight: 1}\n")
         .unwrap_or_else(|e| panic!("{}", e.render_plain()));
 }
+
+/// A generated node: name, scheduling parent, matched values of tag, dport and vm (0: not
+/// matched).
+type SmallNode = (String, Option<usize>, [u8; 3]);
+
+/// A small policy of overlapping matches for the cross-level shadowing check: per node after
+/// the root, (parent pick, leaf?, tag, dport, vm), each field 0 (not matched) or a value 1–2.
+fn overlapping(nodes: &[(u8, bool, u8, u8, u8)]) -> (String, Vec<SmallNode>) {
+    // (name, parent, [tag, dport, vm]) per node; node 0 is the root.
+    let mut tree: Vec<(String, Option<usize>, [u8; 3], bool)> =
+        vec![("root".into(), None, [0; 3], false)];
+    for (i, &(p, leaf, tag, dport, vm)) in nodes.iter().enumerate() {
+        let inner: Vec<usize> = (0..tree.len()).filter(|&j| !tree[j].3).collect();
+        let parent = inner[p as usize % inner.len()];
+        tree.push((
+            format!("n{}", i + 1),
+            Some(parent),
+            [tag % 3, dport % 3, vm % 3],
+            leaf,
+        ));
+    }
+    // A scheduling node without children becomes a leaf.
+    for j in 0..tree.len() {
+        if !tree[j].3 && !tree.iter().any(|n| n.1 == Some(j)) {
+            tree[j].3 = true;
+        }
+    }
+    let mut text = String::from("weft: 1\nnodes:\n");
+    for (name, parent, m, leaf) in &tree {
+        let kind = if *leaf { "leaf" } else { "wfq" };
+        let mut keys = vec![format!("name: {name}"), format!("type: {kind}")];
+        if let Some(p) = parent {
+            keys.push(format!("parent: {}", tree[*p].0));
+            keys.push("weight: 1".into());
+        }
+        let fields: Vec<String> = ["tag", "dport", "vm"]
+            .iter()
+            .zip(m)
+            .filter(|(_, v)| **v != 0)
+            .map(|(f, v)| format!("{f}: {v}"))
+            .collect();
+        if !fields.is_empty() {
+            keys.push(format!("match: {{{}}}", fields.join(", ")));
+        }
+        text += &format!("  - {{{}}}\n", keys.join(", "));
+    }
+    let nodes = tree.into_iter().map(|(n, p, m, _)| (n, p, m)).collect();
+    (text, nodes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(common::cases(300)))]
+
+    /// Rule shadowed-match across levels is sound: a node it reports is reached by no packet
+    /// (every packet of the fields' values, absent or 1–3, descending by first match).
+    #[test]
+    fn a_node_shadowed_across_levels_is_never_reached(
+        nodes in prop::collection::vec((any::<u8>(), any::<bool>(), 0u8..3, 0u8..3, 0u8..3), 1..8)
+    ) {
+        let (text, tree) = overlapping(&nodes);
+        let Err(e) = compile(&text) else { return Ok(()) };
+        for d in e.diagnostics.iter().filter(|d| {
+            d.rule == Rule::ShadowedMatch && d.message.contains("every packet that can reach it")
+        }) {
+            let name = d.node.clone().expect("names its node");
+            let target = tree.iter().position(|n| n.0 == name).unwrap();
+            for pkt in 0..64u32 {
+                // Each field absent (0) or 1–3.
+                let values = [pkt % 4, pkt / 4 % 4, pkt / 16 % 4];
+                let accepts = |m: &[u8; 3]| {
+                    m.iter().zip(values).all(|(&want, got)| want == 0 || got == u32::from(want))
+                };
+                let mut at = 0;
+                loop {
+                    prop_assert_ne!(at, target, "packet {:?} reaches `{}`:\n{}", values, name, text);
+                    match tree.iter().position(|n| n.1 == Some(at) && accepts(&n.2)) {
+                        Some(c) => at = c,
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+}

@@ -212,3 +212,44 @@ fn a_utf16_policy_is_named_utf16() {
     .unwrap_err();
     assert!(err.diagnostics[0].message.contains("byte 0xE9"));
 }
+
+/// Rule shadowed-match across levels: a node every packet of whose scope (its match and its
+/// ancestors') an earlier sibling of it or of an ancestor takes first can never be chosen.
+/// Such policies compiled, and the node's counters stayed at zero.
+#[test]
+fn a_node_shadowed_from_a_level_above_is_refused() {
+    let head = "weft: 1\nnodes:\n  - {name: root, type: prio}\n  - {name: web, type: leaf, parent: root, priority: 0, match: {dport: 80}}\n  - {name: vm1, type: wfq, parent: root, priority: 1, match: {vm: 1}}\n";
+    // VM 1's port 80 goes to `web` at the root: `vm1-web` never sees a packet.
+    let text = format!("{head}  - {{name: vm1-web, type: leaf, parent: vm1, weight: 1, match: {{dport: 80}}}}\n  - {{name: vm1-rest, type: leaf, parent: vm1, weight: 1}}\n");
+    assert_eq!(
+        compile(&text),
+        Err(vec![("shadowed-match".to_string(), 6)]),
+        "{text}"
+    );
+    // Overlap that leaves something is allowed: port 443 of VM 1 reaches `vm1-tls`.
+    let text = format!("{head}  - {{name: vm1-tls, type: leaf, parent: vm1, weight: 1, match: {{dport: [80, 443]}}}}\n  - {{name: vm1-rest, type: leaf, parent: vm1, weight: 1}}\n");
+    assert!(compile(&text).is_ok(), "{text}");
+    // A node under a shadowed one is not reported again.
+    let text = format!("{head}  - {{name: vm1-web, type: wfq, parent: vm1, weight: 1, match: {{dport: 80}}}}\n  - {{name: x, type: leaf, parent: vm1-web, weight: 1, match: {{tenant: 1}}}}\n  - {{name: y, type: leaf, parent: vm1-web, weight: 1}}\n  - {{name: vm1-rest, type: leaf, parent: vm1, weight: 1}}\n");
+    assert_eq!(
+        compile(&text),
+        Err(vec![("shadowed-match".to_string(), 6)]),
+        "{text}"
+    );
+    // At its own level, through the parent's scope: under `t`, which takes only VM 1, `a`
+    // (VM 1) leaves nothing for the catch-all `b`.
+    let text = "weft: 1\nnodes:\n  - {name: root, type: prio}\n  - {name: t, type: wfq, parent: root, priority: 0, match: {vm: 1}}\n  - {name: a, type: leaf, parent: t, weight: 1, match: {vm: 1}}\n  - {name: b, type: leaf, parent: t, weight: 1}\n  - {name: rest, type: leaf, parent: root, priority: 1}\n";
+    assert_eq!(
+        compile(text),
+        Err(vec![("shadowed-match".to_string(), 6)]),
+        "{text}"
+    );
+    let e = compile_str(Path::new("p.yaml"), text, &LoadOptions::default()).unwrap_err();
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("`b` can never be chosen: every packet that can reach it (match {vm: 1}) is taken first by `a`"),
+        "{}",
+        e.diagnostics[0].message
+    );
+}

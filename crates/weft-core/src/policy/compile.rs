@@ -1174,9 +1174,22 @@ impl<'o> Compiler<'o> {
         };
         let mut scope: Vec<Option<Match>> = vec![None; decls.len()];
         scope[root] = Some(own(root));
+        // Shadowing across levels (see `shadowed_across_levels`): per node, its scheduling
+        // parent, the earlier siblings whose matches meet its scope, and whether it is
+        // already reported (or below a node that is).
+        let any = Match::default();
+        let owns: Vec<&Match> = decls
+            .iter()
+            .map(|d| d.matches.as_ref().map_or(&any, |m| &m.value))
+            .collect();
+        let mut sched_parent: Vec<Option<usize>> = vec![None; decls.len()];
+        let mut blockers: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
+        let mut dead = vec![false; decls.len()];
         for &v in &bfs {
             let mut b = DispatchBuilder::new(shapes);
-            for &c in &sched_kids[v] {
+            for (k, &c) in sched_kids[v].iter().enumerate() {
+                let reported_before = self.diags.len();
+                sched_parent[c] = Some(v);
                 let m = own(c);
                 let above = scope[v].clone().unwrap_or_default();
                 scope[c] = match above.intersect(&m) {
@@ -1205,6 +1218,24 @@ impl<'o> Compiler<'o> {
                         prior,
                         &format!("children of `{}`", decls[v].name.value),
                     );
+                }
+                if dead[v] || self.diags.len() > reported_before {
+                    dead[c] = true;
+                    continue;
+                }
+                let sc = scope[c].clone().unwrap_or_default();
+                if sched_kids[v].len() <= CROSS_LEVEL_MAX_SIBLINGS {
+                    blockers[c] = sched_kids[v][..k]
+                        .iter()
+                        .copied()
+                        .filter(|&e| sc.intersect(owns[e]).is_some())
+                        .collect();
+                }
+                if let Some(d) =
+                    shadowed_across_levels(&decls, &owns, &sched_parent, &blockers, c, &sc)
+                {
+                    self.diags.push(d);
+                    dead[c] = true;
                 }
             }
             let children = if sched_kids[v].is_empty() {
@@ -1319,6 +1350,82 @@ impl<'o> Compiler<'o> {
         };
         self.diags.push(diag.node(d.name.value.clone()));
     }
+}
+
+/// Siblings a node may have for [`shadowed_across_levels`] to weigh them at its level: the
+/// pairwise check is quadratic in them (a flat `senic` node of 100,000 classes is left to
+/// the sibling rule's tables).
+const CROSS_LEVEL_MAX_SIBLINGS: usize = 256;
+
+/// Single-valued combinations of a scope the cross-level check expands at most.
+const CROSS_LEVEL_MAX_ATOMS: usize = 1024;
+
+/// Rule shadowed-match across levels: node `c`, whose scope (its match and its ancestors')
+/// is `scope`, can never be chosen when every packet of that scope is taken first by an
+/// earlier sibling of `c` or of one of its ancestors (first match wins at each level):
+/// `web {dport: 80}` before `vm1 {vm: 1}` takes all of `vm1-web {dport: 80}`'s packets, and
+/// `tenant-a {vm: 1}` before a catch-all sibling under a parent that takes only `vm: 1`
+/// takes all of the catch-all's. Exact for what it reports (each single-valued combination
+/// of the scope is covered by one earlier rule, as the sibling rule demands); a scope of
+/// more than [`CROSS_LEVEL_MAX_ATOMS`] combinations, or siblings beyond
+/// [`CROSS_LEVEL_MAX_SIBLINGS`] at a level, are not weighed. Cost: per node, its depth in
+/// blocker lists and, when there are blockers, its combinations times them.
+fn shadowed_across_levels(
+    decls: &[NodeDecl],
+    owns: &[&Match],
+    sched_parent: &[Option<usize>],
+    blockers: &[Vec<usize>],
+    c: usize,
+    scope: &Match,
+) -> Option<Diagnostic> {
+    use crate::classifier::{reference, FIELDS};
+    // The earlier siblings along the path, nearest level first.
+    let mut along: Vec<usize> = Vec::new();
+    let mut x = Some(c);
+    while let Some(n) = x {
+        along.extend_from_slice(&blockers[n]);
+        x = sched_parent[n];
+    }
+    if along.is_empty() {
+        return None;
+    }
+    let combinations = FIELDS
+        .iter()
+        .map(|&f| scope.count(f).max(1))
+        .try_fold(1usize, |a, n| a.checked_mul(n))?;
+    if combinations > CROSS_LEVEL_MAX_ATOMS {
+        return None;
+    }
+    let mut first = None;
+    for atom in reference::single_valued(scope) {
+        let by = along
+            .iter()
+            .copied()
+            .find(|&e| reference::covers(owns[e], &atom))?;
+        first.get_or_insert(by);
+    }
+    let by = first?;
+    let d = &decls[c];
+    let e = &decls[by];
+    let above = sched_parent[by].map_or("", |p| decls[p].name.value.as_str());
+    Some(
+        Diagnostic::new(
+            Rule::ShadowedMatch,
+            d.matches.as_ref().map_or(d.name.span, |m| m.span),
+            format!(
+                "`{}` can never be chosen: every packet that can reach it (match {scope}) is \
+                 taken first by `{}` (match {}), an earlier child of `{above}` (first match \
+                 wins at each level)",
+                d.name.value, e.name.value, owns[by]
+            ),
+        )
+        .label(
+            e.matches.as_ref().map_or(e.name.span, |m| m.span),
+            "takes them first",
+        )
+        .help("put the more specific node first, or narrow the earlier match")
+        .node(d.name.value.clone()),
+    )
 }
 
 /// Rule senic-oversubscribed's message: the L1 classes of `node` add up to `sum_bps`, more
