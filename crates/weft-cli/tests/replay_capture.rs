@@ -835,7 +835,7 @@ fn a_pcapng_interface_of_another_link_type_is_skipped_with_a_warning() {
         .collect();
     let mut mixed = eth.clone();
     for (k, sp) in specs.iter().enumerate().step_by(3) {
-        mixed.push((1, base + sp.0, vec![0x80 + k as u8; 60]));
+        mixed.push((1, base + sp.0, vec![(k % 128) as u8 | 0x80; 60]));
     }
     mixed.sort_by_key(|r| r.1);
     fs::write(dir.join("eth.pcapng"), pcapng(&[(1, None)], &eth)).unwrap();
