@@ -234,15 +234,19 @@ fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
     let sh = shared.clone();
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || loop {
-            let s = accept(&listener);
-            if sh.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            match s {
-                Ok(s) => serve(&sh, move |sh| conn(s, sh)),
-                // Out of descriptors, say: try again a little later rather than spin.
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        .spawn(move || {
+            // Off the pinned loop's CPU (its connection threads inherit this).
+            crate::dataplane::away_from_the_loop();
+            loop {
+                let s = accept(&listener);
+                if sh.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                match s {
+                    Ok(s) => serve(&sh, move |sh| conn(s, sh)),
+                    // Out of descriptors, say: try again a little later rather than spin.
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
             }
         })
 }

@@ -1125,8 +1125,52 @@ fn wait_readable(fds: &mut [libc::pollfd], ns: u64) {
     };
 }
 
-/// Pins the calling thread to CPU `cpu` (`sched_setaffinity(2)`).
+/// The CPUs the control threads run on once the loop is pinned ([`pin_to_cpu`]): those the
+/// process could use before, less the loop's. Unset while nothing is pinned, or when the
+/// loop's CPU was the only one.
+static CONTROL_CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+
+/// The CPUs the calling thread may run on (`sched_getaffinity(2)`).
+pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; the kernel fills at most its size, and
+    // CPU_ISSET reads within it (i < CPU_SETSIZE).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&i| libc::CPU_ISSET(i, &set))
+            .collect())
+    }
+}
+
+/// Moves the calling thread off the loop's CPU, onto [`CONTROL_CPUS`] (nothing when the
+/// loop is not pinned). The control threads ([`crate::ctl`]: accepting connections,
+/// reading requests, compiling a reloaded policy) start with it: threads inherit the
+/// affinity of the thread that makes them, and the loop's thread, pinned first, makes them,
+/// so they would otherwise take turns with the busy-polling loop on its one CPU (a reload's
+/// compile of ~90 ms would stall forwarding for as long).
+pub fn away_from_the_loop() {
+    let Some(cpus) = CONTROL_CPUS.get() else {
+        return;
+    };
+    // SAFETY: as in `pin_to_cpu`: CPU_SET writes inside the zeroed set (ids come from
+    // `allowed_cpus`, below CPU_SETSIZE).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        // Best effort: a refusal leaves the thread where it was.
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Pins the calling thread to CPU `cpu` (`sched_setaffinity(2)`); the control threads it
+/// starts afterwards move to the other CPUs it could use ([`away_from_the_loop`]).
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    let before = allowed_cpus().unwrap_or_default();
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -1152,6 +1196,10 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
             e.kind(),
             format!("--cpu {cpu}: {why} (it may run on {cpus} CPUs; see `nproc`)"),
         ));
+    }
+    let others: Vec<usize> = before.into_iter().filter(|&c| c != cpu).collect();
+    if !others.is_empty() {
+        let _ = CONTROL_CPUS.set(others);
     }
     Ok(())
 }
@@ -1895,6 +1943,35 @@ impl State {
 
 #[cfg(test)]
 mod tests {
+    /// A thread pinned as the loop is starts control threads off its CPU: they move to the
+    /// CPUs the process could use before ([`super::away_from_the_loop`]).
+    #[test]
+    fn control_threads_leave_the_loops_cpu() {
+        let allowed = super::allowed_cpus().unwrap();
+        if allowed.len() < 2 {
+            return; // one CPU: nowhere else to go
+        }
+        let loop_cpu = allowed[0];
+        let (mine, control) = std::thread::spawn(move || {
+            super::pin_to_cpu(loop_cpu).unwrap();
+            let mine = super::allowed_cpus().unwrap();
+            let control = std::thread::spawn(|| {
+                super::away_from_the_loop();
+                super::allowed_cpus().unwrap()
+            })
+            .join()
+            .unwrap();
+            (mine, control)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(mine, vec![loop_cpu]);
+        assert!(
+            !control.contains(&loop_cpu) && !control.is_empty(),
+            "control thread on {control:?}, the loop on {loop_cpu}"
+        );
+    }
+
     /// A CPU this process may not run on is named as such (it read "Invalid argument (os
     /// error 22)"); the attempt leaves the thread's affinity as it was.
     #[test]
