@@ -1145,12 +1145,13 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     }
 }
 
-/// Moves the calling thread off the loop's CPU, onto [`CONTROL_CPUS`] (nothing when the
-/// loop is not pinned). The control threads ([`crate::ctl`]: accepting connections,
-/// reading requests, compiling a reloaded policy) start with it: threads inherit the
-/// affinity of the thread that makes them, and the loop's thread, pinned first, makes them,
-/// so they would otherwise take turns with the busy-polling loop on its one CPU (a reload's
-/// compile of ~90 ms would stall forwarding for as long).
+/// Moves the calling thread off the loop's CPU, onto the CPUs the process could use before
+/// [`pin_to_cpu`] less the loop's (nothing when the loop is not pinned). The control
+/// threads ([`crate::ctl`]: accepting connections, reading requests, compiling a reloaded
+/// policy) start with it: threads inherit the affinity of the thread that makes them, and
+/// the loop's thread, pinned first, makes them, so they would otherwise take turns with the
+/// busy-polling loop on its one CPU (a reload's compile of ~90 ms would stall forwarding
+/// for as long).
 pub fn away_from_the_loop() {
     let Some(cpus) = CONTROL_CPUS.get() else {
         return;
