@@ -116,6 +116,10 @@ enum Framing {
     Loopback,
 }
 
+/// The link types [`framing`] reads, as messages name them.
+pub const LINK_TYPES: &str =
+    "Ethernet 1, raw IP 101/228/229, Linux cooked 113/276, BSD loopback 0/108";
+
 fn framing(l: Linktype) -> Option<Framing> {
     match l {
         Linktype::ETHERNET => Some(Framing::Ethernet),
@@ -461,8 +465,7 @@ impl State {
         let Some(framing) = i.framing else {
             if self.legacy.is_some() {
                 return Err(self.error(format!(
-                    "link type {} is not supported (Ethernet 1, raw IP 101/228/229, Linux \
-                     cooked 113/276, BSD loopback 0/108)",
+                    "link type {} is not supported ({LINK_TYPES})",
                     i.linktype
                 )));
             }

@@ -984,13 +984,13 @@ fn run<E: Engine>(
     {
         crate::out::errln!(
             "warning: {trace_name}: interface {}{} has link type {}, which weft does not read \
-             (Ethernet 1, raw IP 101/228/229, Linux cooked 113/276, BSD loopback 0/108): its {} \
-             records were skipped (summary.json: capture_interfaces)",
+             ({}): its {} records were skipped (summary.json: capture_interfaces)",
             i.index,
             i.name
                 .as_ref()
                 .map_or(String::new(), |n| format!(" (`{n}`)")),
             i.linktype,
+            capture::LINK_TYPES,
             i.skipped
         );
     }

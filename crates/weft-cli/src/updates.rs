@@ -20,7 +20,7 @@
 //! Cost: O(nodes) per flag to find its name, once.
 
 use weft_core::policy::compile::senic_oversubscribed_message;
-use weft_core::policy::parse::{suggest, to_nfc};
+use weft_core::policy::parse::suggest;
 use weft_core::policy::{Algo, Program};
 use weft_core::sched::{check_update, Update, LAST_ARRIVAL_PS};
 use weft_core::units::{parse_rate, parse_size, parse_time};
@@ -253,10 +253,8 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
             int(field).map(Some)
         }
     };
-    // Names are kept composed (NFC); a terminal may have typed this one decomposed.
-    let composed = to_nfc(name);
-    let change = if let Some(c) = prog.shapers.iter().position(|s| s.name == composed) {
-        let c = c as u32;
+    // The lookups find a name typed in either Unicode form (a terminal may decompose it).
+    let change = if let Some(c) = prog.shaper_id(name) {
         match field {
             "rate" => Change::ShaperRate(c, parse_rate(value).map_err(|e| e.to_string())?),
             "burst" => Change::ShaperBurst(c, parse_size(value, true).map_err(|e| e.to_string())?),
@@ -267,18 +265,14 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
             }
         }
     } else {
-        let node = prog
-            .nodes
-            .iter()
-            .position(|n| n.name == composed)
-            .ok_or_else(|| {
-                let names: Vec<&str> = (prog.nodes.iter().map(|n| n.name.as_str()))
-                    .chain(prog.shapers.iter().map(|s| s.name.as_str()))
-                    .collect();
-                let hint = suggest(name, &names)
-                    .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
-                format!("no node or shaping class is named `{name}`{hint}")
-            })? as u32;
+        let node = prog.node_id(name).ok_or_else(|| {
+            let names: Vec<&str> = (prog.nodes.iter().map(|n| n.name.as_str()))
+                .chain(prog.shapers.iter().map(|s| s.name.as_str()))
+                .collect();
+            let hint =
+                suggest(name, &names).map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+            format!("no node or shaping class is named `{name}`{hint}")
+        })?;
         let n = &prog.nodes[node as usize];
         let parent = n.parent.map(|p| &prog.nodes[p as usize].algo);
         let under = |ok: bool, what: &str| {

@@ -176,14 +176,10 @@ fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> 
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
-    let Ok(name) = std::ffi::CString::new(ifname) else {
+    // No such interface: nothing to claim (opening its port says why).
+    let Ok(ifindex) = crate::afpacket::ifindex(ifname) else {
         return Ok(None);
     };
-    // SAFETY: a NUL-terminated name; if_nametoindex only reads it.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Ok(None);
-    }
     let netns = std::fs::metadata("/proc/self/ns/net").map_or(0, |m| m.ino());
     let dir = std::path::Path::new(CLAIM_DIR);
     if std::fs::create_dir_all(dir).is_err() {

@@ -802,8 +802,7 @@ fn default_name(path: &Path) -> String {
     let name: String = stem
         .chars()
         .map(|c| {
-            let one = c.to_string();
-            if c == '/' || !policy::parse::valid_name(&one) {
+            if c == '/' || !policy::parse::name_char(c) {
                 '_'
             } else {
                 c
@@ -815,12 +814,6 @@ fn default_name(path: &Path) -> String {
     } else {
         name
     }
-}
-
-/// The bidirectional formatting characters (embeddings, overrides, isolates): text holding
-/// them can read in another order than it is stored, in a terminal or a browser.
-fn bidi_control(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A unit of time as `time_scale` may write it (`ms`, `second`, `minutes`): the unit of
@@ -1560,7 +1553,7 @@ impl Ctx<'_> {
             .value
             .chars()
             .enumerate()
-            .find(|&(_, c)| (c.is_control() && !allowed(c)) || bidi_control(c));
+            .find(|&(_, c)| (c.is_control() && !allowed(c)) || policy::parse::bidi_control(c));
         let Some((i, c)) = bad else {
             return Ok(());
         };

@@ -1378,7 +1378,7 @@ fn shadowed_across_levels(
     c: usize,
     scope: &Match,
 ) -> Option<Diagnostic> {
-    use crate::classifier::{reference, FIELDS};
+    use crate::classifier::reference;
     // The earlier siblings along the path, nearest level first.
     let mut along: Vec<usize> = Vec::new();
     let mut x = Some(c);
@@ -1389,11 +1389,7 @@ fn shadowed_across_levels(
     if along.is_empty() {
         return None;
     }
-    let combinations = FIELDS
-        .iter()
-        .map(|&f| scope.count(f).max(1))
-        .try_fold(1usize, |a, n| a.checked_mul(n))?;
-    if combinations > CROSS_LEVEL_MAX_ATOMS {
+    if scope.combinations() > CROSS_LEVEL_MAX_ATOMS as u128 {
         return None;
     }
     let mut first = None;

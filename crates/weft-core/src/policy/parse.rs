@@ -296,19 +296,31 @@ pub fn valid_name(name: &str) -> bool {
     name_problem(name).is_none()
 }
 
+/// Whether a name may hold `c` ([`valid_name`]): no whitespace, control character, comma,
+/// double quote or invisible formatting character.
+pub fn name_char(c: char) -> bool {
+    !(c.is_whitespace() || c.is_control() || invisible_formatting(c) || c == '"' || c == ',')
+}
+
+/// Invisible formatting characters: zero-width spaces and joiners, the bidirectional
+/// controls ([`bidi_control`]), word joiners and invisible operators, the byte-order mark,
+/// the soft hyphen. Text holding them looks like other text.
+pub fn invisible_formatting(c: char) -> bool {
+    bidi_control(c)
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{00ad}')
+}
+
+/// The bidirectional embeddings, overrides and isolates: text holding them can read in
+/// another order than it is stored, in a terminal or a browser.
+pub fn bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// What keeps `name` from being a name ([`valid_name`]), as the end of a sentence that
 /// starts with the name: "must be non-empty, without ..." or "is not in Unicode's composed
 /// form ...". `None` for a valid name.
 pub fn name_problem(name: &str) -> Option<String> {
-    let invisible = |c: char| {
-        matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}')
-    };
-    if name.is_empty()
-        || name.contains(|c: char| {
-            c.is_whitespace() || c.is_control() || invisible(c) || c == '"' || c == ','
-        })
-    {
+    if name.is_empty() || !name.chars().all(name_char) {
         return Some(
             "must be non-empty, without spaces, commas, double quotes, control or invisible \
              formatting characters"

@@ -1967,6 +1967,15 @@ impl FastEngine {
         }
     }
 
+    /// [`Self::release_due`] when anything may be due: the shaping queue's first entry, or
+    /// any packet in a senic group's heap (one compare each on the dequeue's path).
+    #[inline(always)]
+    fn release_if_due(&mut self, now: u64) {
+        if self.senic_deferred != 0 || self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
+            self.release_due(now);
+        }
+    }
+
     /// Moves due packets back into the tree: the shaping queue's whose time has come, then
     /// each senic group's (in node order) whose `S` its `V` has reached, in `(S, seq)` order
     /// (the reference's order).
@@ -2451,9 +2460,7 @@ impl Engine for FastEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        if self.senic_deferred != 0 || self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
-            self.release_due(now);
-        }
+        self.release_if_due(now);
         loop {
             let (slot, tracked) = self.pop_path(0)?;
             if let Some(d) = self.send(slot, 0, tracked, now) {
@@ -2467,9 +2474,7 @@ impl Engine for FastEngine {
             // As no call of `dequeue` at all: the shaping queue is left as it is.
             return 0;
         }
-        if self.senic_deferred != 0 || self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
-            self.release_due(now);
-        }
+        self.release_if_due(now);
         let mut sent = 0;
         // Pipelined only while no packet waits for `outstanding`: a departure that admits
         // one pushes it into the tree, which could change the pops after it. (No departure
