@@ -453,7 +453,11 @@ fn ticks(max: f64) -> Vec<f64> {
     if !(max.is_finite() && max > 0.0) {
         return vec![0.0];
     }
-    let step = tick_step(max);
+    ticks_every(max, tick_step(max))
+}
+
+/// The multiples of `step` from 0 to `max` (rounded to 6 decimals).
+fn ticks_every(max: f64, step: f64) -> Vec<f64> {
     let n = (max / step * (1.0 + 1e-9)).floor() as usize;
     (0..=n).map(|i| round(i as f64 * step, 6)).collect()
 }
@@ -688,9 +692,7 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
         }
     } else {
         // A grid line and a label at every round step up to the top.
-        let n = (ymax / ystep * (1.0 + 1e-9)).floor() as usize;
-        for i in 0..=n {
-            let v = round(i as f64 * ystep, 6);
+        for v in ticks_every(ymax, ystep) {
             let y = py(v);
             let _ = write!(
                 s,
