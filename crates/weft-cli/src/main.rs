@@ -25,7 +25,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::json;
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::{self, show, Classification, LoadOptions, PolicyError, Program};
@@ -1057,8 +1057,19 @@ fn tenant_pairs(flags: &[String]) -> Result<Vec<(String, String)>, String> {
     Ok(pairs)
 }
 
+/// The command line's grammar: `Cli`'s, with negative numbers taken as values everywhere, so
+/// `--buffers -5` is refused by the flag's own range ("invalid value '-5' for '--buffers'")
+/// rather than as an unknown argument `-5`. No weft flag is a digit, so nothing is shadowed.
+fn grammar() -> clap::Command {
+    fn negatives_are_values(c: clap::Command) -> clap::Command {
+        c.allow_negative_numbers(true)
+            .mut_subcommands(negatives_are_values)
+    }
+    negatives_are_values(Cli::command())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&grammar().get_matches()).unwrap_or_else(|e| e.exit());
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {

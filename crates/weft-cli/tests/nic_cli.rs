@@ -57,6 +57,19 @@ fn run_refuses_bad_arguments_with_exit_2() {
         .assert()
         .code(2)
         .stderr(contains("--idle-sleep-us").and(contains("0..=1000")));
+    // A negative number is a value its flag refuses, not an unknown argument `-5`.
+    weft()
+        .args([
+            "run", "--policy", p, "--uplink", "u", "--rate", "1gbit", "--tenant", "a=t",
+        ])
+        .args(["--buffers", "-5"])
+        .assert()
+        .code(2)
+        .stderr(
+            contains("invalid value '-5' for '--buffers")
+                .and(contains("64..=1048576"))
+                .and(contains("unexpected argument").not()),
+        );
 }
 
 #[test]
