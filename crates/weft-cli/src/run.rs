@@ -676,7 +676,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
         }
         TestbedCommand::Down { prefix } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
-            crate::out::errln!("testbed: {}", testbed::down(&prefix).describe(&prefix));
+            crate::out::errln!("testbed: {}", testbed::down_all(&prefix).describe(&prefix));
             Ok(())
         }
         TestbedCommand::Run {

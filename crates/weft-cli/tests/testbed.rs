@@ -335,3 +335,66 @@ fn sigterm_mid_run_leaves_no_namespace_process_or_socket_behind() {
     assert!(alive.is_empty(), "processes left running: {alive:?}\n{err}");
     assert!(!sock.exists(), "{} left behind\n{err}", sock.display());
 }
+
+/// `weft testbed bench` measures every configuration: each gets a testbed of its own, set up
+/// and torn down in turn, and no teardown may take what a later configuration needs (one took
+/// the FIFO policy's file, and every configuration after the first failed with "weft run did
+/// not start"). A short run: rates are not judged here, only that each configuration
+/// forwarded frames, and that the bench leaves nothing behind.
+#[test]
+fn bench_measures_every_configuration_and_cleans_up() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason("wtprobe") {
+        println!("skipped: {why}");
+        return;
+    }
+    let prefix = format!("wtbb{}", std::process::id() % 10_000);
+    let dir = weft_nic::testbed::bench_dir(&prefix);
+    let _down = common::Down(prefix.clone(), dir.clone());
+    let out = Command::new(common::weft())
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .args(["testbed", "bench", "--prefix", &prefix])
+        .args(["--seconds", "0.5", "--sizes", "64"])
+        .output()
+        .expect("weft testbed bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for config in [
+        "weft loom-fig1",
+        "weft fifo",
+        "htb 1 class",
+        "htb 1000 classes",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(config))
+            .unwrap_or_else(|| panic!("no row for {config}:\n{stdout}\n{stderr}"));
+        let forwarded: f64 = row
+            .split_whitespace()
+            .last()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no forwarded figure in {row:?}"));
+        assert!(
+            forwarded > 0.0,
+            "{config} forwarded nothing:\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(
+        stdout.contains("64 B, forwarded: weft Fig. 1 / HTB 1 class"),
+        "{stdout}"
+    );
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    let left: Vec<String> = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .lines()
+    .filter(|l| l.starts_with(&format!("{prefix}-")))
+    .map(String::from)
+    .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+}

@@ -109,13 +109,23 @@ pub fn install_tools() {
     }
 }
 
-/// Where `weft testbed bench` writes its FIFO policy: removed when it ends and by [`down`].
+/// Where `weft testbed bench` writes its FIFO policy: removed when it ends and by
+/// [`down_all`] (not by [`down`]: each configuration's testbed is torn down while the bench
+/// still needs the file).
 pub fn bench_dir(prefix: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("weft-bench-{prefix}"))
 }
 
-/// Deletes every namespace named `prefix-*` (killing the processes inside first), the
-/// control sockets a killed daemon may have left and the benchmark's directory.
+/// [`down`], and the directory a killed `weft testbed bench` left ([`bench_dir`]): what
+/// `weft testbed down` and an interrupted testbed clean up.
+pub fn down_all(prefix: &str) -> Removed {
+    let _ = std::fs::remove_dir_all(bench_dir(prefix));
+    down(prefix)
+}
+
+/// Deletes every namespace named `prefix-*` (killing the processes inside first) and the
+/// control sockets a killed daemon may have left. What a testbed's setup and teardown run;
+/// the benchmark's directory stays (see [`down_all`]).
 pub fn down(prefix: &str) -> Removed {
     let mut removed = Removed::default();
     for f in [
@@ -124,8 +134,6 @@ pub fn down(prefix: &str) -> Removed {
     ] {
         let _ = std::fs::remove_file(std::env::temp_dir().join(f));
     }
-    // The benchmark's FIFO policy (`weft testbed bench`), left by one that was killed.
-    let _ = std::fs::remove_dir_all(bench_dir(prefix));
     let list = sh(&["ip", "netns", "list"]).unwrap_or_default();
     for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or("");
@@ -236,11 +244,11 @@ pub fn tear_down_on_signal(prefix: &str) -> R<()> {
             // recorded: [`Child::spawn`] and [`Testbed::up`] refuse).
             let mut r = Removed {
                 killed: kill_descendants(),
-                ..down(&prefix)
+                ..down_all(&prefix)
             };
             std::thread::sleep(Duration::from_millis(50));
             let killed = kill_descendants();
-            let again = down(&prefix);
+            let again = down_all(&prefix);
             r.killed += killed + again.killed;
             r.namespaces.extend(again.namespaces);
             eprintln!("testbed: {}", r.describe(&prefix));
