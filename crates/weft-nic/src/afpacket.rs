@@ -15,20 +15,44 @@
 //!   full-size frames), a lone request fills nothing and waits for the timer. Fewer ring
 //!   handovers under load is what V3 buys with that. Blocks are 32 KiB.
 //!
-//! Either ring is one `mmap`. Transmission uses `send(2)` on the same socket, bound to the
-//! interface, with `PACKET_QDISC_BYPASS`: one system call per frame (a TX ring is future
-//! work). Our own transmissions are not looped back to the receive ring
+//! **Transmission** goes through a memory-mapped transmit ring (`PACKET_TX_RING`, in the
+//! socket's TPACKET version; 256 slots of 4 KiB, so every frame of the dataplane's 2 KiB
+//! buffers fits): [`PacketSocket::send`] copies a frame into the next slot and hands it over
+//! (`TP_STATUS_SEND_REQUEST`); [`PacketSocket::flush`] kicks the kernel once (a zero-length
+//! `send(2)`), which transmits every slot handed over, in ring order, and gives each back
+//! (`TP_STATUS_AVAILABLE`) when its buffer is freed. One system call per batch instead of
+//! one per frame: at 64 B most of a frame's cost was that call (docs/dataplane.md). With a
+//! transmit ring every `send(2)` on the socket is such a kick, so there is no per-frame path
+//! besides it: a sender that wants one call per frame flushes after each.
+//!
+//! A frame longer than the interface's MTU plus its Ethernet header (and a VLAN tag, if it
+//! carries one) is refused by `send` itself, as `send(2)` would refuse it (`EMSGSIZE`).
+//! `PACKET_LOSS` is set so that a slot the kernel refuses anyway (the MTU lowered after the
+//! socket opened) is given back instead of stalling every slot behind it; such a kick sends
+//! fewer bytes than were handed over, which is counted (`tx_kick_short`,
+//! `tx_skipped_bytes`). The socket is bound to the interface, with
+//! `PACKET_QDISC_BYPASS`. Our own transmissions are not looped back to the receive ring
 //! (`PACKET_IGNORE_OUTGOING`, and outgoing frames are skipped by `sll_pkttype` on older
 //! kernels). The socket's descriptor polls readable when a frame (V2) or block (V3) is ready.
+//!
+//! Both rings are one `mmap` (receive ring first, then the transmit ring).
 //!
 //! Invariants: a slot or block is read only while `TP_STATUS_USER` is set (acquire fence
 //! after the load), and returned with a release fence before `TP_STATUS_KERNEL` is stored;
 //! frame offsets are bounds-checked against the slot or block before any byte is read, so a
-//! corrupt ring cannot make us read outside the mapping.
+//! corrupt ring cannot make us read outside the mapping. A transmit slot is written only
+//! while the kernel has given it back (`TP_STATUS_AVAILABLE`, acquire fence after the load),
+//! and handed over with a release fence before `TP_STATUS_SEND_REQUEST` is stored; slots are
+//! handed over in ring order (the kernel walks them from its own head and stops at the first
+//! not handed over). Frames handed over and not yet kicked are kicked at the latest when the
+//! socket is dropped.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
+
+use serde_json::{json, Value};
 
 const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
@@ -36,8 +60,18 @@ const PACKET_VERSION: libc::c_int = 10;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// Transmit ring slot states (`<linux/if_packet.h>`): ours to write; handed to the kernel.
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+/// Transmit ring: `TX_SLOTS` slots of `TX_FRAME` bytes (header and frame), in blocks of
+/// `TX_BLOCK` bytes (a whole number of pages and of slots).
+const TX_SLOTS: u32 = 256;
+const TX_FRAME: u32 = 4096;
+const TX_BLOCK: u32 = 64 * 1024;
 const PACKET_OUTGOING: u8 = 4;
 const ETH_P_ALL: u16 = 0x0003;
 
@@ -126,12 +160,54 @@ impl Default for RingConfig {
     }
 }
 
-/// An AF_PACKET socket bound to one interface, with a TPACKET_V2 or V3 receive ring.
+/// The transmit ring: where its slots are, where a slot's header keeps its fields, and what
+/// is handed over but not yet kicked.
+struct TxRing {
+    /// The first slot (inside the socket's mapping, after the receive ring).
+    base: *mut u8,
+    /// Byte offsets in a slot: `tp_status`, `tp_len`, the frame (the header's size).
+    status_at: usize,
+    len_at: usize,
+    data_at: usize,
+    /// The interface's MTU when the socket opened, bytes.
+    mtu: usize,
+    /// The slot to write next.
+    next: Cell<u32>,
+    /// Frames and bytes handed over since the last kick that went through.
+    unkicked: Cell<(u32, u64)>,
+    counters: Cell<TxCounters>,
+}
+
+/// What the transmit side did (`ctl stats`, `ports`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxCounters {
+    /// Frames handed to the kernel through the ring.
+    pub frames: u64,
+    /// Frames refused as longer than the MTU allows (`EMSGSIZE`).
+    pub oversize: u64,
+    /// Kicks (zero-length `send(2)`s) that went through.
+    pub kicks: u64,
+    /// Kicks the kernel refused for now (EAGAIN, ENOBUFS, EBUSY): what was handed over stays
+    /// so and goes with the next kick.
+    pub kick_again: u64,
+    /// Kicks that failed otherwise (what was handed over also stays so).
+    pub kick_errors: u64,
+    /// Kicks that sent fewer bytes than were handed over: the kernel skipped slots it
+    /// refused (`PACKET_LOSS`), and `skipped_bytes` adds up what they held.
+    pub kick_short: u64,
+    pub skipped_bytes: u64,
+    /// Sends refused because the next slot was still the kernel's (the ring full).
+    pub ring_full: u64,
+}
+
+/// An AF_PACKET socket bound to one interface, with a TPACKET_V2 or V3 receive ring and a
+/// transmit ring.
 pub struct PacketSocket {
     fd: OwnedFd,
     ring: *mut u8,
     ring_bytes: usize,
     cfg: RingConfig,
+    tx: TxRing,
     /// The block (V3) or frame slot (V2) to read next.
     block: u32,
     /// Frames that arrived truncated (longer than a V2 slot).
@@ -245,6 +321,9 @@ impl PacketSocket {
             &one,
             "qdisc bypass",
         );
+        // Before any ring exists (the kernel refuses it after): a transmit slot the kernel
+        // refuses is given back rather than stalling the ring behind it.
+        setopt(raw, libc::SOL_PACKET, PACKET_LOSS, &one, "PACKET_LOSS")?;
         let frame = 2048u32;
         let req = TpacketReq3 {
             tp_block_size: cfg.block_bytes,
@@ -282,8 +361,45 @@ impl PacketSocket {
                 )?;
             }
         }
-        let ring_bytes = cfg.block_bytes as usize * cfg.blocks as usize;
-        // SAFETY: maps the ring the kernel just allocated for this socket; checked below.
+        // The transmit ring, in the same version: `struct tpacket_req` for V2; for V3
+        // `tpacket_req3` with the receive-only fields zero (the kernel insists).
+        let tx_req = TpacketReq3 {
+            tp_block_size: TX_BLOCK,
+            tp_block_nr: TX_SLOTS / (TX_BLOCK / TX_FRAME),
+            tp_frame_size: TX_FRAME,
+            tp_frame_nr: TX_SLOTS,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        match cfg.version {
+            RingVersion::V3 => setopt(
+                raw,
+                libc::SOL_PACKET,
+                PACKET_TX_RING,
+                &tx_req,
+                "PACKET_TX_RING",
+            )?,
+            RingVersion::V2 => {
+                let req2 = [
+                    tx_req.tp_block_size,
+                    tx_req.tp_block_nr,
+                    tx_req.tp_frame_size,
+                    tx_req.tp_frame_nr,
+                ];
+                setopt(
+                    raw,
+                    libc::SOL_PACKET,
+                    PACKET_TX_RING,
+                    &req2,
+                    "PACKET_TX_RING",
+                )?
+            }
+        }
+        let rx_bytes = cfg.block_bytes as usize * cfg.blocks as usize;
+        let ring_bytes = rx_bytes + (TX_BLOCK * tx_req.tp_block_nr) as usize;
+        // SAFETY: maps the rings the kernel just allocated for this socket (receive ring
+        // first, then the transmit ring); checked below.
         let ring = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -295,13 +411,33 @@ impl PacketSocket {
             )
         };
         if ring == libc::MAP_FAILED {
-            return Err(last_err("mmap(rx ring)"));
+            return Err(last_err("mmap(rings)"));
         }
+        let ring = ring as *mut u8;
+        // Header layouts: `tpacket2_hdr` (status at 0, len at 4) and `tpacket3_hdr` (len at
+        // 16, status at 20); the frame follows the aligned header (the kernel's
+        // `tp_hdrlen - sizeof(struct sockaddr_ll)`).
+        let (status_at, len_at, data_at) = match cfg.version {
+            RingVersion::V2 => (0, 4, TPACKET2_HDRLEN),
+            RingVersion::V3 => (20, 16, TPACKET3_HDRLEN),
+        };
+        let mtu = mtu(raw, name)?;
         let sock = PacketSocket {
             fd,
-            ring: ring as *mut u8,
+            ring,
             ring_bytes,
             cfg,
+            tx: TxRing {
+                // SAFETY: `rx_bytes` is inside the mapping (the transmit ring follows).
+                base: unsafe { ring.add(rx_bytes) },
+                status_at,
+                len_at,
+                data_at,
+                mtu,
+                next: Cell::new(0),
+                unkicked: Cell::new((0, 0)),
+                counters: Cell::new(TxCounters::default()),
+            },
             block: 0,
             truncated: 0,
             ifindex,
@@ -444,35 +580,165 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
-    /// Sends one frame out of the interface. `Ok(false)` when the socket is full (EAGAIN /
-    /// ENOBUFS: the caller counts the frame as a transmit error).
+    /// Queues one frame for the interface in the transmit ring; [`PacketSocket::flush`]
+    /// sends what is queued. `Ok(false)` when the ring is full (every slot still the
+    /// kernel's: the caller counts the frame as a transmit error); `Err` (`EMSGSIZE`) for a
+    /// frame longer than the interface takes.
     pub fn send(&self, frame: &[u8]) -> io::Result<bool> {
-        // SAFETY: `frame` is valid for `frame.len()` bytes.
-        let r = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                frame.as_ptr() as *const libc::c_void,
-                frame.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
+        let tx = &self.tx;
+        // The Ethernet header, and a VLAN tag when the frame has one (802.1Q or 802.1ad).
+        let tagged =
+            frame.len() >= 14 && matches!([frame[12], frame[13]], [0x81, 0] | [0x88, 0xa8]);
+        let longest =
+            (tx.mtu + 14 + if tagged { 4 } else { 0 }).min(TX_FRAME as usize - tx.data_at);
+        if frame.len() > longest || frame.len() < 14 {
+            self.count(|c| c.oversize += 1);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a frame of {} bytes on {}: 14 to {longest} bytes fit (MTU {}, EMSGSIZE)",
+                    frame.len(),
+                    self.name,
+                    tx.mtu
+                ),
+            ));
+        }
+        let i = tx.next.get();
+        // SAFETY: i < TX_SLOTS, so the slot lies inside the transmit ring.
+        let slot = unsafe { tx.base.add(i as usize * TX_FRAME as usize) };
+        // SAFETY: aligned `u32` inside the slot; the kernel writes it concurrently (when it
+        // gives the slot back), hence the volatile read.
+        let status = unsafe { (slot.add(tx.status_at) as *const u32).read_volatile() };
+        if status != TP_STATUS_AVAILABLE {
+            // The kernel has not given this slot back: every slot is in flight.
+            self.count(|c| c.ring_full += 1);
+            self.flush();
+            return Ok(false);
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: the slot is ours while TP_STATUS_AVAILABLE; the frame fits after its header
+        // (`frame.len() ≤ TX_FRAME - data_at`, checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(tx.data_at), frame.len());
+            (slot.add(tx.len_at) as *mut u32).write_volatile(frame.len() as u32);
+        }
+        fence(Ordering::Release);
+        // SAFETY: handing the slot over; the kernel reads it only after this store.
+        unsafe { (slot.add(tx.status_at) as *mut u32).write_volatile(TP_STATUS_SEND_REQUEST) };
+        tx.next.set((i + 1) % TX_SLOTS);
+        let (n, bytes) = tx.unkicked.get();
+        tx.unkicked.set((n + 1, bytes + frame.len() as u64));
+        self.count(|c| c.frames += 1);
+        Ok(true)
+    }
+
+    /// Kicks the kernel to transmit the frames [`PacketSocket::send`] queued (one system
+    /// call for all of them). A kick the kernel refuses leaves them queued for the next.
+    pub fn flush(&self) {
+        let (n, bytes) = self.tx.unkicked.get();
+        if n == 0 {
+            return;
+        }
+        // SAFETY: a zero-length send with no buffer: the transmit ring's kick.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
         if r >= 0 {
-            return Ok(true);
+            // The kernel returns the bytes of the frames it sent; slots it refused
+            // (PACKET_LOSS) are given back unsent and make the sum short.
+            self.tx.unkicked.set((0, 0));
+            let skipped = bytes.saturating_sub(r as u64);
+            self.count(|c| {
+                c.kicks += 1;
+                if skipped > 0 {
+                    c.kick_short += 1;
+                    c.skipped_bytes += skipped;
+                }
+            });
+            return;
         }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(false),
-            _ => Err(e),
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EBUSY) => {
+                self.count(|c| c.kick_again += 1)
+            }
+            _ => self.count(|c| c.kick_errors += 1),
         }
+        // Some frames may have gone before the kernel stopped: what is still handed over
+        // is the run of slots before `next` the kernel has not taken.
+        self.tx.unkicked.set(self.still_handed_over());
+    }
+
+    /// Frames and bytes in the slots before `next` that are still `TP_STATUS_SEND_REQUEST`.
+    fn still_handed_over(&self) -> (u32, u64) {
+        let tx = &self.tx;
+        let (mut n, mut bytes) = (0u32, 0u64);
+        while n < TX_SLOTS {
+            let i = (tx.next.get() + TX_SLOTS - 1 - n) % TX_SLOTS;
+            // SAFETY: i < TX_SLOTS: a slot inside the ring; its status and length are
+            // aligned `u32`s (volatile: the kernel may be writing them).
+            let (status, len) = unsafe {
+                let slot = tx.base.add(i as usize * TX_FRAME as usize);
+                (
+                    (slot.add(tx.status_at) as *const u32).read_volatile(),
+                    (slot.add(tx.len_at) as *const u32).read_volatile(),
+                )
+            };
+            if status != TP_STATUS_SEND_REQUEST {
+                break;
+            }
+            n += 1;
+            bytes += len as u64;
+        }
+        (n, bytes)
+    }
+
+    /// The transmit side's counters.
+    pub fn tx_counters(&self) -> TxCounters {
+        self.tx.counters.get()
+    }
+
+    /// This socket's counters for `ctl stats` (`ports`).
+    pub fn counters_json(&self) -> Value {
+        let c = self.tx_counters();
+        json!({
+            "iface": self.name, "backend": "af-packet", "rx_truncated": self.truncated,
+            "tx_frames": c.frames, "tx_oversize": c.oversize, "tx_ring_full": c.ring_full,
+            "kicks": c.kicks, "kick_again": c.kick_again, "kick_errors": c.kick_errors,
+            "tx_kick_short": c.kick_short, "tx_skipped_bytes": c.skipped_bytes,
+        })
+    }
+
+    fn count(&self, f: impl FnOnce(&mut TxCounters)) {
+        let mut c = self.tx.counters.get();
+        f(&mut c);
+        self.tx.counters.set(c);
     }
 }
 
 impl Drop for PacketSocket {
     fn drop(&mut self) {
+        // Frames queued and not yet kicked leave now. (The kernel sends from the ring's
+        // pages and holds its own references to them: unmapping does not pull them away.)
+        self.flush();
         // SAFETY: unmaps exactly the mapping made in `open`; no reference into it outlives
         // `self` (frames are only lent to `recv_batch`'s callback).
         unsafe { libc::munmap(self.ring as *mut libc::c_void, self.ring_bytes) };
     }
+}
+
+/// The MTU of interface `name` (`SIOCGIFMTU` on the socket `fd`), bytes.
+fn mtu(fd: i32, name: &str) -> io::Result<usize> {
+    // SAFETY: all-zero is a valid `ifreq`.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: `req` is a valid `ifreq` naming the interface (NUL-terminated: the name is at
+    // most 15 bytes, checked by `ifindex`); the kernel writes `ifru_mtu`.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
+    if r < 0 {
+        return Err(last_err("SIOCGIFMTU"));
+    }
+    // SAFETY: SIOCGIFMTU filled the union's `ifru_mtu`.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu }.max(0) as usize)
 }
 
 #[cfg(test)]

@@ -265,8 +265,14 @@ impl Port for PacketSocket {
     fn send(&self, frame: &[u8]) -> std::io::Result<bool> {
         PacketSocket::send(self, frame)
     }
+    fn flush(&self) {
+        PacketSocket::flush(self)
+    }
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(self.fd())
+    }
+    fn counters(&self) -> Value {
+        self.counters_json()
     }
 }
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};

@@ -1695,9 +1695,11 @@ pub fn blast(
     let mut i = 0usize;
     while t.elapsed().as_secs_f64() < seconds {
         for _ in 0..256 {
+            // One send(2) per frame, as an application sends: each frame is kicked alone.
             if let Ok(true) = sock.send(&frames[i]) {
                 sent += 1;
             }
+            sock.flush();
             i = (i + 1) % frames.len();
         }
     }

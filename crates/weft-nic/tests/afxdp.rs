@@ -9,131 +9,14 @@
 //! through an AF_PACKET socket. No timing assertions: waits are bounded, counts are exact.
 #![cfg(feature = "af-xdp")]
 
-use std::process::{Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{frame, n, test_frame_index, Ns};
 use weft_nic::afpacket::{PacketSocket, RingConfig, RingVersion};
 use weft_nic::afxdp::XdpPort;
 use weft_nic::dataplane::Port;
-
-/// Test frames carry a local experimental EtherType, so stray frames (none are expected:
-/// IPv6 is off in the namespace) cannot be mistaken for them.
-const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A namespace with the veth pair; deleted on drop.
-struct Ns(String);
-
-impl Ns {
-    fn new(tag: &str) -> Result<Ns, String> {
-        if std::env::var_os("WEFT_SKIP_NETNS").is_some() {
-            return Err("WEFT_SKIP_NETNS is set".into());
-        }
-        // SAFETY: plain system call.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("not root (namespaces, XDP and AF_XDP need it)".into());
-        }
-        let name = format!("wx{}{tag}", std::process::id() % 100_000);
-        let _ = ip(&["netns", "del", &name]);
-        if !ip(&["netns", "add", &name]) {
-            return Err("`ip netns add` failed (no network namespaces here)".into());
-        }
-        let ns = Ns(name);
-        for k in ["all", "default"] {
-            let _ = Command::new("ip")
-                .args(["netns", "exec", &ns.0, "sysctl", "-qw"])
-                .arg(format!("net.ipv6.conf.{k}.disable_ipv6=1"))
-                .status();
-        }
-        let n = ns.0.as_str();
-        let ok = ip(&[
-            "-n",
-            n,
-            "link",
-            "add",
-            "xa",
-            "numrxqueues",
-            "2",
-            "numtxqueues",
-            "2",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "xb",
-        ]) && ip(&["-n", n, "link", "set", "xa", "up"])
-            && ip(&["-n", n, "link", "set", "xb", "up"]);
-        if !ok {
-            return Err("cannot create veth pairs here".into());
-        }
-        Ok(ns)
-    }
-
-    /// Runs `f` on a thread inside the namespace (the calling thread keeps its own).
-    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.0);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = std::fs::File::open(&path).expect("namespace file");
-                // SAFETY: moves only this thread into the namespace `file` refers to.
-                let r = unsafe {
-                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
-                };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .expect("namespace thread")
-        })
-    }
-
-    fn link_show(&self, dev: &str) -> String {
-        let o = Command::new("ip")
-            .args(["-n", &self.0, "link", "show", dev])
-            .output()
-            .expect("ip link show");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
-    }
-}
-
-/// Frame `i`: broadcast destination, a made-up source, the test EtherType, then `i` and a
-/// pattern derived from it; 60 to 1514 bytes.
-fn frame(i: u32) -> Vec<u8> {
-    let len = 60 + (i as usize * 37) % (1514 - 60 + 1);
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0x77, 0x01]);
-    f.extend_from_slice(&ETHERTYPE);
-    f.extend_from_slice(&i.to_be_bytes());
-    while f.len() < len {
-        f.push((f.len() as u32 ^ i) as u8);
-    }
-    f
-}
-
-fn test_frame_index(f: &[u8]) -> Option<u32> {
-    (f.len() >= 18 && f[12..14] == ETHERTYPE)
-        .then(|| u32::from_be_bytes(f[14..18].try_into().unwrap()))
-}
-
-fn n(v: &serde_json::Value, p: &str) -> u64 {
-    v.pointer(p)
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or_else(|| panic!("{p}: {v}"))
-}
 
 #[test]
 fn frames_cross_an_af_xdp_port_both_ways_intact_and_counters_balance() {
@@ -176,9 +59,11 @@ fn frames_cross_an_af_xdp_port_both_ways_intact_and_counters_balance() {
                 drain(&mut port, &mut got);
             }
             if i % 64 == 63 {
+                peer.flush();
                 drain(&mut port, &mut got);
             }
         }
+        peer.flush();
         let t = Instant::now();
         while got.len() < N as usize && t.elapsed() < Duration::from_secs(10) {
             drain(&mut port, &mut got);
