@@ -22,8 +22,9 @@
 //! `send(2)`), which transmits every slot handed over, in ring order, and gives each back
 //! (`TP_STATUS_AVAILABLE`) when its buffer is freed. One system call per batch instead of
 //! one per frame: at 64 B most of a frame's cost was that call (docs/dataplane.md). With a
-//! transmit ring every `send(2)` on the socket is such a kick, so there is no per-frame path
-//! besides it: a sender that wants one call per frame flushes after each.
+//! transmit ring every `send(2)` on the socket is such a kick; a socket opened without one
+//! ([`RingConfig::tx_ring`], the benchmark's blasters) sends each frame by its own
+//! `send(2)`, as an application does.
 //!
 //! A frame longer than the interface's MTU plus its Ethernet header (and a VLAN tag, if it
 //! carries one) is refused by `send` itself, as `send(2)` would refuse it (`EMSGSIZE`).
@@ -147,6 +148,9 @@ pub struct RingConfig {
     pub block_bytes: u32,
     pub blocks: u32,
     pub retire_ms: u32,
+    /// A transmit ring (the default). Without one, [`PacketSocket::send`] is one `send(2)`
+    /// per frame, as an application sends, and [`PacketSocket::flush`] does nothing.
+    pub tx_ring: bool,
 }
 
 impl Default for RingConfig {
@@ -156,6 +160,7 @@ impl Default for RingConfig {
             block_bytes: 32 * 1024,
             blocks: 128,
             retire_ms: 1,
+            tx_ring: true,
         }
     }
 }
@@ -175,13 +180,12 @@ struct TxRing {
     next: Cell<u32>,
     /// Frames and bytes handed over since the last kick that went through.
     unkicked: Cell<(u32, u64)>,
-    counters: Cell<TxCounters>,
 }
 
 /// What the transmit side did (`ctl stats`, `ports`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxCounters {
-    /// Frames handed to the kernel through the ring.
+    /// Frames handed to the kernel (through the ring, or by their own `send(2)`).
     pub frames: u64,
     /// Frames refused as longer than the MTU allows (`EMSGSIZE`).
     pub oversize: u64,
@@ -207,7 +211,9 @@ pub struct PacketSocket {
     ring: *mut u8,
     ring_bytes: usize,
     cfg: RingConfig,
-    tx: TxRing,
+    /// `None` without a transmit ring ([`RingConfig::tx_ring`]).
+    tx: Option<TxRing>,
+    tx_counters: Cell<TxCounters>,
     /// The block (V3) or frame slot (V2) to read next.
     block: u32,
     /// Frames that arrived truncated (longer than a V2 slot).
@@ -373,6 +379,7 @@ impl PacketSocket {
             tp_feature_req_word: 0,
         };
         match cfg.version {
+            _ if !cfg.tx_ring => {}
             RingVersion::V3 => setopt(
                 raw,
                 libc::SOL_PACKET,
@@ -397,7 +404,12 @@ impl PacketSocket {
             }
         }
         let rx_bytes = cfg.block_bytes as usize * cfg.blocks as usize;
-        let ring_bytes = rx_bytes + (TX_BLOCK * tx_req.tp_block_nr) as usize;
+        let tx_bytes = if cfg.tx_ring {
+            (TX_BLOCK * tx_req.tp_block_nr) as usize
+        } else {
+            0
+        };
+        let ring_bytes = rx_bytes + tx_bytes;
         // SAFETY: maps the rings the kernel just allocated for this socket (receive ring
         // first, then the transmit ring); checked below.
         let ring = unsafe {
@@ -427,7 +439,7 @@ impl PacketSocket {
             ring,
             ring_bytes,
             cfg,
-            tx: TxRing {
+            tx: cfg.tx_ring.then(|| TxRing {
                 // SAFETY: `rx_bytes` is inside the mapping (the transmit ring follows).
                 base: unsafe { ring.add(rx_bytes) },
                 status_at,
@@ -436,8 +448,8 @@ impl PacketSocket {
                 mtu,
                 next: Cell::new(0),
                 unkicked: Cell::new((0, 0)),
-                counters: Cell::new(TxCounters::default()),
-            },
+            }),
+            tx_counters: Cell::new(TxCounters::default()),
             block: 0,
             truncated: 0,
             ifindex,
@@ -583,9 +595,16 @@ impl PacketSocket {
     /// Queues one frame for the interface in the transmit ring; [`PacketSocket::flush`]
     /// sends what is queued. `Ok(false)` when the ring is full (every slot still the
     /// kernel's: the caller counts the frame as a transmit error); `Err` (`EMSGSIZE`) for a
-    /// frame longer than the interface takes.
+    /// frame longer than the interface takes. Without a transmit ring, sends it now by its
+    /// own `send(2)` (`Ok(false)` on EAGAIN / ENOBUFS).
     pub fn send(&self, frame: &[u8]) -> io::Result<bool> {
-        let tx = &self.tx;
+        let Some(tx) = &self.tx else {
+            let sent = self.send_now(frame);
+            if let Ok(true) = sent {
+                self.count(|c| c.frames += 1);
+            }
+            return sent;
+        };
         // The Ethernet header, and a VLAN tag when the frame has one (802.1Q or 802.1ad).
         let tagged =
             frame.len() >= 14 && matches!([frame[12], frame[13]], [0x81, 0] | [0x88, 0xa8]);
@@ -635,7 +654,8 @@ impl PacketSocket {
     /// Kicks the kernel to transmit the frames [`PacketSocket::send`] queued (one system
     /// call for all of them). A kick the kernel refuses leaves them queued for the next.
     pub fn flush(&self) {
-        let (n, bytes) = self.tx.unkicked.get();
+        let Some(tx) = &self.tx else { return };
+        let (n, bytes) = tx.unkicked.get();
         if n == 0 {
             return;
         }
@@ -644,7 +664,7 @@ impl PacketSocket {
         if r >= 0 {
             // The kernel returns the bytes of the frames it sent; slots it refused
             // (PACKET_LOSS) are given back unsent and make the sum short.
-            self.tx.unkicked.set((0, 0));
+            tx.unkicked.set((0, 0));
             let skipped = bytes.saturating_sub(r as u64);
             self.count(|c| {
                 c.kicks += 1;
@@ -663,12 +683,19 @@ impl PacketSocket {
         }
         // Some frames may have gone before the kernel stopped: what is still handed over
         // is the run of slots before `next` the kernel has not taken.
-        self.tx.unkicked.set(self.still_handed_over());
+        tx.unkicked.set(tx.still_handed_over());
     }
 
+    /// The transmit side's counters.
+    pub fn tx_counters(&self) -> TxCounters {
+        self.tx_counters.get()
+    }
+}
+
+impl TxRing {
     /// Frames and bytes in the slots before `next` that are still `TP_STATUS_SEND_REQUEST`.
     fn still_handed_over(&self) -> (u32, u64) {
-        let tx = &self.tx;
+        let tx = self;
         let (mut n, mut bytes) = (0u32, 0u64);
         while n < TX_SLOTS {
             let i = (tx.next.get() + TX_SLOTS - 1 - n) % TX_SLOTS;
@@ -689,12 +716,9 @@ impl PacketSocket {
         }
         (n, bytes)
     }
+}
 
-    /// The transmit side's counters.
-    pub fn tx_counters(&self) -> TxCounters {
-        self.tx.counters.get()
-    }
-
+impl PacketSocket {
     /// This socket's counters for `ctl stats` (`ports`).
     pub fn counters_json(&self) -> Value {
         let c = self.tx_counters();
@@ -707,9 +731,30 @@ impl PacketSocket {
     }
 
     fn count(&self, f: impl FnOnce(&mut TxCounters)) {
-        let mut c = self.tx.counters.get();
+        let mut c = self.tx_counters.get();
         f(&mut c);
-        self.tx.counters.set(c);
+        self.tx_counters.set(c);
+    }
+
+    /// One frame by its own `send(2)` (a socket without a transmit ring).
+    fn send_now(&self, frame: &[u8]) -> io::Result<bool> {
+        // SAFETY: `frame` is valid for `frame.len()` bytes.
+        let r = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                frame.as_ptr() as *const libc::c_void,
+                frame.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r >= 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(false),
+            _ => Err(e),
+        }
     }
 }
 

@@ -96,41 +96,67 @@ fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
             );
         }
         assert_eq!(c.frames, N as u64, "{version:?}: {c:?}");
-        assert_eq!(c.kick_errors + c.kick_short + c.oversize, 0, "{version:?}: {c:?}");
+        assert_eq!(
+            c.kick_errors + c.kick_short + c.oversize,
+            0,
+            "{version:?}: {c:?}"
+        );
         assert!(c.ring_full > 0, "{version:?}: the ring never filled: {c:?}");
         assert!(c.kicks < N as u64 / 4, "{version:?}: not batched: {c:?}");
         drop(ns);
     }
 }
 
+/// Byte for byte, with a transmit ring and without one (each frame its own `send(2)`: the
+/// benchmark's blasters).
 #[test]
-fn bytes_arrive_as_sent_through_the_ring() {
-    let ns = match Ns::new("rb") {
-        Ok(ns) => ns,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
-    };
-    let frames: Vec<Vec<u8>> = ns.run(|| {
-        let tx = PacketSocket::open("xa", RingConfig::default()).expect("AF_PACKET on xa");
-        let mut rx = receiver("xb");
-        for i in 0..40 {
-            assert!(tx.send(&frame(i)).expect("send"), "frame {i} refused");
-        }
-        tx.flush();
-        let mut out = Vec::new();
-        let t = Instant::now();
-        while out.len() < 40 && t.elapsed() < Duration::from_secs(5) {
-            rx.recv_batch(64, |f, _| {
-                if test_frame_index(f).is_some() {
-                    out.push(f.to_vec());
-                }
-            });
-        }
-        out
-    });
-    assert_eq!(frames, (0..40).map(frame).collect::<Vec<_>>());
+fn bytes_arrive_as_sent_with_and_without_a_transmit_ring() {
+    for (tag, tx_ring) in [("rb", true), ("rp", false)] {
+        let ns = match Ns::new(tag) {
+            Ok(ns) => ns,
+            Err(why) => {
+                println!("skipped: {why}");
+                return;
+            }
+        };
+        let (frames, c) = ns.run(|| {
+            let tx = PacketSocket::open(
+                "xa",
+                RingConfig {
+                    tx_ring,
+                    ..RingConfig::default()
+                },
+            )
+            .expect("AF_PACKET on xa");
+            let mut rx = receiver("xb");
+            for i in 0..40 {
+                assert!(tx.send(&frame(i)).expect("send"), "frame {i} refused");
+            }
+            tx.flush();
+            let mut out = Vec::new();
+            let t = Instant::now();
+            while out.len() < 40 && t.elapsed() < Duration::from_secs(5) {
+                rx.recv_batch(64, |f, _| {
+                    if test_frame_index(f).is_some() {
+                        out.push(f.to_vec());
+                    }
+                });
+            }
+            (out, tx.tx_counters())
+        });
+        assert_eq!(
+            frames,
+            (0..40).map(frame).collect::<Vec<_>>(),
+            "tx_ring {tx_ring}"
+        );
+        assert_eq!(c.frames, 40, "tx_ring {tx_ring}: {c:?}");
+        assert_eq!(
+            c.kicks,
+            if tx_ring { 1 } else { 0 },
+            "tx_ring {tx_ring}: {c:?}"
+        );
+        drop(ns);
+    }
 }
 
 #[test]
