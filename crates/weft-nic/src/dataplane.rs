@@ -2,7 +2,8 @@
 //! the OS/NIC interface ([`crate::iface`], Loom §4.3) around weft's scheduling core.
 //!
 //! The loop runs in *passes*, each with `now_ps` read once from [`crate::clock`]. A pass
-//! does all the cheap work there is and at most **one expensive step**: a `send(2)`, which
+//! does all the cheap work there is and at most **one expensive step**: a `send(2)` (with a
+//! transmit ring, the kick that sends what the step queued there), which
 //! on veth runs the receiving side's network stack inside the call (the receiver's TCP, or a
 //! tenant's TCP acting on an ACK and sending its next segments), 4–50 µs. So a frame that
 //! arrives while a send is in progress is seen right after it, whatever else is queued:
@@ -52,7 +53,8 @@
 //!
 //! Cost: per frame, one parse, one hash lookup (flow → queue), one comparison of its
 //! classifier fields with the flow's, one copy into the pool, one post, a share of a
-//! doorbell, one engine enqueue/dequeue, one `send(2)`; with shaping classes, one more hash
+//! doorbell, one engine enqueue/dequeue, a copy into the transmit ring and a share of a
+//! kick (a `send(2)` per transmit step, not per frame); with shaping classes, one more hash
 //! lookup (queue → flow) at the departure, to count it at its classes (`shapers`).
 
 use std::collections::{HashMap, VecDeque};
@@ -397,9 +399,14 @@ pub struct DpCounters {
 struct Timing {
     /// Duration of loop iterations that did some work.
     busy_iter: Hist,
-    /// One `send(2)` on the uplink / to a tenant (reverse path).
+    /// One frame handed to the uplink / to a tenant (reverse path): a `send(2)`, or with a
+    /// transmit ring (AF_PACKET's, AF_XDP's) a copy into it.
     uplink_send: Hist,
     reverse_send: Hist,
+    /// The flush after a transmit step: with a transmit ring the kick (one `send(2)` that
+    /// sends what the step queued, and on veth runs the receiving side's stack).
+    uplink_kick: Hist,
+    reverse_kick: Hist,
     /// How late departures start: transmit start − the later of the paced start time and
     /// the frame's arrival (the engine's choice aside, how long the loop kept it waiting).
     departure_late: Hist,
@@ -428,6 +435,8 @@ impl Timing {
         self.busy_iter.clear();
         self.uplink_send.clear();
         self.reverse_send.clear();
+        self.uplink_kick.clear();
+        self.reverse_kick.clear();
         self.departure_late.clear();
         for h in self
             .rx_wait
@@ -451,6 +460,8 @@ impl Timing {
             "busy_iteration": self.busy_iter.summary(),
             "uplink_send": self.uplink_send.summary(),
             "reverse_send": self.reverse_send.summary(),
+            "uplink_kick": self.uplink_kick.summary(),
+            "reverse_kick": self.reverse_kick.summary(),
             "departure_late": self.departure_late.summary(),
             "tenants": tenants,
         })
@@ -1415,7 +1426,11 @@ impl State {
             sent += 1;
         }
         if sent > 0 {
+            let t0 = clock::now_ps();
             uplink.flush();
+            self.timing
+                .uplink_kick
+                .record(clock::now_ps().saturating_sub(t0) / 1000);
             self.reverse_turn = true;
         }
         sent > 0
@@ -1426,7 +1441,11 @@ impl State {
         let Some(t) = self.reverse_send_one(tenants) else {
             return false;
         };
+        let t0 = clock::now_ps();
         tenants[t].flush();
+        self.timing
+            .reverse_kick
+            .record(clock::now_ps().saturating_sub(t0) / 1000);
         self.reverse_turn = false;
         true
     }
