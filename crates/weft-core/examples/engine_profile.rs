@@ -43,15 +43,30 @@ fn run<E: Engine>(
     // Packets (and classifications) made before the measured loop, as `weft bench` does,
     // and, as it does, only packets some leaf accepts: one that misses every leaf would be
     // dropped and shrink the backlog by one.
-    let pool: Vec<(Packet, weft_core::policy::Classification)> = (0..)
-        .map(|i| {
-            let p = make(i);
-            let c = prog.classify(&p.meta);
-            (p, c)
-        })
-        .filter(|(_, c)| matches!(c, weft_core::policy::Classification::Leaf { .. }))
-        .take(backlog + ops as usize)
-        .collect();
+    // A policy that refuses most of the scenario's packets (`WEFT_PROFILE_POLICY` matching on
+    // other fields) would make this search endless: it gives up after a million packets
+    // with none accepted.
+    let wanted = backlog + ops as usize;
+    let mut pool: Vec<(Packet, weft_core::policy::Classification)> = Vec::with_capacity(wanted);
+    for i in 0.. {
+        if pool.is_empty() && i == 1_000_000 {
+            eprintln!(
+                "error: none of the first 1,000,000 packets of this scenario reaches a leaf of \
+                 the policy: does it match on fields the scenario's packets do not carry \
+                 (fig1: vm 0-63, dport 1000-1016, dst 10.0.0-64.x; senic: tag; see the \
+                 example's doc)?"
+            );
+            std::process::exit(2);
+        }
+        let p = make(i);
+        let c = prog.classify(&p.meta);
+        if matches!(c, weft_core::policy::Classification::Leaf { .. }) {
+            pool.push((p, c));
+            if pool.len() == wanted {
+                break;
+            }
+        }
+    }
     // Per-flow queues (Loom §4.2.1): every packet's flow queue, opened before the clock
     // starts (as a flow's queue is opened when the flow starts).
     let posted: Vec<(Packet, FlowQueue)> = if per_flow {
