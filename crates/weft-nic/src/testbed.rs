@@ -144,13 +144,16 @@ pub fn down(prefix: &str) -> Removed {
                 .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
                 .ok();
             if let Ok(pids) = sh(&["ip", "netns", "pids", name]) {
+                let mut killed = Vec::new();
                 for pid in pids.split_whitespace() {
-                    if let Ok(p) = pid.parse::<i32>() {
+                    if let Ok(p) = pid.parse::<u32>() {
                         // SAFETY: plain system call on a pid living in our own namespace.
-                        unsafe { libc::kill(p, libc::SIGKILL) };
-                        removed.killed += 1;
+                        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+                        killed.push(p);
                     }
                 }
+                removed.killed += killed.len();
+                wait_gone(&killed);
             }
             let _ = sh(&["ip", "netns", "del", name]);
             if let Some(ino) = ino {
@@ -202,14 +205,32 @@ fn kill_descendants() -> usize {
         );
         i += 1;
     }
-    let mut killed = 0;
+    let mut killed = Vec::new();
     for &pid in &found[1..] {
         // SAFETY: plain system call on a descendant of this process.
         if unsafe { libc::kill(pid as i32, libc::SIGKILL) } == 0 {
-            killed += 1;
+            killed.push(pid);
         }
     }
-    killed
+    wait_gone(&killed);
+    killed.len()
+}
+
+/// Waits, at most two seconds, until every process of `pids` has exited (gone, or a zombie
+/// whose parent has yet to reap it). SIGKILL takes effect at once, but a process releasing
+/// its memory and sockets (a `weft run` unmapping its rings) still shows in `/proc` as
+/// running for some milliseconds: whoever looks right after a teardown must not find it.
+fn wait_gone(pids: &[u32]) {
+    let exited = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    };
+    let t = Instant::now();
+    while !pids.iter().all(exited) && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// The signal [`tear_down_on_signal`] caught, if one came.
