@@ -180,8 +180,8 @@ pub enum TestbedCommand {
         /// Uplink rate.
         #[arg(long, default_value = "500mbit")]
         rate: String,
-        /// Measured seconds (after 2 s of warm-up).
-        #[arg(long, default_value_t = 10)]
+        /// Measured seconds (after 2 s of warm-up): 1 to 86400.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=86_400))]
         seconds: u32,
         /// Only this scheduler: weft or htb (default both).
         #[arg(long)]

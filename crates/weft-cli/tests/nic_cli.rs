@@ -114,6 +114,12 @@ fn testbed_refuses_unknown_experiment_and_bad_prefix() {
         .args(["testbed", "down", "--prefix", "a/b"])
         .assert()
         .code(2);
+    // Zero seconds used to be run as one, the report saying "1 s measured".
+    weft()
+        .args(["testbed", "run", "fair-1v8", "--seconds", "0"])
+        .assert()
+        .code(2)
+        .stderr(contains("--seconds").and(contains("1..=86400")));
 }
 
 #[test]
