@@ -31,7 +31,9 @@
 //! `PACKET_LOSS` is set so that a slot the kernel refuses anyway (the MTU lowered after the
 //! socket opened) is given back instead of stalling every slot behind it; such a kick sends
 //! fewer bytes than were handed over, which is counted (`tx_kick_short`,
-//! `tx_skipped_bytes`). The socket is bound to the interface, with
+//! `tx_skipped_bytes`), and makes the socket read the MTU again, so later frames too long
+//! for it are refused by `send` and counted by the caller. (A frame that seems too long
+//! also makes it read the MTU again: it may have been raised.) The socket is bound to the interface, with
 //! `PACKET_QDISC_BYPASS`. Our own transmissions are not looped back to the receive ring
 //! (`PACKET_IGNORE_OUTGOING`, and outgoing frames are skipped by `sll_pkttype` on older
 //! kernels). The socket's descriptor polls readable when a frame (V2) or block (V3) is ready.
@@ -174,8 +176,9 @@ struct TxRing {
     status_at: usize,
     len_at: usize,
     data_at: usize,
-    /// The interface's MTU when the socket opened, bytes.
-    mtu: usize,
+    /// The interface's MTU, bytes: read when the socket opens, and again when a frame seems
+    /// too long for it or a kick comes back short (the MTU changed meanwhile).
+    mtu: Cell<usize>,
     /// The slot to write next.
     next: Cell<u32>,
     /// Frames and bytes handed over since the last kick that went through.
@@ -445,7 +448,7 @@ impl PacketSocket {
                 status_at,
                 len_at,
                 data_at,
-                mtu,
+                mtu: Cell::new(mtu),
                 next: Cell::new(0),
                 unkicked: Cell::new((0, 0)),
             }),
@@ -608,17 +611,23 @@ impl PacketSocket {
         // The Ethernet header, and a VLAN tag when the frame has one (802.1Q or 802.1ad).
         let tagged =
             frame.len() >= 14 && matches!([frame[12], frame[13]], [0x81, 0] | [0x88, 0xa8]);
-        let longest =
-            (tx.mtu + 14 + if tagged { 4 } else { 0 }).min(TX_FRAME as usize - tx.data_at);
-        if frame.len() > longest || frame.len() < 14 {
+        let longest = |mtu: usize| {
+            (mtu + 14 + if tagged { 4 } else { 0 }).min(TX_FRAME as usize - tx.data_at)
+        };
+        if frame.len() > longest(tx.mtu.get()) {
+            // The MTU may have been raised since it was read.
+            self.refresh_mtu();
+        }
+        if frame.len() > longest(tx.mtu.get()) || frame.len() < 14 {
             self.count(|c| c.oversize += 1);
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "a frame of {} bytes on {}: 14 to {longest} bytes fit (MTU {}, EMSGSIZE)",
+                    "a frame of {} bytes on {}: 14 to {} bytes fit (MTU {}, EMSGSIZE)",
                     frame.len(),
                     self.name,
-                    tx.mtu
+                    longest(tx.mtu.get()),
+                    tx.mtu.get()
                 ),
             ));
         }
@@ -673,6 +682,11 @@ impl PacketSocket {
                     c.skipped_bytes += skipped;
                 }
             });
+            if skipped > 0 {
+                // Most likely the MTU was lowered: later frames too long for it are refused
+                // by `send` (counted, as send(2) refused them) rather than skipped here.
+                self.refresh_mtu();
+            }
             return;
         }
         match io::Error::last_os_error().raw_os_error() {
@@ -689,6 +703,13 @@ impl PacketSocket {
     /// The transmit side's counters.
     pub fn tx_counters(&self) -> TxCounters {
         self.tx_counters.get()
+    }
+
+    /// Reads the interface's MTU again (kept as it was if the read fails).
+    fn refresh_mtu(&self) {
+        if let (Some(tx), Ok(m)) = (&self.tx, mtu(self.fd.as_raw_fd(), &self.name)) {
+            tx.mtu.set(m);
+        }
     }
 }
 

@@ -208,3 +208,71 @@ fn a_frame_longer_than_the_mtu_allows_is_refused_and_the_ring_goes_on() {
     );
     assert_eq!((c.frames, c.oversize, c.kick_short), (3, 1, 0), "{c:?}");
 }
+
+/// The MTU changed while the socket is open: a frame the kernel then refuses is not lost
+/// unseen (the kick comes back short and is counted), and the socket reads the MTU again, so
+/// the next such frame is refused by `send`, as `send(2)` refuses it; raised again, longer
+/// frames go at once.
+#[test]
+fn an_mtu_changed_while_open_is_read_again() {
+    let ns = match Ns::new("rm") {
+        Ok(ns) => ns,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let n = ns.0.clone();
+    let set_mtu = |mtu: &str| {
+        for dev in ["xa", "xb"] {
+            assert!(
+                ip(&["-n", &n, "link", "set", dev, "mtu", mtu]),
+                "mtu of {dev}"
+            );
+        }
+    };
+    let sized = |i: u32, len: usize| {
+        let mut f = frame(i);
+        f.resize(len, 0x5a);
+        f
+    };
+    let (got, c_lowered, refused, c_end) = ns.run(|| {
+        let tx = PacketSocket::open("xa", RingConfig::default()).expect("AF_PACKET on xa");
+        let mut rx = receiver("xb");
+        // Opened at 1500; lowered to 1000 behind the socket's back.
+        set_mtu("1000");
+        assert!(
+            tx.send(&sized(0, 1400)).unwrap(),
+            "queued under the old MTU"
+        );
+        assert!(tx.send(&frame(1)).unwrap());
+        tx.flush();
+        let c_lowered = tx.tx_counters();
+        let refused = tx.send(&sized(2, 1400)).is_err();
+        // Raised to 3000: a 2500-byte frame goes without the socket being reopened.
+        set_mtu("3000");
+        assert!(
+            tx.send(&sized(3, 2500)).unwrap(),
+            "refused after the MTU was raised"
+        );
+        tx.flush();
+        let (mut got, mut lens) = (Vec::new(), Vec::new());
+        let t = Instant::now();
+        while got.len() < 2 && t.elapsed() < Duration::from_secs(5) {
+            drain(&mut rx, &mut got, &mut lens);
+        }
+        (got, c_lowered, refused, tx.tx_counters())
+    });
+    assert_eq!(
+        got,
+        [1, 3],
+        "the frame the kernel refused is skipped, the others go"
+    );
+    assert_eq!(
+        (c_lowered.kick_short, c_lowered.skipped_bytes),
+        (1, 1400),
+        "{c_lowered:?}"
+    );
+    assert!(refused, "a 1400-byte frame was queued again at MTU 1000");
+    assert_eq!((c_end.oversize, c_end.frames), (1, 3), "{c_end:?}");
+}
