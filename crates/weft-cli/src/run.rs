@@ -598,6 +598,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
             testbed::tear_down_on_signal(&prefix).map_err(|e| (1, e.to_string()))?;
             let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds);
+            testbed::wait_if_interrupted();
             let _ = std::fs::remove_dir_all(&dir);
             let r = r.map_err(|e| (1, e.to_string()))?;
             crate::out::outln!(
@@ -709,8 +710,9 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             };
             let weft = std::env::current_exe().map_err(|e| (1, e.to_string()))?;
             testbed::tear_down_on_signal(&prefix).map_err(|e| (1, e.to_string()))?;
-            let report =
-                testbed::run(&exp, &prefix, &modes, &weft, &out).map_err(|e| (1, e.to_string()))?;
+            let report = testbed::run(&exp, &prefix, &modes, &weft, &out);
+            testbed::wait_if_interrupted();
+            let report = report.map_err(|e| (1, e.to_string()))?;
             write_throughput_chart(&out, &report);
             if j {
                 crate::out::outln!(

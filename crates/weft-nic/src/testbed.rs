@@ -238,6 +238,19 @@ fn interrupted() -> Option<i32> {
     Some(INTERRUPTED.load(Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
+/// After a signal [`tear_down_on_signal`] caught, never returns: its thread is tearing the
+/// testbed down and ends the process with 128 + the signal's number. Otherwise returns at
+/// once. The main thread calls it when its work ends, which a signal may have cut short
+/// (`interrupted by signal 15`): ending the process there would exit 1 before the teardown
+/// is done, and leave part of the testbed behind.
+pub fn wait_if_interrupted() {
+    if interrupted().is_some() {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 /// From now on SIGINT, SIGTERM or SIGHUP tear down everything under `prefix` ([`down`]: the
 /// processes in its namespaces, among them `weft run` and the applications, the namespaces
 /// and the control sockets), say so on stderr and exit with 128 + the signal's number, as a
