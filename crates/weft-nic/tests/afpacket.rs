@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{frame, ip, test_frame_index, Ns};
+use common::{frame, frame_of_len, ip, test_frame_index, Ns};
 use weft_nic::afpacket::{PacketSocket, RingConfig, RingVersion};
 
 /// A receiving socket whose V3 blocks (32 KiB) take frames of any test size.
@@ -39,12 +39,8 @@ fn drain(rx: &mut PacketSocket, got: &mut Vec<u32>, lens: &mut Vec<usize>) {
 #[test]
 fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
     for (tag, version) in [("r2", RingVersion::V2), ("r3", RingVersion::V3)] {
-        let ns = match Ns::new(tag) {
-            Ok(ns) => ns,
-            Err(why) => {
-                println!("skipped: {why}");
-                return;
-            }
+        let Some(ns) = Ns::or_skip(tag) else {
+            return;
         };
         // Kicks after 1, 7, 64 and 300 frames: single frames, small batches, and batches
         // longer than the ring's 256 slots (the ring fills, and a send is refused until
@@ -112,12 +108,8 @@ fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
 #[test]
 fn bytes_arrive_as_sent_with_and_without_a_transmit_ring() {
     for (tag, tx_ring) in [("rb", true), ("rp", false)] {
-        let ns = match Ns::new(tag) {
-            Ok(ns) => ns,
-            Err(why) => {
-                println!("skipped: {why}");
-                return;
-            }
+        let Some(ns) = Ns::or_skip(tag) else {
+            return;
         };
         let (frames, c) = ns.run(|| {
             let tx = PacketSocket::open(
@@ -161,12 +153,8 @@ fn bytes_arrive_as_sent_with_and_without_a_transmit_ring() {
 
 #[test]
 fn a_frame_longer_than_the_mtu_allows_is_refused_and_the_ring_goes_on() {
-    let ns = match Ns::new("rl") {
-        Ok(ns) => ns,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(ns) = Ns::or_skip("rl") else {
+        return;
     };
     // A 3000-byte MTU: frames of up to 3014 bytes go, a 3015-byte one is refused (as
     // send(2) refuses it: EMSGSIZE), 3018 with a VLAN tag. Slots are 4 KiB.
@@ -176,20 +164,15 @@ fn a_frame_longer_than_the_mtu_allows_is_refused_and_the_ring_goes_on() {
             "mtu of {dev}"
         );
     }
-    let sized = |i: u32, len: usize| {
-        let mut f = frame(i);
-        f.resize(len, 0x5a);
-        f
-    };
     let (got, lens, refused, c) = ns.run(|| {
         let tx = PacketSocket::open("xa", RingConfig::default()).expect("AF_PACKET on xa");
         let mut rx = receiver("xb");
         assert!(tx.send(&frame(0)).unwrap(), "frame 0");
         assert!(
-            tx.send(&sized(1, 3014)).unwrap(),
+            tx.send(&frame_of_len(1, 3014)).unwrap(),
             "frame 1, the MTU's longest"
         );
-        let refused = tx.send(&sized(2, 3015)).map_err(|e| e.to_string());
+        let refused = tx.send(&frame_of_len(2, 3015)).map_err(|e| e.to_string());
         assert!(tx.send(&frame(3)).unwrap(), "frame 3");
         tx.flush();
         let (mut got, mut lens) = (Vec::new(), Vec::new());
@@ -215,12 +198,8 @@ fn a_frame_longer_than_the_mtu_allows_is_refused_and_the_ring_goes_on() {
 /// frames go at once.
 #[test]
 fn an_mtu_changed_while_open_is_read_again() {
-    let ns = match Ns::new("rm") {
-        Ok(ns) => ns,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(ns) = Ns::or_skip("rm") else {
+        return;
     };
     let n = ns.0.clone();
     let set_mtu = |mtu: &str| {
@@ -231,28 +210,23 @@ fn an_mtu_changed_while_open_is_read_again() {
             );
         }
     };
-    let sized = |i: u32, len: usize| {
-        let mut f = frame(i);
-        f.resize(len, 0x5a);
-        f
-    };
     let (got, c_lowered, refused, c_end) = ns.run(|| {
         let tx = PacketSocket::open("xa", RingConfig::default()).expect("AF_PACKET on xa");
         let mut rx = receiver("xb");
         // Opened at 1500; lowered to 1000 behind the socket's back.
         set_mtu("1000");
         assert!(
-            tx.send(&sized(0, 1400)).unwrap(),
+            tx.send(&frame_of_len(0, 1400)).unwrap(),
             "queued under the old MTU"
         );
         assert!(tx.send(&frame(1)).unwrap());
         tx.flush();
         let c_lowered = tx.tx_counters();
-        let refused = tx.send(&sized(2, 1400)).is_err();
+        let refused = tx.send(&frame_of_len(2, 1400)).is_err();
         // Raised to 3000: a 2500-byte frame goes without the socket being reopened.
         set_mtu("3000");
         assert!(
-            tx.send(&sized(3, 2500)).unwrap(),
+            tx.send(&frame_of_len(3, 2500)).unwrap(),
             "refused after the MTU was raised"
         );
         tx.flush();

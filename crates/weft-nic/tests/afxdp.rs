@@ -20,12 +20,8 @@ use weft_nic::dataplane::Port;
 
 #[test]
 fn frames_cross_an_af_xdp_port_both_ways_intact_and_counters_balance() {
-    let ns = match Ns::new("f") {
-        Ok(ns) => ns,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(ns) = Ns::or_skip("f") else {
+        return;
     };
     const N: u32 = 3000;
     ns.run(|| {
@@ -123,12 +119,8 @@ fn frames_cross_an_af_xdp_port_both_ways_intact_and_counters_balance() {
 
 #[test]
 fn attachment_is_exclusive_explained_and_removed_on_drop() {
-    let ns = match Ns::new("x") {
-        Ok(ns) => ns,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(ns) = Ns::or_skip("x") else {
+        return;
     };
     ns.run(|| {
         let e = XdpPort::open("wxnope0").err().expect("no such interface");

@@ -65,6 +65,11 @@ impl Ns {
         Ok(ns)
     }
 
+    /// [`Ns::new`], or `None` after printing why the test is skipped.
+    pub fn or_skip(tag: &str) -> Option<Ns> {
+        Ns::new(tag).map_err(|why| println!("skipped: {why}")).ok()
+    }
+
     /// Runs `f` on a thread inside the namespace (the calling thread keeps its own).
     pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let path = format!("/run/netns/{}", self.0);
@@ -109,6 +114,13 @@ pub fn frame(i: u32) -> Vec<u8> {
     while f.len() < len {
         f.push((f.len() as u32 ^ i) as u8);
     }
+    f
+}
+
+/// Frame `i` cut or padded (with 0x5a) to `len` bytes.
+pub fn frame_of_len(i: u32, len: usize) -> Vec<u8> {
+    let mut f = frame(i);
+    f.resize(len, 0x5a);
     f
 }
 
