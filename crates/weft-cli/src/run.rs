@@ -620,28 +620,36 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                     num(&row["forwarded_pps"])
                 )?;
             }
-            // The ratios the issue asks for, per frame size, from this run's rows.
+            // The ratios the issue asks for, per frame size and weft backend, from this
+            // run's rows (the backend named as in the configurations' labels).
             for &size in &sizes {
-                let fwd = |prefix: &str| {
+                let fwd = |config: &str| {
                     rows.iter()
                         .find(|r| {
                             r["frame_bytes"].as_u64() == Some(size as u64)
-                                && r["config"].as_str().is_some_and(|c| c.starts_with(prefix))
+                                && r["config"].as_str() == Some(config)
                         })
                         .map(|r| num(&r["forwarded_pps"]))
                 };
-                if let (Some(fig1), Some(fifo), Some(h1), Some(h1000)) = (
-                    fwd("weft loom-fig1"),
-                    fwd("weft fifo"),
-                    fwd("htb 1 class"),
-                    fwd("htb 1000 classes"),
-                ) {
-                    crate::out::outln!(
-                        "{size} B, forwarded: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
-                        fig1 / h1,
-                        fig1 / h1000,
-                        fig1 / fifo
-                    )?;
+                for b in &backend {
+                    let (tag, said) = if b == "af-packet" {
+                        (String::new(), String::new())
+                    } else {
+                        (format!(" {b}"), format!(" ({b})"))
+                    };
+                    if let (Some(fig1), Some(fifo), Some(h1), Some(h1000)) = (
+                        fwd(&format!("weft loom-fig1{tag}")),
+                        fwd(&format!("weft fifo{tag}")),
+                        fwd("htb 1 class"),
+                        fwd("htb 1000 classes"),
+                    ) {
+                        crate::out::outln!(
+                            "{size} B, forwarded{said}: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
+                            fig1 / h1,
+                            fig1 / h1000,
+                            fig1 / fifo
+                        )?;
+                    }
                 }
             }
             Ok(())

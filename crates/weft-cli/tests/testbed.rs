@@ -351,21 +351,29 @@ fn bench_measures_every_configuration_and_cleans_up() {
     let prefix = format!("wtbb{}", std::process::id() % 10_000);
     let dir = weft_nic::testbed::bench_dir(&prefix);
     let _down = common::Down(prefix.clone(), dir.clone());
+    // Both backends where the build has AF_XDP: each gets its own ratio line.
+    let xdp = cfg!(feature = "af-xdp");
+    let backends = if xdp { "af-packet,af-xdp" } else { "af-packet" };
     let out = Command::new(common::weft())
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .args(["testbed", "bench", "--prefix", &prefix])
-        .args(["--seconds", "0.5", "--sizes", "64"])
+        .args(["--seconds", "0.5", "--sizes", "64", "--backend", backends])
         .output()
         .expect("weft testbed bench runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for config in [
-        "weft loom-fig1",
-        "weft fifo",
+    // The AF_PACKET rows' labels end at the policy's name (a space follows in the table).
+    let mut configs = vec![
+        "weft loom-fig1 ",
+        "weft fifo ",
         "htb 1 class",
         "htb 1000 classes",
-    ] {
+    ];
+    if xdp {
+        configs.extend(["weft loom-fig1 af-xdp", "weft fifo af-xdp"]);
+    }
+    for config in configs {
         let row = stdout
             .lines()
             .find(|l| l.starts_with(config))
@@ -382,6 +390,11 @@ fn bench_measures_every_configuration_and_cleans_up() {
     }
     assert!(
         stdout.contains("64 B, forwarded: weft Fig. 1 / HTB 1 class"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.contains("64 B, forwarded (af-xdp): weft Fig. 1 / HTB 1 class"),
+        xdp,
         "{stdout}"
     );
     assert!(!dir.exists(), "{} left behind", dir.display());
