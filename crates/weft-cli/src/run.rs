@@ -217,6 +217,10 @@ pub enum TestbedCommand {
         /// (comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "af-packet", value_parser = dataplane::Backend::NAMES)]
         backend: Vec<String>,
+        /// One JSON document on stdout instead of the table: the rows (with weft's drop
+        /// counters and port counters) and the ratios.
+        #[arg(long)]
+        json: bool,
     },
     /// (Internal) send UDP frames on IFACE for the benchmark; prints the frames sent.
     #[command(hide = true)]
@@ -536,6 +540,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             seconds,
             sizes,
             backend,
+            json: j,
         } => {
             testbed::check_prefix(&prefix).map_err(usage)?;
             // Checked before any namespace is made: a zero, NaN or negative duration and
@@ -600,28 +605,12 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let r = testbed::bench(&prefix, &weft, &configs, &sizes, seconds);
             testbed::wait_if_interrupted();
             let _ = std::fs::remove_dir_all(&dir);
-            let r = r.map_err(|e| (1, e.to_string()))?;
-            crate::out::outln!(
-                "{:<22} {:>6} {:>14} {:>14}",
-                "config",
-                "bytes",
-                "offered pps",
-                "forwarded pps"
-            )?;
-            let rows: Vec<&serde_json::Value> =
-                r["rows"].as_array().into_iter().flatten().collect();
+            let mut r = r.map_err(|e| (1, e.to_string()))?;
+            let rows: Vec<serde_json::Value> = r["rows"].as_array().cloned().unwrap_or_default();
             let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
-            for row in &rows {
-                crate::out::outln!(
-                    "{:<22} {:>6} {:>14.0} {:>14.0}",
-                    row["config"].as_str().unwrap_or(""),
-                    row["frame_bytes"].as_u64().unwrap_or(0),
-                    num(&row["offered_pps"]),
-                    num(&row["forwarded_pps"])
-                )?;
-            }
             // The ratios the issue asks for, per frame size and weft backend, from this
             // run's rows (the backend named as in the configurations' labels).
+            let mut ratios = Vec::new();
             for &size in &sizes {
                 let fwd = |config: &str| {
                     rows.iter()
@@ -632,10 +621,10 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                         .map(|r| num(&r["forwarded_pps"]))
                 };
                 for b in &backend {
-                    let (tag, said) = if b == "af-packet" {
-                        (String::new(), String::new())
+                    let tag = if b == "af-packet" {
+                        String::new()
                     } else {
-                        (format!(" {b}"), format!(" ({b})"))
+                        format!(" {b}")
                     };
                     if let (Some(fig1), Some(fifo), Some(h1), Some(h1000)) = (
                         fwd(&format!("weft loom-fig1{tag}")),
@@ -643,14 +632,48 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                         fwd("htb 1 class"),
                         fwd("htb 1000 classes"),
                     ) {
-                        crate::out::outln!(
-                            "{size} B, forwarded{said}: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
-                            fig1 / h1,
-                            fig1 / h1000,
-                            fig1 / fifo
-                        )?;
+                        ratios.push(serde_json::json!({
+                            "frame_bytes": size, "backend": b,
+                            "fig1_over_htb_1_class": fig1 / h1,
+                            "fig1_over_htb_1000_classes": fig1 / h1000,
+                            "fig1_over_fifo": fig1 / fifo,
+                        }));
                     }
                 }
+            }
+            if j {
+                r["ratios"] = serde_json::Value::Array(ratios);
+                crate::out::outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default())?;
+                return Ok(());
+            }
+            crate::out::outln!(
+                "{:<22} {:>6} {:>14} {:>14}",
+                "config",
+                "bytes",
+                "offered pps",
+                "forwarded pps"
+            )?;
+            for row in &rows {
+                crate::out::outln!(
+                    "{:<22} {:>6} {:>14.0} {:>14.0}",
+                    row["config"].as_str().unwrap_or(""),
+                    row["frame_bytes"].as_u64().unwrap_or(0),
+                    num(&row["offered_pps"]),
+                    num(&row["forwarded_pps"])
+                )?;
+            }
+            for q in &ratios {
+                let said = match q["backend"].as_str() {
+                    Some("af-packet") | None => String::new(),
+                    Some(b) => format!(" ({b})"),
+                };
+                crate::out::outln!(
+                    "{} B, forwarded{said}: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
+                    q["frame_bytes"],
+                    num(&q["fig1_over_htb_1_class"]),
+                    num(&q["fig1_over_htb_1000_classes"]),
+                    num(&q["fig1_over_fifo"])
+                )?;
             }
             Ok(())
         }

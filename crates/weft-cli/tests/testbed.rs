@@ -397,6 +397,39 @@ fn bench_measures_every_configuration_and_cleans_up() {
         xdp,
         "{stdout}"
     );
+    // `--json`: the same rows and ratios for machines, with weft's port counters (the
+    // uplink's transmit ring carried every frame weft forwarded).
+    let out = Command::new(common::weft())
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .args(["testbed", "bench", "--prefix", &prefix, "--json"])
+        .args(["--seconds", "0.3", "--sizes", "64"])
+        .output()
+        .expect("weft testbed bench --json runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "{v}");
+    let ratios = v["ratios"].as_array().expect("ratios");
+    assert_eq!(ratios.len(), 1, "{v}");
+    assert_eq!(ratios[0]["backend"], "af-packet", "{v}");
+    assert!(
+        ratios[0]["fig1_over_htb_1_class"]
+            .as_f64()
+            .is_some_and(|r| r > 0.0),
+        "{v}"
+    );
+    for row in rows
+        .iter()
+        .filter(|r| r["config"].as_str().is_some_and(|c| c.starts_with("weft")))
+    {
+        let up = row["weft_ports"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["iface"] == "up"))
+            .unwrap_or_else(|| panic!("no uplink port counters: {row}"));
+        assert!(up["tx_frames"].as_u64().is_some_and(|n| n > 0), "{row}");
+        assert_eq!(up["kick_errors"], 0, "{row}");
+    }
     assert!(!dir.exists(), "{} left behind", dir.display());
     let left: Vec<String> = String::from_utf8_lossy(
         &Command::new("ip")
