@@ -582,11 +582,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             let mut configs = Vec::new();
             for b in &backend {
                 // The backend in the label only when it is not the default.
-                let tag = if b == "af-packet" {
-                    String::new()
-                } else {
-                    format!(" {b}")
-                };
+                let tag = backend_tag(b);
                 configs.push(testbed::BenchConfig::Weft {
                     label: format!("loom-fig1{tag}"),
                     policy: abs.clone(),
@@ -621,11 +617,7 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                         .map(|r| num(&r["forwarded_pps"]))
                 };
                 for b in &backend {
-                    let tag = if b == "af-packet" {
-                        String::new()
-                    } else {
-                        format!(" {b}")
-                    };
+                    let tag = backend_tag(b);
                     if let (Some(fig1), Some(fifo), Some(h1), Some(h1000)) = (
                         fwd(&format!("weft loom-fig1{tag}")),
                         fwd(&format!("weft fifo{tag}")),
@@ -756,6 +748,16 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
             }
             Ok(())
         }
+    }
+}
+
+/// What `weft testbed bench` adds to a weft configuration's label for its backend: nothing
+/// for the default (AF_PACKET), ` BACKEND` otherwise (`weft loom-fig1 af-xdp`).
+fn backend_tag(backend: &str) -> String {
+    if backend == "af-packet" {
+        String::new()
+    } else {
+        format!(" {backend}")
     }
 }
 

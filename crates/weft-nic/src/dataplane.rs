@@ -468,6 +468,13 @@ impl Timing {
     }
 }
 
+/// Flushes `port` (with a transmit ring, the kick) and records how long it took, in ns.
+fn timed_flush(port: &dyn Port, hist: &mut Hist) {
+    let t0 = clock::now_ps();
+    port.flush();
+    hist.record(clock::now_ps().saturating_sub(t0) / 1000);
+}
+
 /// Ring wait from a kernel receive timestamp (ns, `CLOCK_REALTIME`) to `now_real`; `None`
 /// when there is no timestamp.
 fn ring_wait(ts: u64, now_real: u64) -> Option<u64> {
@@ -1426,11 +1433,7 @@ impl State {
             sent += 1;
         }
         if sent > 0 {
-            let t0 = clock::now_ps();
-            uplink.flush();
-            self.timing
-                .uplink_kick
-                .record(clock::now_ps().saturating_sub(t0) / 1000);
+            timed_flush(uplink, &mut self.timing.uplink_kick);
             self.reverse_turn = true;
         }
         sent > 0
@@ -1441,11 +1444,7 @@ impl State {
         let Some(t) = self.reverse_send_one(tenants) else {
             return false;
         };
-        let t0 = clock::now_ps();
-        tenants[t].flush();
-        self.timing
-            .reverse_kick
-            .record(clock::now_ps().saturating_sub(t0) / 1000);
+        timed_flush(&*tenants[t], &mut self.timing.reverse_kick);
         self.reverse_turn = false;
         true
     }
