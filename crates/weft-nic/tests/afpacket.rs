@@ -26,6 +26,11 @@ fn receiver(dev: &str) -> PacketSocket {
     .expect("AF_PACKET on the receiving end")
 }
 
+/// The sending socket, on `xa`.
+fn sender(cfg: RingConfig) -> PacketSocket {
+    PacketSocket::open("xa", cfg).expect("AF_PACKET on xa")
+}
+
 /// The test frames `rx` holds now, appended to `got` (with their bytes checked).
 fn drain(rx: &mut PacketSocket, got: &mut Vec<u32>, lens: &mut Vec<usize>) {
     rx.recv_batch(256, |f, _| {
@@ -47,14 +52,10 @@ fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
         // the kernel gives slots back). 3,000 frames wrap the ring ~12 times.
         const N: u32 = 3000;
         let (got, lens, c) = ns.run(|| {
-            let tx = PacketSocket::open(
-                "xa",
-                RingConfig {
-                    version,
-                    ..RingConfig::default()
-                },
-            )
-            .expect("AF_PACKET on xa");
+            let tx = sender(RingConfig {
+                version,
+                ..RingConfig::default()
+            });
             let mut rx = receiver("xb");
             let (mut got, mut lens) = (Vec::new(), Vec::new());
             let batches = [1u32, 7, 64, 300];
@@ -112,14 +113,10 @@ fn bytes_arrive_as_sent_with_and_without_a_transmit_ring() {
             return;
         };
         let (frames, c) = ns.run(|| {
-            let tx = PacketSocket::open(
-                "xa",
-                RingConfig {
-                    tx_ring,
-                    ..RingConfig::default()
-                },
-            )
-            .expect("AF_PACKET on xa");
+            let tx = sender(RingConfig {
+                tx_ring,
+                ..RingConfig::default()
+            });
             let mut rx = receiver("xb");
             for i in 0..40 {
                 assert!(tx.send(&frame(i)).expect("send"), "frame {i} refused");
@@ -165,7 +162,7 @@ fn a_frame_longer_than_the_mtu_allows_is_refused_and_the_ring_goes_on() {
         );
     }
     let (got, lens, refused, c) = ns.run(|| {
-        let tx = PacketSocket::open("xa", RingConfig::default()).expect("AF_PACKET on xa");
+        let tx = sender(RingConfig::default());
         let mut rx = receiver("xb");
         assert!(tx.send(&frame(0)).unwrap(), "frame 0");
         assert!(
@@ -211,7 +208,7 @@ fn an_mtu_changed_while_open_is_read_again() {
         }
     };
     let (got, c_lowered, refused, c_end) = ns.run(|| {
-        let tx = PacketSocket::open("xa", RingConfig::default()).expect("AF_PACKET on xa");
+        let tx = sender(RingConfig::default());
         let mut rx = receiver("xb");
         // Opened at 1500; lowered to 1000 behind the socket's back.
         set_mtu("1000");

@@ -926,17 +926,23 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 .collect()
         })
         .collect();
-    let mut figs = Vec::new();
     let link = sc.program.link.rate_bps as f64;
-    for (a, series) in an.iter().zip(&per_tenant) {
-        let name = format!("throughput-{}.svg", a.run.kind.name());
-        let title = format!("{}: throughput per tenant", a.run.kind.name());
-        std::fs::write(
-            dir.join(&name),
-            throughput_chart(&title, series, &per_tenant, link, dur_s),
-        )?;
-        figs.push(name);
-    }
+    // One chart per model, every model's series on the same axes; their file names.
+    let charts = |per_model: &[Vec<Series>], file: &str, what: &str| {
+        an.iter()
+            .zip(per_model)
+            .map(|(a, series)| {
+                let name = format!("{file}-{}.svg", a.run.kind.name());
+                let title = format!("{}: throughput per {what}", a.run.kind.name());
+                std::fs::write(
+                    dir.join(&name),
+                    throughput_chart(&title, series, per_model, link, dur_s),
+                )?;
+                Ok(name)
+            })
+            .collect::<std::io::Result<Vec<String>>>()
+    };
+    let figs = charts(&per_tenant, "throughput", "tenant")?;
     let mut app_figs = Vec::new();
     if sc.tenants.iter().any(|t| t.apps.len() > 1) {
         let per_app: Vec<Vec<Series>> = an
@@ -952,15 +958,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                     .collect()
             })
             .collect();
-        for (a, series) in an.iter().zip(&per_app) {
-            let name = format!("throughput-apps-{}.svg", a.run.kind.name());
-            let title = format!("{}: throughput per application", a.run.kind.name());
-            std::fs::write(
-                dir.join(&name),
-                throughput_chart(&title, series, &per_app, link, dur_s),
-            )?;
-            app_figs.push(name);
-        }
+        app_figs = charts(&per_app, "throughput-apps", "application")?;
     }
     let hl = headline_app(sc);
     let mut lat_at_least = Vec::new();
