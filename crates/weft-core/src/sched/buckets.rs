@@ -41,7 +41,7 @@
 //!
 //! Invariants (every bucketed entry lies in its bucket's range of the window; a bucket's list
 //! is sorted; a bucket's bit, a word's and a group's are set exactly when they hold entries)
-//! are checked by [`BucketQueue::check`] in the property tests; the remembered first bucket
+//! are checked by `BucketQueue::check` in the property tests; the remembered first bucket
 //! by a `debug_assert!`. Cost: push O(1) plus a walk of at most 32 entries; pop O(1) (up to
 //! three find-first-set steps) plus the heap's O(log n) for the entries it holds. No
 //! allocation once the slab and heap have grown to their peak (rebuilds reuse a scratch

@@ -24,6 +24,7 @@ pub mod fast;
 mod flow_index;
 mod heap;
 pub mod link;
+mod pifo;
 mod pool;
 pub mod reference;
 mod ring;

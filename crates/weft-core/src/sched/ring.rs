@@ -2,7 +2,7 @@
 //! subset of `VecDeque` they use, with a power-of-two capacity so an index is a mask, small
 //! enough for the compiler to inline the push (`VecDeque::push_back` is an out-of-line call
 //! in the enqueue path). (FIFO leaves keep a list through their slots, and the queues per
-//! child of a `PerChild` node a list in one pool: see `fast.rs` and `child_queues.rs`.)
+//! child of a `PerChild` node a list in one pool: see `pifo.rs` and `child_queues.rs`.)
 //!
 //! Invariants: `buf.len()` is 0 or a power of two; the entries are `buf[(head + i) & mask]`
 //! for `i < len`. Its property test is a twin of `VecDeque`. Cost: push, pop, back O(1);
