@@ -5,21 +5,22 @@
 //!
 //! * **PIFOs** (their forms are in [`super::pifo`]). A `prio` node with up to 64 children
 //!   of distinct priorities keeps a count per child and a find-first-set bitmap ([`Ffs`]);
-//!   a `fifo` node one sorted queue; other nodes
-//!   that rank a child's packets in push order (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a
-//!   FIFO per child (lists in one pool per node, [`ChildQueues`](super::child_queues::ChildQueues): 8 bytes a child and no
-//!   buffer of its own) and a heap over the children's heads ([`PerChild`](super::pifo::PerChild)); a leaf whose
-//!   flows are served first-come first-served keeps its packets in one sorted list linked
-//!   through their slots ([`SlotList`]: 24 bytes and no buffer per leaf);
-//!   `lstf`, `edf` and fair leaves keep a heap. The heaps are [`MinHeap`]s (4-ary, 32-byte
-//!   entries, the 128-bit rank compared in two 64-bit halves). A node of hundreds of
-//!   children whose heads pile up (a `senic` node's classes) moves all its entries to one
-//!   calendar of rank buckets ([`Wide`](super::pifo::Wide), a [`BucketQueue`](super::buckets::BucketQueue): O(1) a push or pop, no
-//!   queue per child) while it holds hundreds, and back when they thin out ([`CalendarUse`]);
-//!   both forms pop in the same order. A `fifo` node's queue is a [`Ring`] (a power-of-two
-//!   ring buffer whose push inlines). Re-entries from the shaping queue carry old ranks
-//!   and are inserted in order (they are few, and land near the front). Ties break on the
-//!   same global sequence numbers as the reference.
+//!   a `fifo` node one sorted queue; other nodes that rank a child's packets in push order
+//!   (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a FIFO per child (lists in one pool per
+//!   node, [`ChildQueues`](super::child_queues::ChildQueues): 8 bytes a child and no buffer
+//!   of its own) and a heap over the children's heads
+//!   ([`PerChild`](super::pifo::PerChild)); a leaf whose flows are served first-come
+//!   first-served keeps its packets in one sorted list linked through their slots
+//!   ([`SlotList`]: 24 bytes and no buffer per leaf); `lstf`, `edf` and fair leaves keep a
+//!   heap. The heaps are [`MinHeap`]s (4-ary, 32-byte entries, the 128-bit rank compared in
+//!   two 64-bit halves). A node of hundreds of children whose heads pile up (a `senic`
+//!   node's classes) moves all its entries to one calendar of rank buckets
+//!   ([`Wide`](super::pifo::Wide), a [`BucketQueue`](super::buckets::BucketQueue): O(1) a
+//!   push or pop, no queue per child) while it holds hundreds, and back when they thin out
+//!   ([`CalendarUse`]); both forms pop in the same order. A `fifo` node's queue is a
+//!   [`Ring`] (a power-of-two ring buffer whose push inlines). Re-entries from the shaping
+//!   queue carry old ranks and are inserted in order (they are few, and land near the
+//!   front). Ties break on the same global sequence numbers as the reference.
 //! * **Packets** live in a slab of compact [`Slot`]s (the classifier's answer and the few
 //!   packet fields still needed; not the packet's metadata) addressed by `u32`; their per-level
 //!   ranks and SENIC tags live in two flat arenas with a fixed stride (the policy's depth).
