@@ -13,10 +13,11 @@
 //!   first-served keeps its packets in one sorted list linked through their slots
 //!   ([`SlotList`]: 24 bytes and no buffer per leaf); `lstf`, `edf` and fair leaves keep a
 //!   heap. The heaps are [`MinHeap`]s (4-ary, 32-byte entries, the 128-bit rank compared in
-//!   two 64-bit halves). A node of hundreds of children whose heads pile up (a `senic`
-//!   node's classes) moves all its entries to one calendar of rank buckets
-//!   ([`Wide`](super::pifo::Wide), a [`BucketQueue`](super::buckets::BucketQueue): O(1) a
-//!   push or pop, no queue per child) while it holds hundreds, and back when they thin out
+//!   two 64-bit halves). A node of dozens of children or more whose heads pile up (Loom
+//!   Fig. 1's `wfq` node of 64 tenants, a `senic` node's classes) moves all its entries to
+//!   one calendar of rank buckets ([`Wide`](super::pifo::Wide), a
+//!   [`BucketQueue`](super::buckets::BucketQueue): O(1) a push or pop, no queue per child)
+//!   while it holds dozens of heads, and back when its entries thin out
 //!   ([`CalendarUse`]); both forms pop in the same order. A `fifo` node's queue is a
 //!   [`Ring`] (a power-of-two ring buffer whose push inlines). Re-entries from the shaping
 //!   queue carry old ranks and are inserted in order (they are few, and land near the
@@ -2431,6 +2432,44 @@ mod tests {
             to_calendar >= 3 && to_heap >= 3,
             "{to_calendar} switches to a calendar, {to_heap} back"
         );
+    }
+
+    /// With the default [`CalendarUse`], a `wfq` node of 64 backlogged tenants (Loom Fig. 1's
+    /// `tenants`) keeps its entries in a calendar, and one of 16 in queues and a heap; both
+    /// send what the reference engine sends, at the same times.
+    #[test]
+    fn the_default_puts_a_node_of_many_backlogged_children_on_a_calendar() {
+        for (vms, on_calendar) in [(64u32, true), (16, false)] {
+            let text = synth::scaled(vms, 2, 0);
+            let prog =
+                Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
+            let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+            let mut fast = FastEngine::new(prog.clone());
+            let mut reference = ReferenceEngine::new(prog.clone());
+            let mut now = 0;
+            for i in 0..4096u64 {
+                let p = Packet::new(i, 1500, synth::packet(i, vms, 2, 0));
+                assert_eq!(
+                    fast.enqueue(p, now),
+                    reference.enqueue(p, now),
+                    "packet {i}"
+                );
+            }
+            assert_eq!(
+                matches!(fast.pifo[tenants], Pifo::Calendar(_)),
+                on_calendar,
+                "{vms} tenants holding {} packets",
+                fast.backlog()
+            );
+            while fast.backlog() + reference.backlog() > 0 {
+                now += 1_200_000;
+                assert_eq!(
+                    fast.dequeue(now),
+                    reference.dequeue(now),
+                    "{vms} tenants at {now} ps"
+                );
+            }
+        }
     }
 
     /// The per-node, per-leaf and per-packet records stay the sizes the module doc and

@@ -8,7 +8,7 @@
 //!   and a find-first-set bitmap. O(1) a push or pop.
 //! * [`PerChild`]: a FIFO per child (in one pool per node, [`ChildQueues`]) and a heap of the
 //!   children's heads ([`MinHeap`]). O(log₄ children) a push that backlogs a child or a pop.
-//! * [`Wide`]: a node of hundreds of children that moves all its entries to one calendar of
+//! * [`Wide`]: a node of 32 children or more (by default) that moves all its entries to one calendar of
 //!   rank buckets ([`BucketQueue`], O(1)) while its heads pile up, and back when they thin
 //!   out ([`CalendarUse`]); both forms pop in the same order.
 //! * [`SlotList`]: a FIFO leaf's packets in a list linked through their slots (24 bytes and
@@ -306,9 +306,9 @@ impl Wide {
 /// When a node that keeps a queue per child and a heap of their heads (`wfq`, `rr`, `drr`,
 /// `senic`, `prio`) moves all its entries to one calendar of rank buckets instead
 /// ([`Wide`]). Both forms pop in the same order; the calendar costs less when the
-/// node holds hundreds of heads (a `senic` node's backlogged classes) and more when it holds
-/// few and far apart (a node whose packets wait in the shaping queue), so a node switches as
-/// its heads come and go. See [`FastEngine::with_calendar`](super::fast::FastEngine::with_calendar).
+/// node holds a few dozen heads or more (Loom Fig. 1's `wfq` node of 64 tenants, a `senic`
+/// node's backlogged classes) and more when it holds a few, or few and far apart (a node
+/// whose packets wait in the shaping queue), so a node switches as its heads come and go. See [`FastEngine::with_calendar`](super::fast::FastEngine::with_calendar).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CalendarUse {
     /// Nodes of at least this many children may switch.
@@ -333,13 +333,16 @@ pub(super) fn switch_for(children: usize, calendar: CalendarUse) -> Switch {
 }
 
 impl Default for CalendarUse {
-    /// 256 children and 256 heads (a 4-ary heap of 256 entries is four levels deep); back
-    /// below 64 entries.
+    /// 32 children and 32 heads (a 4-ary heap of 32 entries is three levels deep); back
+    /// below 8 entries. Measured (docs/scheduling.md, "Calendars from 32 heads"): a flat
+    /// `wfq` node's packets take as long either way at 16 children, 15 % longer on a
+    /// calendar at 4, and 5–11 % less at 48 to 256; Loom Fig. 1 at 64k flows 11–15 % less.
+    /// Until 2026-11-24 the default was 256, 256 and 64, chosen on instruction counts alone.
     fn default() -> CalendarUse {
         CalendarUse {
-            min_children: 256,
-            min_heads: 256,
-            back_below: 64,
+            min_children: 32,
+            min_heads: 32,
+            back_below: 8,
         }
     }
 }
