@@ -4,7 +4,7 @@
 //! [`MinHeap`] for whatever the calendar cannot hold. It pops entries in `(rank, seq)` order
 //! exactly like the heap (property tests below, its twin); only the cost differs.
 //!
-//! * **Calendar.** `nb` buckets (a power of two: about one per child, 64 to 4,096, or four
+//! * **Calendar.** `nb` buckets (a power of two: about one per child, 64 to 4,096, or one
 //!   per entry when the node holds more, up to 64³ = 262,144), each `2^shift` rank units
 //!   wide, cover the window `[base, base + nb · 2^shift)` circularly from bucket `cur`. A
 //!   bucket is a singly linked list in an entry slab (linked through the entries' spare
@@ -162,16 +162,12 @@ impl BucketQueue {
     }
 
     /// Buckets for a node of `children` holding `entries`: about one per child (64 to
-    /// 4,096), or four per entry when it holds more (up to [`MAX_BUCKETS`]), so that a
-    /// bucket's list stays short however deep the node's queues grow. Four, not one: ranks
-    /// that tie in groups (a `wfq` node's tenants of one weight, a `senic` node's classes of
-    /// one rate) and whose groups lie close together share a bucket less often, so fewer
-    /// pushes walk past a group of ties (docs/scheduling.md, "Four buckets per entry"); one
-    /// and two per entry ran slower, eight ran a 10k-class senic node 15 % slower.
+    /// 4,096), or one per entry when it holds more (up to [`MAX_BUCKETS`]), so that a
+    /// bucket's list stays short however deep the node's queues grow.
     fn buckets_for(children: usize, entries: usize) -> usize {
         children
             .min(CHILD_BUCKETS)
-            .max(entries * 4)
+            .max(entries)
             .next_power_of_two()
             .clamp(64, MAX_BUCKETS)
     }
