@@ -72,6 +72,10 @@ const MAX_WALK: u32 = 2 * LONG_BUCKET;
 /// the entries (see [`BucketQueue::rebuild_from_scratch`]).
 const SPREAD_TENTHS: usize = 9;
 
+/// At most 2^this times four pushes per entry between rebuilds that long walks ask for and
+/// that change nothing ([`BucketQueue::long_bucket`]).
+const MAX_IDLE_REBUILDS: u32 = 6;
+
 /// Buckets at most: three levels of 64-bit find-first-set words (64³).
 const MAX_BUCKETS: usize = 1 << 18;
 
@@ -122,9 +126,16 @@ pub(crate) struct BucketQueue {
     over: MinHeap,
     /// Pushes since the last rebuild.
     pushes: usize,
+    /// Rebuilds in a row, asked for by long walks, that left the buckets' number and
+    /// width as they were (ties no width parts): each doubles the pushes the next waits
+    /// for, up to 2^[`MAX_IDLE_REBUILDS`] times (see [`Self::long_bucket`]).
+    idle_rebuilds: u32,
     /// Walks stopped at [`MAX_WALK`] (tests).
     #[cfg(test)]
     cut_short: usize,
+    /// Rebuilds so far (tests).
+    #[cfg(test)]
+    rebuilds: usize,
     /// The node's children (the calendar's size follows them, and its entries beyond; a
     /// node of fewer than `MIN_ENTRIES` rebuilds from as many entries in the heap).
     children: usize,
@@ -154,8 +165,11 @@ impl BucketQueue {
             bucketed: 0,
             over: MinHeap::default(),
             pushes: 0,
+            idle_rebuilds: 0,
             #[cfg(test)]
             cut_short: 0,
+            #[cfg(test)]
+            rebuilds: 0,
             children,
             scratch: Vec::new(),
         }
@@ -339,14 +353,28 @@ impl BucketQueue {
     /// calendar may grow, rebuild with more buckets once as many pushes as entries have
     /// happened since the last rebuild. Else narrower buckets help only if the bucket's ranks
     /// differ (ties stay together, e.g. a node's classes of one rate backlogged at once), so
-    /// rebuild only after four pushes per entry.
+    /// rebuild only after four pushes per entry, and twice as many after each rebuild in a
+    /// row that left the buckets' number and width as they were (Loom Fig. 1's `wfq` node:
+    /// tenants of one weight tie, and groups of two weights share buckets; there it rebuilt
+    /// every 16,384 pushes for nothing, ~20 instructions a packet).
     #[cold]
     #[inline(never)]
     fn long_bucket(&mut self) {
         let len = self.len();
         let grow = len > 2 * (self.mask + 1) && self.mask + 1 < MAX_BUCKETS;
-        if self.pushes >= if grow { len } else { 4 * len } {
+        let wait = if grow {
+            len
+        } else {
+            (4 * len) << self.idle_rebuilds
+        };
+        if self.pushes >= wait {
+            let before = (self.mask, self.shift);
             self.rebuild();
+            if !grow && (self.mask, self.shift) == before {
+                self.idle_rebuilds = (self.idle_rebuilds + 1).min(MAX_IDLE_REBUILDS);
+            } else {
+                self.idle_rebuilds = 0;
+            }
         }
     }
 
@@ -491,6 +519,10 @@ impl BucketQueue {
     /// (see the module doc).
     #[cold]
     fn rebuild(&mut self) {
+        #[cfg(test)]
+        {
+            self.rebuilds += 1;
+        }
         self.gather();
         self.rebuild_from_scratch();
     }
@@ -584,6 +616,12 @@ impl BucketQueue {
     #[cfg(test)]
     pub fn buckets(&self) -> usize {
         self.mask + 1
+    }
+
+    /// Rebuilds so far (tests).
+    #[cfg(test)]
+    pub fn rebuilds(&self) -> usize {
+        self.rebuilds
     }
 
     /// Pushes that walked too far into a bucket and went to the heap (tests).

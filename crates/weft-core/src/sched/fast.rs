@@ -2472,6 +2472,49 @@ mod tests {
         }
     }
 
+    /// Loom Fig. 1's `tenants` node on its calendar: tenants of one weight tie, and groups of
+    /// two weights share buckets, so pushes walk long buckets however the calendar is
+    /// fitted. Rebuilds that change nothing back off (each in a row waits twice as long):
+    /// 200,000 packets through a full node rebuild it 6 times (12 without the back-off).
+    #[test]
+    fn useless_rebuilds_back_off() {
+        let prog = Arc::new(
+            compile_str(
+                "s.yaml".as_ref(),
+                &synth::scaled(64, 2, 0),
+                &LoadOptions::default(),
+            )
+            .unwrap(),
+        );
+        let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+        let mut fast = FastEngine::new(prog);
+        let (mut now, mut i) = (0u64, 0u64);
+        let mut offer = |e: &mut FastEngine, now: u64| loop {
+            i += 1;
+            if e.enqueue(Packet::new(i, 1500, synth::packet(i, 64, 2, 0)), now)
+                .is_ok()
+            {
+                break;
+            }
+        };
+        for _ in 0..4096 {
+            offer(&mut fast, now);
+        }
+        for _ in 0..200_000 {
+            now += 120_000;
+            assert!(fast.dequeue(now).is_some(), "the node ran dry at {now} ps");
+            offer(&mut fast, now);
+        }
+        let Pifo::Calendar(w) = &fast.pifo[tenants] else {
+            panic!("the tenants node is not on its calendar");
+        };
+        let rebuilds = w.entries.rebuilds();
+        assert!(
+            (1..=8).contains(&rebuilds),
+            "{rebuilds} rebuilds in 200,000 packets"
+        );
+    }
+
     /// The per-node, per-leaf and per-packet records stay the sizes the module doc and
     /// `weft bench`'s memory figures assume.
     #[test]
