@@ -2434,16 +2434,23 @@ mod tests {
         );
     }
 
+    /// `synth::scaled`'s Loom Fig. 1 shape with `vms` tenants (two applications each, no
+    /// shaping), and the node id of its `wfq` node of tenants.
+    fn scaled_tenants(vms: u32) -> (Arc<Program>, usize) {
+        let text = synth::scaled(vms, 2, 0);
+        let prog =
+            Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
+        let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+        (prog, tenants)
+    }
+
     /// With the default [`CalendarUse`], a `wfq` node of 64 backlogged tenants (Loom Fig. 1's
     /// `tenants`) keeps its entries in a calendar, and one of 16 in queues and a heap; both
     /// send what the reference engine sends, at the same times.
     #[test]
     fn the_default_puts_a_node_of_many_backlogged_children_on_a_calendar() {
         for (vms, on_calendar) in [(64u32, true), (16, false)] {
-            let text = synth::scaled(vms, 2, 0);
-            let prog =
-                Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
-            let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+            let (prog, tenants) = scaled_tenants(vms);
             let mut fast = FastEngine::new(prog.clone());
             let mut reference = ReferenceEngine::new(prog.clone());
             let mut now = 0;
@@ -2478,15 +2485,7 @@ mod tests {
     /// 200,000 packets through a full node rebuild it 6 times (12 without the back-off).
     #[test]
     fn useless_rebuilds_back_off() {
-        let prog = Arc::new(
-            compile_str(
-                "s.yaml".as_ref(),
-                &synth::scaled(64, 2, 0),
-                &LoadOptions::default(),
-            )
-            .unwrap(),
-        );
-        let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+        let (prog, tenants) = scaled_tenants(64);
         let mut fast = FastEngine::new(prog);
         let (mut now, mut i) = (0u64, 0u64);
         let mut offer = |e: &mut FastEngine, now: u64| loop {
