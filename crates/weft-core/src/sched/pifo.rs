@@ -92,7 +92,7 @@ impl SlotList {
     };
 
     #[inline(always)]
-    pub(super) fn tail_rank(&self) -> Rank {
+    fn tail_rank(&self) -> Rank {
         (self.tail_rank[1] as Rank) << 64 | self.tail_rank[0] as Rank
     }
 
@@ -129,14 +129,7 @@ impl SlotList {
     /// [`Self::push`] before the tail: a walk from the head.
     #[cold]
     #[inline(never)]
-    pub(super) fn insert(
-        &mut self,
-        rank: Rank,
-        slot: u32,
-        links: &mut [u32],
-        ranks: &[Rank],
-        stride: usize,
-    ) {
+    fn insert(&mut self, rank: Rank, slot: u32, links: &mut [u32], ranks: &[Rank], stride: usize) {
         let rank_of = |s: u32| ranks[s as usize * stride];
         if rank < rank_of(self.head) {
             links[slot as usize] = self.head;
@@ -289,14 +282,14 @@ impl Wide {
     /// [`Pifo::push`]; out of line: the calendar's code inlined into the engine's dispatch
     /// costs every other node's pushes (about 20 instructions a packet at Loom Fig. 1).
     #[inline(never)]
-    pub(super) fn push(&mut self, rank: Rank, seq: u64, v: u32) {
+    fn push(&mut self, rank: Rank, seq: u64, v: u32) {
         self.entries.push(HeapEntry::new(rank, seq, v));
     }
 
     /// [`Pifo::pop`], out of line (see [`Self::push`]); and whether the entries have fallen
     /// below [`Switch::back`].
     #[inline(never)]
-    pub(super) fn pop(&mut self) -> (Option<Popped>, bool) {
+    fn pop(&mut self) -> (Option<Popped>, bool) {
         let e = self.entries.pop();
         let few = self.entries.len() < self.per_child.switch.back as usize;
         (e.map(|e| Popped::Tracked(e.rank(), e.v)), few)
@@ -348,7 +341,7 @@ impl Default for CalendarUse {
 }
 
 impl PerChild {
-    pub(super) fn new(first: u32, children: usize, switch: Switch) -> PerChild {
+    fn new(first: u32, children: usize, switch: Switch) -> PerChild {
         PerChild {
             first,
             queues: ChildQueues::new(children),
@@ -361,20 +354,20 @@ impl PerChild {
     /// entry (tokens converted from an [`Ffs`] share 0, and their equal ranks), so an item
     /// left by an emptied or reordered queue never matches again.
     #[inline(always)]
-    pub(super) fn live(&self, e: &HeapEntry) -> bool {
+    fn live(&self, e: &HeapEntry) -> bool {
         self.queues.front((e.v - self.first) as usize) == Some((e.rank(), e.seq))
     }
 
     /// Whether the heads have grown to [`Switch::heads`] (asked after a push to the heap).
     #[inline(always)]
-    pub(super) fn heads_reached_switch(&self) -> bool {
+    fn heads_reached_switch(&self) -> bool {
         self.heads.len() >= self.switch.heads as usize
     }
 
     /// [`Pifo::push`] of child `v`'s entry `(rank, seq)`; whether the heads have grown to
     /// [`Switch::heads`].
     #[inline(always)]
-    pub(super) fn push(&mut self, rank: Rank, seq: u64, v: u32) -> bool {
+    fn push(&mut self, rank: Rank, seq: u64, v: u32) -> bool {
         let c = (v - self.first) as usize;
         let q = &mut self.queues;
         match q.back(c) {
@@ -410,7 +403,7 @@ impl PerChild {
 
     /// [`Pifo::pop`].
     #[inline(always)]
-    pub(super) fn pop(&mut self) -> Option<Popped> {
+    fn pop(&mut self) -> Option<Popped> {
         loop {
             let top = self.heads.peek().copied()?;
             if !self.live(&top) {
@@ -457,7 +450,7 @@ impl Pifo {
     /// of the same entries.
     #[cold]
     #[inline(never)]
-    pub(super) fn heap_to_calendar(&mut self) {
+    fn heap_to_calendar(&mut self) {
         let Pifo::WideHeap(mut w) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
             unreachable!("heap_to_calendar: not a wide node's heap of heads")
         };
@@ -479,7 +472,7 @@ impl Pifo {
     /// (so each queue is sorted), and each child's first is its head.
     #[cold]
     #[inline(never)]
-    pub(super) fn calendar_to_heap(&mut self) {
+    fn calendar_to_heap(&mut self) {
         let Pifo::Calendar(mut w) = std::mem::replace(self, Pifo::Sorted(Ring::new())) else {
             unreachable!("calendar_to_heap: not a calendar")
         };
