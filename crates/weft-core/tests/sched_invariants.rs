@@ -193,7 +193,8 @@ proptest! {
             for i in 0..mine.len() {
                 let mut bytes = 0u128;
                 for j in i..mine.len() {
-                    bytes += mine[j].1 as u128;
+                    // Classes count what the link carries: the frame and its overhead.
+                    bytes += mine[j].1 as u128 + r.prog.link.overhead_bytes as u128;
                     let window = (mine[j].0 - mine[i].0) as u128;
                     // Bytes whose transmission starts in [t_i, t_j] ≤ burst + rate × window.
                     let allowed = burst as u128 * 8 * 1_000_000_000_000 + rate_mbit as u128 * 1_000_000 * window;
@@ -231,12 +232,13 @@ proptest! {
                 meta.set_field("tag", &i.to_string()).unwrap();
                 arrivals.push((0, Packet::new(leaf_of.len() as u64, b, meta)));
                 leaf_of.push(i);
-                bytes_of.push(b);
+                // Shares count what the link carries: the frame and its 20 bytes of overhead.
+                bytes_of.push(b + 20);
             }
         }
         let mut e = ReferenceEngine::new(prog.clone());
         let mut service = vec![0f64; n];
-        let max_pkt: Vec<f64> = (0..n).map(|i| *sizes[i].iter().max().unwrap() as f64).collect();
+        let max_pkt: Vec<f64> = (0..n).map(|i| *sizes[i].iter().max().unwrap() as f64 + 20.0).collect();
         let mut sent = vec![0usize; n];
         let mut ok = true;
         let mut worst = String::new();

@@ -205,7 +205,8 @@ nodes:
     for i in 0..3000u64 {
         for (tag, bytes) in [(1, 1500u32), (2, 700), (3, 64 + (i % 7) as u32 * 200)] {
             arrivals.push((0, pkt(id, bytes, &format!("tag={tag}"))));
-            sizes.insert(id, bytes);
+            // Shares count what the link carries: the frame and its 20 bytes of overhead.
+            sizes.insert(id, bytes + 20);
             id += 1;
         }
     }

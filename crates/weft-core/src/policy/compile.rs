@@ -501,6 +501,9 @@ impl<'o> Compiler<'o> {
             if let Some(m) = &l.mtu {
                 link.mtu_bytes = m.value;
             }
+            if let Some(c) = &l.count_overhead {
+                link.count_overhead = c.value;
+            }
         }
         if let Some(r) = self.opts.link_rate_bps {
             link.rate_bps = r;

@@ -208,6 +208,8 @@ pub struct LinkDecl {
     pub overhead: Option<Spanned<u64>>,
     /// Largest frame in bytes.
     pub mtu: Option<Spanned<u64>>,
+    /// `count: wire` (true) or `count: frame` (false).
+    pub count_overhead: Option<Spanned<bool>>,
     pub span: Span,
 }
 
@@ -271,7 +273,7 @@ pub const NODE_KEYS: &[&str] = &[
     "outstanding",
     "policy",
 ];
-const LINK_KEYS: &[&str] = &["rate", "overhead", "mtu"];
+const LINK_KEYS: &[&str] = &["rate", "overhead", "mtu", "count"];
 const LIMIT_KEYS: &[&str] = &[
     "max_depth",
     "max_nodes",
@@ -841,6 +843,22 @@ impl<'a> Parser<'a> {
                 "rate" => l.rate = self.rate(v, "rate"),
                 "overhead" => l.overhead = self.size(v, "overhead", false),
                 "mtu" => l.mtu = self.size(v, "mtu", true),
+                "count" => {
+                    if let Some(s) = self.string(v, "`link.count`") {
+                        match s.value.as_str() {
+                            "wire" => l.count_overhead = Some(Spanned::new(true, s.span)),
+                            "frame" => l.count_overhead = Some(Spanned::new(false, s.span)),
+                            _ => self.diags.push(
+                                Diagnostic::new(
+                                    Rule::BadValue,
+                                    s.span,
+                                    format!("unknown byte count `{}`", s.value),
+                                )
+                                .help("`count: wire` counts each frame with the link's overhead at shaping classes and fair shares (the default); `count: frame` counts frame bytes only"),
+                            ),
+                        }
+                    }
+                }
                 _ => unreachable!(),
             }
         }

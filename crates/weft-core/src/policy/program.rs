@@ -45,6 +45,22 @@ pub struct Link {
     pub overhead_bytes: u64,
     /// Largest frame, bytes (default 1514: Ethernet without FCS).
     pub mtu_bytes: u64,
+    /// Whether shaping classes and fair shares (`wfq`, `drr`, fair leaves) count the
+    /// per-frame overhead with each frame, as the link does (`count: wire`, the default), or
+    /// frame bytes only (`count: frame`).
+    pub count_overhead: bool,
+}
+
+impl Link {
+    /// Bytes a packet counts for at shaping classes and fair shares beyond its frame: the
+    /// per-frame overhead under `count: wire`, else 0.
+    pub fn counted_overhead(&self) -> u32 {
+        if self.count_overhead {
+            u32::try_from(self.overhead_bytes).unwrap_or(u32::MAX)
+        } else {
+            0
+        }
+    }
 }
 
 impl Default for Link {
@@ -53,6 +69,7 @@ impl Default for Link {
             rate_bps: 10_000_000_000,
             overhead_bytes: 20,
             mtu_bytes: 1514,
+            count_overhead: true,
         }
     }
 }

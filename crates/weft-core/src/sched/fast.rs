@@ -86,16 +86,15 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHasher};
 
-use super::deferrals::Deferrals;
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
+use super::pairing::PairingHeaps;
 pub use super::pifo::CalendarUse;
 use super::pifo::{switch_for, Ffs, Pifo, Popped, SlotList};
 use super::reference::{
     flow_key_of, senic_advance_by, senic_wait_ps, wire_ps_frac, Bucket, Rank, SenicCarry, FRAC,
 };
 use super::ring::Ring;
-use super::wheel::TimingWheel;
 use super::{
     check_update, Counters, Departure, DropReason, Engine, EngineOptions, FlowQueue, Packet,
     Params, Stats, Update, UpdateError,
@@ -294,6 +293,30 @@ impl LeafRt {
     }
 }
 
+/// A shaping class's queue (see the reference's `ClassQueue`): 8 bytes beside the class's
+/// 24-byte [`Bucket`], so a rate limiter costs 32 bytes until it first holds a packet back.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClassRt {
+    /// Packets in its queue.
+    held: u32,
+    /// [`CLASS_OUT`] | [`CLASS_DUE`] | the generation of its shaping-queue entry
+    /// ([`CLASS_GEN`] bits).
+    state: u32,
+}
+
+/// [`ClassRt::state`]: a packet its queue released is in the tree, not yet popped.
+const CLASS_OUT: u32 = 1 << 31;
+/// [`ClassRt::state`]: it has a live entry in the shaping queue.
+const CLASS_DUE: u32 = 1 << 30;
+/// [`ClassRt::state`]: the generation of that entry.
+const CLASS_GEN: u32 = CLASS_DUE - 1;
+
+impl ClassRt {
+    fn busy(&self) -> bool {
+        self.held > 0 || self.state & CLASS_OUT != 0
+    }
+}
+
 /// A held packet: what the scheduler still needs of it once classified.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -311,10 +334,14 @@ struct Slot {
     flow: u32,
     leaf_node: u32,
     leaf: u32,
-    /// Position in its flow (arrival order; compared with wrapping arithmetic).
-    fseq: u32,
-    /// [`HAS_DEADLINE`], [`HAS_SLACK`], [`DEFERRED`].
+    /// The shaping class whose queue released it into the tree, until it is popped (`NO`:
+    /// none).
+    from: u32,
+    /// [`HAS_DEADLINE`], [`HAS_SLACK`].
     flags: u8,
+    /// Bit `i`: it has been released by the queue of its `i`-th shaping class, and is first
+    /// in line for that class's tokens from then on (see the reference).
+    passed: u8,
     /// Entries of its SENIC tags in `FastEngine::tags`.
     n_senic: u8,
 }
@@ -323,8 +350,6 @@ struct Slot {
 const HAS_DEADLINE: u8 = 1;
 /// [`Slot::flags`]: the packet carries a slack.
 const HAS_SLACK: u8 = 2;
-/// [`Slot::flags`]: it has been through the shaping queue (see the reference).
-const DEFERRED: u8 = 4;
 
 impl Slot {
     fn deadline(&self) -> Option<u64> {
@@ -333,10 +358,6 @@ impl Slot {
 
     fn slack(&self) -> Option<u64> {
         (self.flags & HAS_SLACK != 0).then_some(self.slack_ps)
-    }
-
-    fn was_deferred(&self) -> bool {
-        self.flags & DEFERRED != 0
     }
 }
 
@@ -357,8 +378,6 @@ struct FlowRec {
     held_packets: u32,
     /// Bytes held.
     held_bytes: u32,
-    /// Sequence number of its latest packet (wrapping).
-    seq: u32,
     /// Flows of fair leaves: index of its finish tag in `FastEngine::fair_last`.
     fair: u32,
     /// Generation of the record's handle: counts the flows closed in it (see
@@ -501,8 +520,25 @@ pub struct FastEngine {
     /// Per slot, `stride` entries: (index in `senic` of a senic group's top, start tag).
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
-    /// The global shaping queue: `(release time ps, seq, slot)` in a timing wheel.
-    shaping_queue: TimingWheel,
+    /// The global shaping queue: one entry per shaping class that holds packets and has
+    /// none of them in the tree, `(when its first packet conforms, ps; seq; class)`, the
+    /// class's generation in the entry's link. An entry whose class has moved on to a newer
+    /// one is stale and skipped; the first entry is always live.
+    shaping_queue: MinHeap,
+    /// Per shaping class: its queue's state (beside its [`Bucket`]).
+    classes: Vec<ClassRt>,
+    /// The PIFOs of the shaping classes' queues, per `(class, node)`: an index into
+    /// `class_roots`, made on the class's first held packet at that node and kept.
+    class_pifo_of: FxHashMap<(u32, u32), u32>,
+    /// Per class PIFO, its root in `class_pifos` (`NO`: empty).
+    class_roots: Vec<u32>,
+    /// Every class PIFO's entries, in one pool.
+    class_pifos: PairingHeaps,
+    /// Packets in the classes' queues, plus those they released that are still in the tree.
+    class_backlog: usize,
+    /// Bytes each packet counts for at shaping classes and fair shares beyond its frame
+    /// (the link's overhead, unless the policy counts frames only).
+    overhead: u32,
     /// Per senic index, at a group's top: the packets its virtual time holds back, by
     /// `(S tag, seq)` (the heap's entries carry their slots); empty elsewhere.
     senic_waiting: Vec<MinHeap>,
@@ -510,8 +546,6 @@ pub struct FastEngine {
     senic_tops: Vec<u32>,
     /// Packets in all of `senic_waiting`.
     senic_deferred: usize,
-    /// Per flow index with packets in the shaping queue: (fseq, release time, ps).
-    deferred: Deferrals,
     buckets: Vec<Bucket>,
     /// Scratch: the popped packet's cost at each of its shaping classes, ps.
     costs: [u64; crate::policy::program::MAX_SHAPING_PER_PACKET],
@@ -702,11 +736,16 @@ impl FastEngine {
             links: Vec::new(),
             tags: Vec::new(),
             free: Vec::new(),
-            shaping_queue: TimingWheel::default(),
+            shaping_queue: MinHeap::default(),
+            classes: vec![ClassRt::default(); prog.shapers.len()],
+            class_pifo_of: FxHashMap::default(),
+            class_roots: Vec::new(),
+            class_pifos: PairingHeaps::default(),
+            class_backlog: 0,
+            overhead: prog.link.counted_overhead(),
             senic_waiting,
             senic_tops,
             senic_deferred: 0,
-            deferred: Deferrals::default(),
             costs: [0; crate::policy::program::MAX_SHAPING_PER_PACKET],
             popped: vec![(0, 0, 0); stride * STAGED],
             burst: [(NO, 0); STAGED],
@@ -808,7 +847,6 @@ impl FastEngine {
         let waits = l.admitted >= l.outstanding;
         f.held_packets += 1;
         f.held_bytes += pkt.bytes;
-        f.seq = f.seq.wrapping_add(1);
         let s = Slot {
             id: pkt.id,
             enqueued_ps: now,
@@ -818,7 +856,8 @@ impl FastEngine {
             flow: fi,
             leaf_node,
             leaf,
-            fseq: f.seq,
+            from: NO,
+            passed: 0,
             flags: if pkt.deadline_ps.is_some() {
                 HAS_DEADLINE
             } else {
@@ -1147,6 +1186,8 @@ impl FastEngine {
             self.slots[slot as usize]
         );
         let base = slot as usize * self.stride;
+        // What the packet counts for at fair shares (and shaping classes): frame + overhead.
+        let wire = bytes.saturating_add(self.overhead);
         let l = &mut self.leaves[leaf as usize];
         l.admitted += 1;
         let leaf_rank = if l.fair {
@@ -1159,7 +1200,7 @@ impl FastEngine {
             }
             let last = &mut self.fair_last[f.fair as usize];
             let start = vtime.max(*last);
-            *last = start + Self::cost(bytes, quantum);
+            *last = start + Self::cost(wire, quantum);
             let max = &mut self.fair_max[leaf as usize];
             *max = (*max).max(*last);
             start
@@ -1167,14 +1208,15 @@ impl FastEngine {
             now as u128
         };
         self.ranks[base] = leaf_rank;
-        // Into the shaping queue at once (the "currently limited" fast path), or into the
-        // tree: then each level's entry is pushed as soon as its rank is known.
-        let defer_at = if self.options.limited_fast_path {
-            self.limited_release(slot, now)
+        // Into the queue of a shaping class that holds packets at once (the "currently
+        // limited" fast path), or into the tree: then each level's entry is pushed as soon as
+        // its rank is known.
+        let busy = if self.options.limited_fast_path {
+            self.busy_class(slot)
         } else {
             None
         };
-        let seq = if defer_at.is_none() {
+        let seq = if busy.is_none() {
             let q = self.next_seq();
             self.push_slot(leaf_node, leaf_rank, q, slot);
             Some(q)
@@ -1184,13 +1226,13 @@ impl FastEngine {
         if self.nodes[leaf_node as usize].parent != NO {
             match seq {
                 Some(q) if !self.leaves[leaf as usize].senic_path => {
-                    self.push_levels(leaf_node, bytes, slot, base, q, now)
+                    self.push_levels(leaf_node, wire, slot, base, q, now)
                 }
                 _ => self.admit_levels(slot, base, seq, now),
             }
         }
-        if let Some(at) = defer_at {
-            self.defer(slot, at);
+        if let Some(c) = busy {
+            self.hold(slot, c, now);
         }
     }
 
@@ -1268,9 +1310,11 @@ impl FastEngine {
             tags,
             pifo,
             stride,
+            overhead,
             ..
         } = self;
         let s = &mut slots[slot as usize];
+        let wire = s.bytes.saturating_add(*overhead);
         let ranks = &mut ranks[base..base + *stride];
         let tags = &mut tags[base..base + *stride];
         let mut n_senic = 0usize;
@@ -1311,7 +1355,7 @@ impl FastEngine {
                             };
                             let v = senic[top as usize].v;
                             let st = v.max(cn.last);
-                            let f = st + wire_ps_frac(s.bytes, eff);
+                            let f = st + wire_ps_frac(wire, eff);
                             cn.last = f;
                             (st, f)
                         }
@@ -1325,7 +1369,7 @@ impl FastEngine {
                 }
                 Kind::Leaf => unreachable!("a leaf is never a parent"),
                 _ => {
-                    let (rank, last) = Self::plain_rank(node, c_param, c_last, s.bytes, s, now);
+                    let (rank, last) = Self::plain_rank(node, c_param, c_last, wire, s, now);
                     if let Some(last) = last {
                         nodes[cu].last = last;
                     }
@@ -1344,35 +1388,134 @@ impl FastEngine {
         s.n_senic = n_senic as u8;
     }
 
-    /// With Loom's "currently limited" fast path (the caller checks the option): when a
-    /// shaping class on the packet's path has packets in the shaping queue, the time the
-    /// packet goes there until (if later than `now`).
-    fn limited_release(&self, slot: u32, now: u64) -> Option<u64> {
-        let classes = self.shaping[slot as usize].as_slice();
-        if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
-            let s = self.slots[slot as usize];
-            let mut at = now;
-            for &b in classes {
-                at = at.max(self.buckets[b as usize].estimate(s.bytes, now));
-            }
-            at = at.max(self.deferred.until_before(s.flow, s.fseq));
-            if at > now {
-                return Some(at);
+    /// The first shaping class on the packet's path that holds packets or has one of them in
+    /// the tree (the "currently limited" fast path: the caller checks the option).
+    fn busy_class(&self, slot: u32) -> Option<u32> {
+        self.shaping[slot as usize]
+            .as_slice()
+            .iter()
+            .copied()
+            .find(|&c| self.classes[c as usize].busy())
+    }
+
+    /// The shaping class that holds back the popped packet in `slot` at `now`, if one does:
+    /// the first on its path (leaf side first) that lacks the tokens for it, or that is busy
+    /// and has not released it before (as the reference's `holding_class`). Leaves the
+    /// packet's cost at each class it checked in `self.costs`.
+    #[inline(always)]
+    fn holding_class(&mut self, s: &Slot, slot: u32, now: u64) -> Option<u32> {
+        let wire = s.bytes.saturating_add(self.overhead);
+        let FastEngine {
+            shaping,
+            buckets,
+            classes,
+            costs,
+            ..
+        } = self;
+        for (i, &c) in shaping[slot as usize].as_slice().iter().enumerate() {
+            let bk = &buckets[c as usize];
+            let cost = bk.cost(wire);
+            costs[i] = cost;
+            let short = bk.earliest_cost(cost, now) > now;
+            if short || (s.passed & (1 << i) == 0 && classes[c as usize].busy()) {
+                return Some(c);
             }
         }
         None
     }
 
-    /// Moves a held packet to the shaping queue until `at`.
-    fn defer(&mut self, slot: u32, at: u64) {
+    /// Pushes `e` into the PIFO of class `c`'s queue at node `n` (made on first use).
+    fn class_push(&mut self, c: u32, n: u32, e: HeapEntry) {
+        let next = self.class_roots.len() as u32;
+        let i = *self.class_pifo_of.entry((c, n)).or_insert(next);
+        if i == next {
+            self.class_roots.push(NO);
+        }
+        self.class_pifos.push(&mut self.class_roots[i as usize], e);
+    }
+
+    /// Moves a held packet into shaping class `c`'s queue: its entries from the leaf up to
+    /// the root, with its stored ranks.
+    #[cold]
+    #[inline(never)]
+    fn hold(&mut self, slot: u32, c: u32, now: u64) {
         let seq = self.next_seq();
-        self.shaping_queue.push((at, seq, slot));
-        let s = &mut self.slots[slot as usize];
-        s.flags |= DEFERRED;
-        let (flow, fseq, bytes) = (s.flow, s.fseq, s.bytes);
-        self.deferred.push(flow, fseq, at);
-        for &b in self.shaping[slot as usize].as_slice() {
-            self.buckets[b as usize].hold(bytes);
+        let leaf_node = self.slots[slot as usize].leaf_node;
+        let base = slot as usize * self.stride;
+        let rank = self.ranks[base];
+        self.class_push(c, leaf_node, HeapEntry::new(rank, seq, slot));
+        let mut child = leaf_node;
+        let mut i = 1;
+        while self.nodes[child as usize].parent != NO {
+            let n = self.nodes[child as usize].parent;
+            let rank = self.ranks[base + i];
+            self.class_push(c, n, HeapEntry::new(rank, seq, child));
+            child = n;
+            i += 1;
+        }
+        self.classes[c as usize].held += 1;
+        self.class_backlog += 1;
+        self.schedule(c, now);
+    }
+
+    /// The slot at the front of class `c`'s queue, and takes it out when `take`.
+    fn class_front(&mut self, c: u32, take: bool) -> Option<u32> {
+        let mut n = 0;
+        loop {
+            let &i = self.class_pifo_of.get(&(c, n))?;
+            let root = &mut self.class_roots[i as usize];
+            let v = if take {
+                self.class_pifos.pop(root)?.v
+            } else {
+                self.class_pifos.peek(*root)?.v
+            };
+            if self.nodes[n as usize].kind == Kind::Leaf {
+                if take {
+                    self.classes[c as usize].held -= 1;
+                }
+                return Some(v);
+            }
+            n = v;
+        }
+    }
+
+    /// Gives class `c` a new entry in the shaping queue for when the packet at the front of
+    /// its queue conforms (none while its queue is empty or one of its packets is in the
+    /// tree); its old entry, if any, goes stale.
+    fn schedule(&mut self, c: u32, now: u64) {
+        let q = self.classes[c as usize];
+        if q.held == 0 && q.state & CLASS_DUE == 0 {
+            return;
+        }
+        let want = if q.state & CLASS_OUT != 0 {
+            None
+        } else {
+            self.class_front(c, false).map(|slot| {
+                let wire = self.slots[slot as usize].bytes.saturating_add(self.overhead);
+                self.buckets[c as usize].earliest(wire, now)
+            })
+        };
+        let st = &mut self.classes[c as usize].state;
+        *st &= !CLASS_DUE;
+        if let Some(t) = want {
+            let generation = (*st + 1) & CLASS_GEN;
+            *st = (*st & CLASS_OUT) | CLASS_DUE | generation;
+            let seq = self.next_seq();
+            self.shaping_queue
+                .push(HeapEntry::new(t as Rank, seq, c).linked(generation));
+        }
+        self.purge_stale();
+    }
+
+    /// Drops stale entries from the front of the shaping queue, so that its first entry is
+    /// live.
+    fn purge_stale(&mut self) {
+        while let Some(e) = self.shaping_queue.peek() {
+            let st = self.classes[e.v as usize].state;
+            if st & CLASS_DUE != 0 && st & CLASS_GEN == e.link {
+                break;
+            }
+            self.shaping_queue.pop();
         }
     }
 
@@ -1393,41 +1536,54 @@ impl FastEngine {
     }
 
     /// Moves a popped packet to its senic group's heap (`top`) until the group's `V`
-    /// reaches `st`. No per-flow deferral record: a later packet of the flow has a larger
-    /// tag at this group, so it cannot overtake (see the reference's `defer_senic`).
+    /// reaches `st`. No per-flow record: a later packet of the flow has a larger tag at this
+    /// group, so it cannot overtake (see the reference's `defer_senic`).
     #[cold]
     #[inline(never)]
     fn defer_senic(&mut self, slot: u32, top: u32, st: u128) {
         let seq = self.next_seq();
         self.senic_waiting[top as usize].push(HeapEntry::new(st, seq, slot));
         self.senic_deferred += 1;
-        let s = &mut self.slots[slot as usize];
-        s.flags |= DEFERRED;
-        let bytes = s.bytes;
-        for &b in self.shaping[slot as usize].as_slice() {
-            self.buckets[b as usize].hold(bytes);
-        }
     }
 
     /// [`Self::release_due`] when anything may be due: the shaping queue's first entry, or
     /// any packet in a senic group's heap (one compare each on the dequeue's path).
     #[inline(always)]
     fn release_if_due(&mut self, now: u64) {
-        if self.senic_deferred != 0 || self.shaping_queue.peek().is_some_and(|(t, _, _)| t <= now) {
+        if self.senic_deferred != 0
+            || self
+                .shaping_queue
+                .peek()
+                .is_some_and(|e| e.rank() <= now as Rank)
+        {
             self.release_due(now);
         }
     }
 
-    /// Moves due packets back into the tree: the shaping queue's whose time has come, then
-    /// each senic group's (in node order) whose `S` its `V` has reached, in `(S, seq)` order
-    /// (the reference's order).
+    /// Moves due packets back into the tree: the first packet of each shaping class whose
+    /// entry has come, in the shaping queue's order, then each senic group's (in node order)
+    /// whose `S` its `V` has reached, in `(S, seq)` order (the reference's order).
     fn release_due(&mut self, now: u64) {
-        while let Some((t, _, slot)) = self.shaping_queue.peek() {
-            if t > now {
+        while let Some(e) = self.shaping_queue.peek() {
+            if e.rank() > now as Rank {
                 break;
             }
+            let c = e.v;
             self.shaping_queue.pop();
-            self.release(slot);
+            let slot = self
+                .class_front(c, true)
+                .unwrap_or_else(|| panic!("class {c}: due with an empty queue"));
+            self.classes[c as usize].state = (self.classes[c as usize].state & !CLASS_DUE) | CLASS_OUT;
+            let i = self.shaping[slot as usize]
+                .as_slice()
+                .iter()
+                .position(|&x| x == c)
+                .expect("a class holds only its own packets");
+            let sl = &mut self.slots[slot as usize];
+            sl.passed |= 1 << i;
+            sl.from = c;
+            self.push_entries(slot);
+            self.purge_stale();
         }
         if self.senic_deferred == 0 {
             return;
@@ -1447,26 +1603,9 @@ impl FastEngine {
                 self.senic_waiting[top as usize].pop();
                 self.senic_deferred -= 1;
                 // No per-flow record to remove (see `defer_senic`).
-                self.back_into_tree(slot);
+                self.push_entries(slot);
             }
         }
-    }
-
-    /// A packet from the shaping queue back into the tree.
-    fn release(&mut self, slot: u32) {
-        let sl = self.slots[slot as usize];
-        self.deferred.remove(sl.flow, sl.fseq);
-        self.back_into_tree(slot);
-    }
-
-    /// A deferred packet's tokens no longer held at its shaping classes, and its entries
-    /// pushed again with their stored ranks.
-    fn back_into_tree(&mut self, slot: u32) {
-        let bytes = self.slots[slot as usize].bytes;
-        for &b in self.shaping[slot as usize].as_slice() {
-            self.buckets[b as usize].unhold(bytes);
-        }
-        self.push_entries(slot);
     }
 
     /// One pass over the nodes of a sent packet's path that a departure may update (root to
@@ -1500,31 +1639,11 @@ impl FastEngine {
         }
     }
 
-    /// When the popped packet in `slot` may be sent as far as its shaping classes and its
-    /// flow's deferred packets go (`now` if at once), and the SENIC tag that holds it back,
-    /// if one does: `(top, S, when at the current φ)`, the first of the longest waits (as
-    /// the reference engine's `senic_binding`). Also leaves the packet's cost at each of its
-    /// shaping classes in `self.costs`.
+    /// The SENIC tag that holds the popped packet in `slot` back, if one does: `(top, S)`,
+    /// the first of the longest waits at the current φ (as the reference engine's
+    /// `senic_binding`).
     #[inline(always)]
-    fn eligible_at(&mut self, s: &Slot, slot: u32, now: u64) -> (u64, Option<(u32, u128, u64)>) {
-        let mut at = now;
-        // Borrowed, not copied: a copy of the fixed-capacity path moves every entry.
-        let FastEngine {
-            shaping,
-            buckets,
-            costs,
-            ..
-        } = self;
-        for (i, &b) in shaping[slot as usize].as_slice().iter().enumerate() {
-            let bk = &buckets[b as usize];
-            let cost = bk.cost(s.bytes);
-            costs[i] = cost;
-            at = at.max(if s.was_deferred() {
-                bk.earliest_cost(cost, now)
-            } else {
-                bk.estimate_cost(cost, now)
-            });
-        }
+    fn senic_bind(&mut self, s: &Slot, slot: u32, now: u64) -> Option<(u32, u128)> {
         let base = slot as usize * self.stride;
         let mut bind: Option<(u32, u128, u64)> = None;
         for k in 0..s.n_senic as usize {
@@ -1539,11 +1658,7 @@ impl FastEngine {
                 }
             }
         }
-        // Per-flow order: never ahead of an earlier packet of the flow still deferred.
-        if !self.deferred.is_empty() {
-            at = at.max(self.deferred.until_before(s.flow, s.fseq));
-        }
-        (at, bind)
+        bind.map(|(top, st, _)| (top, st))
     }
 
     /// Enqueues `n <= STAGED` packets arriving together, `packet(i)` and `class(i)` giving
@@ -1653,35 +1768,41 @@ impl FastEngine {
     }
 
     /// Sends the packet in `slot`, whose path `pop_path` just popped (`popped[at..at +
-    /// tracked]`), or defers it to the shaping queue (`None`) if it may not go at `now`.
+    /// tracked]`), or holds it back (`None`): in its senic group's heap, or in the queue of
+    /// the shaping class that holds it.
     #[inline(always)]
     fn send(&mut self, slot: u32, at: usize, tracked: usize, now: u64) -> Option<Departure> {
         let s = self.slots[slot as usize];
-        // Nothing to check or charge without shaping classes, senic tags or deferred
-        // packets (a packet of a flow with none deferred is never held back for order).
+        // Nothing to check or charge without shaping classes or senic tags.
         let shaped = !self.shaping[slot as usize].as_slice().is_empty();
-        if shaped || s.n_senic != 0 || !self.deferred.is_empty() {
-            let (eligible_at, senic) = self.eligible_at(&s, slot, now);
-            // The longer wait decides where it waits: its senic group's `V` (re-checked
-            // against the rest on its return), or the shaping queue's clock.
-            if let Some((top, st, at)) = senic {
-                if at >= eligible_at {
-                    self.defer_senic(slot, top, st);
-                    return None;
-                }
+        if shaped || s.n_senic != 0 {
+            let from = s.from;
+            if from != NO {
+                // Its class's next token is no longer promised to a packet in the tree.
+                self.slots[slot as usize].from = NO;
+                self.classes[from as usize].state &= !CLASS_OUT;
+                self.class_backlog -= 1;
             }
-            if eligible_at > now {
-                self.defer(slot, eligible_at);
+            if let Some((top, st)) = self.senic_bind(&s, slot, now) {
+                self.defer_senic(slot, top, st);
+                if from != NO {
+                    self.schedule(from, now);
+                }
                 return None;
             }
-            let FastEngine {
-                shaping,
-                buckets,
-                costs,
-                ..
-            } = self;
-            for (&b, &cost) in shaping[slot as usize].as_slice().iter().zip(costs.iter()) {
-                buckets[b as usize].charge_cost(cost, now);
+            if shaped {
+                if let Some(c) = self.holding_class(&s, slot, now) {
+                    self.hold(slot, c, now);
+                    if from != NO && from != c {
+                        self.schedule(from, now);
+                    }
+                    return None;
+                }
+                for i in 0..self.shaping[slot as usize].as_slice().len() {
+                    let c = self.shaping[slot as usize].as_slice()[i];
+                    self.buckets[c as usize].charge_cost(self.costs[i], now);
+                    self.schedule(c, now);
+                }
             }
         }
         self.free.push(slot);
@@ -1902,8 +2023,10 @@ impl Engine for FastEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        self.release_if_due(now);
         loop {
+            // Every time round: a packet held back may have left its class's next packet
+            // due at once.
+            self.release_if_due(now);
             let (slot, tracked) = self.pop_path(0)?;
             if let Some(d) = self.send(slot, 0, tracked, now) {
                 return Some(d);
@@ -1916,21 +2039,22 @@ impl Engine for FastEngine {
             // As no call of `dequeue` at all: the shaping queue is left as it is.
             return 0;
         }
-        self.release_if_due(now);
         let mut sent = 0;
-        // Pipelined only while no packet waits for `outstanding`: a departure that admits
-        // one pushes it into the tree, which could change the pops after it. (No departure
-        // makes a packet wait, so this holds for the whole batch once it holds.)
-        if self.waiting_packets != 0 {
-            while sent < max {
-                let Some(d) = self.dequeue(now) else { break };
-                out.push(d);
-                sent += 1;
-            }
-            return sent;
-        }
         let stride = self.stride;
         while sent < max {
+            self.release_if_due(now);
+            // Pipelined only while no packet waits for `outstanding` (a departure that admits
+            // one pushes it into the tree, which could change the pops after it) and no
+            // shaping class holds packets (a departure or a hold may make a class's next
+            // packet due at once, and its release could change the pops after it).
+            if self.waiting_packets != 0 || self.class_backlog != 0 {
+                while sent < max {
+                    let Some(d) = self.dequeue(now) else { break };
+                    out.push(d);
+                    sent += 1;
+                }
+                return sent;
+            }
             // Pop the paths of as many packets as are still wanted (at most STAGED); the
             // pops do not depend on what sending the earlier ones does (deferral moves a
             // packet to the shaping queue, a departure updates virtual times and senic
@@ -1946,6 +2070,11 @@ impl Engine for FastEngine {
                 };
                 self.burst[k] = (slot, tracked as u32);
                 k += 1;
+                // A shaped packet ends the stage: should a class hold it, the pops after it
+                // must see what that releases.
+                if !self.shaping[slot as usize].as_slice().is_empty() {
+                    break;
+                }
             }
             // Then every popped packet's flow record, leaf record, first shaping class and,
             // under a senic node, first SENIC tag and leaf node record (its class's backlog),
@@ -1956,7 +2085,7 @@ impl Engine for FastEngine {
                 let s = &self.slots[slot as usize];
                 touched ^= self.flows.touch(s.flow) ^ self.leaves[s.leaf as usize].admitted;
                 if let Some(&b) = self.shaping[slot as usize].as_slice().first() {
-                    touched ^= self.buckets[b as usize].limited() as u32;
+                    touched ^= self.classes[b as usize].held;
                 }
                 if s.n_senic != 0 {
                     touched ^= self.tags[slot as usize * stride].0
@@ -1974,7 +2103,7 @@ impl Engine for FastEngine {
             }
             // The tree ran dry, and sending puts nothing back (a deferred packet goes to the
             // shaping queue; nothing waits for `outstanding`, see above): no more this time.
-            if emptied {
+            if emptied && self.class_backlog == 0 {
                 break;
             }
         }
@@ -1982,7 +2111,8 @@ impl Engine for FastEngine {
     }
 
     fn next_wakeup(&self) -> Option<u64> {
-        let shaping = self.shaping_queue.peek().map(|e| e.0);
+        // Its first entry is live (see `purge_stale`).
+        let shaping = self.shaping_queue.peek().map(|e| e.rank() as u64);
         if self.senic_deferred == 0 {
             return shaping;
         }
@@ -2064,7 +2194,10 @@ impl Engine for FastEngine {
                 shaper,
                 rate_bps,
                 burst_bytes,
-            } => self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now),
+            } => {
+                self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now);
+                self.schedule(shaper, now);
+            }
             Update::LeafLimits {
                 node, outstanding, ..
             } => {

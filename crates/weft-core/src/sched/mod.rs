@@ -19,16 +19,15 @@
 
 mod buckets;
 mod child_queues;
-mod deferrals;
 pub mod fast;
 mod flow_index;
 mod heap;
 pub mod link;
+mod pairing;
 mod pifo;
 mod pool;
 pub mod reference;
 mod ring;
-mod wheel;
 
 use crate::classifier::PacketMeta;
 

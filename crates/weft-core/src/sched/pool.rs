@@ -1,6 +1,6 @@
 //! A pool of entries addressed by `u32`, with a free list linked through the entries' own
-//! `next` field: the storage under the fast engine's intrusive lists (the timing wheel's
-//! buckets, the per-flow deferral records, a node's queues per child). A list built on it
+//! `next` field: the storage under the fast engine's intrusive lists (a node's queues per
+//! child). A list built on it
 //! costs a `u32` head where a `Vec` per list would cost a buffer that has to meet its own
 //! peak; the pool grows to the most entries in use at once and keeps its capacity, so it
 //! does not allocate in steady state.

@@ -187,8 +187,9 @@ fn senic_advance_wide(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
 }
 
 /// A token bucket kept as a generic cell rate algorithm (GCRA): its whole state is the time
-/// the bucket would be full again, so one record is 32 bytes (four `u64`s; SENIC keeps 30
-/// bytes per class). Equivalent to a token bucket of `burst` bytes filling at `rate`, with
+/// the bucket would be full again, so one record is 24 bytes (three `u64`s; with its class
+/// queue's state, 8 bytes in the fast engine, a class costs 32; SENIC keeps 30 bytes per
+/// class). Equivalent to a token bucket of `burst` bytes filling at `rate`, with
 /// each packet's cost rounded up to a whole picosecond and the depth rounded down: the class
 /// never sends more than `burst + rate × interval` in any interval.
 #[derive(Debug, Clone, Copy, Default)]
@@ -199,10 +200,6 @@ pub(crate) struct Bucket {
     depth_ps: u64,
     /// When the bucket is full again given what was charged, ps (≤ now: full).
     full_ps: u64,
-    /// Fill time needed by the packets of this class now in the shaping queue, ps: a
-    /// deferred packet's estimated release time counts them, so a backlogged class's
-    /// packets get successive release times instead of all waking at once.
-    pending_ps: u64,
 }
 
 impl Bucket {
@@ -211,7 +208,6 @@ impl Bucket {
             rate_bps: rate,
             depth_ps: Self::ps(burst_bytes, rate, false),
             full_ps: 0,
-            pending_ps: 0,
         }
     }
 
@@ -227,12 +223,6 @@ impl Bucket {
         let rate = rate.max(1) as u128;
         let t = if up { bits.div_ceil(rate) } else { bits / rate };
         t.min(u64::MAX as u128 / 4) as u64
-    }
-
-    /// Fill time a packet of `bytes` needs (capped at the bucket's depth: a packet larger
-    /// than the bucket may go when the bucket is full).
-    fn need(&self, bytes: u32) -> u64 {
-        Self::ps(bytes as u64, self.rate_bps, true).min(self.depth_ps)
     }
 
     /// What sending `bytes` costs this class: its time at the class rate, ps (rounded up).
@@ -263,40 +253,8 @@ impl Bucket {
             .max(now)
     }
 
-    /// When a packet of `bytes` may go, counting the packets already deferred on this class
-    /// (an estimate; a released packet is checked again).
-    pub(crate) fn estimate(&self, bytes: u32, now: u64) -> u64 {
-        self.estimate_cost(self.cost(bytes), now)
-    }
-
-    /// [`Bucket::estimate`] for a packet of cost `cost` ps.
-    pub(crate) fn estimate_cost(&self, cost: u64, now: u64) -> u64 {
-        if self.pending_ps == 0 {
-            return self.earliest_cost(cost, now);
-        }
-        // The deferred packets' fill time counts from when the bucket holds nothing extra.
-        let full = self.full_ps.max(now).checked_add(self.pending_ps);
-        self.conforming(full.unwrap_or(u64::MAX), cost, now)
-    }
-
-    /// Counts a deferred packet's fill time as pending.
-    pub(crate) fn hold(&mut self, bytes: u32) {
-        self.pending_ps = self.pending_ps.saturating_add(self.need(bytes));
-    }
-
-    /// True while packets of this class wait in the shaping queue (Loom's "currently
-    /// limited" flag).
-    pub(crate) fn limited(&self) -> bool {
-        self.pending_ps > 0
-    }
-
-    /// Releases a deferred packet's pending fill time.
-    pub(crate) fn unhold(&mut self, bytes: u32) {
-        self.pending_ps = self.pending_ps.saturating_sub(self.need(bytes));
-    }
-
     /// Changes rate and depth at `now`, keeping the credit earned so far (capped at the new
-    /// depth). Pending fill times are rescaled to the new rate.
+    /// depth).
     pub(crate) fn reconfigure(&mut self, rate: u64, burst_bytes: u64, now: u64) {
         // Tokens in bit·ps/s units (bits × 10^12), as a token bucket would count them.
         let old_rate = self.rate_bps.max(1) as i128;
@@ -307,8 +265,6 @@ impl Bucket {
         let missing = cap_new - credit.min(cap_new);
         let limit = (u64::MAX / 4) as i128;
         self.full_ps = now.saturating_add(((missing + new_rate - 1) / new_rate).min(limit) as u64);
-        self.pending_ps =
-            ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate).min(limit) as u64;
         self.rate_bps = rate;
         self.depth_ps = Self::ps(burst_bytes, rate, false);
     }
@@ -334,11 +290,11 @@ struct Held {
     shaping: ShapingPath,
     /// Ranks along the path, leaf first, then each ancestor up to the root.
     ranks: Vec<Rank>,
-    /// Position in its flow (arrival order).
-    fseq: u64,
-    /// True once it has been through the shaping queue: it is then first in line for its
-    /// classes' tokens instead of queueing behind the packets deferred after it.
-    was_deferred: bool,
+    /// Bit `i`: it has been released by the queue of its `i`-th shaping class (leaf side
+    /// first), and is first in line for that class's tokens from then on.
+    passed: u8,
+    /// The class whose queue released it into the tree, until it is popped.
+    from: Option<u32>,
     /// `(senic node, S tag)` for every senic node on the path.
     senic: Vec<(NodeId, u128)>,
     enqueued_ps: u64,
@@ -388,6 +344,24 @@ struct NodeState {
     waiting: VecDeque<usize>,
 }
 
+/// A shaping class's queue: the packets its tokens hold back, kept as a PIFO tree of their
+/// own with the policy's shape and the ranks they were given at admission, so the class
+/// hands its next token to the packet the policy beneath it ranks first. (Its levels above
+/// the class's edge have one child each for the class's own packets; a driver may bind a
+/// flow to any class, so the tree starts at the root.)
+#[derive(Debug, Clone, Default)]
+struct ClassQueue {
+    /// Node → its PIFO: (rank, seq) → child node id, or held-packet slot at a leaf.
+    tree: HashMap<NodeId, BTreeMap<(Rank, u64), usize>>,
+    /// Packets in `tree`.
+    held: usize,
+    /// A packet this queue released is in the tree and not yet popped: the class's next
+    /// token is that packet's.
+    out: bool,
+    /// Its entry in the shaping queue: (when its first packet's tokens are there, seq).
+    due: Option<(u64, u64)>,
+}
+
 /// The reference engine.
 #[derive(Debug, Clone)]
 pub struct ReferenceEngine {
@@ -398,18 +372,17 @@ pub struct ReferenceEngine {
     buckets: Vec<Bucket>,
     slab: Vec<Option<Held>>,
     free: Vec<usize>,
-    /// The global shaping queue: (eligible time, seq) → slot.
-    shaping_queue: BTreeMap<(u64, u64), usize>,
+    /// The global shaping queue: (time the class's first held packet conforms, seq) →
+    /// class, one entry per class that holds packets and has none of them in the tree.
+    shaping_queue: BTreeMap<(u64, u64), u32>,
+    /// Per shaping class, its queue.
+    classes: Vec<ClassQueue>,
+    /// Bytes each packet counts for at shaping classes and fair shares: its frame plus the
+    /// link's per-frame overhead, unless the policy counts frames only.
+    overhead: u32,
     /// The tops of the senic groups (senic nodes whose parent is not one), in node order:
     /// where packets wait for their group's virtual time ([`SenicState::waiting`]).
     senic_tops: Vec<NodeId>,
-    /// Per (leaf, flow): (flow sequence, release time) of its packets in the shaping queue.
-    /// A packet is never sent before an earlier packet of its flow is released, so deferral
-    /// never reorders a flow (release times are estimates when a senic node's φ changes, and
-    /// a small packet may find tokens before a large one).
-    deferred: HashMap<(u32, u64), std::collections::BTreeMap<u64, u64>>,
-    /// Next per-flow sequence number, per (leaf, flow).
-    flow_next: HashMap<(u32, u64), u64>,
     seq: u64,
     held: usize,
     /// Counters per node and flow.
@@ -465,6 +438,8 @@ impl ReferenceEngine {
         let senic_tops = (0..prog.nodes.len() as NodeId)
             .filter(|&n| is_senic(n) && !prog.nodes[n as usize].parent.is_some_and(is_senic))
             .collect();
+        let overhead = prog.link.counted_overhead();
+        let classes = vec![ClassQueue::default(); prog.shapers.len()];
         ReferenceEngine {
             params: Params::new(&prog),
             nodes: vec![NodeState::default(); prog.nodes.len()],
@@ -478,9 +453,9 @@ impl ReferenceEngine {
             slab: Vec::new(),
             free: Vec::new(),
             shaping_queue: BTreeMap::new(),
+            classes,
+            overhead,
             senic_tops,
-            deferred: HashMap::new(),
-            flow_next: HashMap::new(),
             seq: 0,
             held: 0,
         }
@@ -526,8 +501,6 @@ impl ReferenceEngine {
         if let Some(l) = st.last.remove(&flow) {
             st.idle_by_finish.remove(&(l, flow));
         }
-        self.deferred.remove(&(leaf, flow));
-        self.flow_next.remove(&(leaf, flow));
         self.flow_stats.remove(&(leaf, flow));
     }
 
@@ -577,12 +550,8 @@ impl ReferenceEngine {
             flow,
             shaping,
             ranks: Vec::new(),
-            fseq: {
-                let n = self.flow_next.entry((leaf, flow)).or_insert(0);
-                *n += 1;
-                *n
-            },
-            was_deferred: false,
+            passed: 0,
+            from: None,
             senic: Vec::new(),
             enqueued_ps: now,
         };
@@ -666,7 +635,8 @@ impl ReferenceEngine {
                 let st = &mut self.nodes[leaf_node as usize];
                 let last = st.last.get(&flow).copied().unwrap_or(0);
                 let start = st.vtime.max(last);
-                let cost = ((pkt.bytes as u128) << FRAC) / spec.flow_quantum_bytes.max(1) as u128;
+                let cost = (((pkt.bytes.saturating_add(self.overhead)) as u128) << FRAC)
+                    / spec.flow_quantum_bytes.max(1) as u128;
                 st.last.insert(flow, start + cost);
                 st.max_finish = st.max_finish.max(start + cost);
                 start
@@ -680,6 +650,7 @@ impl ReferenceEngine {
         while let Some(n) = self.prog.nodes[child as usize].parent {
             let edge = self.params.edges[child as usize];
             let algo = self.prog.nodes[n as usize].algo.clone();
+            let bytes = pkt.bytes.saturating_add(self.overhead);
             let rank = match algo {
                 Algo::Fifo => now as u128,
                 Algo::Prio => edge.priority as u128,
@@ -688,9 +659,9 @@ impl ReferenceEngine {
                     let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
                     let start = st.vtime.max(last);
                     let cost = match algo {
-                        Algo::Wfq => ((pkt.bytes as u128) << FRAC) / edge.weight.max(1) as u128,
+                        Algo::Wfq => ((bytes as u128) << FRAC) / edge.weight.max(1) as u128,
                         Algo::Rr => 1u128 << FRAC,
-                        _ => ((pkt.bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                        _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
                     };
                     let finish = start + cost;
                     st.last.insert(child as u64, finish);
@@ -738,7 +709,7 @@ impl ReferenceEngine {
                             let st = &mut self.nodes[n as usize].senic;
                             let last = st.last_f.get(&child).copied().unwrap_or(0);
                             let s = v.max(last);
-                            let f = s + wire_ps_frac(pkt.bytes, eff);
+                            let f = s + wire_ps_frac(bytes, eff);
                             st.last_f.insert(child, f);
                             (s, f)
                         }
@@ -767,43 +738,125 @@ impl ReferenceEngine {
     }
 
     /// Puts an admitted packet into the tree or, with Loom's "currently limited" fast path,
-    /// straight into the shaping queue when a shaping class on its path has packets there.
+    /// straight into the queue of the first shaping class on its path that holds packets
+    /// (or has one of them in the tree).
     fn enter(&mut self, slot: usize, now: u64) {
         if self.options.limited_fast_path {
             let h = self.slab[slot].as_ref().expect("held");
-            let (shaping, bytes, key, fseq) = (h.shaping, h.pkt.bytes, (h.leaf, h.flow), h.fseq);
-            let classes = shaping.as_slice();
-            if classes.iter().any(|&b| self.buckets[b as usize].limited()) {
-                let mut at = classes
-                    .iter()
-                    .map(|&b| self.buckets[b as usize].estimate(bytes, now))
-                    .max()
-                    .unwrap_or(now);
-                if let Some(d) = self.deferred.get(&key) {
-                    for (_, &until) in d.range(..fseq) {
-                        at = at.max(until);
-                    }
-                }
-                if at > now {
-                    self.defer(slot, at);
-                    return;
-                }
+            let busy = h
+                .shaping
+                .as_slice()
+                .iter()
+                .position(|&c| self.class_busy(c));
+            if let Some(i) = busy {
+                let c = h.shaping.as_slice()[i];
+                self.hold(slot, c, now);
+                return;
             }
         }
         self.push_entries(slot);
     }
 
-    /// Moves a held packet to the shaping queue until `at`.
-    fn defer(&mut self, slot: usize, at: u64) {
+    /// Whether shaping class `c` holds packets or has one of them in the tree: a packet of
+    /// the class that has not been through its queue then queues behind them.
+    fn class_busy(&self, c: u32) -> bool {
+        let q = &self.classes[c as usize];
+        q.held > 0 || q.out
+    }
+
+    /// The shaping class that holds back a popped packet at `now`, if one does: the first on
+    /// its path (leaf side first) that lacks the tokens for it, or that is busy
+    /// ([`Self::class_busy`]) and has not released it before.
+    fn holding_class(&self, slot: usize, now: u64) -> Option<u32> {
+        let h = self.slab[slot].as_ref().expect("held");
+        let bytes = h.pkt.bytes.saturating_add(self.overhead);
+        h.shaping.as_slice().iter().enumerate().find_map(|(i, &c)| {
+            let passed = h.passed & (1 << i) != 0;
+            let short = self.buckets[c as usize].earliest(bytes, now) > now;
+            (short || (!passed && self.class_busy(c))).then_some(c)
+        })
+    }
+
+    /// Moves a held packet into shaping class `c`'s queue: its entries from the leaf up to
+    /// the root, with the ranks it was given at admission.
+    fn hold(&mut self, slot: usize, c: u32, now: u64) {
         let seq = self.next_seq();
-        self.shaping_queue.insert((at, seq), slot);
-        let h = self.slab[slot].as_mut().expect("held");
-        h.was_deferred = true;
-        let (key, fseq, bytes, shaping) = ((h.leaf, h.flow), h.fseq, h.pkt.bytes, h.shaping);
-        self.deferred.entry(key).or_default().insert(fseq, at);
-        for &b in shaping.as_slice() {
-            self.buckets[b as usize].hold(bytes);
+        let h = self.slab[slot].as_ref().expect("held");
+        let (leaf_node, ranks) = (h.leaf_node, h.ranks.clone());
+        let q = &mut self.classes[c as usize];
+        q.tree
+            .entry(leaf_node)
+            .or_default()
+            .insert((ranks[0], seq), slot);
+        let mut child = leaf_node;
+        let mut i = 1;
+        while let Some(n) = self.prog.nodes[child as usize].parent {
+            q.tree
+                .entry(n)
+                .or_default()
+                .insert((ranks[i], seq), child as usize);
+            child = n;
+            i += 1;
         }
+        q.held += 1;
+        self.schedule(c, now);
+    }
+
+    /// The packet at the front of class `c`'s queue: its PIFO tree followed from the top.
+    fn class_head(&self, c: u32) -> Option<usize> {
+        let q = &self.classes[c as usize];
+        let mut n: NodeId = 0;
+        loop {
+            let (_, &v) = q.tree.get(&n)?.first_key_value()?;
+            if self.prog.nodes[n as usize].leaf.is_some() {
+                return Some(v);
+            }
+            n = v as NodeId;
+        }
+    }
+
+    /// Takes the packet at the front of class `c`'s queue out of it.
+    fn class_pop(&mut self, c: u32) -> usize {
+        let q = &mut self.classes[c as usize];
+        let mut n: NodeId = 0;
+        loop {
+            let (_, v) = q
+                .tree
+                .get_mut(&n)
+                .and_then(|p| p.pop_first())
+                .unwrap_or_else(|| panic!("class {c}: its queue's PIFO at node {n} is empty"));
+            if self.prog.nodes[n as usize].leaf.is_some() {
+                q.held -= 1;
+                return v;
+            }
+            n = v as NodeId;
+        }
+    }
+
+    /// Gives class `c` a new entry in the shaping queue, for when the packet at the front of
+    /// its queue conforms (none while its queue is empty or one of its packets is in the
+    /// tree), in place of its old one.
+    fn schedule(&mut self, c: u32, now: u64) {
+        let q = &self.classes[c as usize];
+        if q.held == 0 && q.due.is_none() {
+            return;
+        }
+        let want = if self.classes[c as usize].out {
+            None
+        } else {
+            self.class_head(c).map(|slot| {
+                let bytes = self.slab[slot].as_ref().expect("held").pkt.bytes.saturating_add(self.overhead);
+                self.buckets[c as usize].earliest(bytes, now)
+            })
+        };
+        if let Some(old) = self.classes[c as usize].due {
+            self.shaping_queue.remove(&old);
+        }
+        let due = want.map(|t| (t, self.next_seq()));
+        if let Some(key) = due {
+            self.shaping_queue.insert(key, c);
+        }
+        self.classes[c as usize].due = due;
     }
 
     /// Pushes a held packet's entries (with its stored ranks) into the tree.
@@ -851,35 +904,40 @@ impl ReferenceEngine {
     }
 
     /// Moves a popped packet to its senic group's queue until the group's `V` reaches `s`.
-    /// Unlike the shaping queue's packets, it needs no entry in `deferred` to keep its flow
-    /// in order: a later packet of the flow has a larger tag at every senic node of their
-    /// path (`S = max(V, lastF)`, and `lastF` is past this packet's `S`), so it is not
-    /// eligible at this group before this packet is, and this packet is back in the tree
-    /// by then (every dequeue releases first).
+    /// It needs no record to keep its flow in order: a later packet of the flow has a larger
+    /// tag at every senic node of their path (`S = max(V, lastF)`, and `lastF` is past this
+    /// packet's `S`), so it is not eligible at this group before this packet is, and this
+    /// packet is back in the tree by then (every dequeue releases first).
     fn defer_senic(&mut self, slot: usize, top: NodeId, s: u128) {
         let seq = self.next_seq();
         self.nodes[top as usize]
             .senic
             .waiting
             .insert((s, seq), slot);
-        let h = self.slab[slot].as_mut().expect("held");
-        h.was_deferred = true;
-        let (bytes, shaping) = (h.pkt.bytes, h.shaping);
-        for &b in shaping.as_slice() {
-            self.buckets[b as usize].hold(bytes);
-        }
     }
 
-    /// Moves due packets back into the tree: the shaping queue's whose time has come, in
-    /// time order, then each senic group's (in node order) whose `S` its `V` has reached,
-    /// in `S` order.
+    /// Moves due packets back into the tree: the first packet of each shaping class whose
+    /// entry has come, in the shaping queue's order, then each senic group's (in node order)
+    /// whose `S` its `V` has reached, in `S` order.
     fn release_due(&mut self, now: u64) {
-        while let Some((&(t, seq), &slot)) = self.shaping_queue.first_key_value() {
+        while let Some((&(t, seq), &c)) = self.shaping_queue.first_key_value() {
             if t > now {
                 break;
             }
             self.shaping_queue.remove(&(t, seq));
-            self.release(slot);
+            self.classes[c as usize].due = None;
+            let slot = self.class_pop(c);
+            self.classes[c as usize].out = true;
+            let h = self.slab[slot].as_mut().expect("held packet");
+            let i = h
+                .shaping
+                .as_slice()
+                .iter()
+                .position(|&x| x == c)
+                .expect("a class holds only its own packets");
+            h.passed |= 1 << i;
+            h.from = Some(c);
+            self.push_entries(slot);
         }
         for i in 0..self.senic_tops.len() {
             let top = self.senic_tops[i];
@@ -893,7 +951,7 @@ impl ReferenceEngine {
                 match st.waiting.first_entry() {
                     Some(e) if e.key().0 <= v => {
                         let slot = e.remove();
-                        self.release(slot);
+                        self.push_entries(slot);
                     }
                     _ => break,
                 }
@@ -901,20 +959,83 @@ impl ReferenceEngine {
         }
     }
 
-    /// A deferred packet back into the tree (and out of `deferred`, if there).
-    fn release(&mut self, slot: usize) {
-        let h = self.slab[slot].as_ref().expect("deferred packet");
-        let (key, fseq, bytes) = ((h.leaf, h.flow), h.fseq, h.pkt.bytes);
-        for &b in h.shaping.as_slice() {
-            self.buckets[b as usize].unhold(bytes);
-        }
-        if let Some(d) = self.deferred.get_mut(&key) {
-            d.remove(&fseq);
-            if d.is_empty() {
-                self.deferred.remove(&key);
+    /// Sends the popped packet in `slot` (its classes already charged): `popped` is the
+    /// rank popped at each node of its path, root first.
+    fn send(&mut self, slot: usize, popped: &[(NodeId, Rank)], now: u64) -> Departure {
+        let held = self.slab[slot].take().expect("held");
+        self.free.push(slot);
+        self.held -= 1;
+        for &(n, rank) in popped {
+            let is_leaf = self.prog.nodes[n as usize].leaf.is_some();
+            let st = &mut self.nodes[n as usize];
+            match &self.prog.nodes[n as usize].algo {
+                Algo::Wfq | Algo::Rr => st.vtime = st.vtime.max(rank),
+                // A drr rank is the round a packet is served in; V is that round's start.
+                Algo::Drr => st.vtime = st.vtime.max(rank.saturating_sub(1 << FRAC)),
+                Algo::Leaf(l) if is_leaf && l.flow_sched == FlowSched::Fair => {
+                    st.vtime = st.vtime.max(rank)
+                }
+                _ => {}
             }
         }
-        self.push_entries(slot);
+        // Senic backlog (φ) bookkeeping.
+        let mut child = held.leaf_node;
+        while let Some(n) = self.prog.nodes[child as usize].parent {
+            if self.is_senic(n) {
+                let top = self.senic_top(n);
+                self.senic_advance(top, now);
+                let rate = self.params.edges[child as usize].rate_bps.max(1) as u128;
+                let st = &mut self.nodes[n as usize].senic;
+                let c = st.child_backlog.entry(child).or_insert(1);
+                *c -= 1;
+                if *c == 0 {
+                    st.backlog_rate -= rate;
+                }
+            }
+            child = n;
+        }
+        // Leaf accounting and admission of the next waiting packet.
+        let bytes = held.pkt.bytes as u64;
+        let st = &mut self.nodes[held.leaf_node as usize];
+        st.held_packets -= 1;
+        st.held_bytes -= bytes;
+        st.admitted -= 1;
+        // The end of a fair leaf's busy period: its virtual time moves to the largest
+        // finish tag given (SFQ's rule for an idle server); every flow starts afresh.
+        if st.held_packets == 0 {
+            st.vtime = st.vtime.max(st.max_finish);
+        }
+        if let Some(f) = st.flows.get_mut(&held.flow) {
+            f.0 -= 1;
+            f.1 -= bytes;
+            if f.0 == 0 {
+                st.flows.remove(&held.flow);
+                // Idle: forgotten once the virtual time reaches its finish tag.
+                if self.options.forget_idle_flows {
+                    if let Some(&l) = st.last.get(&held.flow) {
+                        st.idle_by_finish.insert((l, held.flow));
+                    }
+                }
+            }
+        }
+        if let Some(next) = st.waiting.pop_front() {
+            self.admit(next, now);
+        }
+        let d = Departure {
+            id: held.pkt.id,
+            leaf: held.leaf,
+            flow: held.flow,
+            bytes: held.pkt.bytes,
+            enqueued_ps: held.enqueued_ps,
+        };
+        let prog = &self.prog;
+        self.stats
+            .sent(|n| prog.nodes[n as usize].parent, d.bytes, held.leaf_node);
+        let fc = self.flow_stats.entry((d.leaf, d.flow)).or_default();
+        fc.packets += 1;
+        fc.bytes += d.bytes as u64;
+        self.forget_if_idle(held.leaf_node, held.leaf, held.flow);
+        d
     }
 
     /// Pops the PIFO path from the root: returns the slot of the leaf's smallest packet and
@@ -1003,131 +1124,46 @@ impl Engine for ReferenceEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        self.release_due(now);
         loop {
+            // Every time round: a packet held back below may have left its class's next
+            // packet due at once.
+            self.release_due(now);
             let (slot, popped) = self.pop_path()?;
+            let held = self.slab[slot].as_mut().expect("popped a held packet");
+            // A packet a class's queue released: the class's next token is no longer
+            // promised to a packet in the tree.
+            let from = held.from.take();
+            if let Some(c) = from {
+                self.classes[c as usize].out = false;
+            }
             let held = self.slab[slot].as_ref().expect("popped a held packet");
-            let (held_key, fseq, was_deferred) =
-                ((held.leaf, held.flow), held.fseq, held.was_deferred);
             let senic = held.senic.clone();
             let shaping = held.shaping;
-            let bytes = held.pkt.bytes;
-            // Shaping classes: the earliest time every bucket on the path has the tokens.
-            let mut eligible_at = shaping
-                .as_slice()
-                .iter()
-                .map(|&s| {
-                    let b = &self.buckets[s as usize];
-                    if was_deferred {
-                        b.earliest(bytes, now)
-                    } else {
-                        b.estimate(bytes, now)
-                    }
-                })
-                .max()
-                .unwrap_or(now);
+            let bytes = held.pkt.bytes.saturating_add(self.overhead);
+            // A senic group's virtual time first; shaping is checked when it is back.
             let senic_bind = if senic.is_empty() {
                 None
             } else {
                 self.senic_binding(&senic, now)
             };
-            // Per-flow order: never ahead of an earlier packet of the flow still deferred.
-            let key = held_key;
-            if let Some(d) = self.deferred.get(&key) {
-                for (_, &until) in d.range(..fseq) {
-                    eligible_at = eligible_at.max(until);
+            let mut held_at = None;
+            if let Some((top, s, _)) = senic_bind {
+                self.defer_senic(slot, top, s);
+            } else if let Some(c) = self.holding_class(slot, now) {
+                self.hold(slot, c, now);
+                held_at = Some(c);
+            } else {
+                // Send it: charge its shaping classes now.
+                for &c in shaping.as_slice() {
+                    self.buckets[c as usize].charge(bytes, now);
+                    self.schedule(c, now);
                 }
+                return Some(self.send(slot, &popped, now));
             }
-            // The longer wait decides where it waits: its senic group's `V` (re-checked
-            // against the rest on its return), or the shaping queue's clock.
-            if let Some((top, s, at)) = senic_bind {
-                if at >= eligible_at {
-                    self.defer_senic(slot, top, s);
-                    continue;
-                }
+            // Its releasing class's next packet (a class that took it back has just done so).
+            if let Some(c) = from.filter(|&c| held_at != Some(c)) {
+                self.schedule(c, now);
             }
-            if eligible_at > now {
-                self.defer(slot, eligible_at);
-                continue;
-            }
-            // Send it: charge its shaping classes now.
-            for &s in shaping.as_slice() {
-                self.buckets[s as usize].charge(bytes, now);
-            }
-            let held = self.slab[slot].take().expect("held");
-            self.free.push(slot);
-            self.held -= 1;
-            for &(n, rank) in &popped {
-                let is_leaf = self.prog.nodes[n as usize].leaf.is_some();
-                let st = &mut self.nodes[n as usize];
-                match &self.prog.nodes[n as usize].algo {
-                    Algo::Wfq | Algo::Rr => st.vtime = st.vtime.max(rank),
-                    // A drr rank is the round a packet is served in; V is that round's start.
-                    Algo::Drr => st.vtime = st.vtime.max(rank.saturating_sub(1 << FRAC)),
-                    Algo::Leaf(l) if is_leaf && l.flow_sched == FlowSched::Fair => {
-                        st.vtime = st.vtime.max(rank)
-                    }
-                    _ => {}
-                }
-            }
-            // Senic backlog (φ) bookkeeping.
-            let mut child = held.leaf_node;
-            while let Some(n) = self.prog.nodes[child as usize].parent {
-                if self.is_senic(n) {
-                    let top = self.senic_top(n);
-                    self.senic_advance(top, now);
-                    let rate = self.params.edges[child as usize].rate_bps.max(1) as u128;
-                    let st = &mut self.nodes[n as usize].senic;
-                    let c = st.child_backlog.entry(child).or_insert(1);
-                    *c -= 1;
-                    if *c == 0 {
-                        st.backlog_rate -= rate;
-                    }
-                }
-                child = n;
-            }
-            // Leaf accounting and admission of the next waiting packet.
-            let bytes = held.pkt.bytes as u64;
-            let st = &mut self.nodes[held.leaf_node as usize];
-            st.held_packets -= 1;
-            st.held_bytes -= bytes;
-            st.admitted -= 1;
-            // The end of a fair leaf's busy period: its virtual time moves to the largest
-            // finish tag given (SFQ's rule for an idle server); every flow starts afresh.
-            if st.held_packets == 0 {
-                st.vtime = st.vtime.max(st.max_finish);
-            }
-            if let Some(f) = st.flows.get_mut(&held.flow) {
-                f.0 -= 1;
-                f.1 -= bytes;
-                if f.0 == 0 {
-                    st.flows.remove(&held.flow);
-                    // Idle: forgotten once the virtual time reaches its finish tag.
-                    if self.options.forget_idle_flows {
-                        if let Some(&l) = st.last.get(&held.flow) {
-                            st.idle_by_finish.insert((l, held.flow));
-                        }
-                    }
-                }
-            }
-            if let Some(next) = st.waiting.pop_front() {
-                self.admit(next, now);
-            }
-            let d = Departure {
-                id: held.pkt.id,
-                leaf: held.leaf,
-                flow: held.flow,
-                bytes: held.pkt.bytes,
-                enqueued_ps: held.enqueued_ps,
-            };
-            let prog = &self.prog;
-            self.stats
-                .sent(|n| prog.nodes[n as usize].parent, d.bytes, held.leaf_node);
-            let fc = self.flow_stats.entry((d.leaf, d.flow)).or_default();
-            fc.packets += 1;
-            fc.bytes += d.bytes as u64;
-            self.forget_if_idle(held.leaf_node, held.leaf, held.flow);
-            return Some(d);
         }
     }
 
@@ -1177,7 +1213,10 @@ impl Engine for ReferenceEngine {
                 shaper,
                 rate_bps,
                 burst_bytes,
-            } => self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now),
+            } => {
+                self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now);
+                self.schedule(shaper, now);
+            }
             Update::LeafLimits {
                 node, outstanding, ..
             } => {
