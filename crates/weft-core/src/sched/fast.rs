@@ -41,8 +41,11 @@
 //!   has reached its finish tag: such flows wait in a per-leaf list, a few forgotten at
 //!   each departure from the leaf). Drops per flow are counted in a sparse side map (drops
 //!   are rare).
-//! * **Shaping queue**: a timing wheel of `(time, seq, slot)` ([`super::wheel`]); per-flow
-//!   deferral records only for flows with deferred packets. A packet that a senic group's
+//! * **Shaping classes**: a 24-byte [`Bucket`] and an 8-byte [`ClassRt`] each; a class's
+//!   queue is a PIFO per node of its packets' paths, every one a pairing heap in one shared
+//!   pool ([`PairingHeaps`]), found through a hash map by `(class, node)`. The global shaping
+//!   queue is a [`MinHeap`] of `(time, seq, class)` whose stale entries (a class rescheduled
+//!   since) are skipped by generation; its first entry is always live. A packet that a senic group's
 //!   virtual time holds back waits in that group's own heap of `(S, seq, slot)` instead
 //!   (released once `V` reaches `S`, however φ moves meanwhile: see the reference).
 //! * **Nodes and leaves.** What every packet reads and writes at a node (parent, algorithm,

@@ -7,14 +7,15 @@
 //!   rank and pushes an entry for the child the packet came from; the leaf pushes the packet
 //!   itself with its flow-scheduling rank. Dequeue follows the root's smallest entry down to a
 //!   leaf and takes that leaf's smallest packet. Equal ranks leave in arrival order.
-//! * **Global shaping queue** (Loom §4.2.2): packets are enqueued as if unshaped. A packet
-//!   dequeued before it may be sent — a shaping class on its path lacks tokens, or a `senic`
-//!   node on its path says it is not yet eligible — leaves the tree for one time-ordered queue
-//!   and re-enters the tree with its stored ranks when its time comes. High-priority traffic
-//!   therefore passes rate-limited traffic in the same node (Loom Fig. 6 vs Fig. 8).
-//!   Shaping classes are charged when a packet is sent, so a class shared by several
-//!   children is divided in the order the scheduler picks them, and the shaping bound holds
-//!   at the wire.
+//! * **Shaping classes** (Loom §4.2.2, kept in order): packets are enqueued as if unshaped.
+//!   A packet dequeued before its shaping class may send it (the class lacks tokens, or holds
+//!   packets already) waits in that class's own queue, a PIFO tree with the policy's shape and
+//!   the packets' stored ranks; the global shaping queue orders classes by when their first
+//!   packet conforms and puts that one packet back into the tree. A saturated class thus
+//!   gives its tokens to what the policy beneath it ranks first, while high-priority traffic
+//!   outside it passes it (Loom Fig. 6 vs Fig. 8). A `senic` node's ineligible packets wait in
+//!   their group's queue. Classes are charged when a packet is sent, so the shaping bound
+//!   holds at the wire. Shares and classes count frame + link overhead (`link.count`).
 //! * Rank functions per node type are documented on [`reference::Rank`].
 
 mod buckets;
@@ -461,10 +462,10 @@ impl Stats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EngineOptions {
     /// Loom §4.2.3's "currently limited" flag: at admission, a packet whose shaping class
-    /// already has packets in the shaping queue goes straight there (release time estimated
-    /// now) instead of passing through the tree first. Saves a tree pass per shaped packet
-    /// of a backlogged class; departure times may differ slightly from the default, which
-    /// estimates the release time when the packet first reaches the root. Off by default.
+    /// holds packets goes straight into that class's queue instead of passing through the
+    /// tree first. Saves a tree pass per shaped packet of a backlogged class; departures may
+    /// differ slightly from the default (a class that empties meanwhile would have let the
+    /// packet go from the tree). Off by default.
     pub limited_fast_path: bool,
     /// Forget a flow, as [`Engine::close_flow`] would, as soon as it holds no packet (after
     /// a departure or a drop) and nothing it keeps changes its next packet's treatment: at

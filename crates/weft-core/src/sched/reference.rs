@@ -35,6 +35,10 @@
 //! `rate × window + burst` even when the tree delays a packet past its transmit time. (Loom
 //! computes transmit times at enqueue; charging at enqueue lets a delayed packet and its
 //! successor leave closer together than the rate allows, which the property tests caught.)
+//! A popped packet that a class lacks the tokens for, or that finds the class holding packets
+//! it has not released, waits in that class's queue (`ClassQueue`: a PIFO tree of its own
+//! with the packets' stored ranks); the shaping queue orders classes by when their first
+//! packet conforms and puts that packet alone back into the tree.
 //!
 //! Virtual times carry [`FRAC`] fractional bits.
 
