@@ -1427,14 +1427,17 @@ impl FastEngine {
         None
     }
 
-    /// Pushes `e` into the PIFO of class `c`'s queue at node `n` (made on first use).
-    fn class_push(&mut self, c: u32, n: u32, e: HeapEntry) {
+    /// Pushes `e` into the PIFO of class `c`'s queue at node `n` (made on first use), and
+    /// returns that PIFO's index (an entry above links to it, so a walk down the class's
+    /// tree looks up only its root).
+    fn class_push(&mut self, c: u32, n: u32, e: HeapEntry) -> u32 {
         let next = self.class_roots.len() as u32;
         let i = *self.class_pifo_of.entry((c, n)).or_insert(next);
         if i == next {
             self.class_roots.push(NO);
         }
         self.class_pifos.push(&mut self.class_roots[i as usize], e);
+        i
     }
 
     /// Moves a held packet into shaping class `c`'s queue: its entries from the leaf up to
@@ -1446,13 +1449,13 @@ impl FastEngine {
         let leaf_node = self.slots[slot as usize].leaf_node;
         let base = slot as usize * self.stride;
         let rank = self.ranks[base];
-        self.class_push(c, leaf_node, HeapEntry::new(rank, seq, slot));
+        let mut below = self.class_push(c, leaf_node, HeapEntry::new(rank, seq, slot));
         let mut child = leaf_node;
         let mut i = 1;
         while self.nodes[child as usize].parent != NO {
             let n = self.nodes[child as usize].parent;
             let rank = self.ranks[base + i];
-            self.class_push(c, n, HeapEntry::new(rank, seq, child));
+            below = self.class_push(c, n, HeapEntry::new(rank, seq, child).linked(below));
             child = n;
             i += 1;
         }
@@ -1464,21 +1467,21 @@ impl FastEngine {
     /// The slot at the front of class `c`'s queue, and takes it out when `take`.
     fn class_front(&mut self, c: u32, take: bool) -> Option<u32> {
         let mut n = 0;
+        let mut i = *self.class_pifo_of.get(&(c, n))?;
         loop {
-            let &i = self.class_pifo_of.get(&(c, n))?;
             let root = &mut self.class_roots[i as usize];
-            let v = if take {
-                self.class_pifos.pop(root)?.v
+            let e = if take {
+                self.class_pifos.pop(root)?
             } else {
-                self.class_pifos.peek(*root)?.v
+                *self.class_pifos.peek(*root)?
             };
             if self.nodes[n as usize].kind == Kind::Leaf {
                 if take {
                     self.classes[c as usize].held -= 1;
                 }
-                return Some(v);
+                return Some(e.v);
             }
-            n = v;
+            (n, i) = (e.v, e.link);
         }
     }
 
@@ -1494,7 +1497,9 @@ impl FastEngine {
             None
         } else {
             self.class_front(c, false).map(|slot| {
-                let wire = self.slots[slot as usize].bytes.saturating_add(self.overhead);
+                let wire = self.slots[slot as usize]
+                    .bytes
+                    .saturating_add(self.overhead);
                 self.buckets[c as usize].earliest(wire, now)
             })
         };
@@ -1576,7 +1581,8 @@ impl FastEngine {
             let slot = self
                 .class_front(c, true)
                 .unwrap_or_else(|| panic!("class {c}: due with an empty queue"));
-            self.classes[c as usize].state = (self.classes[c as usize].state & !CLASS_DUE) | CLASS_OUT;
+            self.classes[c as usize].state =
+                (self.classes[c as usize].state & !CLASS_DUE) | CLASS_OUT;
             let i = self.shaping[slot as usize]
                 .as_slice()
                 .iter()
@@ -2073,8 +2079,10 @@ impl Engine for FastEngine {
                 };
                 self.burst[k] = (slot, tracked as u32);
                 k += 1;
-                // A shaped packet ends the stage: should a class hold it, the pops after it
-                // must see what that releases.
+                // A shaped packet ends the stage: should a class hold it, the class may be
+                // due at once (its queue's first packet may have changed), and the pops after
+                // it must see what that releases. (Ending it only at a second packet of a class
+                // already in the stage cost more instructions than it saved.)
                 if !self.shaping[slot as usize].as_slice().is_empty() {
                     break;
                 }
