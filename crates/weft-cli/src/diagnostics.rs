@@ -1,12 +1,14 @@
 //! Rendering policy diagnostics on stderr: annotated source via miette (with the rule as the
 //! error code, the node, secondary labels and a hint), or one plain line per problem; or as
-//! JSON values for `weft policy check --json`.
+//! JSON values for `weft policy check --json`. Errors ([`PolicyError`]) and the warnings of a
+//! policy that compiled ([`Warnings`]) render alike, each with its severity.
 
 use std::fmt;
 use std::io::IsTerminal;
 
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
-use weft_core::policy::{Diagnostic, PolicyError};
+use weft_core::policy::error::Sources;
+use weft_core::policy::{Diagnostic, PolicyError, Program, Severity, Warnings};
 
 #[derive(Debug)]
 struct Rendered {
@@ -15,6 +17,7 @@ struct Rendered {
     src: NamedSource<String>,
     labels: Vec<LabeledSpan>,
     help: Option<String>,
+    severity: Severity,
 }
 
 impl fmt::Display for Rendered {
@@ -36,6 +39,13 @@ impl miette::Diagnostic for Rendered {
             .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
+    }
+
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         Some(&self.src)
     }
@@ -45,9 +55,9 @@ impl miette::Diagnostic for Rendered {
     }
 }
 
-fn convert(err: &PolicyError, d: &Diagnostic) -> Rendered {
-    let file = err.sources.file(d.span.file);
-    let (path, line, col) = err.sources.location(d.span);
+fn convert(sources: &Sources, d: &Diagnostic) -> Rendered {
+    let file = sources.file(d.span.file);
+    let (path, line, col) = sources.location(d.span);
     let mut labels = vec![LabeledSpan::new_primary_with_span(
         Some(d.rule.name().to_string()),
         SourceSpan::new(d.span.offset.into(), d.span.len),
@@ -60,7 +70,7 @@ fn convert(err: &PolicyError, d: &Diagnostic) -> Rendered {
                 SourceSpan::new(l.span.offset.into(), l.span.len),
             ));
         } else {
-            let (p, ln, c) = err.sources.location(l.span);
+            let (p, ln, c) = sources.location(l.span);
             elsewhere.push(format!("{}: {p}:{ln}:{c}", l.text));
         }
     }
@@ -83,17 +93,29 @@ fn convert(err: &PolicyError, d: &Diagnostic) -> Rendered {
         src: NamedSource::new(path, file.text.to_string()),
         labels,
         help,
+        severity: d.severity(),
     }
 }
 
 /// Every diagnostic of `err` as JSON: rule, message, node, where (file, line, column; 1-based),
 /// the secondary labels with where they point, and the hint.
 pub fn to_json(err: &PolicyError) -> Vec<serde_json::Value> {
+    json_of(&err.diagnostics, &err.sources)
+}
+
+/// The warnings of a policy that compiled as JSON, as [`to_json`] gives errors.
+pub fn warnings_json(p: &Program) -> Vec<serde_json::Value> {
+    p.warnings
+        .as_ref()
+        .map_or_else(Vec::new, |w| json_of(&w.diagnostics, &w.sources))
+}
+
+fn json_of(diagnostics: &[Diagnostic], sources: &Sources) -> Vec<serde_json::Value> {
     let at = |span| {
-        let (file, line, column) = err.sources.location(span);
+        let (file, line, column) = sources.location(span);
         serde_json::json!({"file": file, "line": line, "column": column})
     };
-    err.diagnostics
+    diagnostics
         .iter()
         .map(|d| {
             serde_json::json!({
@@ -118,17 +140,36 @@ pub fn report(err: &PolicyError, plain: bool) {
         crate::out::errln!("{}", err.render_plain());
         return;
     }
+    render(&err.diagnostics, &err.sources, |d| err.render_one(d));
+}
+
+/// Prints the warnings of a policy that compiled to stderr (nothing when it has none), as
+/// [`report`] prints errors: `warning[small-burst]` with the file, line and column, and the
+/// hint.
+pub fn warn(p: &Program, plain: bool) {
+    let Some(w) = &p.warnings else {
+        return;
+    };
+    if plain {
+        crate::out::errln!("{}", w.render_plain());
+        return;
+    }
+    render(&w.diagnostics, &w.sources, |d| Warnings::render_one(w, d));
+}
+
+/// Annotated source of each diagnostic (`plain` renders one that miette cannot).
+fn render(diagnostics: &[Diagnostic], sources: &Sources, plain: impl Fn(&Diagnostic) -> String) {
     let theme = if std::io::stderr().is_terminal() {
         GraphicalTheme::unicode()
     } else {
         GraphicalTheme::unicode_nocolor()
     };
     let handler = GraphicalReportHandler::new_themed(theme);
-    for d in &err.diagnostics {
-        let r = convert(err, d);
+    for d in diagnostics {
+        let r = convert(sources, d);
         let mut s = String::new();
         if handler.render_report(&mut s, &r).is_err() {
-            s = err.render_one(d);
+            s = plain(d);
         }
         crate::out::errln!("{s}");
     }

@@ -439,15 +439,18 @@ fn load_policy(file: &std::path::Path, opts: &LoadOptions) -> Result<Program, Po
     policy::load_bytes(std::path::Path::new("<stdin>"), read.map(|_| bytes), opts)
 }
 
+/// Loads a policy for a command: its errors (exit 2) or its warnings on stderr.
 fn load(file: &std::path::Path, args: &LoadArgs) -> Result<Program, Failure> {
     let opts = options(args)?;
-    load_policy(file, &opts).map_err(|e| {
+    let p = load_policy(file, &opts).map_err(|e| {
         diagnostics::report(&e, false);
         Failure {
             code: 2,
             message: None,
         }
-    })
+    })?;
+    diagnostics::warn(&p, false);
+    Ok(p)
 }
 
 fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<(), Failure> {
@@ -470,6 +473,7 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<
                     "valid": true,
                     "summary": show::summary(p),
                     "diagnostics": [],
+                    "warnings": diagnostics::warnings_json(p),
                 }),
                 Err(e) => json!({
                     "file": f.display().to_string(),
@@ -484,6 +488,10 @@ fn check(files: &[PathBuf], args: &LoadArgs, plain: bool, json: bool) -> Result<
         match loaded {
             Ok(p) => {
                 writeln!(out, "{}: ok: {}", f.display(), show::summary(&p)).map_err(out::failed)?;
+                if p.warnings.is_some() {
+                    out.flush().map_err(out::failed)?;
+                    diagnostics::warn(&p, plain);
+                }
             }
             Err(e) => {
                 failed += 1;

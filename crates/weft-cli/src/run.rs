@@ -269,6 +269,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     };
     match policy::load(&a.policy, &opts) {
         Ok(prog) => {
+            crate::diagnostics::warn(&prog, false);
             for w in dataplane::tenant_warnings(&prog, &tenants) {
                 crate::out::errln!("warning: {w}");
             }
@@ -380,12 +381,15 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
                 link_rate_bps: rate,
                 ..LoadOptions::default()
             };
-            if let Err(e) = policy::load(&p, &opts) {
-                crate::diagnostics::report(&e, false);
-                return Err(usage(format!(
-                    "{}: invalid policy; the running one is untouched",
-                    p.display()
-                )));
+            match policy::load(&p, &opts) {
+                Ok(prog) => crate::diagnostics::warn(&prog, false),
+                Err(e) => {
+                    crate::diagnostics::report(&e, false);
+                    return Err(usage(format!(
+                        "{}: invalid policy; the running one is untouched",
+                        p.display()
+                    )));
+                }
             }
             let abs = std::fs::canonicalize(&p).map_err(|e| usage(e.to_string()))?;
             let v = ask(
@@ -566,9 +570,12 @@ fn testbed_cmd(t: TestbedCommand) -> Result<(), Fail> {
                 link_rate_bps: Some(testbed::BENCH_RATE_BPS),
                 ..LoadOptions::default()
             };
-            if let Err(e) = policy::load(&fig1, &opts) {
-                crate::diagnostics::report(&e, false);
-                return Err(usage(format!("--fig1 {}: invalid policy", fig1.display())));
+            match policy::load(&fig1, &opts) {
+                Ok(prog) => crate::diagnostics::warn(&prog, false),
+                Err(e) => {
+                    crate::diagnostics::report(&e, false);
+                    return Err(usage(format!("--fig1 {}: invalid policy", fig1.display())));
+                }
             }
             let dir = testbed::bench_dir(&prefix);
             std::fs::create_dir_all(&dir).map_err(|e| (1, e.to_string()))?;

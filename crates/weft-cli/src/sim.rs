@@ -284,6 +284,9 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     check_out(&a.out, &inputs)?;
     let mut sc = weft_sim::load(&a.scenario, &ov).map_err(|e| usage(e.to_string()))?;
     apply_overrides(&mut sc, a.seed, a.duration.as_deref())?;
+    for w in &sc.policy_warnings {
+        crate::out::errln!("{w}");
+    }
     for w in sc.warnings() {
         crate::out::errln!("warning: {w}");
     }

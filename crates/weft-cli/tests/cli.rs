@@ -161,6 +161,105 @@ fn check_json_reports_every_file_and_diagnostic() {
     assert_eq!(first("unknown-key.yaml")["help"], "did you mean `weight`?");
 }
 
+/// A `burst` under two frames of the link is a warning, not an error: `weft policy check`
+/// says `ok` and exits 0 with the warning on stderr (file, line, column, rule, hint), in each
+/// form (annotated, `--plain`, and `--json` under `warnings`, nothing on stderr); the
+/// commands that load a policy print it too and go on. The default burst warns of nothing.
+#[test]
+fn a_small_burst_is_a_warning_and_exit_0() {
+    let dir = scratch("small-burst");
+    let policy = |burst: &str| {
+        format!(
+            "weft: 1\nnodes:\n  - {{name: root, type: wfq}}\n  \
+             - {{name: cap, type: shape, parent: root, rate: 1gbit{burst}}}\n  \
+             - {{name: a, type: leaf, parent: cap}}\n"
+        )
+    };
+    let small = dir.join("small.yaml");
+    fs::write(&small, policy(", burst: 64b")).unwrap();
+    let file = small.display().to_string();
+    // `64b` on line 4.
+    let at = format!("{file}:4:64:");
+    let help = "a bucket under two frames loses rate when the link delays the class's packet \
+                behind another frame; use at least 3028b (2 × mtu) or omit burst for the default";
+    weft()
+        .args(["policy", "check"])
+        .arg(&small)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(format!("{file}: ok: ")))
+        .stderr(predicate::str::contains(&at))
+        .stderr(predicate::str::contains("weft::policy::small-burst"))
+        .stderr(predicate::str::contains("error").not());
+    weft()
+        .args(["policy", "check", "--plain"])
+        .arg(&small)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(format!("{file}: ok: ")))
+        .stderr(format!(
+            "{at} warning[small-burst]: the bucket of `cap` holds 64 bytes, less than two \
+             frames of the link (2 × mtu 1514 = 3028 bytes) (node `cap`); help: {help}\n"
+        ));
+    let out = weft()
+        .args(["policy", "check", "--json"])
+        .arg(&small)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::is_empty())
+        .get_output()
+        .stdout
+        .clone();
+    let (rows, _) = json_lines(out);
+    assert_eq!(rows[0]["valid"], true, "{}", rows[0]);
+    assert_eq!(rows[0]["diagnostics"], serde_json::json!([]));
+    let w = &rows[0]["warnings"];
+    assert_eq!(w.as_array().map(Vec::len), Some(1), "{w}");
+    assert_eq!(w[0]["rule"], "small-burst");
+    assert_eq!(w[0]["node"], "cap");
+    assert_eq!(w[0]["at"]["line"], 4);
+    assert_eq!(w[0]["at"]["column"], 64);
+    assert_eq!(w[0]["help"], help);
+    // `policy show` shows the burst as written, and warns.
+    weft()
+        .args(["policy", "show"])
+        .arg(&small)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("cap  shape 1gbit burst 64b"))
+        .stderr(predicate::str::contains(&at))
+        .stderr(predicate::str::contains("small-burst"));
+    // A replay warns and runs.
+    let trace = dir.join("t.csv");
+    fs::write(&trace, "arrive_ps,bytes\n0,100\n1000000,100\n").unwrap();
+    replay_quiet(&file, &trace, &dir.join("out"))
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains(&at))
+        .stderr(predicate::str::contains("small-burst"));
+    assert!(dir.join("out/summary.json").is_file());
+    // Without `burst`: two frames of the link, and no warning.
+    let default = dir.join("default.yaml");
+    fs::write(&default, policy("")).unwrap();
+    weft()
+        .args(["policy", "show"])
+        .arg(&default)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("cap  shape 1gbit burst 3028b"))
+        .stderr(predicate::str::is_empty());
+    let out = weft()
+        .args(["policy", "check", "--json"])
+        .arg(&default)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let (rows, _) = json_lines(out);
+    assert_eq!(rows[0]["warnings"], serde_json::json!([]));
+}
+
 /// A simulator scenario given where a policy goes: its missing version says what it is and
 /// which command runs it; a file that is neither keeps the plain advice.
 #[test]

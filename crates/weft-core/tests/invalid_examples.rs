@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use weft_core::policy::{load, LoadOptions, Rule};
+use weft_core::policy::{load, LoadOptions, Rule, Severity};
 
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies")
@@ -111,8 +111,10 @@ fn every_rule_has_an_invalid_example() {
         .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
+    // Warnings (`small-burst`) refuse nothing: no invalid example can show them.
     let missing: Vec<&str> = Rule::ALL
         .iter()
+        .filter(|r| r.severity() == Severity::Error)
         .map(|r| r.name())
         .filter(|n| !stems.iter().any(|s| s == n))
         .collect();

@@ -160,15 +160,15 @@ nodes:
 policy shared — link 10gbit (overhead 20b, mtu 1514b) — 7 nodes (1 scheduling, 3 leaves, 3 shaping classes), depth 2
 root  wfq
 ├── j1  leaf (fifo flows by 5-tuple)  [weight 1]  match {tag: 1}
-│       ~ shaped by p1  shape 1gbit burst 1514b  if {dst: 10.0.1.0/24}
-│           ~ shaped by top  shape 10gbit burst 1514b
-│         or p2  shape 2gbit burst 1514b
-│           ~ shaped by top  shape 10gbit burst 1514b
+│       ~ shaped by p1  shape 1gbit burst 3028b  if {dst: 10.0.1.0/24}
+│           ~ shaped by top  shape 10gbit burst 3028b
+│         or p2  shape 2gbit burst 3028b
+│           ~ shaped by top  shape 10gbit burst 3028b
 ├── j2  leaf (fifo flows by 5-tuple)  [weight 1]  match {tag: 2}
-│       ~ shaped by p1  shape 1gbit burst 1514b  if {dst: 10.0.1.0/24}
-│           ~ shaped by top  shape 10gbit burst 1514b
-│         or p2  shape 2gbit burst 1514b
-│           ~ shaped by top  shape 10gbit burst 1514b
+│       ~ shaped by p1  shape 1gbit burst 3028b  if {dst: 10.0.1.0/24}
+│           ~ shaped by top  shape 10gbit burst 3028b
+│         or p2  shape 2gbit burst 3028b
+│           ~ shaped by top  shape 10gbit burst 3028b
 └── j3  leaf (fifo flows by 5-tuple)  [weight 2]
 "
     );
@@ -209,7 +209,7 @@ fn stacked_parallel_shaping_nodes_render_in_linear_size() {
         lines <= 1 + 4 + shaping_edges,
         "{lines} lines for {shaping_edges} shaping edges"
     );
-    assert!(out.contains("~ shaped by s0_0  shape 1gbit burst 1514b  if {tag: 0}\n"));
+    assert!(out.contains("~ shaped by s0_0  shape 1gbit burst 3028b  if {tag: 0}\n"));
     assert!(out.contains("(and the shaping above it, shown earlier)\n"));
     // Both leaves list their 30 shaping nodes; `b`'s refer to what `a`'s showed.
     let b = &out[out.find("── b  leaf").unwrap()..];

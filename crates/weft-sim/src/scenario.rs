@@ -333,6 +333,10 @@ pub struct Scenario {
     /// Where `latency_window` was written (`file:line:column`), for warnings; `None`: the
     /// default (five throughput windows).
     pub latency_window_at: Option<String>,
+    /// The policy's warnings (`small-burst`), a line each: `file:line:col:
+    /// warning[rule]: ...`, or for `policy_inline` at the scenario file's line and column as
+    /// its errors are (`file:line:col: policy_inline: warning[rule]: ...`).
+    pub policy_warnings: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -491,7 +495,8 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             let name = format!("{p} (policy_inline)");
             policy::compile_str(Path::new(&name), &inline.value, &lopts).map_err(|e| {
                 ScenarioError::PolicyInline {
-                    message: inline_diagnostics(&e, &p, text, inline),
+                    message: inline_diagnostics(&e.diagnostics, &e.sources, &p, text, inline)
+                        .join("\n"),
                 }
             })?
         }
@@ -766,6 +771,18 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             }
             None => None,
         };
+    let policy_warnings = match (
+        &program.warnings,
+        policy_override,
+        &raw.policy,
+        &raw.policy_inline,
+    ) {
+        (None, ..) => Vec::new(),
+        (Some(w), None, None, Some(inline)) => {
+            inline_diagnostics(&w.diagnostics, &w.sources, &p, text, inline)
+        }
+        (Some(w), ..) => w.diagnostics.iter().map(|d| w.render_one(d)).collect(),
+    };
     Ok(Scenario {
         name,
         description: raw
@@ -788,6 +805,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         time_scale: raw.time_scale.as_ref().map(|t| t.value.clone()),
         time_scale_ratio,
         latency_window_at: raw.latency_window.as_ref().map(|w| ctx.at(&w.referenced)),
+        policy_warnings,
     })
 }
 
@@ -1413,25 +1431,27 @@ fn block_origin(text: &str, inline: &Spanned<String>) -> Option<(usize, usize)> 
     found.then_some((first, indent))
 }
 
-/// The diagnostics of the inline policy, each at its line and column in the scenario file
-/// (`file:line:col: policy_inline: error[rule]: ...`); when the block's lines cannot be
-/// found in the file, at the line and column within the block, naming where it starts.
+/// The diagnostics of the inline policy (errors or warnings), each at its line and column in
+/// the scenario file (`file:line:col: policy_inline: error[rule]: ...`); when the block's
+/// lines cannot be found in the file, at the line and column within the block, naming where
+/// it starts.
 fn inline_diagnostics(
-    e: &policy::PolicyError,
+    diagnostics: &[policy::Diagnostic],
+    sources: &policy::error::Sources,
     path: &str,
     text: &str,
     inline: &Spanned<String>,
-) -> String {
+) -> Vec<String> {
     let origin = block_origin(text, inline);
-    e.diagnostics
+    diagnostics
         .iter()
         .map(|d| {
+            let one = policy::error::render_line(sources, d);
             if d.span.file != 0 {
                 // A sub-policy file the inline policy attaches names its own place.
-                return e.render_one(d);
+                return one;
             }
-            let one = e.render_one(d);
-            let (file, line, col) = e.sources.location(d.span);
+            let (file, line, col) = sources.location(d.span);
             let rest = one
                 .strip_prefix(&format!("{file}:{line}:{col}: "))
                 .unwrap_or(&one);
@@ -1448,8 +1468,7 @@ fn inline_diagnostics(
                 ),
             }
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect()
 }
 
 struct Ctx<'a> {

@@ -894,6 +894,39 @@ fn policy_inline_errors_point_into_the_scenario_file() {
     );
 }
 
+/// A `policy_inline` with a `burst` under two frames of the link loads with its `small-burst`
+/// warning, at the scenario file's line and column as its errors are; a file policy's names
+/// its own file; the default burst warns of nothing.
+#[test]
+fn policy_inline_warnings_point_into_the_scenario_file() {
+    let tenants = "  - {name: A, meta: {tenant: 1}, apps: [{name: b, kind: bulk}]}\n";
+    let text = |burst: &str| {
+        format!(
+            "duration: 1ms\npolicy_inline: |\n  weft: 1\n  nodes:\n    - {{name: r, type: wfq}}\n    \
+             - {{name: cap, type: shape, parent: r, rate: 1gbit{burst}}}\n    \
+             - {{name: a, type: leaf, parent: cap, match: {{tenant: 1}}}}\ntenants:\n{tenants}"
+        )
+    };
+    let sc = weft_sim::load_str(
+        Path::new("w.yaml"),
+        &text(", burst: 64b"),
+        &Default::default(),
+    )
+    .expect("a small burst is a warning, not an error");
+    assert_eq!(sc.program.shapers[0].burst_bytes, 64);
+    assert_eq!(sc.policy_warnings.len(), 1, "{:?}", sc.policy_warnings);
+    assert!(
+        sc.policy_warnings[0].starts_with(
+            "w.yaml:6:63: policy_inline: warning[small-burst]: the bucket of `cap` holds 64 bytes"
+        ),
+        "{:?}",
+        sc.policy_warnings
+    );
+    let sc = weft_sim::load_str(Path::new("w.yaml"), &text(""), &Default::default()).unwrap();
+    assert_eq!(sc.program.shapers[0].burst_bytes, 3028, "2 × mtu");
+    assert!(sc.policy_warnings.is_empty(), "{:?}", sc.policy_warnings);
+}
+
 /// Keys an application's kind does not read were ignored without a word (`rate` on bulk,
 /// `window` on UDP), and a tenant without applications ran nothing: refused, where written.
 #[test]

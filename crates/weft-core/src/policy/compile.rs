@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::error::{Diagnostic, PolicyError, Rule, Sources, Span};
+use super::error::{Diagnostic, PolicyError, Rule, Sources, Span, Warnings};
 use super::parse::{
     parse_document, suggest, Document, FlowKey, FlowSched, Kind, NodeDecl, Spanned,
 };
@@ -44,6 +44,15 @@ pub struct LoadOptions {
     pub attach: Vec<(String, PathBuf)>,
     /// Overrides the link rate (bits per second).
     pub link_rate_bps: Option<u64>,
+}
+
+/// The bucket depth of a shaping node without `burst`, and the least one that does not warn
+/// (`small-burst`): two frames of the link (`2 × link.mtu`). A packet of the class can wait
+/// behind one other frame on the link; the bucket keeps filling while it waits, so it must
+/// hold a second frame's tokens besides the packet's own, or they overflow and the class
+/// loses rate.
+pub fn default_burst_bytes(link: &Link) -> u64 {
+    link.mtu_bytes.saturating_mul(2)
 }
 
 /// Loads, composes and compiles the policy in `path`.
@@ -148,6 +157,9 @@ struct Compiler<'o> {
     opts: &'o LoadOptions,
     sources: Sources,
     diags: Vec<Diagnostic>,
+    /// Diagnostics of warning rules: they do not stop the compilation (and are dropped when
+    /// an error does).
+    warnings: Vec<Diagnostic>,
     /// (canonical, as written) paths of the files being loaded (cycle detection).
     stack: Vec<(PathBuf, PathBuf)>,
     /// Composed nodes, in declaration order.
@@ -164,6 +176,7 @@ impl<'o> Compiler<'o> {
             opts,
             sources: Sources::default(),
             diags: Vec::new(),
+            warnings: Vec::new(),
             stack: Vec::new(),
             nodes: Vec::new(),
             used_overrides: HashSet::new(),
@@ -265,9 +278,18 @@ impl<'o> Compiler<'o> {
         }
         let program = self.build(&top, &path);
         match program {
-            Some(p) if self.diags.is_empty() => {
+            Some(mut p) if self.diags.is_empty() => {
                 #[cfg(debug_assertions)]
                 p.check_invariants();
+                if !self.warnings.is_empty() {
+                    let mut diagnostics = self.warnings;
+                    diagnostics.sort_by_key(|d| (d.span.file, d.span.offset));
+                    diagnostics.dedup();
+                    p.warnings = Some(Warnings {
+                        diagnostics,
+                        sources: Arc::new(self.sources),
+                    });
+                }
                 Ok(p)
             }
             _ => Err(self.finish_err()),
@@ -914,6 +936,23 @@ impl<'o> Compiler<'o> {
                     );
                 }
             }
+            if let Some(b) = d.burst.as_ref().filter(|_| k == Kind::Shape) {
+                let least = default_burst_bytes(&link);
+                if b.value < least {
+                    self.warnings.push(
+                        Diagnostic::new(
+                            Rule::SmallBurst,
+                            b.span,
+                            format!(
+                                "the bucket of `{}` holds {} bytes, less than two frames of the link (2 × mtu {} = {least} bytes)",
+                                d.name.value, b.value, link.mtu_bytes
+                            ),
+                        )
+                        .node(d.name.value.clone())
+                        .help(format!("a bucket under two frames loses rate when the link delays the class's packet behind another frame; use at least {least}b (2 × mtu) or omit burst for the default")),
+                    );
+                }
+            }
             if k == Kind::Shape && d.rate.is_none() {
                 self.diags.push(
                     Diagnostic::new(
@@ -1128,7 +1167,10 @@ impl<'o> Compiler<'o> {
                 Shaper {
                     name: d.name.value.clone(),
                     rate_bps: d.rate.as_ref().map_or(0, |r| r.value),
-                    burst_bytes: d.burst.as_ref().map_or(link.mtu_bytes, |b| b.value),
+                    burst_bytes: d
+                        .burst
+                        .as_ref()
+                        .map_or(default_burst_bytes(&link), |b| b.value),
                     matches: d
                         .matches
                         .as_ref()
@@ -1277,6 +1319,7 @@ impl<'o> Compiler<'o> {
             nodes,
             shapers,
             leaves,
+            warnings: None,
             tables,
         })
     }

@@ -1,9 +1,10 @@
 //! Policy diagnostics: every error names the file, line, column, node and the rule broken.
 //!
 //! Rules are a closed set ([`Rule`]) with stable kebab-case names; the files in
-//! `examples/policies/invalid/` are named after them and tests check each file produces its
-//! rule at its line. Errors are collected, not thrown one at a time, so one `check` shows every
-//! problem it can find.
+//! `examples/policies/invalid/` are named after the error rules and tests check each file
+//! produces its rule at its line. Errors are collected, not thrown one at a time, so one
+//! `check` shows every problem it can find. A few rules are warnings ([`Severity`]): the
+//! policy compiles and carries them ([`Warnings`], in `Program::warnings`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -75,11 +76,39 @@ pub enum Rule {
     SenicDepth,
     /// SENIC §4.2: the L1 classes' rate limits add up to more than the capacity.
     SenicOversubscribed,
+    /// A warning: a shaping node's `burst` holds less than two frames of the link, so the
+    /// class loses rate when the link delays its packet behind another frame.
+    SmallBurst,
+}
+
+/// How bad a diagnostic is: whether the policy is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// The policy is refused.
+    Error,
+    /// The policy compiles, but likely does not do what was meant.
+    Warning,
+}
+
+impl Severity {
+    /// `error` or `warning`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Rule {
-    /// Every rule, for documentation and tests.
-    pub const ALL: [Rule; 30] = [
+    /// Every rule, for documentation and tests (the warnings last).
+    pub const ALL: [Rule; 31] = [
         Rule::UnreadableFile,
         Rule::YamlSyntax,
         Rule::UnknownKey,
@@ -110,6 +139,7 @@ impl Rule {
         Rule::AttachCycle,
         Rule::SenicDepth,
         Rule::SenicOversubscribed,
+        Rule::SmallBurst,
     ];
 
     /// The stable kebab-case name (`multiple-parents`).
@@ -145,6 +175,15 @@ impl Rule {
             Rule::AttachCycle => "attach-cycle",
             Rule::SenicDepth => "senic-depth",
             Rule::SenicOversubscribed => "senic-oversubscribed",
+            Rule::SmallBurst => "small-burst",
+        }
+    }
+
+    /// Whether breaking the rule refuses the policy ([`Severity::Error`]) or only warns.
+    pub fn severity(self) -> Severity {
+        match self {
+            Rule::SmallBurst => Severity::Warning,
+            _ => Severity::Error,
         }
     }
 
@@ -336,6 +375,33 @@ impl Diagnostic {
         self.help = Some(help.into());
         self
     }
+
+    /// Its rule's severity.
+    pub fn severity(&self) -> Severity {
+        self.rule.severity()
+    }
+}
+
+/// `file:line:col: SEVERITY[rule]: message (node `x`); help: hint` (the node and the hint
+/// where there are): a diagnostic as one line, its span in `sources`.
+pub fn render_line(sources: &Sources, d: &Diagnostic) -> String {
+    let (file, line, col) = sources.location(d.span);
+    let node = d
+        .node
+        .as_ref()
+        .map(|n| format!(" (node `{n}`)"))
+        .unwrap_or_default();
+    let help = d
+        .help
+        .as_ref()
+        .map(|h| format!("; help: {h}"))
+        .unwrap_or_default();
+    format!(
+        "{file}:{line}:{col}: {}[{}]: {}{node}{help}",
+        d.severity(),
+        d.rule,
+        d.message
+    )
 }
 
 /// A policy that could not be loaded: its diagnostics and the files they point into.
@@ -361,21 +427,7 @@ impl PolicyError {
 
     /// One diagnostic as a single line.
     pub fn render_one(&self, d: &Diagnostic) -> String {
-        let (file, line, col) = self.sources.location(d.span);
-        let node = d
-            .node
-            .as_ref()
-            .map(|n| format!(" (node `{n}`)"))
-            .unwrap_or_default();
-        let help = d
-            .help
-            .as_ref()
-            .map(|h| format!("; help: {h}"))
-            .unwrap_or_default();
-        format!(
-            "{file}:{line}:{col}: error[{}]: {}{node}{help}",
-            d.rule, d.message
-        )
+        render_line(&self.sources, d)
     }
 
     /// The (rule, file, line) of each diagnostic.
@@ -394,6 +446,43 @@ impl PolicyError {
         self.diagnostics
             .iter()
             .map(|d| (d.rule, self.sources.location(d.span).1))
+            .collect()
+    }
+}
+
+/// The warnings of a policy that compiled (diagnostics of rules whose [`Severity`] is
+/// `Warning`, in file order) and the files they point into.
+#[derive(Debug, Clone)]
+pub struct Warnings {
+    /// The warnings, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The files the spans point into.
+    pub sources: Arc<Sources>,
+}
+
+impl Warnings {
+    /// `file:line:col: warning[rule]: message (node `x`); help: hint`, one line per warning.
+    pub fn render_plain(&self) -> String {
+        self.diagnostics
+            .iter()
+            .map(|d| self.render_one(d))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// One warning as a single line.
+    pub fn render_one(&self, d: &Diagnostic) -> String {
+        render_line(&self.sources, d)
+    }
+
+    /// The (rule, file, line) of each warning.
+    pub fn locations(&self) -> Vec<(Rule, String, usize)> {
+        self.diagnostics
+            .iter()
+            .map(|d| {
+                let (file, line, _) = self.sources.location(d.span);
+                (d.rule, file, line)
+            })
             .collect()
     }
 }

@@ -15,7 +15,7 @@ pub mod synth;
 mod yaml;
 
 pub use compile::{compile_str, load, load_bytes, LoadOptions};
-pub use error::{Diagnostic, PolicyError, Rule};
+pub use error::{Diagnostic, PolicyError, Rule, Severity, Warnings};
 pub use program::{
     Algo, Classification, Edge, LeafId, LeafSpec, Limits, Link, Node, NodeId, Program, Shaper,
     ShaperId, ShapingPath,

@@ -21,6 +21,7 @@
 
 use std::ops::Range;
 
+use super::error::Warnings;
 use crate::classifier::tss::{Dispatch, NO_TARGET};
 use crate::classifier::{reference::ReferenceDispatch, Match, PacketMeta};
 
@@ -226,7 +227,8 @@ pub struct Shaper {
     pub name: String,
     /// Rate, bits per second.
     pub rate_bps: u64,
-    /// Bucket depth, bytes.
+    /// Bucket depth, bytes (`burst`; by default two frames of the link,
+    /// [`default_burst_bytes`](super::compile::default_burst_bytes)).
     pub burst_bytes: u64,
     /// Which packets of the edge this node shapes (`any` when absent).
     pub matches: Match,
@@ -375,6 +377,9 @@ pub struct Program {
     pub shapers: Vec<Shaper>,
     /// Leaf id → node id.
     pub leaves: Vec<NodeId>,
+    /// What compiled but is likely a mistake (`small-burst`), with the files it points into;
+    /// `None` when nothing is (the files' text is then not kept).
+    pub warnings: Option<Warnings>,
     pub(crate) tables: Tables,
 }
 
