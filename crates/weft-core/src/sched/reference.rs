@@ -849,7 +849,12 @@ impl ReferenceEngine {
             None
         } else {
             self.class_head(c).map(|slot| {
-                let bytes = self.slab[slot].as_ref().expect("held").pkt.bytes.saturating_add(self.overhead);
+                let bytes = self.slab[slot]
+                    .as_ref()
+                    .expect("held")
+                    .pkt
+                    .bytes
+                    .saturating_add(self.overhead);
                 self.buckets[c as usize].earliest(bytes, now)
             })
         };
