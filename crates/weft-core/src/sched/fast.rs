@@ -535,6 +535,9 @@ pub struct FastEngine {
     class_pifo_of: FxHashMap<(u32, u32), u32>,
     /// Per class PIFO, its root in `class_pifos` (`NO`: empty).
     class_roots: Vec<u32>,
+    /// Per class PIFO, the index of its class's PIFO at the parent node (`NO` at the root):
+    /// a hold looks up only its leaf's PIFO.
+    class_parents: Vec<u32>,
     /// Every class PIFO's entries, in one pool.
     class_pifos: PairingHeaps,
     /// Packets in the classes' queues, plus those they released that are still in the tree.
@@ -743,6 +746,7 @@ impl FastEngine {
             classes: vec![ClassRt::default(); prog.shapers.len()],
             class_pifo_of: FxHashMap::default(),
             class_roots: Vec::new(),
+            class_parents: Vec::new(),
             class_pifos: PairingHeaps::default(),
             class_backlog: 0,
             overhead: prog.link.counted_overhead(),
@@ -1427,16 +1431,20 @@ impl FastEngine {
         None
     }
 
-    /// Pushes `e` into the PIFO of class `c`'s queue at node `n` (made on first use), and
-    /// returns that PIFO's index (an entry above links to it, so a walk down the class's
-    /// tree looks up only its root).
-    fn class_push(&mut self, c: u32, n: u32, e: HeapEntry) -> u32 {
-        let next = self.class_roots.len() as u32;
-        let i = *self.class_pifo_of.entry((c, n)).or_insert(next);
-        if i == next {
-            self.class_roots.push(NO);
+    /// The index of the PIFO of class `c`'s queue at node `n`, made on first use with those
+    /// of the nodes above it.
+    fn class_pifo(&mut self, c: u32, n: u32) -> u32 {
+        if let Some(&i) = self.class_pifo_of.get(&(c, n)) {
+            return i;
         }
-        self.class_pifos.push(&mut self.class_roots[i as usize], e);
+        let parent = match self.nodes[n as usize].parent {
+            NO => NO,
+            p => self.class_pifo(c, p),
+        };
+        let i = self.class_roots.len() as u32;
+        self.class_pifo_of.insert((c, n), i);
+        self.class_roots.push(NO);
+        self.class_parents.push(parent);
         i
     }
 
@@ -1448,20 +1456,31 @@ impl FastEngine {
         let seq = self.next_seq();
         let leaf_node = self.slots[slot as usize].leaf_node;
         let base = slot as usize * self.stride;
-        let rank = self.ranks[base];
-        let mut below = self.class_push(c, leaf_node, HeapEntry::new(rank, seq, slot));
+        // Each entry above the leaf links to the PIFO below it, so a walk down the class's
+        // tree looks up only its root.
+        let mut at = self.class_pifo(c, leaf_node);
+        let mut e = HeapEntry::new(self.ranks[base], seq, slot);
         let mut child = leaf_node;
         let mut i = 1;
-        while self.nodes[child as usize].parent != NO {
-            let n = self.nodes[child as usize].parent;
-            let rank = self.ranks[base + i];
-            below = self.class_push(c, n, HeapEntry::new(rank, seq, child).linked(below));
-            child = n;
-            i += 1;
+        // Whether it is first anywhere: if not, the queue's first packet is what it was.
+        let mut first = false;
+        loop {
+            let root = &mut self.class_roots[at as usize];
+            self.class_pifos.push(root, e);
+            first |= self.class_pifos.peek(*root).is_some_and(|t| t.seq == seq);
+            let up = self.class_parents[at as usize];
+            if up == NO {
+                break;
+            }
+            e = HeapEntry::new(self.ranks[base + i], seq, child).linked(at);
+            child = self.nodes[child as usize].parent;
+            (at, i) = (up, i + 1);
         }
         self.classes[c as usize].held += 1;
         self.class_backlog += 1;
-        self.schedule(c, now);
+        if first {
+            self.schedule(c, now);
+        }
     }
 
     /// The slot at the front of class `c`'s queue, and takes it out when `take`.

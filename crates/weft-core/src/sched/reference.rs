@@ -788,22 +788,25 @@ impl ReferenceEngine {
         let h = self.slab[slot].as_ref().expect("held");
         let (leaf_node, ranks) = (h.leaf_node, h.ranks.clone());
         let q = &mut self.classes[c as usize];
-        q.tree
-            .entry(leaf_node)
-            .or_default()
-            .insert((ranks[0], seq), slot);
+        let mut push = |n: NodeId, rank: Rank, v: usize| {
+            let pifo = q.tree.entry(n).or_default();
+            pifo.insert((rank, seq), v);
+            pifo.first_key_value().is_some_and(|(&(_, s), _)| s == seq)
+        };
+        // Whether it is first anywhere: if not, the queue's first packet is what it was, and
+        // so is the class's entry in the shaping queue.
+        let mut first = push(leaf_node, ranks[0], slot);
         let mut child = leaf_node;
         let mut i = 1;
         while let Some(n) = self.prog.nodes[child as usize].parent {
-            q.tree
-                .entry(n)
-                .or_default()
-                .insert((ranks[i], seq), child as usize);
+            first |= push(n, ranks[i], child as usize);
             child = n;
             i += 1;
         }
         q.held += 1;
-        self.schedule(c, now);
+        if first {
+            self.schedule(c, now);
+        }
     }
 
     /// The packet at the front of class `c`'s queue: its PIFO tree followed from the top.
