@@ -79,10 +79,32 @@ fn render(s: &Spec) -> String {
     );
     for (g, (k, knobs)) in s.inner.iter().enumerate() {
         let kind = KINDS[*k];
+        // A third of the groups share one shaping class among their leaves (nesting the
+        // leaves' own classes inside it), a third sit below a class of their own (their
+        // leaves' classes nest inside that); rates that bind on a 1 Gbit/s link.
+        let (share, over) = (knobs[0] % 3 == 1, knobs[0] % 3 == 2);
+        let class_rate = 100 + (knobs[0] as u32 % 7) * 100;
+        let class_burst = 3028 + (knobs[0] as u32 % 5) * 1000;
+        let group_parent = if over {
+            y += &format!(
+                "  - {{name: over{g}, type: shape, parent: root, rate: {class_rate}mbit, burst: {class_burst}b}}\n"
+            );
+            format!("over{g}")
+        } else {
+            "root".to_string()
+        };
         y += &format!(
-            "  - {{name: g{g}, type: {kind}, parent: root, {}match: {{vm: {g}}}}}\n",
+            "  - {{name: g{g}, type: {kind}, parent: {group_parent}, {}match: {{vm: {g}}}}}\n",
             edge_for(root, g, knobs[0])
         );
+        let leaves_parent = if share {
+            y += &format!(
+                "  - {{name: share{g}, type: shape, parent: g{g}, rate: {class_rate}mbit, burst: {class_burst}b}}\n"
+            );
+            format!("share{g}")
+        } else {
+            format!("g{g}")
+        };
         for (l, &knob) in knobs.iter().enumerate() {
             let flows = if knob % 2 == 0 {
                 "{by: flow, sched: fair}"
@@ -105,10 +127,10 @@ fn render(s: &Spec) -> String {
                     } else {
                         (format!("{rate}mbit"), format!("{burst}b"))
                     };
-                    y += &format!("  - {{name: s{g}-{l}, type: shape, parent: g{g}, rate: {rate}, burst: {burst}, match: {{proto: udp}}}}\n");
+                    y += &format!("  - {{name: s{g}-{l}, type: shape, parent: {leaves_parent}, rate: {rate}, burst: {burst}, match: {{proto: udp}}}}\n");
                     format!("s{g}-{l}")
                 }
-                None => format!("g{g}"),
+                None => leaves_parent.clone(),
             };
             y += &format!(
                 "  - {{name: l{g}-{l}, type: leaf, parent: {parent}, {}match: {{tag: {l}}}, flows: {flows}{extra}}}\n",

@@ -384,6 +384,17 @@ pub struct Program {
 }
 
 impl Program {
+    /// How many shaping nodes stack above shaping class `c` on its edge, at most (0: an
+    /// outermost class; nested parallel sets, docs/policy.md).
+    pub fn shaping_depth(&self, c: ShaperId) -> u32 {
+        self.shapers[c as usize]
+            .shaping_parents
+            .iter()
+            .map(|&p| 1 + self.shaping_depth(p))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Whether `c` names this program's parts consistently: a leaf with its own node and
     /// known shaping classes, or a drop at a known node. A driver may bind a flow's queue to
     /// any such class, not only to what [`Program::classify`] returns (Loom §4.3: the OS

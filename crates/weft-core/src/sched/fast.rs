@@ -314,12 +314,6 @@ const CLASS_DUE: u32 = 1 << 30;
 /// [`ClassRt::state`]: the generation of that entry.
 const CLASS_GEN: u32 = CLASS_DUE - 1;
 
-impl ClassRt {
-    fn busy(&self) -> bool {
-        self.held > 0 || self.state & CLASS_OUT != 0
-    }
-}
-
 /// A held packet: what the scheduler still needs of it once classified.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -337,14 +331,17 @@ struct Slot {
     flow: u32,
     leaf_node: u32,
     leaf: u32,
-    /// The shaping class whose queue released it into the tree, until it is popped (`NO`:
-    /// none).
-    from: u32,
     /// [`HAS_DEADLINE`], [`HAS_SLACK`].
     flags: u8,
     /// Bit `i`: it has been released by the queue of its `i`-th shaping class, and is first
     /// in line for that class's tokens from then on (see the reference).
     passed: u8,
+    /// Bit `i`: its `i`-th shaping class's queue released it and holds a reservation for it
+    /// (see the reference).
+    out: u8,
+    /// The shaping class whose queue released it into the tree, until it is popped (`NO`:
+    /// none).
+    from: u32,
     /// Entries of its SENIC tags in `FastEngine::tags`.
     n_senic: u8,
 }
@@ -538,6 +535,11 @@ pub struct FastEngine {
     /// Per class PIFO, the index of its class's PIFO at the parent node (`NO` at the root):
     /// a hold looks up only its leaf's PIFO.
     class_parents: Vec<u32>,
+    /// Per class PIFO at a `wfq`, `rr` or `drr` node: the class's own virtual time there
+    /// (virtual bytes, FRAC fractional bits); and per class PIFO, its node's last finish tag
+    /// at the class's PIFO of the parent (see the reference's `ClassQueue`).
+    class_vtime: Vec<u128>,
+    class_last: Vec<u128>,
     /// Every class PIFO's entries, in one pool.
     class_pifos: PairingHeaps,
     /// Packets in the classes' queues, plus those they released that are still in the tree.
@@ -747,6 +749,8 @@ impl FastEngine {
             class_pifo_of: FxHashMap::default(),
             class_roots: Vec::new(),
             class_parents: Vec::new(),
+            class_vtime: Vec::new(),
+            class_last: Vec::new(),
             class_pifos: PairingHeaps::default(),
             class_backlog: 0,
             overhead: prog.link.counted_overhead(),
@@ -863,8 +867,9 @@ impl FastEngine {
             flow: fi,
             leaf_node,
             leaf,
-            from: NO,
             passed: 0,
+            out: 0,
+            from: NO,
             flags: if pkt.deadline_ps.is_some() {
                 HAS_DEADLINE
             } else {
@@ -1402,7 +1407,10 @@ impl FastEngine {
             .as_slice()
             .iter()
             .copied()
-            .find(|&c| self.classes[c as usize].busy())
+            .find(|&c| {
+                let q = self.classes[c as usize];
+                q.held > 0 || q.state & CLASS_OUT != 0 || self.buckets[c as usize].reserved()
+            })
     }
 
     /// The shaping class that holds back the popped packet in `slot` at `now`, if one does:
@@ -1410,7 +1418,7 @@ impl FastEngine {
     /// and has not released it before (as the reference's `holding_class`). Leaves the
     /// packet's cost at each class it checked in `self.costs`.
     #[inline(always)]
-    fn holding_class(&mut self, s: &Slot, slot: u32, now: u64) -> Option<u32> {
+    fn holding_class(&mut self, s: &Slot, slot: u32, now: u64) -> Option<usize> {
         let wire = s.bytes.saturating_add(self.overhead);
         let FastEngine {
             shaping,
@@ -1424,8 +1432,10 @@ impl FastEngine {
             let cost = bk.cost(wire);
             costs[i] = cost;
             let short = bk.earliest_cost(cost, now) > now;
-            if short || (s.passed & (1 << i) == 0 && classes[c as usize].busy()) {
-                return Some(c);
+            let q = classes[c as usize];
+            let busy = q.held > 0 || q.state & CLASS_OUT != 0 || bk.reserved();
+            if short || (s.passed & (1 << i) == 0 && busy) {
+                return Some(i);
             }
         }
         None
@@ -1445,7 +1455,89 @@ impl FastEngine {
         self.class_pifo_of.insert((c, n), i);
         self.class_roots.push(NO);
         self.class_parents.push(parent);
+        self.class_vtime.push(0);
+        self.class_last.push(0);
         i
+    }
+
+    /// Holds the popped packet in `slot` at the `i`-th class of its path, giving it back to
+    /// the classes it is out for that are not inner to that class (see the reference).
+    #[cold]
+    #[inline(never)]
+    fn hold_at(&mut self, slot: u32, from: u32, i: usize, now: u64) {
+        let path = self.shaping[slot as usize];
+        let c = path.as_slice()[i];
+        let mut again = if self.slots[slot as usize].out != 0 {
+            self.give_back(slot, Some(c))
+        } else {
+            0
+        };
+        if from != NO {
+            again |= 1
+                << path
+                    .as_slice()
+                    .iter()
+                    .position(|&y| y == from)
+                    .expect("on its path");
+        }
+        again &= !(1 << i);
+        self.hold(slot, c, now);
+        // Then those classes' next packets (and its releasing class's).
+        for (j, &x) in path.as_slice().iter().enumerate() {
+            if again & (1 << j) != 0 {
+                self.schedule(x, now);
+            }
+        }
+    }
+
+    /// Gives back the reservations of the packet in `slot`: all of them for a departure
+    /// (`hold` `None`); for a hold at class `h`, those at `h` and at the classes not inner to
+    /// it. Returns the positions on its path given back.
+    fn give_back(&mut self, slot: u32, hold: Option<u32>) -> u8 {
+        let mut done = 0;
+        let path = self.shaping[slot as usize];
+        for (j, &x) in path.as_slice().iter().enumerate() {
+            if self.slots[slot as usize].out & (1 << j) == 0 {
+                continue;
+            }
+            if hold.is_some_and(|h| x != h && self.inner(x, h)) {
+                continue;
+            }
+            done |= 1 << j;
+            debug_assert!(
+                self.buckets[x as usize].reserved(),
+                "class {x}: a packet it released holds no reservation"
+            );
+            let wire = self.slots[slot as usize]
+                .bytes
+                .saturating_add(self.overhead);
+            let b = &mut self.buckets[x as usize];
+            b.unreserve(b.cost(wire));
+            self.slots[slot as usize].out &= !(1 << j);
+            self.class_backlog -= 1;
+        }
+        done
+    }
+
+    /// Whether shaping class `a` nests inside `b` in the classes' one total order (the
+    /// reference's `inner`: deeper edge first, then more shaping nodes above on the edge,
+    /// then id). Out of the hot path: only a packet
+    /// a class released and another holds asks.
+    fn inner(&self, a: u32, b: u32) -> bool {
+        let key = |c: u32| {
+            let mut n = self.prog.shapers[c as usize].sched_parent;
+            let mut d = 0u32;
+            while self.nodes[n as usize].parent != NO {
+                n = self.nodes[n as usize].parent;
+                d += 1;
+            }
+            (
+                std::cmp::Reverse(d),
+                std::cmp::Reverse(self.prog.shaping_depth(c)),
+                c,
+            )
+        };
+        key(a) < key(b)
     }
 
     /// Moves a held packet into shaping class `c`'s queue: its entries from the leaf up to
@@ -1455,6 +1547,9 @@ impl FastEngine {
     fn hold(&mut self, slot: u32, c: u32, now: u64) {
         let seq = self.next_seq();
         let leaf_node = self.slots[slot as usize].leaf_node;
+        let wire = self.slots[slot as usize]
+            .bytes
+            .saturating_add(self.overhead);
         let base = slot as usize * self.stride;
         // Each entry above the leaf links to the PIFO below it, so a walk down the class's
         // tree looks up only its root.
@@ -1472,13 +1567,40 @@ impl FastEngine {
             if up == NO {
                 break;
             }
-            e = HeapEntry::new(self.ranks[base + i], seq, child).linked(at);
-            child = self.nodes[child as usize].parent;
+            let n = self.nodes[child as usize].parent;
+            let node = &self.nodes[n as usize];
+            let rank = match node.kind {
+                // Fair shares among the class's own packets, on the class's virtual time.
+                Kind::Wfq | Kind::Rr | Kind::Drr => {
+                    let c_param = self.nodes[child as usize].param;
+                    let (start, finish) =
+                        (self.class_vtime[up as usize], self.class_last[at as usize]);
+                    let tmp = NodeRt {
+                        vtime: start,
+                        ..*node
+                    };
+                    let (rank, last) = Self::plain_rank(
+                        &tmp,
+                        c_param,
+                        finish,
+                        wire,
+                        &self.slots[slot as usize],
+                        now,
+                    );
+                    self.class_last[at as usize] = last.expect("a fair node gives a finish tag");
+                    rank
+                }
+                _ => self.ranks[base + i],
+            };
+            e = HeapEntry::new(rank, seq, child).linked(at);
+            child = n;
             (at, i) = (up, i + 1);
         }
-        self.classes[c as usize].held += 1;
+        let q = &mut self.classes[c as usize];
+        q.held += 1;
         self.class_backlog += 1;
-        if first {
+        // A class without an entry needs one whatever came first.
+        if first || q.state & CLASS_DUE == 0 {
             self.schedule(c, now);
         }
     }
@@ -1494,34 +1616,42 @@ impl FastEngine {
             } else {
                 *self.class_pifos.peek(*root)?
             };
-            if self.nodes[n as usize].kind == Kind::Leaf {
+            let kind = self.nodes[n as usize].kind;
+            if kind == Kind::Leaf {
                 if take {
                     self.classes[c as usize].held -= 1;
                 }
                 return Some(e.v);
+            }
+            if take {
+                let v = &mut self.class_vtime[i as usize];
+                match kind {
+                    Kind::Wfq | Kind::Rr => *v = (*v).max(e.rank()),
+                    Kind::Drr => *v = (*v).max(e.rank().saturating_sub(1 << FRAC)),
+                    _ => {}
+                }
             }
             (n, i) = (e.v, e.link);
         }
     }
 
     /// Gives class `c` a new entry in the shaping queue for when the packet at the front of
-    /// its queue conforms (none while its queue is empty or one of its packets is in the
-    /// tree); its old entry, if any, goes stale.
+    /// its queue conforms once the packets it has released are sent too (none while its
+    /// queue is empty or the last packet it released is in the tree); its old entry, if
+    /// any, goes stale.
     fn schedule(&mut self, c: u32, now: u64) {
         let q = self.classes[c as usize];
         if q.held == 0 && q.state & CLASS_DUE == 0 {
             return;
         }
-        let want = if q.state & CLASS_OUT != 0 {
-            None
-        } else {
-            self.class_front(c, false).map(|slot| {
-                let wire = self.slots[slot as usize]
-                    .bytes
-                    .saturating_add(self.overhead);
-                self.buckets[c as usize].earliest(wire, now)
-            })
-        };
+        let out = q.state & CLASS_OUT != 0;
+        let want = self.class_front(c, false).filter(|_| !out).map(|slot| {
+            let wire = self.slots[slot as usize]
+                .bytes
+                .saturating_add(self.overhead);
+            let b = &self.buckets[c as usize];
+            b.estimate_cost(b.cost(wire), now)
+        });
         let st = &mut self.classes[c as usize].state;
         *st &= !CLASS_DUE;
         if let Some(t) = want {
@@ -1600,8 +1730,8 @@ impl FastEngine {
             let slot = self
                 .class_front(c, true)
                 .unwrap_or_else(|| panic!("class {c}: due with an empty queue"));
-            self.classes[c as usize].state =
-                (self.classes[c as usize].state & !CLASS_DUE) | CLASS_OUT;
+            let st = &mut self.classes[c as usize].state;
+            *st = (*st & !CLASS_DUE) | CLASS_OUT;
             let i = self.shaping[slot as usize]
                 .as_slice()
                 .iter()
@@ -1609,7 +1739,11 @@ impl FastEngine {
                 .expect("a class holds only its own packets");
             let sl = &mut self.slots[slot as usize];
             sl.passed |= 1 << i;
+            sl.out |= 1 << i;
             sl.from = c;
+            let wire = sl.bytes.saturating_add(self.overhead);
+            let b = &mut self.buckets[c as usize];
+            b.reserve(b.cost(wire));
             self.push_entries(slot);
             self.purge_stale();
         }
@@ -1806,10 +1940,9 @@ impl FastEngine {
         if shaped || s.n_senic != 0 {
             let from = s.from;
             if from != NO {
-                // Its class's next token is no longer promised to a packet in the tree.
+                // Out of the tree: its releasing class may give out its next packet.
                 self.slots[slot as usize].from = NO;
                 self.classes[from as usize].state &= !CLASS_OUT;
-                self.class_backlog -= 1;
             }
             if let Some((top, st)) = self.senic_bind(&s, slot, now) {
                 self.defer_senic(slot, top, st);
@@ -1819,12 +1952,12 @@ impl FastEngine {
                 return None;
             }
             if shaped {
-                if let Some(c) = self.holding_class(&s, slot, now) {
-                    self.hold(slot, c, now);
-                    if from != NO && from != c {
-                        self.schedule(from, now);
-                    }
+                if let Some(i) = self.holding_class(&s, slot, now) {
+                    self.hold_at(slot, from, i, now);
                     return None;
+                }
+                if s.out != 0 {
+                    self.give_back(slot, None);
                 }
                 for i in 0..self.shaping[slot as usize].as_slice().len() {
                     let c = self.shaping[slot as usize].as_slice()[i];

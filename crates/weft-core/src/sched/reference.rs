@@ -191,9 +191,9 @@ fn senic_advance_wide(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
 }
 
 /// A token bucket kept as a generic cell rate algorithm (GCRA): its whole state is the time
-/// the bucket would be full again, so one record is 24 bytes (three `u64`s; with its class
-/// queue's state, 8 bytes in the fast engine, a class costs 32; SENIC keeps 30 bytes per
-/// class). Equivalent to a token bucket of `burst` bytes filling at `rate`, with
+/// the bucket would be full again, and the fill time its released packets reserve: 32 bytes
+/// (four `u64`s; with its queue's state, 8 bytes in the fast engine, a class costs 40; SENIC
+/// keeps 30 bytes per class). Equivalent to a token bucket of `burst` bytes filling at `rate`, with
 /// each packet's cost rounded up to a whole picosecond and the depth rounded down: the class
 /// never sends more than `burst + rate × interval` in any interval.
 #[derive(Debug, Clone, Copy, Default)]
@@ -204,6 +204,10 @@ pub(crate) struct Bucket {
     depth_ps: u64,
     /// When the bucket is full again given what was charged, ps (≤ now: full).
     full_ps: u64,
+    /// Fill time reserved by the packets the class's queue has released and that are not
+    /// sent yet, ps: the queue gives out its next packet only when the tokens cover those
+    /// too, so it releases at the class's rate even while they wait elsewhere.
+    pending_ps: u64,
 }
 
 impl Bucket {
@@ -212,6 +216,7 @@ impl Bucket {
             rate_bps: rate,
             depth_ps: Self::ps(burst_bytes, rate, false),
             full_ps: 0,
+            pending_ps: 0,
         }
     }
 
@@ -257,8 +262,33 @@ impl Bucket {
             .max(now)
     }
 
+    /// When a packet of cost `cost` conforms once the packets reserved are sent too.
+    pub(crate) fn estimate_cost(&self, cost: u64, now: u64) -> u64 {
+        if self.pending_ps == 0 {
+            return self.earliest_cost(cost, now);
+        }
+        // The reserved fill time counts from when the bucket holds nothing extra.
+        let full = self.full_ps.max(now).checked_add(self.pending_ps);
+        self.conforming(full.unwrap_or(u64::MAX), cost, now)
+    }
+
+    /// Reserves a released packet's cost.
+    pub(crate) fn reserve(&mut self, cost: u64) {
+        self.pending_ps = self.pending_ps.saturating_add(cost);
+    }
+
+    /// Gives a reservation back (the packet is sent, or waits elsewhere).
+    pub(crate) fn unreserve(&mut self, cost: u64) {
+        self.pending_ps = self.pending_ps.saturating_sub(cost);
+    }
+
+    /// Whether released packets of the class hold reservations.
+    pub(crate) fn reserved(&self) -> bool {
+        self.pending_ps > 0
+    }
+
     /// Changes rate and depth at `now`, keeping the credit earned so far (capped at the new
-    /// depth).
+    /// depth); reservations are rescaled to the new rate.
     pub(crate) fn reconfigure(&mut self, rate: u64, burst_bytes: u64, now: u64) {
         // Tokens in bit·ps/s units (bits × 10^12), as a token bucket would count them.
         let old_rate = self.rate_bps.max(1) as i128;
@@ -269,6 +299,8 @@ impl Bucket {
         let missing = cap_new - credit.min(cap_new);
         let limit = (u64::MAX / 4) as i128;
         self.full_ps = now.saturating_add(((missing + new_rate - 1) / new_rate).min(limit) as u64);
+        self.pending_ps =
+            ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate).min(limit) as u64;
         self.rate_bps = rate;
         self.depth_ps = Self::ps(burst_bytes, rate, false);
     }
@@ -297,6 +329,9 @@ struct Held {
     /// Bit `i`: it has been released by the queue of its `i`-th shaping class (leaf side
     /// first), and is first in line for that class's tokens from then on.
     passed: u8,
+    /// Bit `i`: its `i`-th shaping class's queue released it and holds a reservation for it
+    /// ([`Bucket::reserve`]).
+    out: u8,
     /// The class whose queue released it into the tree, until it is popped.
     from: Option<u32>,
     /// `(senic node, S tag)` for every senic node on the path.
@@ -357,10 +392,19 @@ struct NodeState {
 struct ClassQueue {
     /// Node → its PIFO: (rank, seq) → child node id, or held-packet slot at a leaf.
     tree: HashMap<NodeId, BTreeMap<(Rank, u64), usize>>,
+    /// At `wfq`, `rr` and `drr` nodes the class shares by the node's weights among its own
+    /// packets, on virtual time of its own: the node's tags count every packet through it,
+    /// and when siblings outside the class keep it busy they run ahead of what the class
+    /// sends, so a held packet's tag there says little more than when it arrived. Node →
+    /// the class's virtual time there (set by the entries its queue gives out).
+    vtime: HashMap<NodeId, u128>,
+    /// Child node → its last finish tag at its parent among the class's packets.
+    last: HashMap<NodeId, u128>,
     /// Packets in `tree`.
     held: usize,
-    /// A packet this queue released is in the tree and not yet popped: the class's next
-    /// token is that packet's.
+    /// A packet this queue released is in the tree, not yet popped: the queue releases no
+    /// other until then, so the tree sees the class's packets one at a time, in the queue's
+    /// order.
     out: bool,
     /// Its entry in the shaping queue: (when its first packet's tokens are there, seq).
     due: Option<(u64, u64)>,
@@ -555,6 +599,7 @@ impl ReferenceEngine {
             shaping,
             ranks: Vec::new(),
             passed: 0,
+            out: 0,
             from: None,
             senic: Vec::new(),
             enqueued_ps: now,
@@ -761,24 +806,49 @@ impl ReferenceEngine {
         self.push_entries(slot);
     }
 
-    /// Whether shaping class `c` holds packets or has one of them in the tree: a packet of
-    /// the class that has not been through its queue then queues behind them.
+    /// Whether shaping class `c` holds packets, or has released packets not yet sent (in the
+    /// tree or waiting at an outer class): a packet of the class that has not been through
+    /// its queue then queues behind them.
     fn class_busy(&self, c: u32) -> bool {
         let q = &self.classes[c as usize];
-        q.held > 0 || q.out
+        q.held > 0 || q.out || self.buckets[c as usize].reserved()
     }
 
     /// The shaping class that holds back a popped packet at `now`, if one does: the first on
     /// its path (leaf side first) that lacks the tokens for it, or that is busy
     /// ([`Self::class_busy`]) and has not released it before.
-    fn holding_class(&self, slot: usize, now: u64) -> Option<u32> {
+    fn holding_class(&self, slot: usize, now: u64) -> Option<usize> {
         let h = self.slab[slot].as_ref().expect("held");
         let bytes = h.pkt.bytes.saturating_add(self.overhead);
         h.shaping.as_slice().iter().enumerate().find_map(|(i, &c)| {
             let passed = h.passed & (1 << i) != 0;
             let short = self.buckets[c as usize].earliest(bytes, now) > now;
-            (short || (!passed && self.class_busy(c))).then_some(c)
+            (short || (!passed && self.class_busy(c))).then_some(i)
         })
+    }
+
+    /// Whether shaping class `a` nests inside `b` in the classes' one total order: a class
+    /// whose edge lies deeper in the tree is inner, then one below more shaping nodes on its
+    /// edge, ties broken by id. A class keeps its reservation for a packet it released while
+    /// the packet waits at an outer class, so it releases at its own rate and in its own
+    /// order however long the outer class makes its packets wait; it gives the reservation
+    /// back when the packet waits at an inner class (or at itself again). Since the order is
+    /// total, no two classes can each wait for the other's reservation.
+    fn inner(&self, a: u32, b: u32) -> bool {
+        let key = |c: u32| {
+            let mut n = self.prog.shapers[c as usize].sched_parent;
+            let mut d = 0u32;
+            while let Some(p) = self.prog.nodes[n as usize].parent {
+                n = p;
+                d += 1;
+            }
+            (
+                std::cmp::Reverse(d),
+                std::cmp::Reverse(self.prog.shaping_depth(c)),
+                c,
+            )
+        };
+        key(a) < key(b)
     }
 
     /// Moves a held packet into shaping class `c`'s queue: its entries from the leaf up to
@@ -786,7 +856,39 @@ impl ReferenceEngine {
     fn hold(&mut self, slot: usize, c: u32, now: u64) {
         let seq = self.next_seq();
         let h = self.slab[slot].as_ref().expect("held");
-        let (leaf_node, ranks) = (h.leaf_node, h.ranks.clone());
+        let (leaf_node, mut ranks) = (h.leaf_node, h.ranks.clone());
+        let bytes = h.pkt.bytes.saturating_add(self.overhead);
+        // Fair nodes rank the packet again among the class's own packets (`ClassQueue::vtime`).
+        let mut child = leaf_node;
+        let mut i = 1;
+        while let Some(n) = self.prog.nodes[child as usize].parent {
+            let algo = &self.prog.nodes[n as usize].algo;
+            if matches!(algo, Algo::Wfq | Algo::Rr | Algo::Drr) {
+                let edge = self.params.edges[child as usize];
+                let q = &mut self.classes[c as usize];
+                let start = q
+                    .vtime
+                    .get(&n)
+                    .copied()
+                    .unwrap_or(0)
+                    .max(q.last.get(&child).copied().unwrap_or(0));
+                let cost = match algo {
+                    Algo::Wfq => ((bytes as u128) << FRAC) / edge.weight.max(1) as u128,
+                    Algo::Rr => 1u128 << FRAC,
+                    _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                };
+                let finish = start + cost;
+                q.last.insert(child, finish);
+                ranks[i] = if *algo == Algo::Drr {
+                    let one = 1u128 << FRAC;
+                    finish.div_ceil(one) * one
+                } else {
+                    start
+                };
+            }
+            child = n;
+            i += 1;
+        }
         let q = &mut self.classes[c as usize];
         let mut push = |n: NodeId, rank: Rank, v: usize| {
             let pifo = q.tree.entry(n).or_default();
@@ -804,7 +906,8 @@ impl ReferenceEngine {
             i += 1;
         }
         q.held += 1;
-        if first {
+        // A class without an entry needs one whatever came first.
+        if first || q.due.is_none() {
             self.schedule(c, now);
         }
     }
@@ -827,7 +930,7 @@ impl ReferenceEngine {
         let q = &mut self.classes[c as usize];
         let mut n: NodeId = 0;
         loop {
-            let (_, v) = q
+            let ((rank, _), v) = q
                 .tree
                 .get_mut(&n)
                 .and_then(|p| p.pop_first())
@@ -836,31 +939,38 @@ impl ReferenceEngine {
                 q.held -= 1;
                 return v;
             }
+            let vt = q.vtime.entry(n).or_insert(0);
+            match self.prog.nodes[n as usize].algo {
+                Algo::Wfq | Algo::Rr => *vt = (*vt).max(rank),
+                Algo::Drr => *vt = (*vt).max(rank.saturating_sub(1 << FRAC)),
+                _ => {}
+            }
             n = v as NodeId;
         }
     }
 
     /// Gives class `c` a new entry in the shaping queue, for when the packet at the front of
-    /// its queue conforms (none while its queue is empty or one of its packets is in the
-    /// tree), in place of its old one.
+    /// its queue conforms once the packets it has released are sent too (none while its
+    /// queue is empty or the last packet it released is in the tree), in place of its old
+    /// one.
     fn schedule(&mut self, c: u32, now: u64) {
         let q = &self.classes[c as usize];
         if q.held == 0 && q.due.is_none() {
             return;
         }
-        let want = if self.classes[c as usize].out {
-            None
-        } else {
-            self.class_head(c).map(|slot| {
+        let want = self
+            .class_head(c)
+            .filter(|_| !self.classes[c as usize].out)
+            .map(|slot| {
                 let bytes = self.slab[slot]
                     .as_ref()
                     .expect("held")
                     .pkt
                     .bytes
                     .saturating_add(self.overhead);
-                self.buckets[c as usize].earliest(bytes, now)
-            })
-        };
+                let b = &self.buckets[c as usize];
+                b.estimate_cost(b.cost(bytes), now)
+            });
         if let Some(old) = self.classes[c as usize].due {
             self.shaping_queue.remove(&old);
         }
@@ -939,7 +1049,6 @@ impl ReferenceEngine {
             self.shaping_queue.remove(&(t, seq));
             self.classes[c as usize].due = None;
             let slot = self.class_pop(c);
-            self.classes[c as usize].out = true;
             let h = self.slab[slot].as_mut().expect("held packet");
             let i = h
                 .shaping
@@ -948,7 +1057,12 @@ impl ReferenceEngine {
                 .position(|&x| x == c)
                 .expect("a class holds only its own packets");
             h.passed |= 1 << i;
+            h.out |= 1 << i;
             h.from = Some(c);
+            let bytes = h.pkt.bytes.saturating_add(self.overhead);
+            let b = &mut self.buckets[c as usize];
+            b.reserve(b.cost(bytes));
+            self.classes[c as usize].out = true;
             self.push_entries(slot);
         }
         for i in 0..self.senic_tops.len() {
@@ -1142,39 +1256,67 @@ impl Engine for ReferenceEngine {
             self.release_due(now);
             let (slot, popped) = self.pop_path()?;
             let held = self.slab[slot].as_mut().expect("popped a held packet");
-            // A packet a class's queue released: the class's next token is no longer
-            // promised to a packet in the tree.
+            // Out of the tree: its releasing class may give out its next packet.
             let from = held.from.take();
             if let Some(c) = from {
                 self.classes[c as usize].out = false;
             }
             let held = self.slab[slot].as_ref().expect("popped a held packet");
-            let senic = held.senic.clone();
-            let shaping = held.shaping;
+            let (senic, shaping, out) = (held.senic.clone(), held.shaping, held.out);
             let bytes = held.pkt.bytes.saturating_add(self.overhead);
+            // The classes it is out for (positions on its path).
+            let released = (0..shaping.as_slice().len()).filter(move |&i| out & (1 << i) != 0);
             // A senic group's virtual time first; shaping is checked when it is back.
             let senic_bind = if senic.is_empty() {
                 None
             } else {
                 self.senic_binding(&senic, now)
             };
-            let mut held_at = None;
             if let Some((top, s, _)) = senic_bind {
                 self.defer_senic(slot, top, s);
-            } else if let Some(c) = self.holding_class(slot, now) {
+                if let Some(c) = from {
+                    self.schedule(c, now);
+                }
+            } else if let Some(i) = self.holding_class(slot, now) {
+                let c = shaping.as_slice()[i];
+                // Its reservations go back at `c` and at every class not inner to `c`.
+                let mut again = 0u8;
+                for j in released {
+                    let x = shaping.as_slice()[j];
+                    if x == c || !self.inner(x, c) {
+                        self.slab[slot].as_mut().expect("held").out &= !(1 << j);
+                        let b = &mut self.buckets[x as usize];
+                        b.unreserve(b.cost(bytes));
+                        again |= 1 << j;
+                    }
+                }
+                if let Some(f) = from {
+                    again |= 1
+                        << shaping
+                            .as_slice()
+                            .iter()
+                            .position(|&y| y == f)
+                            .expect("on its path");
+                }
+                again &= !(1 << i);
                 self.hold(slot, c, now);
-                held_at = Some(c);
+                // Then those classes' next packets (and its releasing class's).
+                for (j, &x) in shaping.as_slice().iter().enumerate() {
+                    if again & (1 << j) != 0 {
+                        self.schedule(x, now);
+                    }
+                }
             } else {
-                // Send it: charge its shaping classes now.
+                // Send it: no class's packet out any more; charge its classes now.
+                for j in released {
+                    let b = &mut self.buckets[shaping.as_slice()[j] as usize];
+                    b.unreserve(b.cost(bytes));
+                }
                 for &c in shaping.as_slice() {
                     self.buckets[c as usize].charge(bytes, now);
                     self.schedule(c, now);
                 }
                 return Some(self.send(slot, &popped, now));
-            }
-            // Its releasing class's next packet (a class that took it back has just done so).
-            if let Some(c) = from.filter(|&c| held_at != Some(c)) {
-                self.schedule(c, now);
             }
         }
     }
