@@ -1571,24 +1571,20 @@ impl FastEngine {
             let node = &self.nodes[n as usize];
             let rank = match node.kind {
                 // Fair shares among the class's own packets, on the class's virtual time.
-                Kind::Wfq | Kind::Rr | Kind::Drr => {
-                    let c_param = self.nodes[child as usize].param;
-                    let (start, finish) =
-                        (self.class_vtime[up as usize], self.class_last[at as usize]);
-                    let tmp = NodeRt {
-                        vtime: start,
-                        ..*node
+                kind @ (Kind::Wfq | Kind::Rr | Kind::Drr) => {
+                    let start = self.class_vtime[up as usize].max(self.class_last[at as usize]);
+                    let cost = match kind {
+                        Kind::Rr => 1u128 << FRAC,
+                        _ => Self::cost(wire, self.nodes[child as usize].param),
                     };
-                    let (rank, last) = Self::plain_rank(
-                        &tmp,
-                        c_param,
-                        finish,
-                        wire,
-                        &self.slots[slot as usize],
-                        now,
-                    );
-                    self.class_last[at as usize] = last.expect("a fair node gives a finish tag");
-                    rank
+                    let finish = start + cost;
+                    self.class_last[at as usize] = finish;
+                    if kind == Kind::Drr {
+                        let one = 1u128 << FRAC;
+                        finish.div_ceil(one) * one
+                    } else {
+                        start
+                    }
                 }
                 _ => self.ranks[base + i],
             };
@@ -2224,6 +2220,8 @@ impl Engine for FastEngine {
             let want = (max - sent).min(STAGED);
             let mut k = 0;
             let mut emptied = false;
+            // The shaping classes of the stage's packets so far, as bits `class % 64`.
+            let mut seen = 0u64;
             while k < want {
                 let Some((slot, tracked)) = self.pop_path(k * stride) else {
                     emptied = true;
@@ -2231,13 +2229,20 @@ impl Engine for FastEngine {
                 };
                 self.burst[k] = (slot, tracked as u32);
                 k += 1;
-                // A shaped packet ends the stage: should a class hold it, the class may be
-                // due at once (its queue's first packet may have changed), and the pops after
-                // it must see what that releases. (Ending it only at a second packet of a class
-                // already in the stage cost more instructions than it saved.)
-                if !self.shaping[slot as usize].as_slice().is_empty() {
+                // A packet of a class that an earlier packet of the stage passes ends the
+                // stage: should that class hold both, the second may become the first of its
+                // queue and be due at once, and the pops after it must see it released. (No
+                // class held packets or had any out when the stage began, so a class's first
+                // hold is for want of tokens, due later.) Classes are told apart by their id
+                // modulo 64: a clash only ends a stage early.
+                let mut mine = 0u64;
+                for &c in self.shaping[slot as usize].as_slice() {
+                    mine |= 1 << (c % 64);
+                }
+                if seen & mine != 0 {
                     break;
                 }
+                seen |= mine;
             }
             // Then every popped packet's flow record, leaf record, first shaping class and,
             // under a senic node, first SENIC tag and leaf node record (its class's backlog),
