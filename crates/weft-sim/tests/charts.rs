@@ -394,8 +394,10 @@ fn throughput_axis_fits_the_rates_and_marks_the_link() {
     );
     assert!(!svg.contains(r#"stroke-dasharray="4 4""#), "{svg}");
     let _ = std::fs::remove_dir_all(&dir);
-    // Two tenants sharing a 10 Gbit/s link, each below half of it: the axis fits them.
-    let sc = two_tenants("duration: 2ms\nwindow: 100us\n");
+    // Two tenants sharing a 10 Gbit/s link, each below half of it: the axis fits them. Each
+    // gets half the wire time, so its frames carry 1500/1520 of 5 Gbit/s (4.93); windows of
+    // 500 us keep a window's fair-queueing lead (a frame or so) under that margin.
+    let sc = two_tenants("duration: 2ms\nwindow: 500us\n");
     let dir = report("axis-share", &sc, &[NicKind::Loom]);
     let svg = read(&dir, "throughput-loom.svg");
     let labels: Vec<String> = y_labels(&svg).into_iter().map(|l| l.1).collect();
