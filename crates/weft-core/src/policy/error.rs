@@ -418,11 +418,7 @@ impl PolicyError {
     /// `file:line:col: error[rule]: message (node `x`); help: hint`, one line per diagnostic
     /// (the node and the hint where there are).
     pub fn render_plain(&self) -> String {
-        self.diagnostics
-            .iter()
-            .map(|d| self.render_one(d))
-            .collect::<Vec<_>>()
-            .join("\n")
+        render_lines(&self.sources, &self.diagnostics)
     }
 
     /// One diagnostic as a single line.
@@ -432,13 +428,7 @@ impl PolicyError {
 
     /// The (rule, file, line) of each diagnostic.
     pub fn locations(&self) -> Vec<(Rule, String, usize)> {
-        self.diagnostics
-            .iter()
-            .map(|d| {
-                let (file, line, _) = self.sources.location(d.span);
-                (d.rule, file, line)
-            })
-            .collect()
+        locations(&self.sources, &self.diagnostics)
     }
 
     /// The (rule, line) of each diagnostic, for tests and scripts.
@@ -463,11 +453,7 @@ pub struct Warnings {
 impl Warnings {
     /// `file:line:col: warning[rule]: message (node `x`); help: hint`, one line per warning.
     pub fn render_plain(&self) -> String {
-        self.diagnostics
-            .iter()
-            .map(|d| self.render_one(d))
-            .collect::<Vec<_>>()
-            .join("\n")
+        render_lines(&self.sources, &self.diagnostics)
     }
 
     /// One warning as a single line.
@@ -477,12 +463,24 @@ impl Warnings {
 
     /// The (rule, file, line) of each warning.
     pub fn locations(&self) -> Vec<(Rule, String, usize)> {
-        self.diagnostics
-            .iter()
-            .map(|d| {
-                let (file, line, _) = self.sources.location(d.span);
-                (d.rule, file, line)
-            })
-            .collect()
+        locations(&self.sources, &self.diagnostics)
     }
+}
+
+/// Every diagnostic of `ds` as a line of its own ([`render_line`]).
+fn render_lines(sources: &Sources, ds: &[Diagnostic]) -> String {
+    ds.iter()
+        .map(|d| render_line(sources, d))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The (rule, file, line) of each diagnostic of `ds`.
+fn locations(sources: &Sources, ds: &[Diagnostic]) -> Vec<(Rule, String, usize)> {
+    ds.iter()
+        .map(|d| {
+            let (file, line, _) = sources.location(d.span);
+            (d.rule, file, line)
+        })
+        .collect()
 }
