@@ -41,7 +41,7 @@
 //!   has reached its finish tag: such flows wait in a per-leaf list, a few forgotten at
 //!   each departure from the leaf). Drops per flow are counted in a sparse side map (drops
 //!   are rare).
-//! * **Shaping classes**: a 24-byte [`Bucket`] and an 8-byte [`ClassRt`] each; a class's
+//! * **Shaping classes**: a 32-byte [`Bucket`] and an 8-byte [`ClassRt`] each; a class's
 //!   queue is a PIFO per node of its packets' paths, every one a pairing heap in one shared
 //!   pool ([`PairingHeaps`]), found through a hash map by `(class, node)`. The global shaping
 //!   queue is a [`MinHeap`] of `(time, seq, class)` whose stale entries (a class rescheduled
@@ -297,7 +297,7 @@ impl LeafRt {
 }
 
 /// A shaping class's queue (see the reference's `ClassQueue`): 8 bytes beside the class's
-/// 24-byte [`Bucket`], so a rate limiter costs 32 bytes until it first holds a packet back.
+/// 32-byte [`Bucket`], so a rate limiter costs 40 bytes until it first holds a packet back.
 #[derive(Debug, Clone, Copy, Default)]
 struct ClassRt {
     /// Packets in its queue.
@@ -1635,11 +1635,19 @@ impl FastEngine {
     /// its queue conforms once the packets it has released are sent too (none while its
     /// queue is empty or the last packet it released is in the tree); its old entry, if
     /// any, goes stale.
+    #[inline(always)]
     fn schedule(&mut self, c: u32, now: u64) {
         let q = self.classes[c as usize];
-        if q.held == 0 && q.state & CLASS_DUE == 0 {
-            return;
+        if q.held != 0 || q.state & CLASS_DUE != 0 {
+            self.schedule_held(c, q, now);
         }
+    }
+
+    /// [`Self::schedule`] for a class that holds packets or has an entry (out of line: the
+    /// departures of an unsaturated class never come here).
+    #[cold]
+    #[inline(never)]
+    fn schedule_held(&mut self, c: u32, q: ClassRt, now: u64) {
         let out = q.state & CLASS_OUT != 0;
         let want = self.class_front(c, false).filter(|_| !out).map(|slot| {
             let wire = self.slots[slot as usize]
@@ -1955,9 +1963,9 @@ impl FastEngine {
                 if s.out != 0 {
                     self.give_back(slot, None);
                 }
-                for i in 0..self.shaping[slot as usize].as_slice().len() {
-                    let c = self.shaping[slot as usize].as_slice()[i];
-                    self.buckets[c as usize].charge_cost(self.costs[i], now);
+                let (path, costs) = (self.shaping[slot as usize], self.costs);
+                for (&c, &cost) in path.as_slice().iter().zip(costs.iter()) {
+                    self.buckets[c as usize].charge_cost(cost, now);
                     self.schedule(c, now);
                 }
             }
