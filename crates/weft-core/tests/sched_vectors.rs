@@ -695,3 +695,39 @@ nodes:
         );
     }
 }
+
+/// Nested limits (a class inside a class): a 4 Gbit/s class, 64 KiB burst, over `{a: its own
+/// 0.5 Gbit/s limit, b: unlimited}`, both backlogged from t = 0, nothing else on the link.
+/// The outer class's tokens never sit idle while b waits: a 0.5, b 3.5, the link 4 Gbit/s of
+/// wire time. (While the global shaping queue held packets, the outer class counted a's
+/// waiting packets as pending: b got 2.34 and the link 2.84.)
+#[test]
+fn nested_limits_leave_no_tokens_idle() {
+    let p = program(
+        "weft: 1
+link: {rate: 10gbit}
+nodes:
+  - {name: root, type: wfq}
+  - {name: cls, type: shape, parent: root, rate: 4gbit, burst: 64kb}
+  - {name: t, type: wfq, parent: cls, match: {tag: [1, 2]}}
+  - {name: a-limit, type: shape, parent: t, rate: 500mbit, burst: 64kb}
+  - {name: a, type: leaf, parent: a-limit, weight: 1, match: {tag: 1}}
+  - {name: b, type: leaf, parent: t, weight: 1, match: {tag: 2}}
+",
+    );
+    let mut arrivals = vec![];
+    let mut sizes = HashMap::new();
+    for id in 0..20_000u64 {
+        let tag = 1 + id % 2;
+        arrivals.push((0, pkt(id, 1500, &format!("tag={tag}"))));
+        sizes.insert(id, 1520);
+    }
+    // 5 to 25 ms: both backlogged throughout, the bursts long spent.
+    let (from, to) = (5_000_000_000, 25_000_000_000);
+    let deps = run(&p, arrivals, to);
+    let b = bytes_by_leaf(&deps, &sizes, from, to);
+    let gbps = |leaf: &str| b.get(leaf).copied().unwrap_or(0) as f64 * 8.0 / 0.02 / 1e9;
+    let (a, bb) = (gbps("a"), gbps("b"));
+    assert!((a - 0.5).abs() < 0.02, "a {a:.3} Gbit/s, b {bb:.3}");
+    assert!((bb - 3.5).abs() < 0.02, "b {bb:.3} Gbit/s, a {a:.3}");
+}

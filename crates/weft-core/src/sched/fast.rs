@@ -1243,8 +1243,11 @@ impl FastEngine {
                 _ => self.admit_levels(slot, base, seq, now),
             }
         }
-        if let Some(c) = busy {
+        if let Some(i) = busy {
+            let c = self.shaping[slot as usize].as_slice()[i];
+            let again = self.reserve_inner(slot, i);
             self.hold(slot, c, now);
+            self.schedule_positions(slot, again, now);
         }
     }
 
@@ -1402,12 +1405,12 @@ impl FastEngine {
 
     /// The first shaping class on the packet's path that holds packets or has one of them in
     /// the tree (the "currently limited" fast path: the caller checks the option).
-    fn busy_class(&self, slot: u32) -> Option<u32> {
+    fn busy_class(&self, slot: u32) -> Option<usize> {
         self.shaping[slot as usize]
             .as_slice()
             .iter()
             .copied()
-            .find(|&c| {
+            .position(|c| {
                 let q = self.classes[c as usize];
                 q.held > 0 || q.state & CLASS_OUT != 0 || self.buckets[c as usize].reserved()
             })
@@ -1480,11 +1483,44 @@ impl FastEngine {
                     .position(|&y| y == from)
                     .expect("on its path");
         }
+        again |= self.reserve_inner(slot, i);
         again &= !(1 << i);
         self.hold(slot, c, now);
         // Then those classes' next packets (and its releasing class's).
+        self.schedule_positions(slot, again, now);
+    }
+
+    /// Before the packet in `slot` waits at the `i`-th class of its path: reserves the tokens
+    /// of the classes before it there that passed it and nest inside that class (see the
+    /// reference's `reserve_inner`). Returns the positions reserved.
+    fn reserve_inner(&mut self, slot: u32, i: usize) -> u8 {
+        let path = self.shaping[slot as usize];
+        let c = path.as_slice()[i];
+        let (out, bytes) = {
+            let s = &self.slots[slot as usize];
+            (s.out, s.bytes)
+        };
+        let wire = bytes.saturating_add(self.overhead);
+        let mut done = 0u8;
+        for (j, &x) in path.as_slice()[..i].iter().enumerate() {
+            if out & (1 << j) == 0 && self.inner(x, c) {
+                let b = &mut self.buckets[x as usize];
+                b.reserve(wire);
+                done |= 1 << j;
+                self.class_backlog += 1;
+            }
+        }
+        let s = &mut self.slots[slot as usize];
+        s.out |= done;
+        s.passed |= done;
+        done
+    }
+
+    /// [`Self::schedule`] for the classes at the positions `mask` of the packet's path.
+    fn schedule_positions(&mut self, slot: u32, mask: u8, now: u64) {
+        let path = self.shaping[slot as usize];
         for (j, &x) in path.as_slice().iter().enumerate() {
-            if again & (1 << j) != 0 {
+            if mask & (1 << j) != 0 {
                 self.schedule(x, now);
             }
         }
@@ -1504,15 +1540,11 @@ impl FastEngine {
                 continue;
             }
             done |= 1 << j;
-            debug_assert!(
-                self.buckets[x as usize].reserved(),
-                "class {x}: a packet it released holds no reservation"
-            );
             let wire = self.slots[slot as usize]
                 .bytes
                 .saturating_add(self.overhead);
             let b = &mut self.buckets[x as usize];
-            b.unreserve(b.cost(wire));
+            b.unreserve(wire);
             self.slots[slot as usize].out &= !(1 << j);
             self.class_backlog -= 1;
         }
@@ -1550,6 +1582,16 @@ impl FastEngine {
         let wire = self.slots[slot as usize]
             .bytes
             .saturating_add(self.overhead);
+        // A packet this class released before comes back first in line: at fair nodes it
+        // takes the class's virtual time there, and is not charged again.
+        let again = {
+            let s = &self.slots[slot as usize];
+            self.shaping[slot as usize]
+                .as_slice()
+                .iter()
+                .position(|&x| x == c)
+                .is_some_and(|i| s.passed & (1 << i) != 0)
+        };
         let base = slot as usize * self.stride;
         // Each entry above the leaf links to the PIFO below it, so a walk down the class's
         // tree looks up only its root.
@@ -1571,6 +1613,7 @@ impl FastEngine {
             let node = &self.nodes[n as usize];
             let rank = match node.kind {
                 // Fair shares among the class's own packets, on the class's virtual time.
+                Kind::Wfq | Kind::Rr | Kind::Drr if again => self.class_vtime[up as usize],
                 kind @ (Kind::Wfq | Kind::Rr | Kind::Drr) => {
                     let start = self.class_vtime[up as usize].max(self.class_last[at as usize]);
                     let cost = match kind {
@@ -1747,7 +1790,7 @@ impl FastEngine {
             sl.from = c;
             let wire = sl.bytes.saturating_add(self.overhead);
             let b = &mut self.buckets[c as usize];
-            b.reserve(b.cost(wire));
+            b.reserve(wire);
             self.push_entries(slot);
             self.purge_stale();
         }

@@ -204,10 +204,11 @@ pub(crate) struct Bucket {
     depth_ps: u64,
     /// When the bucket is full again given what was charged, ps (≤ now: full).
     full_ps: u64,
-    /// Fill time reserved by the packets the class's queue has released and that are not
-    /// sent yet, ps: the queue gives out its next packet only when the tokens cover those
-    /// too, so it releases at the class's rate even while they wait elsewhere.
-    pending_ps: u64,
+    /// Bytes reserved by the packets the class's queue has released and that are not sent
+    /// yet: the queue gives out its next packet only when the tokens cover those too, so it
+    /// releases at the class's rate even while they wait elsewhere. Kept in bytes, not
+    /// time, so a live rate update leaves the sum of the reservations exact.
+    pending_bytes: u64,
 }
 
 impl Bucket {
@@ -216,7 +217,7 @@ impl Bucket {
             rate_bps: rate,
             depth_ps: Self::ps(burst_bytes, rate, false),
             full_ps: 0,
-            pending_ps: 0,
+            pending_bytes: 0,
         }
     }
 
@@ -264,31 +265,37 @@ impl Bucket {
 
     /// When a packet of cost `cost` conforms once the packets reserved are sent too.
     pub(crate) fn estimate_cost(&self, cost: u64, now: u64) -> u64 {
-        if self.pending_ps == 0 {
+        if self.pending_bytes == 0 {
             return self.earliest_cost(cost, now);
         }
         // The reserved fill time counts from when the bucket holds nothing extra.
-        let full = self.full_ps.max(now).checked_add(self.pending_ps);
+        let pending = Self::ps(self.pending_bytes, self.rate_bps, true);
+        let full = self.full_ps.max(now).checked_add(pending);
         self.conforming(full.unwrap_or(u64::MAX), cost, now)
     }
 
-    /// Reserves a released packet's cost.
-    pub(crate) fn reserve(&mut self, cost: u64) {
-        self.pending_ps = self.pending_ps.saturating_add(cost);
+    /// Reserves a released packet's `bytes`.
+    pub(crate) fn reserve(&mut self, bytes: u32) {
+        self.pending_bytes = self.pending_bytes.saturating_add(bytes as u64);
     }
 
-    /// Gives a reservation back (the packet is sent, or waits elsewhere).
-    pub(crate) fn unreserve(&mut self, cost: u64) {
-        self.pending_ps = self.pending_ps.saturating_sub(cost);
+    /// Gives a reservation of `bytes` back (the packet is sent, or waits elsewhere).
+    pub(crate) fn unreserve(&mut self, bytes: u32) {
+        debug_assert!(
+            self.pending_bytes >= bytes as u64,
+            "unreserving {bytes} B of {} B reserved",
+            self.pending_bytes
+        );
+        self.pending_bytes = self.pending_bytes.saturating_sub(bytes as u64);
     }
 
     /// Whether released packets of the class hold reservations.
     pub(crate) fn reserved(&self) -> bool {
-        self.pending_ps > 0
+        self.pending_bytes > 0
     }
 
     /// Changes rate and depth at `now`, keeping the credit earned so far (capped at the new
-    /// depth); reservations are rescaled to the new rate.
+    /// depth); reservations, in bytes, stand.
     pub(crate) fn reconfigure(&mut self, rate: u64, burst_bytes: u64, now: u64) {
         // Tokens in bit·ps/s units (bits × 10^12), as a token bucket would count them.
         let old_rate = self.rate_bps.max(1) as i128;
@@ -299,8 +306,6 @@ impl Bucket {
         let missing = cap_new - credit.min(cap_new);
         let limit = (u64::MAX / 4) as i128;
         self.full_ps = now.saturating_add(((missing + new_rate - 1) / new_rate).min(limit) as u64);
-        self.pending_ps =
-            ((self.pending_ps as i128 * old_rate + new_rate - 1) / new_rate).min(limit) as u64;
         self.rate_bps = rate;
         self.depth_ps = Self::ps(burst_bytes, rate, false);
     }
@@ -799,7 +804,9 @@ impl ReferenceEngine {
                 .position(|&c| self.class_busy(c));
             if let Some(i) = busy {
                 let c = h.shaping.as_slice()[i];
+                let again = self.reserve_inner(slot, i);
                 self.hold(slot, c, now);
+                self.schedule_positions(slot, again, now);
                 return;
             }
         }
@@ -825,6 +832,41 @@ impl ReferenceEngine {
             let short = self.buckets[c as usize].earliest(bytes, now) > now;
             (short || (!passed && self.class_busy(c))).then_some(i)
         })
+    }
+
+    /// Before a packet waits at the `i`-th class of its path: it reserves the tokens of the
+    /// classes before it there that passed it and nest inside that class (it holds them while
+    /// it waits, as if they had released it), so those classes queue their next packets
+    /// behind it in their own order instead of sending them on to wait beside it. Returns the
+    /// positions reserved (their entries in the shaping queue are to be made again).
+    fn reserve_inner(&mut self, slot: usize, i: usize) -> u8 {
+        let h = self.slab[slot].as_ref().expect("held");
+        let (path, out) = (h.shaping, h.out);
+        let bytes = h.pkt.bytes.saturating_add(self.overhead);
+        let c = path.as_slice()[i];
+        let mut done = 0u8;
+        for (j, &x) in path.as_slice()[..i].iter().enumerate() {
+            if out & (1 << j) == 0 && self.inner(x, c) {
+                let b = &mut self.buckets[x as usize];
+                b.reserve(bytes);
+                done |= 1 << j;
+            }
+        }
+        let h = self.slab[slot].as_mut().expect("held");
+        h.out |= done;
+        h.passed |= done;
+        done
+    }
+
+    /// [`Self::schedule`] for the classes at the positions `mask` of the packet's path, leaf
+    /// side first.
+    fn schedule_positions(&mut self, slot: usize, mask: u8, now: u64) {
+        let path = self.slab[slot].as_ref().expect("held").shaping;
+        for (j, &x) in path.as_slice().iter().enumerate() {
+            if mask & (1 << j) != 0 {
+                self.schedule(x, now);
+            }
+        }
     }
 
     /// Whether shaping class `a` nests inside `b` in the classes' one total order: a class
@@ -858,6 +900,14 @@ impl ReferenceEngine {
         let h = self.slab[slot].as_ref().expect("held");
         let (leaf_node, mut ranks) = (h.leaf_node, h.ranks.clone());
         let bytes = h.pkt.bytes.saturating_add(self.overhead);
+        // A packet this class released before comes back first in line: at fair nodes it
+        // takes the class's virtual time there, and is not charged again.
+        let again = h
+            .shaping
+            .as_slice()
+            .iter()
+            .position(|&x| x == c)
+            .is_some_and(|i| h.passed & (1 << i) != 0);
         // Fair nodes rank the packet again among the class's own packets (`ClassQueue::vtime`).
         let mut child = leaf_node;
         let mut i = 1;
@@ -866,12 +916,14 @@ impl ReferenceEngine {
             if matches!(algo, Algo::Wfq | Algo::Rr | Algo::Drr) {
                 let edge = self.params.edges[child as usize];
                 let q = &mut self.classes[c as usize];
-                let start = q
-                    .vtime
-                    .get(&n)
-                    .copied()
-                    .unwrap_or(0)
-                    .max(q.last.get(&child).copied().unwrap_or(0));
+                let vt = q.vtime.get(&n).copied().unwrap_or(0);
+                if again {
+                    ranks[i] = vt;
+                    child = n;
+                    i += 1;
+                    continue;
+                }
+                let start = vt.max(q.last.get(&child).copied().unwrap_or(0));
                 let cost = match algo {
                     Algo::Wfq => ((bytes as u128) << FRAC) / edge.weight.max(1) as u128,
                     Algo::Rr => 1u128 << FRAC,
@@ -1061,7 +1113,7 @@ impl ReferenceEngine {
             h.from = Some(c);
             let bytes = h.pkt.bytes.saturating_add(self.overhead);
             let b = &mut self.buckets[c as usize];
-            b.reserve(b.cost(bytes));
+            b.reserve(bytes);
             self.classes[c as usize].out = true;
             self.push_entries(slot);
         }
@@ -1286,7 +1338,7 @@ impl Engine for ReferenceEngine {
                     if x == c || !self.inner(x, c) {
                         self.slab[slot].as_mut().expect("held").out &= !(1 << j);
                         let b = &mut self.buckets[x as usize];
-                        b.unreserve(b.cost(bytes));
+                        b.unreserve(bytes);
                         again |= 1 << j;
                     }
                 }
@@ -1298,19 +1350,16 @@ impl Engine for ReferenceEngine {
                             .position(|&y| y == f)
                             .expect("on its path");
                 }
+                again |= self.reserve_inner(slot, i);
                 again &= !(1 << i);
                 self.hold(slot, c, now);
                 // Then those classes' next packets (and its releasing class's).
-                for (j, &x) in shaping.as_slice().iter().enumerate() {
-                    if again & (1 << j) != 0 {
-                        self.schedule(x, now);
-                    }
-                }
+                self.schedule_positions(slot, again, now);
             } else {
                 // Send it: no class's packet out any more; charge its classes now.
                 for j in released {
                     let b = &mut self.buckets[shaping.as_slice()[j] as usize];
-                    b.unreserve(b.cost(bytes));
+                    b.unreserve(bytes);
                 }
                 for &c in shaping.as_slice() {
                     self.buckets[c as usize].charge(bytes, now);
