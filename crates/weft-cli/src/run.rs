@@ -159,6 +159,10 @@ pub enum TestbedCommand {
     ///   fair-1v8     two equal tenants, 1 vs 8 iperf3 flows (Jain's index);
     ///   weights-123  three tenants weighted 1:2:3, 4 flows each (relative error);
     ///   dest-limit   a 100 Mbit/s limit on one destination address;
+    ///   limit-priority
+    ///                one tenant's sockperf ping-pong and 4 iperf3 flows to one address
+    ///                under a limit of a fifth of the uplink, sockperf first under it:
+    ///                p50/p99 with iperf3 off then on, iperf3's rate against the limit;
     ///   latency      a strict-priority tenant's sockperf ping-pong, idle then under the
     ///                other tenant's 8 iperf3 flows (p50/p99, loaded over idle);
     ///   memcached    the same with memcached and memaslap (Debian's libmemcached-tools);

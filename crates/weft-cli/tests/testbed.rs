@@ -214,6 +214,125 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
     panic!("all {ATTEMPTS} attempts failed:\n{}", failures.join("\n"));
 }
 
+/// The issue's "same on real traffic" for a saturated shaping class: one tenant's sockperf
+/// ping-pong and iperf3 to one address under a per-destination limit (a fifth of the
+/// uplink) that iperf3 saturates, sockperf first under the limit (`limit-priority`). The
+/// limit's tokens go to sockperf's requests first, so its p99 with iperf3 on stays within 2x
+/// of its p99 with iperf3 off, while iperf3 takes the rest of the limit (within 10% of the
+/// limit less sockperf's requests, at the wire) and the destination gets the limit (within
+/// 10%, at the receiver).
+///
+/// The latency test's guard holds here too: the p99 with iperf3 off must be below 500 µs, so
+/// the test cannot pass by making the baseline slow. A run whose applications did not get
+/// the CPU they need says nothing either way: `ForeignCpu` in the report counts the CPU
+/// that processes outside the testbed (another session's build, a profiler) took in each
+/// phase, and an attempt where they took more than a fifth of a CPU is printed as starved and
+/// not judged (on these 2-core machines such a neighbour sends the idle p99 to milliseconds
+/// and holds iperf3 under the limit). A failed attempt is retried, printed (tails move from
+/// run to run on shared machines); the test skips, saying why, when every attempt was
+/// starved.
+#[test]
+fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason("wtprobe") {
+        println!("skipped: {why}");
+        return;
+    }
+    if !Command::new("sh")
+        .args([
+            "-c",
+            "command -v sockperf >/dev/null || apt-get install -y -qq sockperf >/dev/null 2>&1",
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        println!("skipped: sockperf not found and not installable");
+        return;
+    }
+    const ATTEMPTS: u32 = 4;
+    /// CPUs the processes outside the testbed may take before a phase counts as starved.
+    const MAX_FOREIGN_CPUS: f64 = 0.2;
+    let mut failures = Vec::new();
+    let mut starved = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let prefix = format!("wtp{attempt}{}", std::process::id() % 10_000);
+        let r = common::run_experiment("limit-priority", &prefix, 5, Duration::from_secs(90), &[]);
+        let w = weft_result(&r);
+        let off = w["latency_bulk_off"]["p99_us"]
+            .as_f64()
+            .expect("p99, iperf3 off");
+        let on = w["latency_bulk_on"]["p99_us"]
+            .as_f64()
+            .expect("p99, iperf3 on");
+        let ratio = on / off;
+        let foreign =
+            ["bulk_off", "bulk_on"].map(|k| w["foreign_cpu"][k].as_f64().unwrap_or(f64::INFINITY));
+        println!(
+            "attempt {attempt}: iperf3 off {} on {} (p99 ratio {ratio:.2}); iperf3 {}; \
+             destination {}; latency app {} Mbit/s at the wire; other processes' CPUs {:?}",
+            w["latency_bulk_off"],
+            w["latency_bulk_on"],
+            w["bulk"],
+            w["limit"],
+            w["latency_app_wire_mbps"],
+            foreign
+        );
+        if let Some(cpus) = foreign.iter().copied().find(|&c| c > MAX_FOREIGN_CPUS) {
+            let why = format!(
+                "attempt {attempt} starved, not judged: processes outside the testbed took \
+                 {cpus} CPUs (more than {MAX_FOREIGN_CPUS})"
+            );
+            println!("{why}");
+            starved.push(why);
+            continue;
+        }
+        let mut why = Vec::new();
+        if off >= 500.0 {
+            why.push(format!("p99 with iperf3 off {off} µs is not below 500 µs"));
+        }
+        if ratio > 2.0 {
+            why.push(format!(
+                "p99 with iperf3 on is {ratio:.2}x the p99 with it off"
+            ));
+        }
+        let dst_err = w["limit"]["rel_error"].as_f64().unwrap_or(f64::INFINITY);
+        if dst_err > 0.10 {
+            why.push(format!(
+                "the destination got {} Mbit/s at the wire against the limit's {}",
+                w["limit"]["wire_mbps"], w["limit"]["limit_mbps"]
+            ));
+        }
+        let share_err = w["bulk"]["share_rel_error"]
+            .as_f64()
+            .unwrap_or(f64::INFINITY);
+        if share_err > 0.10 {
+            why.push(format!(
+                "iperf3 got {} Mbit/s at the wire against its share of the limit, {}",
+                w["bulk"]["wire_mbps"], w["bulk"]["share_mbps"]
+            ));
+        }
+        if why.is_empty() {
+            assert_balanced(&w["weft_stats"]);
+            return;
+        }
+        println!("attempt {attempt} failed: {}", why.join("; "));
+        failures.push(format!("{}: {w}", why.join("; ")));
+    }
+    if failures.is_empty() {
+        println!(
+            "skipped: every attempt was CPU-starved: {}",
+            starved.join("; ")
+        );
+        return;
+    }
+    panic!(
+        "{} of {ATTEMPTS} attempts failed ({} starved):\n{}",
+        failures.len(),
+        starved.len(),
+        failures.join("\n")
+    );
+}
+
 /// The pids in namespace `ns` (`ip netns pids`).
 fn pids_in(ns: &str) -> Vec<u32> {
     Command::new("ip")

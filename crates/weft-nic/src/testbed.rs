@@ -432,13 +432,15 @@ impl Testbed {
     }
 
     /// Interfaces of the software-NIC namespace bridged, with HTB on the uplink: the Linux
-    /// baseline for `weights` (per tenant) at `rate_bps`.
+    /// baseline for `weights` (per tenant) at `rate_bps`. With `limit_prio` (`limit-priority`)
+    /// the limit's class has two children, sockperf's port first (see [`Experiment::limit_prio`]).
     pub fn htb(
         &self,
         weights: &[u64],
         rate_bps: u64,
         limit: Option<&(String, u64)>,
         prio: bool,
+        limit_prio: bool,
     ) -> R<()> {
         let nic = self.nic();
         self.bridge()?;
@@ -501,7 +503,9 @@ impl Testbed {
                 ],
             )?;
         }
-        if let Some((dst, lim)) = limit {
+        if let (Some((dst, lim)), true) = (limit, limit_prio) {
+            self.htb_limit_prio(dst, *lim)?;
+        } else if let Some((dst, lim)) = limit {
             // The per-destination limit: its own class with rate = ceil, matched first.
             let r = format!("{lim}bit");
             nsx(
@@ -550,6 +554,52 @@ impl Testbed {
             ],
         )?;
         Ok(())
+    }
+}
+
+impl Testbed {
+    /// `limit-priority`'s limit in HTB, as weft's policy has it: a class 1:5 with rate =
+    /// ceil = `lim` for everything sent to `dst`, and beneath it sockperf's class 1:51
+    /// (prio 0, a fifth of the limit) and the rest's 1:52 (prio 1, the other four fifths),
+    /// both with ceil = `lim`; each class's burst is weft's bucket
+    /// ([`LIMIT_PRIO_BURST`]); filters at `prio 1`, ahead of the tenants' (`prio 2`),
+    /// sockperf's (UDP to [`SOCKPERF_PORT`]) first.
+    fn htb_limit_prio(&self, dst: &str, lim: u64) -> R<()> {
+        let nic = self.nic();
+        let burst = LIMIT_PRIO_BURST.to_string();
+        let class = |parent: &str, id: &str, rate: u64, ceil: u64, prio: Option<&str>| {
+            let (r, c) = (format!("{rate}bit"), format!("{ceil}bit"));
+            let mut a = vec![
+                "tc", "class", "add", "dev", "up", "parent", parent, "classid", id, "htb", "rate",
+                &r, "ceil", &c, "burst", &burst, "cburst", &burst, "quantum", "1514",
+            ];
+            if let Some(p) = prio {
+                a.extend(["prio", p]);
+            }
+            nsx(&nic, &a).map(|_| ())
+        };
+        class("1:1", "1:5", lim, lim, None)?;
+        class("1:5", "1:51", lim / 5, lim, Some("0"))?;
+        class("1:5", "1:52", lim - lim / 5, lim, Some("1"))?;
+        let dst = format!("{dst}/32");
+        let port = SOCKPERF_PORT.to_string();
+        for id in ["1:51", "1:52"] {
+            nsx(
+                &nic,
+                &[
+                    "tc", "qdisc", "add", "dev", "up", "parent", id, "pfifo", "limit", "1000",
+                ],
+            )?;
+        }
+        let mut first = vec![
+            "tc", "filter", "add", "dev", "up", "parent", "1:", "protocol", "ip", "prio", "1",
+            "u32", "match", "ip", "dst", &dst, "match", "ip", "protocol", "17", "0xff", "match",
+            "ip", "dport", &port, "0xffff", "flowid", "1:51",
+        ];
+        nsx(&nic, &first)?;
+        first.truncate(16); // through `dst X/32`
+        first.extend(["flowid", "1:52"]);
+        nsx(&nic, &first).map(|_| ())
     }
 }
 
@@ -681,6 +731,12 @@ pub struct Experiment {
     /// `weft run --backend` (af-packet or af-xdp; env `WEFT_TESTBED_BACKEND`, default
     /// af-packet; `weft testbed run --backend`).
     pub backend: String,
+    /// With `limit` (`limit-priority`): tenant 1 runs sockperf ping-pong *and* iperf3 to
+    /// the limited destination, sockperf (UDP port [`SOCKPERF_PORT`]) first under the
+    /// limit: in weft a `prio` node beneath the shaping node, in HTB two child classes of
+    /// the limit's class (prio 0 and 1, rates splitting the limit, ceil = the limit).
+    /// sockperf alone, then with iperf3 saturating the limit.
+    pub limit_prio: bool,
 }
 
 /// The environment variable `name` parsed, `None` if it says `none`, `default` if unset or
@@ -695,12 +751,18 @@ fn env_or<T: std::str::FromStr>(name: &str, default: Option<T>) -> Option<T> {
 
 const RX: &str = "10.77.0.100";
 const RX2: &str = "10.77.0.200";
+/// sockperf's server port (UDP), which `limit-priority`'s policy and filters match.
+pub const SOCKPERF_PORT: u16 = 11111;
+/// `limit-priority`'s shaping class's bucket: four full frames (an explicit burst of a
+/// few MTUs; HTB's classes get the same `burst`).
+const LIMIT_PRIO_BURST: u64 = 4 * 1514;
 
 impl Experiment {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
+        "limit-priority",
         "rogue",
         "reload",
         "latency",
@@ -749,6 +811,7 @@ impl Experiment {
             sockperf_mps: std::env::var("WEFT_TESTBED_SOCKPERF_MPS")
                 .unwrap_or_else(|_| "max".into()),
             backend: std::env::var("WEFT_TESTBED_BACKEND").unwrap_or_else(|_| "af-packet".into()),
+            limit_prio: false,
         };
         match name {
             "fair-1v8" => e.tenants = vec![t(1, 1), t(1, 8)],
@@ -758,6 +821,14 @@ impl Experiment {
                 e.tenants[0].dst = RX2.to_string();
                 // 100 Mbit/s on the 500 Mbit/s uplink (a fifth of the uplink at other rates).
                 e.limit = Some((RX2.to_string(), rate_bps / 5));
+            }
+            "limit-priority" => {
+                // Tenant 1: sockperf and 4 iperf3 flows to RX2, limited to a fifth of the
+                // uplink; tenant 2 idle (its own leaf under the `wfq` root).
+                e.tenants = vec![t(1, 4), t(1, 0)];
+                e.tenants[0].dst = RX2.to_string();
+                e.limit = Some((RX2.to_string(), rate_bps / 5));
+                e.limit_prio = true;
             }
             "rogue" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
@@ -802,6 +873,9 @@ impl Experiment {
     }
 
     fn policy_with(&self, weights: &[u64]) -> String {
+        if let (true, Some((dst, rate))) = (self.limit_prio, &self.limit) {
+            return self.limit_prio_policy(dst, *rate, weights);
+        }
         let mut s = format!(
             "weft: 1\nname: testbed-{}\nlink: {{rate: {}bit}}\nnodes:\n  - {{name: root, type: {}}}\n",
             self.name,
@@ -822,6 +896,33 @@ impl Experiment {
                 key = if self.latency { "priority" } else { "weight" },
                 v = if self.latency { i as u64 } else { *w },
             );
+        }
+        s
+    }
+
+    /// `limit-priority`'s policy: a `wfq` root over the tenants; tenant 1's traffic to
+    /// `dst` passes a shaping node (`rate`, a burst of four frames) above a `prio` node that
+    /// puts sockperf's port (priority 0) before everything else tenant 1 sends (priority 1):
+    /// the saturated class's tokens go to the packet the `prio` beneath it ranks first.
+    fn limit_prio_policy(&self, dst: &str, rate: u64, weights: &[u64]) -> String {
+        let mut s = format!(
+            "weft: 1\nname: testbed-{}\nlink: {{rate: {}bit}}\nnodes:\n  - {{name: root, type: wfq}}\n  \
+             - {{name: limit, type: shape, parent: root, rate: {rate}bit, burst: {LIMIT_PRIO_BURST}b, match: {{dst: {dst}/32}}}}\n",
+            self.name, self.rate_bps
+        );
+        for (i, w) in weights.iter().enumerate() {
+            let n = i + 1;
+            if n == 1 {
+                s += &format!(
+                    "  - {{name: tenant1, type: prio, parent: [limit], weight: {w}, match: {{tenant: 1}}}}\n  \
+                     - {{name: t1-latency, type: leaf, parent: tenant1, priority: 0, match: {{dport: {SOCKPERF_PORT}}}, limit: {{packets: 1000}}}}\n  \
+                     - {{name: t1-bulk, type: leaf, parent: tenant1, priority: 1, limit: {{packets: 1000}}}}\n"
+                );
+            } else {
+                s += &format!(
+                    "  - {{name: tenant{n}, type: leaf, parent: root, weight: {w}, match: {{tenant: {n}}}, limit: {{packets: 1000}}}}\n"
+                );
+            }
         }
         s
     }
@@ -961,7 +1062,13 @@ fn setup(
         }
         Mode::Htb => {
             let w: Vec<u64> = exp.tenants.iter().map(|t| t.weight).collect();
-            tb.htb(&w, exp.rate_bps, exp.limit.as_ref(), exp.latency)?;
+            tb.htb(
+                &w,
+                exp.rate_bps,
+                exp.limit.as_ref(),
+                exp.latency,
+                exp.limit_prio,
+            )?;
         }
     }
     if exp.limit.is_some() {
@@ -990,6 +1097,9 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
     if exp.latency {
         return run_latency(exp, prefix, mode, weft, out, &sock);
+    }
+    if exp.limit_prio {
+        return run_limit_prio(exp, prefix, mode, weft, out, &sock);
     }
     let (tb, daemon) = setup(exp, prefix, mode, weft, out, &sock)?;
     let mut servers = Vec::new();
@@ -1282,7 +1392,18 @@ fn memaslap(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value>
 }
 
 fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
+    Ok(sockperf_percentiles(&sockperf_output(
+        tb, exp, dst, seconds,
+    )?))
+}
+
+/// A sockperf request's frame: its default 14-byte message in UDP, IPv4 and Ethernet
+/// headers (8 + 20 + 14 bytes).
+const SOCKPERF_FRAME: u64 = 56;
+
+fn sockperf_output(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<String> {
     let t = seconds.to_string();
+    let port = SOCKPERF_PORT.to_string();
     let mps = &exp.sockperf_mps;
     let args = [
         "sockperf",
@@ -1290,32 +1411,17 @@ fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value>
         "-i",
         dst,
         "-p",
-        "11111",
+        &port,
         "-t",
         &t,
         "--mps",
         mps,
     ];
-    let o = app_output(exp, &tb.tenant(1), &args)?;
-    Ok(sockperf_percentiles(&o))
+    app_output(exp, &tb.tenant(1), &args)
 }
 
-/// The latency experiment: tenant 1's sockperf ping-pong (UDP; `--mps` from
-/// [`Experiment::sockperf_mps`], a closed loop by default) alone, then
-/// under the other tenants' iperf3 load; tenant 1 has strict priority.
-fn run_latency(
-    exp: &Experiment,
-    prefix: &str,
-    mode: Mode,
-    weft: &Path,
-    out: &Path,
-    sock: &Path,
-) -> R<Value> {
-    let (tool, pkgs): (&str, &[&str]) = if exp.memcached {
-        ("memcaslap", &["memcached", "libmemcached-tools"])
-    } else {
-        ("sockperf", &["sockperf"])
-    };
+/// Installs `pkgs` with apt-get unless `tool` and the first package's command are there.
+fn ensure_tool(tool: &str, pkgs: &[&str]) {
     if sh(&[
         "sh",
         "-c",
@@ -1329,6 +1435,410 @@ fn run_latency(
             .env("DEBIAN_FRONTEND", "noninteractive")
             .stdout(Stdio::null())
             .status();
+    }
+}
+
+/// How much CPU the processes outside a testbed used while it measured: a thread samples
+/// every process's `utime + stime` (`/proc/PID/stat`) every 200 ms, leaving out kernel
+/// threads (softirq work: HTB's, and the veth deliveries), this process, and every process
+/// in the testbed's network namespaces (weft, the applications). A process that started
+/// during the window counts from zero; one that lived less than a sample period is missed.
+/// What another session's build or profiler takes from the testbed's applications shows
+/// here: a run with a CPU-bound neighbour measures the neighbour (docs/dataplane.md).
+pub struct ForeignCpu {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<f64>>,
+}
+
+impl ForeignCpu {
+    /// Starts sampling; `namespaces` are the testbed's (`ip netns` names).
+    pub fn start(namespaces: &[String]) -> ForeignCpu {
+        use std::os::unix::fs::MetadataExt;
+        let own: Vec<u64> = namespaces
+            .iter()
+            .filter_map(|n| std::fs::metadata(Path::new("/run/netns").join(n)).ok())
+            .map(|m| m.ino())
+            .collect();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("weft-testbed-cpu".into())
+            .spawn(move || {
+                // SAFETY: sysconf has no preconditions.
+                let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+                let uptime = || {
+                    std::fs::read_to_string("/proc/uptime")
+                        .ok()
+                        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+                        .unwrap_or(0.0)
+                };
+                let since = (uptime() * hz) as u64;
+                let t0 = Instant::now();
+                let me = std::process::id();
+                // pid -> (ticks when first seen, or 0 if it started in the window; last).
+                let mut seen: std::collections::HashMap<u32, (u64, u64)> = Default::default();
+                loop {
+                    let last_round = halt.load(Ordering::Relaxed);
+                    for (pid, ticks, start) in foreign_ticks(&own, me) {
+                        let e = seen
+                            .entry(pid)
+                            .or_insert((if start >= since { 0 } else { ticks }, ticks));
+                        e.1 = e.1.max(ticks);
+                    }
+                    if last_round {
+                        break;
+                    }
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_millis(200) && !halt.load(Ordering::Relaxed)
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                let ticks: u64 = seen.values().map(|(a, b)| b.saturating_sub(*a)).sum();
+                ticks as f64 / hz / t0.elapsed().as_secs_f64().max(1e-3)
+            })
+            .ok();
+        ForeignCpu { stop, thread }
+    }
+
+    /// Stops sampling: the CPUs (1.0 = one CPU's time) the processes outside the testbed
+    /// used on average since [`ForeignCpu::start`], to two decimals (`None`: could not tell).
+    pub fn stop(mut self) -> Option<f64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let cpus = self.thread.take()?.join().ok()?;
+        Some((cpus * 100.0).round() / 100.0)
+    }
+}
+
+impl Drop for ForeignCpu {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// (pid, utime + stime, start time in ticks since boot) of every user-space process but
+/// `me` whose network namespace is not one of `own` (inodes).
+fn foreign_ticks(own: &[u64], me: u32) -> Vec<(u32, u64, u64)> {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID ...`: after the last `)`, field 3 (state) is index 0.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok());
+        let (Some(flags), Some(ut), Some(st), Some(start)) = (num(6), num(11), num(12), num(19))
+        else {
+            continue;
+        };
+        if flags & PF_KTHREAD != 0 {
+            continue;
+        }
+        let ns = std::fs::read_link(e.path().join("ns/net"))
+            .ok()
+            .and_then(|l| {
+                let l = l.to_string_lossy().into_owned();
+                l.strip_prefix("net:[")?
+                    .strip_suffix(']')?
+                    .parse::<u64>()
+                    .ok()
+            });
+        if ns.is_some_and(|ino| own.contains(&ino)) {
+            continue;
+        }
+        v.push((pid, ut + st, start));
+    }
+    v
+}
+
+/// weft's counters (`ctl stats`), or null without a daemon.
+fn weft_stats(daemon: bool, sock: &Path) -> Value {
+    if !daemon {
+        return Value::Null;
+    }
+    crate::ctl::request(sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null)
+}
+
+/// (bytes, packets) received on `dev` in namespace `ns`.
+fn rx_counters(ns: &str, dev: &str) -> (u64, u64) {
+    let read = |what: &str| {
+        nsx(
+            ns,
+            &["cat", &format!("/sys/class/net/{dev}/statistics/{what}")],
+        )
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+    };
+    (read("rx_bytes"), read("rx_packets"))
+}
+
+/// sockperf ping-pong from tenant 1 to `dst` for `seconds`, as [`sockperf_output`], calling
+/// `sample` twice while its test runs: 0.5 s after it says `Starting test` (its first 0.4 s
+/// are a warm-up it does not measure) and 0.2 s before its `seconds` are up. Its output and
+/// both samples (the second is taken at once if the test ended sooner).
+fn sockperf_windowed<T>(
+    tb: &Testbed,
+    exp: &Experiment,
+    dst: &str,
+    seconds: u32,
+    mut sample: impl FnMut() -> T,
+) -> R<(String, T, T)> {
+    use std::io::BufRead;
+    let (t, port, mps) = (
+        seconds.to_string(),
+        SOCKPERF_PORT.to_string(),
+        &exp.sockperf_mps,
+    );
+    let args = [
+        "sockperf",
+        "ping-pong",
+        "-i",
+        dst,
+        "-p",
+        &port,
+        "-t",
+        &t,
+        "--mps",
+        mps,
+    ];
+    let mut c = Child::spawn(
+        app_command(exp, &tb.tenant(1))
+            .args(args)
+            .stdout(Stdio::piped()),
+    )?;
+    let so =
+        c.0.stdout
+            .take()
+            .ok_or_else(|| TestbedError("sockperf: no stdout".into()))?;
+    let mut lines = std::io::BufReader::new(so);
+    let mut text = String::new();
+    // Its warm-up (about 2 s) first.
+    loop {
+        let mut l = String::new();
+        let n = lines.read_line(&mut l).unwrap_or(0);
+        text += &l;
+        if n == 0 || l.contains("Starting test") {
+            break;
+        }
+    }
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(500));
+    let a = sample();
+    let end = Duration::from_secs_f64((seconds as f64 - 0.2).max(0.6));
+    std::thread::sleep(end.saturating_sub(started.elapsed()));
+    let b = sample();
+    let _ = std::io::Read::read_to_string(&mut lines, &mut text);
+    let status =
+        c.0.wait()
+            .map_err(|e| TestbedError(format!("sockperf: {e}")))?;
+    if !status.success() {
+        return Err(TestbedError(format!(
+            "`{}` failed: {status}",
+            args.join(" ")
+        )));
+    }
+    Ok((text, a, b))
+}
+
+/// UDP datagrams received in namespace `ns` (`Udp: InDatagrams` of `/proc/net/snmp`).
+fn udp_in(ns: &str) -> u64 {
+    let snmp = nsx(ns, &["cat", "/proc/net/snmp"]).unwrap_or_default();
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (udp.next(), udp.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "InDatagrams")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Seconds of `limit-priority`'s first phase (sockperf alone, iperf3 off).
+const BULK_OFF_S: u32 = 4;
+
+/// `limit-priority`: tenant 1's sockperf ping-pong alone for [`BULK_OFF_S`], then with
+/// tenant 1's iperf3 to the same address saturating the per-destination limit (after the
+/// warm-up) for `seconds`; sockperf has strict priority under the limit
+/// ([`Experiment::limit_prio`]). Reports both phases' percentiles, iperf3's goodput, the
+/// limited destination's wire rate at the receiver (frames + 20 bytes, as the limit counts
+/// them) and the CPU the processes outside the testbed took in each phase ([`ForeignCpu`]).
+fn run_limit_prio(
+    exp: &Experiment,
+    prefix: &str,
+    mode: Mode,
+    weft: &Path,
+    out: &Path,
+    sock: &Path,
+) -> R<Value> {
+    ensure_tool("sockperf", &["sockperf"]);
+    let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
+    let t1 = &exp.tenants[0];
+    let dst = t1.dst.clone();
+    let limit_bps = exp.limit.as_ref().map_or(0, |l| l.1);
+    let port = SOCKPERF_PORT.to_string();
+    let _server = Child::spawn(
+        app_command(exp, &tb.rx())
+            .args(["sockperf", "server", "-i", &dst, "-p", &port])
+            .stdout(Stdio::null()),
+    )?;
+    let _iperf_server = Child::spawn(
+        pinned(exp, &tb.rx())
+            .args(["iperf3", "-s", "-1", "-p", "5201"])
+            .stdout(Stdio::null()),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let namespaces = tb.namespaces();
+    // Phase 1: sockperf alone.
+    let cpu = ForeignCpu::start(&namespaces);
+    let off = sockperf(&tb, exp, &dst, BULK_OFF_S)?;
+    let foreign_off = cpu.stop();
+    // Phase 2: iperf3 on (after its warm-up), sockperf again.
+    let mut client = Child::spawn(
+        pinned(exp, &tb.tenant(1))
+            .args(["iperf3", "-J", "-c", &dst, "-p", "5201"])
+            .args(["-P", &t1.flows.to_string()])
+            // Beyond the probe, which spends about 2 s in its own warm-up before its test's
+            // `seconds` begin; the client's report is read once it ends.
+            .args(["-t", &(exp.seconds + exp.warmup_s + 5).to_string()])
+            .args(["-O", &exp.warmup_s.to_string()])
+            .stdout(Stdio::piped()),
+    )?;
+    std::thread::sleep(Duration::from_secs(exp.warmup_s as u64));
+    let cpu = ForeignCpu::start(&namespaces);
+    let (on_text, w0, w1) = sockperf_windowed(&tb, exp, &dst, exp.seconds, || {
+        (
+            weft_stats(daemon.is_some(), sock),
+            rx_counters(&tb.rx(), "eth0"),
+            udp_in(&tb.rx()),
+            Instant::now(),
+        )
+    })?;
+    let on = sockperf_percentiles(&on_text);
+    let foreign_on = cpu.stop();
+    let mut stdout = Vec::new();
+    if let Some(mut so) = client.0.stdout.take() {
+        let _ = std::io::Read::read_to_end(&mut so, &mut stdout);
+    }
+    let _ = client.0.wait();
+    let v: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
+    if v.is_null() || !v["error"].is_null() {
+        return Err(TestbedError(format!(
+            "{}: iperf3 of tenant 1 failed: {}",
+            mode.name(),
+            v["error"]
+        )));
+    }
+    // iperf3's own goodput, over its whole measured run (which began with sockperf's warm-up
+    // and outlasts its test).
+    let goodput = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    let retransmits = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let stats = match daemon {
+        Some(mut d) => {
+            // Traffic is over: let the NIC drain, so its counters balance exactly.
+            std::thread::sleep(Duration::from_millis(300));
+            let s = weft_stats(true, sock);
+            d.stop(Duration::from_secs(3));
+            s
+        }
+        None => Value::Null,
+    };
+    drop(tb);
+    let r2 = |x: f64| (x * 100.0).round() / 100.0;
+    // What reached the receiver while sockperf's test ran, at the limit's measure (frame +
+    // 20 bytes of preamble and gap): tenant 2 is idle, so all of it is tenant 1's traffic to
+    // the limited destination; sockperf's requests are its UDP datagrams, the rest is
+    // iperf3's. The share the limit leaves iperf3 is the limit less sockperf's requests.
+    let (s0, rx0, udp0, t0) = w0;
+    let (s1, rx1, udp1, t1w) = w1;
+    let dt = t1w.duration_since(t0).as_secs_f64().max(1e-3);
+    let (db, dp) = (rx1.0.saturating_sub(rx0.0), rx1.1.saturating_sub(rx0.1));
+    let wire = (db + 20 * dp) as f64 * 8.0 / dt / 1e6;
+    let latency_wire =
+        udp1.saturating_sub(udp0) as f64 * (SOCKPERF_FRAME + 20) as f64 * 8.0 / dt / 1e6;
+    let lim = limit_bps as f64 / 1e6;
+    let (bulk_wire, share) = (wire - latency_wire, lim - latency_wire);
+    // weft's own counters over the same window: each leaf's frame bytes.
+    let leaf_mbps: serde_json::Map<String, Value> = s1["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["leaf"] == true)
+        .map(|n| {
+            let before = s0["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| m["name"] == n["name"])
+                .and_then(|m| m["bytes"].as_u64())
+                .unwrap_or(0);
+            let b = n["bytes"].as_u64().unwrap_or(0).saturating_sub(before);
+            (
+                n["name"].as_str().unwrap_or("").to_string(),
+                json!(r2(b as f64 * 8.0 / dt / 1e6)),
+            )
+        })
+        .collect();
+    let p99 = |p: &Value| p["p99_us"].as_f64();
+    let ratio = match (p99(&on), p99(&off)) {
+        (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "scheduler": mode.name(),
+        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
+        "app": "sockperf ping-pong",
+        "latency_bulk_off": off,
+        "latency_bulk_on": on,
+        "p99_on_over_off": ratio,
+        "window_s": r2(dt),
+        "latency_app_wire_mbps": r2(latency_wire),
+        "bulk": {"app": "iperf3", "flows": t1.flows, "mbps": r2(goodput),
+                 "retransmits": retransmits, "wire_mbps": r2(bulk_wire),
+                 "share_mbps": r2(share),
+                 "share_rel_error": (((bulk_wire - share) / share.max(1e-9)).abs() * 1e4).round() / 1e4},
+        "limit": {"dst": dst, "limit_mbps": lim, "burst_bytes": LIMIT_PRIO_BURST,
+                  "wire_mbps": r2(wire),
+                  "rel_error": (((wire - lim) / lim.max(1e-9)).abs() * 1e4).round() / 1e4},
+        "leaf_mbps": if mode == Mode::Weft { Value::Object(leaf_mbps) } else { Value::Null },
+        "foreign_cpu": {"bulk_off": foreign_off, "bulk_on": foreign_on},
+        "weft_stats": stats,
+    }))
+}
+
+/// The latency experiment: tenant 1's sockperf ping-pong (UDP; `--mps` from
+/// [`Experiment::sockperf_mps`], a closed loop by default) alone, then
+/// under the other tenants' iperf3 load; tenant 1 has strict priority.
+fn run_latency(
+    exp: &Experiment,
+    prefix: &str,
+    mode: Mode,
+    weft: &Path,
+    out: &Path,
+    sock: &Path,
+) -> R<Value> {
+    if exp.memcached {
+        ensure_tool("memcaslap", &["memcached", "libmemcached-tools"]);
+    } else {
+        ensure_tool("sockperf", &["sockperf"]);
     }
     let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
     let dst = exp.tenants[0].dst.clone();
@@ -1346,7 +1856,14 @@ fn run_latency(
             "1",
         ]);
     } else {
-        server.args(["sockperf", "server", "-i", &dst, "-p", "11111"]);
+        server.args([
+            "sockperf",
+            "server",
+            "-i",
+            &dst,
+            "-p",
+            &SOCKPERF_PORT.to_string(),
+        ]);
     }
     let _server = Child::spawn(server.stdout(Stdio::null()))?;
     std::thread::sleep(Duration::from_millis(300));
@@ -1421,7 +1938,8 @@ fn run_latency(
 }
 
 /// The report as Markdown: per-tenant throughput (and its series) for the throughput
-/// experiments, percentiles idle and under load for the latency ones.
+/// experiments, percentiles idle and under load for the latency ones, and for
+/// `limit-priority` the percentiles with the bulk application off and on beside its rates.
 pub fn markdown(r: &Value) -> String {
     let results: Vec<&Value> = r["results"].as_array().into_iter().flatten().collect();
     let name = |m: &Value| m["scheduler"].as_str().unwrap_or("").to_string();
@@ -1495,6 +2013,43 @@ pub fn markdown(r: &Value) -> String {
                     "| {} | {phase} | {} | {ratio} | {rate} |\n",
                     name(m),
                     cells.join(" | ")
+                );
+            }
+        }
+    }
+    // limit-priority: one row per scheduler and phase.
+    let lp: Vec<&&Value> = results
+        .iter()
+        .filter(|m| m["latency_bulk_off"].is_object())
+        .collect();
+    if let Some(first) = lp.first() {
+        s += &format!(
+            "\nTenant 1's sockperf ping-pong (µs) and iperf3 (Mbit/s) to {} under a {} Mbit/s \
+             limit (sockperf first under it), iperf3 off then on; rates at the wire (frames + \
+             20 bytes) are taken at the receiver while sockperf's test ran:\n\n\
+             | scheduler | phase | p50_us | p99_us | p99 on/off | iperf3 goodput | iperf3 at the wire / its share of the limit | destination at the wire | other processes' CPUs |\n\
+             |---|---|---|---|---|---|---|---|---|\n",
+            first["limit"]["dst"].as_str().unwrap_or(""),
+            first["limit"]["limit_mbps"]
+        );
+        for m in &lp {
+            for (phase, key, cpu) in [
+                ("iperf3 off", "latency_bulk_off", "bulk_off"),
+                ("iperf3 on", "latency_bulk_on", "bulk_on"),
+            ] {
+                let on = phase == "iperf3 on";
+                let cell = |v: String| if on { v } else { String::new() };
+                let b = &m["bulk"];
+                s += &format!(
+                    "| {} | {phase} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    name(m),
+                    m[key]["p50_us"],
+                    m[key]["p99_us"],
+                    cell(m["p99_on_over_off"].to_string()),
+                    cell(b["mbps"].to_string()),
+                    cell(format!("{} / {}", b["wire_mbps"], b["share_mbps"])),
+                    cell(m["limit"]["wire_mbps"].to_string()),
+                    m["foreign_cpu"][cpu]
                 );
             }
         }
@@ -1651,6 +2206,65 @@ mod tests {
         );
         assert!(!md.contains("null"), "{md}");
         assert!(!md.contains("retransmits"), "{md}");
+    }
+
+    #[test]
+    fn limit_priority_report_has_a_row_per_scheduler_and_phase() {
+        let r = json!({
+            "experiment": "limit-priority", "rate_bps": 500_000_000u64, "seconds": 5,
+            "results": [{
+                "scheduler": "weft", "app": "sockperf ping-pong",
+                "latency_bulk_off": {"p50_us": 20.0, "p99_us": 30.0},
+                "latency_bulk_on": {"p50_us": 25.0, "p99_us": 45.0},
+                "p99_on_over_off": 1.5,
+                "bulk": {"mbps": 90.1, "wire_mbps": 95.4, "share_mbps": 96.0},
+                "limit": {"dst": "10.77.0.200", "limit_mbps": 100.0, "wire_mbps": 99.8},
+                "foreign_cpu": {"bulk_off": 0.01, "bulk_on": 0.02}
+            }]
+        });
+        let md = markdown(&r);
+        assert!(md.contains("under a 100.0 Mbit/s limit"), "{md}");
+        assert!(
+            md.contains("| weft | iperf3 off | 20.0 | 30.0 |  |  |  |  | 0.01 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| weft | iperf3 on | 25.0 | 45.0 | 1.5 | 90.1 | 95.4 / 96.0 | 99.8 | 0.02 |"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("null"), "{md}");
+    }
+
+    #[test]
+    fn limit_priority_policy_puts_sockperf_first_under_the_limit() {
+        let e = Experiment::named("limit-priority", 500_000_000, 5).unwrap();
+        if let Err(err) = weft_core::policy::compile_str(
+            Path::new("x.yaml"),
+            &e.policy_yaml(),
+            &Default::default(),
+        ) {
+            panic!("{err}");
+        }
+        assert_eq!(e.limit, Some((RX2.to_string(), 100_000_000)));
+        let y = e.policy_yaml();
+        assert!(y.contains("rate: 100000000bit, burst: 6056b, match: {dst: 10.77.0.200/32}"));
+        assert!(y.contains("priority: 0, match: {dport: 11111}"), "{y}");
+    }
+
+    /// A busy process outside the listed namespaces is counted; this process is not.
+    #[test]
+    fn foreign_cpu_counts_other_processes() {
+        let cpu = ForeignCpu::start(&[]);
+        let mut hog = Command::new("sh")
+            .args(["-c", "exec timeout 1.5 sh -c 'while :; do :; done'"])
+            .spawn()
+            .expect("sh");
+        let _ = hog.wait();
+        let used = cpu.stop().expect("measured");
+        // The hog's share of a CPU, whatever else the machine runs, is well above nothing.
+        assert!(used > 0.1, "{used}");
     }
 
     #[test]
