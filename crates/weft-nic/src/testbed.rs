@@ -1401,22 +1401,25 @@ fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value>
 /// headers (8 + 20 + 14 bytes).
 const SOCKPERF_FRAME: u64 = 56;
 
+/// sockperf's ping-pong client to `dst` for `seconds` at the experiment's message rate.
+fn sockperf_args(exp: &Experiment, dst: &str, seconds: u32) -> [String; 10] {
+    [
+        "sockperf".into(),
+        "ping-pong".into(),
+        "-i".into(),
+        dst.into(),
+        "-p".into(),
+        SOCKPERF_PORT.to_string(),
+        "-t".into(),
+        seconds.to_string(),
+        "--mps".into(),
+        exp.sockperf_mps.clone(),
+    ]
+}
+
 fn sockperf_output(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<String> {
-    let t = seconds.to_string();
-    let port = SOCKPERF_PORT.to_string();
-    let mps = &exp.sockperf_mps;
-    let args = [
-        "sockperf",
-        "ping-pong",
-        "-i",
-        dst,
-        "-p",
-        &port,
-        "-t",
-        &t,
-        "--mps",
-        mps,
-    ];
+    let args = sockperf_args(exp, dst, seconds);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     app_output(exp, &tb.tenant(1), &args)
 }
 
@@ -1598,26 +1601,10 @@ fn sockperf_windowed<T>(
     mut sample: impl FnMut() -> T,
 ) -> R<(String, T, T)> {
     use std::io::BufRead;
-    let (t, port, mps) = (
-        seconds.to_string(),
-        SOCKPERF_PORT.to_string(),
-        &exp.sockperf_mps,
-    );
-    let args = [
-        "sockperf",
-        "ping-pong",
-        "-i",
-        dst,
-        "-p",
-        &port,
-        "-t",
-        &t,
-        "--mps",
-        mps,
-    ];
+    let args = sockperf_args(exp, dst, seconds);
     let mut c = Child::spawn(
         app_command(exp, &tb.tenant(1))
-            .args(args)
+            .args(&args)
             .stdout(Stdio::piped()),
     )?;
     let so =
