@@ -88,6 +88,18 @@ impl MinHeap {
         self.v.clear();
     }
 
+    /// Keeps only the entries `keep` accepts, in O(n log n) (a sorted vector is a heap).
+    pub fn retain(&mut self, keep: impl FnMut(&HeapEntry) -> bool) {
+        self.v.retain(keep);
+        self.v.sort_unstable_by(|a, b| {
+            if a.before(b) {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            }
+        });
+    }
+
     /// The first entry.
     #[inline(always)]
     pub fn peek(&self) -> Option<&HeapEntry> {
