@@ -148,22 +148,27 @@ fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
     );
 }
 
-#[test]
-fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// Why a sockperf test cannot run here (no namespaces or root, or no sockperf and none to be
+/// installed), if it cannot.
+fn sockperf_skip_reason() -> Option<String> {
     if let Some(why) = skip_reason("wtprobe") {
-        println!("skipped: {why}");
-        return;
+        return Some(why);
     }
-    if !Command::new("sh")
+    let installed = Command::new("sh")
         .args([
             "-c",
             "command -v sockperf >/dev/null || apt-get install -y -qq sockperf >/dev/null 2>&1",
         ])
         .status()
-        .is_ok_and(|s| s.success())
-    {
-        println!("skipped: sockperf not found and not installable");
+        .is_ok_and(|s| s.success());
+    (!installed).then(|| "sockperf not found and not installable".to_string())
+}
+
+#[test]
+fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = sockperf_skip_reason() {
+        println!("skipped: {why}");
         return;
     }
     // The criterion on the defaults (TPACKET_V2 rings, the loop pinned to the last CPU with a
@@ -234,19 +239,8 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
 #[test]
 fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason("wtprobe") {
+    if let Some(why) = sockperf_skip_reason() {
         println!("skipped: {why}");
-        return;
-    }
-    if !Command::new("sh")
-        .args([
-            "-c",
-            "command -v sockperf >/dev/null || apt-get install -y -qq sockperf >/dev/null 2>&1",
-        ])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        println!("skipped: sockperf not found and not installable");
         return;
     }
     const ATTEMPTS: u32 = 4;
