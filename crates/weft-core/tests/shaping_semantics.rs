@@ -401,7 +401,6 @@ nodes:
 /// (a: hi 1000, lo 4000; b: hi 3000, lo 2000). The low classes flood their leaves (the
 /// default limits, 10,000 packets a leaf, 1,000 a flow, fill and drop).
 #[test]
-#[ignore = "open: a wfq node charges each child the sizes of the packets it admitted, not of those it sent; docs/scheduling.md, \"What a wfq share counts\""]
 fn two_prio_tenants_with_different_small_large_mixes_share_equally() {
     two_prio_tenants(
         "two prio tenants, 64 B above 1500 B, mixes 1+8 / 3+6",
@@ -462,7 +461,6 @@ fn prio_child_under_wfq_gets_its_weighted_share() {
 /// The same with the prio child's 1500-byte class flooding its leaf at 10 Gbit/s (the
 /// default limits fill and drop), as a bulk sender does: still 2500 / 7500.
 #[test]
-#[ignore = "open: a wfq node charges each child the sizes of the packets it admitted, not of those it sent; docs/scheduling.md, \"What a wfq share counts\""]
 fn prio_child_under_wfq_gets_its_weighted_share_when_its_bulk_class_floods() {
     prio_under_wfq(
         "prio child (64 B over a 1500 B flood) under wfq 1:3",

@@ -20,11 +20,14 @@ use super::pool::{Linked, Pool, NIL};
 use super::reference::Rank;
 
 /// One entry: its rank as (low, high) 64-bit halves (a `u128` field would align the token
-/// to 16 bytes and grow it to 48), its sequence number, and the next token of its list.
+/// to 16 bytes and grow it to 48), its sequence number, the wire bytes of the packet that
+/// pushed it (read by a `wfq` node's correction, `pifo::PerChild::charge`), and the next
+/// token of its list.
 #[derive(Debug, Clone, Copy)]
 struct Token {
     rank: [u64; 2],
     seq: u64,
+    bytes: u32,
     next: u32,
 }
 
@@ -92,25 +95,27 @@ impl ChildQueues {
         }
     }
 
-    /// A token of the pool holding `(rank, seq)` and `next`.
+    /// A token of the pool holding `(rank, seq)`, `bytes` and `next`.
     #[inline(always)]
-    fn take(&mut self, rank: Rank, seq: u64, next: u32) -> u32 {
+    fn take(&mut self, rank: Rank, seq: u64, bytes: u32, next: u32) -> u32 {
         self.pool.take(Token {
             rank: [rank as u64, (rank >> 64) as u64],
             seq,
+            bytes,
             next,
         })
     }
 
-    /// Appends `(rank, seq)` to child `c`'s list (the caller knows it goes last).
+    /// Appends `(rank, seq)` of a packet of `bytes` to child `c`'s list (the caller knows it
+    /// goes last).
     #[inline(always)]
-    pub fn push_back(&mut self, c: usize, rank: Rank, seq: u64) {
+    pub fn push_back(&mut self, c: usize, rank: Rank, seq: u64, bytes: u32) {
         debug_assert!(
             self.back(c).is_none_or(|last| last <= (rank, seq)),
             "child queue {c}: push_back of ({rank}, {seq}) after {:?}",
             self.back(c)
         );
-        let i = self.take(rank, seq, NIL);
+        let i = self.take(rank, seq, bytes, NIL);
         match self.ends[c] {
             (NIL, _) => self.ends[c] = (i, i),
             (_, last) => {
@@ -120,8 +125,9 @@ impl ChildQueues {
         }
     }
 
-    /// Inserts `(rank, seq)` into child `c`'s list in order; whether it went first.
-    pub fn insert(&mut self, c: usize, rank: Rank, seq: u64) -> bool {
+    /// Inserts `(rank, seq)` of a packet of `bytes` into child `c`'s list in order; whether
+    /// it went first.
+    pub fn insert(&mut self, c: usize, rank: Rank, seq: u64, bytes: u32) -> bool {
         let mut prev = NIL;
         let mut at = self.ends[c].0;
         while at != NIL {
@@ -132,7 +138,7 @@ impl ChildQueues {
             prev = at;
             at = t.next;
         }
-        let i = self.take(rank, seq, at);
+        let i = self.take(rank, seq, bytes, at);
         if at == NIL {
             self.ends[c].1 = i;
         }
@@ -145,9 +151,9 @@ impl ChildQueues {
         }
     }
 
-    /// Takes child `c`'s first entry.
+    /// Takes child `c`'s first entry: `(rank, seq, bytes)`.
     #[inline(always)]
-    pub fn pop_front(&mut self, c: usize) -> Option<(Rank, u64)> {
+    pub fn pop_front(&mut self, c: usize) -> Option<(Rank, u64, u32)> {
         let i = self.ends[c].0;
         if i == NIL {
             return None;
@@ -155,7 +161,7 @@ impl ChildQueues {
         let t = self.pool[i];
         self.ends[c].0 = t.next;
         self.pool.give(i);
-        Some((t.rank(), t.seq))
+        Some((t.rank(), t.seq, t.bytes))
     }
 }
 
@@ -175,34 +181,36 @@ mod tests {
         fn child_queues_match_a_deque_per_child(ops in prop::collection::vec(
             (0u8..3, 0usize..4, 0u64..8, any::<bool>()), 1..400)) {
             let mut q = ChildQueues::new(4);
-            let mut model: Vec<VecDeque<(Rank, u64)>> = vec![VecDeque::new(); 4];
+            let mut model: Vec<VecDeque<(Rank, u64, u32)>> = vec![VecDeque::new(); 4];
             for (i, &(op, c, r, high)) in ops.iter().enumerate() {
                 let rank = (r as Rank) << if high { 70 } else { 3 };
                 let seq = i as u64;
+                let bytes = (i as u32).wrapping_mul(2_654_435_761);
+                let key = |e: &(Rank, u64, u32)| (e.0, e.1);
                 match op {
                     0 => {
                         // An append where it keeps the order, else an insert.
-                        if model[c].back().is_none_or(|&b| b <= (rank, seq)) {
-                            q.push_back(c, rank, seq);
+                        if model[c].back().is_none_or(|b| key(b) <= (rank, seq)) {
+                            q.push_back(c, rank, seq, bytes);
                         } else {
-                            let first = q.insert(c, rank, seq);
-                            let at = model[c].partition_point(|&e| e < (rank, seq));
+                            let first = q.insert(c, rank, seq, bytes);
+                            let at = model[c].partition_point(|e| key(e) < (rank, seq));
                             prop_assert_eq!(first, at == 0);
                         }
-                        let at = model[c].partition_point(|&e| e < (rank, seq));
-                        model[c].insert(at, (rank, seq));
+                        let at = model[c].partition_point(|e| key(e) < (rank, seq));
+                        model[c].insert(at, (rank, seq, bytes));
                     }
                     1 => {
-                        let first = q.insert(c, rank, seq);
-                        let at = model[c].partition_point(|&e| e < (rank, seq));
+                        let first = q.insert(c, rank, seq, bytes);
+                        let at = model[c].partition_point(|e| key(e) < (rank, seq));
                         prop_assert_eq!(first, at == 0);
-                        model[c].insert(at, (rank, seq));
+                        model[c].insert(at, (rank, seq, bytes));
                     }
                     _ => prop_assert_eq!(q.pop_front(c), model[c].pop_front()),
                 }
                 for (k, m) in model.iter().enumerate() {
-                    prop_assert_eq!(q.front(k), m.front().copied());
-                    prop_assert_eq!(q.back(k), m.back().copied());
+                    prop_assert_eq!(q.front(k), m.front().map(key));
+                    prop_assert_eq!(q.back(k), m.back().map(key));
                 }
             }
             // What is left, in order; every token back in the free list.

@@ -6,15 +6,18 @@
 //! * **PIFOs** (their forms are in [`super::pifo`]). A `prio` node with up to 64 children
 //!   of distinct priorities keeps a count per child and a find-first-set bitmap ([`Ffs`]);
 //!   a `fifo` node one sorted queue; other nodes that rank a child's packets in push order
-//!   (`prio`, `wfq`, `rr`, `drr`, `senic`) keep a FIFO per child (lists in one pool per
+//!   (`prio`, `rr`, `drr`, `senic`) keep a FIFO per child (lists in one pool per
 //!   node, [`ChildQueues`](super::child_queues::ChildQueues): 8 bytes a child and no buffer
 //!   of its own) and a heap over the children's heads
-//!   ([`PerChild`](super::pifo::PerChild)); a leaf whose flows are served first-come
+//!   ([`PerChild`](super::pifo::PerChild)); a `wfq` node the same with a correction per
+//!   child, charged once the packet a pop sends is known
+//!   ([`WfqQueues`](super::wfq::WfqQueues)); a leaf whose flows are served first-come
 //!   first-served keeps its packets in one sorted list linked through their slots
 //!   ([`SlotList`]: 24 bytes and no buffer per leaf); `lstf`, `edf` and fair leaves keep a
 //!   heap. The heaps are [`MinHeap`]s (4-ary, 32-byte entries, the 128-bit rank compared in
-//!   two 64-bit halves). A node of dozens of children or more whose heads pile up (Loom
-//!   Fig. 1's `wfq` node of 64 tenants, a `senic` node's classes) moves all its entries to
+//!   two 64-bit halves). A node of dozens of children or more whose heads pile up (a `senic`
+//!   node's classes; not a `wfq` node, whose entries move with their child's correction)
+//!   moves all its entries to
 //!   one calendar of rank buckets ([`Wide`](super::pifo::Wide), a
 //!   [`BucketQueue`](super::buckets::BucketQueue): O(1) a push or pop, no queue per child)
 //!   while it holds dozens of heads, and back when its entries thin out
@@ -95,7 +98,8 @@ use super::pairing::PairingHeaps;
 pub use super::pifo::CalendarUse;
 use super::pifo::{switch_for, Ffs, Pifo, Popped, SlotList};
 use super::reference::{
-    flow_key_of, senic_advance_by, senic_wait_ps, wire_ps_frac, Bucket, Rank, SenicCarry, FRAC,
+    corrected, flow_key_of, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac, Bucket, Rank,
+    SenicCarry, FRAC,
 };
 use super::ring::Ring;
 use super::{
@@ -659,8 +663,10 @@ impl FastEngine {
                 Algo::Prio if Ffs::new(x.children.start, &prios(&params, x)).is_some() => {
                     Pifo::Ffs(Ffs::new(x.children.start, &prios(&params, x)).expect("checked"))
                 }
+                // Ranks corrected by what a child's packets sent cost.
+                Algo::Wfq => Pifo::wfq(x.children.start, x.children.len()),
                 // Ranks a child's packets in push order except on re-entry.
-                Algo::Prio | Algo::Wfq | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
+                Algo::Prio | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
                     Pifo::per_child(x.children.start, x.children.len(), calendar)
                 }
                 Algo::Leaf(_) => match &params.specs[v] {
@@ -1125,14 +1131,16 @@ impl FastEngine {
     }
 
     /// The rank a node of any algorithm but `senic` gives a child (`c_param`, `c_last`: the
-    /// child's edge parameter and last finish tag) for a packet of `bytes`, and the child's
-    /// new finish tag for the fair algorithms. One definition for both paths that push
-    /// levels ([`Self::push_levels`] and the general one).
+    /// child's edge parameter and last finish tag; `c_off`: its correction at a `wfq` node,
+    /// see [`PerChild`](super::pifo::PerChild)) for a packet of `bytes`, and the child's new
+    /// finish tag for the fair algorithms. One definition for both paths that push levels
+    /// ([`Self::push_levels`] and the general one).
     #[inline(always)]
     fn plain_rank(
         node: &NodeRt,
         c_param: u64,
         c_last: u128,
+        c_off: i128,
         bytes: u32,
         s: &Slot,
         now: u64,
@@ -1140,7 +1148,12 @@ impl FastEngine {
         match node.kind {
             Kind::Fifo => (now as u128, None),
             Kind::Prio => (c_param as u128, None),
-            kind @ (Kind::Wfq | Kind::Rr | Kind::Drr) => {
+            Kind::Wfq => {
+                // In the child's stored ranks: `max(V, last + off) - off`.
+                let start = corrected(node.vtime, -c_off).max(c_last);
+                (start, Some(start + wfq_cost(bytes, c_param)))
+            }
+            kind @ (Kind::Rr | Kind::Drr) => {
                 let start = node.vtime.max(c_last);
                 let cost = match kind {
                     Kind::Rr => 1u128 << FRAC,
@@ -1306,11 +1319,16 @@ impl FastEngine {
                     c_param as Rank
                 }
                 p => {
-                    let (rank, last) = Self::plain_rank(node, c_param, c_last, bytes, s, now);
+                    let off = if node.kind == Kind::Wfq {
+                        p.offset(child)
+                    } else {
+                        0
+                    };
+                    let (rank, last) = Self::plain_rank(node, c_param, c_last, off, bytes, s, now);
                     if let Some(last) = last {
                         nodes[child as usize].last = last;
                     }
-                    p.push(rank, seq, child, ffs_pos);
+                    p.push(rank, seq, child, ffs_pos, bytes);
                     rank
                 }
             };
@@ -1388,7 +1406,12 @@ impl FastEngine {
                 }
                 Kind::Leaf => unreachable!("a leaf is never a parent"),
                 _ => {
-                    let (rank, last) = Self::plain_rank(node, c_param, c_last, wire, s, now);
+                    let off = if kind == Kind::Wfq {
+                        pifo[nu].offset(child)
+                    } else {
+                        0
+                    };
+                    let (rank, last) = Self::plain_rank(node, c_param, c_last, off, wire, s, now);
                     if let Some(last) = last {
                         nodes[cu].last = last;
                     }
@@ -1400,7 +1423,7 @@ impl FastEngine {
             }
             *rank_out = rank;
             if let Some(q) = seq {
-                pifo[nu].push(rank, q, child, nodes[cu].ffs_pos);
+                pifo[nu].push(rank, q, child, nodes[cu].ffs_pos, wire);
             }
             child = n;
         }
@@ -1745,7 +1768,8 @@ impl FastEngine {
     }
 
     fn push_entries(&mut self, slot: u32) {
-        let leaf_node = self.slots[slot as usize].leaf_node;
+        let s = &self.slots[slot as usize];
+        let (leaf_node, wire) = (s.leaf_node, s.bytes.saturating_add(self.overhead));
         let base = slot as usize * self.stride;
         let seq = self.next_seq();
         self.push_slot(leaf_node, self.ranks[base], seq, slot);
@@ -1754,7 +1778,7 @@ impl FastEngine {
         while self.nodes[child as usize].parent != NO {
             let n = self.nodes[child as usize].parent;
             let pos = self.nodes[child as usize].ffs_pos;
-            self.pifo[n as usize].push(self.ranks[base + i], seq, child, pos);
+            self.pifo[n as usize].push(self.ranks[base + i], seq, child, pos, wire);
             child = n;
             i += 1;
         }
@@ -1966,6 +1990,9 @@ impl FastEngine {
     fn pop_path(&mut self, at: usize) -> Option<(u32, usize)> {
         let mut n = 0u32;
         let mut tracked = 0;
+        // Bit `i < 63`: `popped[at + i]` is a `wfq` node's, to charge; bit 63: some of
+        // `popped[at + 63..]` may be.
+        let mut charged = 0u64;
         loop {
             match self.pifo[n as usize].pop(&self.links)? {
                 Popped::Child(v) => {
@@ -1981,19 +2008,72 @@ impl FastEngine {
                     tracked += 1;
                     n = v;
                 }
+                Popped::Charged(rank, v) => {
+                    self.popped[at + tracked] = (n, rank, v);
+                    charged |= 1 << tracked.min(63);
+                    tracked += 1;
+                    n = v;
+                }
                 Popped::Slot(slot) => {
                     debug_assert_eq!(
                         self.nodes[n as usize].on_send,
                         OnSend::Nothing,
                         "leaf node {n}: its PIFO says a departure never updates it"
                     );
+                    if charged != 0 {
+                        self.charge_path(slot, at, tracked, charged);
+                    }
                     return Some((slot, tracked));
                 }
                 Popped::TrackedSlot(rank, slot) => {
                     self.popped[at + tracked] = (n, rank, slot);
+                    if charged != 0 {
+                        self.charge_path(slot, at, tracked, charged);
+                    }
                     return Some((slot, tracked + 1));
                 }
             }
+        }
+    }
+
+    /// The `wfq` levels of a path just popped (`popped[at..at + tracked]`, those `charged`
+    /// marks: see `pop_path`) learn the packet that left their child: `slot`'s
+    /// ([`WfqQueues::charge`](super::wfq::WfqQueues::charge)).
+    #[inline(always)]
+    fn charge_path(&mut self, slot: u32, at: usize, tracked: usize, charged: u64) {
+        let wire = self.slots[slot as usize]
+            .bytes
+            .saturating_add(self.overhead);
+        let mut bits = charged & !(1 << 63);
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.charge_level(at + i, wire);
+        }
+        if charged & 1 << 63 != 0 {
+            self.charge_deep(at + 63..at + tracked, wire);
+        }
+    }
+
+    /// [`Self::charge_path`] below 63 levels: each level's node says whether it charges.
+    #[cold]
+    #[inline(never)]
+    fn charge_deep(&mut self, levels: std::ops::Range<usize>, wire: u32) {
+        for i in levels {
+            if self.nodes[self.popped[i].0 as usize].kind == Kind::Wfq {
+                self.charge_level(i, wire);
+            }
+        }
+    }
+
+    /// The `wfq` level `popped[i]` learns that a packet of `wire` bytes left its child.
+    #[inline(always)]
+    fn charge_level(&mut self, i: usize, wire: u32) {
+        let (n, _, c) = self.popped[i];
+        let weight = self.nodes[c as usize].param;
+        if let Some(off) = self.pifo[n as usize].charge(wire, weight) {
+            let last = &mut self.nodes[c as usize].last;
+            *last = corrected(*last, off);
         }
     }
 
@@ -2560,6 +2640,67 @@ mod tests {
         }
     }
 
+    /// A chain of 70 `wfq` nodes, each with a leaf of its own beside the next, above a
+    /// `prio` of two leaves, fed packets of mixed sizes: every `wfq` level corrects its
+    /// charge, those past the 63rd too (found by their kind, not by the path's bitmask), and
+    /// the departures are the reference engine's.
+    #[test]
+    fn a_deep_chain_of_wfq_nodes_charges_every_level() {
+        let mut text = String::from("weft: 1\nlimits: {max_depth: 80}\nnodes:\n");
+        text += "  - {name: w0, type: wfq}\n";
+        for d in 1..70 {
+            text += &format!(
+                "  - {{name: side{d}, type: leaf, parent: w{}, weight: {}, match: {{tag: {d}}}}}\n",
+                d - 1,
+                1 + d % 3
+            );
+            text += &format!(
+                "  - {{name: w{d}, type: wfq, parent: w{}, weight: 2}}\n",
+                d - 1
+            );
+        }
+        text += "  - {name: p, type: prio, parent: w69}\n";
+        text += "  - {name: hi, type: leaf, parent: p, priority: 0, match: {tag: 100}}\n";
+        text += "  - {name: lo, type: leaf, parent: p, priority: 1}\n";
+        let prog =
+            Arc::new(compile_str("deep.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
+        let mut fast = FastEngine::new(prog.clone());
+        let mut reference = ReferenceEngine::new(prog);
+        let mut now = 0u64;
+        let mut rng = 7u64;
+        for i in 0..20_000u64 {
+            rng = rng
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1442695040888963407);
+            let r = rng >> 33;
+            let tag = match r % 4 {
+                0 => 100,
+                1 => 101,
+                _ => 1 + r % 69,
+            };
+            let mut m = PacketMeta::default();
+            m.set_int(Field::Tag, tag);
+            let p = Packet::new(i, [64, 1500, 600][(r % 3) as usize], m);
+            assert_eq!(
+                fast.enqueue(p, now),
+                reference.enqueue(p, now),
+                "packet {i}"
+            );
+            if i % 3 == 2 {
+                now += 1_000_000;
+                assert_eq!(fast.dequeue(now), reference.dequeue(now), "at {now} ps");
+            }
+        }
+        while fast.backlog() + reference.backlog() > 0 {
+            now += 1_000_000;
+            assert_eq!(
+                fast.dequeue(now),
+                reference.dequeue(now),
+                "drain at {now} ps"
+            );
+        }
+    }
+
     /// A wide node queued deep: 2,000 classes of 50 rates, 10 packets each. Classes of
     /// equal rates backlogged at once have finish tags that tie group by group, and the
     /// groups of different rates interleave closely, so the calendar grows past its
@@ -2847,18 +2988,27 @@ mod tests {
     }
 
     /// `synth::scaled`'s Loom Fig. 1 shape with `vms` tenants (two applications each, no
-    /// shaping), and the node id of its `wfq` node of tenants.
+    /// shaping), its node of tenants a `drr` node (quanta of 1 to 4 frames) instead of
+    /// `wfq` (which keeps a heap of heads: [`super::super::wfq`]), and that node's id.
     fn scaled_tenants(vms: u32) -> (Arc<Program>, usize) {
-        let text = synth::scaled(vms, 2, 0);
+        let text = synth::scaled(vms, 2, 0)
+            .replace("{name: tenants, type: wfq,", "{name: tenants, type: drr,")
+            .replace(", weight: ", ", quantum: 1500b, weight: ");
+        let text = (1..=4).fold(text, |t, w| {
+            t.replace(
+                &format!("quantum: 1500b, weight: {w},"),
+                &format!("quantum: {}b,", 1500 * w),
+            )
+        });
         let prog =
             Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
         let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
         (prog, tenants)
     }
 
-    /// With the default [`CalendarUse`], a `wfq` node of 64 backlogged tenants (Loom Fig. 1's
-    /// `tenants`) keeps its entries in a calendar, and one of 16 in queues and a heap; both
-    /// send what the reference engine sends, at the same times.
+    /// With the default [`CalendarUse`], a node of 64 backlogged tenants (Loom Fig. 1's
+    /// `tenants`, as `drr`) keeps its entries in a calendar, and one of 16 in queues and a
+    /// heap; both send what the reference engine sends, at the same times.
     #[test]
     fn the_default_puts_a_node_of_many_backlogged_children_on_a_calendar() {
         for (vms, on_calendar) in [(64u32, true), (16, false)] {
@@ -2891,43 +3041,6 @@ mod tests {
         }
     }
 
-    /// Loom Fig. 1's `tenants` node on its calendar: tenants of one weight tie, and groups of
-    /// two weights share buckets, so pushes walk long buckets however the calendar is
-    /// fitted. Rebuilds that change nothing back off (each in a row waits twice as long):
-    /// 200,000 packets through a full node rebuild it 6 times (12 without the back-off).
-    #[test]
-    fn useless_rebuilds_back_off() {
-        let (prog, tenants) = scaled_tenants(64);
-        let mut fast = FastEngine::new(prog);
-        let (mut now, mut i) = (0u64, 0u64);
-        let mut offer = |e: &mut FastEngine, now: u64| loop {
-            i += 1;
-            if e.enqueue(Packet::new(i, 1500, synth::packet(i, 64, 2, 0)), now)
-                .is_ok()
-            {
-                break;
-            }
-        };
-        for _ in 0..4096 {
-            offer(&mut fast, now);
-        }
-        for _ in 0..200_000 {
-            now += 120_000;
-            assert!(fast.dequeue(now).is_some(), "the node ran dry at {now} ps");
-            offer(&mut fast, now);
-        }
-        let Pifo::Calendar(w) = &fast.pifo[tenants] else {
-            panic!("the tenants node is not on its calendar");
-        };
-        let rebuilds = w.entries.rebuilds();
-        assert!(
-            (1..=8).contains(&rebuilds),
-            "{rebuilds} rebuilds in 200,000 packets"
-        );
-    }
-
-    /// The per-node, per-leaf and per-packet records stay the sizes the module doc and
-    /// `weft bench`'s memory figures assume.
     #[test]
     fn records_stay_compact() {
         assert_eq!(std::mem::size_of::<NodeRt>(), 64, "one cache line per node");

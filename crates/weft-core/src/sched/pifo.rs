@@ -8,6 +8,8 @@
 //!   and a find-first-set bitmap. O(1) a push or pop.
 //! * [`PerChild`]: a FIFO per child (in one pool per node, [`ChildQueues`]) and a heap of the
 //!   children's heads ([`MinHeap`]). O(log₄ children) a push that backlogs a child or a pop.
+//! * [`WfqQueues`]: a `wfq` node's: a FIFO per child with a correction per child, and a heap
+//!   of heads (`super::wfq`).
 //! * [`Wide`]: a node of 32 children or more (by default) that moves all its entries to one calendar of
 //!   rank buckets ([`BucketQueue`], O(1)) while its heads pile up, and back when they thin
 //!   out ([`CalendarUse`]); both forms pop in the same order.
@@ -30,6 +32,7 @@ use super::fast::NO;
 use super::heap::{HeapEntry, MinHeap};
 use super::reference::Rank;
 use super::ring::Ring;
+use super::wfq::WfqQueues;
 
 /// A PIFO entry: rank, global sequence number (tie break), payload (child node or slot).
 pub(super) type Entry = (Rank, u64, u32);
@@ -62,6 +65,8 @@ pub(super) enum Pifo {
     /// A count per child and a find-first-set bitmap (see [`Ffs`]), kept in the enum (no
     /// box: one dependent load less per level).
     Ffs(Ffs),
+    /// A `wfq` node's queues, charged on the bytes each child sends ([`WfqQueues`]).
+    Wfq(Box<WfqQueues>),
 }
 
 /// A FIFO leaf's packets in `(rank, seq)` order: a list linked through
@@ -230,7 +235,8 @@ impl Ffs {
             if c.count > 0 {
                 let v = c.child;
                 for _ in 0..c.count {
-                    pc.queues.push_back((v - first) as usize, c.prio as Rank, 0);
+                    pc.queues
+                        .push_back((v - first) as usize, c.prio as Rank, 0, 0);
                 }
                 pc.heads.push(HeapEntry::new(c.prio as Rank, 0, v));
             }
@@ -372,7 +378,7 @@ impl PerChild {
         let q = &mut self.queues;
         match q.back(c) {
             None => {
-                q.push_back(c, rank, seq);
+                q.push_back(c, rank, seq, 0);
                 // A stale top (the head of a child that emptied, left by `pop`) is
                 // replaced in place: one sift instead of a pop and a push.
                 let e = HeapEntry::new(rank, seq, v);
@@ -388,11 +394,11 @@ impl PerChild {
             // comes down to `rank >= last.0`.
             Some(last) if rank >= last.0 => {
                 debug_assert!(seq > last.1, "per-child push: seq {seq} not after {last:?}");
-                q.push_back(c, rank, seq)
+                q.push_back(c, rank, seq, 0)
             }
             Some(_) => {
                 // A re-entered packet (old rank): insert in order.
-                if q.insert(c, rank, seq) {
+                if q.insert(c, rank, seq, 0) {
                     self.heads.push(HeapEntry::new(rank, seq, v));
                     return self.heads_reached_switch();
                 }
@@ -458,7 +464,7 @@ impl Pifo {
         entries.refill(|all| {
             let (first, q) = (per_child.first, &mut per_child.queues);
             for c in 0..q.len() {
-                while let Some((rank, seq)) = q.pop_front(c) {
+                while let Some((rank, seq, _)) = q.pop_front(c) {
                     all.push(HeapEntry::new(rank, seq, first + c as u32));
                 }
             }
@@ -487,7 +493,7 @@ impl Pifo {
             if pc.queues.front(c).is_none() {
                 pc.heads.push(e);
             }
-            pc.queues.push_back(c, e.rank(), e.seq);
+            pc.queues.push_back(c, e.rank(), e.seq, 0);
         }
         *self = Pifo::WideHeap(w);
     }
@@ -511,10 +517,34 @@ impl Pifo {
         }
     }
 
-    /// Pushes entry `(rank, seq)` of child or slot `v`; `ffs_pos` is the child's
-    /// `NodeRt::ffs_pos` in fast.rs (read by an [`Ffs`] node only).
+    /// A `wfq` node's queue for children `first..first + n` ([`WfqQueues`]).
+    pub(super) fn wfq(first: u32, n: usize) -> Pifo {
+        Pifo::Wfq(Box::new(WfqQueues::new(first, n)))
+    }
+
+    /// A `wfq` node's correction for child `v` ([`WfqQueues::offset`]).
     #[inline(always)]
-    pub(super) fn push(&mut self, rank: Rank, seq: u64, v: u32, ffs_pos: u8) {
+    pub(super) fn offset(&self, v: u32) -> i128 {
+        match self {
+            Pifo::Wfq(w) => w.offset(v),
+            _ => unreachable!("offset: not a wfq node's queue"),
+        }
+    }
+
+    /// [`WfqQueues::charge`].
+    #[inline(always)]
+    pub(super) fn charge(&mut self, sent: u32, weight: u64) -> Option<i128> {
+        match self {
+            Pifo::Wfq(w) => w.charge(sent, weight),
+            _ => unreachable!("charge: not a wfq node's queue"),
+        }
+    }
+
+    /// Pushes entry `(rank, seq)` of child or slot `v` for a packet of `bytes` wire bytes
+    /// (read by a `wfq` node only); `ffs_pos` is the child's `NodeRt::ffs_pos` in fast.rs
+    /// (read by an [`Ffs`] node only).
+    #[inline(always)]
+    pub(super) fn push(&mut self, rank: Rank, seq: u64, v: u32, ffs_pos: u8, bytes: u32) {
         match self {
             Pifo::Heap(h) | Pifo::LeafHeap(h) => h.push(HeapEntry::new(rank, seq, v)),
             // `seq` is the largest sequence number yet (every push takes a new one), so
@@ -553,6 +583,7 @@ impl Pifo {
                 }
             }
             Pifo::Calendar(c) => c.push(rank, seq, v),
+            Pifo::Wfq(w) => w.push(rank, seq, v, bytes),
             Pifo::LeafSorted(_) => unreachable!("push on a leaf (see push_slot)"),
         }
     }
@@ -578,6 +609,7 @@ impl Pifo {
                 Some(Popped::Child(c.child))
             }
             Pifo::PerChild(pc) => pc.pop(),
+            Pifo::Wfq(w) => w.pop(),
             Pifo::WideHeap(w) => w.per_child.pop(),
             Pifo::Calendar(c) => {
                 let (popped, shrunk) = c.pop();
@@ -592,13 +624,16 @@ impl Pifo {
 
 /// What [`Pifo::pop`] took: the child node or the leaf's packet slot, with the entry's rank
 /// where a departure through this node may update the node (see fast.rs's `OnSend`): `PerChild`
-/// nodes (`wfq`, `rr`, `drr`, `senic`; `prio` after a priority update, which updates
-/// nothing) and fair leaves. `Ffs` (`prio`), `Sorted` (`fifo`), `Heap` (`lstf`, `edf`) and
-/// FIFO leaves never are, so the dequeue neither remembers their ranks nor visits them again.
+/// nodes (`rr`, `drr`, `senic`; `prio` after a priority update, which updates nothing),
+/// `wfq` nodes and fair leaves. `Ffs` (`prio`), `Sorted` (`fifo`), `Heap` (`lstf`, `edf`)
+/// and FIFO leaves never are, so the dequeue neither remembers their ranks nor visits them
+/// again.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Popped {
     Child(u32),
     Tracked(Rank, u32),
+    /// A `wfq` node's: tracked, and charged once the packet is known ([`WfqQueues::charge`]).
+    Charged(Rank, u32),
     Slot(u32),
     TrackedSlot(Rank, u32),
 }

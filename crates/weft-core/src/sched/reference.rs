@@ -7,8 +7,11 @@
 //! of `L` bytes arriving from child `c` at time `now`:
 //! * `fifo`: `now`.
 //! * `prio`: `c`'s `priority`.
-//! * `wfq`: start-time fair queuing (STFQ): `S = max(V, last[c])`, `last[c] = S + L/weight`,
-//!   rank `S`; `V` becomes the rank of each packet sent through the node.
+//! * `wfq`: start-time fair queuing (STFQ) on the bytes each child *sends*: `S = max(V,
+//!   last[c])`, `last[c] = S + L/weight`, rank `S`; `V` becomes the rank of each packet sent
+//!   through the node. A child's entries keep their order under a correction per child
+//!   (`ChildEntries`): a pop that takes an entry charged `L` while the packet leaving the
+//!   child has `L'` bytes moves the child's later entries by `(L' - L)/weight`.
 //! * `rr`: as `wfq` with every packet costing one unit: one packet per child per round.
 //! * `drr`: as `wfq` with `weight = quantum`, the rank rounded up to a whole round, so
 //!   packets are served round by round, each child sending its quantum's worth per round.
@@ -365,8 +368,11 @@ struct SenicState {
 
 #[derive(Debug, Clone, Default)]
 struct NodeState {
-    /// The PIFO: (rank, arrival seq) → child node id, or held-packet slot at a leaf.
+    /// The PIFO: (rank, arrival seq) → child node id, or held-packet slot at a leaf. Empty at
+    /// a `wfq` node, which keeps [`Self::by_child`] instead.
     pifo: BTreeMap<(Rank, u64), usize>,
+    /// A `wfq` node: its entries per child (see [`ChildEntries`]).
+    by_child: BTreeMap<NodeId, ChildEntries>,
     /// Virtual time (wfq, rr, drr, fair leaves).
     vtime: u128,
     /// Last finish tag per child (or per flow at a leaf).
@@ -386,6 +392,35 @@ struct NodeState {
     admitted: u64,
     /// Leaf: packets waiting for admission, in arrival order.
     waiting: VecDeque<usize>,
+}
+
+/// One child's entries at a `wfq` node, which charges the child for the packets that leave
+/// its subtree rather than for those whose entries are popped (a child that reorders its
+/// packets sends other sizes than it admitted). An entry's stored rank is its start tag
+/// less the child's correction `off` at admission; its rank is `stored + off` with the
+/// correction of now, so when a pop corrects a child's charge every later entry of the
+/// child moves with it, in order.
+#[derive(Debug, Clone, Default)]
+struct ChildEntries {
+    /// (stored rank, seq) → wire bytes of the packet that pushed the entry.
+    entries: BTreeMap<(Rank, u64), u32>,
+    /// Virtual bytes ([`FRAC`] fractional bits) to add to every stored rank: what the
+    /// packets sent so far cost less what their entries were charged. Folded into the
+    /// child's last finish tag when its entries run out.
+    off: i128,
+}
+
+/// `stored + off`, clamped to the ranks (an old rank re-entering after a large correction).
+#[inline]
+pub(crate) fn corrected(stored: Rank, off: i128) -> Rank {
+    stored.saturating_add_signed(off)
+}
+
+/// What a `wfq` node charges a child for a packet of `bytes` wire bytes at weight `weight`,
+/// virtual bytes with [`FRAC`] fractional bits. One definition for both engines.
+#[inline]
+pub(crate) fn wfq_cost(bytes: u32, weight: u64) -> u128 {
+    (((bytes as u64) << FRAC) / weight.max(1)) as u128
 }
 
 /// A shaping class's queue: the packets its tokens hold back, kept as a PIFO tree of their
@@ -708,12 +743,21 @@ impl ReferenceEngine {
             let rank = match algo {
                 Algo::Fifo => now as u128,
                 Algo::Prio => edge.priority as u128,
-                Algo::Wfq | Algo::Rr | Algo::Drr => {
+                Algo::Wfq => {
+                    // In the child's stored ranks: `max(V, last + off) - off`.
+                    let st = &mut self.nodes[n as usize];
+                    let off = st.by_child.get(&child).map_or(0, |q| q.off);
+                    let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
+                    let start = corrected(st.vtime, -off).max(last);
+                    st.last
+                        .insert(child as u64, start + wfq_cost(bytes, edge.weight));
+                    start
+                }
+                Algo::Rr | Algo::Drr => {
                     let st = &mut self.nodes[n as usize];
                     let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
                     let start = st.vtime.max(last);
                     let cost = match algo {
-                        Algo::Wfq => ((bytes as u128) << FRAC) / edge.weight.max(1) as u128,
                         Algo::Rr => 1u128 << FRAC,
                         _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
                     };
@@ -1038,6 +1082,7 @@ impl ReferenceEngine {
         let held = self.slab[slot].as_ref().expect("held");
         let ranks = held.ranks.clone();
         let leaf_node = held.leaf_node;
+        let bytes = held.pkt.bytes.saturating_add(self.overhead);
         let seq = self.next_seq();
         self.nodes[leaf_node as usize]
             .pifo
@@ -1045,11 +1090,48 @@ impl ReferenceEngine {
         let mut child = leaf_node;
         let mut i = 1;
         while let Some(n) = self.prog.nodes[child as usize].parent {
-            self.nodes[n as usize]
-                .pifo
-                .insert((ranks[i], seq), child as usize);
+            let st = &mut self.nodes[n as usize];
+            if self.prog.nodes[n as usize].algo == Algo::Wfq {
+                let q = st.by_child.entry(child).or_default();
+                q.entries.insert((ranks[i], seq), bytes);
+            } else {
+                st.pifo.insert((ranks[i], seq), child as usize);
+            }
             child = n;
             i += 1;
+        }
+    }
+
+    /// Pops a `wfq` node's first entry: the child whose first entry's corrected rank (then
+    /// sequence number) is least, that rank, and the wire bytes its entry was charged.
+    fn pop_wfq(&mut self, n: NodeId) -> Option<(NodeId, Rank, u32)> {
+        let st = &mut self.nodes[n as usize];
+        let (&c, _) = st
+            .by_child
+            .iter()
+            .filter_map(|(c, q)| {
+                let (&(r, s), _) = q.entries.first_key_value()?;
+                Some((c, (corrected(r, q.off), s)))
+            })
+            .min_by_key(|&(_, k)| k)?;
+        let q = st.by_child.get_mut(&c).expect("chosen");
+        let ((r, _), bytes) = q.entries.pop_first().expect("non-empty");
+        Some((c, corrected(r, q.off), bytes))
+    }
+
+    /// After a pop at `wfq` node `n` took child `c`'s entry charged `charged` bytes, and the
+    /// packet that left the child's subtree has `sent` wire bytes: the child's later entries
+    /// move by the difference. When it has none left, the correction goes into its last
+    /// finish tag.
+    fn correct_wfq(&mut self, n: NodeId, c: NodeId, charged: u32, sent: u32) {
+        let w = self.params.edges[c as usize].weight;
+        let st = &mut self.nodes[n as usize];
+        let q = st.by_child.get_mut(&c).expect("a child just popped");
+        q.off += wfq_cost(sent, w) as i128 - wfq_cost(charged, w) as i128;
+        if q.entries.is_empty() {
+            let off = std::mem::take(&mut q.off);
+            let last = st.last.entry(c as u64).or_insert(0);
+            *last = corrected(*last, off);
         }
     }
 
@@ -1220,11 +1302,25 @@ impl ReferenceEngine {
     /// the rank popped at each node on the way.
     fn pop_path(&mut self) -> Option<(usize, Vec<(NodeId, Rank)>)> {
         let mut popped = Vec::new();
+        // `wfq` levels: (node, child, bytes charged), corrected once the packet is known.
+        let mut charged = Vec::new();
         let mut n: NodeId = 0;
         loop {
-            let ((rank, _), v) = self.nodes[n as usize].pifo.pop_first()?;
+            let (rank, v) = if self.prog.nodes[n as usize].algo == Algo::Wfq {
+                let (c, rank, bytes) = self.pop_wfq(n)?;
+                charged.push((n, c, bytes));
+                (rank, c as usize)
+            } else {
+                let ((rank, _), v) = self.nodes[n as usize].pifo.pop_first()?;
+                (rank, v)
+            };
             popped.push((n, rank));
             if self.prog.nodes[n as usize].leaf.is_some() {
+                let h = self.slab[v].as_ref().expect("popped a held packet");
+                let sent = h.pkt.bytes.saturating_add(self.overhead);
+                for (n, c, bytes) in charged {
+                    self.correct_wfq(n, c, bytes, sent);
+                }
                 return Some((v, popped));
             }
             n = v as NodeId;
