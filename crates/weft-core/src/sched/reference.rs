@@ -373,6 +373,9 @@ struct NodeState {
     pifo: BTreeMap<(Rank, u64), usize>,
     /// A `wfq` node: its entries per child (see [`ChildEntries`]).
     by_child: BTreeMap<NodeId, ChildEntries>,
+    /// A `wfq` node: each child's first entry as (corrected rank, seq, child), the least
+    /// first.
+    heads: BTreeSet<(Rank, u64, NodeId)>,
     /// Virtual time (wfq, rr, drr, fair leaves).
     vtime: u128,
     /// Last finish tag per child (or per flow at a leaf).
@@ -408,6 +411,14 @@ struct ChildEntries {
     /// packets sent so far cost less what their entries were charged. Folded into the
     /// child's last finish tag when its entries run out.
     off: i128,
+}
+
+impl ChildEntries {
+    /// Child `c`'s first entry as a head: (corrected rank, seq, `c`).
+    fn head(&self, c: NodeId) -> Option<(Rank, u64, NodeId)> {
+        let (&(r, s), _) = self.entries.first_key_value()?;
+        Some((corrected(r, self.off), s, c))
+    }
 }
 
 /// `stored + off`, clamped to the ranks (an old rank re-entering after a large correction).
@@ -1093,7 +1104,13 @@ impl ReferenceEngine {
             let st = &mut self.nodes[n as usize];
             if self.prog.nodes[n as usize].algo == Algo::Wfq {
                 let q = st.by_child.entry(child).or_default();
+                let old = q.head(child);
                 q.entries.insert((ranks[i], seq), bytes);
+                let new = q.head(child);
+                if new != old {
+                    old.map(|h| st.heads.remove(&h));
+                    st.heads.extend(new);
+                }
             } else {
                 st.pifo.insert((ranks[i], seq), child as usize);
             }
@@ -1106,17 +1123,11 @@ impl ReferenceEngine {
     /// sequence number) is least, that rank, and the wire bytes its entry was charged.
     fn pop_wfq(&mut self, n: NodeId) -> Option<(NodeId, Rank, u32)> {
         let st = &mut self.nodes[n as usize];
-        let (&c, _) = st
-            .by_child
-            .iter()
-            .filter_map(|(c, q)| {
-                let (&(r, s), _) = q.entries.first_key_value()?;
-                Some((c, (corrected(r, q.off), s)))
-            })
-            .min_by_key(|&(_, k)| k)?;
-        let q = st.by_child.get_mut(&c).expect("chosen");
-        let ((r, _), bytes) = q.entries.pop_first().expect("non-empty");
-        Some((c, corrected(r, q.off), bytes))
+        let (rank, _, c) = st.heads.pop_first()?;
+        let q = st.by_child.get_mut(&c).expect("a head's child");
+        let (_, bytes) = q.entries.pop_first().expect("a head's entry");
+        st.heads.extend(q.head(c));
+        Some((c, rank, bytes))
     }
 
     /// After a pop at `wfq` node `n` took child `c`'s entry charged `charged` bytes, and the
@@ -1127,7 +1138,12 @@ impl ReferenceEngine {
         let w = self.params.edges[c as usize].weight;
         let st = &mut self.nodes[n as usize];
         let q = st.by_child.get_mut(&c).expect("a child just popped");
+        let old = q.head(c);
         q.off += wfq_cost(sent, w) as i128 - wfq_cost(charged, w) as i128;
+        if let Some(h) = old {
+            st.heads.remove(&h);
+            st.heads.extend(q.head(c));
+        }
         if q.entries.is_empty() {
             let off = std::mem::take(&mut q.off);
             let last = st.last.entry(c as u64).or_insert(0);
