@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use weft_core::policy::{self, LoadOptions};
 use weft_core::units;
+use weft_nic::isolation::{self, Mac};
 use weft_nic::{ctl, dataplane, testbed};
 
 type Fail = (u8, String);
@@ -54,8 +55,25 @@ pub struct RunArgs {
     #[arg(long)]
     rate: String,
     /// A tenant: NAME=IFACE; repeatable. Tenant ids follow the order given (1, 2, ...).
-    #[arg(long, value_name = "NAME=IFACE", required = true)]
+    /// `NAME=IFACE,mac=MAC[,mac=MAC...]` lists the only source addresses the port may use;
+    /// without `mac=` a port learns its addresses from its frames and keeps them (no other
+    /// port may use them: such frames are dropped and counted).
+    #[arg(long, value_name = "NAME=IFACE[,mac=MAC]", required = true)]
     tenant: Vec<String>,
+    /// Source addresses a port without `mac=` may learn; one idle for --mac-age-s makes room
+    /// for a new one, else frames from a new address are dropped and counted.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    macs_per_tenant: u32,
+    /// Seconds a learned address must be idle before its port's new address replaces it.
+    #[arg(long, default_value_t = 300)]
+    mac_age_s: u64,
+    /// Flow queues held for each tenant whatever the others do (default: half of
+    /// --max-queues, split evenly); beyond it a tenant uses what the others leave.
+    #[arg(long, value_name = "N")]
+    reserved_queues: Option<u32>,
+    /// Frame buffers held for each tenant (default: half of --buffers, split evenly).
+    #[arg(long, value_name = "N")]
+    reserved_buffers: Option<u32>,
     /// Control socket.
     #[arg(long, default_value = ctl::DEFAULT_SOCKET)]
     ctl: PathBuf,
@@ -254,9 +272,31 @@ pub fn main(c: NicCommand) -> Result<(), Fail> {
     }
 }
 
+/// Splits `--tenant NAME=IFACE,mac=MAC,...` into `NAME=IFACE` and each tenant's addresses.
+fn tenant_macs(flags: &[String]) -> Result<(Vec<String>, Vec<Vec<Mac>>), String> {
+    let mut plain = Vec::with_capacity(flags.len());
+    let mut macs = Vec::with_capacity(flags.len());
+    for f in flags {
+        let mut parts = f.split(',');
+        plain.push(parts.next().unwrap_or_default().to_string());
+        let mut own = Vec::new();
+        for p in parts {
+            let m = p
+                .strip_prefix("mac=")
+                .ok_or_else(|| format!("--tenant `{f}`: `{p}`: expected mac=MAC"))?;
+            own.push(isolation::parse_mac(m).ok_or_else(|| {
+                format!("--tenant `{f}`: `{m}` is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            })?);
+        }
+        macs.push(own);
+    }
+    Ok((plain, macs))
+}
+
 fn run(a: RunArgs) -> Result<(), Fail> {
     let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
-    let tenants = crate::tenant_pairs(&a.tenant).map_err(usage)?;
+    let (plain, macs) = tenant_macs(&a.tenant).map_err(usage)?;
+    let tenants = crate::tenant_pairs(&plain).map_err(usage)?;
     let backend = dataplane::Backend::parse(&a.backend)
         .ok_or_else(|| usage(format!("--backend `{}`", a.backend)))?;
     if backend == dataplane::Backend::AfXdp && !cfg!(feature = "af-xdp") {
@@ -303,6 +343,13 @@ fn run(a: RunArgs) -> Result<(), Fail> {
             weft_nic::afpacket::RingVersion::V2
         } else {
             weft_nic::afpacket::RingVersion::V3
+        },
+        isolation: dataplane::IsolationConfig {
+            macs,
+            macs_per_tenant: a.macs_per_tenant as usize,
+            mac_age_s: a.mac_age_s,
+            reserved_queues: a.reserved_queues,
+            reserved_buffers: a.reserved_buffers,
         },
         rogue: match a.rogue {
             Some(0) => return Err(usage("--rogue: tenants are numbered from 1")),

@@ -10,9 +10,13 @@
 //! 1. **Host side, ingress**: frames from each tenant interface's receive ring
 //!    ([`crate::afpacket`], at most [`RX_BATCH`] per ring and pass) are parsed
 //!    ([`crate::parse`]; the tenant is the ingress interface's position in the
-//!    configuration, 1-based), copied into a buffer of the pool, and posted to their flow's
+//!    configuration, 1-based), checked against the source addresses the port owns
+//!    ([`crate::isolation::MacTable`]: configured, or learned and pinned; another tenant's
+//!    address is dropped and counted), copied into a buffer of the pool (within the
+//!    tenant's [`Budget`]), and posted to their flow's
 //!    descriptor queue (one queue per five-tuple, owned by the tenant's driver, created on
-//!    the flow's first frame and bound to the leaf and shaping classes the policy
+//!    the flow's first frame, within the tenant's budget of queues, and bound to the leaf
+//!    and shaping classes the policy
 //!    classifies it into: classification once per flow, as in Loom). A frame whose
 //!    classifier fields differ from its flow's (a DSCP re-marked mid-flow) classifies the
 //!    flow again; if its class changed, the tenant's driver moves the queue with an inline
@@ -31,8 +35,10 @@
 //!    the reverse path goes to its tenant, tenants served round robin.
 //! 4. **Host side, completions**: buffers of completed descriptors return to the pool.
 //! 5. **Reverse path, receive side**: frames arriving on the uplink (ACKs, replies, ARP)
-//!    are copied into per-tenant FIFOs by destination MAC (learned from ingress; broadcast
-//!    and unknown destinations are copied to every tenant). They are not scheduled by the
+//!    are copied into per-tenant FIFOs by destination MAC (the table of step 1; broadcast and
+//!    multicast are copied to every tenant, unicast to an address no tenant owns is dropped
+//!    and counted, never flooded; each tenant's FIFO within its budget of the return path's
+//!    buffers). They are not scheduled by the
 //!    policy, but one tenant's burst of ACKs delays another tenant's frame by at most one
 //!    send. While [`REVERSE_BUFFERS`] frames wait, the rest stay in the ring.
 //! 6. About every millisecond: control requests ([`crate::ctl`]), rate sampling, idle-queue
@@ -46,8 +52,10 @@
 //!
 //! Invariants: the daemon never panics on input (bad frames are counted: `parse_errors`,
 //! `oversize`); every frame taken from a ring is transmitted or dropped with a counted
-//! reason (`no_buffer`, `ring_full`, `no_queue`, `unclassified`, engine drops, `tx_errors`,
-//! `reverse_dropped`);
+//! reason (`source_rejected`, `no_buffer`, `ring_full`, `no_queue`, `unclassified`, engine
+//! drops, `tx_errors`, `reverse_unknown`, `reverse_dropped`), per tenant where a tenant
+//! caused it; no tenant's frames can take another tenant's address, its reserved queues or
+//! buffers;
 //! a reload swaps the engine only after the new policy compiled, and the old engine keeps
 //! draining until empty (no admitted packet is lost); memory is bounded by the pool.
 //!
@@ -70,6 +78,7 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::{DropReason, Engine, FlowHandle, FlowQueue, Packet, Update};
 
 use crate::afpacket::{PacketSocket, RingConfig};
+use crate::isolation::{fmt_mac, Budget, Destination, Mac, MacTable, SourceReject};
 
 /// Where frames come from and go to: an AF_PACKET socket in production, memory in tests
 /// (so the loop's conservation and robustness are tested without root).
@@ -351,6 +360,38 @@ pub struct Config {
     pub ring_version: crate::afpacket::RingVersion,
     /// AF_PACKET or AF_XDP.
     pub backend: Backend,
+    /// Who may use which source addresses, and each tenant's share of the shared pools.
+    pub isolation: IsolationConfig,
+}
+
+/// [`Config::isolation`]: see [`crate::isolation`].
+#[derive(Debug, Clone)]
+pub struct IsolationConfig {
+    /// Per tenant (in `--tenant` order): the source MACs its port may use (`mac=` in
+    /// `--tenant`); empty: learned and pinned. Shorter than the tenants: the rest learn.
+    pub macs: Vec<Vec<Mac>>,
+    /// Addresses a port may learn (`--macs-per-tenant`).
+    pub macs_per_tenant: usize,
+    /// A learned address idle this long makes room for its port's new one (`--mac-age-s`).
+    pub mac_age_s: u64,
+    /// Flow queues held for each tenant (`--reserved-queues`); default: half of
+    /// `max_queues`, split evenly.
+    pub reserved_queues: Option<u32>,
+    /// Frame buffers held for each tenant (`--reserved-buffers`); default: half of
+    /// `buffers`, split evenly. The return path's buffers are split the same way.
+    pub reserved_buffers: Option<u32>,
+}
+
+impl Default for IsolationConfig {
+    fn default() -> IsolationConfig {
+        IsolationConfig {
+            macs: Vec::new(),
+            macs_per_tenant: 16,
+            mac_age_s: 300,
+            reserved_queues: None,
+            reserved_buffers: None,
+        }
+    }
 }
 
 /// Errors that stop `weft run` before it starts.
@@ -383,8 +424,22 @@ pub struct DpCounters {
     pub tx_bytes: u64,
     pub tx_errors: u64,
     pub reverse_frames: u64,
+    /// Group (broadcast, multicast) frames copied to every tenant.
     pub reverse_flooded: u64,
+    /// Unicast frames to an address no tenant owns: dropped, never flooded.
+    pub reverse_unknown: u64,
     pub reverse_dropped: u64,
+    /// Per tenant: frames refused at its port for their source address, by
+    /// [`SourceReject::index`].
+    pub source_rejects: Vec<[u64; 4]>,
+    /// All tenants' frames refused for their source address (in the ingress balance).
+    pub source_rejected: u64,
+    /// Per tenant: new flows refused for want of a queue (`no_queue`'s share).
+    pub tenant_no_queue: Vec<u64>,
+    /// Per tenant: frames refused for want of a buffer (`no_buffer`'s share).
+    pub tenant_no_buffer: Vec<u64>,
+    /// Per tenant: return-path frames dropped for want of a buffer.
+    pub tenant_reverse_dropped: Vec<u64>,
     pub reloads: u64,
     pub queues_reclaimed: u64,
     /// Class changes of flows whose classifier fields changed mid-flow: each asks for a
@@ -487,6 +542,8 @@ fn ring_wait(ts: u64, now_real: u64) -> Option<u64> {
 /// bulk tenant's ACKs, as in DRR++ / fq_codel's new flows); tenants with a backlog are
 /// served round robin, one frame per turn. No allocation after start.
 struct Reverse {
+    /// Buffers per tenant: one tenant's flood of return traffic leaves the others theirs.
+    budget: Budget,
     pool: Vec<u8>,
     lens: Vec<u16>,
     ts: Vec<u64>,
@@ -501,6 +558,7 @@ struct Reverse {
 impl Reverse {
     fn new(tenants: usize, buffers: u32) -> Reverse {
         Reverse {
+            budget: Budget::new(buffers, tenants, Budget::default_reserve(buffers, tenants)),
             pool: vec![0; buffers as usize * BUF_BYTES],
             lens: vec![0; buffers as usize],
             ts: vec![0; buffers as usize],
@@ -527,7 +585,11 @@ impl Reverse {
     /// Copies `frame` (at most [`BUF_BYTES`]) into a buffer queued for tenant `t`; false
     /// when no buffer is free.
     fn push(&mut self, t: usize, frame: &[u8], ts: u64) -> bool {
+        if !self.budget.try_take(t) {
+            return false;
+        }
         let Some(b) = self.free.pop() else {
+            self.budget.give(t);
             return false;
         };
         let off = b as usize * BUF_BYTES;
@@ -542,8 +604,14 @@ impl Reverse {
         true
     }
 
+    /// Frees tenant `t`'s buffer `b` (sent).
+    fn give(&mut self, t: usize, b: u32) {
+        self.free.push(b);
+        self.budget.give(t);
+    }
+
     /// The oldest frame of the first sparse tenant, else of the next tenant in round robin
-    /// (the caller frees the buffer).
+    /// (the caller frees the buffer with [`Self::give`]).
     fn pop(&mut self) -> Option<(usize, u32)> {
         while let Some(t) = self.sparse.pop_front() {
             self.is_sparse[t] = false;
@@ -689,7 +757,13 @@ struct State {
     pool: Vec<u8>,
     lens: Vec<u16>,
     free: Vec<u32>,
-    macs: HashMap<[u8; 6], usize>,
+    /// Which port owns which source address ([`MacTable`]).
+    macs: MacTable,
+    /// Flow queues and frame buffers, budgeted per tenant ([`Budget`]).
+    queue_budget: Budget,
+    buffer_budget: Budget,
+    /// When each tenant's last refused-source line was logged, ps (at most one a second).
+    source_logged_ps: Vec<u64>,
     rev: Reverse,
     /// The reverse path goes next if both directions wait (they alternate).
     reverse_turn: bool,
@@ -929,6 +1003,14 @@ fn loop_ports(
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
     }
     let (nodes, shapers) = (prog.nodes.len(), prog.shapers.len());
+    let mut configured = cfg.isolation.macs.clone();
+    configured.resize(cfg.tenants.len(), Vec::new());
+    let macs = MacTable::new(
+        &configured,
+        cfg.isolation.macs_per_tenant,
+        cfg.isolation.mac_age_s.saturating_mul(1_000_000_000_000),
+    )
+    .map_err(RunError::Config)?;
     let now = clock::now_ps();
     let mut st = State {
         engine: FastEngine::new(prog.clone()),
@@ -944,12 +1026,31 @@ fn loop_ports(
         pool: vec![0; cfg.buffers as usize * BUF_BYTES],
         lens: vec![0; cfg.buffers as usize],
         free: (0..cfg.buffers).rev().collect(),
-        macs: HashMap::new(),
+        macs,
+        queue_budget: Budget::new(
+            cfg.max_queues,
+            cfg.tenants.len(),
+            cfg.isolation
+                .reserved_queues
+                .unwrap_or_else(|| Budget::default_reserve(cfg.max_queues, cfg.tenants.len())),
+        ),
+        buffer_budget: Budget::new(
+            cfg.buffers,
+            cfg.tenants.len(),
+            cfg.isolation
+                .reserved_buffers
+                .unwrap_or_else(|| Budget::default_reserve(cfg.buffers, cfg.tenants.len())),
+        ),
+        source_logged_ps: vec![0; cfg.tenants.len()],
         rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
         reverse_turn: false,
         c: DpCounters {
             rx_frames: vec![0; cfg.tenants.len()],
             rx_bytes: vec![0; cfg.tenants.len()],
+            source_rejects: vec![[0; 4]; cfg.tenants.len()],
+            tenant_no_queue: vec![0; cfg.tenants.len()],
+            tenant_no_buffer: vec![0; cfg.tenants.len()],
+            tenant_reverse_dropped: vec![0; cfg.tenants.len()],
             ..DpCounters::default()
         },
         timing: Timing::new(cfg.tenants.len(), cfg.buffers as usize),
@@ -1013,11 +1114,12 @@ fn loop_ports(
         let stepped = st.expensive_step(&tenants, &*uplink, now, received);
         work += stepped as usize;
         // 3. Completions.
-        for &d in &st.drivers {
+        for (t, &d) in st.drivers.iter().enumerate() {
             completions.clear();
             st.iface.poll_completions(d, usize::MAX, &mut completions);
             for c in &completions {
                 st.free.push(c.desc.buf);
+                st.buffer_budget.give(t);
             }
         }
         if let Some(r) = st.cfg.rogue {
@@ -1102,6 +1204,7 @@ pub fn check_balance(stats: &Value) -> Result<(), String> {
     for k in [
         "parse_errors",
         "oversize",
+        "source_rejected",
         "no_buffer",
         "ring_full",
         "no_queue",
@@ -1285,12 +1388,11 @@ impl State {
                 return;
             }
         };
-        if frame.len() >= 12 {
-            let mut src = [0u8; 6];
-            src.copy_from_slice(&frame[6..12]);
-            if src[0] & 1 == 0 {
-                self.macs.insert(src, t);
-            }
+        let mut src = [0u8; 6];
+        src.copy_from_slice(&frame[6..12]);
+        if let Err(why) = self.macs.check_source(t, src, now) {
+            self.refuse_source(t, src, why, now);
+            return;
         }
         let key = (t as u32, p.flow);
         let q = match self.flows.get(&key) {
@@ -1309,6 +1411,11 @@ impl State {
                     return;
                 };
                 let shaper = shaping.as_slice().first().copied();
+                if !self.queue_budget.try_take(t) {
+                    self.c.no_queue += 1;
+                    self.c.tenant_no_queue[t] += 1;
+                    return;
+                }
                 match self.iface.create_queue(self.drivers[t], leaf, shaper) {
                     Ok(q) => {
                         let mut flow = Flow {
@@ -1327,16 +1434,24 @@ impl State {
                         q
                     }
                     Err(_) => {
+                        self.queue_budget.give(t);
                         self.c.no_queue += 1;
+                        self.c.tenant_no_queue[t] += 1;
                         return;
                     }
                 }
             }
         };
-        let Some(buf) = self.free.pop() else {
+        if !self.buffer_budget.try_take(t) {
             self.c.no_buffer += 1;
+            self.c.tenant_no_buffer[t] += 1;
             return;
-        };
+        }
+        // The budget's total is the pool's size, so a unit taken is a buffer free.
+        let buf = self
+            .free
+            .pop()
+            .expect("a buffer for every unit of the budget");
         let off = buf as usize * BUF_BYTES;
         self.pool[off..off + frame.len()].copy_from_slice(frame);
         self.lens[buf as usize] = frame.len() as u16;
@@ -1348,6 +1463,7 @@ impl State {
         };
         if self.iface.post(self.drivers[t], q, d).is_err() {
             self.free.push(buf);
+            self.buffer_budget.give(t);
             self.c.ring_full += 1;
             return;
         }
@@ -1356,6 +1472,40 @@ impl State {
         if !f.pending_kick {
             f.pending_kick = true;
             self.kicks[t].push(DoorbellEntry::Kick(q));
+        }
+    }
+
+    /// A frame from tenant `t`'s port whose source address `src` it may not use: dropped,
+    /// counted per tenant and reason, and logged at most once a second per tenant.
+    #[cold]
+    fn refuse_source(&mut self, t: usize, src: Mac, why: SourceReject, now: u64) {
+        self.c.source_rejects[t][why.index()] += 1;
+        self.c.source_rejected += 1;
+        if now.saturating_sub(self.source_logged_ps[t]) >= 1_000_000_000_000
+            || self.source_logged_ps[t] == 0
+        {
+            self.source_logged_ps[t] = now.max(1);
+            let name = &self.cfg.tenants[t].0;
+            let reason = match why {
+                SourceReject::Spoofed { owner } => format!(
+                    "the address belongs to tenant {} ({})",
+                    owner + 1,
+                    self.cfg.tenants[owner].0
+                ),
+                SourceReject::Group => "a group address cannot be a source".into(),
+                SourceReject::NotConfigured => "not one of the tenant's configured `mac=`".into(),
+                SourceReject::Full => format!(
+                    "the port already uses {} addresses (--macs-per-tenant), none idle {} s",
+                    self.cfg.isolation.macs_per_tenant, self.cfg.isolation.mac_age_s
+                ),
+            };
+            eprintln!(
+                "weft run: tenant {} ({name}): dropped a frame from source {}: {reason} ({} \
+                 such frames so far)",
+                t + 1,
+                fmt_mac(&src),
+                self.c.source_rejects[t][why.index()]
+            );
         }
     }
 
@@ -1685,20 +1835,23 @@ impl State {
         self.c.reverse_frames += 1;
         let mut dst = [0u8; 6];
         dst.copy_from_slice(&frame[..6]);
-        match self.macs.get(&dst) {
-            Some(&t) if dst[0] & 1 == 0 => {
+        match self.macs.destination(&dst) {
+            Destination::Tenant(t) => {
                 if !self.rev.push(t, frame, ts) {
                     self.c.reverse_dropped += 1;
+                    self.c.tenant_reverse_dropped[t] += 1;
                 }
             }
-            _ => {
+            Destination::Group => {
                 self.c.reverse_flooded += 1;
                 for t in 0..self.rev.queues.len() {
                     if !self.rev.push(t, frame, ts) {
                         self.c.reverse_dropped += 1;
+                        self.c.tenant_reverse_dropped[t] += 1;
                     }
                 }
             }
+            Destination::Unknown => self.c.reverse_unknown += 1,
         }
     }
 
@@ -1719,7 +1872,7 @@ impl State {
         if !matches!(sent, Ok(true)) {
             self.c.tx_errors += 1;
         }
-        self.rev.free.push(b);
+        self.rev.give(t, b);
         Some(t)
     }
 
@@ -1774,6 +1927,7 @@ impl State {
             {
                 let f = self.queues.remove(&q).expect("present");
                 self.flows.remove(&(f.tenant, f.key));
+                self.queue_budget.give(f.tenant as usize);
                 self.c.queues_reclaimed += 1;
                 // The engine forgets the flow too once no other queue uses it (and,
                 // should it still hold packets, once they have left).
@@ -1921,8 +2075,19 @@ impl State {
                             .collect()
                     })
                     .unwrap_or_default();
+                let c = &self.c;
+                let mut drops: serde_json::Map<String, Value> = SourceReject::NAMES
+                    .iter()
+                    .zip(c.source_rejects[i])
+                    .map(|(k, n)| (k.to_string(), json!(n)))
+                    .collect();
+                drops.insert("no_queue".into(), json!(c.tenant_no_queue[i]));
+                drops.insert("no_buffer".into(), json!(c.tenant_no_buffer[i]));
+                drops.insert("reverse_dropped".into(), json!(c.tenant_reverse_dropped[i]));
                 json!({"tenant": i + 1, "name": name, "iface": ifn,
-                    "rx_frames": self.c.rx_frames[i], "rx_bytes": self.c.rx_bytes[i],
+                    "rx_frames": c.rx_frames[i], "rx_bytes": c.rx_bytes[i],
+                    "drops": drops, "macs": self.macs.owned(i),
+                    "queues": self.queue_budget.used(i), "buffers": self.buffer_budget.used(i),
                     "rejects": rejects})
             })
             .collect();
@@ -1941,7 +2106,8 @@ impl State {
                 "ring_full": c.ring_full, "no_queue": c.no_queue, "unclassified": c.unclassified,
                 "engine_drops": c.engine_drops, "tx_frames": c.tx_frames, "tx_bytes": c.tx_bytes,
                 "tx_errors": c.tx_errors, "reverse_frames": c.reverse_frames,
-                "reverse_flooded": c.reverse_flooded, "reverse_dropped": c.reverse_dropped,
+                "reverse_flooded": c.reverse_flooded, "reverse_unknown": c.reverse_unknown,
+                "reverse_dropped": c.reverse_dropped, "source_rejected": c.source_rejected,
                 "reverse_queued": self.rev.queues.iter().map(|q| q.len()).sum::<usize>(),
                 "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
@@ -1951,6 +2117,8 @@ impl State {
                 "flows_closed": self.engine_flows.closed, "engine_flows": self.engine.open_flows(),
                 "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),
+                "reserved_queues": self.queue_budget.reserve(),
+                "reserved_buffers": self.buffer_budget.reserve(),
             },
             "timing": self.timing.json(),
             "iface": {

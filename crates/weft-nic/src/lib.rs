@@ -21,6 +21,7 @@ pub mod clock;
 pub mod ctl;
 pub mod dataplane;
 pub mod iface;
+pub mod isolation;
 pub mod parse;
 pub mod testbed;
 pub mod timing;

@@ -96,6 +96,17 @@ impl Running {
         metrics: Option<String>,
         policy_text: Option<&str>,
     ) -> Running {
+        Running::start_tuned(tag, rogue, metrics, policy_text, |_| {})
+    }
+
+    /// [`Self::start_with`], its configuration changed by `tune` first.
+    fn start_tuned(
+        tag: &str,
+        rogue: Option<usize>,
+        metrics: Option<String>,
+        policy_text: Option<&str>,
+        tune: impl FnOnce(&mut dataplane::Config),
+    ) -> Running {
         let dir = std::env::temp_dir().join(format!("weft-dp-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("ctl.sock");
@@ -107,7 +118,7 @@ impl Running {
             }
             None => policy(&dir, "p1.yaml", 1),
         };
-        let cfg = dataplane::Config {
+        let mut cfg = dataplane::Config {
             policy,
             load: LoadOptions::default(),
             uplink: "mem".into(),
@@ -125,7 +136,9 @@ impl Running {
             rogue,
             ring_version: RingVersion::V3,
             backend: dataplane::Backend::AfPacket,
+            isolation: Default::default(),
         };
+        tune(&mut cfg);
         let tenants = vec![MemPort::default(), MemPort::default()];
         let uplink = MemPort::default();
         let stop = Arc::new(AtomicBool::new(false));
@@ -697,4 +710,177 @@ fn a_moved_flows_old_record_is_closed_once_its_packets_have_left() {
     assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
     assert_eq!(s["dataplane"]["queues_reclaimed"], 0, "{s}");
     balanced(&r.finish());
+}
+
+/// A frame from `src` (any address) with source port `sport`.
+fn tcp_from(src: [u8; 6], sport: u16) -> Vec<u8> {
+    let mut f = tcp(9, sport, 64);
+    f[6..12].copy_from_slice(&src);
+    f
+}
+
+/// A return-path frame to `dst`, numbered `i` (in its TCP destination port).
+fn reply_to(dst: [u8; 6], i: u16) -> Vec<u8> {
+    let mut f = tcp(0x64, 5201, 20);
+    f[..6].copy_from_slice(&dst);
+    f[36..38].copy_from_slice(&i.to_be_bytes());
+    f
+}
+
+/// Waits (bounded) until tenant `t` has been sent `n` frames; returns them.
+fn delivered(r: &Running, t: usize, n: usize) -> Vec<Vec<u8>> {
+    let start = Instant::now();
+    loop {
+        let got = r.tenants[t].tx.lock().unwrap().clone();
+        if got.len() >= n || start.elapsed() > Duration::from_secs(10) {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One frame from tenant 2 carrying tenant 1's source address does not take tenant 1's
+/// return traffic: it is dropped and counted against tenant 2 (`spoofed_source`), and every
+/// reply to tenant 1's address still reaches tenant 1 only. (Before, the address moved to
+/// the last port that used it: tenant 2 received tenant 1's traffic.)
+#[test]
+fn a_spoofed_source_address_is_dropped_and_the_victim_keeps_its_traffic() {
+    let r = Running::start("spoof", None);
+    let a = [2, 0, 0, 0, 0, 1];
+    r.inject(0, [tcp_from(a, 100)]);
+    r.settle(1);
+    r.inject(1, [tcp_from(a, 200), tcp_from([2, 0, 0, 0, 0, 2], 201)]);
+    let s = r.settle(3);
+    assert_eq!(s["tenants"][1]["drops"]["spoofed_source"], 1, "{s}");
+    assert_eq!(s["tenants"][0]["drops"]["spoofed_source"], 0, "{s}");
+    assert_eq!(s["dataplane"]["source_rejected"], 1, "{s}");
+    balanced(&s);
+    r.uplink
+        .rx
+        .lock()
+        .unwrap()
+        .extend((0..50).map(|i| reply_to(a, i)));
+    let got = delivered(&r, 0, 50);
+    assert_eq!(got, (0..50).map(|i| reply_to(a, i)).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        r.tenants[1].tx.lock().unwrap().is_empty(),
+        "tenant 2 received tenant 1's replies"
+    );
+}
+
+/// A return-path frame to a unicast address no tenant owns is dropped and counted
+/// (`reverse_unknown`), not copied to every tenant; broadcast still reaches every tenant.
+#[test]
+fn unknown_unicast_is_dropped_and_broadcast_reaches_every_tenant() {
+    let r = Running::start("unknown", None);
+    r.inject(0, [tcp(1, 100, 64)]);
+    r.inject(1, [tcp(2, 200, 64)]);
+    r.settle(2);
+    {
+        let mut q = r.uplink.rx.lock().unwrap();
+        q.extend((0..20).map(|i| reply_to([2, 0, 0, 0, 0, 0x77], i)));
+        q.push_back(reply_to([0xff; 6], 999));
+    }
+    let got0 = delivered(&r, 0, 1);
+    let got1 = delivered(&r, 1, 1);
+    assert_eq!(got0, vec![reply_to([0xff; 6], 999)]);
+    assert_eq!(got1, vec![reply_to([0xff; 6], 999)]);
+    let s = r.wait_until(
+        Duration::from_millis(10),
+        |_| {},
+        |s| s["dataplane"]["reverse_unknown"] == 20,
+    );
+    assert_eq!(s["dataplane"]["reverse_unknown"], 20, "{s}");
+    assert_eq!(s["dataplane"]["reverse_flooded"], 1, "{s}");
+}
+
+/// A tenant sending from thousands of random source addresses learns at most
+/// `--macs-per-tenant` of them (the rest are dropped and counted as `mac_table_full`), and
+/// the other tenant's traffic is untouched.
+#[test]
+fn a_random_source_flood_is_bounded_per_tenant() {
+    let r = Running::start_tuned("macflood", None, None, None, |c| {
+        c.isolation.macs_per_tenant = 8;
+    });
+    r.inject(0, [tcp(1, 100, 64)]);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    r.inject(
+        1,
+        (0..5_000u32).map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = x.to_be_bytes();
+            tcp_from([b[0] & 0xfe, b[1], b[2], b[3], b[4], b[5]], i as u16)
+        }),
+    );
+    let s = r.settle(5_001);
+    balanced(&s);
+    assert_eq!(s["tenants"][1]["macs"], 8, "{s}");
+    assert_eq!(s["tenants"][1]["drops"]["mac_table_full"], 5_000 - 8, "{s}");
+    assert_eq!(s["tenants"][0]["macs"], 1, "{s}");
+    assert_eq!(s["tenants"][0]["drops"]["mac_table_full"], 0, "{s}");
+}
+
+/// A tenant opening flows without end (random five-tuples, as `hping3 --flood
+/// --rand-source`) takes at most what the other tenants leave unreserved of the flow
+/// queues: the other tenant still gets a queue for each of its new flows. (Before, the
+/// flood took every queue and the other tenant's new flows were dropped as `no_queue`.)
+#[test]
+fn a_flow_flood_leaves_the_other_tenant_its_reserved_queues() {
+    let r = Running::start_tuned("qflood", None, None, None, |c| {
+        c.max_queues = 64;
+        c.rate_bps = 1_000_000;
+    });
+    // Tenant 2: 1,000 flows on a slow link, so its queues stay busy.
+    r.inject(1, (0..1_000u16).map(|i| tcp(2, 1_000 + i, 64)));
+    let s = r.wait_until(
+        Duration::from_millis(10),
+        |_| {},
+        |s| s["tenants"][1]["rx_frames"] == 1_000,
+    );
+    assert!(
+        s["tenants"][1]["drops"]["no_queue"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    // Tenant 1: 16 new flows, each gets a queue (16 = its reservation, a quarter of 64).
+    r.inject(0, (0..16u16).map(|i| tcp(1, 100 + i, 64)));
+    let s = r.wait_until(
+        Duration::from_millis(10),
+        |_| {},
+        |s| s["tenants"][0]["rx_frames"] == 16,
+    );
+    assert_eq!(s["tenants"][0]["drops"]["no_queue"], 0, "{s}");
+    assert_eq!(s["tenants"][0]["queues"], 16, "{s}");
+    assert_eq!(s["dataplane"]["reserved_queues"], 16, "{s}");
+}
+
+/// A tenant flooding frames on a slow link fills at most what the other tenant leaves
+/// unreserved of the frame buffers: the other tenant's frames still find buffers.
+#[test]
+fn a_frame_flood_leaves_the_other_tenant_its_reserved_buffers() {
+    let r = Running::start_tuned("bflood", None, None, None, |c| {
+        c.buffers = 256;
+        c.rate_bps = 1_000_000;
+    });
+    // Tenant 2: 2,000 frames over 16 flows, far more than the link drains.
+    r.inject(1, (0..2_000u16).map(|i| tcp(2, 1_000 + i % 16, 64)));
+    let s = r.wait_until(
+        Duration::from_millis(10),
+        |_| {},
+        |s| s["tenants"][1]["rx_frames"] == 2_000,
+    );
+    assert!(
+        s["tenants"][1]["drops"]["no_buffer"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    r.inject(0, (0..32u16).map(|i| tcp(1, 100 + i % 4, 64)));
+    let s = r.wait_until(
+        Duration::from_millis(10),
+        |_| {},
+        |s| s["tenants"][0]["rx_frames"] == 32,
+    );
+    assert_eq!(s["tenants"][0]["drops"]["no_buffer"], 0, "{s}");
+    assert_eq!(s["dataplane"]["reserved_buffers"], 64, "{s}");
 }
