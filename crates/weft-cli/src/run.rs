@@ -74,6 +74,12 @@ pub struct RunArgs {
     /// Frame buffers held for each tenant (default: half of --buffers, split evenly).
     #[arg(long, value_name = "N")]
     reserved_buffers: Option<u32>,
+    /// Run in a cgroup of its own (`weft-PID`) with this CPU weight, 1-10000 (a default
+    /// group weighs 100), so the loop gets its core on a busy host: with autogroup
+    /// scheduling, `nice` alone orders tasks only within their session. 0: stay where
+    /// started. Needs root and a cgroup CPU controller (else a warning).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    cpu_weight: u32,
     /// Control socket.
     #[arg(long, default_value = ctl::DEFAULT_SOCKET)]
     ctl: PathBuf,
@@ -344,6 +350,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         } else {
             weft_nic::afpacket::RingVersion::V3
         },
+        cpu_weight: (a.cpu_weight > 0).then_some(a.cpu_weight),
         isolation: dataplane::IsolationConfig {
             macs,
             macs_per_tenant: a.macs_per_tenant as usize,

@@ -362,6 +362,10 @@ pub struct Config {
     pub backend: Backend,
     /// Who may use which source addresses, and each tenant's share of the shared pools.
     pub isolation: IsolationConfig,
+    /// Run in a cgroup of its own with this CPU weight (cgroup v2 scale, 1-10,000; a
+    /// default group weighs 100), so the loop gets its core whatever else the host runs
+    /// ([`crate::placement`]); `None`: stay where started.
+    pub cpu_weight: Option<u32>,
 }
 
 /// [`Config::isolation`]: see [`crate::isolation`].
@@ -930,6 +934,30 @@ pub fn run(
     if let Some(us) = cfg.slice_us {
         set_slice(us).map_err(|e| RunError::Config(e.to_string()))?;
     }
+    // Held while the loop runs: the process goes back to the root group on return.
+    let _placement = cfg.cpu_weight.and_then(|w| {
+        let placed = crate::placement::find().and_then(|(root, version, mounted)| {
+            crate::placement::Placement::at(root, version, std::process::id(), w)
+                .map(|p| (p, mounted))
+        });
+        match placed {
+            Ok((p, mounted)) => {
+                eprintln!(
+                    "weft run: in cgroup {} with CPU weight {w} (a default group weighs 100)",
+                    p.group().display()
+                );
+                // The placement first (back to the root group), then the mount.
+                Some((p, mounted))
+            }
+            Err(e) => {
+                eprintln!(
+                    "weft run: warning: no cgroup of its own ({e}); on a busy host the loop \
+                     gets its session's share of a core (--cpu-weight 0 silences this)"
+                );
+                None
+            }
+        }
+    });
     // SAFETY: installs an async-signal-safe handler (one atomic store).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);

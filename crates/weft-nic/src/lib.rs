@@ -23,5 +23,6 @@ pub mod dataplane;
 pub mod iface;
 pub mod isolation;
 pub mod parse;
+pub mod placement;
 pub mod testbed;
 pub mod timing;

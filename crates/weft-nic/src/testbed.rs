@@ -1023,7 +1023,8 @@ fn setup(
             std::fs::write(&pol, exp.policy_yaml())
                 .map_err(|e| TestbedError(format!("{}: {e}", pol.display())))?;
             let mut c = Command::new("ip");
-            // The software NIC gets its core ahead of the applications (nice -15), as a
+            // The software NIC gets its core ahead of the applications (nice -15, and the
+            // cgroup of its own `weft run` makes by default against other sessions), as a
             // dedicated NIC core would; the kernel's softirq work (HTB's side) has that
             // precedence by construction.
             c.args(["netns", "exec", &tb.nic(), "nice", "-n", "-15"])
@@ -1046,6 +1047,11 @@ fn setup(
             }
             if let Some(us) = exp.weft_slice_us {
                 c.args(["--slice-us", &us.to_string()]);
+            }
+            // Its own cgroup and CPU weight (`weft run`'s default 10,000; 0: none), so a
+            // busy host's other sessions cannot take its core (`crate::placement`).
+            if let Ok(w) = std::env::var("WEFT_TESTBED_CPU_WEIGHT") {
+                c.args(["--cpu-weight", &w]);
             }
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);

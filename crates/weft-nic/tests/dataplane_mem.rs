@@ -137,6 +137,7 @@ impl Running {
             ring_version: RingVersion::V3,
             backend: dataplane::Backend::AfPacket,
             isolation: Default::default(),
+            cpu_weight: None,
         };
         tune(&mut cfg);
         let tenants = vec![MemPort::default(), MemPort::default()];
