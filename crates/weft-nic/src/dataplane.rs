@@ -2237,7 +2237,7 @@ mod tests {
     fn check_balance_names_the_broken_law() {
         let mut s = json!({
             "tenants": [{"rx_frames": 10}, {"rx_frames": 5}],
-            "dataplane": {"parse_errors": 1, "oversize": 0, "no_buffer": 2, "ring_full": 0,
+            "dataplane": {"parse_errors": 1, "oversize": 0, "source_rejected": 0, "no_buffer": 2, "ring_full": 0,
                           "no_queue": 0, "unclassified": 0, "tx_frames": 11},
             "iface": {"posted": 12, "sent": 11, "dropped": 1},
         });
