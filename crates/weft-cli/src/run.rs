@@ -126,6 +126,14 @@ pub struct RunArgs {
     /// `af-xdp` cargo feature, on by default). --ring-version applies to af-packet only.
     #[arg(long, default_value = "af-packet", value_parser = dataplane::Backend::NAMES)]
     backend: String,
+    /// At start-up, turn off the ports' transmit checksum, TSO, GSO and GRO offloads where
+    /// they are on, saying what changed (the default).
+    #[arg(long, overrides_with = "no_fix_offloads")]
+    fix_offloads: bool,
+    /// Leave the ports' offloads as they are, and refuse to start (exit 2, printing the
+    /// `ethtool -K` command that turns them off) if any of them is on.
+    #[arg(long, overrides_with = "fix_offloads")]
+    no_fix_offloads: bool,
 }
 
 #[derive(Subcommand)]
@@ -369,6 +377,25 @@ fn run(a: RunArgs) -> Result<(), Fail> {
             r => r.map(|n| n - 1),
         },
     };
+    // Before any ring opens: offloads that would hand it unfinished checksums and frames
+    // longer than a slot are turned off (or, with --no-fix-offloads, refused).
+    let ports: Vec<&str> = cfg
+        .tenants
+        .iter()
+        .map(|(_, i)| i.as_str())
+        .chain([cfg.uplink.as_str()])
+        .collect();
+    // The last of the two flags wins (`overrides_with`); neither: fix.
+    let fix = a.fix_offloads || !a.no_fix_offloads;
+    match weft_nic::offload::prepare_ports(&ports, fix) {
+        Ok(lines) => lines
+            .iter()
+            .for_each(|l| crate::out::errln!("weft run: {l}")),
+        Err(e @ weft_nic::offload::PrepareError::OffloadsOn(_)) => {
+            return Err(usage(e.to_string()))
+        }
+        Err(e) => return Err((1, e.to_string())),
+    }
     let ctl_path = a.ctl;
     let stats = dataplane::run(cfg, |metrics| match metrics {
         Some(a) => crate::out::errln!(

@@ -40,15 +40,26 @@
 //!
 //! Both rings are one `mmap` (receive ring first, then the transmit ring).
 //!
+//! **Unfinished checksums.** A frame sent by a stack that left its TCP/UDP checksum to the
+//! device (transmit checksum offload, veth's default) arrives marked
+//! `TP_STATUS_CSUMNOTREADY`, its checksum field holding only the pseudo-header's sum. Its
+//! checksum is completed in place, in the ring slot, before the frame is passed on
+//! ([`crate::offload::complete_checksum`]; counted as `rx_csum_completed`), or, when it
+//! cannot be (not TCP/UDP over IPv4/IPv6, a fragment, shorter than its headers say), the
+//! frame is dropped and counted (`rx_csum_dropped`). Truncated frames are not completed: in
+//! V2 they stay counted as `rx_truncated` and are never passed on; in V3 (cut to the block)
+//! they are passed on as before, and the dataplane drops them as too long.
+//!
 //! Invariants: a slot or block is read only while `TP_STATUS_USER` is set (acquire fence
 //! after the load), and returned with a release fence before `TP_STATUS_KERNEL` is stored;
 //! frame offsets are bounds-checked against the slot or block before any byte is read, so a
-//! corrupt ring cannot make us read outside the mapping. A transmit slot is written only
-//! while the kernel has given it back (`TP_STATUS_AVAILABLE`, acquire fence after the load),
-//! and handed over with a release fence before `TP_STATUS_SEND_REQUEST` is stored; slots are
-//! handed over in ring order (the kernel walks them from its own head and stops at the first
-//! not handed over). Frames handed over and not yet kicked are kicked at the latest when the
-//! socket is dropped.
+//! corrupt ring cannot make us read outside the mapping. Of a received frame, only the two
+//! bytes of an unfinished checksum are ever written (completing it), while the slot or
+//! block is ours. A transmit slot is written only while the kernel has given it back
+//! (`TP_STATUS_AVAILABLE`, acquire fence after the load), and handed over with a release
+//! fence before `TP_STATUS_SEND_REQUEST` is stored; slots are handed over in ring order (the
+//! kernel walks them from its own head and stops at the first not handed over). Frames
+//! handed over and not yet kicked are kicked at the latest when the socket is dropped.
 
 use std::cell::Cell;
 use std::io;
@@ -67,6 +78,9 @@ const PACKET_TX_RING: libc::c_int = 13;
 const PACKET_LOSS: libc::c_int = 14;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// The frame's L4 checksum is unfinished (`CHECKSUM_PARTIAL`: the sender left it to the
+/// device), in a frame's `tp_status`.
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 /// Transmit ring slot states (`<linux/if_packet.h>`): ours to write; handed to the kernel.
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
@@ -221,6 +235,11 @@ pub struct PacketSocket {
     block: u32,
     /// Frames that arrived truncated (longer than a V2 slot).
     pub truncated: u64,
+    /// Frames that arrived with an unfinished checksum, completed here.
+    pub csum_completed: u64,
+    /// Frames that arrived with an unfinished checksum that could not be completed (not
+    /// TCP/UDP over IPv4/IPv6, a fragment, shorter than their headers say): dropped.
+    pub csum_dropped: u64,
     /// Interface index.
     pub ifindex: i32,
     /// Interface name.
@@ -455,6 +474,8 @@ impl PacketSocket {
             tx_counters: Cell::new(TxCounters::default()),
             block: 0,
             truncated: 0,
+            csum_completed: 0,
+            csum_dropped: 0,
             ifindex,
             name: name.to_string(),
         };
@@ -529,13 +550,15 @@ impl PacketSocket {
             let pkttype = unsafe { *base.add(TPACKET2_HDRLEN + 10) };
             if snap < len as usize {
                 self.truncated += 1;
-            } else if pkttype != PACKET_OUTGOING && mac + snap <= fsz {
-                // SAFETY: the frame lies inside the slot (checked).
-                f(
-                    unsafe { std::slice::from_raw_parts(base.add(mac), snap) },
-                    ts,
-                );
-                frames += 1;
+            } else if pkttype != PACKET_OUTGOING && mac >= TPACKET2_HDRLEN && mac + snap <= fsz {
+                // SAFETY: the frame lies inside the slot, after the header (checked); the
+                // slot is ours while TP_STATUS_USER is set, the mapping is writable, and no
+                // other reference into it exists (the header's fields were copied out).
+                let frame = unsafe { std::slice::from_raw_parts_mut(base.add(mac), snap) };
+                if self.checksum_ready(status, frame) {
+                    f(frame, ts);
+                    frames += 1;
+                }
             }
             fence(Ordering::Release);
             // SAFETY: returning the slot to the kernel.
@@ -561,33 +584,68 @@ impl PacketSocket {
             fence(Ordering::Acquire);
             // SAFETY: the block is ours while TP_STATUS_USER is set.
             let (n, mut off) = unsafe { ((*bd).num_pkts, (*bd).offset_to_first_pkt as usize) };
-            let base = bd as *const u8;
+            let base = bd as *mut u8;
             for _ in 0..n {
                 if off + TPACKET3_HDRLEN + 12 > bsz {
                     break;
                 }
-                // SAFETY: `off + header` is inside the block (checked above).
-                let h = unsafe { &*(base.add(off) as *const Tpacket3Hdr) };
+                // SAFETY: `off + header` is inside the block (checked above); the fields are
+                // copied out, so no reference to the header outlives this statement.
+                let (next, status, mac, len, wire, ts) = unsafe {
+                    let h = &*(base.add(off) as *const Tpacket3Hdr);
+                    (
+                        h.tp_next_offset,
+                        h.tp_status,
+                        h.tp_mac as usize,
+                        h.tp_snaplen as usize,
+                        h.tp_len as usize,
+                        h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64,
+                    )
+                };
                 // SAFETY: the sockaddr_ll follows the aligned header, inside the block.
                 let pkttype = unsafe { *base.add(off + TPACKET3_HDRLEN + 10) };
-                let (mac, len) = (h.tp_mac as usize, h.tp_snaplen as usize);
-                if pkttype != PACKET_OUTGOING && off + mac + len <= bsz {
-                    // SAFETY: the frame lies inside the block (checked).
-                    let frame = unsafe { std::slice::from_raw_parts(base.add(off + mac), len) };
-                    f(frame, h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64);
-                    frames += 1;
+                if pkttype != PACKET_OUTGOING && mac >= TPACKET3_HDRLEN && off + mac + len <= bsz {
+                    // SAFETY: the frame lies inside the block, after its header (checked);
+                    // the block is ours while TP_STATUS_USER is set, the mapping is
+                    // writable, and no other reference into it exists.
+                    let frame = unsafe { std::slice::from_raw_parts_mut(base.add(off + mac), len) };
+                    // A frame cut to the block (len < wire) passes as before: too long for
+                    // the dataplane's buffers, it is dropped there, checksum or not.
+                    if len < wire || self.checksum_ready(status, frame) {
+                        f(frame, ts);
+                        frames += 1;
+                    }
                 }
-                if h.tp_next_offset == 0 {
+                if next == 0 {
                     break;
                 }
-                off += h.tp_next_offset as usize;
+                off += next as usize;
             }
             fence(Ordering::Release);
-            // SAFETY: returning the block to the kernel; the only write we make to the ring.
+            // SAFETY: returning the block to the kernel.
             unsafe { std::ptr::addr_of_mut!((*bd).block_status).write_volatile(TP_STATUS_KERNEL) };
             self.block = (self.block + 1) % self.cfg.blocks;
         }
         frames
+    }
+
+    /// Whether a whole received frame can be passed on: yes unless the kernel marked its
+    /// checksum unfinished (`TP_STATUS_CSUMNOTREADY`) and it cannot be completed here
+    /// ([`crate::offload::complete_checksum`]); counts both outcomes.
+    fn checksum_ready(&mut self, status: u32, frame: &mut [u8]) -> bool {
+        if status & TP_STATUS_CSUMNOTREADY == 0 {
+            return true;
+        }
+        match crate::offload::complete_checksum(frame) {
+            Ok(_) => {
+                self.csum_completed += 1;
+                true
+            }
+            Err(_) => {
+                self.csum_dropped += 1;
+                false
+            }
+        }
     }
 
     /// The socket's descriptor (for `poll(2)`: readable when a frame or block is ready).
@@ -745,6 +803,7 @@ impl PacketSocket {
         let c = self.tx_counters();
         json!({
             "iface": self.name, "backend": "af-packet", "rx_truncated": self.truncated,
+            "rx_csum_completed": self.csum_completed, "rx_csum_dropped": self.csum_dropped,
             "tx_frames": c.frames, "tx_oversize": c.oversize, "tx_ring_full": c.ring_full,
             "kicks": c.kicks, "kick_again": c.kick_again, "kick_errors": c.kick_errors,
             "tx_kick_short": c.kick_short, "tx_skipped_bytes": c.skipped_bytes,

@@ -22,6 +22,7 @@ pub mod ctl;
 pub mod dataplane;
 pub mod iface;
 pub mod isolation;
+pub mod offload;
 pub mod parse;
 pub mod placement;
 pub mod testbed;
