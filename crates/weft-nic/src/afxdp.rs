@@ -1280,6 +1280,10 @@ impl Port for XdpPort {
         self.queues[0].flush();
     }
 
+    fn link_up(&self) -> Option<bool> {
+        crate::dataplane::link_up(&self.name)
+    }
+
     /// Queue 0's socket: `poll(2)` reports it readable while its RX ring holds frames (the
     /// kernel wakes it as it fills the ring). Frames on further queues are seen after the
     /// idle wait's timeout at the latest.

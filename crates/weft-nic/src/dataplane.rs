@@ -42,7 +42,8 @@
 //!    policy, but one tenant's burst of ACKs delays another tenant's frame by at most one
 //!    send. While [`REVERSE_BUFFERS`] frames wait, the rest stay in the ring.
 //! 6. About every millisecond: control requests ([`crate::ctl`]), rate sampling, idle-queue
-//!    reclamation, the stop flag.
+//!    reclamation, the stop flag; every 100 ms the uplink's link state (departures wait
+//!    while it is down, logged and counted).
 //! 7. **Idle**: after a few passes with nothing to do, the loop waits in `ppoll(2)` on its
 //!    rings (a frame wakes it at once) until the next paced departure, at most
 //!    `idle_sleep_us` (0: it never waits, pure busy polling).
@@ -96,6 +97,11 @@ pub trait Port {
     /// one: an idle loop then waits in `ppoll(2)` and wakes at once when a frame arrives
     /// (otherwise it sleeps a fixed time).
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Whether the port's link is up (`None`: unknown, taken as up). The loop asks the
+    /// uplink's every [`LINK_CHECK_PS`] and holds departures while it is down.
+    fn link_up(&self) -> Option<bool> {
         None
     }
     /// The port's own counters for `ctl stats` (`ports`), `Null` when it has none.
@@ -269,6 +275,24 @@ fn port_counters(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Value {
     Value::Array(v)
 }
 
+/// Whether interface `name`'s link is up, from `/sys/class/net/NAME/operstate` (the
+/// namespace's own sysfs under `ip netns exec`): `down`, `lowerlayerdown` (a veth whose
+/// peer is down) and `notpresent` are down; `up`, `unknown` (no carrier notion) and the
+/// rest are up; `None` when it cannot be read.
+pub fn link_up(name: &str) -> Option<bool> {
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/operstate")).ok()?;
+    Some(!matches!(
+        s.trim(),
+        "down" | "lowerlayerdown" | "notpresent"
+    ))
+}
+
+/// How often the loop reads the uplink's link state, ps (100 ms).
+pub const LINK_CHECK_PS: u64 = 100_000_000_000;
+
 impl Port for PacketSocket {
     fn recv_batch(&mut self, max_frames: u32, f: &mut dyn FnMut(&[u8], u64)) -> usize {
         PacketSocket::recv_batch(self, max_frames, f)
@@ -284,6 +308,9 @@ impl Port for PacketSocket {
     }
     fn counters(&self) -> Value {
         self.counters_json()
+    }
+    fn link_up(&self) -> Option<bool> {
+        link_up(&self.name)
     }
 }
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
@@ -446,6 +473,9 @@ pub struct DpCounters {
     pub tenant_reverse_dropped: Vec<u64>,
     pub reloads: u64,
     pub queues_reclaimed: u64,
+    /// Times the uplink's link went down, and for how long in all, ms (ended periods).
+    pub uplink_downs: u64,
+    pub uplink_down_ms: u64,
     /// Class changes of flows whose classifier fields changed mid-flow: each asks for a
     /// `MoveClass` (moves of one queue that wait in the same doorbell are merged, the latest
     /// winning).
@@ -768,6 +798,10 @@ struct State {
     buffer_budget: Budget,
     /// When each tenant's last refused-source line was logged, ps (at most one a second).
     source_logged_ps: Vec<u64>,
+    /// Since when the uplink's link has been down, ps (`None`: up). Departures wait while
+    /// it is down: the policy's queues hold (and, full, drop with counted reasons) what
+    /// would have been sent into a dead link and counted as sent.
+    uplink_down_since: Option<u64>,
     rev: Reverse,
     /// The reverse path goes next if both directions wait (they alternate).
     reverse_turn: bool,
@@ -1070,6 +1104,7 @@ fn loop_ports(
                 .unwrap_or_else(|| Budget::default_reserve(cfg.buffers, cfg.tenants.len())),
         ),
         source_logged_ps: vec![0; cfg.tenants.len()],
+        uplink_down_since: None,
         rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
         reverse_turn: false,
         c: DpCounters {
@@ -1091,7 +1126,10 @@ fn loop_ports(
         shaped: vec![(0, 0); shapers],
         cfg,
     };
+    // Said before `ready`: an uplink down at start is not a running NIC's normal state.
+    st.check_link(&*uplink, now);
     ready(server.metrics_addr());
+    let mut next_link_ps = now + LINK_CHECK_PS;
     let mut fetched = Vec::with_capacity(256);
     let mut offers = Offers::default();
     let mut completions = Vec::with_capacity(256);
@@ -1162,6 +1200,10 @@ fn loop_ports(
             work += uplink.recv_batch(RX_BATCH, &mut |f, ts| st.reverse_in(f, ts));
         }
         // 5. Housekeeping.
+        if now >= next_link_ps {
+            next_link_ps = now + LINK_CHECK_PS;
+            st.check_link(&*uplink, now);
+        }
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
             server.poll(|req, payload| {
@@ -1606,6 +1648,9 @@ impl State {
 
     /// Due departures, at most `1 + extra`; whether any left.
     fn departures(&mut self, uplink: &dyn Port, now: u64, extra: usize) -> bool {
+        if self.uplink_down_since.is_some() {
+            return false;
+        }
         let mut sent = 0;
         while sent <= extra && self.next_free_ps <= now && self.transmit_one(uplink, now) {
             sent += 1;
@@ -1615,6 +1660,35 @@ impl State {
             self.reverse_turn = true;
         }
         sent > 0
+    }
+
+    /// Reads the uplink's link state; logs and counts a change.
+    fn check_link(&mut self, uplink: &dyn Port, now: u64) {
+        let up = uplink.link_up().unwrap_or(true);
+        match (up, self.uplink_down_since) {
+            (false, None) => {
+                self.uplink_down_since = Some(now);
+                self.c.uplink_downs += 1;
+                eprintln!(
+                    "weft run: uplink `{}` is down: departures wait (queues fill, then drop \
+                     with counted reasons)",
+                    self.cfg.uplink
+                );
+            }
+            (true, Some(t)) => {
+                let ms = now.saturating_sub(t) / 1_000_000_000;
+                self.c.uplink_down_ms += ms;
+                self.uplink_down_since = None;
+                // The link was idle, not late: pacing starts again from now.
+                self.next_free_ps = self.next_free_ps.max(now);
+                eprintln!(
+                    "weft run: uplink `{}` is up again after {:.1} s",
+                    self.cfg.uplink,
+                    ms as f64 / 1e3
+                );
+            }
+            _ => {}
+        }
     }
 
     /// One reverse frame to its tenant; whether one was waiting.
@@ -2140,6 +2214,10 @@ impl State {
                 "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
                 "class_moves": c.class_moves,
+                "uplink_up": self.uplink_down_since.is_none(),
+                "uplink_downs": c.uplink_downs,
+                "uplink_down_ms": c.uplink_down_ms + self.uplink_down_since
+                    .map_or(0, |t| now.saturating_sub(t) / 1_000_000_000),
                 // Flows the engine forgot (`Engine::close_flow`) once no queue used them:
                 // reclaimed queues', and a moved flow's at its old leaf.
                 "flows_closed": self.engine_flows.closed, "engine_flows": self.engine.open_flows(),
@@ -2231,6 +2309,14 @@ mod tests {
         assert!(claim_interface("no-such-if0", "--uplink x")
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn link_state_is_read_from_sysfs() {
+        // Loopback has no carrier notion: `unknown`, taken as up.
+        assert_eq!(link_up("lo"), Some(true));
+        assert_eq!(link_up("no-such-if0"), None);
+        assert_eq!(link_up("../lo"), None);
     }
 
     #[test]

@@ -31,6 +31,8 @@ struct MemPort {
     tx: Arc<Mutex<Vec<Vec<u8>>>>,
     /// The global number ([`SENDS`]) of each frame in `tx`.
     tx_order: Arc<Mutex<Vec<u64>>>,
+    /// The link is down (as `operstate` would say).
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Port for MemPort {
@@ -51,6 +53,9 @@ impl Port for MemPort {
         let n = SENDS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.tx_order.lock().unwrap().push(n);
         Ok(true)
+    }
+    fn link_up(&self) -> Option<bool> {
+        Some(!self.down.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
@@ -884,4 +889,40 @@ fn a_frame_flood_leaves_the_other_tenant_its_reserved_buffers() {
     );
     assert_eq!(s["tenants"][0]["drops"]["no_buffer"], 0, "{s}");
     assert_eq!(s["dataplane"]["reserved_buffers"], 64, "{s}");
+}
+
+/// While the uplink's link is down nothing is sent into it (before, frames were counted as
+/// sent into a dead link), the stats say so, and when it comes back the held frames leave.
+#[test]
+fn departures_wait_while_the_uplink_is_down() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let r = Running::start("linkdown", None);
+    r.uplink.down.store(true, Relaxed);
+    let s = r.wait_until(
+        Duration::from_millis(20),
+        |_| {},
+        |s| s["dataplane"]["uplink_up"] == false,
+    );
+    assert_eq!(s["dataplane"]["uplink_downs"], 1, "{s}");
+    r.inject(0, (0..50u16).map(|i| tcp(1, 100 + i % 3, 64)));
+    let s = r.wait_until(
+        Duration::from_millis(20),
+        |_| {},
+        |s| s["tenants"][0]["rx_frames"] == 50,
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        r.uplink.tx.lock().unwrap().is_empty(),
+        "sent into a dead link: {s}"
+    );
+    assert_eq!(r.stats()["dataplane"]["tx_frames"], 0);
+    r.uplink.down.store(false, Relaxed);
+    let s = r.settle(50);
+    assert_eq!(s["dataplane"]["tx_frames"], 50, "{s}");
+    assert_eq!(s["dataplane"]["uplink_up"], true, "{s}");
+    assert!(
+        s["dataplane"]["uplink_down_ms"].as_u64().unwrap() >= 100,
+        "{s}"
+    );
+    balanced(&s);
 }
