@@ -235,6 +235,8 @@ pub struct PacketSocket {
     block: u32,
     /// Frames that arrived truncated (longer than a V2 slot).
     pub truncated: u64,
+    /// The kernel's receive counters added up ([`Self::kernel_stats`]): frames, drops.
+    kernel: Cell<(u64, u64)>,
     /// Frames that arrived with an unfinished checksum, completed here.
     pub csum_completed: u64,
     /// Frames that arrived with an unfinished checksum that could not be completed (not
@@ -474,6 +476,7 @@ impl PacketSocket {
             tx_counters: Cell::new(TxCounters::default()),
             block: 0,
             truncated: 0,
+            kernel: Cell::new((0, 0)),
             csum_completed: 0,
             csum_dropped: 0,
             ifindex,
@@ -801,13 +804,44 @@ impl PacketSocket {
     /// This socket's counters for `ctl stats` (`ports`).
     pub fn counters_json(&self) -> Value {
         let c = self.tx_counters();
+        let (kernel_rx, kernel_drops) = self.kernel_stats();
         json!({
             "iface": self.name, "backend": "af-packet", "rx_truncated": self.truncated,
+            "rx_kernel_seen": kernel_rx, "rx_kernel_drops": kernel_drops,
             "rx_csum_completed": self.csum_completed, "rx_csum_dropped": self.csum_dropped,
             "tx_frames": c.frames, "tx_oversize": c.oversize, "tx_ring_full": c.ring_full,
             "kicks": c.kicks, "kick_again": c.kick_again, "kick_errors": c.kick_errors,
             "tx_kick_short": c.kick_short, "tx_skipped_bytes": c.skipped_bytes,
         })
+    }
+
+    /// The kernel's receive counters for this socket since it opened: frames it offered the
+    /// ring (those it dropped included) and frames dropped because the ring was full
+    /// (`PACKET_STATISTICS`, which resets them at each read: added up here).
+    pub fn kernel_stats(&self) -> (u64, u64) {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` is a valid tpacket_stats of `len` bytes (the TPACKET_V2 and V3
+        // structures begin with these two fields; the kernel writes at most `len`).
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                &mut st as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        let (mut rx, mut drops) = self.kernel.get();
+        if r == 0 {
+            rx += st.tp_packets as u64;
+            drops += st.tp_drops as u64;
+            self.kernel.set((rx, drops));
+        }
+        (rx, drops)
     }
 
     fn count(&self, f: impl FnOnce(&mut TxCounters)) {

@@ -51,7 +51,7 @@ fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
         // longer than the ring's 256 slots (the ring fills, and a send is refused until
         // the kernel gives slots back). 3,000 frames wrap the ring ~12 times.
         const N: u32 = 3000;
-        let (got, lens, c) = ns.run(|| {
+        let (got, lens, c, kernel) = ns.run(|| {
             let tx = sender(RingConfig {
                 version,
                 ..RingConfig::default()
@@ -78,7 +78,7 @@ fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
             while got.len() < N as usize && t.elapsed() < Duration::from_secs(10) {
                 drain(&mut rx, &mut got, &mut lens);
             }
-            (got, lens, tx.tx_counters())
+            (got, lens, tx.tx_counters(), rx.kernel_stats())
         });
         assert_eq!(
             got,
@@ -100,6 +100,11 @@ fn the_transmit_ring_sends_every_frame_once_in_order_in_both_versions() {
         );
         assert!(c.ring_full > 0, "{version:?}: the ring never filled: {c:?}");
         assert!(c.kicks < N as u64 / 4, "{version:?}: not batched: {c:?}");
+        // The kernel's own count of what it offered the receive ring (PACKET_STATISTICS).
+        assert!(
+            kernel.0 >= N as u64,
+            "{version:?}: kernel counted {kernel:?}"
+        );
         drop(ns);
     }
 }
