@@ -780,6 +780,11 @@ struct State {
     prog: Arc<Program>,
     engine: FastEngine,
     draining: Vec<FastEngine>,
+    /// Per node name: what engines of earlier policies counted there, once they have
+    /// drained (node counters survive a reload for the nodes the new policy keeps).
+    carried: HashMap<String, weft_core::sched::Counters>,
+    /// Per shaping class name: packets and bytes counted under earlier policies.
+    shaped_carried: HashMap<String, (u64, u64)>,
     /// The current engine's flows our queues use.
     engine_flows: EngineFlows,
     generation: u64,
@@ -813,8 +818,8 @@ struct State {
     /// (time, bytes per node then per shaping class) at the last two samples, for
     /// `rate_bps`.
     samples: [(u64, Vec<u64>); 2],
-    /// Per shaping class of the current policy: packets and bytes sent through it (by the
-    /// current engine; a reload starts them again, as the engine's node counters).
+    /// Per shaping class of the current policy: packets and bytes sent through it by the
+    /// current engine (a reload adds them to `shaped_carried`, by class name).
     shaped: Vec<(u64, u64)>,
 }
 
@@ -1078,6 +1083,8 @@ fn loop_ports(
         engine: FastEngine::new(prog.clone()),
         prog,
         draining: Vec::new(),
+        carried: HashMap::new(),
+        shaped_carried: HashMap::new(),
         engine_flows: EngineFlows::default(),
         generation: 1,
         iface,
@@ -1252,6 +1259,19 @@ fn loop_ports(
     let mut v = st.stats(clock::now_ps());
     v["ports"] = port_counters(&tenants, &*uplink);
     Ok(v)
+}
+
+/// Adds a finished engine's node counters to `carried`, by node name.
+fn carry(carried: &mut HashMap<String, weft_core::sched::Counters>, e: &FastEngine) {
+    let st = e.stats();
+    for (n, c) in e.program().nodes.iter().zip(&st.nodes) {
+        let t = carried.entry(n.name.clone()).or_default();
+        t.packets += c.packets;
+        t.bytes += c.bytes;
+        for (a, b) in t.drops.iter_mut().zip(c.drops) {
+            *a += b;
+        }
+    }
 }
 
 /// The dataplane's conservation laws on a `ctl stats` snapshot taken at quiescence: every
@@ -1879,7 +1899,13 @@ impl State {
                     break;
                 }
             }
-            self.draining.retain(|e| e.backlog() > 0);
+            if self.draining.iter().any(|e| e.backlog() == 0) {
+                let done: Vec<FastEngine> =
+                    self.draining.extract_if(.., |e| e.backlog() == 0).collect();
+                for e in &done {
+                    carry(&mut self.carried, e);
+                }
+            }
             let current = d.is_none();
             if current {
                 d = self.engine.dequeue(now);
@@ -2045,6 +2071,13 @@ impl State {
         let old = std::mem::replace(&mut self.engine, engine);
         if old.backlog() > 0 {
             self.draining.push(old);
+        } else {
+            carry(&mut self.carried, &old);
+        }
+        for (sh, &(p, b)) in self.prog.shapers.iter().zip(&self.shaped) {
+            let c = self.shaped_carried.entry(sh.name.clone()).or_default();
+            c.0 += p;
+            c.1 += b;
         }
         self.prog = prog;
         // Moves still waiting in a refused doorbell name the old policy's leaves; every
@@ -2114,7 +2147,32 @@ impl State {
     }
 
     fn stats(&self, now: u64) -> Value {
-        let s = self.engine.stats();
+        let mut s = self.engine.stats();
+        // Counters of the nodes this policy shares with earlier ones (by name): what their
+        // engines counted, drained or still draining.
+        let drained: Vec<(&Program, weft_core::sched::Stats)> = self
+            .draining
+            .iter()
+            .map(|e| (e.program(), e.stats()))
+            .collect();
+        for (i, n) in self.prog.nodes.iter().enumerate() {
+            let mut add = |c: &weft_core::sched::Counters| {
+                let t = &mut s.nodes[i];
+                t.packets += c.packets;
+                t.bytes += c.bytes;
+                for (a, b) in t.drops.iter_mut().zip(c.drops) {
+                    *a += b;
+                }
+            };
+            if let Some(c) = self.carried.get(&n.name) {
+                add(c);
+            }
+            for (p, st) in &drained {
+                if let Some(j) = p.node_id(&n.name) {
+                    add(&st.nodes[j as usize]);
+                }
+            }
+        }
         let (t0, b0) = &self.samples[0];
         let (t1, b1) = &self.samples[1];
         let dt = t1.saturating_sub(*t0).max(1) as f64 / 1e12;
@@ -2145,6 +2203,12 @@ impl State {
             .zip(&self.shaped)
             .enumerate()
             .map(|(i, (sh, &(packets, bytes)))| {
+                let (p0, b0_) = self
+                    .shaped_carried
+                    .get(&sh.name)
+                    .copied()
+                    .unwrap_or_default();
+                let (packets, bytes) = (packets + p0, bytes + b0_);
                 let rate = (b1[n + i].saturating_sub(b0[n + i])) as f64 * 8.0 / dt;
                 json!({
                     "id": i, "name": sh.name, "limit_bps": sh.rate_bps,

@@ -342,6 +342,17 @@ fn reload_refuses_invalid_and_swaps_valid_without_loss() {
     assert_eq!(s["dataplane"]["ring_full"], 0, "{s}");
     assert_eq!(s["dataplane"]["tx_frames"], 1000, "{s}");
     assert_eq!(s["policy"], "p2.yaml");
+    // The nodes both policies have count across the reload: every packet sent.
+    let packets = |name: &str| {
+        s["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .map(|n| n["packets"].as_u64().unwrap())
+    };
+    assert_eq!(packets("root"), Some(1000), "{s}");
+    assert_eq!(packets("a").unwrap() + packets("b").unwrap(), 1000, "{s}");
 }
 
 /// A reload answers with the warnings `weft run` gives at start, for the new policy and the
