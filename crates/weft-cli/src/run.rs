@@ -86,6 +86,15 @@ pub struct RunArgs {
     /// Serve Prometheus text metrics on this loopback address, e.g. `127.0.0.1:9464`.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// `weft ctl reload` refuses a policy of more bytes than this (its file and sub-policies
+    /// together); only regular files are read.
+    #[arg(long, value_name = "BYTES", default_value_t = ctl::DEFAULT_MAX_POLICY_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_policy_bytes: u64,
+    /// Give the control socket (mode 0660: owner and group) to this group, whose members may
+    /// then use `weft ctl`; a group that does not exist exits 2.
+    #[arg(long, value_name = "NAME")]
+    ctl_group: Option<String>,
     /// Frame buffers in the pool (2 KB each: 64 to 1,048,576, i.e. up to 2 GB).
     #[arg(long, default_value_t = 32768, value_parser = clap::value_parser!(u32).range(64..=1 << 20))]
     buffers: u32,
@@ -320,6 +329,19 @@ fn run(a: RunArgs) -> Result<(), Fail> {
             a.backend
         )));
     }
+    // The control server's guards (the dataplane binds it with them); a --ctl-group that
+    // does not exist is said before anything opens.
+    let group = match &a.ctl_group {
+        None => None,
+        Some(g) => Some(ctl::lookup_group(g).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput => usage(e.to_string()),
+            _ => (1, e.to_string()),
+        })?),
+    };
+    ctl::set_defaults(ctl::Options {
+        max_policy_bytes: a.max_policy_bytes,
+        group,
+    });
     // Validate the policy with diagnostics before touching any socket.
     let opts = LoadOptions {
         link_rate_bps: Some(rate_bps),

@@ -3,45 +3,190 @@
 //! an optional Prometheus text endpoint on a localhost TCP port.
 //!
 //! The dataplane never blocks on control. Threads of their own accept the connections and
-//! read each request (a thread per connection, at most [`MAX_CONNECTIONS`] at once; a client
-//! gets [`READ_DEADLINE`] to send its line), and do the request's own slow part there (a
-//! [`Prepare`] hook: a reload's policy is read and compiled on the connection's thread); the
-//! request, with what was prepared, goes to the dataplane over a channel, and the busy loop,
-//! about once a millisecond, answers what has arrived ([`Server::poll`]: a `try_recv` when
-//! nothing has). A client that connects and sends nothing, or one byte at a time, costs the
-//! loop nothing.
+//! serve them, and do each request's slow part there (a [`Prepare`] hook; a reload's policy
+//! is read and compiled off the loop); the request, with what was prepared, goes to the
+//! dataplane over a channel, and the busy loop, about once a millisecond, answers what has
+//! arrived ([`Server::poll`]: a `try_recv` when nothing has). A client that connects and
+//! sends nothing, or one byte at a time, costs the loop nothing.
 //!
-//! Cost: two threads blocked in `accept(2)` (they inherit the loop's CPU, where they sleep),
-//! one short-lived thread per control connection.
+//! The control socket and the metrics endpoint have pools of their own: each its accepting
+//! thread, at most [`MAX_CONNECTIONS`] (control) or [`MAX_METRICS_CONNECTIONS`] (metrics)
+//! connections served at once, a thread each, and a queue of accepted connections waiting
+//! for one ([`CTL_QUEUE`], [`METRICS_QUEUE`]; past it a connection is closed unanswered).
+//! Every connection gets [`READ_DEADLINE`] to send its request and [`WRITE_DEADLINE`] to
+//! take its answer, so idle or slow metrics clients never hold up a control request. A
+//! scrape is answered from the latest stats, asked of the loop at most once per
+//! [`METRICS_MAX_AGE`] whatever the number of scrapers.
+//!
+//! A reload's policy is read only from regular files ([`read_policy_file`]: opened with
+//! `O_NONBLOCK` and checked with `fstat`, so a FIFO or a device is refused by name, never
+//! waited on or read), at most [`Options::max_policy_bytes`] for the file and its
+//! sub-policies together, on a thread of its own that the connection waits for at most
+//! [`RELOAD_DEADLINE`] (the [`Prepare`] hook then reads the files again by path: one
+//! replaced in between is read unchecked, its reload still bounded in time). The errors it
+//! answers name the file, the place and the rule broken, but never quote the file: the
+//! policy's diagnostics lose their excerpts and hints, and what their messages quote from
+//! the file is replaced by `…` ([`redact`]): the daemon may run as root, and a client must
+//! not learn what is in a file it names.
+//!
+//! The control socket is made with mode 0660 (owner and group), given to
+//! [`Options::group`] when there is one, and appears at its path only once it has both.
+//!
+//! Cost: two threads blocked in `accept(2)` (off the loop's CPU when it is pinned), a thread
+//! per connection being served (at most [`MAX_CONNECTIONS`] + [`MAX_METRICS_CONNECTIONS`])
+//! and one per reload while it reads and compiles.
 
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use weft_core::policy::error::Sources;
+use weft_core::policy::parse::{self, Kind};
+use weft_core::policy::Rule;
 
-/// Control connections served at once; more are closed unanswered (the client sees the
-/// connection closed) until one ends.
+/// Control connections served at once; more wait in a queue of [`CTL_QUEUE`] for one to end.
 pub const MAX_CONNECTIONS: usize = 16;
+/// Control connections waiting for a thread; past them a connection is closed unanswered
+/// (the client sees the connection closed).
+pub const CTL_QUEUE: usize = 64;
+/// Metrics connections served at once; more wait in a queue of [`METRICS_QUEUE`].
+pub const MAX_METRICS_CONNECTIONS: usize = 32;
+/// Metrics connections waiting for a thread; past them a connection is closed unanswered.
+pub const METRICS_QUEUE: usize = 1024;
 /// How long a client has to send its request (a line of at most 1 MiB, or an HTTP request's
-/// first 2 KiB), from its connection.
+/// first 2 KiB), from when a thread takes its connection.
 pub const READ_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a client has to take its answer.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(2);
 /// How long a connection waits for the dataplane's answer.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
+/// How long a reload may take to read and compile its policy (`weft ctl` waits 10 s for the
+/// whole answer); past it the client is told so and the policy is not used.
+pub const RELOAD_DEADLINE: Duration = Duration::from_secs(8);
+/// Reloads reading or compiling at once (one stuck past its deadline, on a file system that
+/// does not answer, say, keeps its place until it ends).
+const RELOADS_AT_ONCE: usize = 2;
+/// How old the stats a scrape is answered with may be: newer scrapes share one question to
+/// the loop.
+pub const METRICS_MAX_AGE: Duration = Duration::from_secs(1);
+/// The default of [`Options::max_policy_bytes`] (`weft run --max-policy-bytes`): 4 MiB.
+pub const DEFAULT_MAX_POLICY_BYTES: u64 = 4 << 20;
 
 /// What a [`Prepare`] hook hands the loop with a request.
 pub type Payload = Box<dyn std::any::Any + Send>;
 
-/// A request's slow part, run on its connection's thread before the loop sees it:
-/// `Ok(payload)` sends the request on with `payload`, `Err(answer)` answers it at once (the
-/// loop never sees it).
+/// A request's slow part, run on a control thread before the loop sees it: `Ok(payload)`
+/// sends the request on with `payload`, `Err(answer)` answers it at once (the loop never sees
+/// it). A reload's files are checked ([`read_policy_file`]) before its hook runs.
 pub type Prepare = Arc<dyn Fn(&Value) -> Result<Option<Payload>, Value> + Send + Sync>;
+
+/// How the control server guards itself (`weft run --max-policy-bytes`, `--ctl-group`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The most bytes a reload reads: its policy file and sub-policies together.
+    pub max_policy_bytes: u64,
+    /// The group the control socket is given (its members may use it), if any.
+    pub group: Option<Group>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            max_policy_bytes: DEFAULT_MAX_POLICY_BYTES,
+            group: None,
+        }
+    }
+}
+
+/// What [`Server::bind`] uses: set by [`set_defaults`] (`weft run` sets its flags there).
+static DEFAULTS: RwLock<Option<Options>> = RwLock::new(None);
+
+/// Makes `o` what [`Server::bind`] uses from now on in this process (`weft run` hands its
+/// flags to the server the dataplane binds this way).
+pub fn set_defaults(o: Options) {
+    *DEFAULTS.write().unwrap_or_else(PoisonError::into_inner) = Some(o);
+}
+
+impl Options {
+    /// What [`set_defaults`] set, or [`Options::default`].
+    pub fn defaults() -> Options {
+        DEFAULTS
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default()
+    }
+}
+
+/// A group, by name and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Its name as given.
+    pub name: String,
+    /// Its id.
+    pub gid: u32,
+}
+
+/// The group named `name` (the system's group database: `/etc/group`, or what NSS serves).
+/// A group that does not exist is `NotFound`, naming it.
+pub fn lookup_group(name: &str) -> io::Result<Group> {
+    let what = |m: String| format!("--ctl-group `{name}`: {m}");
+    let c = std::ffi::CString::new(name).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            what("a NUL in the name".into()),
+        )
+    })?;
+    let mut buf: Vec<libc::c_char> = vec![0; 4096];
+    loop {
+        let mut grp = std::mem::MaybeUninit::<libc::group>::zeroed();
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: getgrnam_r reads the NUL-terminated `c` and writes the entry into `grp`,
+        // its strings into `buf` (whose length it is given), and `found` (null or `grp`);
+        // only the gid is read back, and only when `found` says `grp` was filled.
+        let rc = unsafe {
+            libc::getgrnam_r(
+                c.as_ptr(),
+                grp.as_mut_ptr(),
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 {
+            let e = io::Error::from_raw_os_error(rc);
+            return Err(io::Error::new(
+                e.kind(),
+                what(format!("cannot look it up: {e}")),
+            ));
+        }
+        if found.is_null() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                what("no such group (`getent group NAME` lists the groups there are)".into()),
+            ));
+        }
+        // SAFETY: `found` is not null, so getgrnam_r filled `grp`.
+        let gid = unsafe { grp.assume_init_ref() }.gr_gid;
+        return Ok(Group {
+            name: name.to_string(),
+            gid,
+        });
+    }
+}
 
 /// A request on its way to the dataplane, what was prepared for it, and where its answer
 /// goes.
@@ -51,13 +196,16 @@ struct Pending {
     reply: SyncSender<Value>,
 }
 
-/// What the accepting threads share.
+/// What the accepting and serving threads share.
 #[derive(Clone)]
 struct Shared {
     to_loop: Sender<Pending>,
     prepare: Prepare,
     stop: Arc<AtomicBool>,
-    open: Arc<AtomicUsize>,
+    max_policy_bytes: u64,
+    /// Reloads reading or compiling now.
+    reloads: Arc<AtomicUsize>,
+    metrics: Arc<MetricsCache>,
 }
 
 /// The server side: the dataplane polls it.
@@ -77,20 +225,33 @@ enum Wake {
 }
 
 impl Server {
-    /// Binds the control socket at `path` (replacing a stale one) and, if given, the metrics
-    /// endpoint (must be a loopback address), and starts their accepting threads; `prepare`
-    /// runs on each control request's thread first.
+    /// [`Server::bind_with`] the process's [`Options::defaults`].
     pub fn bind(
         path: Option<&Path>,
         metrics: Option<&str>,
         prepare: Prepare,
+    ) -> io::Result<Server> {
+        Server::bind_with(path, metrics, prepare, &Options::defaults())
+    }
+
+    /// Binds the control socket at `path` (replacing a stale one; mode 0660, given to
+    /// `opts.group`) and, if given, the metrics endpoint (must be a loopback address), and
+    /// starts their accepting threads; `prepare` runs on a control thread for each control
+    /// request first.
+    pub fn bind_with(
+        path: Option<&Path>,
+        metrics: Option<&str>,
+        prepare: Prepare,
+        opts: &Options,
     ) -> io::Result<Server> {
         let (to_loop, requests) = mpsc::channel();
         let shared = Shared {
             to_loop,
             prepare,
             stop: Arc::new(AtomicBool::new(false)),
-            open: Arc::new(AtomicUsize::new(0)),
+            max_policy_bytes: opts.max_policy_bytes,
+            reloads: Arc::new(AtomicUsize::new(0)),
+            metrics: Arc::new(MetricsCache::default()),
         };
         let mut server = Server {
             requests,
@@ -117,7 +278,13 @@ impl Server {
             let l = TcpListener::bind(&addrs[..]).map_err(at)?;
             let addr = l.local_addr()?;
             let accept = |l: &TcpListener| l.accept().map(|(s, _)| s);
-            let t = spawn_acceptor("weft-metrics", l, accept, &shared, serve_metrics)?;
+            let pool = Pool::new(
+                "weft-metrics-conn",
+                MAX_METRICS_CONNECTIONS,
+                METRICS_QUEUE,
+                serve_metrics,
+            );
+            let t = spawn_acceptor("weft-metrics", l, accept, &shared, pool)?;
             server.acceptors.push((t, Wake::Tcp(addr)));
         }
         if let Some(p) = path {
@@ -128,10 +295,11 @@ impl Server {
                 server.made_dirs = make_dirs(dir).map_err(at)?;
             }
             claim_socket_path(p).map_err(at)?;
-            let l = UnixListener::bind(p).map_err(at)?;
+            let l = bind_control(p, opts.group.as_ref()).map_err(at)?;
             server.unix_path = Some(p.to_path_buf());
             let accept = |l: &UnixListener| l.accept().map(|(s, _)| s);
-            let t = spawn_acceptor("weft-ctl", l, accept, &shared, serve_unix)?;
+            let pool = Pool::new("weft-ctl-conn", MAX_CONNECTIONS, CTL_QUEUE, serve_unix);
+            let t = spawn_acceptor("weft-ctl", l, accept, &shared, pool)?;
             server.acceptors.push((t, Wake::Unix(p.to_path_buf())));
         }
         Ok(server)
@@ -148,13 +316,64 @@ impl Server {
     }
 }
 
+/// Binds the control socket at `p` with mode 0660 and, given `group`, that group: made
+/// under a temporary name beside `p` and linked to `p` once it has both, so it is never
+/// reachable with other permissions. (Should the temporary name be too long for a socket
+/// address where `p` is not, it is bound at `p` and changed there.)
+fn bind_control(p: &Path, group: Option<&Group>) -> io::Result<UnixListener> {
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    let finish = |at: &Path| -> io::Result<()> {
+        std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o660))?;
+        if let Some(g) = group {
+            std::os::unix::fs::chown(at, None, Some(g.gid)).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot give it to group `{}` ({}): {e}", g.name, g.gid),
+                )
+            })?;
+        }
+        Ok(())
+    };
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let n = MADE.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".weft-{:x}-{n:x}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let l = match UnixListener::bind(&tmp) {
+        Ok(l) => l,
+        // The longer name does not fit a socket address.
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+            let l = UnixListener::bind(p)?;
+            if let Err(e) = finish(p) {
+                let _ = std::fs::remove_file(p);
+                return Err(e);
+            }
+            return Ok(l);
+        }
+        Err(e) => return Err(e),
+    };
+    let linked = finish(&tmp).and_then(|()| {
+        // Never replaces: a daemon that took the path meanwhile keeps it.
+        std::fs::hard_link(&tmp, p).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another weft took the path meanwhile (give this one another --ctl path)",
+            ),
+            _ => e,
+        })
+    });
+    let _ = std::fs::remove_file(&tmp);
+    linked.map(|()| l)
+}
+
 /// Makes `p` free for a new control socket: a stale socket (nobody answers on it: a daemon
 /// that was killed) is removed; a socket another daemon answers on, or anything that is not
 /// a socket, is left alone and refused (`AddrInUse`, `AlreadyExists`), so a second `weft run`
 /// cannot take over a running one's socket (which then could not be stopped) or delete a file
 /// named by mistake.
 fn claim_socket_path(p: &Path) -> io::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(p) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
@@ -222,14 +441,93 @@ fn make_dirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(missing.into_iter().rev().map(Path::to_path_buf).collect())
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The connections of one listener: at most `limit` served at once, a thread each (a thread
+/// that ends a connection takes the next waiting one), at most `queue` waiting.
+struct Pool<S> {
+    thread_name: &'static str,
+    limit: usize,
+    queue: usize,
+    serve: fn(S, &Shared) -> io::Result<()>,
+    state: Mutex<PoolState<S>>,
+}
+
+struct PoolState<S> {
+    /// Threads serving.
+    running: usize,
+    /// Accepted connections no thread has taken yet.
+    waiting: VecDeque<S>,
+}
+
+impl<S: Send + 'static> Pool<S> {
+    fn new(
+        thread_name: &'static str,
+        limit: usize,
+        queue: usize,
+        serve: fn(S, &Shared) -> io::Result<()>,
+    ) -> Arc<Pool<S>> {
+        Arc::new(Pool {
+            thread_name,
+            limit,
+            queue,
+            serve,
+            state: Mutex::new(PoolState {
+                running: 0,
+                waiting: VecDeque::new(),
+            }),
+        })
+    }
+
+    /// Serves `s` on a new thread, or queues it when `limit` threads serve, or drops it
+    /// (closed unanswered) when the queue is full too.
+    fn submit(self: &Arc<Self>, s: S, sh: &Shared) {
+        let mut st = lock(&self.state);
+        if st.running >= self.limit {
+            if st.waiting.len() < self.queue {
+                st.waiting.push_back(s);
+            }
+            return;
+        }
+        st.running += 1;
+        drop(st);
+        let (pool, sh) = (self.clone(), sh.clone());
+        let spawned = std::thread::Builder::new()
+            .name(self.thread_name.into())
+            .spawn(move || pool.work(s, &sh));
+        if spawned.is_err() {
+            // The connection went with the closure: closed unanswered.
+            lock(&self.state).running -= 1;
+        }
+    }
+
+    /// Serves `first`, then waiting connections until there are none (or the server stops).
+    fn work(&self, first: S, sh: &Shared) {
+        let mut next = Some(first);
+        while let Some(s) = next.take() {
+            let _ = (self.serve)(s, sh);
+            let mut st = lock(&self.state);
+            if sh.stop.load(Ordering::Relaxed) {
+                st.waiting.clear();
+            }
+            next = st.waiting.pop_front();
+            if next.is_none() {
+                st.running -= 1;
+            }
+        }
+    }
+}
+
 /// Starts the thread that accepts `listener`'s connections (blocked in `accept(2)` until
-/// one comes) and serves each with `conn` ([`serve`]), until [`Server`]'s drop sets `stop`.
+/// one comes) and hands each to `pool`, until [`Server`]'s drop sets `stop`.
 fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
     name: &str,
     listener: L,
     accept: fn(&L) -> io::Result<S>,
     shared: &Shared,
-    conn: fn(S, &Shared) -> io::Result<()>,
+    pool: Arc<Pool<S>>,
 ) -> io::Result<JoinHandle<()>> {
     let sh = shared.clone();
     std::thread::Builder::new()
@@ -243,7 +541,7 @@ fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
                     break;
                 }
                 match s {
-                    Ok(s) => serve(&sh, move |sh| conn(s, sh)),
+                    Ok(s) => pool.submit(s, &sh),
                     // Out of descriptors, say: try again a little later rather than spin.
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
@@ -251,31 +549,22 @@ fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
         })
 }
 
-/// Runs `conn` on a thread of its own, unless [`MAX_CONNECTIONS`] are open (then the
-/// connection is dropped unanswered, and the client sees it closed).
-fn serve(sh: &Shared, conn: impl FnOnce(&Shared) -> io::Result<()> + Send + 'static) {
-    if sh.open.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
-        sh.open.fetch_sub(1, Ordering::Relaxed);
-        return;
-    }
-    let mine = sh.clone();
-    let spawned = std::thread::Builder::new()
-        .name("weft-ctl-conn".into())
-        .spawn(move || {
-            let _ = conn(&mine);
-            mine.open.fetch_sub(1, Ordering::Relaxed);
-        });
-    if spawned.is_err() {
-        sh.open.fetch_sub(1, Ordering::Relaxed);
+/// Prepares `req` (a reload: [`prepare_reload`]), sends it to the dataplane and waits for
+/// its answer.
+fn ask(sh: &Shared, req: Value) -> Value {
+    let prepared = if req["cmd"] == "reload" && req["policy"].is_string() {
+        prepare_reload(sh, &req)
+    } else {
+        (sh.prepare)(&req)
+    };
+    match prepared {
+        Ok(payload) => ask_loop(sh, req, payload),
+        Err(answer) => answer,
     }
 }
 
-/// Prepares `req`, sends it to the dataplane and waits for its answer.
-fn ask(sh: &Shared, req: Value) -> Value {
-    let payload = match (sh.prepare)(&req) {
-        Ok(p) => p,
-        Err(answer) => return answer,
-    };
+/// Sends `req` to the dataplane and waits for its answer.
+fn ask_loop(sh: &Shared, req: Value, payload: Option<Payload>) -> Value {
     let (reply, answer) = mpsc::sync_channel(1);
     if sh
         .to_loop
@@ -291,6 +580,488 @@ fn ask(sh: &Shared, req: Value) -> Value {
     answer
         .recv_timeout(ANSWER_WAIT)
         .unwrap_or_else(|_| json!({"ok": false, "error": "the dataplane did not answer"}))
+}
+
+/// A reload's slow part, on a thread of its own that the connection waits for at most
+/// [`RELOAD_DEADLINE`]: its files are checked ([`check_policy_files`]), then the
+/// [`Prepare`] hook reads and compiles them; a refusal names the file and the rule, and
+/// quotes nothing of it ([`redact`]).
+fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
+    let refuse = |m: String| json!({"ok": false, "error": m});
+    let path = PathBuf::from(req["policy"].as_str().unwrap_or_default());
+    if sh.reloads.fetch_add(1, Ordering::SeqCst) >= RELOADS_AT_ONCE {
+        sh.reloads.fetch_sub(1, Ordering::SeqCst);
+        return Err(refuse(format!(
+            "{}: {RELOADS_AT_ONCE} reloads are still reading or compiling their policies; \
+             try again later (the running policy is untouched)",
+            path.display()
+        )));
+    }
+    /// Gives the reload's place back when its thread ends, however it ends.
+    struct Place(Arc<AtomicUsize>);
+    impl Drop for Place {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let place = Place(sh.reloads.clone());
+    let (tx, rx) = mpsc::sync_channel(1);
+    let (prepare, limit, req, file) = (
+        sh.prepare.clone(),
+        sh.max_policy_bytes,
+        req.clone(),
+        path.clone(),
+    );
+    let spawned = std::thread::Builder::new()
+        .name("weft-reload".into())
+        .spawn(move || {
+            let _place = place;
+            let r = match check_policy_files(&file, limit) {
+                Err(line) => Err(json!({"ok": false, "error": line})),
+                Ok(()) => prepare(&req).map_err(|mut answer| {
+                    if let Some(e) = answer["error"].as_str() {
+                        answer["error"] = Value::String(redact(e));
+                    }
+                    answer
+                }),
+            };
+            let _ = tx.send(r);
+        });
+    if let Err(e) = spawned {
+        return Err(refuse(format!(
+            "{}: cannot start a reload: {e}",
+            path.display()
+        )));
+    }
+    match rx.recv_timeout(RELOAD_DEADLINE) {
+        Ok(r) => r,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(refuse(format!(
+            "{}: reading and compiling the policy took longer than {} s; the running policy \
+             is untouched",
+            path.display(),
+            RELOAD_DEADLINE.as_secs()
+        ))),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(refuse(format!(
+            "{}: the reload failed (its thread ended without an answer); the running policy \
+             is untouched",
+            path.display()
+        ))),
+    }
+}
+
+/// Why a policy file is not read.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyFileError {
+    /// It cannot be opened or examined (no such file, no permission).
+    #[error("cannot read {}: {source}", .path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The system's refusal.
+        source: io::Error,
+    },
+    /// It is not a regular file: `what` says what it is ("a FIFO", "a character device").
+    #[error("{} is {what}, not a regular file (policies are read from regular files only)", .path.display())]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+    /// It holds more than the limit (`size` when its length says so before it is read).
+    #[error("{}", too_large(.path, *.size, *.limit, *.before))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its length, when known before reading.
+        size: Option<u64>,
+        /// The limit.
+        limit: u64,
+        /// Bytes of the policy's files read before it (its sub-policies count too).
+        before: u64,
+    },
+    /// Reading it failed.
+    #[error("reading {} failed: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: io::Error,
+    },
+}
+
+/// [`PolicyFileError::TooLarge`]'s message.
+fn too_large(path: &Path, size: Option<u64>, limit: u64, before: u64) -> String {
+    let p = path.display();
+    let flag = "(`weft run --max-policy-bytes`)";
+    match (size, before) {
+        (Some(size), 0) => {
+            format!("{p} is {size} bytes, more than the limit of {limit} bytes {flag}")
+        }
+        (None, 0) => format!("{p} is more than the limit of {limit} bytes {flag}"),
+        (size, before) => format!(
+            "{p} is {}; with the {before} bytes read before it, more than the limit of \
+             {limit} bytes for a policy and its sub-policies together {flag}",
+            size.map_or(format!("more than {} bytes", limit - before), |s| format!(
+                "{s} bytes"
+            )),
+        ),
+    }
+}
+
+/// What a file that is not a regular file is, for a person.
+fn file_kind(t: std::fs::FileType) -> Option<&'static str> {
+    Some(if t.is_file() {
+        return None;
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    })
+}
+
+/// The bytes of the policy file `path`, at most `limit` of them: only a regular file is read
+/// (it is checked before it is opened, then opened with `O_NONBLOCK`, so that a FIFO cannot
+/// hold the open, and checked again with `fstat` on what was opened); a longer one is
+/// refused after `limit + 1` bytes, whatever its length said.
+pub fn read_policy_file(path: &Path, limit: u64) -> Result<Vec<u8>, PolicyFileError> {
+    read_within(path, limit, limit)
+}
+
+/// [`read_policy_file`] with `left` of `limit` bytes left to read (the files read before
+/// took the rest).
+fn read_within(path: &Path, left: u64, limit: u64) -> Result<Vec<u8>, PolicyFileError> {
+    let open = |source| PolicyFileError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let check = |m: &std::fs::Metadata| {
+        if let Some(what) = file_kind(m.file_type()) {
+            return Err(PolicyFileError::NotRegular {
+                path: path.to_path_buf(),
+                what,
+            });
+        }
+        if m.len() > left {
+            return Err(PolicyFileError::TooLarge {
+                path: path.to_path_buf(),
+                size: Some(m.len()),
+                limit,
+                before: limit - left,
+            });
+        }
+        Ok(())
+    };
+    // A device or FIFO is not even opened (opening some has effects).
+    check(&std::fs::metadata(path).map_err(open)?)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(open)?;
+    // What was opened, which may not be what was there a moment before.
+    let m = f.metadata().map_err(open)?;
+    check(&m)?;
+    let mut bytes = Vec::with_capacity(m.len() as usize + 1);
+    (&f).take(left.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|source| PolicyFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > left {
+        return Err(PolicyFileError::TooLarge {
+            path: path.to_path_buf(),
+            size: None,
+            limit,
+            before: limit - left,
+        });
+    }
+    Ok(bytes)
+}
+
+/// `file:line:col: error[rule]: message`, a diagnostic line as the policy compiler writes
+/// them (without a hint).
+fn diagnostic_line(file: &str, line: usize, col: usize, rule: Rule, message: &str) -> String {
+    format!("{file}:{line}:{col}: error[{rule}]: {message}")
+}
+
+/// Checks the policy `path` and the sub-policies it attaches (`type: attach`, `policy:
+/// FILE`, relative to the including file), recursively, as [`read_policy_file`] does, at
+/// most `limit` bytes read in all, before the compiler reads them: so a sub-policy that is a
+/// FIFO or `/dev/zero` is refused too. `Err` is the diagnostic line that says why (the
+/// compiler says what else is wrong).
+fn check_policy_files(path: &Path, limit: u64) -> Result<(), String> {
+    let mut left = limit;
+    let mut seen = HashSet::new();
+    /// Where a sub-policy is attached: its including file, line and column.
+    type At = (String, usize, usize);
+    let mut todo: Vec<(PathBuf, Option<At>)> = vec![(path.into(), None)];
+    while let Some((file, from)) = todo.pop() {
+        if !seen.insert(std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone())) {
+            continue; // read already (a cycle the compiler names)
+        }
+        let bytes = match read_within(&file, left, limit) {
+            Ok(b) => b,
+            Err(e) => {
+                return Err(match from {
+                    None => diagnostic_line(
+                        &file.display().to_string(),
+                        1,
+                        1,
+                        Rule::UnreadableFile,
+                        &e.to_string(),
+                    ),
+                    Some((at, line, col)) => {
+                        diagnostic_line(&at, line, col, Rule::Attach, &format!("sub-policy {e}"))
+                    }
+                })
+            }
+        };
+        left -= bytes.len() as u64;
+        // Text the compiler refuses (not UTF-8) attaches nothing.
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let mut sources = Sources::default();
+        let id = sources.add(file.clone(), Arc::from(text));
+        let (Some(doc), _) = parse::parse_document(&sources, id) else {
+            continue;
+        };
+        let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+        for n in doc.nodes.iter().filter(|n| n.kind.value == Kind::Attach) {
+            if let Some(p) = &n.policy {
+                let (at, line, col) = sources.location(p.span);
+                todo.push((base.join(&p.value), Some((at, line, col))));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Words of weft's policy format (keys, node types, match fields, units, rule names): what a
+/// message may quote without quoting the file.
+fn vocabulary() -> &'static HashSet<&'static str> {
+    static WORDS: std::sync::OnceLock<HashSet<&'static str>> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| {
+        let mut w: HashSet<&'static str> = HashSet::new();
+        w.extend(parse::TOP_KEYS.iter().copied());
+        w.extend(parse::NODE_KEYS.iter().copied());
+        w.extend(Kind::ALL.map(Kind::name));
+        w.extend(weft_core::classifier::FIELDS.map(|f| f.name()));
+        w.extend(Rule::ALL.map(Rule::name));
+        w.extend([
+            "app",
+            "overhead",
+            "mtu",
+            "count",
+            "wire",
+            "frame",
+            "max_depth",
+            "max_nodes",
+            "max_shaping_depth",
+            "max_match_shapes",
+            "by",
+            "sched",
+            "packets",
+            "bytes",
+            "five",
+            "tuple",
+            "flow",
+            "none",
+            "fair",
+            "bit",
+            "kbit",
+            "mbit",
+            "gbit",
+            "tbit",
+            "kibit",
+            "mibit",
+            "gibit",
+            "kb",
+            "kib",
+            "mb",
+            "mib",
+            "gb",
+            "gib",
+        ]);
+        w
+    })
+}
+
+/// Whether a quoted fragment of a message is weft's own words (kept) rather than something
+/// from the file (replaced by `…`): short ASCII, every run of letters in it a word of
+/// [`vocabulary`] (of two letters or more), no run of more than three digits.
+fn own_words(fragment: &str) -> bool {
+    fragment.len() <= 64
+        && fragment.is_ascii()
+        && fragment
+            .split(|c: char| !(c.is_ascii_alphabetic() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .all(|w| w.len() > 1 && vocabulary().contains(w))
+        && fragment
+            .split(|c: char| !c.is_ascii_digit())
+            .all(|digits| digits.len() <= 3)
+}
+
+/// A policy error (the compiler's diagnostic lines) fit for a control client, who may not be
+/// allowed to read the file: each line keeps its `file:line:col: error[rule]:` and message,
+/// loses the node and the hint, and what the message quotes from the file (between backticks
+/// or double quotes, node names in a chain `a → b`, a byte's value) becomes `…`.
+pub fn redact(error: &str) -> String {
+    error
+        .lines()
+        .map(redact_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn redact_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    // Quoted fragments: `…` and "…" (with \" inside, as `{:?}` writes them).
+    while let Some(i) = rest.find(['`', '"']) {
+        let q = rest.as_bytes()[i] as char;
+        out.push_str(&rest[..=i]);
+        let after = &rest[i + 1..];
+        let mut end = None;
+        let mut escaped = false;
+        for (j, c) in after.char_indices() {
+            if q == '"' && c == '\\' && !escaped {
+                escaped = true;
+                continue;
+            }
+            if c == q && !escaped {
+                end = Some(j);
+                break;
+            }
+            escaped = false;
+        }
+        let Some(j) = end else {
+            // An unmatched quote: what follows may be the file's; it goes.
+            out.push('…');
+            rest = "";
+            break;
+        };
+        let inner = &after[..j];
+        out.push_str(if own_words(inner) { inner } else { "…" });
+        out.push(q);
+        rest = &after[j + 1..];
+    }
+    out.push_str(rest);
+    // Chains of names: `parents form a cycle: a → b → a`.
+    let words: Vec<&str> = out.split(' ').collect();
+    let mut chained = vec![false; words.len()];
+    for (i, w) in words.iter().enumerate() {
+        if *w == "→" {
+            chained[i.saturating_sub(1)] = true;
+            if i + 1 < words.len() {
+                chained[i + 1] = true;
+            }
+        }
+    }
+    let mut out: String = words
+        .iter()
+        .zip(&chained)
+        .map(|(w, &c)| {
+            if !c || own_words(w.trim_end_matches([',', ';', ')'])) {
+                (*w).to_string()
+            } else {
+                let tail = &w[w.trim_end_matches([',', ';', ')']).len()..];
+                format!("…{tail}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    // A byte of a file that is not UTF-8.
+    while let Some(i) = out.find("byte 0x") {
+        let end = (i + "byte 0x".len() + 2).min(out.len());
+        if !out.is_char_boundary(end) {
+            break;
+        }
+        out.replace_range(i..end, "a byte");
+    }
+    // The node and the hint: `… (node `x`); help: …` (their quotes are redacted already,
+    // so neither holds a `; help: ` of the file's).
+    if let Some(i) = out.find("; help: ") {
+        out.truncate(i);
+    }
+    if let Some(i) = out.rfind(" (node `") {
+        if out.ends_with("`)") {
+            out.truncate(i);
+        }
+    }
+    out
+}
+
+/// The Prometheus text scrapes are answered with, and when it was asked of the loop.
+#[derive(Default)]
+struct MetricsCache {
+    state: Mutex<Cached>,
+    /// Signalled when a question to the loop is answered.
+    answered: Condvar,
+}
+
+#[derive(Default)]
+struct Cached {
+    latest: Option<(Instant, Arc<str>)>,
+    /// A scrape is asking the loop now.
+    asking: bool,
+}
+
+/// The metrics text: the latest stats if they are younger than [`METRICS_MAX_AGE`], else
+/// the loop's answer now (one scrape asks; those that come meanwhile wait for its answer).
+fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
+    let c = &sh.metrics;
+    let start = Instant::now();
+    let mut st = lock(&c.state);
+    loop {
+        if let Some((at, text)) = &st.latest {
+            if at.elapsed() < METRICS_MAX_AGE {
+                return Ok(text.clone());
+            }
+        }
+        if !st.asking {
+            st.asking = true;
+            drop(st);
+            /// Lets the others ask, however the question ends.
+            struct Asking<'a>(&'a MetricsCache);
+            impl Drop for Asking<'_> {
+                fn drop(&mut self) {
+                    lock(&self.0.state).asking = false;
+                    self.0.answered.notify_all();
+                }
+            }
+            let asking = Asking(c);
+            let stats = ask_loop(sh, json!({"cmd": "stats"}), None);
+            let text = if stats["ok"] == false {
+                Err(stats["error"].as_str().unwrap_or("no stats").to_string())
+            } else {
+                let text: Arc<str> = Arc::from(prometheus(&stats));
+                lock(&c.state).latest = Some((Instant::now(), text.clone()));
+                Ok(text)
+            };
+            drop(asking);
+            return text;
+        }
+        let left = ANSWER_WAIT.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err("the dataplane did not answer".into());
+        }
+        st = c
+            .answered
+            .wait_timeout(st, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
 }
 
 /// Reads from `r` until `done` says the bytes so far are complete, at most `max` bytes,
@@ -319,8 +1090,37 @@ fn read_until(
     Ok(buf)
 }
 
+/// Writes all of `parts` to `w` within [`WRITE_DEADLINE`] of now (`set_timeout` sets the
+/// socket's write timeout): a client that takes its answer slowly is cut off.
+fn write_within(
+    mut w: impl Write,
+    set_timeout: impl Fn(Duration) -> io::Result<()>,
+    parts: &[&[u8]],
+) -> io::Result<()> {
+    let deadline = Instant::now() + WRITE_DEADLINE;
+    for part in parts {
+        let mut part: &[u8] = part;
+        while !part.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "answer taken too slowly",
+                ));
+            }
+            set_timeout(left)?;
+            match w.write(part) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => part = &part[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    w.flush()
+}
+
 fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
-    s.set_write_timeout(Some(Duration::from_secs(1)))?;
     let buf = read_until(
         &s,
         |t| s.set_read_timeout(Some(t)),
@@ -332,12 +1132,11 @@ fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
         Ok(req) => ask(sh, req),
         Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
     };
-    let mut w = &s;
-    writeln!(w, "{answer}")
+    let text = format!("{answer}\n");
+    write_within(&s, |t| s.set_write_timeout(Some(t)), &[text.as_bytes()])
 }
 
 fn serve_metrics(s: TcpStream, sh: &Shared) -> io::Result<()> {
-    s.set_write_timeout(Some(Duration::from_secs(1)))?;
     // The request itself does not matter (every path answers the metrics): read its head,
     // or what arrives within the deadline, so that the answer does not race it.
     let _ = read_until(
@@ -346,12 +1145,18 @@ fn serve_metrics(s: TcpStream, sh: &Shared) -> io::Result<()> {
         2048,
         |b| b.windows(4).any(|w| w == b"\r\n\r\n"),
     );
-    let body = prometheus(&ask(sh, json!({"cmd": "stats"})));
-    let mut w = &s;
-    write!(
-        w,
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+    let (status, body) = match scrape(sh) {
+        Ok(text) => ("200 OK", text),
+        Err(e) => ("503 Service Unavailable", Arc::from(format!("# {e}\n"))),
+    };
+    let head = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n",
         body.len()
+    );
+    write_within(
+        &s,
+        |t| s.set_write_timeout(Some(t)),
+        &[head.as_bytes(), body.as_bytes()],
     )
 }
 
@@ -400,7 +1205,6 @@ pub fn prometheus(stats: &Value) -> String {
 /// that is not a socket (`InvalidInput`: the wrong path was given), or a socket nobody
 /// listens on any more (left by a `weft run` that was killed).
 fn connect_error(path: &Path, e: io::Error) -> io::Error {
-    use std::os::unix::fs::FileTypeExt;
     let p = path.display();
     match std::fs::metadata(path) {
         Ok(m) if !m.file_type().is_socket() => io::Error::new(
@@ -429,16 +1233,18 @@ fn connect_error(path: &Path, e: io::Error) -> io::Error {
 pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
     let mut s = UnixStream::connect(path).map_err(|e| connect_error(path, e))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    // Closed unanswered (the server had MAX_CONNECTIONS open): the client sees a broken pipe,
-    // a reset or an empty answer, depending on timing; all three say the same.
+    // Closed unanswered (the server had MAX_CONNECTIONS open and CTL_QUEUE waiting): the
+    // client sees a broken pipe, a reset or an empty answer, depending on timing; all three
+    // say the same.
     let closed = |e: io::Error| {
         match e.kind() {
         io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof => {
             io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!(
-                    "{} closed the connection without an answer (more than {MAX_CONNECTIONS} control connections open?)",
-                    path.display()
+                    "{} closed the connection without an answer (more than {} control connections open?)",
+                    path.display(),
+                    MAX_CONNECTIONS + CTL_QUEUE
                 ),
             )
         }
@@ -576,18 +1382,33 @@ mod tests {
         assert_eq!(carried.join().unwrap()["payload"], 42);
     }
 
-    /// Past [`MAX_CONNECTIONS`] a connection is closed unanswered, and the client says why it
-    /// got nothing; once the silent ones time out, requests are served again.
+    /// Past [`MAX_CONNECTIONS`] a connection waits for a thread, and is served once one is
+    /// free; past [`CTL_QUEUE`] waiting too it is closed unanswered, and the client says why
+    /// it got nothing; once the silent ones go, requests are served again.
     #[test]
-    fn connections_past_the_limit_are_closed_and_the_client_says_so() {
+    fn connections_past_the_limit_wait_then_are_closed_and_the_client_says_so() {
         let path = socket("full");
         let server = Server::bind(Some(&path), None, nothing_to_prepare()).unwrap();
         let silent: Vec<UnixStream> = (0..MAX_CONNECTIONS)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
-        // The accepting thread takes connections in order: the next finds all 16 open.
+        let waiting = {
+            let path = path.clone();
+            std::thread::spawn(move || request(&path, &json!({"cmd": "stats"})))
+        };
+        // Served once a thread is free: the silent ones' threads end at EOF.
+        std::thread::sleep(Duration::from_millis(100));
+        drop(silent);
+        poll_until(&server, || waiting.is_finished());
+        assert_eq!(waiting.join().unwrap().unwrap()["cmd"], "stats");
+
+        let silent: Vec<UnixStream> = (0..MAX_CONNECTIONS + CTL_QUEUE)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        // The accepting thread takes connections in order: the next finds every thread busy
+        // and the queue full.
         let Err(refused) = request(&path, &json!({"cmd": "stats"})) else {
-            panic!("answered with {MAX_CONNECTIONS} silent connections open");
+            panic!("answered with {} silent connections open", silent.len());
         };
         assert!(
             refused
@@ -599,7 +1420,6 @@ mod tests {
         let served = {
             let path = path.clone();
             std::thread::spawn(move || loop {
-                // The silent ones' threads end at EOF (now) or their deadline.
                 if let Ok(v) = request(&path, &json!({"cmd": "stats"})) {
                     return v;
                 }
@@ -782,6 +1602,168 @@ mod tests {
         let e = request(&none, &json!({"cmd": "stats"})).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
         assert!(e.to_string().contains("is `weft run` running?"), "{e}");
+    }
+
+    /// Only regular files are read, at most the limit: a device, a directory and a FIFO are
+    /// refused by what they are (without opening the FIFO), and a file whose length says 0
+    /// (as `/proc`'s do) is cut off after the limit's worth.
+    #[test]
+    fn a_policy_file_is_read_only_when_regular_and_within_the_limit() {
+        let e = read_policy_file(Path::new("/dev/null"), 1 << 20).unwrap_err();
+        assert!(
+            e.to_string().contains("/dev/null is a character device"),
+            "{e}"
+        );
+        let dir = std::env::temp_dir();
+        let e = read_policy_file(&dir, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        let status = Path::new("/proc/self/status");
+        assert_eq!(std::fs::metadata(status).unwrap().len(), 0);
+        let e = read_policy_file(status, 64).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PolicyFileError::TooLarge {
+                    size: None,
+                    limit: 64,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with("is more than the limit of 64 bytes (`weft run --max-policy-bytes`)"),
+            "{e}"
+        );
+        assert!(read_policy_file(status, 1 << 20).unwrap().len() > 64);
+        let e = read_policy_file(&socket("absent"), 1 << 20).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read "), "{e}");
+    }
+
+    /// The limit counts a policy and its sub-policies together, and the refusal says where
+    /// the sub-policy is attached.
+    #[test]
+    fn sub_policies_count_against_the_limit_and_are_named_where_attached() {
+        let dir = socket("subs");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("main.yaml");
+        std::fs::write(
+            &main,
+            "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: t, type: attach, parent: root, policy: sub.yaml}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("sub.yaml"),
+            format!("weft: 1\n#{}\n", "x".repeat(200)),
+        )
+        .unwrap();
+        let main_len = std::fs::metadata(&main).unwrap().len();
+        assert_eq!(check_policy_files(&main, main_len + 300), Ok(()));
+        let e = check_policy_files(&main, main_len + 100).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.starts_with(&format!(
+                "{}:4:51: error[attach]: sub-policy ",
+                main.display()
+            )),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!(
+                "sub.yaml is 210 bytes; with the {main_len} bytes read before it, more than the \
+                 limit of {} bytes for a policy and its sub-policies together",
+                main_len + 100
+            )),
+            "{e}"
+        );
+    }
+
+    /// What a diagnostic quotes from the file goes; the place, the rule, weft's own words
+    /// and the message's own text stay; the node and the hint go.
+    #[test]
+    fn redacted_errors_keep_the_place_and_the_rule_and_lose_the_files_words() {
+        for (given, want) in [
+            (
+                "p.yaml:1:1: error[unknown-key]: unknown key `root:$6$x` in the policy; help: known keys: weft, name",
+                "p.yaml:1:1: error[unknown-key]: unknown key `…` in the policy",
+            ),
+            (
+                "p.yaml:2:3: error[missing-key]: missing `weft: 1` (the policy format version); help: start the file with `weft: 1`",
+                "p.yaml:2:3: error[missing-key]: missing `weft: 1` (the policy format version)",
+            ),
+            (
+                "p.yaml:3:9: error[cycle]: parents form a cycle: sec1 → sec2 → sec1 (node `sec1`)",
+                "p.yaml:3:9: error[cycle]: parents form a cycle: … → … → …",
+            ),
+            (
+                "p.yaml:4:9: error[bad-value]: node name \"se\\\"cret\" has a space (node `x`)",
+                "p.yaml:4:9: error[bad-value]: node name \"…\" has a space",
+            ),
+            (
+                "p.yaml:5:1: error[unreadable-file]: p.yaml is not UTF-8 text: byte 0xE9 here is not valid UTF-8; help: convert",
+                "p.yaml:5:1: error[unreadable-file]: p.yaml is not UTF-8 text: a byte here is not valid UTF-8",
+            ),
+            (
+                "p.yaml:6:1: error[yaml-syntax]: not valid YAML: unexpected character: `@' and more secret",
+                "p.yaml:6:1: error[yaml-syntax]: not valid YAML: unexpected character: `…",
+            ),
+            (
+                "the new policy has 9 leaves; this dataplane was started for at most 4",
+                "the new policy has 9 leaves; this dataplane was started for at most 4",
+            ),
+        ] {
+            assert_eq!(redact(given), want);
+        }
+        assert_eq!(redact("a `kb`\nb `secret`"), "a `kb`\nb `…`");
+        // Numbers of four digits or more, and letters that are no word of weft's, go.
+        assert_eq!(
+            redact("the key `123456` is given twice"),
+            "the key `…` is given twice"
+        );
+        assert_eq!(
+            redact("x: `4b8m` and `10gbit` and `weft: 1` and `rate`"),
+            "x: `…` and `10gbit` and `weft: 1` and `rate`"
+        );
+    }
+
+    /// `--ctl-group`: a group that does not exist is refused by name (`NotFound`: exit 2);
+    /// one the process belongs to gets the socket.
+    #[test]
+    fn the_control_socket_goes_to_the_group_given() {
+        let e = lookup_group("weft-no-such-group-here").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("--ctl-group `weft-no-such-group-here`: no such group"),
+            "{e}"
+        );
+        use std::os::unix::fs::MetadataExt;
+        // The process's group: that of a file it makes (outside a setgid directory).
+        let probe = socket("group-probe");
+        std::fs::write(&probe, "").unwrap();
+        let gid = std::fs::metadata(&probe).unwrap().gid();
+        std::fs::remove_file(&probe).unwrap();
+        let groups = std::fs::read_to_string("/etc/group").unwrap_or_default();
+        let Some(name) = groups.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() > 2 && f[2] == gid.to_string()).then(|| f[0].to_string())
+        }) else {
+            eprintln!("skipped the chown: group {gid} is not in /etc/group");
+            return;
+        };
+        let group = lookup_group(&name).unwrap();
+        assert_eq!(group.gid, gid);
+        let path = socket("group");
+        let opts = Options {
+            group: Some(group),
+            ..Options::default()
+        };
+        let server = Server::bind_with(Some(&path), None, nothing_to_prepare(), &opts).unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        assert_eq!((m.gid(), m.mode() & 0o777), (gid, 0o660));
+        drop(server);
     }
 
     /// Directories made for the socket go with it; one that was there stays, and so does
