@@ -253,3 +253,42 @@ fn a_node_shadowed_from_a_level_above_is_refused() {
         e.diagnostics[0].message
     );
 }
+
+/// A policy path that is not a regular file is refused at once, saying what it is: a FIFO
+/// would block the reader for ever and `/dev/zero` would never end (both hung or exhausted
+/// `weft ctl reload` and every command that loads a policy).
+#[cfg(unix)]
+#[test]
+fn a_policy_path_that_is_not_a_regular_file_is_refused_saying_what_it_is() {
+    use weft_core::policy::{load, LoadOptions};
+    let e = load(std::path::Path::new("/dev/zero"), &LoadOptions::default()).unwrap_err();
+    assert!(
+        e.render_plain().contains("character device"),
+        "{}",
+        e.render_plain()
+    );
+    let dir = std::env::temp_dir().join(format!("weft-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("policy.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = load(&fifo, &LoadOptions::default()).unwrap_err();
+        assert!(e.render_plain().contains("a FIFO"), "{}", e.render_plain());
+    } else {
+        eprintln!("skipped the FIFO half: mkfifo did not run");
+    }
+    // A sub-policy too.
+    let top = dir.join("top.yaml");
+    std::fs::write(
+        &top,
+        "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: t, type: leaf, parent: root}\n  - {name: p, type: attach, parent: root, policy: /dev/zero}\n",
+    )
+    .unwrap();
+    let e = load(&top, &LoadOptions::default()).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        e.render_plain().contains("character device"),
+        "{}",
+        e.render_plain()
+    );
+}

@@ -127,10 +127,77 @@ struct NotUtf8 {
     utf16: bool,
 }
 
+/// The most bytes a policy file (or sub-policy file) may have: far beyond any policy (a
+/// million-node one is about 100 MB of YAML only when generated; its sub-policies are files
+/// of their own), and small enough that `policy: /dev/zero` cannot exhaust memory.
+pub const MAX_POLICY_FILE_BYTES: u64 = 64 << 20;
+
 /// A policy file's text: YAML is UTF-8 here (the parser reads `str`), so other bytes are
-/// refused with the place of the first one, not read as something else.
+/// refused with the place of the first one, not read as something else. Only a regular file
+/// of at most [`MAX_POLICY_FILE_BYTES`] is read: a FIFO would block the reader for ever, a
+/// device (`/dev/zero`) would never end.
 fn read_policy(path: &Path) -> Result<String, Unreadable> {
-    utf8(std::fs::read(path).map_err(Unreadable::Io)?)
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(Unreadable::Io)?;
+    if !meta.is_file() {
+        return Err(Unreadable::Io(not_regular(meta.file_type())));
+    }
+    let f = std::fs::File::open(path).map_err(Unreadable::Io)?;
+    // Again on what was opened (the path may have changed in between).
+    let meta = f.metadata().map_err(Unreadable::Io)?;
+    if !meta.is_file() {
+        return Err(Unreadable::Io(not_regular(meta.file_type())));
+    }
+    if meta.len() > MAX_POLICY_FILE_BYTES {
+        return Err(Unreadable::Io(too_long_policy()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_POLICY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Unreadable::Io)?;
+    if bytes.len() as u64 > MAX_POLICY_FILE_BYTES {
+        return Err(Unreadable::Io(too_long_policy()));
+    }
+    utf8(bytes)
+}
+
+/// Why a policy path that is not a regular file is not read.
+fn not_regular(t: std::fs::FileType) -> std::io::Error {
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "something else"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = if t.is_dir() {
+        "a directory"
+    } else {
+        "something else"
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {kind}, not a regular file"),
+    )
+}
+
+/// Why a policy file over [`MAX_POLICY_FILE_BYTES`] is not read.
+fn too_long_policy() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("longer than {MAX_POLICY_FILE_BYTES} bytes"),
+    )
 }
 
 /// A policy's bytes as text, or where they stop being UTF-8.
