@@ -1160,8 +1160,12 @@ fn serve_metrics(s: TcpStream, sh: &Shared) -> io::Result<()> {
     )
 }
 
+/// A label value in Prometheus's text format: backslash, double quote and line feed
+/// escaped.
 fn label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The stats answer in Prometheus text format.
@@ -1196,6 +1200,38 @@ pub fn prometheus(stats: &Value) -> String {
     for (k, v) in stats["iface"].as_object().into_iter().flatten() {
         if v.is_number() {
             o += &format!("weft_iface_{k} {v}\n");
+        }
+    }
+    // Per tenant: frames received, drops by reason, what it holds.
+    o += "# TYPE weft_tenant_rx_frames_total counter\n# TYPE weft_tenant_rx_bytes_total counter\n";
+    o += "# TYPE weft_tenant_drops_total counter\n";
+    for t in stats["tenants"].as_array().into_iter().flatten() {
+        let l = format!(
+            "tenant=\"{}\",iface=\"{}\"",
+            label(t["name"].as_str().unwrap_or("")),
+            label(t["iface"].as_str().unwrap_or(""))
+        );
+        o += &format!("weft_tenant_rx_frames_total{{{l}}} {}\n", t["rx_frames"]);
+        o += &format!("weft_tenant_rx_bytes_total{{{l}}} {}\n", t["rx_bytes"]);
+        for (r, v) in t["drops"].as_object().into_iter().flatten() {
+            o += &format!(
+                "weft_tenant_drops_total{{{l},reason=\"{}\"}} {v}\n",
+                label(r)
+            );
+        }
+        for k in ["macs", "queues", "buffers"] {
+            if t[k].is_number() {
+                o += &format!("weft_tenant_{k}{{{l}}} {}\n", t[k]);
+            }
+        }
+    }
+    // Per port: every counter the port reports (receive ring, transmit ring, kernel drops).
+    for p in stats["ports"].as_array().into_iter().flatten() {
+        let l = format!("iface=\"{}\"", label(p["iface"].as_str().unwrap_or("")));
+        for (k, v) in p.as_object().into_iter().flatten() {
+            if v.is_number() {
+                o += &format!("weft_port_{k}{{{l}}} {v}\n");
+            }
         }
     }
     o
@@ -1523,6 +1559,34 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
+    }
+
+    #[test]
+    fn prometheus_has_series_per_tenant_and_port() {
+        let stats = json!({
+            "tenants": [{"tenant": 1, "name": "a\nb", "iface": "t1", "rx_frames": 9,
+                         "rx_bytes": 900, "drops": {"spoofed_source": 2, "no_queue": 1},
+                         "macs": 1, "queues": 3, "buffers": 4}],
+            "ports": [{"iface": "up", "backend": "af-packet", "rx_kernel_drops": 5,
+                       "tx_frames": 11}],
+        });
+        let text = prometheus(&stats);
+        for line in [
+            r#"weft_tenant_rx_frames_total{tenant="a\nb",iface="t1"} 9"#,
+            r#"weft_tenant_drops_total{tenant="a\nb",iface="t1",reason="spoofed_source"} 2"#,
+            r#"weft_tenant_queues{tenant="a\nb",iface="t1"} 3"#,
+            r#"weft_port_rx_kernel_drops{iface="up"} 5"#,
+            r#"weft_port_tx_frames{iface="up"} 11"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("backend"),
+            "a string is not a sample:\n{text}"
+        );
     }
 
     /// A second daemon cannot take over a running one's socket (the first could then never
