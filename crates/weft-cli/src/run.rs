@@ -74,6 +74,10 @@ pub struct RunArgs {
     /// Frame buffers held for each tenant (default: half of --buffers, split evenly).
     #[arg(long, value_name = "N")]
     reserved_buffers: Option<u32>,
+    /// Log lines on stderr: `text` (one line each: time, level, message, fields) or `json`
+    /// (one JSON object each, for a log collector).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
     /// Run in a cgroup of its own (`weft-PID`) with this CPU weight, 1-10000 (a default
     /// group weighs 100), so the loop gets its core on a busy host: with autogroup
     /// scheduling, `nice` alone orders tasks only within their session. 0: stay where
@@ -316,7 +320,23 @@ fn tenant_macs(flags: &[String]) -> Result<(Vec<String>, Vec<Vec<Mac>>), String>
     Ok((plain, macs))
 }
 
+/// The daemon's structured log on stderr (`--log-format`); `RUST_LOG`-style filtering is
+/// not offered: the daemon logs only what an operator acts on, at a bounded rate.
+fn init_log(format: &str) {
+    let b = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO);
+    // A second init (tests that run `run` twice in one process) keeps the first.
+    let _ = if format == "json" {
+        b.json().flatten_event(true).try_init()
+    } else {
+        b.with_ansi(false).try_init()
+    };
+}
+
 fn run(a: RunArgs) -> Result<(), Fail> {
+    init_log(&a.log_format);
     let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
     let (plain, macs) = tenant_macs(&a.tenant).map_err(usage)?;
     let tenants = crate::tenant_pairs(&plain).map_err(usage)?;
@@ -412,7 +432,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     match weft_nic::offload::prepare_ports(&ports, fix) {
         Ok(lines) => lines
             .iter()
-            .for_each(|l| crate::out::errln!("weft run: {l}")),
+            .for_each(|l| tracing::info!(check = "offloads", "{l}")),
         Err(e @ weft_nic::offload::PrepareError::OffloadsOn(_)) => {
             return Err(usage(e.to_string()))
         }

@@ -559,7 +559,17 @@ fn ask(sh: &Shared, req: Value) -> Value {
     };
     match prepared {
         Ok(payload) => ask_loop(sh, req, payload),
-        Err(answer) => answer,
+        Err(answer) => {
+            if req["cmd"] == "reload" {
+                // The operator's log says why, as the client was told (redacted the same way).
+                tracing::warn!(
+                    policy = req["policy"].as_str().unwrap_or_default(),
+                    error = answer["error"].as_str().unwrap_or_default(),
+                    "reload refused; the running policy is untouched"
+                );
+            }
+            answer
+        }
     }
 }
 

@@ -981,17 +981,19 @@ pub fn run(
         });
         match placed {
             Ok((p, mounted)) => {
-                eprintln!(
-                    "weft run: in cgroup {} with CPU weight {w} (a default group weighs 100)",
-                    p.group().display()
+                tracing::info!(
+                    cgroup = %p.group().display(),
+                    cpu_weight = w,
+                    "runs in a cgroup of its own (a default group weighs 100)"
                 );
                 // The placement first (back to the root group), then the mount.
                 Some((p, mounted))
             }
             Err(e) => {
-                eprintln!(
-                    "weft run: warning: no cgroup of its own ({e}); on a busy host the loop \
-                     gets its session's share of a core (--cpu-weight 0 silences this)"
+                tracing::warn!(
+                    error = %e,
+                    "no cgroup of its own: on a busy host the loop gets its session's share \
+                     of a core (--cpu-weight 0 silences this)"
                 );
                 None
             }
@@ -1589,12 +1591,14 @@ impl State {
                     self.cfg.isolation.macs_per_tenant, self.cfg.isolation.mac_age_s
                 ),
             };
-            eprintln!(
-                "weft run: tenant {} ({name}): dropped a frame from source {}: {reason} ({} \
-                 such frames so far)",
-                t + 1,
-                fmt_mac(&src),
-                self.c.source_rejects[t][why.index()]
+            tracing::warn!(
+                tenant = t + 1,
+                tenant_name = %name,
+                source = %fmt_mac(&src),
+                rule = why.name(),
+                count = self.c.source_rejects[t][why.index()],
+                "dropped a frame whose source address the port may not use: {reason} \
+                 (logged at most once a second per tenant)"
             );
         }
     }
@@ -1689,10 +1693,10 @@ impl State {
             (false, None) => {
                 self.uplink_down_since = Some(now);
                 self.c.uplink_downs += 1;
-                eprintln!(
-                    "weft run: uplink `{}` is down: departures wait (queues fill, then drop \
-                     with counted reasons)",
-                    self.cfg.uplink
+                tracing::warn!(
+                    uplink = %self.cfg.uplink,
+                    "uplink is down: departures wait (queues fill, then drop with counted \
+                     reasons)"
                 );
             }
             (true, Some(t)) => {
@@ -1701,10 +1705,10 @@ impl State {
                 self.uplink_down_since = None;
                 // The link was idle, not late: pacing starts again from now.
                 self.next_free_ps = self.next_free_ps.max(now);
-                eprintln!(
-                    "weft run: uplink `{}` is up again after {:.1} s",
-                    self.cfg.uplink,
-                    ms as f64 / 1e3
+                tracing::info!(
+                    uplink = %self.cfg.uplink,
+                    down_s = ms as f64 / 1e3,
+                    "uplink is up again"
                 );
             }
             _ => {}
@@ -2110,12 +2114,13 @@ impl State {
         // The daemon's log says what runs now, and the client hears what `weft run` would
         // have warned of had it started with this policy (frames it will drop unclassified).
         let warnings = tenant_warnings(&self.prog, &self.cfg.tenants);
-        eprintln!(
-            "weft run: reloaded policy {} (generation {})",
-            self.prog.name, self.generation
+        tracing::info!(
+            policy = %self.prog.name,
+            generation = self.generation,
+            "reloaded policy"
         );
         for w in &warnings {
-            eprintln!("weft run: warning: {w}");
+            tracing::warn!(policy = %self.prog.name, "{w}");
         }
         json!({"ok": true, "policy": self.prog.name, "generation": self.generation,
                "warnings": warnings})
