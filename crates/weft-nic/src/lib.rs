@@ -20,6 +20,7 @@ pub mod afxdp;
 pub mod clock;
 pub mod ctl;
 pub mod dataplane;
+pub mod fuzzing;
 pub mod iface;
 pub mod isolation;
 pub mod offload;
