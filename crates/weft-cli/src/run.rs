@@ -34,7 +34,7 @@ pub enum NicCommand {
     ///   ip netns exec nic weft run --policy fair.yaml --uplink up --rate 500mbit \
     ///       --tenant a=t1 --tenant b=t2
     #[command(verbatim_doc_comment)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Talk to a running `weft run`: stats, reload, stop.
     #[command(subcommand)]
     Ctl(CtlCommand),
@@ -293,7 +293,7 @@ pub enum TestbedCommand {
 
 pub fn main(c: NicCommand) -> Result<(), Fail> {
     match c {
-        NicCommand::Run(a) => run(a),
+        NicCommand::Run(a) => run(*a),
         NicCommand::Ctl(c) => ctl_cmd(c),
         NicCommand::Testbed(t) => testbed_cmd(t),
     }

@@ -45,7 +45,9 @@ pub struct Placement {
 /// Errors name the path and what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
-    #[error("no cgroup CPU controller found (looked for {v2}/cgroup.controllers with `cpu`, and {v1})")]
+    #[error(
+        "no cgroup CPU controller found (looked for {v2}/cgroup.controllers with `cpu`, and {v1})"
+    )]
     NoController { v2: String, v1: String },
     #[error("{what} {path}: {source}")]
     Io {
@@ -53,7 +55,9 @@ pub enum PlacementError {
         path: String,
         source: io::Error,
     },
-    #[error("--cpu-weight {0}: between 1 and 10000 (the cgroup v2 scale; 100 is a default group's)")]
+    #[error(
+        "--cpu-weight {0}: between 1 and 10000 (the cgroup v2 scale; 100 is a default group's)"
+    )]
     Weight(u32),
 }
 
