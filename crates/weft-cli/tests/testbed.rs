@@ -1,5 +1,8 @@
-//! Real-traffic acceptance tests of the software NIC (issue 5, item 5): `weft testbed run`
-//! in network namespaces, real TCP (iperf3) over an uplink paced at 500 Mbit/s.
+//! Real-traffic acceptance tests of the software NIC: `weft testbed run` in network
+//! namespaces, real TCP (iperf3) over an uplink paced at 500 Mbit/s. A run during which
+//! processes outside the testbed took more than a fifth of a CPU (`foreign_cpu` in the
+//! report) measures the machine, not weft: the throughput tests then print why and skip
+//! (the destination limit retries once first), rather than pass or fail on a starved run.
 //!
 //! The uplink runs at 500 Mbit/s in every build: the workspace optimizes weft-core and
 //! weft-nic in test builds too (`profile.dev.package`), so `cargo test --workspace` forwards
@@ -31,6 +34,25 @@ fn weft_result(r: &Value) -> &Value {
     &r["results"][0]
 }
 
+/// CPUs the processes outside the testbed may take during a run before it counts as
+/// starved (the testbed's applications and weft share 2 cores).
+const MAX_FOREIGN_CPUS: f64 = 0.2;
+
+/// Why a run (weft's or HTB's) says nothing about weft: processes outside the testbed took
+/// more CPU than [`MAX_FOREIGN_CPUS`] while it measured (`foreign_cpu` in the report).
+fn starved(r: &Value) -> Option<String> {
+    r["results"].as_array().into_iter().flatten().find_map(|m| {
+        let cpus = m["foreign_cpu"].as_f64().unwrap_or(f64::INFINITY);
+        (cpus > MAX_FOREIGN_CPUS).then(|| {
+            format!(
+                "processes outside the testbed took {cpus} CPUs during the {} run (more \
+                     than {MAX_FOREIGN_CPUS}): the machine, not weft, would be measured",
+                m["scheduler"].as_str().unwrap_or("?")
+            )
+        })
+    })
+}
+
 #[test]
 fn two_equal_tenants_1_vs_8_flows_jain_at_least_0_98() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -40,6 +62,10 @@ fn two_equal_tenants_1_vs_8_flows_jain_at_least_0_98() {
     }
     let prefix = format!("wtf{}", std::process::id() % 100_000);
     let r = run_experiment("fair-1v8", &prefix, Duration::from_secs(60));
+    if let Some(why) = starved(&r) {
+        println!("skipped: {why}");
+        return;
+    }
     let w = weft_result(&r);
     println!("{}", serde_json::to_string(&w["tenants"]).unwrap());
     let jain = w["jain"].as_f64().unwrap();
@@ -60,6 +86,10 @@ fn weights_1_2_3_within_5_percent() {
     }
     let prefix = format!("wtw{}", std::process::id() % 100_000);
     let r = run_experiment("weights-123", &prefix, Duration::from_secs(60));
+    if let Some(why) = starved(&r) {
+        println!("skipped: {why}");
+        return;
+    }
     let w = weft_result(&r);
     println!("{}", serde_json::to_string(&w["tenants"]).unwrap());
     let err = w["max_rel_error"].as_f64().unwrap();
@@ -79,6 +109,14 @@ fn per_destination_limit_holds_within_2_percent() {
     for attempt in 1..=2 {
         let prefix = format!("wtl{attempt}{}", std::process::id() % 10_000);
         let r = run_experiment("dest-limit", &prefix, Duration::from_secs(60));
+        if let Some(why) = starved(&r) {
+            println!("attempt {attempt} starved, not judged: {why}");
+            if attempt == 2 {
+                println!("skipped: every attempt was starved");
+                return;
+            }
+            continue;
+        }
         let w = weft_result(&r);
         println!("attempt {attempt}: {} {}", w["limit"], w["leaf_mbps"]);
         let err = w["limit"]["rel_error"].as_f64().unwrap();
@@ -244,8 +282,6 @@ fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
         return;
     }
     const ATTEMPTS: u32 = 4;
-    /// CPUs the processes outside the testbed may take before a phase counts as starved.
-    const MAX_FOREIGN_CPUS: f64 = 0.2;
     let mut failures = Vec::new();
     let mut starved = Vec::new();
     for attempt in 1..=ATTEMPTS {

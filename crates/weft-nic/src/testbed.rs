@@ -1120,6 +1120,8 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     std::thread::sleep(Duration::from_millis(300));
     let pid = daemon.as_ref().map(|d| d.0.id());
     let cpu0 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
+    // What processes outside the testbed take meanwhile: a run they starve measures them.
+    let foreign = ForeignCpu::start(&tb.namespaces());
     let t0 = Instant::now();
     let mut clients = Vec::new();
     for (i, t) in exp.tenants.iter().enumerate() {
@@ -1200,6 +1202,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         }));
     }
     let elapsed = t0.elapsed().as_secs_f64();
+    let foreign_cpu = foreign.stop();
     let cpu1 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
@@ -1305,6 +1308,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         "max_rel_error": (max_rel_err * 1e4).round() / 1e4,
         "weft_cpu_pct": weft_cpu,
         "system_cpu_pct": sys_cpu,
+        "foreign_cpu": foreign_cpu,
         "tenants": tenants,
         "weft_stats": stats,
     }))
