@@ -1871,7 +1871,10 @@ fn run_latency(
             sockperf(&tb, exp, &dst, s)
         }
     };
+    let namespaces = tb.namespaces();
+    let cpu = ForeignCpu::start(&namespaces);
     let idle = probe(4)?;
+    let foreign_idle = cpu.stop();
     // weft's timing histograms of the idle phase; then a fresh start for the loaded one.
     let timing_idle = match daemon {
         Some(_) => {
@@ -1904,7 +1907,9 @@ fn run_latency(
         )?);
     }
     std::thread::sleep(Duration::from_secs(exp.warmup_s as u64));
+    let cpu = ForeignCpu::start(&namespaces);
     let loaded = probe(exp.seconds)?;
+    let foreign_loaded = cpu.stop();
     let stats = match daemon {
         Some(mut d) => {
             let s = crate::ctl::request(sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
@@ -1929,6 +1934,7 @@ fn run_latency(
         "app": if exp.memcached { "memcached (memaslap)" } else { "sockperf ping-pong" },
         "loaded_over_idle": key,
         "p99_loaded_over_idle": ratio,
+        "foreign_cpu": {"idle": foreign_idle, "loaded": foreign_loaded},
         "weft_timing_idle": timing_idle,
         "weft_stats": stats,
     }))
