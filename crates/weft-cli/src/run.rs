@@ -212,6 +212,8 @@ pub enum TestbedCommand {
     ///                other tenant's 8 iperf3 flows (p50/p99, loaded over idle);
     ///   memcached    the same with memcached and memaslap (Debian's libmemcached-tools);
     ///   rogue        tenant 1 also posts to foreign and invalid queues (refusals counted);
+    ///   spoof        tenant 2 also sends frames with tenant 1's source MAC (dropped and
+    ///                counted; tenant 1's return traffic stays its own);
     ///   reload       halfway, an invalid policy, then weights 1:1 -> 1:3 (nothing lost).
     ///
     /// Root only. Installs iperf3, ethtool, sockperf, memcached with apt-get when missing.

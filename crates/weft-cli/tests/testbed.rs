@@ -160,6 +160,44 @@ fn rogue_tenant_is_refused_and_counted_while_shares_hold() {
     assert_balanced(s);
 }
 
+/// Real traffic for return-path isolation: while both tenants run 4 iperf3 flows each,
+/// tenant 2 also sends a hundred frames a second with tenant 1's source MAC address. They
+/// are dropped and counted against tenant 2 (`spoofed_source`), tenant 1's ACKs keep coming
+/// back to tenant 1, and the two keep equal shares (each within 5 % of its half).
+#[test]
+fn a_spoofing_tenant_cannot_take_the_other_tenants_return_traffic() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason("wtprobe") {
+        println!("skipped: {why}");
+        return;
+    }
+    let python = Command::new("python3")
+        .arg("-c")
+        .arg("import socket")
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        println!("skipped: python3 (the spoofer) not found");
+        return;
+    }
+    let prefix = format!("wtm{}", std::process::id() % 100_000);
+    let r = run_experiment("spoof", &prefix, Duration::from_secs(60));
+    if let Some(why) = starved(&r) {
+        println!("skipped: {why}");
+        return;
+    }
+    let w = weft_result(&r);
+    let s = &w["weft_stats"];
+    println!("{} {}", w["tenants"], s["tenants"]);
+    let spoofed = s["tenants"][1]["drops"]["spoofed_source"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(spoofed >= 100, "tenant 2's spoofed frames: {spoofed}: {s}");
+    assert_eq!(s["tenants"][0]["drops"]["spoofed_source"], 0, "{s}");
+    let err = w["max_rel_error"].as_f64().unwrap();
+    assert!(err <= 0.05, "max relative error {err} > 5%: {w}");
+    assert_balanced(s);
+}
+
 #[test]
 fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -691,6 +691,9 @@ pub struct Experiment {
     pub limit: Option<(String, u64)>,
     /// weft only: `weft run --rogue N` (1-based).
     pub rogue: Option<usize>,
+    /// This tenant (1-based) also sends, a hundred a second, UDP frames whose source is
+    /// tenant 1's MAC address (`spoof`: return-path isolation).
+    pub spoof: Option<usize>,
     /// weft only: halfway through the measurement, try an invalid policy (must be refused
     /// with the running one untouched), then reload with these weights.
     pub reload_weights: Option<Vec<u64>>,
@@ -758,12 +761,13 @@ pub const SOCKPERF_PORT: u16 = 11111;
 const LIMIT_PRIO_BURST: u64 = 4 * 1514;
 
 impl Experiment {
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
         "limit-priority",
         "rogue",
+        "spoof",
         "reload",
         "latency",
         "memcached",
@@ -787,6 +791,7 @@ impl Experiment {
                 .unwrap_or(20),
             limit: None,
             rogue: None,
+            spoof: None,
             reload_weights: None,
             latency: false,
             ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v2".into()),
@@ -833,6 +838,10 @@ impl Experiment {
             "rogue" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
                 e.rogue = Some(1);
+            }
+            "spoof" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.spoof = Some(2);
             }
             "latency" => {
                 e.tenants = vec![t(1, 0), t(1, 8)];
@@ -1124,6 +1133,10 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     let foreign = ForeignCpu::start(&tb.namespaces());
     let t0 = Instant::now();
     let mut clients = Vec::new();
+    let _spoofer = match exp.spoof {
+        Some(k) => Some(spoofer(&tb, k, exp.seconds + exp.warmup_s + 2)?),
+        None => None,
+    };
     for (i, t) in exp.tenants.iter().enumerate() {
         let i = i + 1;
         clients.push(Child::spawn(
@@ -1312,6 +1325,29 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         "tenants": tenants,
         "weft_stats": stats,
     }))
+}
+
+/// In tenant `k`'s namespace, a process that sends a UDP frame with tenant 1's source MAC
+/// address every 10 ms for `seconds` (raw `AF_PACKET`, from Python's standard library):
+/// what a tenant that wants another's return traffic does.
+fn spoofer(tb: &Testbed, k: usize, seconds: u32) -> R<Child> {
+    let victim = nsx(&tb.tenant(1), &["cat", "/sys/class/net/eth0/address"])?;
+    const SCRIPT: &str = "import socket,sys,time\n\
+        src=bytes.fromhex(sys.argv[1].strip().replace(':',''))\n\
+        f=bytes.fromhex('020000000099')+src+bytes.fromhex('0800'\
+        '4500001c0000400040110000c0a80001c0a80002'\
+        'd431d43100080000')\n\
+        s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+        s.bind(('eth0',0))\n\
+        end=time.time()+float(sys.argv[2])\n\
+        while time.time()<end:\n s.send(f)\n time.sleep(0.01)\n";
+    Child::spawn(
+        Command::new("ip")
+            .args(["netns", "exec", &tb.tenant(k), "python3", "-c", SCRIPT])
+            .arg(victim.trim())
+            .arg(seconds.to_string())
+            .stdout(Stdio::null()),
+    )
 }
 
 /// Percentiles (µs) from sockperf's summary.
