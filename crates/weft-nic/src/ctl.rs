@@ -626,7 +626,8 @@ fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
         .name("weft-reload".into())
         .spawn(move || {
             let _place = place;
-            let r = match check_policy_files(&file, limit) {
+            let peer = Peer::from_json(&req["peer"]);
+            let r = match check_policy_files(&file, limit, peer.as_ref()) {
                 Err(line) => Err(json!({"ok": false, "error": line})),
                 Ok(()) => prepare(&req).map_err(|mut answer| {
                     if let Some(e) = answer["error"].as_str() {
@@ -716,6 +717,99 @@ fn too_large(path: &Path, size: Option<u64>, limit: u64, before: u64) -> String 
                 "{s} bytes"
             )),
         ),
+    }
+}
+
+/// A control client, as `SO_PEERCRED` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Peer {
+    fn from_json(v: &Value) -> Option<Peer> {
+        let n = |k: &str| v[k].as_u64().and_then(|x| u32::try_from(x).ok());
+        Some(Peer {
+            pid: n("pid")?,
+            uid: n("uid")?,
+            gid: n("gid")?,
+        })
+    }
+
+    /// Its supplementary groups (`/proc/PID/status`), empty if unknown.
+    fn groups(&self) -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .ok()
+            .and_then(|s| {
+                let l = s.lines().find(|l| l.starts_with("Groups:"))?;
+                Some(
+                    l["Groups:".len()..]
+                        .split_whitespace()
+                        .filter_map(|g| g.parse().ok())
+                        .collect(),
+                )
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The credentials of the process at the other end of `s`.
+fn peer_of(s: &UnixStream) -> Option<Peer> {
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `c` is a valid ucred of `len` bytes; the kernel writes at most `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut c as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(Peer {
+        pid: c.pid as u32,
+        uid: c.uid,
+        gid: c.gid,
+    })
+}
+
+/// Whether `peer` may read the file of metadata `m` by its mode bits (owner, group with
+/// its supplementary groups, others); root may read anything; a client the kernel could
+/// not name may read only what everyone may. (Access lists and the directories on the way
+/// are not checked.)
+fn may_read(
+    peer: Option<&Peer>,
+    m: &std::fs::Metadata,
+    path: &Path,
+) -> Result<(), PolicyFileError> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = m.mode();
+    let ok = match peer {
+        Some(p) if p.uid == 0 => true,
+        Some(p) if p.uid == m.uid() => mode & 0o400 != 0,
+        Some(p) if p.gid == m.gid() || p.groups().contains(&m.gid()) => mode & 0o040 != 0,
+        _ => mode & 0o004 != 0,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(PolicyFileError::Open {
+            path: path.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "the client ({}) may not read it, so the daemon does not either",
+                    peer.map_or("uid unknown".to_string(), |p| format!("uid {}", p.uid))
+                ),
+            ),
+        })
     }
 }
 
@@ -809,7 +903,7 @@ fn diagnostic_line(file: &str, line: usize, col: usize, rule: Rule, message: &st
 /// most `limit` bytes read in all, before the compiler reads them: so a sub-policy that is a
 /// FIFO or `/dev/zero` is refused too. `Err` is the diagnostic line that says why (the
 /// compiler says what else is wrong).
-fn check_policy_files(path: &Path, limit: u64) -> Result<(), String> {
+fn check_policy_files(path: &Path, limit: u64, peer: Option<&Peer>) -> Result<(), String> {
     let mut left = limit;
     let mut seen = HashSet::new();
     /// Where a sub-policy is attached: its including file, line and column.
@@ -819,7 +913,12 @@ fn check_policy_files(path: &Path, limit: u64) -> Result<(), String> {
         if !seen.insert(std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone())) {
             continue; // read already (a cycle the compiler names)
         }
-        let bytes = match read_within(&file, left, limit) {
+        let readable = std::fs::metadata(&file).map_or(Ok(()), |m| {
+            may_read(peer, &m, &file).map_err(|e| e.to_string())
+        });
+        let bytes = match readable
+            .and_then(|()| read_within(&file, left, limit).map_err(|e| e.to_string()))
+        {
             Ok(b) => b,
             Err(e) => {
                 return Err(match from {
@@ -1139,7 +1238,20 @@ fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
     )?;
     let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
     let answer = match serde_json::from_slice::<Value>(line) {
-        Ok(req) => ask(sh, req),
+        Ok(mut req) => {
+            // Who asks, as the kernel says (whatever the request claims): a reload reads
+            // only files this client may read itself.
+            if let Some(obj) = req.as_object_mut() {
+                obj.insert(
+                    "peer".into(),
+                    peer_of(&s).map_or(
+                        Value::Null,
+                        |p| json!({"pid": p.pid, "uid": p.uid, "gid": p.gid}),
+                    ),
+                );
+            }
+            ask(sh, req)
+        }
         Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
     };
     let text = format!("{answer}\n");
@@ -1734,8 +1846,8 @@ mod tests {
         )
         .unwrap();
         let main_len = std::fs::metadata(&main).unwrap().len();
-        assert_eq!(check_policy_files(&main, main_len + 300), Ok(()));
-        let e = check_policy_files(&main, main_len + 100).unwrap_err();
+        assert_eq!(check_policy_files(&main, main_len + 300, None), Ok(()));
+        let e = check_policy_files(&main, main_len + 100, None).unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(
             e.starts_with(&format!(

@@ -520,3 +520,62 @@ fn the_control_socket_is_not_world_writable() {
     drop(server);
     assert!(!sock.exists());
 }
+
+/// A reload reads only files its client may read itself (`SO_PEERCRED`): a member of the
+/// socket's group (here: anyone, the socket opened to all for the test) cannot have the root
+/// daemon compile a root-only file, and can reload one it may read.
+#[test]
+fn a_reload_reads_only_files_its_client_may_read() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: needs root (the daemon) and setpriv (an unprivileged client)");
+        return;
+    }
+    let setpriv = Command::new("setpriv").arg("--version").output();
+    let python = Command::new("python3")
+        .arg("-c")
+        .arg("import socket")
+        .status();
+    if !setpriv.is_ok_and(|o| o.status.success()) || !python.is_ok_and(|s| s.success()) {
+        println!("skipped: setpriv or python3 not found");
+        return;
+    }
+    let d = Daemon::start("peer", false);
+    std::fs::set_permissions(&d.dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let secret = d.dir.0.join("secret.yaml");
+    let public = d.dir.0.join("public.yaml");
+    for (p, mode) in [(&secret, 0o600), (&public, 0o644)] {
+        std::fs::write(p, POLICY).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    const CLIENT: &str = "import socket,sys,json\n\
+        s=socket.socket(socket.AF_UNIX)\n\
+        s.connect(sys.argv[1])\n\
+        s.sendall((json.dumps({'cmd':'reload','policy':sys.argv[2]})+'\\n').encode())\n\
+        print(s.makefile().readline())\n";
+    let as_nobody = |file: &Path| -> Value {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["/usr/bin/python3", "-c", CLIENT])
+            .arg(&d.sock)
+            .arg(file)
+            .output()
+            .expect("client runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "no answer ({e}): {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let a = as_nobody(&secret);
+    assert_eq!(a["ok"], false, "{a}");
+    assert!(
+        a["error"].as_str().unwrap().contains("may not read it"),
+        "{a}"
+    );
+    let a = as_nobody(&public);
+    assert_eq!(a["ok"], true, "{a}");
+}
