@@ -290,6 +290,18 @@ pub fn link_up(name: &str) -> Option<bool> {
     ))
 }
 
+/// The per-tenant drop reasons of `ctl stats` `tenants[i].drops`, in the order
+/// `State::tenant_drops` gives them.
+const TENANT_DROPS: [&str; 7] = [
+    "spoofed_source",
+    "group_source",
+    "unconfigured_source",
+    "mac_table_full",
+    "no_queue",
+    "no_buffer",
+    "reverse_dropped",
+];
+
 /// How often the loop reads the uplink's link state, ps (100 ms).
 pub const LINK_CHECK_PS: u64 = 100_000_000_000;
 
@@ -807,6 +819,8 @@ struct State {
     /// it is down: the policy's queues hold (and, full, drop with counted reasons) what
     /// would have been sent into a dead link and counted as sent.
     uplink_down_since: Option<u64>,
+    /// Per tenant: its drop counters when last logged ([`State::log_tenant_drops`]).
+    drops_logged: Vec<[u64; 7]>,
     rev: Reverse,
     /// The reverse path goes next if both directions wait (they alternate).
     reverse_turn: bool,
@@ -1114,6 +1128,7 @@ fn loop_ports(
         ),
         source_logged_ps: vec![0; cfg.tenants.len()],
         uplink_down_since: None,
+        drops_logged: vec![[0; 7]; cfg.tenants.len()],
         rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
         reverse_turn: false,
         c: DpCounters {
@@ -1226,6 +1241,7 @@ fn loop_ports(
                 next_sample_ps = now + 1_000_000_000_000;
                 st.sample(now);
                 st.reclaim(now);
+                st.log_tenant_drops();
             }
             if STOP.load(Ordering::Relaxed) || stop.load(Ordering::Relaxed) {
                 break;
@@ -1684,6 +1700,46 @@ impl State {
             self.reverse_turn = true;
         }
         sent > 0
+    }
+
+    /// A tenant's drop counters, in [`TENANT_DROPS`] order.
+    fn tenant_drops(&self, t: usize) -> [u64; 7] {
+        let c = &self.c;
+        let s = c.source_rejects[t];
+        [
+            s[0],
+            s[1],
+            s[2],
+            s[3],
+            c.tenant_no_queue[t],
+            c.tenant_no_buffer[t],
+            c.tenant_reverse_dropped[t],
+        ]
+    }
+
+    /// Once a second: one log line per tenant whose frames were dropped since the last,
+    /// by reason (a flood of new flows shows as `no_queue`, of frames as `no_buffer`, of
+    /// source addresses as `mac_table_full`).
+    fn log_tenant_drops(&mut self) {
+        for t in 0..self.drops_logged.len() {
+            let now = self.tenant_drops(t);
+            let was = std::mem::replace(&mut self.drops_logged[t], now);
+            if now == was {
+                continue;
+            }
+            let by: Vec<String> = TENANT_DROPS
+                .iter()
+                .zip(now.iter().zip(was))
+                .filter(|(_, (n, w))| **n > *w)
+                .map(|(k, (n, w))| format!("{k}={}", n - w))
+                .collect();
+            tracing::warn!(
+                tenant = t + 1,
+                tenant_name = %self.cfg.tenants[t].0,
+                drops = %by.join(" "),
+                "dropped the tenant's frames in the last second"
+            );
+        }
     }
 
     /// Reads the uplink's link state; logs and counts a change.
@@ -2246,15 +2302,12 @@ impl State {
                             .collect()
                     })
                     .unwrap_or_default();
-                let c = &self.c;
-                let mut drops: serde_json::Map<String, Value> = SourceReject::NAMES
+                let drops: serde_json::Map<String, Value> = TENANT_DROPS
                     .iter()
-                    .zip(c.source_rejects[i])
+                    .zip(self.tenant_drops(i))
                     .map(|(k, n)| (k.to_string(), json!(n)))
                     .collect();
-                drops.insert("no_queue".into(), json!(c.tenant_no_queue[i]));
-                drops.insert("no_buffer".into(), json!(c.tenant_no_buffer[i]));
-                drops.insert("reverse_dropped".into(), json!(c.tenant_reverse_dropped[i]));
+                let c = &self.c;
                 json!({"tenant": i + 1, "name": name, "iface": ifn,
                     "rx_frames": c.rx_frames[i], "rx_bytes": c.rx_bytes[i],
                     "drops": drops, "macs": self.macs.owned(i),
@@ -2378,6 +2431,11 @@ mod tests {
         assert!(claim_interface("no-such-if0", "--uplink x")
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn tenant_drop_names_begin_with_the_source_refusals() {
+        assert_eq!(TENANT_DROPS[..4], SourceReject::NAMES);
     }
 
     #[test]
