@@ -55,10 +55,12 @@ pub struct RunArgs {
     #[arg(long)]
     rate: String,
     /// A tenant: NAME=IFACE; repeatable. Tenant ids follow the order given (1, 2, ...).
+    /// `NAME=IFACE,ip=PREFIX[,ip=...]` lists the IP prefixes its frames' source addresses
+    /// (IPv4, IPv6, ARP's sender) must lie in (others are dropped and counted).
     /// `NAME=IFACE,mac=MAC[,mac=MAC...]` lists the only source addresses the port may use;
     /// without `mac=` a port learns its addresses from its frames and keeps them (no other
     /// port may use them: such frames are dropped and counted).
-    #[arg(long, value_name = "NAME=IFACE[,mac=MAC]", required = true)]
+    #[arg(long, value_name = "NAME=IFACE[,mac=MAC][,ip=PREFIX]", required = true)]
     tenant: Vec<String>,
     /// Source addresses a port without `mac=` may learn; one idle for --mac-age-s makes room
     /// for a new one, else frames from a new address are dropped and counted.
@@ -301,25 +303,37 @@ pub fn main(c: NicCommand) -> Result<(), Fail> {
     }
 }
 
-/// Splits `--tenant NAME=IFACE,mac=MAC,...` into `NAME=IFACE` and each tenant's addresses.
-fn tenant_macs(flags: &[String]) -> Result<(Vec<String>, Vec<Vec<Mac>>), String> {
-    let mut plain = Vec::with_capacity(flags.len());
-    let mut macs = Vec::with_capacity(flags.len());
+/// Each tenant's `--tenant` options: the `NAME=IFACE` part, its `mac=` addresses and its
+/// `ip=` prefixes.
+type TenantOptions = (Vec<String>, Vec<Vec<Mac>>, Vec<Vec<isolation::Prefix>>);
+
+/// Splits `--tenant NAME=IFACE,mac=MAC,ip=PREFIX,...` into `NAME=IFACE`, each tenant's
+/// addresses and its prefixes.
+fn tenant_macs(flags: &[String]) -> Result<TenantOptions, String> {
+    let (mut plain, mut macs, mut ips) = (Vec::new(), Vec::new(), Vec::new());
     for f in flags {
         let mut parts = f.split(',');
         plain.push(parts.next().unwrap_or_default().to_string());
-        let mut own = Vec::new();
+        let (mut own, mut nets) = (Vec::new(), Vec::new());
         for p in parts {
-            let m = p
-                .strip_prefix("mac=")
-                .ok_or_else(|| format!("--tenant `{f}`: `{p}`: expected mac=MAC"))?;
-            own.push(isolation::parse_mac(m).ok_or_else(|| {
-                format!("--tenant `{f}`: `{m}` is not a MAC address (aa:bb:cc:dd:ee:ff)")
-            })?);
+            if let Some(m) = p.strip_prefix("mac=") {
+                own.push(isolation::parse_mac(m).ok_or_else(|| {
+                    format!("--tenant `{f}`: `{m}` is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                })?);
+            } else if let Some(n) = p.strip_prefix("ip=") {
+                nets.push(isolation::Prefix::parse(n).ok_or_else(|| {
+                    format!("--tenant `{f}`: `{n}` is not an IP prefix (10.0.1.0/24, fd00::5)")
+                })?);
+            } else {
+                return Err(format!(
+                    "--tenant `{f}`: `{p}`: expected mac=MAC or ip=PREFIX"
+                ));
+            }
         }
         macs.push(own);
+        ips.push(nets);
     }
-    Ok((plain, macs))
+    Ok((plain, macs, ips))
 }
 
 /// The daemon's structured log on stderr (`--log-format`); `RUST_LOG`-style filtering is
@@ -340,7 +354,7 @@ fn init_log(format: &str) {
 fn run(a: RunArgs) -> Result<(), Fail> {
     init_log(&a.log_format);
     let rate_bps = units::parse_rate(&a.rate).map_err(|e| usage(format!("--rate: {e}")))?;
-    let (plain, macs) = tenant_macs(&a.tenant).map_err(usage)?;
+    let (plain, macs, ips) = tenant_macs(&a.tenant).map_err(usage)?;
     let tenants = crate::tenant_pairs(&plain).map_err(usage)?;
     let backend = dataplane::Backend::parse(&a.backend)
         .ok_or_else(|| usage(format!("--backend `{}`", a.backend)))?;
@@ -405,6 +419,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         cpu_weight: (a.cpu_weight > 0).then_some(a.cpu_weight),
         isolation: dataplane::IsolationConfig {
             macs,
+            ips,
             macs_per_tenant: a.macs_per_tenant as usize,
             mac_age_s: a.mac_age_s,
             reserved_queues: a.reserved_queues,

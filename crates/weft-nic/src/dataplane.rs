@@ -79,7 +79,9 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::{DropReason, Engine, FlowHandle, FlowQueue, Packet, Update};
 
 use crate::afpacket::{PacketSocket, RingConfig};
-use crate::isolation::{fmt_mac, Budget, Destination, Mac, MacTable, SourceReject};
+use crate::isolation::{
+    fmt_mac, source_ip, Budget, Destination, Mac, MacTable, Prefix, SourceReject,
+};
 
 /// Where frames come from and go to: an AF_PACKET socket in production, memory in tests
 /// (so the loop's conservation and robustness are tested without root).
@@ -292,11 +294,12 @@ pub fn link_up(name: &str) -> Option<bool> {
 
 /// The per-tenant drop reasons of `ctl stats` `tenants[i].drops`, in the order
 /// `State::tenant_drops` gives them.
-const TENANT_DROPS: [&str; 7] = [
+const TENANT_DROPS: [&str; 8] = [
     "spoofed_source",
     "group_source",
     "unconfigured_source",
     "mac_table_full",
+    "ip_source",
     "no_queue",
     "no_buffer",
     "reverse_dropped",
@@ -413,6 +416,9 @@ pub struct IsolationConfig {
     /// Per tenant (in `--tenant` order): the source MACs its port may use (`mac=` in
     /// `--tenant`); empty: learned and pinned. Shorter than the tenants: the rest learn.
     pub macs: Vec<Vec<Mac>>,
+    /// Per tenant: the IP prefixes its frames' source addresses must lie in (`ip=` in
+    /// `--tenant`); empty: not checked.
+    pub ips: Vec<Vec<Prefix>>,
     /// Addresses a port may learn (`--macs-per-tenant`).
     pub macs_per_tenant: usize,
     /// A learned address idle this long makes room for its port's new one (`--mac-age-s`).
@@ -429,6 +435,7 @@ impl Default for IsolationConfig {
     fn default() -> IsolationConfig {
         IsolationConfig {
             macs: Vec::new(),
+            ips: Vec::new(),
             macs_per_tenant: 16,
             mac_age_s: 300,
             reserved_queues: None,
@@ -477,6 +484,8 @@ pub struct DpCounters {
     pub source_rejects: Vec<[u64; 4]>,
     /// All tenants' frames refused for their source address (in the ingress balance).
     pub source_rejected: u64,
+    /// Per tenant: frames whose source IP lies outside its `ip=` prefixes.
+    pub ip_rejects: Vec<u64>,
     /// Per tenant: new flows refused for want of a queue (`no_queue`'s share).
     pub tenant_no_queue: Vec<u64>,
     /// Per tenant: frames refused for want of a buffer (`no_buffer`'s share).
@@ -820,7 +829,7 @@ struct State {
     /// would have been sent into a dead link and counted as sent.
     uplink_down_since: Option<u64>,
     /// Per tenant: its drop counters when last logged ([`State::log_tenant_drops`]).
-    drops_logged: Vec<[u64; 7]>,
+    drops_logged: Vec<[u64; 8]>,
     rev: Reverse,
     /// The reverse path goes next if both directions wait (they alternate).
     reverse_turn: bool,
@@ -1128,13 +1137,14 @@ fn loop_ports(
         ),
         source_logged_ps: vec![0; cfg.tenants.len()],
         uplink_down_since: None,
-        drops_logged: vec![[0; 7]; cfg.tenants.len()],
+        drops_logged: vec![[0; 8]; cfg.tenants.len()],
         rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
         reverse_turn: false,
         c: DpCounters {
             rx_frames: vec![0; cfg.tenants.len()],
             rx_bytes: vec![0; cfg.tenants.len()],
             source_rejects: vec![[0; 4]; cfg.tenants.len()],
+            ip_rejects: vec![0; cfg.tenants.len()],
             tenant_no_queue: vec![0; cfg.tenants.len()],
             tenant_no_buffer: vec![0; cfg.tenants.len()],
             tenant_reverse_dropped: vec![0; cfg.tenants.len()],
@@ -1502,6 +1512,15 @@ impl State {
             self.refuse_source(t, src, why, now);
             return;
         }
+        if let Some(allowed) = self.cfg.isolation.ips.get(t).filter(|a| !a.is_empty()) {
+            if let Some(ip) = source_ip(frame) {
+                if !allowed.iter().any(|p| p.contains(ip)) {
+                    self.c.ip_rejects[t] += 1;
+                    self.c.source_rejected += 1;
+                    return;
+                }
+            }
+        }
         let key = (t as u32, p.flow);
         let q = match self.flows.get(&key) {
             Some(&q) => {
@@ -1703,7 +1722,7 @@ impl State {
     }
 
     /// A tenant's drop counters, in [`TENANT_DROPS`] order.
-    fn tenant_drops(&self, t: usize) -> [u64; 7] {
+    fn tenant_drops(&self, t: usize) -> [u64; 8] {
         let c = &self.c;
         let s = c.source_rejects[t];
         [
@@ -1711,6 +1730,7 @@ impl State {
             s[1],
             s[2],
             s[3],
+            c.ip_rejects[t],
             c.tenant_no_queue[t],
             c.tenant_no_buffer[t],
             c.tenant_reverse_dropped[t],

@@ -246,6 +246,70 @@ pub fn parse_mac(s: &str) -> Option<Mac> {
     Some(m)
 }
 
+/// An IP prefix a port may send from (`--tenant NAME=IFACE,ip=PREFIX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    pub addr: std::net::IpAddr,
+    pub len: u8,
+}
+
+impl Prefix {
+    /// `10.0.0.0/24`, `fd00::1` (a whole address without `/LEN`).
+    pub fn parse(s: &str) -> Option<Prefix> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: std::net::IpAddr = a.parse().ok()?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match l {
+            Some(l) => l.parse::<u8>().ok().filter(|&l| l <= max)?,
+            None => max,
+        };
+        Some(Prefix { addr, len })
+    }
+
+    /// Whether `ip` lies in it.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr::{V4, V6};
+        let (a, b, bits): (u128, u128, u32) = match (self.addr, ip) {
+            (V4(a), V4(b)) => (u32::from(a) as u128, u32::from(b) as u128, 32),
+            (V6(a), V6(b)) => (u128::from(a), u128::from(b), 128),
+            _ => return false,
+        };
+        let shift = bits - self.len as u32;
+        shift >= 128 || (a >> shift) == (b >> shift)
+    }
+}
+
+/// A frame's source IP address: IPv4's or IPv6's source, or an ARP packet's sender
+/// protocol address (ARP spoofing claims another tenant's address just the same); after at
+/// most one VLAN tag. `None` for other frames and for frames too short to say.
+pub fn source_ip(frame: &[u8]) -> Option<std::net::IpAddr> {
+    let mut l3 = 14;
+    let mut ty = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    if ty == 0x8100 || ty == 0x88a8 {
+        ty = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+        l3 = 18;
+    }
+    let b = |from: usize, n: usize| frame.get(l3 + from..l3 + from + n);
+    match ty {
+        0x0800 => {
+            let a: [u8; 4] = b(12, 4)?.try_into().ok()?;
+            Some(std::net::IpAddr::from(a))
+        }
+        0x86dd => {
+            let a: [u8; 16] = b(8, 16)?.try_into().ok()?;
+            Some(std::net::IpAddr::from(a))
+        }
+        0x0806 => {
+            let a: [u8; 4] = b(14, 4)?.try_into().ok()?;
+            Some(std::net::IpAddr::from(a))
+        }
+        _ => None,
+    }
+}
+
 /// A pool of `total` units shared by tenants, each with a reservation (see the module doc).
 #[derive(Debug, Clone)]
 pub struct Budget {
@@ -371,6 +435,57 @@ mod tests {
         );
         assert!(MacTable::new(&[vec![A], vec![A]], 4, 0).is_err());
         assert!(MacTable::new(&[vec![[1, 0, 0, 0, 0, 0]]], 4, 0).is_err());
+    }
+
+    #[test]
+    fn prefixes_parse_and_contain() {
+        let p = Prefix::parse("10.1.2.0/24").unwrap();
+        assert!(p.contains("10.1.2.200".parse().unwrap()));
+        assert!(!p.contains("10.1.3.1".parse().unwrap()));
+        assert!(!p.contains("::1".parse().unwrap()));
+        let all = Prefix::parse("0.0.0.0/0").unwrap();
+        assert!(all.contains("192.0.2.1".parse().unwrap()));
+        let one = Prefix::parse("fd00::7").unwrap();
+        assert_eq!(one.len, 128);
+        assert!(one.contains("fd00::7".parse().unwrap()));
+        assert!(!one.contains("fd00::8".parse().unwrap()));
+        assert_eq!(Prefix::parse("10.0.0.0/33"), None);
+        assert_eq!(Prefix::parse("nonsense"), None);
+    }
+
+    #[test]
+    fn source_ips_of_ipv4_ipv6_arp_and_a_vlan_tag() {
+        let v4 = {
+            let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv4([10, 0, 0, 9], [10, 0, 0, 1], 64)
+                .udp(1, 2);
+            let mut v = Vec::new();
+            b.write(&mut v, &[0; 4]).unwrap();
+            v
+        };
+        assert_eq!(source_ip(&v4), Some("10.0.0.9".parse().unwrap()));
+        let mut tagged = v4[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        tagged.extend_from_slice(&v4[12..]);
+        assert_eq!(source_ip(&tagged), Some("10.0.0.9".parse().unwrap()));
+        let v6 = {
+            let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv6([0xfd; 16], [0xfe; 16], 64)
+                .udp(1, 2);
+            let mut v = Vec::new();
+            b.write(&mut v, &[0; 4]).unwrap();
+            v
+        };
+        assert_eq!(source_ip(&v6), Some(std::net::IpAddr::from([0xfd; 16])));
+        let mut arp = vec![0xff; 6];
+        arp.extend_from_slice(&[2; 6]);
+        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+        arp.extend_from_slice(&[2; 6]);
+        arp.extend_from_slice(&[10, 0, 0, 42]);
+        arp.extend_from_slice(&[0; 10]);
+        assert_eq!(source_ip(&arp), Some("10.0.0.42".parse().unwrap()));
+        assert_eq!(source_ip(&arp[..20]), None);
+        assert_eq!(source_ip(&[0u8; 10]), None);
     }
 
     #[test]

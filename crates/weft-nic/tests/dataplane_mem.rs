@@ -937,3 +937,22 @@ fn departures_wait_while_the_uplink_is_down() {
     );
     balanced(&s);
 }
+
+/// A port configured with `ip=` prefixes sends only from them: a frame whose source IP
+/// lies outside is dropped and counted (`ip_source`), the rest pass.
+#[test]
+fn a_port_sends_only_from_its_configured_prefixes() {
+    let r = Running::start_tuned("ipsrc", None, None, None, |c| {
+        c.isolation.ips = vec![vec![
+            weft_nic::isolation::Prefix::parse("10.77.0.1/32").unwrap()
+        ]];
+    });
+    // `tcp(m, ..)` sends from 10.77.0.m; the source MAC is tenant 1's in both.
+    let mut other = tcp(1, 300, 64);
+    other[29] = 9; // source 10.77.0.9
+    r.inject(0, [tcp(1, 100, 64), other, tcp(1, 101, 64)]);
+    let s = r.settle(3);
+    assert_eq!(s["tenants"][0]["drops"]["ip_source"], 1, "{s}");
+    assert_eq!(s["dataplane"]["tx_frames"], 2, "{s}");
+    balanced(&s);
+}
