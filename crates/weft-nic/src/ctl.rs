@@ -37,7 +37,7 @@
 //! and one per reload while it reads and compiles.
 
 use std::collections::{HashSet, VecDeque};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -80,6 +80,15 @@ const RELOADS_AT_ONCE: usize = 2;
 pub const METRICS_MAX_AGE: Duration = Duration::from_secs(1);
 /// The default of [`Options::max_policy_bytes`] (`weft run --max-policy-bytes`): 4 MiB.
 pub const DEFAULT_MAX_POLICY_BYTES: u64 = 4 << 20;
+
+/// The most bytes [`request`] takes as an answer: far beyond the stats of any policy within
+/// the default limits (about 200 bytes a node), so that a socket that is not weft's, or a
+/// weft gone wrong, cannot make the client buffer without end.
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+
+/// How long [`request`] waits for its whole answer (not each read: a peer sending a byte a
+/// second would otherwise hold it for ever).
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
 /// What a [`Prepare`] hook hands the loop with a request.
 pub type Payload = Box<dyn std::any::Any + Send>;
@@ -1389,6 +1398,16 @@ fn connect_error(path: &Path, e: io::Error) -> io::Error {
 
 /// The client side: sends one request and returns the answer.
 pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
+    request_within(path, req, ANSWER_DEADLINE, MAX_ANSWER_BYTES)
+}
+
+/// [`request`] with its deadline and size limit given.
+fn request_within(
+    path: &Path,
+    req: &Value,
+    answer_deadline: Duration,
+    max_answer: usize,
+) -> io::Result<Value> {
     let mut s = UnixStream::connect(path).map_err(|e| connect_error(path, e))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     // Closed unanswered (the server had MAX_CONNECTIONS open and CTL_QUEUE waiting): the
@@ -1408,17 +1427,47 @@ pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
         }
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
             io::ErrorKind::TimedOut,
-            format!("no answer from {} within 10 s (is it a weft control socket?)", path.display()),
+            format!(
+                "no whole answer from {} within {} s (is it a weft control socket?)",
+                path.display(),
+                answer_deadline.as_secs_f64()
+            ),
         ),
         _ => e,
     }
     };
     writeln!(s, "{req}").map_err(closed)?;
-    let mut line = String::new();
-    if BufReader::new(&s).read_line(&mut line).map_err(closed)? == 0 {
-        return Err(closed(io::ErrorKind::UnexpectedEof.into()));
+    // One line, within the deadline and the size limit in all.
+    let deadline = Instant::now() + answer_deadline;
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    while !line.contains(&b'\n') {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(closed(io::ErrorKind::TimedOut.into()));
+        }
+        s.set_read_timeout(Some(left))?;
+        let n = match (&s).read(&mut chunk) {
+            Ok(0) if line.is_empty() => return Err(closed(io::ErrorKind::UnexpectedEof.into())),
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(closed(e)),
+        };
+        line.extend_from_slice(&chunk[..n]);
+        if line.len() > max_answer {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} answered more than {max_answer} bytes without ending its line \
+                     (is it a weft control socket?)",
+                    path.display()
+                ),
+            ));
+        }
     }
-    serde_json::from_str(&line).map_err(|e| {
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    serde_json::from_slice(&line[..end]).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
@@ -1598,7 +1647,7 @@ mod tests {
                 let mut s = UnixStream::connect(&path).unwrap();
                 s.write_all(b"stats please\n").unwrap();
                 let mut line = String::new();
-                BufReader::new(&s).read_line(&mut line).unwrap();
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(&s), &mut line).unwrap();
                 line
             })
         };
@@ -1681,6 +1730,52 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
+    }
+
+    /// A peer that answers too slowly in all (a byte at a time), too much, or not in UTF-8:
+    /// the client gives up within its deadline and limit, naming the socket.
+    #[test]
+    fn a_misbehaving_peer_is_given_up_on_by_name() {
+        let serve = |name: &str, answer: &'static [&'static [u8]], gap: Duration| {
+            let p = socket(name);
+            let l = UnixListener::bind(&p).unwrap();
+            std::thread::spawn(move || {
+                if let Ok((mut s, _)) = l.accept() {
+                    let mut buf = [0u8; 256];
+                    let _ = s.read(&mut buf);
+                    for part in answer {
+                        if s.write_all(part).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(gap);
+                    }
+                }
+            });
+            p
+        };
+        let req = json!({"cmd": "stats"});
+        let slow = serve(
+            "slow",
+            &[b"{", b"\"", b"o", b"k", b"\"", b":", b"1", b"}", b"\n"],
+            Duration::from_millis(300),
+        );
+        let e = request_within(&slow, &req, Duration::from_millis(500), 1 << 20).unwrap_err();
+        assert!(
+            e.to_string().contains("no whole answer") && e.to_string().contains("slow"),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(&slow);
+        let big = serve("big", &[&[b'x'; 4096], &[b'x'; 4096]], Duration::ZERO);
+        let e = request_within(&big, &req, Duration::from_secs(5), 5000).unwrap_err();
+        assert!(
+            e.to_string().contains("more than 5000 bytes") && e.to_string().contains("big"),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(&big);
+        let bad = serve("utf8", &[b"\"\xff\xfe\"\n"], Duration::ZERO);
+        let e = request_within(&bad, &req, Duration::from_secs(5), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("utf8"), "{e}");
+        let _ = std::fs::remove_file(&bad);
     }
 
     #[test]
