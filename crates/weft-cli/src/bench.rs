@@ -1,5 +1,5 @@
 //! `weft bench`: engine-only enqueue+dequeue throughput and memory, fast engine against the
-//! reference engine in the same process (issue 3, item 7).
+//! reference engine in the same process.
 //!
 //! Each scenario keeps the engine backlogged: it pre-fills `backlog` packets, then repeats
 //! "dequeue one, enqueue one" in virtual time advancing by the wire time, so every operation
@@ -530,7 +530,7 @@ fn best_mode(r: &Value) -> (f64, &'static str) {
     .fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a })
 }
 
-/// The scheduling core's targets (issue 3) against these rows, one line each: `(target,
+/// The scheduling core's targets against these rows, one line each: `(target,
 /// measured, met)` (`met` is `None` for a distance asked for, not a target). A row the run
 /// did not measure (`--quick`, `--only`) leaves its target out.
 pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {

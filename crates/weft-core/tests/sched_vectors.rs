@@ -1,4 +1,4 @@
-//! The papers' examples as exact test vectors for the reference engine (issue 3, item 5).
+//! The papers' examples as exact test vectors for the reference engine.
 
 use std::collections::HashMap;
 use std::path::Path;

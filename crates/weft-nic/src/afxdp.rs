@@ -1,4 +1,4 @@
-//! AF_XDP ports for the software NIC (issue 5's optional backend, cargo feature `af-xdp`;
+//! AF_XDP ports for the software NIC (an optional backend, cargo feature `af-xdp`;
 //! `weft run --backend af-xdp`), written by hand over `libc` like [`crate::afpacket`].
 //!
 //! **Why by hand.** The Rust AF_XDP crates either wrap libbpf (`xsk-rs`, `afxdp`, `xdpsock`:

@@ -1,4 +1,4 @@
-//! The software NIC's dataplane (issue 5): one busy-polling thread that plays both sides of
+//! The software NIC's dataplane: one busy-polling thread that plays both sides of
 //! the OS/NIC interface ([`crate::iface`], Loom §4.3) around weft's scheduling core.
 //!
 //! The loop runs in *passes*, each with `now_ps` read once from [`crate::clock`]. A pass

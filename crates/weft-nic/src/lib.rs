@@ -1,4 +1,4 @@
-//! weft's software NIC (issue 5): a userspace NIC that takes tenants' frames from Linux
+//! weft's software NIC: a userspace NIC that takes tenants' frames from Linux
 //! interfaces, classifies them, schedules them with weft's sans-IO core and transmits them on
 //! an uplink paced at a configured rate (Loom and SENIC prototyped their NICs the same way,
 //! in software).

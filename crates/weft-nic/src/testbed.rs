@@ -1,4 +1,4 @@
-//! A testbed of network namespaces for real-traffic experiments (issue 5): tenant
+//! A testbed of network namespaces for real-traffic experiments: tenant
 //! namespaces `P-t1..P-tN` → software-NIC namespace `P-nic` → uplink → receiver namespace
 //! `P-rx`, one veth pair per link, all on 10.77.0.0/24 (tenant i is 10.77.0.i, the
 //! receiver 10.77.0.100). Tenant and receiver links have checksum offload, TSO and GSO off
