@@ -434,8 +434,23 @@ fn load_policy(file: &std::path::Path, opts: &LoadOptions) -> Result<Program, Po
     if file.as_os_str() != "-" {
         return policy::load(file, opts);
     }
+    // At most one byte past the limit is read: `yes | weft policy check -` ends at once.
+    let limit = policy::MAX_POLICY_FILE_BYTES;
     let mut bytes = Vec::new();
-    let read = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes);
+    let read = std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin().lock(), limit + 1),
+        &mut bytes,
+    )
+    .and_then(|n| {
+        if n as u64 > limit {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("standard input holds more than {limit} bytes, the most a policy may have"),
+            ))
+        } else {
+            Ok(n)
+        }
+    });
     policy::load_bytes(std::path::Path::new("<stdin>"), read.map(|_| bytes), opts)
 }
 

@@ -2434,6 +2434,19 @@ fn replay_warns_of_an_update_after_the_end() {
     let _ = fs::remove_dir_all(&out);
 }
 
+/// Standard input longer than a policy may be (`yes | weft policy check -` never ends) is
+/// refused once the limit is passed, saying so, instead of read until memory runs out.
+#[test]
+fn policy_from_standard_input_is_read_up_to_the_limit() {
+    let too_long = vec![b'y'; weft_core::policy::MAX_POLICY_FILE_BYTES as usize + 10];
+    weft()
+        .args(["policy", "check", "--plain", "-"])
+        .write_stdin(too_long)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("standard input holds more than"));
+}
+
 /// `-` reads the policy from standard input (named `<stdin>` in diagnostics), for every
 /// `weft policy` command; `--max-depth 0` is refused as a file's `max_depth: 0` is.
 #[test]
