@@ -134,13 +134,49 @@ fn json_of(diagnostics: &[Diagnostic], sources: &Sources) -> Vec<serde_json::Val
         .collect()
 }
 
-/// Prints every diagnostic of `err` to stderr.
+/// Diagnostics printed at most; the rest are counted (`--json` lists them all).
+const MAX_PRINTED: usize = 100;
+
+/// Bytes of one printed diagnostic at most (a diagnostic that would quote megabytes of a
+/// bad input is cut, saying how much was left out).
+const MAX_DIAGNOSTIC_BYTES: usize = 4096;
+
+/// A source line longer than this is not shown annotated (the diagnostic is printed in the
+/// plain form, file, line and column).
+const MAX_ANNOTATED_LINE: usize = 512;
+
+/// `s` cut to [`MAX_DIAGNOSTIC_BYTES`] at a character boundary.
+fn bounded(s: String) -> String {
+    if s.len() <= MAX_DIAGNOSTIC_BYTES {
+        return s;
+    }
+    let mut end = MAX_DIAGNOSTIC_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes left out)", &s[..end], s.len() - end)
+}
+
+/// Prints every diagnostic of `err` to stderr (at most [`MAX_PRINTED`], each bounded).
 pub fn report(err: &PolicyError, plain: bool) {
     if plain {
-        crate::out::errln!("{}", err.render_plain());
+        print_bounded(&err.diagnostics, |d| err.render_one(d));
         return;
     }
     render(&err.diagnostics, &err.sources, |d| err.render_one(d));
+}
+
+/// Prints `diagnostics` one by one with `one`, bounded in number and size.
+fn print_bounded(diagnostics: &[Diagnostic], one: impl Fn(&Diagnostic) -> String) {
+    for d in diagnostics.iter().take(MAX_PRINTED) {
+        crate::out::errln!("{}", bounded(one(d)));
+    }
+    if diagnostics.len() > MAX_PRINTED {
+        crate::out::errln!(
+            "... and {} more diagnostics (`--json` lists them all)",
+            diagnostics.len() - MAX_PRINTED
+        );
+    }
 }
 
 /// Prints the warnings of a policy that compiled to stderr (nothing when it has none), as
@@ -151,7 +187,7 @@ pub fn warn(p: &Program, plain: bool) {
         return;
     };
     if plain {
-        crate::out::errln!("{}", w.render_plain());
+        print_bounded(&w.diagnostics, |d| Warnings::render_one(w, d));
         return;
     }
     render(&w.diagnostics, &w.sources, |d| Warnings::render_one(w, d));
@@ -165,12 +201,22 @@ fn render(diagnostics: &[Diagnostic], sources: &Sources, plain: impl Fn(&Diagnos
         GraphicalTheme::unicode_nocolor()
     };
     let handler = GraphicalReportHandler::new_themed(theme);
-    for d in diagnostics {
+    print_bounded(diagnostics, |d| {
+        let text = &sources.file(d.span.file).text;
+        let line_start = text[..d.span.offset.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let line_len = text[line_start..]
+            .find('\n')
+            .unwrap_or(text.len() - line_start);
+        if line_len > MAX_ANNOTATED_LINE || d.span.len > MAX_ANNOTATED_LINE {
+            return plain(d);
+        }
         let r = convert(sources, d);
         let mut s = String::new();
         if handler.render_report(&mut s, &r).is_err() {
             s = plain(d);
         }
-        crate::out::errln!("{s}");
-    }
+        s
+    });
 }

@@ -2434,6 +2434,40 @@ fn replay_warns_of_an_update_after_the_end() {
     let _ = fs::remove_dir_all(&out);
 }
 
+/// A bad input's diagnostics stay bounded: a node name of a megabyte is refused by its
+/// length and quoted by its first characters only, and of 300 unknown keys 100 are printed
+/// and the rest counted; in the annotated and the plain form.
+#[test]
+fn diagnostics_stay_bounded_on_huge_inputs() {
+    let big = format!(
+        "weft: 1\nnodes:\n  - {{name: root, type: wfq}}\n  - {{name: {}, type: leaf, parent: root}}\n",
+        "x".repeat(1 << 20)
+    );
+    let keys: Vec<String> = (0..300).map(|i| format!("k{i}: 1")).collect();
+    let many = format!(
+        "weft: 1\nnodes:\n  - {{name: root, type: wfq, {}}}\n  - {{name: a, type: leaf, parent: root}}\n",
+        keys.join(", ")
+    );
+    for plain in [false, true] {
+        let mut args = vec!["policy", "check"];
+        if plain {
+            args.push("--plain");
+        }
+        args.push("-");
+        let out = weft().args(&args).write_stdin(big.clone()).assert().code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(err.len() < 16 << 10, "{} bytes of diagnostics", err.len());
+        assert!(err.contains("a name has at most 256"), "{err}");
+        let out = weft()
+            .args(&args)
+            .write_stdin(many.clone())
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(err.contains("and 200 more diagnostics"), "{err}");
+    }
+}
+
 /// Standard input longer than a policy may be (`yes | weft policy check -` never ends) is
 /// refused once the limit is passed, saying so, instead of read until memory runs out.
 #[test]

@@ -1517,16 +1517,17 @@ impl Ctx<'_> {
     /// joins it to its applications' names (`T1/kv`).
     fn name(&self, name: &Spanned<String>, tenant: bool) -> Result<(), ScenarioError> {
         let n = &name.value;
+        let q = policy::parse::excerpt(n);
         let message = if let Some(problem) = policy::parse::name_problem(n) {
             format!(
-                "{} name {n:?} {problem}: names are columns of timeseries.csv and the other CSV \
+                "{} name {q} {problem}: names are columns of timeseries.csv and the other CSV \
                  files (written unquoted) and cells of the terminal table, as policy node \
                  names are",
                 if tenant { "tenant" } else { "application" }
             )
         } else if tenant && n.contains('/') {
             format!(
-                "tenant name {n:?} must not contain `/`: `tenant/app` names an application \
+                "tenant name {q} must not contain `/`: `tenant/app` names an application \
                  (summary.json's `headline_app`, the terminal table)"
             )
         } else {
@@ -1541,10 +1542,11 @@ impl Ctx<'_> {
         let n = &name.value;
         let why = "as tenant names: it heads the terminal table and summary.json, and `weft \
                    demo` writes a directory of that name";
+        let q = policy::parse::excerpt(n);
         let message = if let Some(problem) = policy::parse::name_problem(n) {
-            format!("scenario name {n:?} {problem}, {why}")
+            format!("scenario name {q} {problem}, {why}")
         } else if n.contains('/') {
-            format!("scenario name {n:?} must not contain `/`, {why}")
+            format!("scenario name {q} must not contain `/`, {why}")
         } else if n == "." || n == ".." {
             format!(
                 "scenario name {n:?} names a directory already (`weft demo` writes one of the \

@@ -322,6 +322,12 @@ pub fn bidi_control(c: char) -> bool {
 /// starts with the name: "must be non-empty, without ..." or "is not in Unicode's composed
 /// form ...". `None` for a valid name.
 pub fn name_problem(name: &str) -> Option<String> {
+    if name.len() > MAX_NAME_BYTES {
+        return Some(format!(
+            "is {} bytes long: a name has at most {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
     if name.is_empty() || !name.chars().all(name_char) {
         return Some(
             "must be non-empty, without spaces, commas, double quotes, control or invisible \
@@ -339,6 +345,20 @@ pub fn name_problem(name: &str) -> Option<String> {
          combining mark, so the same name typed with the composed character would be a \
          different name that looks the same; write it as {nfc:?}"
     ))
+}
+
+/// The longest name a node, leaf or flow class may have, bytes: names are printed in every
+/// table, trace and report, so one name of megabytes made every output line as long.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// At most the first 64 characters of `s`, quoted as Rust quotes a string, with `…` when
+/// there is more: what a diagnostic quotes of an input it refuses.
+pub fn excerpt(s: &str) -> String {
+    const CHARS: usize = 64;
+    match s.char_indices().nth(CHARS) {
+        None => format!("{s:?}"),
+        Some((at, _)) => format!("{:?}…", &s[..at]),
+    }
 }
 
 /// `s` in Unicode's composed form (NFC), as every valid name is ([`valid_name`]): a name a
@@ -922,7 +942,7 @@ impl<'a> Parser<'a> {
                             self.err(
                                 Rule::BadValue,
                                 n.span,
-                                format!("node name {:?} {problem}", n.value),
+                                format!("node name {} {problem}", excerpt(&n.value)),
                             );
                         }
                     }
