@@ -292,3 +292,28 @@ fn a_policy_path_that_is_not_a_regular_file_is_refused_saying_what_it_is() {
         e.render_plain()
     );
 }
+
+/// A YAML tag outside the core schema (`!!python/object:...`, `!custom`, `!!binary`) is
+/// refused where its value is read, naming the tag; it is never read as if it were not there.
+#[test]
+fn yaml_tags_outside_the_core_schema_are_refused_by_name() {
+    for (tag, value) in [
+        ("!!python/object:os.system", "root"),
+        ("!custom", "root"),
+        ("!!binary", "cm9vdA=="),
+    ] {
+        let text = format!(
+            "weft: 1\nnodes:\n  - {{name: {tag} {value}, type: wfq}}\n  - {{name: a, type: leaf, parent: root}}\n"
+        );
+        let e = compile_str(Path::new("tags.yaml"), &text, &LoadOptions::default())
+            .expect_err("a foreign tag is refused");
+        let plain = e.render_plain();
+        assert!(
+            plain.contains(&format!("tagged `{tag}`")) && plain.contains("bad-value"),
+            "{plain}"
+        );
+    }
+    // The core schema's tags are read.
+    let text = "weft: 1\nnodes:\n  - {name: !!str root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: !!int 2}\n";
+    compile_str(Path::new("tags.yaml"), text, &LoadOptions::default()).expect("core tags");
+}

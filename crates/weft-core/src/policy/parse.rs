@@ -361,6 +361,14 @@ pub fn excerpt(s: &str) -> String {
     }
 }
 
+/// At most the first 64 characters of `s`, with `…` when there is more (unquoted).
+fn excerpt_plain(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}…", &s[..at]),
+    }
+}
+
 /// `s` in Unicode's composed form (NFC), as every valid name is ([`valid_name`]): a name a
 /// user types (a command-line flag, a terminal that decomposes accents) finds its node
 /// whichever form it was typed in. Borrowed when `s` already is.
@@ -427,7 +435,20 @@ impl<'a> Parser<'a> {
         self.diags.push(Diagnostic::new(rule, span, msg));
     }
 
-    fn describe(n: &Node) -> &'static str {
+    fn describe(n: &Node) -> String {
+        if let Data::Value(None, w) = &n.data {
+            if let Some(t) = &w.tag {
+                let tag = excerpt_plain(&crate::policy::yaml::tag_text(t));
+                return if crate::policy::yaml::is_core_tag(t) {
+                    format!("a value its tag `{tag}` does not fit")
+                } else {
+                    format!(
+                        "a value tagged `{tag}`, a YAML tag weft does not read (only the core \
+                         schema's: !!str, !!int, !!float, !!bool, !!null)"
+                    )
+                };
+            }
+        }
         match &n.data {
             Data::Value(Some(Scalar::Null), _) => "nothing",
             Data::Value(Some(Scalar::Boolean(_)), _) => "a boolean",
@@ -438,6 +459,7 @@ impl<'a> Parser<'a> {
             Data::Mapping(_) => "a mapping",
             Data::Value(None, _) | Data::Other => "an unsupported YAML value",
         }
+        .to_string()
     }
 
     /// Entries of a mapping with their key names; reports unknown keys against `known`.

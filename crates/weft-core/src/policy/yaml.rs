@@ -44,6 +44,23 @@ pub struct Node<'i> {
     pub end: usize,
 }
 
+/// The core schema's scalar tags, the only ones a policy may use (`!!str`, ...).
+pub const CORE_TAGS: [&str; 5] = ["str", "int", "float", "bool", "null"];
+
+/// Whether `t` is one of [`CORE_TAGS`].
+pub fn is_core_tag(t: &Tag) -> bool {
+    t.is_yaml_core_schema() && CORE_TAGS.contains(&t.suffix.as_str())
+}
+
+/// `t` as written in a file: `!!int` for the core schema's, else handle and suffix.
+pub fn tag_text(t: &Tag) -> String {
+    if t.is_yaml_core_schema() {
+        format!("!!{}", t.suffix)
+    } else {
+        format!("{}{}", t.handle, t.suffix)
+    }
+}
+
 /// What a [`Node`] holds.
 #[derive(Debug, Clone)]
 pub enum Data<'i> {
@@ -232,8 +249,13 @@ impl<'i> Reader<'i> {
             let is_sequence = matches!(ev, Event::SequenceStart(..));
             let done = match ev {
                 Event::Scalar(text, style, anchor, tag) => {
-                    let value =
-                        Scalar::parse_from_cow_and_metadata(text.clone(), style, tag.as_ref());
+                    // A tag outside the core schema (`!!python/object:...`, `!custom`) gives
+                    // the scalar no value: it is refused where a value is read, not read as
+                    // if the tag were not there.
+                    let value = match &tag {
+                        Some(t) if !is_core_tag(t) => None,
+                        _ => Scalar::parse_from_cow_and_metadata(text.clone(), style, tag.as_ref()),
+                    };
                     let node = Node {
                         data: Data::Value(
                             value,
