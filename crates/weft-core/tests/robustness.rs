@@ -317,3 +317,38 @@ fn yaml_tags_outside_the_core_schema_are_refused_by_name() {
     let text = "weft: 1\nnodes:\n  - {name: !!str root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: !!int 2}\n";
     compile_str(Path::new("tags.yaml"), text, &LoadOptions::default()).expect("core tags");
 }
+
+/// `max_nodes` is charged while sub-policies expand: L files each attaching the next twice
+/// (2^L nodes) are refused once the limit is passed, without composing the rest.
+#[test]
+fn composition_stops_at_the_node_limit() {
+    use weft_core::policy::{load, LoadOptions};
+    let dir = std::env::temp_dir().join(format!("weft-fanout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    const LEVELS: usize = 24; // 2^24 nodes if composed whole
+    for k in 0..LEVELS {
+        let text = if k + 1 < LEVELS {
+            format!(
+                "weft: 1\nnodes:\n  - {{name: r, type: wfq}}\n  - {{name: a, type: attach, parent: r, policy: f{}.yaml}}\n  - {{name: b, type: attach, parent: r, policy: f{}.yaml}}\n",
+                k + 1,
+                k + 1
+            )
+        } else {
+            "weft: 1\nnodes:\n  - {name: r, type: wfq}\n  - {name: l, type: leaf, parent: r}\n"
+                .to_string()
+        };
+        let head = if k == 0 {
+            "limits: {max_nodes: 1000}\n"
+        } else {
+            ""
+        };
+        std::fs::write(dir.join(format!("f{k}.yaml")), format!("{head}{text}")).unwrap();
+    }
+    let e = load(&dir.join("f0.yaml"), &LoadOptions::default()).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    let plain = e.render_plain();
+    assert!(
+        plain.contains("node-limit") && plain.contains("composition stopped"),
+        "{plain}"
+    );
+}

@@ -232,6 +232,11 @@ struct Compiler<'o> {
     /// Composed nodes, in declaration order.
     nodes: Vec<NodeDecl>,
     used_overrides: HashSet<String>,
+    /// The most nodes composition may produce (the policy's `max_nodes`), charged as
+    /// attachments expand: once passed, nothing more is composed.
+    node_budget: usize,
+    /// Composition stopped at [`Self::node_budget`]: the span of the first node beyond it.
+    over_budget: Option<Span>,
 }
 
 /// Edge keys that belong to the point, not to a sub-policy root.
@@ -247,6 +252,8 @@ impl<'o> Compiler<'o> {
             stack: Vec::new(),
             nodes: Vec::new(),
             used_overrides: HashSet::new(),
+            node_budget: usize::MAX,
+            over_budget: None,
         }
     }
 
@@ -320,7 +327,25 @@ impl<'o> Compiler<'o> {
             nodes: Vec::new(),
             ..doc.clone_sections()
         };
+        self.node_budget = self.limits(&top).max_nodes as usize;
         self.splice(doc, None, &path);
+        if let Some(at) = self.over_budget {
+            let max = self.node_budget;
+            self.diags.push(
+                Diagnostic::new(
+                    Rule::NodeLimit,
+                    at,
+                    format!(
+                        "the policy composes more than {max} nodes, the limit (composition \
+                         stopped here)"
+                    ),
+                )
+                .help(
+                    "raise `limits: {max_nodes: N}` or pass --max-nodes if the machine can run it",
+                ),
+            );
+            return Err(self.finish_err());
+        }
         for (point, _) in &self.opts.attach {
             if !self.used_overrides.contains(point) {
                 let mut d = Diagnostic::new(
@@ -400,8 +425,19 @@ impl<'o> Compiler<'o> {
             None
         };
         let sub_root_name = sub_root.map(|r| doc.nodes[r].name.value.clone());
-        self.nodes.reserve(doc.nodes.len());
+        self.nodes.reserve(
+            doc.nodes
+                .len()
+                .min(self.node_budget.saturating_sub(self.nodes.len())),
+        );
         for (i, mut n) in doc.nodes.into_iter().enumerate() {
+            if self.over_budget.is_some() {
+                return;
+            }
+            if self.nodes.len() >= self.node_budget {
+                self.over_budget = Some(n.name.span);
+                return;
+            }
             if let Some(p) = point {
                 let prefix = &p.name.value;
                 if Some(i) == sub_root {
