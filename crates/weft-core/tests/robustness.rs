@@ -352,3 +352,34 @@ fn composition_stops_at_the_node_limit() {
         "{plain}"
     );
 }
+
+/// Thousands of nodes naming one misspelt parent each get the suggestion (looked up once),
+/// and a node is never told to take itself as its parent.
+#[test]
+fn many_nodes_under_a_misspelt_parent_are_each_told_the_right_name() {
+    let mut text = String::from("weft: 1\nnodes:\n  - {name: root, type: wfq}\n");
+    for i in 0..5000 {
+        text += &format!("  - {{name: l{i}, type: leaf, parent: rooot}}\n");
+    }
+    // A scheduling node whose own name is the closest to its (unknown) parent.
+    text +=
+        "  - {name: rooots, type: wfq, parent: rooot}\n  - {name: x, type: leaf, parent: rooots}\n";
+    let e = compile_str(Path::new("many.yaml"), &text, &LoadOptions::default()).unwrap_err();
+    let unknown: Vec<_> = e
+        .diagnostics
+        .iter()
+        .filter(|d| d.rule.to_string() == "unknown-node")
+        .collect();
+    assert_eq!(unknown.len(), 5001);
+    for d in &unknown {
+        let help = d.help.as_deref().unwrap_or("");
+        // `rooots` and `root` are both one edit from `rooot`; ties go to the name that
+        // sorts first, except for `rooots` itself, which cannot be its own parent.
+        let want = if d.node.as_deref() == Some("rooots") {
+            "did you mean `root`?"
+        } else {
+            "did you mean `rooots`?"
+        };
+        assert_eq!(help, want, "{}", d.message);
+    }
+}
