@@ -13,7 +13,8 @@
 //! the same hierarchy mounted for the process: [`find`]), sets its weight (v2 `cpu.weight`, 1-10,000, default
 //! 100; v1 `cpu.shares`, the same weight × 1,024 / 100) and moves the process in. Dropping
 //! it moves the process back to the root and removes the group; groups left by a killed
-//! daemon (`weft-PID` whose process is gone) are removed at the next start.
+//! daemon (`weft-PID` whose process is gone) are removed at the next start, as are the empty
+//! mount points (`weft-cgroup-PID` in the temporary directory) such a daemon left.
 //!
 //! Invariants: only groups named `weft-PID` are created or removed, and only empty ones of a
 //! process that no longer exists (or this one's). Cost: a few file writes at start and exit.
@@ -128,6 +129,7 @@ pub fn find() -> Result<(PathBuf, Version, Option<Mounted>), PlacementError> {
         Ok((root, v)) => return Ok((root, v, None)),
         Err(e) => e,
     };
+    remove_stale_mount_points(&std::env::temp_dir());
     let at = std::env::temp_dir().join(format!("weft-cgroup-{}", std::process::id()));
     std::fs::create_dir_all(&at).map_err(io_err("creating", &at))?;
     let guard = Mounted(at.clone());
@@ -215,6 +217,28 @@ impl Drop for Placement {
     }
 }
 
+/// Removes the `weft-cgroup-PID` directories under `dir` whose process is gone (a daemon
+/// killed before it could remove its own; its mount went with its mount namespace). Only
+/// empty directories go: `remove_dir` leaves anything else.
+fn remove_stale_mount_points(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("weft-cgroup-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 /// Removes `weft-PID` groups under `root` whose process is gone (rmdir fails on a group that
 /// still holds tasks, so a live one is never touched).
 fn remove_stale(root: &Path) {
@@ -239,6 +263,24 @@ fn remove_stale(root: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_of_gone_processes_are_removed_and_only_those() {
+        let dir = std::env::temp_dir().join(format!("weft-mp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A pid no process has (above the kernel's pid_max), ours, and one holding a file.
+        let gone = dir.join("weft-cgroup-4294967295");
+        let ours = dir.join(format!("weft-cgroup-{}", std::process::id()));
+        let full = dir.join("weft-cgroup-4294967294");
+        for d in [&gone, &ours, &full] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(full.join("keep"), "x").unwrap();
+        remove_stale_mount_points(&dir);
+        assert!(!gone.exists());
+        assert!(ours.exists() && full.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn weights_map_to_v1_shares() {
