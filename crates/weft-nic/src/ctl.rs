@@ -822,25 +822,6 @@ fn may_read(
     }
 }
 
-/// What a file that is not a regular file is, for a person.
-fn file_kind(t: std::fs::FileType) -> Option<&'static str> {
-    Some(if t.is_file() {
-        return None;
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_dir() {
-        "a directory"
-    } else {
-        "not a file"
-    })
-}
-
 /// The bytes of the policy file `path`, at most `limit` of them: only a regular file is read
 /// (it is checked before it is opened, then opened with `O_NONBLOCK`, so that a FIFO cannot
 /// hold the open, and checked again with `fstat` on what was opened); a longer one is
@@ -857,7 +838,7 @@ fn read_within(path: &Path, left: u64, limit: u64) -> Result<Vec<u8>, PolicyFile
         source,
     };
     let check = |m: &std::fs::Metadata| {
-        if let Some(what) = file_kind(m.file_type()) {
+        if let Some(what) = weft_core::policy::file_kind(m.file_type()) {
             return Err(PolicyFileError::NotRegular {
                 path: path.to_path_buf(),
                 what,

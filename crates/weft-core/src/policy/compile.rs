@@ -161,34 +161,40 @@ fn read_policy(path: &Path) -> Result<String, Unreadable> {
     utf8(bytes)
 }
 
-/// Why a policy path that is not a regular file is not read.
-fn not_regular(t: std::fs::FileType) -> std::io::Error {
+/// What a file that is not a regular file is, for a person (`None`: a regular file). One
+/// definition for every reader of policy files (the control socket's too).
+pub fn file_kind(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        return None;
+    }
     #[cfg(unix)]
-    let kind = {
+    {
         use std::os::unix::fs::FileTypeExt;
-        if t.is_dir() {
-            "a directory"
-        } else if t.is_fifo() {
-            "a FIFO"
+        if t.is_fifo() {
+            return Some("a FIFO");
         } else if t.is_char_device() {
-            "a character device"
+            return Some("a character device");
         } else if t.is_block_device() {
-            "a block device"
+            return Some("a block device");
         } else if t.is_socket() {
-            "a socket"
-        } else {
-            "something else"
+            return Some("a socket");
         }
-    };
-    #[cfg(not(unix))]
-    let kind = if t.is_dir() {
+    }
+    Some(if t.is_dir() {
         "a directory"
     } else {
-        "something else"
-    };
+        "not a file"
+    })
+}
+
+/// Why a policy path that is not a regular file is not read.
+fn not_regular(t: std::fs::FileType) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
-        format!("it is {kind}, not a regular file"),
+        format!(
+            "it is {}, not a regular file",
+            file_kind(t).unwrap_or("a regular file")
+        ),
     )
 }
 
