@@ -53,6 +53,42 @@ fn starved(r: &Value) -> Option<String> {
     })
 }
 
+/// The CPUs processes outside the testbed took in each of a report's `phases`
+/// (`foreign_cpu.PHASE`; unknown counts as starved).
+fn foreign_cpus(w: &Value, phases: [&str; 2]) -> [f64; 2] {
+    phases.map(|k| w["foreign_cpu"][k].as_f64().unwrap_or(f64::INFINITY))
+}
+
+/// Why attempt `attempt` is not judged, if a phase was starved ([`MAX_FOREIGN_CPUS`]);
+/// printed.
+fn starved_attempt(attempt: u32, foreign: [f64; 2]) -> Option<String> {
+    let cpus = foreign.iter().copied().find(|&c| c > MAX_FOREIGN_CPUS)?;
+    let why = format!(
+        "attempt {attempt} starved, not judged: processes outside the testbed took {cpus} CPUs \
+         (more than {MAX_FOREIGN_CPUS})"
+    );
+    println!("{why}");
+    Some(why)
+}
+
+/// After every attempt failed or was starved: skip (printed) if none was judged, else fail
+/// with each judged attempt's reasons.
+fn no_attempt_passed(attempts: u32, failures: &[String], starved: &[String]) {
+    if failures.is_empty() {
+        println!(
+            "skipped: every attempt was CPU-starved: {}",
+            starved.join("; ")
+        );
+        return;
+    }
+    panic!(
+        "{} of {attempts} attempts failed ({} starved):\n{}",
+        failures.len(),
+        starved.len(),
+        failures.join("\n")
+    );
+}
+
 #[test]
 fn two_equal_tenants_1_vs_8_flows_jain_at_least_0_98() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -263,14 +299,7 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
         let prefix = format!("wts{attempt}{}", std::process::id() % 10_000);
         let r = run_experiment("latency", &prefix, Duration::from_secs(60));
         let w = weft_result(&r);
-        let foreign =
-            ["idle", "loaded"].map(|k| w["foreign_cpu"][k].as_f64().unwrap_or(f64::INFINITY));
-        if let Some(cpus) = foreign.iter().copied().find(|&c| c > MAX_FOREIGN_CPUS) {
-            let why = format!(
-                "attempt {attempt} starved, not judged: processes outside the testbed took \
-                 {cpus} CPUs (more than {MAX_FOREIGN_CPUS})"
-            );
-            println!("{why}");
+        if let Some(why) = starved_attempt(attempt, foreign_cpus(w, ["idle", "loaded"])) {
             starved.push(why);
             continue;
         }
@@ -304,19 +333,7 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
         println!("attempt {attempt} failed: {}", why.join("; "));
         failures.push(format!("{}: {w}", why.join("; ")));
     }
-    if failures.is_empty() {
-        println!(
-            "skipped: every attempt was CPU-starved: {}",
-            starved.join("; ")
-        );
-        return;
-    }
-    panic!(
-        "{} of {ATTEMPTS} attempts failed ({} starved):\n{}",
-        failures.len(),
-        starved.len(),
-        failures.join("\n")
-    );
+    no_attempt_passed(ATTEMPTS, &failures, &starved);
 }
 
 /// The issue's "same on real traffic" for a saturated shaping class: one tenant's sockperf
@@ -357,8 +374,7 @@ fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
             .as_f64()
             .expect("p99, iperf3 on");
         let ratio = on / off;
-        let foreign =
-            ["bulk_off", "bulk_on"].map(|k| w["foreign_cpu"][k].as_f64().unwrap_or(f64::INFINITY));
+        let foreign = foreign_cpus(w, ["bulk_off", "bulk_on"]);
         println!(
             "attempt {attempt}: iperf3 off {} on {} (p99 ratio {ratio:.2}); iperf3 {}; \
              destination {}; latency app {} Mbit/s at the wire; other processes' CPUs {:?}",
@@ -369,12 +385,7 @@ fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
             w["latency_app_wire_mbps"],
             foreign
         );
-        if let Some(cpus) = foreign.iter().copied().find(|&c| c > MAX_FOREIGN_CPUS) {
-            let why = format!(
-                "attempt {attempt} starved, not judged: processes outside the testbed took \
-                 {cpus} CPUs (more than {MAX_FOREIGN_CPUS})"
-            );
-            println!("{why}");
+        if let Some(why) = starved_attempt(attempt, foreign) {
             starved.push(why);
             continue;
         }
@@ -410,19 +421,7 @@ fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
         println!("attempt {attempt} failed: {}", why.join("; "));
         failures.push(format!("{}: {w}", why.join("; ")));
     }
-    if failures.is_empty() {
-        println!(
-            "skipped: every attempt was CPU-starved: {}",
-            starved.join("; ")
-        );
-        return;
-    }
-    panic!(
-        "{} of {ATTEMPTS} attempts failed ({} starved):\n{}",
-        failures.len(),
-        starved.len(),
-        failures.join("\n")
-    );
+    no_attempt_passed(ATTEMPTS, &failures, &starved);
 }
 
 /// The pids in namespace `ns` (`ip netns pids`).
