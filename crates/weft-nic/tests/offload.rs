@@ -591,20 +591,7 @@ impl Three {
 
     /// Runs `f` on a thread inside namespace `which`.
     fn run<T: Send>(&self, which: &str, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.ns(which));
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = std::fs::File::open(&path).expect("namespace file");
-                // SAFETY: moves only this thread into the namespace `file` refers to.
-                let r = unsafe {
-                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
-                };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .expect("namespace thread")
-        })
+        common::in_netns(&self.ns(which), f)
     }
 }
 

@@ -72,20 +72,7 @@ impl Ns {
 
     /// Runs `f` on a thread inside the namespace (the calling thread keeps its own).
     pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.0);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = std::fs::File::open(&path).expect("namespace file");
-                // SAFETY: moves only this thread into the namespace `file` refers to.
-                let r = unsafe {
-                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET)
-                };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .expect("namespace thread")
-        })
+        in_netns(&self.0, f)
     }
 
     pub fn link_show(&self, dev: &str) -> String {
@@ -133,4 +120,22 @@ pub fn n(v: &serde_json::Value, p: &str) -> u64 {
     v.pointer(p)
         .and_then(serde_json::Value::as_u64)
         .unwrap_or_else(|| panic!("{p}: {v}"))
+}
+
+/// Runs `f` on a thread inside network namespace `name` (`ip netns` name; the calling thread
+/// keeps its own).
+pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = format!("/run/netns/{name}");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let file = std::fs::File::open(&path).expect("namespace file");
+            // SAFETY: moves only this thread into the namespace `file` refers to.
+            let r =
+                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .expect("namespace thread")
+    })
 }
