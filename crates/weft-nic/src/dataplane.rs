@@ -482,8 +482,6 @@ pub struct DpCounters {
     /// Per tenant: frames refused at its port for their source address, by
     /// [`SourceReject::index`].
     pub source_rejects: Vec<[u64; 4]>,
-    /// All tenants' frames refused for their source address (in the ingress balance).
-    pub source_rejected: u64,
     /// Per tenant: frames whose source IP lies outside its `ip=` prefixes.
     pub ip_rejects: Vec<u64>,
     /// Per tenant: new flows refused for want of a queue (`no_queue`'s share).
@@ -1516,7 +1514,6 @@ impl State {
             if let Some(ip) = source_ip(frame) {
                 if !allowed.iter().any(|p| p.contains(ip)) {
                     self.c.ip_rejects[t] += 1;
-                    self.c.source_rejected += 1;
                     return;
                 }
             }
@@ -1607,7 +1604,6 @@ impl State {
     #[cold]
     fn refuse_source(&mut self, t: usize, src: Mac, why: SourceReject, now: u64) {
         self.c.source_rejects[t][why.index()] += 1;
-        self.c.source_rejected += 1;
         if now.saturating_sub(self.source_logged_ps[t]) >= 1_000_000_000_000
             || self.source_logged_ps[t] == 0
         {
@@ -2351,7 +2347,9 @@ impl State {
                 "engine_drops": c.engine_drops, "tx_frames": c.tx_frames, "tx_bytes": c.tx_bytes,
                 "tx_errors": c.tx_errors, "reverse_frames": c.reverse_frames,
                 "reverse_flooded": c.reverse_flooded, "reverse_unknown": c.reverse_unknown,
-                "reverse_dropped": c.reverse_dropped, "source_rejected": c.source_rejected,
+                "reverse_dropped": c.reverse_dropped,
+                "source_rejected": c.source_rejects.iter().flatten().sum::<u64>()
+                    + c.ip_rejects.iter().sum::<u64>(),
                 "reverse_queued": self.rev.queues.iter().map(|q| q.len()).sum::<usize>(),
                 "reloads": c.reloads,
                 "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
