@@ -177,11 +177,18 @@ fn spec() -> impl Strategy<Value = Spec> {
                 prop::sample::select(vec![0u64, 0, 12 * DAY_PS, 200 * DAY_PS]),
                 // Mostly a slow link, on which packets queue; sometimes a fast one.
                 prop::sample::select(vec!["1gbit", "1gbit", "100gbit"]),
+                // A third of the cases send packets of one size (the first's): a `wfq` node
+                // whose packets are of one size keeps the fast engine's other form.
+                prop::sample::select(vec![false, false, true]),
             )
         })
         .prop_map(
-            |(root, inner, shaped, mut arrivals, mut updates, grid, jump, link)| {
+            |(root, inner, shaped, mut arrivals, mut updates, grid, jump, link, one_size)| {
+                let first_size = arrivals[0].4;
                 for a in &mut arrivals {
+                    if one_size {
+                        a.4 = first_size;
+                    }
                     a.0 -= a.0 % grid;
                     if a.0 >= JUMP_AFTER_PS {
                         a.0 += jump;

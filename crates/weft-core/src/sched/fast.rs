@@ -10,14 +10,14 @@
 //!   node, [`ChildQueues`](super::child_queues::ChildQueues): 8 bytes a child and no buffer
 //!   of its own) and a heap over the children's heads
 //!   ([`PerChild`](super::pifo::PerChild)); a `wfq` node the same with a correction per
-//!   child, charged once the packet a pop sends is known
-//!   ([`WfqQueues`](super::wfq::WfqQueues)); a leaf whose flows are served first-come
+//!   child, charged once the packet a pop sends is known, while its packets are of mixed
+//!   sizes ([`WfqQueues`](super::wfq::WfqQueues)); a leaf whose flows are served first-come
 //!   first-served keeps its packets in one sorted list linked through their slots
 //!   ([`SlotList`]: 24 bytes and no buffer per leaf); `lstf`, `edf` and fair leaves keep a
 //!   heap. The heaps are [`MinHeap`]s (4-ary, 32-byte entries, the 128-bit rank compared in
 //!   two 64-bit halves). A node of dozens of children or more whose heads pile up (a `senic`
-//!   node's classes; not a `wfq` node, whose entries move with their child's correction)
-//!   moves all its entries to
+//!   node's classes; Loom Fig. 1's `wfq` node of 64 tenants while its packets are of one
+//!   size, so that no correction moves a child's entries) moves all its entries to
 //!   one calendar of rank buckets ([`Wide`](super::pifo::Wide), a
 //!   [`BucketQueue`](super::buckets::BucketQueue): O(1) a push or pop, no queue per child)
 //!   while it holds dozens of heads, and back when its entries thin out
@@ -664,7 +664,7 @@ impl FastEngine {
                     Pifo::Ffs(Ffs::new(x.children.start, &prios(&params, x)).expect("checked"))
                 }
                 // Ranks corrected by what a child's packets sent cost.
-                Algo::Wfq => Pifo::wfq(x.children.start, x.children.len()),
+                Algo::Wfq => Pifo::wfq(x.children.start, x.children.len(), calendar),
                 // Ranks a child's packets in push order except on re-entry.
                 Algo::Prio | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
                     Pifo::per_child(x.children.start, x.children.len(), calendar)
@@ -3038,6 +3038,64 @@ mod tests {
                     "{vms} tenants at {now} ps"
                 );
             }
+        }
+    }
+
+    /// Loom Fig. 1's `wfq` node of 64 tenants holds packets of one size on its calendar;
+    /// the first packet of another size moves them back to the queues (it charges sent
+    /// bytes from then on), and once the node empties it takes the calendar again for
+    /// packets of a third size. Every departure is the reference engine's, at the same time.
+    #[test]
+    fn a_wfq_node_of_one_packet_size_keeps_a_calendar_until_sizes_mix() {
+        let text = synth::scaled(64, 2, 0);
+        let prog =
+            Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
+        let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+        let mut fast = FastEngine::new(prog.clone());
+        let mut reference = ReferenceEngine::new(prog);
+        let on_calendar = |f: &FastEngine| match &f.pifo[tenants] {
+            Pifo::Wfq(w) => w.on_calendar(),
+            _ => panic!("the tenants node is not a wfq node's queue"),
+        };
+        let now = std::cell::Cell::new(0u64);
+        let mut id = 0u64;
+        let mut offer = |f: &mut FastEngine, r: &mut ReferenceEngine, n: u64, size: u32| {
+            let now = now.get();
+            for _ in 0..n {
+                let p = Packet::new(id, size, synth::packet(id, 64, 2, 0));
+                assert_eq!(f.enqueue(p, now), r.enqueue(p, now), "packet {id}");
+                id += 1;
+            }
+        };
+        let send = |f: &mut FastEngine, r: &mut ReferenceEngine, n: usize| {
+            for _ in 0..n {
+                now.set(now.get() + 1_200_000);
+                let t = now.get();
+                assert_eq!(f.dequeue(t), r.dequeue(t), "at {t} ps");
+            }
+        };
+        offer(&mut fast, &mut reference, 2048, 1500);
+        assert!(on_calendar(&fast), "2,048 packets of 1,500 B: no calendar");
+        send(&mut fast, &mut reference, 1000);
+        offer(&mut fast, &mut reference, 1, 64);
+        assert!(
+            !on_calendar(&fast),
+            "a 64 B packet joined: still on the calendar"
+        );
+        offer(&mut fast, &mut reference, 2048, 1500);
+        assert!(!on_calendar(&fast), "sizes mixed: back on the calendar");
+        send(&mut fast, &mut reference, 1500);
+        offer(&mut fast, &mut reference, 500, 64);
+        while fast.backlog() + reference.backlog() > 0 {
+            send(&mut fast, &mut reference, 1);
+        }
+        offer(&mut fast, &mut reference, 2048, 600);
+        assert!(
+            on_calendar(&fast),
+            "emptied, then 2,048 packets of 600 B: no calendar"
+        );
+        while fast.backlog() + reference.backlog() > 0 {
+            send(&mut fast, &mut reference, 1);
         }
     }
 

@@ -264,9 +264,9 @@ pub(super) struct PerChild {
 pub(super) struct Switch {
     /// Heads at which a [`PerChild`] moves its entries to a calendar (`u32::MAX`: never, a
     /// node of too few children).
-    heads: u32,
+    pub(super) heads: u32,
     /// Entries below which a calendar moves them back.
-    back: u32,
+    pub(super) back: u32,
 }
 
 /// A node of many children in either form: its entries in a [`PerChild`] queue per child
@@ -519,9 +519,10 @@ impl Pifo {
         }
     }
 
-    /// A `wfq` node's queue for children `first..first + n` ([`WfqQueues`]).
-    pub(super) fn wfq(first: u32, n: usize) -> Pifo {
-        Pifo::Wfq(Box::new(WfqQueues::new(first, n)))
+    /// A `wfq` node's queue for children `first..first + n` ([`WfqQueues`]), moving to a
+    /// calendar as `calendar` says.
+    pub(super) fn wfq(first: u32, n: usize, calendar: CalendarUse) -> Pifo {
+        Pifo::Wfq(Box::new(WfqQueues::new(first, n, switch_for(n, calendar))))
     }
 
     /// A `wfq` node's correction for child `v` ([`WfqQueues::offset`]).
