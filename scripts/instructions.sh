@@ -26,6 +26,7 @@ if [ ${#scenarios[@]} -eq 0 ]; then
     fast:10000:classify:senic
     fast:65536:per-flow:fig1:WEFT_PROFILE_FIFO=1
     fast:65536:classify:fig1:WEFT_PROFILE_FIFO=1
+    fast:65536:per-flow:fig1:WEFT_PROFILE_MIXED=1
     reference:65536:classify:fig1
     reference:10000:classify:senic
   )

@@ -9,7 +9,8 @@
 //! back below H/4 entries, see `CalendarUse`; with `WEFT_PROFILE_WFQ=1` the `senic` scenario's node is a `wfq` node of
 //! the same children, weighted 20–69; with `WEFT_PROFILE_BACKLOG=N`, N packets stay queued
 //! instead of 4,096: the pool-only run does not enqueue them, so subtracting it leaves their
-//! first enqueue in the count).
+//! first enqueue in the count; with `WEFT_PROFILE_MIXED=1` one `fig1` packet in four has 64
+//! bytes instead of 1,518, so its `wfq` node charges the bytes each tenant sends).
 use std::sync::Arc;
 use weft_core::classifier::Field;
 use weft_core::policy::{compile_str, synth};
@@ -176,12 +177,14 @@ fn main() {
     let senic = args.get(5).is_some_and(|s| s == "senic");
     // `deep`: `weft bench`'s 8-level policy and its packets (leaf tag, 64 ports each).
     let deep = args.get(5).is_some_and(|s| s == "deep");
+    let mixed = std::env::var_os("WEFT_PROFILE_MIXED").is_some();
     let fig1 = move |i: u64| {
         let f = mix(i) % flows;
         let mut p = synth::packet(f, 64, 16, 64);
         p.set_int(Field::Sport, f & 0xffff);
         p.set_int(Field::Src, 0xffff_0a00_0000u64 | (f >> 16));
-        Packet::new(i, 1518, p)
+        let small = mixed && mix(i ^ 0x5bd1_e995).is_multiple_of(4);
+        Packet::new(i, if small { 64 } else { 1518 }, p)
     };
     // `senic`: a flat senic node with `flows` classes (as in `weft bench`).
     let flat = move |i: u64| {
