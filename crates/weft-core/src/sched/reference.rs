@@ -1201,6 +1201,8 @@ impl ReferenceEngine {
             if t > now {
                 break;
             }
+            #[cfg(test)]
+            super::steps::count();
             self.shaping_queue.remove(&(t, seq));
             self.classes[c as usize].due = None;
             let slot = self.class_pop(c);
@@ -1322,6 +1324,8 @@ impl ReferenceEngine {
     /// Pops the PIFO path from the root: returns the slot of the leaf's smallest packet and
     /// the rank popped at each node on the way.
     fn pop_path(&mut self) -> Option<(usize, Vec<(NodeId, Rank)>)> {
+        #[cfg(test)]
+        super::steps::count();
         let mut popped = Vec::new();
         // `wfq` levels: (node, child, bytes charged), corrected once the packet is known.
         let mut charged = Vec::new();
