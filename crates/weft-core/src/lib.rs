@@ -120,3 +120,25 @@ pub mod classifier;
 pub mod policy;
 pub mod sched;
 pub mod units;
+
+/// Test builds count steps of the loops whose cost an input could blow up (the engines' tree
+/// pops and shaping-queue releases, the policy checker's walks up the tree), so that tests
+/// bound the work per packet or per node by counting, not by timing.
+#[cfg(test)]
+pub(crate) mod steps {
+    use std::cell::Cell;
+
+    thread_local! {
+        static STEPS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// One step taken.
+    pub(crate) fn count() {
+        STEPS.with(|s| s.set(s.get() + 1));
+    }
+
+    /// The steps taken in this thread since the last call.
+    pub(crate) fn take() -> u64 {
+        STEPS.with(|s| s.replace(0))
+    }
+}

@@ -1358,6 +1358,9 @@ impl<'o> Compiler<'o> {
             .collect();
         let mut sched_parent: Vec<Option<usize>> = vec![None; decls.len()];
         let mut blockers: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
+        // The nearest node at or above each whose `blockers` are not empty (a chain's walk
+        // skips the levels without).
+        let mut blocked_above: Vec<Option<usize>> = vec![None; decls.len()];
         let mut dead = vec![false; decls.len()];
         for &v in &bfs {
             let mut b = DispatchBuilder::new(shapes);
@@ -1405,9 +1408,17 @@ impl<'o> Compiler<'o> {
                         .filter(|&e| sc.intersect(owns[e]).is_some())
                         .collect();
                 }
-                if let Some(d) =
-                    shadowed_across_levels(&decls, &owns, &sched_parent, &blockers, c, &sc)
-                {
+                blocked_above[c] = if blockers[c].is_empty() {
+                    blocked_above[v]
+                } else {
+                    Some(c)
+                };
+                let levels = Levels {
+                    sched_parent: &sched_parent,
+                    blockers: &blockers,
+                    blocked_above: &blocked_above,
+                };
+                if let Some(d) = shadowed_across_levels(&decls, &owns, &levels, c, &sc) {
                     self.diags.push(d);
                     dead[c] = true;
                 }
@@ -1535,6 +1546,19 @@ const CROSS_LEVEL_MAX_SIBLINGS: usize = 256;
 /// Single-valued combinations of a scope the cross-level check expands at most.
 const CROSS_LEVEL_MAX_ATOMS: usize = 1024;
 
+/// Earlier siblings along a node's path the cross-level check weighs at most (a chain of
+/// 100,000 levels, each with a sibling, would otherwise weigh 100,000 a node).
+const CROSS_LEVEL_MAX_BLOCKERS: usize = 256;
+
+/// What [`shadowed_across_levels`] reads of the levels above a node, per node: its
+/// scheduling parent, its earlier siblings whose matches meet its scope, and the nearest
+/// node at or above it that has such siblings.
+struct Levels<'a> {
+    sched_parent: &'a [Option<usize>],
+    blockers: &'a [Vec<usize>],
+    blocked_above: &'a [Option<usize>],
+}
+
 /// Rule shadowed-match across levels: node `c`, whose scope (its match and its ancestors')
 /// is `scope`, can never be chosen when every packet of that scope is taken first by an
 /// earlier sibling of `c` or of one of its ancestors (first match wins at each level):
@@ -1542,25 +1566,32 @@ const CROSS_LEVEL_MAX_ATOMS: usize = 1024;
 /// `tenant-a {vm: 1}` before a catch-all sibling under a parent that takes only `vm: 1`
 /// takes all of the catch-all's. Exact for what it reports (each single-valued combination
 /// of the scope is covered by one earlier rule, as the sibling rule demands); a scope of
-/// more than [`CROSS_LEVEL_MAX_ATOMS`] combinations, or siblings beyond
-/// [`CROSS_LEVEL_MAX_SIBLINGS`] at a level, are not weighed. Cost: per node, its depth in
-/// blocker lists and, when there are blockers, its combinations times them.
+/// more than [`CROSS_LEVEL_MAX_ATOMS`] combinations, siblings beyond
+/// [`CROSS_LEVEL_MAX_SIBLINGS`] at a level, or more than [`CROSS_LEVEL_MAX_BLOCKERS`]
+/// earlier siblings along the path, are not weighed. Cost: per node, the levels above it
+/// that have earlier siblings (at most [`CROSS_LEVEL_MAX_BLOCKERS`]) and, when there are
+/// any, its combinations times them.
 fn shadowed_across_levels(
     decls: &[NodeDecl],
     owns: &[&Match],
-    sched_parent: &[Option<usize>],
-    blockers: &[Vec<usize>],
+    levels: &Levels,
     c: usize,
     scope: &Match,
 ) -> Option<Diagnostic> {
     use crate::classifier::reference;
     // The earlier siblings along the path, nearest level first.
     let mut along: Vec<usize> = Vec::new();
-    let mut x = Some(c);
+    let mut x = levels.blocked_above[c];
     while let Some(n) = x {
-        along.extend_from_slice(&blockers[n]);
-        x = sched_parent[n];
+        #[cfg(test)]
+        crate::steps::count();
+        along.extend_from_slice(&levels.blockers[n]);
+        if along.len() > CROSS_LEVEL_MAX_BLOCKERS {
+            return None;
+        }
+        x = levels.sched_parent[n].and_then(|p| levels.blocked_above[p]);
     }
+    let sched_parent = levels.sched_parent;
     if along.is_empty() {
         return None;
     }
@@ -1622,4 +1653,53 @@ fn expected_parent(key: &str) -> &'static str {
 
 fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cross-level shadowing check walks only the levels that have earlier siblings, and
+    /// at most [`CROSS_LEVEL_MAX_BLOCKERS`] of them a node: a chain of 20,000 levels costs no
+    /// walk at all (it took every node's whole depth: 54 s at 100,000 levels), and a comb of
+    /// 3,000 levels, each with an earlier sibling, at most that many steps a node.
+    #[test]
+    fn the_cross_level_check_walks_a_bounded_number_of_levels() {
+        let chain = |levels: usize, comb: bool| {
+            let mut t = format!(
+                "weft: 1\nlimits: {{max_depth: {}, max_nodes: {}}}\nnodes:\n  - {{name: n0, type: fifo}}\n",
+                levels + 2,
+                2 * levels + 2
+            );
+            for i in 1..levels {
+                if comb {
+                    t += &format!(
+                        "  - {{name: side{i}, type: leaf, parent: n{}, match: {{tag: {i}}}}}\n",
+                        i - 1
+                    );
+                }
+                t += &format!("  - {{name: n{i}, type: fifo, parent: n{}}}\n", i - 1);
+            }
+            t += &format!("  - {{name: leaf, type: leaf, parent: n{}}}\n", levels - 1);
+            t
+        };
+        for (levels, comb, most) in [
+            (20_000, false, 0),
+            (3_000, true, (CROSS_LEVEL_MAX_BLOCKERS as u64 + 1) * 6_000),
+        ] {
+            let text = chain(levels, comb);
+            crate::steps::take();
+            let prog = crate::policy::compile_str(
+                "chain.yaml".as_ref(),
+                &text,
+                &crate::policy::LoadOptions::default(),
+            );
+            let steps = crate::steps::take();
+            assert!(prog.is_ok(), "{levels} levels, comb {comb}: refused");
+            assert!(
+                steps <= most,
+                "{levels} levels, comb {comb}: {steps} steps, more than {most}"
+            );
+        }
+    }
 }

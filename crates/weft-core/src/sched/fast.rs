@@ -1819,7 +1819,7 @@ impl FastEngine {
             }
             let c = e.v;
             #[cfg(test)]
-            super::steps::count();
+            crate::steps::count();
             self.shaping_queue.pop();
             let slot = self
                 .class_front(c, true)
@@ -1991,7 +1991,7 @@ impl FastEngine {
     #[inline(always)]
     fn pop_path(&mut self, at: usize) -> Option<(u32, usize)> {
         #[cfg(test)]
-        super::steps::count();
+        crate::steps::count();
         let mut n = 0u32;
         let mut tracked = 0;
         // Bit `i < 63`: `popped[at + i]` is a `wfq` node's, to charge; bit 63: some of
@@ -3110,7 +3110,7 @@ mod tests {
     #[test]
     fn a_bucket_smaller_than_a_packet_costs_steps_linear_in_packets() {
         fn drain<E: Engine>(mut e: E, packets: u64) -> (Vec<Departure>, u64) {
-            super::super::steps::take();
+            crate::steps::take();
             for i in 0..packets {
                 let mut m = PacketMeta::default();
                 m.set_int(Field::Tag, 1 + i % 2);
@@ -3127,7 +3127,7 @@ mod tests {
                 }
             }
             assert_eq!(out.len() as u64, packets, "every packet sent");
-            (out, super::super::steps::take())
+            (out, crate::steps::take())
         }
         for burst in [", burst: 64b", ""] {
             let text = format!(

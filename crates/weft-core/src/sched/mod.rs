@@ -31,27 +31,6 @@ pub mod reference;
 mod ring;
 mod wfq;
 
-/// Test builds count the engines' steps (tree pops and releases from the shaping queue), so
-/// that tests can bound an engine's work per packet by counting, not by timing.
-#[cfg(test)]
-pub(crate) mod steps {
-    use std::cell::Cell;
-
-    thread_local! {
-        static STEPS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    /// One step taken.
-    pub(crate) fn count() {
-        STEPS.with(|s| s.set(s.get() + 1));
-    }
-
-    /// The steps taken in this thread since the last call.
-    pub(crate) fn take() -> u64 {
-        STEPS.with(|s| s.replace(0))
-    }
-}
-
 use crate::classifier::PacketMeta;
 
 /// The latest arrival time drivers accept, ps: 2^63, about 106.7 days. Times are 64-bit

@@ -1202,7 +1202,7 @@ impl ReferenceEngine {
                 break;
             }
             #[cfg(test)]
-            super::steps::count();
+            crate::steps::count();
             self.shaping_queue.remove(&(t, seq));
             self.classes[c as usize].due = None;
             let slot = self.class_pop(c);
@@ -1325,7 +1325,7 @@ impl ReferenceEngine {
     /// the rank popped at each node on the way.
     fn pop_path(&mut self) -> Option<(usize, Vec<(NodeId, Rank)>)> {
         #[cfg(test)]
-        super::steps::count();
+        crate::steps::count();
         let mut popped = Vec::new();
         // `wfq` levels: (node, child, bytes charged), corrected once the packet is known.
         let mut charged = Vec::new();
