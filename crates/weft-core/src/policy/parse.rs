@@ -383,8 +383,12 @@ pub fn to_nfc(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// Closest known word, for did-you-mean hints.
 pub fn suggest(word: &str, known: &[&str]) -> Option<String> {
+    // A word further in length from `k` than the distance allowed cannot be close to it:
+    // skipped before the distance (quadratic in the lengths) is computed.
+    let chars = word.chars().count();
     known
         .iter()
+        .filter(|k| chars.abs_diff(k.chars().count()) <= 2.max(k.len() / 3))
         .map(|k| (strsim::damerau_levenshtein(word, k), *k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 3))
         .min()
