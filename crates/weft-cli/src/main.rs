@@ -264,6 +264,19 @@ enum Command {
         /// No progress bar or notes on stderr.
         #[arg(long)]
         quiet: bool,
+        /// Progress on stderr (simulated time done of the total, the model, its events, wall
+        /// time) even when stderr is not a terminal: a line at most once a second.
+        #[arg(long, conflicts_with = "quiet")]
+        progress: bool,
+        /// The most the applications may offer together, in multiples of the link rate
+        /// (default: the scenario's `limits: {max_offered_load}`, else 64); a scenario that
+        /// offers more is refused when loading (the simulator's work grows with it).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_offered_load: Option<u64>,
+        /// Event budget of each model's run (default: the scenario's `limits:
+        /// {max_events}`, else 2^28): a run that reaches it stops, and weft exits 2.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_events: Option<u64>,
         /// Measure simulated packets per wall-clock second (default: Loom Fig. 9 with
         /// `loom`; best of three runs) instead of writing a report.
         #[arg(long)]
@@ -872,6 +885,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out,
             json: j,
             quiet,
+            progress,
+            max_offered_load,
+            max_events,
             bench,
         } => {
             let r = if bench {
@@ -888,6 +904,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     out,
                     json: j,
                     quiet,
+                    progress,
+                    max_offered_load,
+                    max_events,
                 })
             };
             r.map_err(Failure::from)

@@ -2,8 +2,15 @@
 //! (crate `weft-sim`) and write reports; `weft sim --bench` measures simulated packets per
 //! wall-clock second.
 //!
-//! Output conventions: tables and JSON on stdout, progress (an indicatif bar on a terminal)
-//! and file notes on stderr; a bad scenario exits 2 with `file:line:col: message`.
+//! Output conventions: tables and JSON on stdout, progress and file notes on stderr; a bad
+//! scenario exits 2 with `file:line:col: message`, and so does one that asks the simulator
+//! for more than its limits (an offered load refused when loading, a run that reaches its
+//! event budget: `--max-offered-load`, `--max-events` and the scenario's `limits:` raise
+//! them; `weft_sim::scenario` says why they exist).
+//!
+//! Progress ([`Progress`], `weft replay`'s too): an indicatif bar when stderr is a
+//! terminal; with `--progress` on another stderr, a line at most once a second (simulated
+//! time done of the total, the model, its events, wall time) and one at the end.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -40,6 +47,76 @@ pub struct SimArgs {
     pub out: PathBuf,
     pub json: bool,
     pub quiet: bool,
+    /// Progress lines on stderr even when it is not a terminal.
+    pub progress: bool,
+    /// `--max-offered-load`: multiples of the link rate.
+    pub max_offered_load: Option<u64>,
+    /// `--max-events`: events per model's run.
+    pub max_events: Option<u64>,
+}
+
+/// Progress on stderr: an indicatif bar when stderr is a terminal, else (when asked for) a
+/// plain line, `LABEL: MESSAGE`, at most once a second, and a last one at the end. One
+/// implementation for the commands that report progress (`weft sim`, `weft demo`, `weft
+/// replay`): each gives its bar's template and its messages.
+pub(crate) struct Progress {
+    label: String,
+    bar: Option<indicatif::ProgressBar>,
+    /// Plain lines (stderr is not a terminal, and they were asked for).
+    lines: bool,
+    started: Instant,
+    last_line: Instant,
+}
+
+impl Progress {
+    /// Progress out of `total` (the bar's length), labelled `label`; `template` is the
+    /// bar's (indicatif's `{prefix}` is the label, `{msg}` the message). `lines`: plain
+    /// lines when stderr is not a terminal (`--progress`); `bar`: a bar when it is.
+    pub(crate) fn new(label: &str, total: u64, template: &str, bar: bool, lines: bool) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (bar && terminal).then(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(indicatif::ProgressStyle::with_template(template).expect("template"));
+            b.set_prefix(label.to_string());
+            b
+        });
+        let now = Instant::now();
+        Progress {
+            label: label.to_string(),
+            bar,
+            lines: lines && !terminal,
+            started: now,
+            last_line: now,
+        }
+    }
+
+    /// Wall time since the start, seconds.
+    pub(crate) fn elapsed_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Moves the bar to `position`, or prints `message()` as a line when a second has
+    /// passed since the last one.
+    pub(crate) fn tick(&mut self, position: u64, message: impl FnOnce(&Self) -> String) {
+        if let Some(b) = &self.bar {
+            b.set_position(position);
+            b.set_message(message(self));
+        } else if self.lines && self.last_line.elapsed().as_secs() >= 1 {
+            self.last_line = Instant::now();
+            crate::out::errln!("{}: {}", self.label, message(self));
+        }
+    }
+
+    /// Clears the bar, or prints the last line, `message (done)`.
+    pub(crate) fn finish(&self, message: impl FnOnce(&Self) -> String) {
+        match &self.bar {
+            Some(b) => b.finish_and_clear(),
+            None if self.lines => {
+                crate::out::errln!("{}: {} (done)", self.label, message(self))
+            }
+            None => {}
+        }
+    }
 }
 
 /// A failure: exit code and message.
@@ -123,39 +200,67 @@ fn apply_overrides(
     Ok(())
 }
 
-/// Runs the models with a progress bar; returns the runs and the wall time.
+/// Runs the models, each within the scenario's event budget (exit 2 when one reaches it),
+/// with progress on stderr: a bar on a terminal unless `quiet`, lines elsewhere with
+/// `lines` (`--progress`); returns the runs and the wall time.
 fn run_models(
     sc: &Scenario,
     models: &[NicKind],
     quiet: bool,
+    lines: bool,
     label: &str,
-) -> (Vec<weft_sim::NicRun>, f64) {
+) -> Result<(Vec<weft_sim::NicRun>, f64), Fail> {
     let list: Vec<NicKind> = if models.is_empty() {
         sc.nics.clone()
     } else {
         models.to_vec()
     };
+    // The bar counts simulated microseconds, model after model.
     let per = (sc.duration_ps / 1_000_000).max(1);
-    let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new(per * list.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{prefix} {bar:30} {msg} ({eta})")
-                .expect("template"),
-        );
-        b.set_prefix(label.to_string());
-        b
-    });
-    let t0 = Instant::now();
-    let runs = weft_sim::run_all(sc, &list, &mut |i, now_ps| {
-        if let Some(b) = &bar {
-            b.set_position(i as u64 * per + now_ps / 1_000_000);
-            b.set_message(list[i].name());
+    let mut progress = Progress::new(
+        label,
+        per * list.len() as u64,
+        "{prefix} {bar:30} {msg} ({eta})",
+        !quiet,
+        lines,
+    );
+    let mut events = 0u64;
+    let mut last = weft_sim::Progress {
+        model: 0,
+        now_ps: 0,
+        events: 0,
+    };
+    let n = list.len();
+    let end = sc.duration_ps;
+    // Simulated times in the unit of the whole run's (`0.274 of 2 ms`).
+    let (unit, scale) = [("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)]
+        .into_iter()
+        .find(|&(_, sc)| end as f64 >= sc)
+        .unwrap_or(("ps", 1.0));
+    let message = |p: &weft_sim::Progress, total: u64, pr: &Progress| {
+        format!(
+            "{} ({} of {n}): {:.3} of {} {unit} simulated, {} events ({} in all), {:.1} s",
+            list[p.model].name(),
+            p.model + 1,
+            p.now_ps as f64 / scale,
+            end as f64 / scale,
+            p.events,
+            total,
+            pr.elapsed_s()
+        )
+    };
+    let runs = weft_sim::try_run_all(sc, &list, &mut |p| {
+        if p.model != last.model {
+            events += last.events;
         }
-    });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    (runs, t0.elapsed().as_secs_f64())
+        last = p;
+        progress.tick(p.model as u64 * per + p.now_ps / 1_000_000, |pr| {
+            message(&p, events + p.events, pr)
+        });
+    })
+    .map_err(|e| usage(e.to_string()))?;
+    progress.finish(|pr| message(&last, events + last.events, pr));
+    Ok((runs, progress.elapsed_s()))
 }
 
 fn fmt(v: &Value, scale: f64, digits: usize) -> String {
@@ -278,7 +383,9 @@ fn check_out(out: &Path, inputs: &[&Path]) -> Result<(), Fail> {
 /// `weft sim`.
 pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let models = parse_models(&a.nics)?;
-    let ov = overrides(a.policy.clone(), a.link.as_deref(), &a.set)?;
+    let mut ov = overrides(a.policy.clone(), a.link.as_deref(), &a.set)?;
+    ov.max_offered_load = a.max_offered_load;
+    ov.max_events = a.max_events;
     let mut inputs = vec![a.scenario.as_path()];
     inputs.extend(a.policy.as_deref());
     check_out(&a.out, &inputs)?;
@@ -297,7 +404,7 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
             sc.program.name
         );
     }
-    let (runs, secs) = run_models(&sc, &models, a.quiet, "sim");
+    let (runs, secs) = run_models(&sc, &models, a.quiet, a.progress, "sim")?;
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
         .map_err(|e| (1, format!("cannot write {}: {e}", a.out.display())))?;
     if a.json {
@@ -307,8 +414,9 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     }
     if !a.quiet {
         let pk: u64 = runs.iter().map(|r| r.packets).sum();
+        let ev: u64 = runs.iter().map(|r| r.events).sum();
         crate::out::errln!(
-            "{pk} packets simulated in {secs:.2} s; wrote {0}/summary.json, timeseries.csv, latency.csv, jain.csv, *.svg, index.html",
+            "{pk} packets ({ev} events) simulated in {secs:.2} s; wrote {0}/summary.json, timeseries.csv, latency.csv, jain.csv, *.svg, index.html",
             a.out.display()
         );
     }
@@ -333,7 +441,8 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
         let mut packets = 0;
         for _ in 0..3 {
             let t0 = Instant::now();
-            let runs = weft_sim::run_all(&sc, &[m], &mut |_, _| {});
+            let runs =
+                weft_sim::try_run_all(&sc, &[m], &mut |_| {}).map_err(|e| usage(e.to_string()))?;
             let secs = t0.elapsed().as_secs_f64();
             packets = runs[0].packets;
             best = best.max(packets as f64 / secs);
@@ -370,7 +479,7 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
     ] {
         let sc = weft_sim::load_str(Path::new(file), text, &weft_sim::Overrides::default())
             .map_err(|e| usage(e.to_string()))?;
-        let (runs, _) = run_models(&sc, &DEMO_MODELS, quiet, &sc.name);
+        let (runs, _) = run_models(&sc, &DEMO_MODELS, quiet, false, &sc.name)?;
         let dir = out.join(&sc.name);
         let sum = weft_sim::report::write(&dir, &sc, &runs)
             .map_err(|e| (1, format!("cannot write {}: {e}", dir.display())))?;

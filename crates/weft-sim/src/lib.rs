@@ -19,15 +19,42 @@ pub mod sim;
 
 pub use nic::NicKind;
 pub use scenario::{load, load_str, Overrides, Scenario, ScenarioError};
-pub use sim::NicRun;
+pub use sim::{BudgetExceeded, NicRun};
 
 /// Runs `models` (the scenario's list when empty) and returns their raw results in order.
 /// `progress(model_index, sim_now_ps)` is called now and then.
+///
+/// # Panics
+/// When a run reaches the scenario's event budget ([`Scenario::max_events`]);
+/// [`try_run_all`] returns that as an error.
 pub fn run_all(
     sc: &Scenario,
     models: &[NicKind],
     progress: &mut dyn FnMut(usize, u64),
 ) -> Vec<NicRun> {
+    try_run_all(sc, models, &mut |p| progress(p.model, p.now_ps)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Where a run is, for progress reports ([`try_run_all`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Index of the model in the list being run.
+    pub model: usize,
+    /// Simulated time done, ps (of the scenario's `duration_ps`).
+    pub now_ps: u64,
+    /// Events of this model's run so far ([`NicRun::events`]).
+    pub events: u64,
+}
+
+/// Runs `models` (the scenario's list when empty), each within the scenario's event budget
+/// ([`Scenario::max_events`]), and returns their raw results in order, or the first run
+/// that reached the budget (the later models are not run). `progress` is called every
+/// 65,536 events or so of each run, and at its end.
+pub fn try_run_all(
+    sc: &Scenario,
+    models: &[NicKind],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<NicRun>, BudgetExceeded> {
     let list: Vec<NicKind> = if models.is_empty() {
         sc.nics.clone()
     } else {
@@ -35,6 +62,14 @@ pub fn run_all(
     };
     list.iter()
         .enumerate()
-        .map(|(i, &k)| sim::run(sc, k, &mut |t| progress(i, t)))
+        .map(|(model, &k)| {
+            sim::try_run(sc, k, &mut |now_ps, events| {
+                progress(Progress {
+                    model,
+                    now_ps,
+                    events,
+                })
+            })
+        })
         .collect()
 }

@@ -5,6 +5,20 @@
 //! compare with their parameters, duration, measurement windows and seed.
 //!
 //! Quantities take units as in policies (`10gbit`, `64kb`, `5us`; `weft_core::units`).
+//! A scenario file is a regular file of at most [`MAX_SCENARIO_FILE_BYTES`] (16 MiB) of
+//! UTF-8 text ([`read_scenario`]: a FIFO or `/dev/zero` is refused, not read for ever); the
+//! YAML parser's own budget (250,000 nodes, a million parser events, 50,000 aliases) bounds
+//! what a small text can expand to.
+//!
+//! What a scenario may ask of the simulator (`limits: {max_offered_load, max_events}`, or
+//! the CLI's `--max-offered-load` and `--max-events` through [`Overrides`]): the offered
+//! load of all its applications together (see the invariants below), refused when loading,
+//! and an event budget per model's run ([`DEFAULT_MAX_EVENTS`]), which stops a run that
+//! reaches it ([`crate::sim::BudgetExceeded`]). Everything else a small file could ask for
+//! is bounded by the invariants (flows, windows and windows × applications, sizes, packets
+//! at once) and refused when loading: loading costs time and memory in proportion to the
+//! file, and a run's memory is bounded before it starts.
+//!
 //! Every error names the file, line and column of the offending value, in the scenario's
 //! terms: a value of the wrong kind names its key and what it must be (the YAML library's
 //! `invalid u16` becomes `` `cores` must be a whole number from 1 to 65535 ``), and the inline
@@ -16,17 +30,20 @@
 //! application's cores exist on it; windows and duration are positive; the duration is at
 //! most [`LAST_ARRIVAL_PS`] (2^63 ps: the simulator writes packets until the end, and the rest
 //! of the 64-bit clock is headroom for what is queued then) and holds at most
-//! [`MAX_WINDOWS`] throughput and latency windows; the MTU is 64..=65535 bytes; the segment,
-//! bulk windows, response sizes (an exponential one's largest draw) and UDP socket limits
-//! are at most [`MAX_SIZE_BYTES`]; the applications have at most [`MAX_FLOWS`] flows in all,
-//! and their windows and closed-loop responses at most [`MAX_BURST_PACKETS`] packets at once;
-//! a UDP flow's rate and a request/response application's offered load are at most
-//! [`MAX_OFFERED_LOAD`] times the link rate (what `unlimited` offers); tenant names are
-//! unique, and application names within their tenant (they key the reports); every tenant has
-//! an application, and every application only its kind's keys (`window` bulk; `rate`
-//! request-response and UDP; `size`, `size_dist`, `closed_loop` request-response;
-//! `socket_limit` UDP); at least one NIC model, none twice; start < stop; the policy
-//! compiled.
+//! [`MAX_WINDOWS`] throughput and latency windows, and at most [`MAX_WINDOW_CELLS`] windows
+//! × applications of each kind; the MTU is 64..=65535 bytes; the segment, bulk windows,
+//! response sizes (an exponential one's largest draw) and UDP socket limits are at most
+//! [`MAX_SIZE_BYTES`]; the applications have at most [`MAX_FLOWS`] flows in all, and their
+//! windows and closed-loop responses at most [`MAX_BURST_PACKETS`] packets at once; a UDP
+//! flow's rate and a request/response application's offered load are at most
+//! [`MAX_OFFERED_LOAD`] times the link rate (what `unlimited` offers), and all of them
+//! together at any instant at most `limits.max_offered_load` times
+//! ([`DEFAULT_MAX_TOTAL_OFFERED_LOAD`]: the simulator's work grows with what is offered, not
+//! with what the link carries); tenant names are unique, and application names within their
+//! tenant (they key the reports); every tenant has an application, and every application
+//! only its kind's keys (`window` bulk; `rate` request-response and UDP; `size`,
+//! `size_dist`, `closed_loop` request-response; `socket_limit` UDP); at least one NIC
+//! model, none twice; start < stop; the policy compiled.
 //!
 //! Tenant and application names are non-empty, without whitespace, commas, double quotes
 //! or control characters, as policy node names are (`weft_core::policy::parse::valid_name`):
@@ -60,6 +77,15 @@ use crate::nic::{NicKind, NicParams};
 /// `timeseries.csv` and a vector in memory for every model.
 pub const MAX_WINDOWS: u64 = 1_000_000;
 
+/// Most (window, application) pairs of each kind, throughput and latency, counted in pairs
+/// (one window of one application): a run holds a counter for each (8 bytes of throughput,
+/// 64 of latency) for every model it runs, and the report writes a row of `timeseries.csv`
+/// (or `latency.csv`) for each. 50 applications in windows of 1 µs for 1 s (a 3.5 KB
+/// scenario) once took 3.8 GB of memory and wrote 1.4 GB of report for one model. 2^22 is
+/// 34 MB of throughput counters a model, and far above every shipped scenario (at most
+/// 20,000 pairs: SENIC Table 3 with 1000 classes).
+pub const MAX_WINDOW_CELLS: u64 = 1 << 22;
+
 /// Most flows of all applications together (each application counts its most flows at
 /// once): every flow is simulated (and, in `qpf`, given a queue) one by one.
 pub const MAX_FLOWS: u64 = 1_000_000;
@@ -82,6 +108,39 @@ pub const MAX_BURST_PACKETS: u64 = 1 << 26;
 /// would only be dropped or queued, and the simulator's work grows with the offered rate.
 pub const MAX_OFFERED_LOAD: u64 = 2;
 
+/// Most the applications offer together at any instant by default, in multiples of the link
+/// rate (`limits: {max_offered_load: N}` or `--max-offered-load N` sets another): every
+/// running UDP flow its rate (twice the link's when `unlimited`) and every open-loop
+/// request/response application its responses on the wire. The simulator's work grows with
+/// the offered load, not with what the link carries: a UDP flow is a timed event and a
+/// packet written per `mtu × 8 / rate`, whether the packet is sent or dropped at the socket
+/// or in the NIC. 10,000 unlimited UDP flows offer 20,000 times the link rate: 16.7 billion
+/// ticks per simulated second on a 10 Gbit/s link, 33 million events per simulated
+/// millisecond (3 to 10 s of each model's run for 2 ms; 38 s for the eight models). Bulk
+/// flows and closed loops are held back by their windows, so their work follows the link,
+/// and they offer nothing here. 64 is 32 unlimited UDP flows, five times the most any
+/// shipped scenario offers (12 times: senic-fallback).
+pub const DEFAULT_MAX_TOTAL_OFFERED_LOAD: u64 = 64;
+
+/// The event budget of one model's run by default, events (`limits: {max_events: N}` or
+/// `--max-events N` sets another): the simulator's work, counted as each timed event handled
+/// (a schedule step, a request, a UDP tick, a retry), each flow a step starts or stops,
+/// each packet written to the NIC model, and each instant at which the link and the NIC
+/// model are visited; a packet sent costs two or three. A run that reaches it stops with an
+/// error ([`crate::sim::BudgetExceeded`]) instead of running on for hours: 2^28 (268
+/// million) events take half a minute to a minute here (110 ns an event for loom with
+/// 10,000 UDP flows). The shipped scenarios' runs take at most 3.3 million (Loom Fig. 9,
+/// sq), 80 times less.
+pub const DEFAULT_MAX_EVENTS: u64 = 1 << 28;
+
+/// The most bytes a scenario file may have, bytes (16 MiB): a hundred times the largest
+/// shipped one (SENIC Table 3 with 1000 classes, 171 KB), and small enough that a scenario
+/// named `/dev/zero` or a runaway generator's output cannot exhaust memory. Only a regular
+/// file is read (a FIFO would block the reader for ever, a device never end). A `policy:`
+/// file is read by the policy reader, under its own cap
+/// ([`weft_core::policy::MAX_POLICY_FILE_BYTES`]).
+pub const MAX_SCENARIO_FILE_BYTES: u64 = 16 << 20;
+
 /// Largest exponential draw over its mean: [`crate::rng::Rng::exp`] takes the logarithm of
 /// a uniform number of 53 bits, so a draw is at most 53 × ln 2 ≈ 36.7 means.
 const EXP_MAX_OVER_MEAN: f64 = 53.0 * std::f64::consts::LN_2;
@@ -100,6 +159,11 @@ pub enum ScenarioError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is not read: not a regular file, or longer than
+    /// [`MAX_SCENARIO_FILE_BYTES`]; `reason` says which. (Text that is not UTF-8 is
+    /// [`ScenarioError::At`] the first byte that is not.)
+    #[error("{path}: {reason}")]
+    NotRead { path: String, reason: String },
     /// Malformed YAML, an unknown key, or a bad value.
     #[error("{path}:{line}:{column}: {message}")]
     At {
@@ -337,6 +401,17 @@ pub struct Scenario {
     /// warning[rule]: ...`, or for `policy_inline` at the scenario file's line and column as
     /// its errors are (`file:line:col: policy_inline: warning[rule]: ...`).
     pub policy_warnings: Vec<String>,
+    /// Most the applications offer together at any instant, in multiples of the link rate
+    /// (at most [`Scenario::max_offered_load`]; see [`DEFAULT_MAX_TOTAL_OFFERED_LOAD`]).
+    pub offered_load: f64,
+    /// The cap on [`Scenario::offered_load`] the scenario was loaded under, multiples of
+    /// the link rate.
+    pub max_offered_load: u64,
+    /// Event budget of each model's run, events ([`DEFAULT_MAX_EVENTS`] says what counts).
+    pub max_events: u64,
+    /// Where the budget came from, for the message when a run reaches it: `--max-events`,
+    /// `file:line:col` of `limits.max_events`, or `None` (the default).
+    pub max_events_from: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -372,7 +447,16 @@ struct RawScenario {
     nics: Option<Spanned<Vec<Spanned<String>>>>,
     host: Option<RawHost>,
     nic: Option<BTreeMap<String, BTreeMap<String, Spanned<Scalar>>>>,
+    limits: Option<RawLimits>,
     tenants: Vec<RawTenant>,
+}
+
+/// `limits:` of a scenario: what it may ask of the simulator.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_offered_load: Option<Spanned<u64>>,
+    max_events: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -436,6 +520,13 @@ pub struct Overrides {
     pub nic_params: Vec<(String, String, String)>,
     /// Simulated time, ps, instead of the scenario's `duration`.
     pub duration_ps: Option<u64>,
+    /// Most the applications may offer together, in multiples of the link rate, instead of
+    /// the scenario's `limits.max_offered_load` (default
+    /// [`DEFAULT_MAX_TOTAL_OFFERED_LOAD`]): the CLI's `--max-offered-load`.
+    pub max_offered_load: Option<u64>,
+    /// Event budget of each model's run, events, instead of the scenario's
+    /// `limits.max_events` (default [`DEFAULT_MAX_EVENTS`]): the CLI's `--max-events`.
+    pub max_events: Option<u64>,
 }
 
 /// A hint for a scenario that fails to parse because it is a policy file (top-level `weft:`
@@ -531,23 +622,23 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         // Five windows; a window as long as the clock is one window, whatever its length.
         None => window_ps.saturating_mul(5),
     };
-    match ov.duration_ps {
-        Some(d) => {
-            check_times(d, window_ps, latency_window_ps).map_err(|m| ScenarioError::Override {
-                what: "--duration",
-                message: format!("{}: {m}", fmt_ps(d)),
-            })?
-        }
-        None => check_times(duration_ps, window_ps, latency_window_ps).map_err(|m| {
+    let duration_ps = ov.duration_ps.unwrap_or(duration_ps);
+    // A rule of the run's length broken: `--duration`'s, or the key's that makes it so.
+    let time_rule = |m: TimeRule| match ov.duration_ps {
+        Some(d) => ScenarioError::Override {
+            what: "--duration",
+            message: format!("{}: {m}", fmt_ps(d)),
+        },
+        None => {
             let at = match m.what {
                 "window" => raw.window.as_ref().unwrap_or(&raw.duration),
                 "latency_window" => raw.latency_window.as_ref().unwrap_or(&raw.duration),
                 _ => &raw.duration,
             };
             ctx.err(&at.referenced, format!("{}: {m}", at.value))
-        })?,
-    }
-    let duration_ps = ov.duration_ps.unwrap_or(duration_ps);
+        }
+    };
+    check_times(duration_ps, window_ps, latency_window_ps).map_err(time_rule)?;
     let nics = match &raw.nics {
         Some(list) => {
             if list.value.is_empty() {
@@ -659,6 +750,8 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     };
     let mut tenants = Vec::new();
     let mut apps = Vec::new();
+    // Where each application was written (for the offered load's message).
+    let mut raw_apps: Vec<&RawApp> = Vec::new();
     let mut flows = 0u64;
     let mut burst = 0u64;
     if raw.tenants.is_empty() {
@@ -748,9 +841,13 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
             }
             t.apps.push(apps.len());
             apps.push(app);
+            raw_apps.push(ra);
         }
         tenants.push(t);
     }
+    check_cells(duration_ps, window_ps, latency_window_ps, apps.len()).map_err(time_rule)?;
+    let limits = ctx.limits(raw.limits.as_ref(), ov)?;
+    let offered_load = ctx.offered_load(&apps, &raw_apps, &tenants, &host, duration_ps, &limits)?;
     let name = match &raw.name {
         Some(n) => {
             ctx.scenario_name(n)?;
@@ -806,7 +903,209 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         time_scale_ratio,
         latency_window_at: raw.latency_window.as_ref().map(|w| ctx.at(&w.referenced)),
         policy_warnings,
+        offered_load,
+        max_offered_load: limits.max_offered_load,
+        max_events: limits.max_events,
+        max_events_from: limits.max_events_from,
     })
+}
+
+/// What a scenario may ask of the simulator: its `limits:`, or the CLI's overrides, or the
+/// defaults.
+struct Limits {
+    /// Multiples of the link rate.
+    max_offered_load: u64,
+    /// Where the cap came from, for messages: `--max-offered-load`, `file:line:col` or
+    /// `None` (the default).
+    max_offered_load_from: Option<String>,
+    /// Events of one model's run.
+    max_events: u64,
+    /// As `max_offered_load_from`, for `max_events`.
+    max_events_from: Option<String>,
+}
+
+/// Why the offered load is capped, and how to raise the cap, for messages.
+const OFFERED_WHY: &str = "the simulator handles every packet offered (a timed event and a \
+     write, whether it is sent or dropped at the socket or in the NIC), so a run's work \
+     grows with the offered load, not with what the link carries. Give fewer flows or lower \
+     rates, or raise the cap with `limits: {max_offered_load: N}` in the scenario or \
+     `--max-offered-load N`";
+
+/// The worst instant of the applications' offered load ([`peak_offered`]).
+struct Peak {
+    /// When it starts, ps.
+    at_ps: u64,
+    /// What the UDP flows offer then, bit/s, exactly; what the responses offer, bit/s.
+    udp_bps: u128,
+    rr_bps: f64,
+    /// Each application's flows then.
+    flows: Vec<u32>,
+}
+
+/// The worst instant of what the applications offer together in a run of `duration_ps`
+/// (see [`DEFAULT_MAX_TOTAL_OFFERED_LOAD`]): flow counts change at the applications'
+/// schedule steps, taken in time order as the simulator takes them (steps at or after the
+/// end never happen); `None` when no step happens. O(steps × log steps).
+fn peak_offered(apps: &[App], host: &Host, link: &Link, duration_ps: u64) -> Option<Peak> {
+    let mut steps: Vec<(u64, usize, usize)> = apps
+        .iter()
+        .enumerate()
+        .flat_map(|(ai, a)| {
+            a.schedule
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.0 < duration_ps)
+                .map(move |(si, s)| (s.0, ai, si))
+        })
+        .collect();
+    steps.sort_unstable();
+    // Per application its flows now; the sums: UDP exactly, responses in f64.
+    let mut now_flows = vec![0u32; apps.len()];
+    let (mut udp, mut rr) = (0u128, 0.0f64);
+    let mut worst: Option<Peak> = None;
+    let mut i = 0;
+    while i < steps.len() {
+        let t = steps[i].0;
+        while i < steps.len() && steps[i].0 == t {
+            let (_, ai, si) = steps[i];
+            let (u0, r0, _) = offered(&apps[ai], now_flows[ai], host, link);
+            now_flows[ai] = apps[ai].schedule[si].1;
+            let (u1, r1, _) = offered(&apps[ai], now_flows[ai], host, link);
+            udp = udp - u0 + u1;
+            rr += r1 - r0;
+            i += 1;
+        }
+        let total = udp as f64 + rr.max(0.0);
+        if worst
+            .as_ref()
+            .is_none_or(|w| total > w.udp_bps as f64 + w.rr_bps.max(0.0))
+        {
+            worst = Some(Peak {
+                at_ps: t,
+                udp_bps: udp,
+                rr_bps: rr.max(0.0),
+                flows: now_flows.clone(),
+            });
+        }
+    }
+    worst
+}
+
+impl Peak {
+    /// What is offered, in multiples of the link rate.
+    fn load(&self, link: &Link) -> f64 {
+        (self.udp_bps as f64 + self.rr_bps) / link.rate_bps.max(1) as f64
+    }
+
+    /// More than `cap` times the link rate (exactly when only UDP flows offer).
+    fn over(&self, cap: u64, link: &Link) -> bool {
+        let cap = u128::from(cap) * u128::from(link.rate_bps.max(1));
+        if self.rr_bps <= 0.0 {
+            self.udp_bps > cap
+        } else {
+            self.udp_bps as f64 + self.rr_bps > cap as f64
+        }
+    }
+
+    /// What is offered at the worst instant, for messages (`the applications offer 20000.0
+    /// times the link rate, ... at once (from the start: t/u: 10000 UDP flows × ...), about
+    /// ... packets per simulated second`), and the application that offers most.
+    fn describe(
+        &self,
+        apps: &[App],
+        tenants: &[Tenant],
+        host: &Host,
+        link: &Link,
+        link_text: &str,
+    ) -> (String, usize) {
+        let link_bps = link.rate_bps.max(1) as f64;
+        let mut parts: Vec<(f64, usize, f64)> = apps
+            .iter()
+            .enumerate()
+            .filter_map(|(ai, a)| {
+                let (u, r, pps) = offered(a, self.flows[ai], host, link);
+                let bps = u as f64 + r;
+                (bps > 0.0).then_some((bps, ai, pps))
+            })
+            .collect();
+        parts.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let pps: f64 = parts.iter().map(|p| p.2).sum();
+        let what = |ai: usize, bps: f64| {
+            let a = &apps[ai];
+            let name = format!("{}/{}", tenants[a.tenant].name, a.name);
+            let times = bps / link_bps;
+            match &a.kind {
+                AppKind::Udp { rate_bps, .. } => format!(
+                    "{name}: {} UDP flows × {}{}, {times:.1} times the link",
+                    self.flows[ai],
+                    units::format_rate(
+                        rate_bps.unwrap_or(link.rate_bps.saturating_mul(MAX_OFFERED_LOAD))
+                    ),
+                    if rate_bps.is_none() {
+                        " (`unlimited`)"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => format!("{name}: responses, {times:.1} times the link"),
+            }
+        };
+        let mut list: Vec<String> = parts
+            .iter()
+            .take(3)
+            .map(|&(bps, ai, _)| what(ai, bps))
+            .collect();
+        if parts.len() > 3 {
+            list.push(format!("and {} more applications", parts.len() - 3));
+        }
+        let when = if self.at_ps == 0 {
+            "from the start".to_string()
+        } else {
+            format!("from {}", units::format_time(self.at_ps))
+        };
+        (
+            format!(
+                "the applications offer {:.1} times the link rate, {link_text}, at once \
+                 ({when}: {}), about {pps:.3e} packets per simulated second",
+                self.load(link),
+                list.join("; ")
+            ),
+            parts.first().map_or(0, |p| p.1),
+        )
+    }
+}
+
+/// The most an application offers while it has `flows` flows, bit/s on the link's terms
+/// (a UDP flow's rate counts its packets' bytes, as the rate is written; a response counts
+/// its frames' overhead too, as the application's own check does), and packets per second.
+/// Bulk and closed-loop applications offer nothing: their windows hold them back.
+fn offered(app: &App, flows: u32, host: &Host, link: &Link) -> (u128, f64, f64) {
+    let mtu = u64::from(host.mtu_bytes.max(1));
+    match &app.kind {
+        AppKind::Udp { rate_bps, .. } => {
+            let rate = rate_bps.map_or(
+                u128::from(link.rate_bps) * u128::from(MAX_OFFERED_LOAD),
+                u128::from,
+            );
+            let bps = rate * u128::from(flows);
+            (bps, 0.0, bps as f64 / (mtu * 8) as f64)
+        }
+        AppKind::RequestResponse {
+            rate_per_s,
+            size,
+            closed_loop: false,
+        } if flows > 0 => {
+            let mean = size.mean_bytes();
+            let packets = mean.div_ceil(mtu);
+            let wire = mean.saturating_add(packets.saturating_mul(link.overhead_bytes));
+            (
+                0,
+                rate_per_s * wire as f64 * 8.0,
+                rate_per_s * packets as f64,
+            )
+        }
+        _ => (0, 0.0, 0.0),
+    }
 }
 
 /// The name of a scenario without `name`: its file's stem in Unicode's composed form, each
@@ -907,7 +1206,7 @@ pub fn parse_time_scale(text: &str) -> Result<(u64, u64), String> {
 
 /// Why a duration and its windows do not go together; `what` names the offending value.
 #[derive(Debug)]
-struct TimeRule {
+pub(crate) struct TimeRule {
     what: &'static str,
     rule: String,
 }
@@ -959,12 +1258,77 @@ fn check_times(duration_ps: u64, window_ps: u64, latency_window_ps: u64) -> Resu
     Ok(())
 }
 
+/// The rule of a run's windows and applications together: at most [`MAX_WINDOW_CELLS`]
+/// (window, application) pairs of each kind, throughput and latency.
+pub(crate) fn check_cells(
+    duration_ps: u64,
+    window_ps: u64,
+    latency_window_ps: u64,
+    apps: usize,
+) -> Result<(), TimeRule> {
+    for (what, w) in [("window", window_ps), ("latency_window", latency_window_ps)] {
+        let n = duration_ps.div_ceil(w.max(1));
+        let cells = n.saturating_mul(apps as u64);
+        if cells > MAX_WINDOW_CELLS {
+            return Err(TimeRule {
+                what,
+                rule: format!(
+                    "a duration of {} in {what}s of {} makes {n} windows of {apps} \
+                     applications, {cells} counters; at most {MAX_WINDOW_CELLS} (each is held \
+                     in memory for every model and written as a row of {}): give a longer \
+                     `{what}`",
+                    fmt_ps(duration_ps),
+                    fmt_ps(w),
+                    if what == "window" {
+                        "timeseries.csv"
+                    } else {
+                        "latency.csv"
+                    }
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Scenario {
     /// Sets the simulated time (e.g. the CLI's `--duration`), keeping the windows; refused
-    /// past [`LAST_ARRIVAL_PS`] or beyond [`MAX_WINDOWS`] windows (the message says why).
+    /// past [`LAST_ARRIVAL_PS`], beyond [`MAX_WINDOWS`] windows or [`MAX_WINDOW_CELLS`]
+    /// windows × applications, or when the longer run reaches schedule steps that offer
+    /// more than [`Scenario::max_offered_load`] (the message says why).
     pub fn set_duration(&mut self, duration_ps: u64) -> Result<(), String> {
         check_times(duration_ps, self.window_ps, self.latency_window_ps)
+            .and_then(|()| {
+                check_cells(
+                    duration_ps,
+                    self.window_ps,
+                    self.latency_window_ps,
+                    self.apps.len(),
+                )
+            })
             .map_err(|m| format!("{}: {m}", fmt_ps(duration_ps)))?;
+        // A longer run may reach schedule steps that raise the offered load.
+        let link = &self.program.link;
+        let peak = peak_offered(&self.apps, &self.host, link, duration_ps);
+        if let Some(peak) = peak
+            .as_ref()
+            .filter(|p| p.over(self.max_offered_load, link))
+        {
+            let (what, _) = peak.describe(
+                &self.apps,
+                &self.tenants,
+                &self.host,
+                link,
+                &units::format_rate(link.rate_bps),
+            );
+            return Err(format!(
+                "{}: {what}; a scenario may offer at most {} times the link rate: \
+                 {OFFERED_WHY}",
+                fmt_ps(duration_ps),
+                self.max_offered_load
+            ));
+        }
+        self.offered_load = peak.map_or(0.0, |p| p.load(link));
         self.duration_ps = duration_ps;
         Ok(())
     }
@@ -1059,13 +1423,73 @@ impl Scenario {
     }
 }
 
-/// Reads and parses a scenario file.
+/// Reads and parses a scenario file: a regular file of at most [`MAX_SCENARIO_FILE_BYTES`]
+/// of UTF-8 text ([`read_scenario`]).
 pub fn load(path: &Path, ov: &Overrides) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
+    let text = read_scenario(path)?;
     load_str(path, &text, ov)
+}
+
+/// A scenario file's text. Only a regular file is read (checked on the path, then again on
+/// what was opened: the path may change in between), and at most one byte past
+/// [`MAX_SCENARIO_FILE_BYTES`]: a FIFO, `/dev/zero` or a file that grows while it is read
+/// is refused with the limit, not read for ever. Non-regular files are named as the policy
+/// reader names them ([`policy::file_kind`]).
+pub fn read_scenario(path: &Path) -> Result<String, ScenarioError> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let io = |source| ScenarioError::Io {
+        path: name.clone(),
+        source,
+    };
+    let limit = MAX_SCENARIO_FILE_BYTES;
+    let refuse = |what: String| ScenarioError::NotRead {
+        path: name.clone(),
+        reason: format!(
+            "{what}: a scenario is read from a regular file of at most {} ({limit} bytes)",
+            units::format_size(limit)
+        ),
+    };
+    let not_regular = |t: std::fs::FileType| {
+        refuse(format!(
+            "it is {}, not a regular file",
+            policy::file_kind(t).unwrap_or("not a regular file")
+        ))
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    let f = std::fs::File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    if meta.len() > limit {
+        return Err(refuse(format!("it holds {} bytes", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(refuse(format!("it holds more than {limit} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..at];
+        // `before` is valid UTF-8: line and column of the first bad byte, in characters.
+        let text = std::str::from_utf8(before).unwrap_or_default();
+        let line = text.matches('\n').count() + 1;
+        let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ScenarioError::At {
+            path: name.clone(),
+            line: line as u64,
+            column: column as u64,
+            message: format!(
+                "byte 0x{:02x} at offset {at} is not UTF-8: a scenario is UTF-8 text",
+                e.as_bytes()[at]
+            ),
+        }
+    })
 }
 
 fn first_line(s: &str) -> String {
@@ -1199,6 +1623,11 @@ fn key_rule(key: &str, item: bool, want: Want) -> (String, String) {
             "a core number, a whole number from 0 to 65534".into(),
         ),
         ("flows", _) => (&k, whole_number("u32")),
+        ("limits", _) => (
+            &k,
+            "a mapping, e.g. `{max_offered_load: 64, max_events: 1073741824}`".into(),
+        ),
+        ("max_offered_load" | "max_events", _) => (&k, "a whole number, at least 1".into()),
         ("seed", _) => (&k, whole_number("u64")),
         ("dcb_class", _) => (&k, "a whole number from 0 to 7".into()),
         ("prioritized" | "closed_loop", _) => (&k, "`true` or `false`".into()),
@@ -1596,6 +2025,94 @@ impl Ctx<'_> {
                 },
                 c as u32,
                 i + 1
+            ),
+        ))
+    }
+
+    /// The scenario's `limits:` under the CLI's overrides: each a whole number, at least 1.
+    fn limits(&self, raw: Option<&RawLimits>, ov: &Overrides) -> Result<Limits, ScenarioError> {
+        let pick = |cli: Option<u64>,
+                    flag: &'static str,
+                    written: Option<&Spanned<u64>>,
+                    default: u64|
+         -> Result<(u64, Option<String>), ScenarioError> {
+            if let Some(v) = cli {
+                if v == 0 {
+                    return Err(ScenarioError::Override {
+                        what: flag,
+                        message: "0: it must be at least 1".into(),
+                    });
+                }
+                return Ok((v, Some(flag.to_string())));
+            }
+            match written {
+                Some(w) if w.value == 0 => Err(self.err(
+                    &w.referenced,
+                    format!(
+                        "`{}: 0`: it must be at least 1",
+                        flag.trim_start_matches('-').replace('-', "_")
+                    ),
+                )),
+                Some(w) => Ok((w.value, Some(self.at(&w.referenced)))),
+                None => Ok((default, None)),
+            }
+        };
+        let (max_offered_load, max_offered_load_from) = pick(
+            ov.max_offered_load,
+            "--max-offered-load",
+            raw.and_then(|l| l.max_offered_load.as_ref()),
+            DEFAULT_MAX_TOTAL_OFFERED_LOAD,
+        )?;
+        let (max_events, max_events_from) = pick(
+            ov.max_events,
+            "--max-events",
+            raw.and_then(|l| l.max_events.as_ref()),
+            DEFAULT_MAX_EVENTS,
+        )?;
+        Ok(Limits {
+            max_offered_load,
+            max_offered_load_from,
+            max_events,
+            max_events_from,
+        })
+    }
+
+    /// The most the applications offer together at any instant of the run, in multiples
+    /// of the link rate, refused above `limits.max_offered_load` (see
+    /// [`DEFAULT_MAX_TOTAL_OFFERED_LOAD`]); the error points at the application that offers
+    /// most at the worst instant.
+    fn offered_load(
+        &self,
+        apps: &[App],
+        raw_apps: &[&RawApp],
+        tenants: &[Tenant],
+        host: &Host,
+        duration_ps: u64,
+        limits: &Limits,
+    ) -> Result<f64, ScenarioError> {
+        let Some(peak) = peak_offered(apps, host, &self.link, duration_ps) else {
+            return Ok(0.0);
+        };
+        if !peak.over(limits.max_offered_load, &self.link) {
+            return Ok(peak.load(&self.link));
+        }
+        let (what, top) = peak.describe(apps, tenants, host, &self.link, &self.link_text());
+        let cap_from = match &limits.max_offered_load_from {
+            None => "by default".to_string(),
+            Some(f) if f.starts_with("--") => format!("under {f}"),
+            Some(f) => format!("under the scenario's `limits: {{max_offered_load}}` at {f}"),
+        };
+        let ra = raw_apps[top];
+        let at = ra
+            .rate
+            .as_ref()
+            .map_or(&ra.kind.referenced, |r| &r.referenced);
+        Err(self.err(
+            at,
+            format!(
+                "{what}; a scenario may offer at most {} times the link rate {cap_from}: \
+                 {OFFERED_WHY}",
+                limits.max_offered_load
             ),
         ))
     }

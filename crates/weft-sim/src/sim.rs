@@ -30,7 +30,26 @@
 //!
 //! Cost per simulated packet: one NIC poll, a few vector updates, a histogram increment and,
 //! per segment, one refill; heap operations only for timed events, not per packet. At the
-//! end, one pass over the request slots (the requests still open).
+//! end, one pass over the request slots (the requests still open). A schedule step costs
+//! the flows it starts or stops (not every flow of its application), and the flow count an
+//! arriving request looks up is a binary search over the application's schedule, not a
+//! scan of it.
+//!
+//! What costs more than the packets the link carries: a UDP flow is a timed event and a
+//! packet written per `mtu × 8 / rate`, sent or not (dropped at the socket when full, else
+//! usually in the NIC model once its queues are), so a run's work follows the offered
+//! load: 10,000 `unlimited` UDP flows offer 20,000 times the link rate, 16.7 billion ticks
+//! per simulated second at 10 Gbit/s, and the cost of each event grows with the flows too
+//! (the timed-event heap and the models' per-flow state outgrow the caches: 3 times the
+//! flows took 7.6 times as long for loom). The scenario loader caps the offered load
+//! ([`crate::scenario::DEFAULT_MAX_TOTAL_OFFERED_LOAD`]).
+//!
+//! Budget: each run counts its events (every timed event handled, flow started or stopped,
+//! packet written to the NIC model, and instant at which the link and the model are
+//! visited: [`NicRun::events`]) and stops with [`BudgetExceeded`] when they pass the
+//! scenario's `max_events` ([`crate::scenario::DEFAULT_MAX_EVENTS`]), checked after every
+//! timed event and every instant (one event may add a step's flows or a write's packets,
+//! bounded when loading): however long the duration, a run ends after its budget.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -47,7 +66,91 @@ use crate::nic::engine::EngineNic;
 use crate::nic::hwq::HwqNic;
 use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
 use crate::rng::Rng;
-use crate::scenario::{AppKind, Placement, Scenario, SizeDist, MAX_OFFERED_LOAD, MAX_WINDOWS};
+use crate::scenario::{
+    App, AppKind, Placement, Scenario, SizeDist, DEFAULT_MAX_EVENTS, MAX_OFFERED_LOAD, MAX_WINDOWS,
+    MAX_WINDOW_CELLS,
+};
+
+/// A run that reached its event budget ([`Scenario::max_events`]) before the end of its
+/// simulated time: it stopped there, and its results are discarded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{path}: {}: the run reached its budget of {budget} events{} at {} of {} simulated: \
+     at that pace the whole run takes about {} events. Every timed event (a schedule step, a \
+     request, a UDP tick, a retry), flow started or stopped, packet written and instant at \
+     which the link and the NIC model are visited counts. Raise the budget with \
+     `--max-events N` or `limits: {{max_events: N}}` in the scenario, or simulate less \
+     (`--duration`)",
+    model.name(),
+    match from.as_deref() {
+        None => format!(" (the default, 2^{})", DEFAULT_MAX_EVENTS.trailing_zeros()),
+        Some(f) if f.starts_with("--") => format!(" ({f})"),
+        Some(f) => format!(" (`limits: {{max_events}}` at {f})"),
+    },
+    weft_core::units::format_time(*at_ps),
+    weft_core::units::format_time(*duration_ps),
+    estimate(*events, *at_ps, *duration_ps)
+)]
+pub struct BudgetExceeded {
+    /// The scenario's file.
+    pub path: String,
+    /// The NIC model whose run stopped.
+    pub model: NicKind,
+    /// The budget, events.
+    pub budget: u64,
+    /// Where the budget was set: `--max-events`, `file:line:col`, or `None` (the default).
+    pub from: Option<String>,
+    /// Events counted when the run stopped (the first past the budget).
+    pub events: u64,
+    /// Simulated time when it stopped, ps.
+    pub at_ps: u64,
+    /// The run's simulated time, ps.
+    pub duration_ps: u64,
+}
+
+/// The events a whole run takes at the pace of its first `at_ps`, for messages: `1.2e10`.
+fn estimate(events: u64, at_ps: u64, duration_ps: u64) -> String {
+    if at_ps == 0 {
+        return "more than that".into();
+    }
+    format!("{:.1e}", events as f64 * duration_ps as f64 / at_ps as f64)
+}
+
+/// `App::flows_at` in O(log steps): the flow count of the application's last schedule entry
+/// (in the schedule's order) at or before a time, as `flows_at` reads it.
+#[derive(Debug, Clone)]
+struct FlowsAt {
+    /// Distinct times of the schedule, ascending.
+    times: Vec<u64>,
+    /// The flow count from `times[i]` on.
+    flows: Vec<u32>,
+}
+
+impl FlowsAt {
+    fn new(a: &App) -> FlowsAt {
+        let mut order: Vec<usize> = (0..a.schedule.len()).collect();
+        order.sort_by_key(|&i| (a.schedule[i].0, i));
+        let (mut times, mut flows) = (Vec::new(), Vec::new());
+        // The latest entry (in the schedule's order) among those at or before the time.
+        let mut last: Option<usize> = None;
+        for (k, &i) in order.iter().enumerate() {
+            last = Some(last.map_or(i, |l| l.max(i)));
+            let t = a.schedule[i].0;
+            if order.get(k + 1).is_none_or(|&j| a.schedule[j].0 != t) {
+                times.push(t);
+                flows.push(a.schedule[last.expect("set above")].1);
+            }
+        }
+        FlowsAt { times, flows }
+    }
+
+    fn at(&self, t: u64) -> u32 {
+        match self.times.partition_point(|&x| x <= t) {
+            0 => 0,
+            n => self.flows[n - 1],
+        }
+    }
+}
 
 /// What one run of one NIC model produced (raw; [`crate::metrics`] summarizes it).
 #[derive(Debug, Clone)]
@@ -91,6 +194,10 @@ pub struct NicRun {
     pub requests_done: Vec<u64>,
     /// Per application: inter-departure times of its packets (SENIC Table 3).
     pub app_gaps: Vec<Gaps>,
+    /// The run's work, events: every timed event handled, flow started or stopped, packet
+    /// written to the NIC model, and instant at which the link and the model were visited
+    /// (see [`crate::scenario::DEFAULT_MAX_EVENTS`]).
+    pub events: u64,
 }
 
 /// Running statistics of the gaps between an application's departures, ps.
@@ -248,7 +355,20 @@ pub fn derive_app_info(sc: &Scenario, kind: NicKind) -> Vec<AppInfo> {
 }
 
 /// Runs one NIC model of the scenario; `progress(now_ps)` is called now and then.
+///
+/// # Panics
+/// When the run reaches the scenario's event budget ([`try_run`] returns it).
 pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRun {
+    try_run(sc, kind, &mut |now_ps, _| progress(now_ps)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs one NIC model of the scenario within its event budget ([`Scenario::max_events`]);
+/// `progress(now_ps, events)` is called every 65,536 events or so, and at the end.
+pub fn try_run(
+    sc: &Scenario,
+    kind: NicKind,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<NicRun, BudgetExceeded> {
     let flows = build_flows(sc);
     let apps = derive_app_info(sc, kind);
     let h = &sc.host;
@@ -260,8 +380,8 @@ pub fn run(sc: &Scenario, kind: NicKind, progress: &mut dyn FnMut(u64)) -> NicRu
                 kind: NicKind,
                 engine: E,
                 flows: Vec<Flow>,
-                progress: &mut dyn FnMut(u64),
-            ) -> NicRun {
+                progress: &mut dyn FnMut(u64, u64),
+            ) -> Result<NicRun, BudgetExceeded> {
                 let h = &sc.host;
                 let nic = EngineNic::new(
                     kind,
@@ -346,6 +466,13 @@ struct Sim<'a, N: Nic> {
     /// at the end is their packet delay's lower bounds. Removing a packet takes back the
     /// same value, so the bucket is the same: O(1) a packet, no memory per packet.
     queued: Vec<Hist>,
+    /// Per application: its flow counts over time ([`FlowsAt`]), and the flows its steps
+    /// have made active so far (flows `0..n` of the application are).
+    flows_at: Vec<FlowsAt>,
+    app_active: Vec<u32>,
+    /// Events so far ([`NicRun::events`]), and the budget.
+    events: u64,
+    budget: u64,
     out: NicRun,
 }
 
@@ -361,9 +488,17 @@ impl<'a, N: Nic> Sim<'a, N> {
         );
         assert!(
             sc.duration_ps.div_ceil(sc.window_ps) <= MAX_WINDOWS
-                && sc.duration_ps.div_ceil(sc.latency_window_ps) <= MAX_WINDOWS,
+                && sc.duration_ps.div_ceil(sc.latency_window_ps) <= MAX_WINDOWS
+                && crate::scenario::check_cells(
+                    sc.duration_ps,
+                    sc.window_ps,
+                    sc.latency_window_ps,
+                    sc.apps.len()
+                )
+                .is_ok(),
             "{}: duration {} ps in windows of {} ps (latency {} ps): more than {MAX_WINDOWS} \
-             windows (Scenario::set_duration says why)",
+             windows, or {MAX_WINDOW_CELLS} windows × applications (Scenario::set_duration \
+             says why)",
             sc.path,
             sc.duration_ps,
             sc.window_ps,
@@ -400,6 +535,10 @@ impl<'a, N: Nic> Sim<'a, N> {
             free_reqs: Vec::new(),
             drops: Vec::new(),
             queued: vec![Hist::default(); napps],
+            flows_at: sc.apps.iter().map(FlowsAt::new).collect(),
+            app_active: vec![0; napps],
+            events: 0,
+            budget: sc.max_events,
             out: NicRun {
                 kind,
                 duration_ps: sc.duration_ps,
@@ -419,7 +558,21 @@ impl<'a, N: Nic> Sim<'a, N> {
                 requests_issued: vec![0; napps],
                 requests_done: vec![0; napps],
                 app_gaps: vec![Gaps::default(); napps],
+                events: 0,
             },
+        }
+    }
+
+    /// The error for a run past its budget at `now`.
+    fn over_budget(&self, now: u64) -> BudgetExceeded {
+        BudgetExceeded {
+            path: self.sc.path.clone(),
+            model: self.out.kind,
+            budget: self.budget,
+            from: self.sc.max_events_from.clone(),
+            events: self.events,
+            at_ps: now,
+            duration_ps: self.sc.duration_ps,
         }
     }
 
@@ -432,7 +585,7 @@ impl<'a, N: Nic> Sim<'a, N> {
         }));
     }
 
-    fn run(mut self, progress: &mut dyn FnMut(u64)) -> NicRun {
+    fn run(mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<NicRun, BudgetExceeded> {
         let sc = self.sc;
         for (ai, a) in sc.apps.iter().enumerate() {
             for (si, &(t, _)) in a.schedule.iter().enumerate() {
@@ -452,6 +605,7 @@ impl<'a, N: Nic> Sim<'a, N> {
         let mut now = 0u64;
         let mut link_free = 0u64;
         let mut next_progress = 0u64;
+        const PROGRESS_EVERY: u64 = 1 << 16;
         // Wire time of the last frame size seen (most frames are MTU-sized; saves a u128
         // division per packet).
         let mut wire_cache = (u32::MAX, 0u64);
@@ -463,8 +617,13 @@ impl<'a, N: Nic> Sim<'a, N> {
                 let ev = top.ev;
                 self.heap.pop();
                 self.nic.advance(now);
+                self.events += 1;
                 self.handle(now, ev);
+                if self.events > self.budget {
+                    return Err(self.over_budget(now));
+                }
             }
+            self.events += 1;
             self.nic.advance(now);
             self.drain_drops(now);
             if now >= link_free {
@@ -478,12 +637,15 @@ impl<'a, N: Nic> Sim<'a, N> {
                     self.drain_drops(now);
                 }
             }
+            if self.events > self.budget {
+                return Err(self.over_budget(now));
+            }
             if now >= end {
                 break;
             }
-            if self.out.packets >= next_progress {
-                progress(now);
-                next_progress = self.out.packets + 65_536;
+            if self.events >= next_progress {
+                progress(now, self.events);
+                next_progress = self.events + PROGRESS_EVERY;
             }
             let mut next = end;
             if let Some(Reverse(top)) = self.heap.peek() {
@@ -498,14 +660,15 @@ impl<'a, N: Nic> Sim<'a, N> {
             debug_assert!(next > now || next == end, "time must advance at {now}");
             now = next.max(now + 1).min(end.max(now + 1));
         }
-        progress(end);
+        progress(end, self.events);
         self.count_unfinished();
         for (app, q) in self.queued.iter().enumerate() {
             self.out.app_queued[app] = q.count();
             self.out.app_latency[app].unfinished.merge(q);
         }
         self.out.counters = self.nic.counters();
-        self.out
+        self.out.events = self.events;
+        Ok(self.out)
     }
 
     /// Requests still open at the end (responses queued or on the wire) count as their age.
@@ -546,22 +709,25 @@ impl<'a, N: Nic> Sim<'a, N> {
                 let a = &sc.apps[app as usize];
                 let n = a.schedule[step as usize].1;
                 let f0 = self.app_flow0[app as usize];
-                let was_active = a.flows_at(now.saturating_sub(1)) > 0 && step > 0;
-                for k in 0..a.max_flows() {
+                let was_active =
+                    self.flows_at[app as usize].at(now.saturating_sub(1)) > 0 && step > 0;
+                // Flows 0..before are active: only those between the two counts change
+                // (the lowest first, as when every flow was visited).
+                let before = std::mem::replace(&mut self.app_active[app as usize], n);
+                self.events += u64::from(before.abs_diff(n));
+                for k in n..before {
+                    self.flows[(f0 + k) as usize].active = false;
+                }
+                for k in before..n {
                     let fi = f0 + k;
-                    let on = k < n;
-                    let f = &mut self.flows[fi as usize];
-                    let started = on && !f.active;
-                    f.active = on;
-                    if started {
-                        match a.kind {
-                            AppKind::Bulk { .. } => self.refill(now, fi),
-                            AppKind::Udp { .. } => self.at(now, Ev::Udp { flow: fi }),
-                            AppKind::RequestResponse {
-                                closed_loop: true, ..
-                            } => self.at(now, Ev::ClosedRequest { flow: fi }),
-                            AppKind::RequestResponse { .. } => {}
-                        }
+                    self.flows[fi as usize].active = true;
+                    match a.kind {
+                        AppKind::Bulk { .. } => self.refill(now, fi),
+                        AppKind::Udp { .. } => self.at(now, Ev::Udp { flow: fi }),
+                        AppKind::RequestResponse {
+                            closed_loop: true, ..
+                        } => self.at(now, Ev::ClosedRequest { flow: fi }),
+                        AppKind::RequestResponse { .. } => {}
                     }
                 }
                 if let AppKind::RequestResponse {
@@ -581,7 +747,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 let AppKind::RequestResponse { rate_per_s, .. } = a.kind else {
                     return;
                 };
-                let n = a.flows_at(now);
+                let n = self.flows_at[app as usize].at(now);
                 if n == 0 {
                     return;
                 }
@@ -692,6 +858,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             let age = self.sc.duration_ps.saturating_sub(now);
             self.queued[app as usize].record_n(age, bytes.div_ceil(mtu));
         }
+        self.events += bytes.div_ceil(mtu);
         let mut left = bytes;
         while left > 0 {
             let b = left.min(mtu);
@@ -863,7 +1030,41 @@ fn credit_windows(
 
 #[cfg(test)]
 mod tests {
-    use super::credit_windows;
+    use super::{credit_windows, FlowsAt};
+    use crate::scenario::{App, AppKind};
+
+    /// The index reads every schedule as `App::flows_at` does, at every time around its
+    /// entries: sorted ones, ties, and a stop written before a later step (the schedule is
+    /// then out of time order, and `flows_at` takes the last entry at or before the time).
+    #[test]
+    fn flows_at_index_reads_as_flows_at() {
+        let schedules: [&[(u64, u32)]; 5] = [
+            &[(0, 3)],
+            &[(10, 2), (20, 5), (30, 0)],
+            &[(0, 1), (5, 4), (5, 2), (9, 0)],
+            &[(0, 8), (40, 16), (20, 0)],
+            &[(7, 1), (7, 0), (7, 3), (100, 2), (50, 0)],
+        ];
+        for sched in schedules {
+            let app = App {
+                name: "a".into(),
+                tenant: 0,
+                meta: Default::default(),
+                kind: AppKind::Bulk { window_bytes: 1 },
+                cores: vec![0],
+                schedule: sched.to_vec(),
+                schedule_at: vec![None; sched.len()],
+                prioritized: None,
+                dcb_class: None,
+            };
+            let idx = FlowsAt::new(&app);
+            for &(t, _) in sched {
+                for t in [t.saturating_sub(1), t, t + 1, u64::MAX] {
+                    assert_eq!(idx.at(t), app.flows_at(t), "{sched:?} at {t}");
+                }
+            }
+        }
+    }
 
     fn windows(n: usize) -> Vec<Vec<u64>> {
         vec![vec![0; 2]; n]
