@@ -35,9 +35,28 @@
 //!   the latest time seen so far (the replay needs times in order) and counted
 //!   (`capture_reordered`), not lost. Each packet's id is its record's position in the file.
 //!
-//! Errors name the file and the record (`c.pcap: record 12: ...`). Cost: one header parse per
-//! record (tens of nanoseconds) and a heap push and pop (log2 of the window: 16 steps);
-//! memory: the window's records, 112 bytes each (7 MiB for 65,536).
+//! * **Limits**: what a capture holds does not set what reading it costs. A block (a pcapng
+//!   block, or a legacy pcap record with its 16-byte header) is read whole into a buffer of
+//!   1 MiB that grows to hold it as its bytes arrive (a file cut inside a block that claims
+//!   more costs no more than its bytes), up to [`MAX_BLOCK_BYTES`] (64 MiB): a block whose
+//!   length field says more is refused at once, and one whose fields do not fit its length
+//!   (less than 12 bytes: `pcap-parser` 0.17 panics on a process information block of 4; or
+//!   a captured length past its end) is refused as malformed, not taken for a capture cut
+//!   short. A capture describes at most `--max-interfaces` interfaces (all its pcapng
+//!   sections together, so any one section too; [`DEFAULT_MAX_INTERFACES`], 4,096, by
+//!   default): each costs memory (about 300 bytes) and a line of the summary, and a 20 MB
+//!   capture of a million interface descriptions took 3.1 GB and wrote a 186 MB summary
+//!   without the limit. An interface's name is kept to [`MAX_INTERFACE_NAME_BYTES`]
+//!   (tenants are matched on the whole name), and the summary lists at most
+//!   [`LISTED_INTERFACES`] interfaces ([`listed`]), counting the rest.
+//!
+//! Errors name the file and the record (`c.pcap: record 12: ...`), or for a block that cannot
+//! be read, the block and its byte offset in the file (`c.pcapng: block 7 at byte 1024:
+//! ...`) with at most its first [`QUOTED_BYTES`] bytes in hex: never the parser's buffer,
+//! which `pcap-parser`'s errors carry whole (a block of length 0 printed 3.1 MB). Cost: one
+//! header parse per record (tens of nanoseconds) and a heap push and pop (log2 of the
+//! window: 16 steps); memory: the window's records, 112 bytes each (7 MiB for 65,536), the
+//! buffer, and the interfaces.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -49,11 +68,32 @@ use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapError};
 use weft_core::sched::{Packet, LAST_ARRIVAL_PS};
 use weft_nic::parse::{parsed, ports, Net};
 
-/// Reader buffer, bytes (doubled when a block is larger, up to [`MAX_BUFFER`]).
+/// Reader buffer, bytes (grown when a block is larger, to hold at most [`MAX_BLOCK_BYTES`],
+/// as the block's bytes arrive).
 const BUFFER: usize = 1 << 20;
 
-/// The largest block read, bytes.
-const MAX_BUFFER: usize = 64 << 20;
+/// The largest block read, bytes (64 MiB): a pcapng block's total length, or a legacy pcap
+/// record's 16-byte header and captured bytes. A jumbo frame is 9 KiB, a TSO segment 64 KiB.
+pub const MAX_BLOCK_BYTES: usize = 64 << 20;
+
+/// Interfaces a capture may describe by default, all its sections together
+/// (`--max-interfaces`), interfaces.
+pub const DEFAULT_MAX_INTERFACES: usize = 4096;
+
+/// The most `--max-interfaces` may allow, interfaces (about 300 MB of memory).
+pub const MAX_INTERFACES_CAP: usize = 1 << 20;
+
+/// The longest interface name kept, bytes: a longer `if_name` is cut (at a character) and
+/// ends in `…` wherever it is shown. (Linux names are at most 15 bytes, Windows' NPF device
+/// names about 50.)
+pub const MAX_INTERFACE_NAME_BYTES: usize = 128;
+
+/// The most interfaces a replay's summary lists (`summary.json`, its table, `index.html`),
+/// interfaces: see [`listed`].
+pub const LISTED_INTERFACES: usize = 64;
+
+/// Bytes of a block an error quotes (in hex), at most.
+pub const QUOTED_BYTES: usize = 64;
 
 /// Picoseconds per second.
 const PS: u128 = 1_000_000_000_000;
@@ -103,6 +143,80 @@ pub fn is_capture(head: &[u8]) -> bool {
     head.len() >= 4 && MAGICS.iter().any(|m| head[..4] == *m)
 }
 
+/// What `pcap-parser` says went wrong, without the input it carries: its parse errors hold
+/// the rest of the reader's buffer (up to [`MAX_BLOCK_BYTES`]), which its `Display` and
+/// `Debug` print whole, as numbers.
+fn parser_error<I>(e: &PcapError<I>) -> String {
+    match e {
+        PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
+            format!("parser error {kind:?}")
+        }
+        PcapError::Eof => "end of file".into(),
+        PcapError::BufferTooSmall => "buffer too small".into(),
+        PcapError::UnexpectedEof => "unexpected end of file".into(),
+        PcapError::ReadError => "read error".into(),
+        PcapError::Incomplete(n) => format!("incomplete read ({n} bytes more)"),
+        PcapError::HeaderNotRecognized => "header not recognized as pcap or pcapng".into(),
+    }
+}
+
+/// At most the first [`QUOTED_BYTES`] of `data` in hex (`0a 0d 0d 0a ...`), with `…` when
+/// there are more.
+fn hex_excerpt(data: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(3 * QUOTED_BYTES + 4);
+    for (k, b) in data.iter().take(QUOTED_BYTES).enumerate() {
+        let _ = write!(s, "{}{b:02x}", if k > 0 { " " } else { "" });
+    }
+    if data.len() > QUOTED_BYTES {
+        s.push_str(" …");
+    }
+    s
+}
+
+/// An interface name as kept: at most [`MAX_INTERFACE_NAME_BYTES`] of it (cut at a
+/// character), then `…` if it was longer.
+fn kept_name(name: &str) -> String {
+    if name.len() <= MAX_INTERFACE_NAME_BYTES {
+        return name.to_string();
+    }
+    let mut end = MAX_INTERFACE_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
+/// What a summary leaves out of a capture's interfaces ([`listed`]): how many, and their
+/// records and skipped records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unlisted {
+    pub interfaces: u64,
+    pub records: u64,
+    pub skipped: u64,
+}
+
+/// The interfaces a summary lists, in the capture's order: all of them up to
+/// [`LISTED_INTERFACES`], else that many chosen: those with a tenant first, then those with
+/// the most records (ties: the first in the capture). And what the rest add up to.
+pub fn listed(all: &[InterfaceSeen]) -> (Vec<&InterfaceSeen>, Unlisted) {
+    let mut chosen: Vec<(usize, &InterfaceSeen)> = all.iter().enumerate().collect();
+    if chosen.len() > LISTED_INTERFACES {
+        chosen.sort_by_key(|&(k, i)| (i.tenant.is_none(), std::cmp::Reverse(i.records), k));
+        chosen.truncate(LISTED_INTERFACES);
+        chosen.sort_by_key(|&(k, _)| k);
+    }
+    let total = |f: fn(&InterfaceSeen) -> u64| -> u64 {
+        all.iter().map(f).sum::<u64>() - chosen.iter().map(|(_, i)| f(i)).sum::<u64>()
+    };
+    let unlisted = Unlisted {
+        interfaces: (all.len() - chosen.len()) as u64,
+        records: total(|i| i.records),
+        skipped: total(|i| i.skipped),
+    };
+    (chosen.into_iter().map(|(_, i)| i).collect(), unlisted)
+}
+
 /// How a link type's frames are sliced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framing {
@@ -116,7 +230,7 @@ enum Framing {
     Loopback,
 }
 
-/// The link types [`framing`] reads, as messages name them.
+/// The link types weft reads (`framing`), as messages name them.
 pub const LINK_TYPES: &str =
     "Ethernet 1, raw IP 101/228/229, Linux cooked 113/276, BSD loopback 0/108";
 
@@ -151,7 +265,7 @@ pub struct InterfaceSeen {
     pub section: u32,
     /// Its number in its section (a legacy pcap's is 0).
     pub index: u32,
-    /// `if_name`, if the capture gives one.
+    /// `if_name`, if the capture gives one (cut to [`MAX_INTERFACE_NAME_BYTES`]).
     pub name: Option<String>,
     pub linktype: i32,
     /// Packet records captured on it.
@@ -217,27 +331,43 @@ struct State {
     reordered: u64,
     /// The file ended inside this record (0-based; see [`Capture::truncated_at`]).
     truncated_at: Option<u64>,
-    /// Bytes of the file consumed (for progress).
+    /// Bytes of the file consumed (for progress; while a block is read, its byte offset).
     consumed: u64,
+    /// Blocks read whole (a legacy pcap's header and records, or pcapng blocks).
+    blocks: u64,
+    /// The current section's (or legacy pcap's) byte order.
+    big_endian: bool,
+    /// The most interfaces the capture may describe (`--max-interfaces`).
+    max_interfaces: usize,
+    /// The capture is a pcapng file (else a legacy pcap).
+    ng: bool,
+    /// A legacy pcap record's header, bytes (16; 24 in the "modified" format).
+    record_header: u64,
 }
 
 impl Capture {
     /// Reads the capture `name` from `input` (a pcap or pcapng file, from its first byte: a
     /// pipe will do); `tenants` are `--tenant` pairs (NAME, IFACE); `window` is the reorder
-    /// window in records (at least 1: see the module doc).
+    /// window in records (at least 1: see the module doc); `max_interfaces` the most
+    /// interfaces it may describe (`--max-interfaces`, at least 1).
     pub fn open(
         name: String,
         input: impl Read + Send + 'static,
         tenants: &[(String, String)],
         window: usize,
+        max_interfaces: usize,
     ) -> Result<Capture, String> {
         let reader = pcap_parser::create_reader(BUFFER, Filled(input)).map_err(|e| match e {
             PcapError::Incomplete(_) => format!(
                 "{name}: the file ends inside its capture header (a pcap or pcapng file cut \
                  short)"
             ),
-            e => format!("{name}: not a pcap or pcapng capture ({e})"),
+            e => format!(
+                "{name}: not a pcap or pcapng capture ({})",
+                parser_error(&e)
+            ),
         })?;
+        let ng = reader.data().starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]);
         Ok(Capture {
             reader,
             buffer: BUFFER,
@@ -259,6 +389,11 @@ impl Capture {
                 reordered: 0,
                 truncated_at: None,
                 consumed: 0,
+                blocks: 0,
+                big_endian: false,
+                max_interfaces: max_interfaces.max(1),
+                ng,
+                record_header: 16,
             },
         })
     }
@@ -299,6 +434,23 @@ impl Capture {
                 let Reverse(r) = st.pending.pop()?;
                 return Some(st.place(r));
             }
+            // A pcapng block shorter than its type and two length fields: `pcap-parser` 0.17
+            // checks each block type against its own header size, 4 bytes for a process
+            // information block, then takes 12 from the length (a panic on overflow).
+            let data = self.reader.data();
+            if st.ng && st.block_length(data).is_some_and(|n| n < 12) {
+                let what = st.malformed(data, None);
+                return Some(Err(st.block_error(what)));
+            }
+            // What the parser wants past the bytes a block claims: its fields run past its
+            // end (an enhanced packet's captured length, say). Reading on would not help.
+            let overrun = |st: &State, data: &[u8]| {
+                let claimed = st.block_length(data)?;
+                (claimed <= data.len() as u64).then(|| {
+                    let what = st.malformed(data, Some("its fields run past its total length"));
+                    st.block_error(what)
+                })
+            };
             let (offset, record) = match self.reader.next() {
                 Ok((offset, block)) => (offset, st.block(block)),
                 Err(PcapError::Eof) => {
@@ -306,31 +458,75 @@ impl Capture {
                     continue;
                 }
                 Err(PcapError::Incomplete(_)) => {
+                    if let Some(e) = overrun(st, self.reader.data()) {
+                        return Some(Err(e));
+                    }
                     if let Err(e) = self.reader.refill() {
-                        return Some(Err(st.error(format!("cannot read on: {e:?}"))));
+                        let e = parser_error(&e);
+                        return Some(Err(st.error(format!("cannot read on: {e}"))));
                     }
                     continue;
                 }
                 Err(PcapError::BufferTooSmall) => {
-                    // A block larger than the buffer: double it, up to a bound.
-                    if self.buffer >= MAX_BUFFER || !self.reader.grow(self.buffer * 2) {
-                        return Some(Err(
-                            st.error(format!("a block larger than {} MiB", MAX_BUFFER >> 20))
-                        ));
+                    // A block larger than the buffer. One whose length field is past the
+                    // bound is refused at once; else the buffer is filled before it grows
+                    // (so a short file claiming a large block costs no more than its bytes),
+                    // then doubled, up to the block's length and a byte (as the reader
+                    // wants).
+                    if let Some(e) = overrun(st, self.reader.data()) {
+                        return Some(Err(e));
                     }
-                    self.buffer *= 2;
+                    let claimed = st.block_length(self.reader.data());
+                    let limit = MAX_BLOCK_BYTES as u64;
+                    if claimed.is_some_and(|n| n > limit) || self.buffer > MAX_BLOCK_BYTES {
+                        let (unit, by) = match st.legacy {
+                            Some(_) => ("record", "its header and captured length"),
+                            None => ("block", "its length field"),
+                        };
+                        let size =
+                            claimed.map_or(String::new(), |n| format!(" of {n} bytes by {by}"));
+                        return Some(Err(st.block_error(format!(
+                            "a {unit}{size}, larger than the largest block weft reads, \
+                             {limit} bytes (64 MiB)"
+                        ))));
+                    }
+                    if self.reader.data().len() < self.buffer && !self.reader.reader_exhausted() {
+                        if let Err(e) = self.reader.refill() {
+                            let e = parser_error(&e);
+                            return Some(Err(st.error(format!("cannot read on: {e}"))));
+                        }
+                        continue;
+                    }
+                    let most = claimed.map_or(MAX_BLOCK_BYTES, |n| n as usize) + 1;
+                    let want = (self.buffer * 2).min(most).max(self.buffer + 1);
+                    if !self.reader.grow(want) {
+                        return Some(Err(st.block_error(format!(
+                            "a block larger than the {} bytes read so far cannot be read",
+                            self.buffer
+                        ))));
+                    }
+                    self.buffer = want;
                     continue;
                 }
                 Err(PcapError::UnexpectedEof) => {
+                    // The file ends, but the block is all there: it is malformed, not cut.
+                    if let Some(e) = overrun(st, self.reader.data()) {
+                        return Some(Err(e));
+                    }
                     // A capture still being written, or cut short: replay what it holds.
                     st.truncated_at = Some(st.records);
                     st.eof = true;
                     continue;
                 }
-                Err(e) => return Some(Err(st.error(format!("malformed capture ({e:?})")))),
+                Err(e) => {
+                    let why = parser_error(&e);
+                    let what = st.malformed(self.reader.data(), Some(&why));
+                    return Some(Err(st.block_error(what)));
+                }
             };
             self.reader.consume(offset);
             st.consumed += offset as u64;
+            st.blocks += 1;
             match record {
                 Ok(Some(r)) => st.pending.push(Reverse(r)),
                 Ok(None) => continue,
@@ -351,6 +547,68 @@ impl State {
         format!("{}: record {}: {what}", self.name, id + 1)
     }
 
+    /// An error at the block being read, with its byte offset in the file: a legacy pcap's
+    /// record, or a pcapng block (numbered from 1, the section header included).
+    fn block_error(&self, what: impl std::fmt::Display) -> String {
+        let (kind, n) = match self.legacy {
+            Some(_) => ("record", self.records + 1),
+            None => ("block", self.blocks + 1),
+        };
+        format!(
+            "{}: {kind} {n} at byte {}: {what}",
+            self.name, self.consumed
+        )
+    }
+
+    /// The 32-bit number at byte `at` of `data`, in byte order `big` (`None` past its end).
+    fn u32_at(data: &[u8], at: usize, big: bool) -> Option<u32> {
+        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+        Some(if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    }
+
+    /// The byte order of the pcapng block at the start of `data`: a section header's own
+    /// (its byte-order magic follows its length), else the current section's.
+    fn order_of(&self, data: &[u8]) -> bool {
+        match data.get(..4) {
+            Some([0x0a, 0x0d, 0x0d, 0x0a]) => data.get(8..12) == Some(&[0x1a, 0x2b, 0x3c, 0x4d]),
+            _ => self.big_endian,
+        }
+    }
+
+    /// The length in bytes the block at the start of `data` claims: a pcapng block's total
+    /// length field, or a legacy pcap record's captured length and its header.
+    fn block_length(&self, data: &[u8]) -> Option<u64> {
+        if self.legacy.is_some() {
+            return Some(self.record_header + Self::u32_at(data, 8, self.big_endian)? as u64);
+        }
+        Some(Self::u32_at(data, 4, self.order_of(data))? as u64)
+    }
+
+    /// What is wrong with the block at the start of `data`: its type and length fields
+    /// (pcapng), `why` (the parser's word, if it has one) and its first bytes.
+    fn malformed(&self, data: &[u8], why: Option<&str>) -> String {
+        let fields = match self.block_length(data).filter(|_| self.ng) {
+            Some(len) => {
+                let kind = Self::u32_at(data, 0, self.order_of(data)).unwrap_or(0);
+                let hint = if len < 12 {
+                    ", less than a block's 12 bytes"
+                } else if len % 4 != 0 {
+                    ", not a multiple of 4"
+                } else {
+                    ""
+                };
+                format!(": block type 0x{kind:08x} with total length {len}{hint}")
+            }
+            None => String::new(),
+        };
+        let why = why.map_or(String::new(), |w| format!(" ({w})"));
+        format!("malformed{fields}{why}; it begins {}", hex_excerpt(data))
+    }
+
     /// A block's packet, if it is one: (absolute time in ps, framing, link type, origlen, the
     /// captured bytes' classifier fields); headers and interfaces are recorded.
     fn block(&mut self, block: PcapBlockOwned) -> Result<Option<Record>, String> {
@@ -364,6 +622,8 @@ impl State {
                 // The link type is the field's low 16 bits; the upper ones tell whether
                 // frames carry a frame check sequence (which the lax slicer ignores).
                 let linktype = Linktype(h.network.0 & 0xffff);
+                self.big_endian = h.is_bigendian();
+                self.record_header = if h.is_modified_format() { 24 } else { 16 };
                 self.legacy = Some(self.describe(linktype, per_second, 0, None));
                 Ok(None)
             }
@@ -375,11 +635,25 @@ impl State {
                     + b.ts_usec as i128 * (PS / i.per_second as u128) as i128;
                 self.record(Some(ps), i, b.origlen, b.data)
             }
-            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+            PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
                 // Interface ids restart with every section.
                 self.interfaces.clear();
                 self.sections += 1;
+                self.big_endian = shb.big_endian();
                 Ok(None)
+            }
+            PcapBlockOwned::NG(Block::InterfaceDescription(_))
+                if self.seen.len() >= self.max_interfaces =>
+            {
+                let max = self.max_interfaces;
+                Err(self.block_error(format!(
+                    "interface {} of section {}: the capture describes more than {max} \
+                     interface{}, the most weft reads (its sections together); \
+                     --max-interfaces N raises the limit (default {DEFAULT_MAX_INTERFACES})",
+                    self.interfaces.len(),
+                    self.sections.saturating_sub(1),
+                    if max == 1 { "" } else { "s" },
+                )))
             }
             PcapBlockOwned::NG(Block::InterfaceDescription(i)) => {
                 let per_second = units_per_second(i.if_tsresol).ok_or_else(|| {
@@ -431,11 +705,12 @@ impl State {
         // A legacy pcap has no sections and one interface.
         let section = self.sections.saturating_sub(1);
         let index = self.interfaces.len() as u32;
+        // The whole name is matched; a long one is kept cut.
         let tenant = tenant_of(&self.tenants, name, index);
         self.seen.push(InterfaceSeen {
             section,
             index,
-            name: name.map(String::from),
+            name: name.map(kept_name),
             linktype: linktype.0,
             records: 0,
             skipped: 0,
@@ -704,6 +979,64 @@ mod tests {
         assert_eq!(tenant_of(&list, None, 0), Some(3));
         assert_eq!(tenant_of(&list, Some("eth0"), 7), None);
         assert_eq!(tenant_of(&[], None, 0), None);
+    }
+
+    /// The summary's interfaces: every one up to 64; past that, those with a tenant, then
+    /// the busiest, in the capture's order, and the rest added up.
+    #[test]
+    fn listed_interfaces_are_bounded_and_the_rest_counted() {
+        let iface = |k: u32, records: u64, tenant: Option<u32>| InterfaceSeen {
+            section: 0,
+            index: k,
+            name: None,
+            linktype: 1,
+            records,
+            skipped: records / 2,
+            tenant,
+        };
+        let few: Vec<InterfaceSeen> = (0..10).map(|k| iface(k, 0, None)).collect();
+        let (shown, rest) = listed(&few);
+        assert_eq!(shown.len(), 10);
+        assert_eq!(rest, Unlisted::default());
+        // 1,000 interfaces, k with k records; interface 3 has a tenant.
+        let many: Vec<InterfaceSeen> = (0..1000)
+            .map(|k| iface(k, k as u64, (k == 3).then_some(1)))
+            .collect();
+        let (shown, rest) = listed(&many);
+        let ids: Vec<u32> = shown.iter().map(|i| i.index).collect();
+        let mut expected = vec![3];
+        expected.extend(937..1000);
+        assert_eq!(ids, expected);
+        assert_eq!(rest.interfaces, 1000 - 64);
+        let total: u64 = (0..1000).sum();
+        let records: u64 = expected.iter().map(|&k| k as u64).sum();
+        assert_eq!(rest.records, total - records);
+        let skipped: u64 = many.iter().map(|i| i.skipped).sum::<u64>()
+            - shown.iter().map(|i| i.skipped).sum::<u64>();
+        assert_eq!(rest.skipped, skipped);
+    }
+
+    /// A long name is cut at a character; an error quotes 64 bytes of a block at most.
+    #[test]
+    fn names_and_excerpts_are_bounded() {
+        assert_eq!(kept_name("eth0"), "eth0");
+        let cut = kept_name(&"é".repeat(100));
+        assert!(cut.ends_with('…'));
+        assert_eq!(cut.len(), 128 + '…'.len_utf8());
+        let cut = kept_name(&format!("a{}", "é".repeat(100)));
+        assert_eq!(cut.len(), 127 + '…'.len_utf8());
+        assert_eq!(hex_excerpt(&[0x0a, 0xff]), "0a ff");
+        let long = hex_excerpt(&[7; 1 << 20]);
+        assert_eq!(long.len(), 64 * 3 - 1 + " …".len());
+        assert!(long.starts_with("07 07") && long.ends_with(" …"));
+        // The parser's error carries its input; the message does not.
+        let e = PcapError::NomError(&[1u8; 1000][..], nom_kind());
+        assert!(parser_error(&e).len() < 40, "{}", parser_error(&e));
+    }
+
+    /// A parse error kind, as `pcap-parser`'s errors carry it.
+    fn nom_kind() -> pcap_parser::nom::error::ErrorKind {
+        pcap_parser::nom::error::ErrorKind::Verify
     }
 
     #[test]

@@ -5,7 +5,6 @@
 //! else, 141 when stdout's reader has gone (`weft … | head`).
 
 mod bench;
-mod capture;
 mod delays;
 mod diagnostics;
 mod out;
@@ -27,6 +26,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::json;
+use weft_cli::capture;
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::{self, show, Classification, LoadOptions, PolicyError, Program};
 use weft_core::units::{self, format_rate, format_size};
@@ -154,6 +154,21 @@ enum Command {
         #[arg(long, value_name = "RECORDS", default_value_t = 65_536,
               value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
         reorder_window: u32,
+        /// The most interfaces a capture may describe, its pcapng sections together (about
+        /// 300 bytes of memory each); one with more is refused at the first one over. The
+        /// summary lists 64 of them and counts the rest (at most 2^20).
+        #[arg(long, value_name = "N",
+              default_value_t = capture::DEFAULT_MAX_INTERFACES as u32,
+              value_parser = clap::value_parser!(u32)
+                  .range(1..=capture::MAX_INTERFACES_CAP as i64))]
+        max_interfaces: u32,
+        /// The longest row of a CSV trace, bytes (a line, or the lines of a quoted value;
+        /// comment lines do not count): a longer row is refused with its line, without
+        /// being read whole. A trace's rows are a few hundred bytes (at least 16, at most
+        /// 2^30).
+        #[arg(long, value_name = "BYTES", default_value_t = replay::DEFAULT_MAX_ROW_BYTES as u32,
+              value_parser = clap::value_parser!(u32).range(16..=(1 << 30)))]
+        max_trace_row_bytes: u32,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -781,7 +796,7 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     )?;
     // A capture's interfaces: "capture: ta (tenant 1, a): 1100 records, tb ...".
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
-        let list: Vec<String> = ifaces
+        let mut list: Vec<String> = ifaces
             .iter()
             .map(|i| {
                 let tenant = interface_tenant(i)
@@ -789,6 +804,14 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
                 format!("{}{tenant}: {} records", interface_name(i), i["records"])
             })
             .collect();
+        // The interfaces the summary does not list (see `capture::listed`).
+        let more = &s["capture_interfaces_unlisted"];
+        if let Some(n) = more["interfaces"].as_u64().filter(|&n| n > 0) {
+            list.push(format!(
+                "and {n} more interfaces: {} records",
+                more["records"]
+            ));
+        }
         out::outln!("capture: {}", list.join(", "))?;
     }
     out::outln!(
@@ -960,6 +983,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             update,
             tenant,
             reorder_window,
+            max_interfaces,
+            max_trace_row_bytes,
             load: l,
         } => {
             if file == std::path::Path::new("-") && replay::is_stdin(&trace) {
@@ -987,6 +1012,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 updates,
                 tenants,
                 reorder_window: reorder_window as usize,
+                max_interfaces: max_interfaces as usize,
+                max_row_bytes: max_trace_row_bytes as usize,
                 inputs: std::iter::once(file.clone())
                     .chain(options(&l)?.attach.into_iter().map(|(_, f)| f))
                     .collect(),
