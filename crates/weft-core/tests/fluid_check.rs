@@ -25,7 +25,8 @@
 //! `WEFT_FLUID_ENGINE=reference`
 //! drives the reference engine instead; `WEFT_FLUID_RUN_MS` sets a case's simulated run (3 by
 //! default); `WEFT_FLUID_FULL_BUCKETS=1` leaves the buckets full at the start;
-//! `WEFT_FLUID_VERBOSE=1` prints every case (with `-- --nocapture`). A failure prints each failing case's seed, policy
+//! `WEFT_FLUID_FAST_PATH=1` turns on Loom's "currently limited" fast path
+//! (`EngineOptions::limited_fast_path`); `WEFT_FLUID_VERBOSE=1` prints every case (with `-- --nocapture`). A failure prints each failing case's seed, policy
 //! YAML and per-leaf model and measured rates.
 
 #[path = "common/drive.rs"]
@@ -43,6 +44,7 @@ use fluid::{Item, Kind, Node, Sched};
 use weft_core::policy::{compile_str, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::reference::ReferenceEngine;
+use weft_core::sched::EngineOptions;
 
 const LINK_BPS: f64 = 10e9;
 /// A case's simulated run, ps: 3 ms, or `WEFT_FLUID_RUN_MS` (it measures from a third of
@@ -614,14 +616,19 @@ fn check(c: &Case, tol: f64, test: &str) -> Result<(), String> {
     feeds(c, &model, &c.root, &mut fs);
     fs.sort_by(|a, b| a.leaf.cmp(&b.leaf));
     let reference = std::env::var("WEFT_FLUID_ENGINE").is_ok_and(|v| v == "reference");
+    // `WEFT_FLUID_FAST_PATH=1`: Loom's "currently limited" fast path on.
+    let options = EngineOptions {
+        limited_fast_path: std::env::var_os("WEFT_FLUID_FAST_PATH").is_some(),
+        ..EngineOptions::default()
+    };
     let out = if reference {
-        let mut e = ReferenceEngine::new(prog.clone());
+        let mut e = ReferenceEngine::with_options(prog.clone(), options);
         if std::env::var("WEFT_FLUID_FULL_BUCKETS").is_err() {
             drive::empty_buckets(&mut e, &prog);
         }
         drive::drive(&mut e, &prog, &fs, run_ps() / 3, run_ps())
     } else {
-        let mut e = FastEngine::new(prog.clone());
+        let mut e = FastEngine::with_options(prog.clone(), options);
         if std::env::var("WEFT_FLUID_FULL_BUCKETS").is_err() {
             drive::empty_buckets(&mut e, &prog);
         }
