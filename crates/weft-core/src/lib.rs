@@ -137,6 +137,11 @@ pub(crate) mod steps {
         STEPS.with(|s| s.set(s.get() + 1));
     }
 
+    /// `n` steps taken.
+    pub(crate) fn add(n: u64) {
+        STEPS.with(|s| s.set(s.get() + n));
+    }
+
     /// The steps taken in this thread since the last call.
     pub(crate) fn take() -> u64 {
         STEPS.with(|s| s.replace(0))

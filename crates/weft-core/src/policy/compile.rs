@@ -691,6 +691,7 @@ impl<'o> Compiler<'o> {
         let mut parents: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
         let mut parent_candidates: Option<Vec<&str>> = None;
         let mut suggested: HashMap<&str, Option<String>> = HashMap::new();
+        let mut suggestion_work = 0usize;
         for (i, d) in decls.iter().enumerate() {
             for p in &d.parents {
                 match index.get(p.value.as_str()) {
@@ -731,17 +732,21 @@ impl<'o> Compiler<'o> {
                                 .collect::<Vec<&str>>()
                         });
                         let own = d.name.value.as_str();
-                        let s = suggested
+                        let cached = suggested
                             .entry(p.value.as_str())
-                            .or_insert_with(|| suggest(&p.value, candidates))
-                            .clone()
-                            .filter(|s| s != own)
-                            .or_else(|| {
-                                // Rare: the best match was the node itself.
+                            .or_insert_with(|| {
+                                budgeted_suggest(&p.value, candidates, &mut suggestion_work)
+                            })
+                            .clone();
+                        let s = match cached {
+                            // Rare: the best match was the node itself.
+                            Some(s) if s == own => {
                                 let others: Vec<&str> =
                                     candidates.iter().copied().filter(|&n| n != own).collect();
-                                suggest(&p.value, &others)
-                            });
+                                budgeted_suggest(&p.value, &others, &mut suggestion_work)
+                            }
+                            other => other,
+                        };
                         let mut diag = Diagnostic::new(
                             Rule::UnknownNode,
                             p.span,
@@ -1538,6 +1543,23 @@ impl<'o> Compiler<'o> {
     }
 }
 
+/// Candidate names the did-you-mean hints of one policy's unknown parents score at most;
+/// past it, the remaining diagnostics go without a hint (20,000 distinct misspelt parents
+/// among 20,000 nodes would otherwise score 400 million pairs).
+const MAX_SUGGESTION_WORK: usize = 1_000_000;
+
+/// [`suggest`] of `word` among `candidates`, charged to `work` (candidates scored so far):
+/// `None` once [`MAX_SUGGESTION_WORK`] is spent.
+fn budgeted_suggest(word: &str, candidates: &[&str], work: &mut usize) -> Option<String> {
+    if *work >= MAX_SUGGESTION_WORK {
+        return None;
+    }
+    *work += candidates.len();
+    #[cfg(test)]
+    crate::steps::add(candidates.len() as u64);
+    suggest(word, candidates)
+}
+
 /// Siblings a node may have for [`shadowed_across_levels`] to weigh them at its level: the
 /// pairwise check is quadratic in them (a flat `senic` node of 100,000 classes is left to
 /// the sibling rule's tables).
@@ -1658,6 +1680,45 @@ fn canonical(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Did-you-mean hints for unknown parents score each distinct unknown name once (one
+    /// without any close match included: it was scored again for every node naming it),
+    /// and at most [`MAX_SUGGESTION_WORK`] candidates in all.
+    #[test]
+    fn unknown_parents_score_a_bounded_number_of_candidates() {
+        let nodes = |interior: usize, leaves: usize, parent: &dyn Fn(usize) -> String| {
+            let mut t = String::from("weft: 1\nnodes:\n  - {name: root, type: wfq}\n");
+            for i in 0..interior {
+                t += &format!("  - {{name: inner{i}, type: wfq, parent: root}}\n");
+            }
+            for i in 0..leaves {
+                t += &format!(
+                    "  - {{name: leaf{i}, type: leaf, parent: {}, match: {{tag: {i}}}}}\n",
+                    parent(i)
+                );
+            }
+            t
+        };
+        let steps = |text: &str| {
+            crate::steps::take();
+            let r = crate::policy::compile_str(
+                "p.yaml".as_ref(),
+                text,
+                &crate::policy::LoadOptions::default(),
+            );
+            assert!(r.is_err(), "unknown parents accepted");
+            crate::steps::take()
+        };
+        // One unknown name, close to nothing, named by 3,000 leaves: scored once.
+        let once = steps(&nodes(500, 3_000, &|_| "zzzzzzzz".to_string()));
+        assert!(once <= 502, "{once} candidates scored for one unknown name");
+        // 2,000 distinct unknown names among 2,000 interior nodes: at most the budget.
+        let many = steps(&nodes(2_000, 2_000, &|i| format!("innr{i}")));
+        assert!(
+            many <= (MAX_SUGGESTION_WORK + 2_001) as u64,
+            "{many} candidates scored"
+        );
+    }
 
     /// The cross-level shadowing check walks only the levels that have earlier siblings, and
     /// at most [`CROSS_LEVEL_MAX_BLOCKERS`] of them a node: a chain of 20,000 levels costs no
