@@ -1011,6 +1011,53 @@ fn own_words(fragment: &str) -> bool {
             .all(|digits| digits.len() <= 3)
 }
 
+/// Whether `c` belongs to a word for [`unquote_files`]: letters, digits, `_`, and every
+/// character outside ASCII.
+fn word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || !c.is_ascii()
+}
+
+/// [`redact`]'s second pass for a reload whose files' texts are known: a word of `answer`'s
+/// messages (after each line's `error[rule]: `) that one of `texts` holds as a whole word
+/// becomes `…`, unless it is weft's own (a word of the policy format, a number of at most
+/// three digits). Quotes alone cannot say where a file's text ends when it holds quote
+/// characters itself: the value `10.0`x`.0.0/8`, quoted in backticks by the compiler, left
+/// `x` between two quoted fragments. Cost: one pass over the texts (a set of their words)
+/// and one over the answer.
+pub fn unquote_files(answer: &str, texts: &[&str]) -> String {
+    let words: HashSet<&str> = texts
+        .iter()
+        .flat_map(|t| t.split(|c: char| !word_char(c)))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let unquote = |message: &str| {
+        let mut out = String::with_capacity(message.len());
+        let mut rest = message;
+        while let Some(i) = rest.find(word_char) {
+            out.push_str(&rest[..i]);
+            let w = &rest[i..];
+            let end = w.find(|c: char| !word_char(c)).unwrap_or(w.len());
+            let (word, after) = w.split_at(end);
+            out.push_str(if words.contains(word) && !own_words(word) {
+                "…"
+            } else {
+                word
+            });
+            rest = after;
+        }
+        out.push_str(rest);
+        out
+    };
+    answer
+        .lines()
+        .map(|line| match line.find("]: ") {
+            Some(i) => format!("{}{}", &line[..i + 3], unquote(&line[i + 3..])),
+            None => unquote(line),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A policy error (the compiler's diagnostic lines) fit for a control client, who may not be
 /// allowed to read the file: each line keeps its `file:line:col: error[rule]:` and message,
 /// loses the node and the hint, and what the message quotes from the file (between backticks
@@ -1219,6 +1266,22 @@ fn write_within(
     w.flush()
 }
 
+/// A control client's request: the first line of what it sent, as JSON, with `peer` set to
+/// who the kernel says sent it (`peer`), whatever the request claims: a reload reads only
+/// files this client may read itself. A line that is not JSON gets the refusal to answer.
+pub fn request_of(buf: &[u8], peer: Value) -> Result<Value, Value> {
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    match serde_json::from_slice::<Value>(line) {
+        Ok(mut req) => {
+            if let Some(obj) = req.as_object_mut() {
+                obj.insert("peer".into(), peer);
+            }
+            Ok(req)
+        }
+        Err(e) => Err(json!({"ok": false, "error": format!("bad request: {e}")})),
+    }
+}
+
 fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
     let buf = read_until(
         &s,
@@ -1226,23 +1289,13 @@ fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
         1 << 20,
         |b| b.contains(&b'\n'),
     )?;
-    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    let answer = match serde_json::from_slice::<Value>(line) {
-        Ok(mut req) => {
-            // Who asks, as the kernel says (whatever the request claims): a reload reads
-            // only files this client may read itself.
-            if let Some(obj) = req.as_object_mut() {
-                obj.insert(
-                    "peer".into(),
-                    peer_of(&s).map_or(
-                        Value::Null,
-                        |p| json!({"pid": p.pid, "uid": p.uid, "gid": p.gid}),
-                    ),
-                );
-            }
-            ask(sh, req)
-        }
-        Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
+    let peer = peer_of(&s).map_or(
+        Value::Null,
+        |p| json!({"pid": p.pid, "uid": p.uid, "gid": p.gid}),
+    );
+    let answer = match request_of(&buf, peer) {
+        Ok(req) => ask(sh, req),
+        Err(answer) => answer,
     };
     let text = format!("{answer}\n");
     write_within(&s, |t| s.set_write_timeout(Some(t)), &[text.as_bytes()])

@@ -1,14 +1,23 @@
-//! Entry points for fuzzing what the software NIC reads from tenants: the functions the
-//! fuzz targets in `fuzz/` call (`cargo +nightly fuzz run frame`), and that the unit tests
-//! below run on random and mutated frames with the ordinary test suite, so every build
-//! exercises them on stable.
+//! Entry points for fuzzing what the software NIC reads from tenants and control clients:
+//! the functions the fuzz targets in `fuzz/` call (`cargo +nightly fuzz run frame`,
+//! `... control`), and that the unit tests below run on random and mutated inputs with the
+//! ordinary test suite, so every build exercises them on stable.
 //!
-//! Each checks what must hold whatever the input: no panic, and the checksum completion
-//! changes at most the two bytes of one checksum field, and only when it says it did.
-//! Cost: a copy of the frame per call; for fuzzing and tests only.
+//! Each checks what must hold whatever the input: no panic; the checksum completion changes
+//! at most the two bytes of one checksum field, and only when it says it did; a control
+//! request's `peer` is the kernel's, whatever the request claims; and a refused reload's
+//! answer quotes nothing of the policy file. Cost: a copy of the input per call; for
+//! fuzzing and tests only.
 
+use serde_json::{json, Value};
+
+use crate::ctl;
 use crate::isolation::MacTable;
 use crate::{offload, parse};
+
+/// What stands for the policy file's secret content in [`control`]: every `@` of the input
+/// becomes it, so the fuzzer places it in keys, names, values and comments.
+const CANARY: &str = "QZXSECRETQZX";
 
 /// A frame from tenant port 1, through everything ingress does to it before queueing it.
 pub fn frame(data: &[u8]) {
@@ -35,10 +44,62 @@ pub fn frame(data: &[u8]) {
     }
 }
 
+/// Bytes a control client sends, through what the daemon does with them before a request
+/// reaches the dataplane: the request line's parse and the kernel's peer put in it
+/// ([`ctl::request_of`]); then the same bytes as a policy file a reload names (every `@`
+/// the [`CANARY`]), whose compiler error a client receives redacted ([`ctl::redact`],
+/// [`ctl::unquote_files`]): the answer must not quote the file.
+pub fn control(data: &[u8]) {
+    let peer = json!({"pid": 1, "uid": 1000, "gid": 1000});
+    match ctl::request_of(data, peer.clone()) {
+        Ok(req) => {
+            if let Some(obj) = req.as_object() {
+                assert_eq!(obj.get("peer"), Some(&peer), "a request chose its own peer");
+            }
+        }
+        Err(answer) => {
+            assert_eq!(answer["ok"], Value::Bool(false), "a refusal that says ok");
+            let e = answer["error"].as_str().expect("a refusal names its error");
+            assert!(e.len() <= 512, "a refusal of {} bytes", e.len());
+        }
+    }
+    let text = String::from_utf8_lossy(data).replace('@', CANARY);
+    // A sub-policy would be read from the working directory: not the fuzzer's business.
+    if text.contains("attach") {
+        return;
+    }
+    let options = weft_core::policy::LoadOptions::default();
+    if let Err(e) = weft_core::policy::compile_str("p.yaml".as_ref(), &text, &options) {
+        // As a reload's refusal is made (`dataplane::prepare_reload`).
+        let texts: Vec<&str> = e.sources.files.iter().map(|f| &*f.text).collect();
+        let answer = ctl::unquote_files(&ctl::redact(&e.to_string()), &texts);
+        assert!(
+            !answer.contains(CANARY),
+            "a refused reload quotes the file: {answer}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A small valid policy for [`policies_with_a_secret`] to break.
+    const SAMPLE: &str = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, match: {tag: 1}}\n  - {name: b, type: leaf, parent: root, weight: 2, match: {dst: 10.0.0.0/8}}\n";
+
+    /// A request's own `peer` is replaced by the kernel's; a bad line is refused.
+    #[test]
+    fn a_request_cannot_choose_its_peer() {
+        let peer = json!({"pid": 7, "uid": 0, "gid": 0});
+        let req = ctl::request_of(
+            b"{\"cmd\": \"reload\", \"peer\": {\"uid\": 0}}\n",
+            peer.clone(),
+        )
+        .unwrap();
+        assert_eq!(req["peer"], peer);
+        assert!(ctl::request_of(b"not json\n", peer).is_err());
+    }
 
     fn tcp4() -> Vec<u8> {
         let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
@@ -65,6 +126,30 @@ mod tests {
         #[test]
         fn random_frames(data in prop::collection::vec(any::<u8>(), 0..200)) {
             frame(&data);
+        }
+
+        /// Random control requests and policy texts.
+        #[test]
+        fn random_control_input(data in prop::collection::vec(any::<u8>(), 0..300)) {
+            control(&data);
+        }
+
+        /// Policies with the canary in random places: in names, keys, values, matches.
+        #[test]
+        fn policies_with_a_secret(
+            edits in prop::collection::vec((0usize..400, prop::sample::select(vec![
+                "@", "`@`", "\"@\"", "@: 1", "{name: @}", "parent: @", "#@", "\n", "`",
+            ])), 1..5),
+        ) {
+            let mut text = String::from(SAMPLE);
+            for (at, piece) in edits {
+                let mut at = at % (text.len() + 1);
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                text.insert_str(at, piece);
+            }
+            control(text.as_bytes());
         }
 
         /// Valid frames with a few bytes changed and cut anywhere: the inputs that reach

@@ -346,7 +346,8 @@ fn a_fifo_is_refused_by_name_and_the_next_request_is_served() {
 /// A reload naming `/etc/shadow` quoted its lines back (`unknown key `root:$6$…``). The
 /// error names the file, the place and the rule, and quotes nothing of the file: not for a
 /// file that is not YAML (a key given twice, which the YAML reader quotes), not for YAML
-/// that is not a policy, not for a policy whose node names or values are the secret.
+/// that is not a policy, not for a policy whose node names or values are the secret, not
+/// for a value whose own backticks break the compiler's quotes.
 #[test]
 fn a_reload_error_names_the_file_but_never_quotes_it() {
     let d = Daemon::start("secret", false);
@@ -370,6 +371,15 @@ fn a_reload_error_names_the_file_but_never_quotes_it() {
             "bad-value",
         ),
         ("scalar", format!("{SECRET}\n"), "bad-value"),
+        // Backticks of the file's own break the compiler's quotes: `10.0`SECRET`.0.0/8`
+        // left the secret between two quoted fragments.
+        (
+            "backticks",
+            format!(
+                "weft: 1\nnodes:\n  - {{name: root, type: wfq}}\n  - {{name: a, type: leaf, parent: root, match: {{dst: 10.0`{SECRET}`.0.0/8}}}}\n"
+            ),
+            "bad-value",
+        ),
     ];
     for (name, text, rule) in cases {
         let file = d.dir.0.join(format!("{name}.txt"));
