@@ -47,7 +47,7 @@ pub fn frame(data: &[u8]) {
 /// Bytes a control client sends, through what the daemon does with them before a request
 /// reaches the dataplane: the request line's parse and the kernel's peer put in it
 /// ([`ctl::request_of`]); then the same bytes as a policy file a reload names (every `@`
-/// the [`CANARY`]), whose compiler error a client receives redacted ([`ctl::redact`],
+/// a canary), whose compiler error a client receives redacted ([`ctl::redact`],
 /// [`ctl::unquote_files`]): the answer must not quote the file.
 pub fn control(data: &[u8]) {
     let peer = json!({"pid": 1, "uid": 1000, "gid": 1000});
