@@ -11,6 +11,9 @@ use std::process::Command;
 
 use etherparse::PacketBuilder;
 
+mod pcapng;
+use pcapng::{block, epb, idb, shb};
+
 fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
 }
@@ -112,20 +115,6 @@ fn pcap(linktype: u32, nanos: bool, records: &[(u32, u32, Vec<u8>)], snap: usize
     b
 }
 
-/// A pcapng block: type, total length, body (padded to 4 bytes), total length.
-fn block(kind: u32, body: &[u8]) -> Vec<u8> {
-    let mut body = body.to_vec();
-    while !body.len().is_multiple_of(4) {
-        body.push(0);
-    }
-    let len = (body.len() + 12) as u32;
-    let mut b = kind.to_le_bytes().to_vec();
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&body);
-    b.extend_from_slice(&len.to_le_bytes());
-    b
-}
-
 /// A pcapng section with interfaces `(linktype, if_tsresol)` and enhanced packets
 /// `(interface, timestamp in the interface's units, frame)`.
 fn pcapng(interfaces: &[(u16, Option<u8>)], packets: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
@@ -138,43 +127,12 @@ fn pcapng_named(
     interfaces: &[(u16, Option<u8>, Option<&str>)],
     packets: &[(u32, u64, Vec<u8>)],
 ) -> Vec<u8> {
-    let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
-    shb.extend_from_slice(&1u16.to_le_bytes());
-    shb.extend_from_slice(&0u16.to_le_bytes());
-    shb.extend_from_slice(&(-1i64).to_le_bytes());
-    let mut out = block(0x0a0d_0d0a, &shb);
-    // An option: code, length, value padded to 4 bytes.
-    let option = |idb: &mut Vec<u8>, code: u16, value: &[u8]| {
-        idb.extend_from_slice(&code.to_le_bytes());
-        idb.extend_from_slice(&(value.len() as u16).to_le_bytes());
-        idb.extend_from_slice(value);
-        while !idb.len().is_multiple_of(4) {
-            idb.push(0);
-        }
-    };
+    let mut out = shb();
     for &(linktype, tsresol, name) in interfaces {
-        let mut idb = linktype.to_le_bytes().to_vec();
-        idb.extend_from_slice(&0u16.to_le_bytes());
-        idb.extend_from_slice(&65535u32.to_le_bytes());
-        if let Some(n) = name {
-            option(&mut idb, 2, n.as_bytes()); // if_name
-        }
-        if let Some(r) = tsresol {
-            option(&mut idb, 9, &[r]); // if_tsresol
-        }
-        if name.is_some() || tsresol.is_some() {
-            option(&mut idb, 0, &[]); // opt_endofopt
-        }
-        out.extend(block(1, &idb));
+        out.extend(idb(linktype, tsresol, name));
     }
     for (iface, ts, frame) in packets {
-        let mut epb = iface.to_le_bytes().to_vec();
-        epb.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-        epb.extend_from_slice(&(*ts as u32).to_le_bytes());
-        epb.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-        epb.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-        epb.extend_from_slice(frame);
-        out.extend(block(6, &epb));
+        out.extend(epb(*iface, *ts, frame));
     }
     out
 }

@@ -12,6 +12,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod pcapng;
+use pcapng::{epb, idb, shb};
+
 fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
 }
@@ -80,59 +83,6 @@ fn head(s: &str, n: usize) -> &str {
     &s[..end]
 }
 
-// pcapng, little-endian, written by hand.
-
-/// A block: type, total length, body padded to 4 bytes, total length.
-fn block(kind: u32, body: &[u8]) -> Vec<u8> {
-    let mut body = body.to_vec();
-    while !body.len().is_multiple_of(4) {
-        body.push(0);
-    }
-    let len = (body.len() + 12) as u32;
-    let mut b = kind.to_le_bytes().to_vec();
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&body);
-    b.extend_from_slice(&len.to_le_bytes());
-    b
-}
-
-/// A section header block (version 1.0, section length unknown): 28 bytes.
-fn shb() -> Vec<u8> {
-    let mut body = 0x1a2b_3c4du32.to_le_bytes().to_vec();
-    body.extend_from_slice(&1u16.to_le_bytes());
-    body.extend_from_slice(&0u16.to_le_bytes());
-    body.extend_from_slice(&(-1i64).to_le_bytes());
-    block(0x0a0d_0d0a, &body)
-}
-
-/// An interface description block of `linktype`, with `if_name` if given (without: 20 bytes).
-fn idb(linktype: u16, name: Option<&str>) -> Vec<u8> {
-    let mut body = linktype.to_le_bytes().to_vec();
-    body.extend_from_slice(&0u16.to_le_bytes());
-    body.extend_from_slice(&65535u32.to_le_bytes());
-    if let Some(n) = name {
-        body.extend_from_slice(&2u16.to_le_bytes()); // if_name
-        body.extend_from_slice(&(n.len() as u16).to_le_bytes());
-        body.extend_from_slice(n.as_bytes());
-        while !body.len().is_multiple_of(4) {
-            body.push(0);
-        }
-        body.extend_from_slice(&[0; 4]); // opt_endofopt
-    }
-    block(1, &body)
-}
-
-/// An enhanced packet block: `frame` captured on interface `iface` at `ts` (microseconds).
-fn epb(iface: u32, ts: u64, frame: &[u8]) -> Vec<u8> {
-    let mut body = iface.to_le_bytes().to_vec();
-    body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-    body.extend_from_slice(&(ts as u32).to_le_bytes());
-    body.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    body.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    body.extend_from_slice(frame);
-    block(6, &body)
-}
-
 /// A 60-byte Ethernet frame: IPv4, UDP from 10.0.0.1:1000 to 10.0.0.2:2000 (checksums are
 /// not checked).
 fn frame() -> Vec<u8> {
@@ -151,7 +101,7 @@ fn frame() -> Vec<u8> {
 fn interfaces(n: u32) -> Vec<u8> {
     let mut b = shb();
     for _ in 0..n {
-        b.extend(idb(1, None));
+        b.extend(idb(1, None, None));
     }
     for i in 0..n {
         b.extend(epb(i, 1_000 + i as u64, &frame()));
@@ -200,7 +150,7 @@ fn a_capture_with_more_interfaces_than_the_limit_is_refused() {
 fn a_block_of_total_length_zero_gets_a_short_error() {
     let dir = scratch("zero");
     let mut b = shb();
-    b.extend(idb(1, None));
+    b.extend(idb(1, None, None));
     b.extend(epb(0, 1_000, &frame()));
     let at = b.len();
     b.extend_from_slice(&6u32.to_le_bytes());
@@ -227,7 +177,7 @@ fn a_block_of_total_length_zero_gets_a_short_error() {
 fn a_block_larger_than_the_largest_read_names_the_limit() {
     let dir = scratch("large");
     let mut b = shb();
-    b.extend(idb(1, None));
+    b.extend(idb(1, None, None));
     let at = b.len();
     b.extend_from_slice(&6u32.to_le_bytes());
     b.extend_from_slice(&0xffff_fff0u32.to_le_bytes());
@@ -257,7 +207,7 @@ fn a_block_larger_than_the_largest_read_names_the_limit() {
 fn a_block_whose_fields_do_not_fit_is_refused() {
     let dir = scratch("fit");
     let mut start = shb();
-    start.extend(idb(1, None));
+    start.extend(idb(1, None, None));
     let at = start.len();
     let mut short = 0x8000_0001u32.to_le_bytes().to_vec();
     short.extend_from_slice(&4u32.to_le_bytes());
@@ -381,6 +331,7 @@ fn a_capture_of_many_interfaces_has_bounded_outputs() {
     for i in 0..n {
         b.extend(idb(
             if i % 2 == 0 { 1 } else { 105 },
+            None,
             Some(&format!("veth{i:04}")),
         ));
     }
@@ -447,7 +398,7 @@ fn a_long_interface_name_is_cut_but_still_takes_its_tenant() {
     let dir = scratch("name");
     let name = "v".repeat(10_000);
     let mut b = shb();
-    b.extend(idb(1, Some(&name)));
+    b.extend(idb(1, None, Some(&name)));
     b.extend(epb(0, 1_000, &frame()));
     let trace = dir.join("name.pcapng");
     fs::write(&trace, &b).unwrap();
