@@ -104,8 +104,6 @@ const XDP_PASS: i32 = 2;
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 /// `ETHTOOL_GCHANNELS` (<linux/ethtool.h>).
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
-/// `SIOCETHTOOL`.
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
 /// `XDP_PACKET_HEADROOM`: where copy mode writes a frame inside its chunk.
 pub const XDP_PACKET_HEADROOM: u32 = 256;
 
@@ -196,14 +194,6 @@ struct EthtoolChannels {
     tx_count: u32,
     other_count: u32,
     combined_count: u32,
-}
-
-/// `struct ifreq` with its union used as `ifr_data` (40 bytes on 64-bit Linux).
-#[repr(C)]
-struct IfreqData {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
 }
 
 /// The XDP program, six instruction slots (r1 = `struct xdp_md *ctx` on entry):
@@ -1099,28 +1089,14 @@ pub fn rx_queues(iface: &str) -> u32 {
         cmd: ETHTOOL_GCHANNELS,
         ..EthtoolChannels::default()
     };
-    let mut ifr = IfreqData {
-        name: [0; libc::IFNAMSIZ],
-        data: &mut ch as *mut EthtoolChannels as *mut libc::c_void,
-        _pad: [0; 16],
-    };
-    for (d, b) in ifr
-        .name
-        .iter_mut()
-        .zip(iface.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *d = b as libc::c_char;
-    }
-    // SAFETY: plain system call.
-    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return 1;
-    }
-    let s = owned(s);
-    // SAFETY: `ifr` is a valid `struct ifreq` whose `ifr_data` points to a live
-    // `ethtool_channels`, which the kernel fills in.
-    let r = unsafe { libc::ioctl(s.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
-    if r < 0 {
+    // The kernel fills in the `ethtool_channels` it is given.
+    let asked = crate::offload::Ethtool::open(iface).and_then(|e| {
+        e.ioctl(
+            (&mut ch as *mut EthtoolChannels).cast(),
+            "ETHTOOL_GCHANNELS",
+        )
+    });
+    if asked.is_err() {
         return 1;
     }
     (ch.rx_count + ch.combined_count).clamp(1, 256)
@@ -1318,7 +1294,6 @@ mod tests {
         assert_eq!(offset_of!(LinkCreateAttr, flags), 12);
         assert_eq!(size_of::<BpfInsn>(), 8);
         assert_eq!(size_of::<EthtoolChannels>(), 36);
-        assert_eq!(size_of::<IfreqData>(), 40);
         // The AF_XDP structs `libc` exports.
         assert_eq!(size_of::<libc::xdp_desc>(), 16);
         assert_eq!(size_of::<libc::xdp_umem_reg>(), 32);

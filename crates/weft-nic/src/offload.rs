@@ -315,14 +315,15 @@ struct SsetInfo {
     data: u32,
 }
 
-/// A socket for the ethtool ioctl on one interface.
-struct Ethtool<'a> {
+/// A socket for the ethtool ioctl on one interface (also AF_XDP's channel count,
+/// `afxdp::rx_queues`).
+pub(crate) struct Ethtool<'a> {
     fd: OwnedFd,
     iface: &'a str,
 }
 
 impl<'a> Ethtool<'a> {
-    fn open(iface: &'a str) -> Result<Ethtool<'a>, OffloadError> {
+    pub(crate) fn open(iface: &'a str) -> Result<Ethtool<'a>, OffloadError> {
         if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
             return Err(OffloadError::BadName {
                 iface: iface.to_string(),
@@ -346,7 +347,11 @@ impl<'a> Ethtool<'a> {
     /// One `SIOCETHTOOL` whose argument is at `arg`: an ethtool structure that starts with
     /// its command word, writable and as long as that command makes the kernel read and
     /// write. Returns the ioctl's (non-negative) result.
-    fn ioctl(&self, arg: *mut libc::c_void, name: &'static str) -> Result<i32, OffloadError> {
+    pub(crate) fn ioctl(
+        &self,
+        arg: *mut libc::c_void,
+        name: &'static str,
+    ) -> Result<i32, OffloadError> {
         // SAFETY: all-zero is a valid `ifreq`.
         let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
         // The name is at most 15 bytes without NUL (checked in `open`): the 16th stays 0.
