@@ -1011,6 +1011,13 @@ fn own_words(fragment: &str) -> bool {
             .all(|digits| digits.len() <= 3)
 }
 
+/// A policy that does not compile, as a control client that may not read its files is told:
+/// [`redact`]ed, then [`unquote_files`] with every file the policy was composed from.
+pub fn client_error(e: &weft_core::policy::PolicyError) -> String {
+    let texts: Vec<&str> = e.sources.files.iter().map(|f| &*f.text).collect();
+    unquote_files(&redact(&e.to_string()), &texts)
+}
+
 /// Whether `c` belongs to a word for [`unquote_files`]: letters, digits, `_`, and every
 /// character outside ASCII.
 fn word_char(c: char) -> bool {

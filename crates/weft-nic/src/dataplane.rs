@@ -938,13 +938,11 @@ type Reloaded = (Arc<Program>, FastEngine);
 fn prepare_reload(cfg: &Config, classes: u32, path: &str) -> Result<Reloaded, Value> {
     let mut o = cfg.load.clone();
     o.link_rate_bps = Some(cfg.rate_bps);
-    // The client may not be allowed to read the files: nothing of them in the answer
-    // (`ctl::redact`, and every word the files hold).
-    let prog = Arc::new(policy::load(std::path::Path::new(path), &o).map_err(|e| {
-        let texts: Vec<&str> = e.sources.files.iter().map(|f| &*f.text).collect();
-        let error = ctl::unquote_files(&ctl::redact(&e.to_string()), &texts);
-        json!({"ok": false, "error": error})
-    })?);
+    // The client may not be allowed to read the files: nothing of them in the answer.
+    let prog = Arc::new(
+        policy::load(std::path::Path::new(path), &o)
+            .map_err(|e| json!({"ok": false, "error": ctl::client_error(&e)}))?,
+    );
     if prog.leaves.len() as u32 > classes {
         return Err(json!({"ok": false, "error": format!(
             "the new policy has {} leaves; this dataplane was started for at most {classes}",

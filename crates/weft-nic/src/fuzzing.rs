@@ -47,8 +47,8 @@ pub fn frame(data: &[u8]) {
 /// Bytes a control client sends, through what the daemon does with them before a request
 /// reaches the dataplane: the request line's parse and the kernel's peer put in it
 /// ([`ctl::request_of`]); then the same bytes as a policy file a reload names (every `@`
-/// a canary), whose compiler error a client receives redacted ([`ctl::redact`],
-/// [`ctl::unquote_files`]): the answer must not quote the file.
+/// a canary), whose compiler error a client receives as a refused reload answers it
+/// ([`ctl::client_error`]): the answer must not quote the file.
 pub fn control(data: &[u8]) {
     let peer = json!({"pid": 1, "uid": 1000, "gid": 1000});
     match ctl::request_of(data, peer.clone()) {
@@ -70,9 +70,7 @@ pub fn control(data: &[u8]) {
     }
     let options = weft_core::policy::LoadOptions::default();
     if let Err(e) = weft_core::policy::compile_str("p.yaml".as_ref(), &text, &options) {
-        // As a reload's refusal is made (`dataplane::prepare_reload`).
-        let texts: Vec<&str> = e.sources.files.iter().map(|f| &*f.text).collect();
-        let answer = ctl::unquote_files(&ctl::redact(&e.to_string()), &texts);
+        let answer = ctl::client_error(&e);
         assert!(
             !answer.contains(CANARY),
             "a refused reload quotes the file: {answer}"
