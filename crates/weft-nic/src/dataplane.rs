@@ -72,7 +72,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use weft_core::classifier::PacketMeta;
+use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{self, Classification, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
@@ -1515,7 +1515,10 @@ impl State {
             return;
         }
         if let Some(allowed) = self.cfg.isolation.ips.get(t).filter(|a| !a.is_empty()) {
-            if let Some(ip) = source_ip(frame) {
+            // An IP frame's source as parsed (however many tags it has); ARP's from the frame.
+            let parsed = (p.meta.present & Field::Src.bit() != 0)
+                .then(|| std::net::Ipv6Addr::from(p.meta.src).to_canonical());
+            if let Some(ip) = parsed.or_else(|| source_ip(frame)) {
                 if !allowed.iter().any(|p| p.contains(ip)) {
                     self.c.ip_rejects[t] += 1;
                     return;

@@ -283,14 +283,16 @@ impl Prefix {
 }
 
 /// A frame's source IP address: IPv4's or IPv6's source, or an ARP packet's sender
-/// protocol address (ARP spoofing claims another tenant's address just the same); after at
-/// most one VLAN tag. `None` for other frames and for frames too short to say.
+/// protocol address (ARP spoofing claims another tenant's address just the same); after any
+/// number of VLAN tags (a tag it skipped would let a tenant send from any address). `None`
+/// for other frames and for frames too short to say. (The dataplane takes an IP frame's
+/// source from its parse; this reads the frames the parse gives no address.)
 pub fn source_ip(frame: &[u8]) -> Option<std::net::IpAddr> {
     let mut l3 = 14;
     let mut ty = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-    if ty == 0x8100 || ty == 0x88a8 {
-        ty = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
-        l3 = 18;
+    while matches!(ty, 0x8100 | 0x88a8 | 0x9100) {
+        ty = u16::from_be_bytes([*frame.get(l3 + 2)?, *frame.get(l3 + 3)?]);
+        l3 += 4;
     }
     let b = |from: usize, n: usize| frame.get(l3 + from..l3 + from + n);
     match ty {
@@ -454,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn source_ips_of_ipv4_ipv6_arp_and_a_vlan_tag() {
+    fn source_ips_of_ipv4_ipv6_arp_and_vlan_tags() {
         let v4 = {
             let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
                 .ipv4([10, 0, 0, 9], [10, 0, 0, 1], 64)
@@ -468,6 +470,10 @@ mod tests {
         tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
         tagged.extend_from_slice(&v4[12..]);
         assert_eq!(source_ip(&tagged), Some("10.0.0.9".parse().unwrap()));
+        let mut twice = v4[..12].to_vec();
+        twice.extend_from_slice(&[0x88, 0xa8, 0x00, 0x05, 0x81, 0x00, 0x00, 0x07]);
+        twice.extend_from_slice(&v4[12..]);
+        assert_eq!(source_ip(&twice), Some("10.0.0.9".parse().unwrap()));
         let v6 = {
             let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
                 .ipv6([0xfd; 16], [0xfe; 16], 64)

@@ -956,3 +956,23 @@ fn a_port_sends_only_from_its_configured_prefixes() {
     assert_eq!(s["dataplane"]["tx_frames"], 2, "{s}");
     balanced(&s);
 }
+
+/// Two VLAN tags do not hide a frame's source from the `ip=` check (the check read past one
+/// tag only, and let a frame it could not read through).
+#[test]
+fn a_frame_with_two_vlan_tags_is_checked_against_the_prefixes_too() {
+    let r = Running::start_tuned("ipsrc2", None, None, None, |c| {
+        c.isolation.ips = vec![vec![
+            weft_nic::isolation::Prefix::parse("10.77.0.1/32").unwrap()
+        ]];
+    });
+    let mut other = tcp(1, 300, 64);
+    other[29] = 9; // source 10.77.0.9
+    let mut tagged = other[..12].to_vec();
+    tagged.extend_from_slice(&[0x88, 0xa8, 0x00, 0x05, 0x81, 0x00, 0x00, 0x07]);
+    tagged.extend_from_slice(&other[12..]);
+    r.inject(0, [tcp(1, 100, 64), tagged]);
+    let s = r.settle(2);
+    assert_eq!(s["tenants"][0]["drops"]["ip_source"], 1, "{s}");
+    balanced(&s);
+}
