@@ -768,18 +768,14 @@ fn run<E: Engine>(
         let next = match &mut source {
             Source::Csv { rdr, cols, record } => match rdr.read_record(record) {
                 Ok(false) => None,
-                // Past the limit after all (`RowLimit` stops it sooner): the same refusal.
-                Ok(true) if record.as_byte_record().as_slice().len() > opts.max_row_bytes => {
-                    let byte = record.position().map(|p| p.byte());
-                    let line = line_at(trace, byte, record.position().map_or(n + 2, |p| p.line()));
-                    let head = record.as_slice().as_bytes();
-                    let head = &head[..head.len().min(ROW_HEAD_BYTES)];
-                    Some(Err(format!(
-                        "{trace_name}:{line}: {}",
-                        row_too_long(opts.max_row_bytes, head)
-                    )))
-                }
                 Ok(true) => {
+                    // `RowLimit` counts every byte of a row, separators and quotes too.
+                    debug_assert!(
+                        record.as_byte_record().as_slice().len() <= opts.max_row_bytes,
+                        "a row of {} bytes passed the limit of {}",
+                        record.as_byte_record().as_slice().len(),
+                        opts.max_row_bytes
+                    );
                     let line = record.position().map_or(n + 2, |p| p.line());
                     let byte = record.position().map(|p| p.byte());
                     Some(parse_row(record, cols, n, line).and_then(|(t, p)| {
