@@ -962,7 +962,10 @@ fn peak_offered(apps: &[App], host: &Host, link: &Link, duration_ps: u64) -> Opt
     // Per application its flows now; the sums: UDP exactly, responses in f64.
     let mut now_flows = vec![0u32; apps.len()];
     let (mut udp, mut rr) = (0u128, 0.0f64);
-    let mut worst: Option<Peak> = None;
+    // The worst instant so far, and how many steps had happened by its end (its flow
+    // counts are replayed from those once the worst is known: copying them at every new
+    // worst would cost applications × steps).
+    let mut worst: Option<(Peak, usize)> = None;
     let mut i = 0;
     while i < steps.len() {
         let t = steps[i].0;
@@ -978,17 +981,23 @@ fn peak_offered(apps: &[App], host: &Host, link: &Link, duration_ps: u64) -> Opt
         let total = udp as f64 + rr.max(0.0);
         if worst
             .as_ref()
-            .is_none_or(|w| total > w.udp_bps as f64 + w.rr_bps.max(0.0))
+            .is_none_or(|(w, _)| total > w.udp_bps as f64 + w.rr_bps.max(0.0))
         {
-            worst = Some(Peak {
+            let peak = Peak {
                 at_ps: t,
                 udp_bps: udp,
                 rr_bps: rr.max(0.0),
-                flows: now_flows.clone(),
-            });
+                flows: Vec::new(),
+            };
+            worst = Some((peak, i));
         }
     }
-    worst
+    let (mut peak, done) = worst?;
+    peak.flows = vec![0u32; apps.len()];
+    for &(_, ai, si) in &steps[..done] {
+        peak.flows[ai] = apps[ai].schedule[si].1;
+    }
+    Some(peak)
 }
 
 impl Peak {
