@@ -190,7 +190,7 @@ fn case(seed: u64) -> Result<(), String> {
     // Bursts of arrivals: at each of 60 instants 1 ps to 20 µs apart, 1-40 packets.
     let sizes = [64u32, 200, 576, 1000, 1500];
     // A third of the cases send one size: the fast engine then keeps its calendar form.
-    let one_size = seed % 3 == 0;
+    let one_size = seed.is_multiple_of(3);
     let mut arrivals = Vec::new();
     let mut at = 0u64;
     for _ in 0..60 {
