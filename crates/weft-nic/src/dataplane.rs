@@ -1295,12 +1295,7 @@ fn loop_ports(
 fn carry(carried: &mut HashMap<String, weft_core::sched::Counters>, e: &FastEngine) {
     let st = e.stats();
     for (n, c) in e.program().nodes.iter().zip(&st.nodes) {
-        let t = carried.entry(n.name.clone()).or_default();
-        t.packets += c.packets;
-        t.bytes += c.bytes;
-        for (a, b) in t.drops.iter_mut().zip(c.drops) {
-            *a += b;
-        }
+        carried.entry(n.name.clone()).or_default().add(c);
     }
 }
 
@@ -2234,26 +2229,27 @@ impl State {
         let mut s = self.engine.stats();
         // Counters of the nodes this policy shares with earlier ones (by name): what their
         // engines counted, drained or still draining.
-        let drained: Vec<(&Program, weft_core::sched::Stats)> = self
-            .draining
-            .iter()
-            .map(|e| (e.program(), e.stats()))
-            .collect();
         for (i, n) in self.prog.nodes.iter().enumerate() {
-            let mut add = |c: &weft_core::sched::Counters| {
-                let t = &mut s.nodes[i];
-                t.packets += c.packets;
-                t.bytes += c.bytes;
-                for (a, b) in t.drops.iter_mut().zip(c.drops) {
-                    *a += b;
-                }
-            };
             if let Some(c) = self.carried.get(&n.name) {
-                add(c);
+                s.nodes[i].add(c);
             }
-            for (p, st) in &drained {
-                if let Some(j) = p.node_id(&n.name) {
-                    add(&st.nodes[j as usize]);
+        }
+        if !self.draining.is_empty() {
+            // One index of this policy's names for every draining engine's nodes (names are
+            // stored normalized): linear in the nodes, on the loop's thread.
+            let index: HashMap<&str, usize> = self
+                .prog
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), i))
+                .collect();
+            for e in &self.draining {
+                let st = e.stats();
+                for (n, c) in e.program().nodes.iter().zip(&st.nodes) {
+                    if let Some(&i) = index.get(n.name.as_str()) {
+                        s.nodes[i].add(c);
+                    }
                 }
             }
         }

@@ -199,6 +199,15 @@ impl Counters {
     pub fn dropped(&self) -> u64 {
         self.drops.iter().sum()
     }
+
+    /// Adds `other`'s packets, bytes and drops (another engine's counters of the same node).
+    pub fn add(&mut self, other: &Counters) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        for (a, b) in self.drops.iter_mut().zip(other.drops) {
+            *a += b;
+        }
+    }
 }
 
 /// A live change to the running policy (Loom §4.3's inline metadata updates). It applies to
