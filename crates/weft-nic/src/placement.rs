@@ -89,10 +89,7 @@ pub struct Mounted(PathBuf);
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if let Ok(c) = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()) {
-            // SAFETY: `c` is a valid NUL-terminated path.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
+        umount(&self.0);
         let _ = std::fs::remove_dir(&self.0);
     }
 }
@@ -129,7 +126,7 @@ pub fn find() -> Result<(PathBuf, Version, Option<Mounted>), PlacementError> {
         Ok((root, v)) => return Ok((root, v, None)),
         Err(e) => e,
     };
-    remove_stale_mount_points(&std::env::temp_dir());
+    remove_stale(&std::env::temp_dir(), "weft-cgroup-");
     let at = std::env::temp_dir().join(format!("weft-cgroup-{}", std::process::id()));
     std::fs::create_dir_all(&at).map_err(io_err("creating", &at))?;
     let guard = Mounted(at.clone());
@@ -137,10 +134,7 @@ pub fn find() -> Result<(PathBuf, Version, Option<Mounted>), PlacementError> {
         if let Ok((root, Version::V2)) = controller(&at) {
             return Ok((root, Version::V2, Some(guard)));
         }
-        // SAFETY: as in `Mounted::drop`.
-        if let Ok(c) = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()) {
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
+        umount(&at);
     }
     if mount("cgroup", "cpu", &at).is_ok() && at.join("cpu.shares").exists() {
         return Ok((at, Version::V1, Some(guard)));
@@ -174,7 +168,7 @@ impl Placement {
         if !(1..=10_000).contains(&weight) {
             return Err(PlacementError::Weight(weight));
         }
-        remove_stale(&root);
+        remove_stale(&root, "weft-");
         let group = root.join(format!("weft-{pid}"));
         match std::fs::create_dir(&group) {
             Ok(()) => {}
@@ -217,10 +211,12 @@ impl Drop for Placement {
     }
 }
 
-/// Removes the `weft-cgroup-PID` directories under `dir` whose process is gone (a daemon
-/// killed before it could remove its own; its mount went with its mount namespace). Only
-/// empty directories go: `remove_dir` leaves anything else.
-fn remove_stale_mount_points(dir: &Path) {
+/// Removes the empty directories `PREFIXPID` under `dir` whose process is gone: the
+/// `weft-cgroup-PID` mount points of daemons killed before they could remove their own (their
+/// mounts went with their mount namespaces), and the `weft-PID` groups under a cgroup root
+/// (rmdir fails on a group that still holds tasks, and `remove_dir` on a directory that is
+/// not empty, so nothing live is touched).
+fn remove_stale(dir: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -228,7 +224,7 @@ fn remove_stale_mount_points(dir: &Path) {
         let name = e.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix("weft-cgroup-"))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -239,24 +235,11 @@ fn remove_stale_mount_points(dir: &Path) {
     }
 }
 
-/// Removes `weft-PID` groups under `root` whose process is gone (rmdir fails on a group that
-/// still holds tasks, so a live one is never touched).
-fn remove_stale(root: &Path) {
-    let Ok(dir) = std::fs::read_dir(root) else {
-        return;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("weft-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir(e.path());
-        }
+/// Detaches the mount at `at` (errors ignored: nothing may be mounted there any more).
+fn umount(at: &Path) {
+    if let Ok(c) = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()) {
+        // SAFETY: `c` is a valid NUL-terminated path.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     }
 }
 
@@ -276,7 +259,7 @@ mod tests {
             std::fs::create_dir_all(d).unwrap();
         }
         std::fs::write(full.join("keep"), "x").unwrap();
-        remove_stale_mount_points(&dir);
+        remove_stale(&dir, "weft-cgroup-");
         assert!(!gone.exists());
         assert!(ours.exists() && full.exists());
         let _ = std::fs::remove_dir_all(&dir);
