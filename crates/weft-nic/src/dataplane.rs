@@ -465,9 +465,7 @@ pub struct DpCounters {
     pub rx_bytes: Vec<u64>,
     pub parse_errors: u64,
     pub oversize: u64,
-    pub no_buffer: u64,
     pub ring_full: u64,
-    pub no_queue: u64,
     pub unclassified: u64,
     pub engine_drops: u64,
     pub tx_frames: u64,
@@ -484,9 +482,9 @@ pub struct DpCounters {
     pub source_rejects: Vec<[u64; 4]>,
     /// Per tenant: frames whose source IP lies outside its `ip=` prefixes.
     pub ip_rejects: Vec<u64>,
-    /// Per tenant: new flows refused for want of a queue (`no_queue`'s share).
+    /// Per tenant: new flows refused for want of a queue (`no_queue` is their sum).
     pub tenant_no_queue: Vec<u64>,
-    /// Per tenant: frames refused for want of a buffer (`no_buffer`'s share).
+    /// Per tenant: frames refused for want of a buffer (`no_buffer` is their sum).
     pub tenant_no_buffer: Vec<u64>,
     /// Per tenant: return-path frames dropped for want of a buffer.
     pub tenant_reverse_dropped: Vec<u64>,
@@ -1538,7 +1536,6 @@ impl State {
                 };
                 let shaper = shaping.as_slice().first().copied();
                 if !self.queue_budget.try_take(t) {
-                    self.c.no_queue += 1;
                     self.c.tenant_no_queue[t] += 1;
                     return;
                 }
@@ -1561,7 +1558,6 @@ impl State {
                     }
                     Err(_) => {
                         self.queue_budget.give(t);
-                        self.c.no_queue += 1;
                         self.c.tenant_no_queue[t] += 1;
                         return;
                     }
@@ -1569,7 +1565,6 @@ impl State {
             }
         };
         if !self.buffer_budget.try_take(t) {
-            self.c.no_buffer += 1;
             self.c.tenant_no_buffer[t] += 1;
             return;
         }
@@ -2345,8 +2340,9 @@ impl State {
             "shapers": shapers,
             "tenants": tenants,
             "dataplane": {
-                "parse_errors": c.parse_errors, "oversize": c.oversize, "no_buffer": c.no_buffer,
-                "ring_full": c.ring_full, "no_queue": c.no_queue, "unclassified": c.unclassified,
+                "parse_errors": c.parse_errors, "oversize": c.oversize,
+                "no_buffer": c.tenant_no_buffer.iter().sum::<u64>(), "ring_full": c.ring_full,
+                "no_queue": c.tenant_no_queue.iter().sum::<u64>(), "unclassified": c.unclassified,
                 "engine_drops": c.engine_drops, "tx_frames": c.tx_frames, "tx_bytes": c.tx_bytes,
                 "tx_errors": c.tx_errors, "reverse_frames": c.reverse_frames,
                 "reverse_flooded": c.reverse_flooded, "reverse_unknown": c.reverse_unknown,
