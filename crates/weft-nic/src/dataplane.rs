@@ -2027,7 +2027,8 @@ impl State {
     }
 
     /// Reverse path, receive side: queues an uplink frame for the tenant that owns its
-    /// destination MAC (a copy for every tenant for broadcast and unknown destinations).
+    /// destination MAC (a copy for every tenant for broadcast and multicast; a unicast frame
+    /// no tenant owns is dropped and counted, `reverse_unknown`).
     fn reverse_in(&mut self, frame: &[u8], ts: u64) {
         if frame.len() < 14 || frame.len() > BUF_BYTES {
             self.c.reverse_dropped += 1;
