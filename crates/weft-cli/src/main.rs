@@ -119,8 +119,9 @@ enum Command {
         /// Scheduling engine; both give identical departures.
         #[arg(long, value_enum, default_value_t = replay::EngineKind::Fast)]
         engine: replay::EngineKind,
-        /// Loom's "currently limited" fast path: a packet whose shaping class already has
-        /// packets waiting goes straight to the shaping queue (see docs/scheduling.md).
+        /// Loom's "currently limited" fast path for nested shaping classes too: a packet
+        /// whose class is busy goes straight into the class's queue at admission (by
+        /// default only packets of a single, non-nested class do; docs/scheduling.md).
         #[arg(long)]
         limited_fast_path: bool,
         /// Frames the link takes at once: whenever it is free it asks the engine for up to N

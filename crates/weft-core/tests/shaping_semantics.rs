@@ -547,3 +547,84 @@ fn overhead_wfq_shares_wire_time() {
         TOL_BPS,
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// A saturated class ranks its packets as they arrive, not as the tree pops them.
+
+/// A 7.7 Gbit/s class over `prio {hi: 64-byte packets, lo: 576-byte}`, both backlogged,
+/// below an unshaped sibling that takes the rest of the link: hi takes the whole class.
+/// The tree pops one packet each time the link is free, so while the sibling's packets
+/// went first, hi's new packets waited in the tree behind the one the class had just
+/// released and lo's packets took the class's tokens: hi got 5,934 and lo 1,767 Mbit/s
+/// when the class took only what the tree popped (found by the random fluid check).
+#[test]
+fn a_saturated_class_takes_its_new_packets_in_their_place() {
+    let yaml = "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: root, type: prio}
+  - {name: cls, type: shape, parent: root, rate: 7700mbit, burst: 32kb}
+  - {name: t, type: prio, parent: cls, priority: 0, match: {tag: [1, 2]}}
+  - {name: hi, type: leaf, parent: t, priority: 0, match: {tag: 1}}
+  - {name: lo, type: leaf, parent: t, priority: 1, match: {tag: 2}}
+  - {name: other, type: leaf, parent: root, priority: 1, match: {tag: 3}}
+";
+    let feeds = [
+        Feed::new("hi", "tag=1", backlog(64)),
+        Feed::new("lo", "tag=2", backlog(576)),
+        Feed::new("other", "tag=3", backlog(1500)),
+    ];
+    let runs = both(yaml, &feeds);
+    expect(
+        "a saturated class over prio",
+        yaml,
+        &feeds,
+        &runs,
+        &[
+            ("hi", Measure::Frame(0), 7700e6),
+            ("lo", Measure::Frame(1), 0.0),
+            ("other", Measure::Frame(2), 2300e6),
+        ],
+        TOL_BPS,
+    );
+}
+
+/// A 2 Gbit/s class over `prio {kvs: 0.5 Gbit/s offered, batch: backlogged}` as a tenant
+/// of weight 1 under `wfq` (a share of 2.5 Gbit/s), the other, of weight 3, backlogged:
+/// the class gets its 2000
+/// (kvs all it offers), the other tenant the rest. A packet the class's queue takes at
+/// admission is charged at the `wfq` node above it when the class releases it. Charged
+/// as it arrived, each kvs packet, which the class's queue moves ahead of batch's, carried
+/// a tag behind all of batch's queued packets, and the class, which releases one packet
+/// at a time, waited for the node's virtual time to reach it.
+#[test]
+fn a_class_queue_is_charged_above_the_class_as_it_releases() {
+    let yaml = "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: root, type: wfq}
+  - {name: cls, type: shape, parent: root, rate: 2gbit, burst: 32kb}
+  - {name: vm1, type: prio, parent: cls, weight: 1, match: {tag: [1, 2]}}
+  - {name: kvs, type: leaf, parent: vm1, priority: 0, match: {tag: 1}}
+  - {name: batch, type: leaf, parent: vm1, priority: 1, match: {tag: 2}}
+  - {name: vm2, type: leaf, parent: root, weight: 3, match: {tag: 3}}
+";
+    let feeds = [
+        Feed::new("kvs", "tag=1", cbr(0.5, 1500)),
+        Feed::new("batch", "tag=2", backlog(1500)),
+        Feed::new("vm2", "tag=3", backlog(1500)),
+    ];
+    let runs = both(yaml, &feeds);
+    expect(
+        "a class under wfq",
+        yaml,
+        &feeds,
+        &runs,
+        &[
+            ("kvs", Measure::Frame(0), 500e6),
+            ("batch", Measure::Frame(1), 1500e6),
+            ("vm2", Measure::Frame(2), 8000e6),
+        ],
+        TOL_BPS,
+    );
+}

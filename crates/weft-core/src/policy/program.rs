@@ -395,6 +395,43 @@ impl Program {
             .unwrap_or(0)
     }
 
+    /// Per shaping class: whether a packet can pass it together with another class — a
+    /// class stacked above or below it on its edge, or a class on another shaped edge of a
+    /// leaf's path through it. Parallel classes of one edge (per-destination limits, one
+    /// chosen per packet) do not nest with each other. The engines let a packet into a busy
+    /// class's queue at admission only when the class does not nest.
+    pub fn nested_shapers(&self) -> Vec<bool> {
+        let mut nested = vec![false; self.shapers.len()];
+        for (c, s) in self.shapers.iter().enumerate() {
+            if !s.shaping_parents.is_empty() {
+                nested[c] = true;
+                for &p in &s.shaping_parents {
+                    nested[p as usize] = true;
+                }
+            }
+        }
+        for &leaf in &self.leaves {
+            let mut shaped = Vec::new();
+            let mut n = Some(leaf);
+            while let Some(id) = n {
+                let node = &self.nodes[id as usize];
+                if !node.shaping_parents.is_empty() {
+                    shaped.push(id);
+                }
+                n = node.parent;
+            }
+            if shaped.len() > 1 {
+                // Classes stacked above these are marked already (above).
+                for id in shaped {
+                    for &c in &self.nodes[id as usize].shaping_parents {
+                        nested[c as usize] = true;
+                    }
+                }
+            }
+        }
+        nested
+    }
+
     /// Whether `c` names this program's parts consistently: a leaf with its own node and
     /// known shaping classes, or a drop at a known node. A driver may bind a flow's queue to
     /// any such class, not only to what [`Program::classify`] returns (Loom §4.3: the OS

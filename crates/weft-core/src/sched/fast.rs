@@ -357,6 +357,9 @@ struct Slot {
 const HAS_DEADLINE: u8 = 1;
 /// [`Slot::flags`]: the packet carries a slack.
 const HAS_SLACK: u8 = 2;
+/// [`Slot::flags`]: it went into its class's queue at admission, and is ranked at `wfq`,
+/// `rr` and `drr` nodes when the class releases it (the reference's `Held::unranked`).
+const UNRANKED: u8 = 4;
 
 impl Slot {
     fn deadline(&self) -> Option<u64> {
@@ -579,6 +582,8 @@ pub struct FastEngine {
     /// are rare; departures are counted in [`LeafRt`], and [`Engine::stats`] adds both up).
     node_drops: FxHashMap<u32, [u64; 5]>,
     options: EngineOptions,
+    /// Per shaping class: whether it nests with another ([`Program::nested_shapers`]).
+    nested: Vec<bool>,
     /// When a node's entries are in a calendar ([`Self::with_calendar`]).
     calendar: CalendarUse,
 }
@@ -774,6 +779,7 @@ impl FastEngine {
             held: 0,
             node_drops: FxHashMap::default(),
             options,
+            nested: prog.nested_shapers(),
             calendar,
             prog,
         }
@@ -1240,11 +1246,7 @@ impl FastEngine {
         // Into the queue of a shaping class that holds packets at once (the "currently
         // limited" fast path), or into the tree: then each level's entry is pushed as soon as
         // its rank is known.
-        let busy = if self.options.limited_fast_path {
-            self.busy_class(slot)
-        } else {
-            None
-        };
+        let busy = self.admission_class(slot);
         let seq = if busy.is_none() {
             let q = self.next_seq();
             self.push_slot(leaf_node, leaf_rank, q, slot);
@@ -1261,6 +1263,7 @@ impl FastEngine {
             }
         }
         if let Some(i) = busy {
+            self.slots[slot as usize].flags |= UNRANKED;
             let c = self.shaping[slot as usize].as_slice()[i];
             let again = self.reserve_inner(slot, i);
             self.hold(slot, c, now);
@@ -1336,7 +1339,9 @@ impl FastEngine {
         }
     }
 
-    /// [`Self::admit`] above the leaf: each level's rank, and its entry when `seq` is given.
+    /// [`Self::admit`] above the leaf: each level's rank, and its entry when `seq` is given;
+    /// without `seq` (the packet goes into a class's queue) no rank at `wfq`, `rr` and `drr`
+    /// nodes yet.
     #[inline(never)]
     fn admit_levels(&mut self, slot: u32, base: usize, seq: Option<u64>, now: u64) {
         let FastEngine {
@@ -1405,6 +1410,9 @@ impl FastEngine {
                     f
                 }
                 Kind::Leaf => unreachable!("a leaf is never a parent"),
+                // Into a class's queue at admission: ranked at fair nodes when the class
+                // releases it (`rank_fair`).
+                Kind::Wfq | Kind::Rr | Kind::Drr if seq.is_none() => 0,
                 _ => {
                     let off = if kind == Kind::Wfq {
                         pifo[nu].offset(child)
@@ -1430,17 +1438,57 @@ impl FastEngine {
         s.n_senic = n_senic as u8;
     }
 
-    /// The first shaping class on the packet's path that holds packets or has one of them in
-    /// the tree (the "currently limited" fast path: the caller checks the option).
-    fn busy_class(&self, slot: u32) -> Option<usize> {
-        self.shaping[slot as usize]
-            .as_slice()
-            .iter()
-            .copied()
-            .position(|c| {
-                let q = &self.classes[c as usize];
-                q.held > 0 || q.state & CLASS_OUT != 0 || q.b.reserved()
-            })
+    /// Where the admitted packet in `slot` goes, as a position on its shaping path: into a
+    /// busy class's queue at once (Loom's "currently limited" fast path), or (`None`) into
+    /// the tree. As the reference's `admission_class`: by default only a packet that passes
+    /// one class, which nests with no other; with [`EngineOptions::limited_fast_path`] the
+    /// first busy class of any path.
+    #[inline(always)]
+    fn admission_class(&self, slot: u32) -> Option<usize> {
+        let busy = |c: u32| {
+            let q = &self.classes[c as usize];
+            q.held > 0 || q.state & CLASS_OUT != 0 || q.b.reserved()
+        };
+        let path = self.shaping[slot as usize].as_slice();
+        match *path {
+            [] => None,
+            _ if self.options.limited_fast_path => path.iter().position(|&c| busy(c)),
+            [c] if !self.nested[c as usize] && busy(c) => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Ranks the packet in `slot`, which its class's queue took at admission, at the
+    /// `wfq`, `rr` and `drr` nodes of its path as the class releases it (the reference's
+    /// `rank_fair` says why).
+    #[cold]
+    #[inline(never)]
+    fn rank_fair(&mut self, slot: u32, now: u64) {
+        let base = slot as usize * self.stride;
+        let s = self.slots[slot as usize];
+        let wire = s.bytes.saturating_add(self.overhead);
+        let mut child = s.leaf_node;
+        let mut i = 1;
+        while self.nodes[child as usize].parent != NO {
+            let n = self.nodes[child as usize].parent;
+            let node = &self.nodes[n as usize];
+            if matches!(node.kind, Kind::Wfq | Kind::Rr | Kind::Drr) {
+                let c = &self.nodes[child as usize];
+                let off = if node.kind == Kind::Wfq {
+                    self.pifo[n as usize].offset(child)
+                } else {
+                    0
+                };
+                let (rank, last) = Self::plain_rank(node, c.param, c.last, off, wire, &s, now);
+                if let Some(last) = last {
+                    self.nodes[child as usize].last = last;
+                }
+                self.ranks[base + i] = rank;
+            }
+            child = n;
+            i += 1;
+        }
+        self.slots[slot as usize].flags &= !UNRANKED;
     }
 
     /// The shaping class that holds back the popped packet in `slot` at `now`, if one does:
@@ -1835,9 +1883,12 @@ impl FastEngine {
             sl.passed |= 1 << i;
             sl.out |= 1 << i;
             sl.from = c;
-            let wire = sl.bytes.saturating_add(self.overhead);
+            let (wire, unranked) = (sl.bytes.saturating_add(self.overhead), sl.flags & UNRANKED);
             let b = &mut self.classes[c as usize].b;
             b.reserve(wire);
+            if unranked != 0 {
+                self.rank_fair(slot, now);
+            }
             self.push_entries(slot);
             self.purge_stale();
         }

@@ -471,11 +471,13 @@ impl Stats {
 /// Engine options; both engines honour them identically (the twin tests run with each).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EngineOptions {
-    /// Loom §4.2.3's "currently limited" flag: at admission, a packet whose shaping class
-    /// holds packets goes straight into that class's queue instead of passing through the
-    /// tree first. Saves a tree pass per shaped packet of a backlogged class; departures may
-    /// differ slightly from the default (a class that empties meanwhile would have let the
-    /// packet go from the tree). Off by default.
+    /// Loom §4.2.3's "currently limited" flag for every class: at admission, a packet goes
+    /// straight into the queue of the first shaping class on its path that is busy (holds
+    /// packets, or has released packets not yet sent) instead of passing through the tree
+    /// first. By default only a packet that passes a single class, which nests with no
+    /// other ([`Program::nested_shapers`](crate::policy::Program::nested_shapers)), does
+    /// so; this option extends it to nested classes, where it is known to lose the policy
+    /// in some cases (docs/scheduling.md). Off by default.
     pub limited_fast_path: bool,
     /// Forget a flow, as [`Engine::close_flow`] would, as soon as it holds no packet (after
     /// a departure or a drop) and nothing it keeps changes its next packet's treatment: at

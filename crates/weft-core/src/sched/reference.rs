@@ -347,6 +347,9 @@ struct Held {
     out: u8,
     /// The class whose queue released it into the tree, until it is popped.
     from: Option<u32>,
+    /// It went into its class's queue at admission: its ranks at `wfq`, `rr` and `drr`
+    /// nodes are given when the class releases it (`ReferenceEngine::rank_fair`).
+    unranked: bool,
     /// `(senic node, S tag)` for every senic node on the path.
     senic: Vec<(NodeId, u128)>,
     enqueued_ps: u64,
@@ -498,6 +501,8 @@ pub struct ReferenceEngine {
     /// The handle of each opened (leaf id, flow key).
     queue_of: HashMap<(u32, u64), u32>,
     options: EngineOptions,
+    /// Per shaping class: whether it nests with another ([`Program::nested_shapers`]).
+    nested: Vec<bool>,
 }
 
 pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
@@ -544,7 +549,9 @@ impl ReferenceEngine {
             .collect();
         let overhead = prog.link.counted_overhead();
         let classes = vec![ClassQueue::default(); prog.shapers.len()];
+        let nested = prog.nested_shapers();
         ReferenceEngine {
+            nested,
             params: Params::new(&prog),
             nodes: vec![NodeState::default(); prog.nodes.len()],
             stats: Stats::new(prog.nodes.len()),
@@ -657,6 +664,7 @@ impl ReferenceEngine {
             passed: 0,
             out: 0,
             from: None,
+            unranked: false,
             senic: Vec::new(),
             enqueued_ps: now,
         };
@@ -731,6 +739,7 @@ impl ReferenceEngine {
     fn admit(&mut self, slot: usize, now: u64) {
         let held = self.slab[slot].as_ref().expect("admitting a held packet");
         let (pkt, leaf_node, flow) = (held.pkt, held.leaf_node, held.flow);
+        let queued = self.admission_class(held.shaping);
         let spec = self.leaf_spec(leaf_node).clone();
         let mut ranks = Vec::new();
         // Leaf rank: flow scheduling.
@@ -759,34 +768,9 @@ impl ReferenceEngine {
             let rank = match algo {
                 Algo::Fifo => now as u128,
                 Algo::Prio => edge.priority as u128,
-                Algo::Wfq => {
-                    // In the child's stored ranks: `max(V, last + off) - off`.
-                    let st = &mut self.nodes[n as usize];
-                    let off = st.by_child.get(&child).map_or(0, |q| q.off);
-                    let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
-                    let start = corrected(st.vtime, -off).max(last);
-                    st.last
-                        .insert(child as u64, start + wfq_cost(bytes, edge.weight));
-                    start
-                }
-                Algo::Rr | Algo::Drr => {
-                    let st = &mut self.nodes[n as usize];
-                    let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
-                    let start = st.vtime.max(last);
-                    let cost = match algo {
-                        Algo::Rr => 1u128 << FRAC,
-                        _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
-                    };
-                    let finish = start + cost;
-                    st.last.insert(child as u64, finish);
-                    if algo == Algo::Drr {
-                        // The round in which the child's quanta cover this packet.
-                        let one = 1u128 << FRAC;
-                        finish.div_ceil(one) * one
-                    } else {
-                        start
-                    }
-                }
+                // Ranked when its class releases it: see `Held::unranked`.
+                Algo::Wfq | Algo::Rr | Algo::Drr if queued.is_some() => 0,
+                Algo::Wfq | Algo::Rr | Algo::Drr => self.fair_rank(n, child, bytes),
                 Algo::Lstf { default_slack_ps } => {
                     now as u128 + pkt.slack_ps.unwrap_or(default_slack_ps) as u128
                 }
@@ -847,30 +831,99 @@ impl ReferenceEngine {
         let held = self.slab[slot].as_mut().expect("held");
         held.ranks = ranks;
         held.senic = senic_tags;
+        held.unranked = queued.is_some();
+        let shaping = held.shaping;
         self.nodes[leaf_node as usize].admitted += 1;
-        self.enter(slot, now);
+        // Into the tree, or straight into the queue of a busy class (Loom's "currently
+        // limited" fast path).
+        match queued {
+            Some(i) => {
+                let again = self.reserve_inner(slot, i);
+                self.hold(slot, shaping.as_slice()[i], now);
+                self.schedule_positions(slot, again, now);
+            }
+            None => self.push_entries(slot),
+        }
     }
 
-    /// Puts an admitted packet into the tree or, with Loom's "currently limited" fast path,
-    /// straight into the queue of the first shaping class on its path that holds packets
-    /// (or has one of them in the tree).
-    fn enter(&mut self, slot: usize, now: u64) {
-        if self.options.limited_fast_path {
-            let h = self.slab[slot].as_ref().expect("held");
-            let busy = h
-                .shaping
-                .as_slice()
-                .iter()
-                .position(|&c| self.class_busy(c));
-            if let Some(i) = busy {
-                let c = h.shaping.as_slice()[i];
-                let again = self.reserve_inner(slot, i);
-                self.hold(slot, c, now);
-                self.schedule_positions(slot, again, now);
-                return;
+    /// A `wfq`, `rr` or `drr` node `n`'s rank for a packet of `bytes` from child `child`,
+    /// charging the child for it.
+    fn fair_rank(&mut self, n: NodeId, child: NodeId, bytes: u32) -> Rank {
+        let edge = self.params.edges[child as usize];
+        let algo = self.prog.nodes[n as usize].algo.clone();
+        let st = &mut self.nodes[n as usize];
+        let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
+        match algo {
+            Algo::Wfq => {
+                // In the child's stored ranks: `max(V, last + off) - off`.
+                let off = st.by_child.get(&child).map_or(0, |q| q.off);
+                let start = corrected(st.vtime, -off).max(last);
+                st.last
+                    .insert(child as u64, start + wfq_cost(bytes, edge.weight));
+                start
             }
+            Algo::Rr | Algo::Drr => {
+                let start = st.vtime.max(last);
+                let cost = match algo {
+                    Algo::Rr => 1u128 << FRAC,
+                    _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                };
+                let finish = start + cost;
+                st.last.insert(child as u64, finish);
+                if algo == Algo::Drr {
+                    // The round in which the child's quanta cover this packet.
+                    let one = 1u128 << FRAC;
+                    finish.div_ceil(one) * one
+                } else {
+                    start
+                }
+            }
+            _ => unreachable!("fair_rank at a {algo:?} node"),
         }
-        self.push_entries(slot);
+    }
+
+    /// Ranks a packet its class's queue took at admission at the `wfq`, `rr` and `drr`
+    /// nodes of its path, as it is released into the tree: ranked at admission, a packet
+    /// the queue moved ahead of others would carry a tag far ahead of the node's virtual
+    /// time (the child was charged for everything queued behind it), and the class,
+    /// which releases one packet at a time, would stall behind it.
+    fn rank_fair(&mut self, slot: usize) {
+        let h = self.slab[slot].as_ref().expect("held");
+        let (leaf_node, bytes) = (h.leaf_node, h.pkt.bytes.saturating_add(self.overhead));
+        let mut ranks = h.ranks.clone();
+        let mut child = leaf_node;
+        let mut i = 1;
+        while let Some(n) = self.prog.nodes[child as usize].parent {
+            if matches!(
+                self.prog.nodes[n as usize].algo,
+                Algo::Wfq | Algo::Rr | Algo::Drr
+            ) {
+                ranks[i] = self.fair_rank(n, child, bytes);
+            }
+            child = n;
+            i += 1;
+        }
+        let h = self.slab[slot].as_mut().expect("held");
+        h.ranks = ranks;
+        h.unranked = false;
+    }
+
+    /// Where an admitted packet goes, as a position on its shaping path: straight into the
+    /// queue of a busy class ([`Self::class_busy`]), or (`None`) into the tree. By default a
+    /// packet takes a busy class's queue at admission when it passes that one class only
+    /// and the class nests with no other ([`Program::nested_shapers`]): its queue then ranks
+    /// the packet against those it holds, instead of the packet waiting in the tree while
+    /// the class gives its tokens to the packets it holds. With
+    /// [`EngineOptions::limited_fast_path`], the first busy class of any path.
+    fn admission_class(&self, shaping: ShapingPath) -> Option<usize> {
+        let path = shaping.as_slice();
+        if self.options.limited_fast_path {
+            return path.iter().position(|&c| self.class_busy(c));
+        }
+        match *path {
+            [c] if !self.nested[c as usize] && self.class_busy(c) => Some(0),
+            _ => None,
+        }
     }
 
     /// Whether shaping class `c` holds packets, or has released packets not yet sent (in the
@@ -1216,10 +1269,13 @@ impl ReferenceEngine {
             h.passed |= 1 << i;
             h.out |= 1 << i;
             h.from = Some(c);
-            let bytes = h.pkt.bytes.saturating_add(self.overhead);
+            let (bytes, unranked) = (h.pkt.bytes.saturating_add(self.overhead), h.unranked);
             let b = &mut self.buckets[c as usize];
             b.reserve(bytes);
             self.classes[c as usize].out = true;
+            if unranked {
+                self.rank_fair(slot);
+            }
             self.push_entries(slot);
         }
         for i in 0..self.senic_tops.len() {
