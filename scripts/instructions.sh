@@ -32,7 +32,7 @@ if [ ${#scenarios[@]} -eq 0 ]; then
   )
 fi
 cargo build --release -q -p weft-core --example engine_profile >&2
-bin=target/release/examples/engine_profile
+bin=${CARGO_TARGET_DIR:-target}/release/examples/engine_profile
 refs() { # env... -- args...: the callgrind instruction total of one run
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
