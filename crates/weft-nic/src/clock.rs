@@ -6,8 +6,9 @@
 //! the boot: 64 bits of picoseconds last 213 days, and counted from boot they ran out on any
 //! host up longer than that (the product wrapped in release builds, sending time back to
 //! near zero). So a process may run for 213 days; past that, [`now_ps`] panics with a
-//! message saying so rather than hand the engine a time that went backwards. Cost: one vDSO
-//! call per read.
+//! message saying so rather than hand the engine a time that went backwards. Every read takes
+//! the origin before its own reading (whichever thread set it), so no reading is older than
+//! the origin it is counted from. Cost: one vDSO call per read.
 
 use std::sync::OnceLock;
 
@@ -16,8 +17,11 @@ static ORIGIN: OnceLock<(u64, u64)> = OnceLock::new();
 
 /// Picoseconds since this process first read the clock, from `CLOCK_MONOTONIC_RAW`.
 pub fn now_ps() -> u64 {
-    let now = monotonic_raw();
-    since(*ORIGIN.get_or_init(|| now), now)
+    // The origin first, then the reading: the origin is a reading some thread took before
+    // this one, so it is never later. Read the other way round, a thread could take its
+    // reading, then find an origin another thread had just set from a later one.
+    let origin = *ORIGIN.get_or_init(monotonic_raw);
+    since(origin, monotonic_raw())
 }
 
 /// `CLOCK_MONOTONIC_RAW` as (seconds, nanoseconds).
@@ -31,15 +35,19 @@ fn monotonic_raw() -> (u64, u64) {
     (ts.tv_sec as u64, ts.tv_nsec as u64)
 }
 
-/// Picoseconds from `origin` to `now`, both (seconds, nanoseconds) of one clock, `now` not
-/// before `origin`.
+/// Picoseconds from `origin` to `now`, both (seconds, nanoseconds) of one clock; 0 when
+/// `now` is before `origin`.
 fn since(origin: (u64, u64), now: (u64, u64)) -> u64 {
-    let ns = (now.0 - origin.0) as u128 * 1_000_000_000 + now.1 as u128 - origin.1 as u128;
+    let ns = |(s, n): (u64, u64)| u128::from(s) * 1_000_000_000 + u128::from(n);
+    // Saturating: [`now_ps`] never hands this a reading older than its origin, but a clock
+    // that stepped back (a hypervisor's, say) must cost a time of 0, not an overflow (a
+    // panic in debug builds, a time near 2^64 ps in release ones).
+    let ns = ns(now).saturating_sub(ns(origin));
     u64::try_from(ns * 1_000).unwrap_or_else(|_| {
         panic!(
             "weft's picosecond clock covers 213 days from the process's start and this one \
              has run {} days: restart it",
-            (now.0 - origin.0) / 86_400
+            ns / 86_400_000_000_000
         )
     })
 }
@@ -84,5 +92,17 @@ mod tests {
             late.is_err(),
             "214 days past the origin must not wrap silently"
         );
+    }
+
+    /// A reading before the origin (the origin set by another thread from a later reading,
+    /// as it could be before [`super::now_ps`] read the origin first) is no time at all, not
+    /// an overflow: it panicked in debug builds.
+    #[test]
+    fn a_reading_before_the_origin_is_zero() {
+        let origin = (100, 500);
+        assert_eq!(super::since(origin, (100, 499)), 0);
+        assert_eq!(super::since(origin, (99, 999_999_999)), 0);
+        assert_eq!(super::since(origin, (0, 0)), 0);
+        assert_eq!(super::since(origin, (100, 501)), 1_000);
     }
 }
