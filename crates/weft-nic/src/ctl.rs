@@ -616,13 +616,6 @@ fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
             path.display()
         )));
     }
-    /// Gives the reload's place back when its thread ends, however it ends.
-    struct Place(Arc<AtomicUsize>);
-    impl Drop for Place {
-        fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
     let place = Place(sh.reloads.clone());
     let (tx, rx) = mpsc::sync_channel(1);
     let (prepare, limit, req, file) = (
@@ -634,18 +627,24 @@ fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
     let spawned = std::thread::Builder::new()
         .name("weft-reload".into())
         .spawn(move || {
-            let _place = place;
-            let peer = Peer::from_json(&req["peer"]);
-            let r = match check_policy_files(&file, limit, peer.as_ref()) {
-                Err(line) => Err(json!({"ok": false, "error": line})),
-                Ok(()) => prepare(&req).map_err(|mut answer| {
-                    if let Some(e) = answer["error"].as_str() {
-                        answer["error"] = Value::String(redact(e));
+            in_place(
+                place,
+                || {
+                    let peer = Peer::from_json(&req["peer"]);
+                    match check_policy_files(&file, limit, peer.as_ref()) {
+                        Err(line) => Err(json!({"ok": false, "error": line})),
+                        Ok(()) => prepare(&req).map_err(|mut answer| {
+                            if let Some(e) = answer["error"].as_str() {
+                                answer["error"] = Value::String(redact(e));
+                            }
+                            answer
+                        }),
                     }
-                    answer
-                }),
-            };
-            let _ = tx.send(r);
+                },
+                |r| {
+                    let _ = tx.send(r);
+                },
+            )
         });
     if let Err(e) = spawned {
         return Err(refuse(format!(
@@ -667,6 +666,26 @@ fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
             path.display()
         ))),
     }
+}
+
+/// A reload's place among the [`RELOADS_AT_ONCE`]: given back when dropped, however its
+/// thread ends.
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Does a reload's `work` in its `place`, gives the place back, and only then hands the
+/// result to `answer`: a client told its answer can start its next reload at once. (Given
+/// back after the answer, a client reloading back to back could find its own previous
+/// reloads still holding every place, and be refused.)
+fn in_place<R>(place: Place, work: impl FnOnce() -> R, answer: impl FnOnce(R)) {
+    let r = work();
+    drop(place);
+    answer(r);
 }
 
 /// Why a policy file is not read.
@@ -1628,6 +1647,32 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(carried.join().unwrap()["payload"], 42);
+    }
+
+    /// A reload gave its place among the [`RELOADS_AT_ONCE`] back only after its answer was
+    /// on its way, so a client reloading back to back could find its own finished reloads
+    /// still holding every place, and be refused. The place is free before the answer goes.
+    #[test]
+    fn a_reload_gives_its_place_back_before_it_answers() {
+        let reloads = Arc::new(AtomicUsize::new(1));
+        let mut answered = None;
+        in_place(
+            Place(reloads.clone()),
+            || "compiled",
+            |r| answered = Some((r, reloads.load(Ordering::SeqCst))),
+        );
+        assert_eq!(
+            answered,
+            Some(("compiled", 0)),
+            "(answer, places held then)"
+        );
+        // However the work ends.
+        reloads.fetch_add(1, Ordering::SeqCst);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            in_place(Place(reloads.clone()), || panic!("compiler bug"), |()| {})
+        }));
+        assert!(r.is_err());
+        assert_eq!(reloads.load(Ordering::SeqCst), 0);
     }
 
     /// Past [`MAX_CONNECTIONS`] a connection waits for a thread, and is served once one is

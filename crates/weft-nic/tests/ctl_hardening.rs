@@ -2,7 +2,8 @@
 //! (no root needed): a reload reads only regular files, refuses a device or a FIFO by name
 //! at once and a file past the size limit, and never quotes the file it names in its
 //! error; idle metrics connections do not hold up a control request (`stop` included); 200
-//! scrapes at once are all answered; the control socket is not world-writable.
+//! scrapes at once are all answered; the control socket is not world-writable; clients
+//! reloading back to back are never refused for reloads still reading.
 //!
 //! Reloads go through the real dataplane loop (in-memory ports); the connection tests drive
 //! [`ctl::Server`] with a loop of their own. Bounds are seconds, not margins: every wait is
@@ -407,6 +408,43 @@ fn a_reload_error_names_the_file_but_never_quotes_it() {
     // Still running its policy.
     let (a, _) = d.ask(json!({"cmd": "stats"}));
     assert_eq!(a.unwrap()["policy"], "two");
+}
+
+/// Clients reloading back to back, each reload after its last one's answer, are never
+/// refused for reloads still reading: a reload gives its place back before it answers, so
+/// two clients (as many as the reloads let in at once) never find a third place taken by
+/// one of their finished reloads. Valid and refused policies alternate (a refused one is
+/// answered without the loop, the quickest turn-around).
+#[test]
+fn back_to_back_reloads_are_never_refused_for_places() {
+    let d = Daemon::start("b2b", false);
+    let good = d.dir.0.join("good.yaml");
+    let bad = d.dir.0.join("bad.yaml");
+    std::fs::write(&good, POLICY).unwrap();
+    std::fs::write(&bad, "weft: 1\nnodes: []\n").unwrap();
+    let sock = d.sock.clone();
+    let clients: Vec<_> = (0..2)
+        .map(|c| {
+            let (sock, good, bad) = (sock.clone(), good.clone(), bad.clone());
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let file = if i % 2 == 0 { &good } else { &bad };
+                    let req = json!({"cmd": "reload", "policy": file.display().to_string()});
+                    let a = ask(&sock, req)
+                        .0
+                        .map_err(|e| format!("client {c}, #{i}: {e}"))?;
+                    let e = a["error"].as_str().unwrap_or_default();
+                    if e.contains("still reading") || a["ok"] != (i % 2 == 0) {
+                        return Err(format!("client {c}, reload #{i}: {a}"));
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap().unwrap();
+    }
 }
 
 /// A stand-in for the dataplane: polls `server` every millisecond until told to stop,
