@@ -70,10 +70,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 300)]
     mac_age_s: u64,
     /// Flow queues held for each tenant whatever the others do (default: half of
-    /// --max-queues, split evenly); beyond it a tenant uses what the others leave.
+    /// --max-queues, split evenly; at most --max-queues ÷ tenants); beyond it a tenant uses
+    /// what the others leave.
     #[arg(long, value_name = "N")]
     reserved_queues: Option<u32>,
-    /// Frame buffers held for each tenant (default: half of --buffers, split evenly).
+    /// Frame buffers held for each tenant (default: half of --buffers, split evenly; at
+    /// most --buffers ÷ tenants).
     #[arg(long, value_name = "N")]
     reserved_buffers: Option<u32>,
     /// Log lines on stderr: `text` (one line each: time, level, message, fields) or `json`
@@ -436,6 +438,8 @@ fn run(a: RunArgs) -> Result<(), Fail> {
             r => r.map(|n| n - 1),
         },
     };
+    // Before any interface is touched (the offloads below change them).
+    cfg.check_reservations().map_err(usage)?;
     // Before any ring opens: offloads that would hand it unfinished checksums and frames
     // longer than a slot are turned off (or, with --no-fix-offloads, refused).
     let ports: Vec<&str> = cfg

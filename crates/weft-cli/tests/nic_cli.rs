@@ -57,6 +57,40 @@ fn run_refuses_bad_arguments_with_exit_2() {
         .assert()
         .code(2)
         .stderr(contains("--idle-sleep-us").and(contains("0..=1000")));
+    // A reservation that does not fit in its pool (reservation × tenants > pool) was cut
+    // down to what fits without a word: refused, with the most each tenant can have.
+    let two = [
+        "run", "--policy", p, "--uplink", "u", "--rate", "1gbit", "--tenant", "a=t", "--tenant",
+        "b=t2",
+    ];
+    weft()
+        .args(two)
+        .args(["--max-queues", "16", "--reserved-queues", "9"])
+        .assert()
+        .code(2)
+        .stderr(
+            contains("--reserved-queues 9 for 2 tenants is 18 flow queues")
+                .and(contains("(--max-queues)"))
+                .and(contains("at most 8 per tenant")),
+        );
+    weft()
+        .args(two)
+        .args(["--buffers", "100", "--reserved-buffers", "51"])
+        .assert()
+        .code(2)
+        .stderr(
+            contains("--reserved-buffers 51 for 2 tenants is 102 frame buffers")
+                .and(contains("(--buffers)"))
+                .and(contains("at most 50 per tenant")),
+        );
+    // Reservations that fill their pools exactly are not refused for it (the run goes on,
+    // to fail later on interfaces that do not exist here).
+    weft()
+        .args(two)
+        .args(["--max-queues", "16", "--reserved-queues", "8"])
+        .args(["--buffers", "100", "--reserved-buffers", "50"])
+        .assert()
+        .stderr(contains("per tenant").not());
     // A negative number is a value its flag refuses, not an unknown argument `-5`.
     weft()
         .args([

@@ -410,6 +410,45 @@ pub struct Config {
     pub cpu_weight: Option<u32>,
 }
 
+impl Config {
+    /// Refuses reservations that do not fit in their pool (`--reserved-queues` ×
+    /// tenants > `--max-queues`, or `--reserved-buffers` × tenants > `--buffers`), naming the
+    /// most each tenant can have: cut down silently, an operator's reservation would not be
+    /// what it says.
+    pub fn check_reservations(&self) -> Result<(), String> {
+        let tenants = self.tenants.len().max(1) as u64;
+        let pools = [
+            (
+                self.isolation.reserved_queues,
+                "--reserved-queues",
+                self.max_queues,
+                "--max-queues",
+                "flow queues",
+            ),
+            (
+                self.isolation.reserved_buffers,
+                "--reserved-buffers",
+                self.buffers,
+                "--buffers",
+                "frame buffers",
+            ),
+        ];
+        for (reserve, flag, pool, pool_flag, what) in pools {
+            let Some(r) = reserve else { continue };
+            let wanted = u64::from(r) * tenants;
+            if wanted > u64::from(pool) {
+                return Err(format!(
+                    "{flag} {r} for {tenants} tenant{s} is {wanted} {what}, more than the \
+                     {pool} of the pool ({pool_flag}): at most {most} per tenant",
+                    s = if tenants == 1 { "" } else { "s" },
+                    most = u64::from(pool) / tenants,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// [`Config::isolation`]: see [`crate::isolation`].
 #[derive(Debug, Clone)]
 pub struct IsolationConfig {
@@ -424,10 +463,12 @@ pub struct IsolationConfig {
     /// A learned address idle this long makes room for its port's new one (`--mac-age-s`).
     pub mac_age_s: u64,
     /// Flow queues held for each tenant (`--reserved-queues`); default: half of
-    /// `max_queues`, split evenly.
+    /// `max_queues`, split evenly. At most `max_queues` ÷ tenants
+    /// ([`Config::check_reservations`]).
     pub reserved_queues: Option<u32>,
     /// Frame buffers held for each tenant (`--reserved-buffers`); default: half of
-    /// `buffers`, split evenly. The return path's buffers are split the same way.
+    /// `buffers`, split evenly; at most `buffers` ÷ tenants. The return path's buffers are
+    /// split the same way.
     pub reserved_buffers: Option<u32>,
 }
 
@@ -966,6 +1007,7 @@ pub fn run(
             cfg.uplink, cfg.uplink
         )));
     }
+    cfg.check_reservations().map_err(RunError::Config)?;
     // Each flow queue's ring is allocated up front (about 24 bytes a descriptor).
     let descriptors = u64::from(cfg.ring) * u64::from(cfg.max_queues);
     if descriptors > MAX_DESCRIPTORS {
@@ -1063,6 +1105,7 @@ fn loop_ports(
     if tenants.len() != cfg.tenants.len() || tenants.is_empty() {
         return Err(RunError::Config("one port per tenant".into()));
     }
+    cfg.check_reservations().map_err(RunError::Config)?;
     let prog = Arc::new(load(&cfg, &cfg.policy).map_err(RunError::Policy)?);
     let classes = (prog.leaves.len() as u32).max(4096);
     let mut iface = Interface::new(iface::Config {
