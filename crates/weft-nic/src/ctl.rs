@@ -12,7 +12,8 @@
 //! The control socket and the metrics endpoint have pools of their own: each its accepting
 //! thread, at most [`MAX_CONNECTIONS`] (control) or [`MAX_METRICS_CONNECTIONS`] (metrics)
 //! connections served at once, a thread each, and a queue of accepted connections waiting
-//! for one ([`CTL_QUEUE`], [`METRICS_QUEUE`]; past it a connection is closed unanswered).
+//! for one ([`CTL_QUEUE`], [`METRICS_QUEUE`]; past it a connection is closed unanswered,
+//! counted ([`Server::dropped`]) and logged, at most a line a second per listener).
 //! Every connection gets [`READ_DEADLINE`] to send its request and [`WRITE_DEADLINE`] to
 //! take its answer, so idle or slow metrics clients never hold up a control request. A
 //! scrape is answered from the latest stats, asked of the loop at most once per
@@ -42,7 +43,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -62,6 +63,9 @@ pub const CTL_QUEUE: usize = 64;
 pub const MAX_METRICS_CONNECTIONS: usize = 32;
 /// Metrics connections waiting for a thread; past them a connection is closed unanswered.
 pub const METRICS_QUEUE: usize = 1024;
+/// Connections closed unanswered are logged at most this often, each line with the count
+/// since the last ([`Server::dropped`] counts them all).
+pub const DROPPED_LOG_EVERY: Duration = Duration::from_secs(1);
 /// How long a client has to send its request (a line of at most 1 MiB, or an HTTP request's
 /// first 2 KiB), from when a thread takes its connection.
 pub const READ_DEADLINE: Duration = Duration::from_secs(2);
@@ -226,6 +230,74 @@ pub struct Server {
     unix_path: Option<PathBuf>,
     /// Directories made for the control socket, outermost first: removed at drop, if empty.
     made_dirs: Vec<PathBuf>,
+    /// Control connections closed unanswered.
+    ctl_dropped: Arc<Dropped>,
+    /// Metrics connections closed unanswered.
+    metrics_dropped: Arc<Dropped>,
+}
+
+/// Connections [`Server`] closed unanswered (every thread of their pool busy and its queue
+/// full) since it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DroppedConnections {
+    /// On the control socket.
+    pub ctl: u64,
+    /// On the metrics endpoint.
+    pub metrics: u64,
+}
+
+/// A pool's count of connections closed unanswered, and its log line about them: at most
+/// one each [`DROPPED_LOG_EVERY`].
+struct Dropped {
+    /// Which listener, for the log: `control` or `metrics`.
+    listener: &'static str,
+    count: AtomicU64,
+    /// The count at the last log line, and when it was written.
+    logged: Mutex<(u64, Option<Instant>)>,
+}
+
+impl Dropped {
+    fn new(listener: &'static str) -> Arc<Dropped> {
+        Arc::new(Dropped {
+            listener,
+            count: AtomicU64::new(0),
+            logged: Mutex::new((0, None)),
+        })
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection closed unanswered (before it is closed) and logs it, with the
+    /// others since the last line, unless a line was written within [`DROPPED_LOG_EVERY`].
+    fn one(&self) {
+        if let Some((since, total)) = self.counted(Instant::now()) {
+            tracing::warn!(
+                listener = self.listener,
+                closed = since,
+                total,
+                "connections closed unanswered: every serving thread busy and the queue of \
+                 waiting connections full"
+            );
+        }
+    }
+
+    /// [`Dropped::one`] at `now`: what to log (closed since the last line, and in all), if
+    /// a line is due.
+    fn counted(&self, now: Instant) -> Option<(u64, u64)> {
+        let total = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut logged = lock(&self.logged);
+        if logged
+            .1
+            .is_some_and(|at| now.saturating_duration_since(at) < DROPPED_LOG_EVERY)
+        {
+            return None;
+        }
+        let since = total.saturating_sub(logged.0);
+        *logged = (total, Some(now));
+        Some((since, total))
+    }
 }
 
 enum Wake {
@@ -268,6 +340,8 @@ impl Server {
             acceptors: Vec::new(),
             unix_path: None,
             made_dirs: Vec::new(),
+            ctl_dropped: Dropped::new("control"),
+            metrics_dropped: Dropped::new("metrics"),
         };
         if let Some(a) = metrics {
             let at = |e: io::Error| io::Error::new(e.kind(), format!("metrics address `{a}`: {e}"));
@@ -292,6 +366,7 @@ impl Server {
                 MAX_METRICS_CONNECTIONS,
                 METRICS_QUEUE,
                 serve_metrics,
+                server.metrics_dropped.clone(),
             );
             let t = spawn_acceptor("weft-metrics", l, accept, &shared, pool)?;
             server.acceptors.push((t, Wake::Tcp(addr)));
@@ -307,7 +382,13 @@ impl Server {
             let l = bind_control(p, opts.group.as_ref()).map_err(at)?;
             server.unix_path = Some(p.to_path_buf());
             let accept = |l: &UnixListener| l.accept().map(|(s, _)| s);
-            let pool = Pool::new("weft-ctl-conn", MAX_CONNECTIONS, CTL_QUEUE, serve_unix);
+            let pool = Pool::new(
+                "weft-ctl-conn",
+                MAX_CONNECTIONS,
+                CTL_QUEUE,
+                serve_unix,
+                server.ctl_dropped.clone(),
+            );
             let t = spawn_acceptor("weft-ctl", l, accept, &shared, pool)?;
             server.acceptors.push((t, Wake::Unix(p.to_path_buf())));
         }
@@ -407,6 +488,15 @@ fn claim_socket_path(p: &Path) -> io::Result<()> {
 }
 
 impl Server {
+    /// Connections closed unanswered so far (`ctl_dropped`, `metrics_dropped` in the
+    /// dataplane's stats).
+    pub fn dropped(&self) -> DroppedConnections {
+        DroppedConnections {
+            ctl: self.ctl_dropped.count(),
+            metrics: self.metrics_dropped.count(),
+        }
+    }
+
     /// The address the metrics endpoint listens on (its port, when `:0` let the system
     /// choose), if it has one.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
@@ -462,6 +552,8 @@ struct Pool<S> {
     queue: usize,
     serve: fn(S, &Shared) -> io::Result<()>,
     state: Mutex<PoolState<S>>,
+    /// Connections closed unanswered.
+    dropped: Arc<Dropped>,
 }
 
 struct PoolState<S> {
@@ -477,6 +569,7 @@ impl<S: Send + 'static> Pool<S> {
         limit: usize,
         queue: usize,
         serve: fn(S, &Shared) -> io::Result<()>,
+        dropped: Arc<Dropped>,
     ) -> Arc<Pool<S>> {
         Arc::new(Pool {
             thread_name,
@@ -487,17 +580,23 @@ impl<S: Send + 'static> Pool<S> {
                 running: 0,
                 waiting: VecDeque::new(),
             }),
+            dropped,
         })
     }
 
     /// Serves `s` on a new thread, or queues it when `limit` threads serve, or drops it
-    /// (closed unanswered) when the queue is full too.
+    /// (closed unanswered, counted and logged) when the queue is full too.
     fn submit(self: &Arc<Self>, s: S, sh: &Shared) {
         let mut st = lock(&self.state);
         if st.running >= self.limit {
             if st.waiting.len() < self.queue {
                 st.waiting.push_back(s);
+                return;
             }
+            drop(st);
+            // Counted before it is closed: a client that sees the close finds it counted.
+            self.dropped.one();
+            drop(s);
             return;
         }
         st.running += 1;
@@ -509,6 +608,7 @@ impl<S: Send + 'static> Pool<S> {
         if spawned.is_err() {
             // The connection went with the closure: closed unanswered.
             lock(&self.state).running -= 1;
+            self.dropped.one();
         }
     }
 
@@ -1675,6 +1775,73 @@ mod tests {
         assert_eq!(reloads.load(Ordering::SeqCst), 0);
     }
 
+    /// Shared state for driving a [`Pool`] directly.
+    fn shared() -> Shared {
+        Shared {
+            to_loop: mpsc::channel().0,
+            prepare: nothing_to_prepare(),
+            stop: Arc::new(AtomicBool::new(false)),
+            max_policy_bytes: DEFAULT_MAX_POLICY_BYTES,
+            reloads: Arc::new(AtomicUsize::new(0)),
+            metrics: Arc::new(MetricsCache::default()),
+        }
+    }
+
+    /// Connections closed unanswered (every thread busy, the queue full) went uncounted:
+    /// nothing told an operator that clients were being turned away. A full pool counts
+    /// each one it closes, and only those.
+    #[test]
+    fn a_full_pool_counts_what_it_closes_unanswered() {
+        // A "connection" is served until its sender says so (or is dropped).
+        fn serve(c: Receiver<()>, _: &Shared) -> io::Result<()> {
+            let _ = c.recv();
+            Ok(())
+        }
+        let dropped = Dropped::new("test");
+        let pool = Pool::new("weft-test-conn", 2, 3, serve, dropped.clone());
+        let sh = shared();
+        let senders: Vec<Sender<()>> = (0..9)
+            .map(|_| {
+                let (tx, rx) = mpsc::channel();
+                pool.submit(rx, &sh);
+                tx
+            })
+            .collect();
+        // Two served, three waiting, four closed unanswered.
+        assert_eq!(dropped.count(), 4);
+        let closed = senders.iter().filter(|tx| tx.send(()).is_err()).count();
+        assert_eq!(closed, 4, "the connections counted are the ones closed");
+        // The served and waiting ones end; the pool takes new ones without counting them.
+        let start = Instant::now();
+        while lock(&pool.state).running > 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the pool never drained"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (tx, rx) = mpsc::channel();
+        pool.submit(rx, &sh);
+        tx.send(()).unwrap();
+        assert_eq!(dropped.count(), 4);
+    }
+
+    /// The log line about closed connections comes at most once a [`DROPPED_LOG_EVERY`],
+    /// with the count since the last line and in all (times given, not waited for).
+    #[test]
+    fn closed_connections_are_logged_at_most_once_a_second() {
+        let d = Dropped::new("test");
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(d.counted(at(0)), Some((1, 1)));
+        assert_eq!(d.counted(at(10)), None);
+        assert_eq!(d.counted(at(999)), None);
+        assert_eq!(d.counted(at(1000)), Some((3, 4)));
+        assert_eq!(d.counted(at(1500)), None);
+        assert_eq!(d.counted(at(5000)), Some((2, 6)));
+        assert_eq!(d.count(), 6);
+    }
+
     /// Past [`MAX_CONNECTIONS`] a connection waits for a thread, and is served once one is
     /// free; past [`CTL_QUEUE`] waiting too it is closed unanswered, and the client says why
     /// it got nothing; once the silent ones go, requests are served again.
@@ -1709,6 +1876,7 @@ mod tests {
                 .contains("closed the connection without an answer"),
             "{refused}"
         );
+        assert_eq!(server.dropped(), DroppedConnections { ctl: 1, metrics: 0 });
         drop(silent);
         let served = {
             let path = path.clone();

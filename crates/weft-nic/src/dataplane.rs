@@ -1287,6 +1287,7 @@ fn loop_ports(
                 let mut v = st.handle(req, payload, now);
                 if req["cmd"] == "stats" {
                     v["ports"] = port_counters(&tenants, &*uplink);
+                    add_dropped_connections(&mut v, server.dropped());
                 }
                 v
             });
@@ -1329,7 +1330,15 @@ fn loop_ports(
     }
     let mut v = st.stats(clock::now_ps());
     v["ports"] = port_counters(&tenants, &*uplink);
+    add_dropped_connections(&mut v, server.dropped());
     Ok(v)
+}
+
+/// The control and metrics connections closed unanswered, in the stats' `dataplane` section
+/// (`ctl_dropped`, `metrics_dropped`).
+fn add_dropped_connections(v: &mut Value, d: ctl::DroppedConnections) {
+    v["dataplane"]["ctl_dropped"] = d.ctl.into();
+    v["dataplane"]["metrics_dropped"] = d.metrics.into();
 }
 
 /// Adds a finished engine's node counters to `carried`, by node name.

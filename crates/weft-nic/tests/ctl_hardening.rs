@@ -549,6 +549,50 @@ fn two_hundred_parallel_scrapes_are_all_answered() {
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
+/// A control connection closed unanswered (every serving thread busy, the queue full)
+/// was counted nowhere. The daemon counts it: `dataplane.ctl_dropped` in `ctl stats`, and
+/// `weft_dataplane_ctl_dropped` on the metrics endpoint (`metrics_dropped` beside them).
+#[test]
+fn connections_closed_unanswered_are_counted_in_stats_and_metrics() {
+    let d = Daemon::start("dropped", true);
+    let silent: Vec<std::os::unix::net::UnixStream> = (0..ctl::MAX_CONNECTIONS + ctl::CTL_QUEUE)
+        .map(|_| std::os::unix::net::UnixStream::connect(&d.sock).unwrap())
+        .collect();
+    // The accepting thread takes connections in order: this one finds every thread busy
+    // and the queue full.
+    let (refused, _) = d.ask(json!({"cmd": "stats"}));
+    assert!(refused.is_err(), "answered: {refused:?}");
+    drop(silent);
+    let start = Instant::now();
+    let stats = loop {
+        if let (Ok(v), _) = d.ask(json!({"cmd": "stats"})) {
+            break v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never served again"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let dp = &stats["dataplane"];
+    let ctl_dropped = dp["ctl_dropped"]
+        .as_u64()
+        .expect("ctl_dropped in the stats");
+    assert!(ctl_dropped >= 1, "{dp}");
+    assert_eq!(dp["metrics_dropped"], 0, "{dp}");
+    let text = scrape(d.metrics.unwrap()).unwrap();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    assert!(
+        value("weft_dataplane_ctl_dropped").is_some_and(|n| n >= ctl_dropped),
+        "{text}"
+    );
+    assert_eq!(value("weft_dataplane_metrics_dropped"), Some(0), "{text}");
+}
+
 /// The control socket was created with the process's umask (world-connectable under 0000,
 /// and anyone who can connect can reload and stop): it is 0660 now.
 #[test]
