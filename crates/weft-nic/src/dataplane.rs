@@ -66,7 +66,7 @@
 //! kick (a `send(2)` per transmit step, not per frame); with shaping classes, one more hash
 //! lookup (queue → flow) at the departure, to count it at its classes (`shapers`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -834,14 +834,50 @@ impl EngineFlows {
     }
 }
 
+/// An engine of an earlier policy, sending what it still holds.
+struct Draining {
+    engine: FastEngine,
+    /// Per node of its policy: whether every policy since has had a node of that name, so
+    /// its counts are still the running policy's node's (a name that left and came back
+    /// counts from zero, without them).
+    kept: Vec<bool>,
+}
+
+impl Draining {
+    /// `engine`, whose policy just gave way to one with the nodes `names`.
+    fn new(engine: FastEngine, names: &HashSet<&str>) -> Draining {
+        let kept = keeps(&engine, names).collect();
+        Draining { engine, kept }
+    }
+
+    /// The running policy gave way to one with the nodes `names`.
+    fn keep_only(&mut self, names: &HashSet<&str>) {
+        for (k, keep) in self.kept.iter_mut().zip(keeps(&self.engine, names)) {
+            *k &= keep;
+        }
+    }
+}
+
+/// Per node of `engine`'s policy: whether `names` has it.
+fn keeps<'a>(engine: &'a FastEngine, names: &'a HashSet<&str>) -> impl Iterator<Item = bool> + 'a {
+    engine
+        .program()
+        .nodes
+        .iter()
+        .map(|n| names.contains(n.name.as_str()))
+}
+
 struct State {
     prog: Arc<Program>,
     engine: FastEngine,
-    draining: Vec<FastEngine>,
-    /// Per node name: what engines of earlier policies counted there, once they have
-    /// drained (node counters survive a reload for the nodes the new policy keeps).
+    draining: Vec<Draining>,
+    /// Per node name of the running policy: what engines of earlier policies counted there,
+    /// once they have drained (node counters survive a reload for the nodes the new policy
+    /// keeps, by name; a name the new policy drops is forgotten, so it counts from zero
+    /// should it come back, and reloads with ever new names hold no more than the policy).
     carried: HashMap<String, weft_core::sched::Counters>,
-    /// Per shaping class name: packets and bytes counted under earlier policies.
+    /// Per shaping class name of the running policy: packets and bytes counted under
+    /// earlier policies (kept and forgotten as `carried`).
     shaped_carried: HashMap<String, (u64, u64)>,
     /// The current engine's flows our queues use.
     engine_flows: EngineFlows,
@@ -1341,11 +1377,18 @@ fn add_dropped_connections(v: &mut Value, d: ctl::DroppedConnections) {
     v["dataplane"]["metrics_dropped"] = d.metrics.into();
 }
 
-/// Adds a finished engine's node counters to `carried`, by node name.
-fn carry(carried: &mut HashMap<String, weft_core::sched::Counters>, e: &FastEngine) {
+/// Adds a finished engine's node counters to `carried`, by node name, for the nodes `kept`
+/// says the running policy still has (by position in the engine's policy).
+fn carry(
+    carried: &mut HashMap<String, weft_core::sched::Counters>,
+    e: &FastEngine,
+    kept: impl IntoIterator<Item = bool>,
+) {
     let st = e.stats();
-    for (n, c) in e.program().nodes.iter().zip(&st.nodes) {
-        carried.entry(n.name.clone()).or_default().add(c);
+    for ((n, c), keep) in e.program().nodes.iter().zip(&st.nodes).zip(kept) {
+        if keep {
+            carried.entry(n.name.clone()).or_default().add(c);
+        }
     }
 }
 
@@ -2019,16 +2062,18 @@ impl State {
             // Engines of earlier policies drain first (a reload loses no admitted packet).
             let mut d = None;
             for old in &mut self.draining {
-                d = old.dequeue(now);
+                d = old.engine.dequeue(now);
                 if d.is_some() {
                     break;
                 }
             }
-            if self.draining.iter().any(|e| e.backlog() == 0) {
-                let done: Vec<FastEngine> =
-                    self.draining.extract_if(.., |e| e.backlog() == 0).collect();
+            if self.draining.iter().any(|e| e.engine.backlog() == 0) {
+                let done: Vec<Draining> = self
+                    .draining
+                    .extract_if(.., |e| e.engine.backlog() == 0)
+                    .collect();
                 for e in &done {
-                    carry(&mut self.carried, e);
+                    carry(&mut self.carried, &e.engine, e.kept.iter().copied());
                 }
             }
             let current = d.is_none();
@@ -2194,16 +2239,27 @@ impl State {
     /// Swaps in a policy and its engine ([`prepare_reload`]'s): the old engine drains, every
     /// flow's queue is classified again.
     fn reload(&mut self, (prog, engine): Reloaded, now: u64) -> Value {
+        // Counters are carried for the names the new policy has, and only those.
+        let names: HashSet<&str> = prog.nodes.iter().map(|n| n.name.as_str()).collect();
         let old = std::mem::replace(&mut self.engine, engine);
-        if old.backlog() > 0 {
-            self.draining.push(old);
-        } else {
-            carry(&mut self.carried, &old);
+        self.carried.retain(|n, _| names.contains(n.as_str()));
+        for d in &mut self.draining {
+            d.keep_only(&names);
         }
+        if old.backlog() > 0 {
+            self.draining.push(Draining::new(old, &names));
+        } else {
+            carry(&mut self.carried, &old, keeps(&old, &names));
+        }
+        let classes: HashSet<&str> = prog.shapers.iter().map(|c| c.name.as_str()).collect();
+        self.shaped_carried
+            .retain(|n, _| classes.contains(n.as_str()));
         for (sh, &(p, b)) in self.prog.shapers.iter().zip(&self.shaped) {
-            let c = self.shaped_carried.entry(sh.name.clone()).or_default();
-            c.0 += p;
-            c.1 += b;
+            if classes.contains(sh.name.as_str()) {
+                let c = self.shaped_carried.entry(sh.name.clone()).or_default();
+                c.0 += p;
+                c.1 += b;
+            }
         }
         self.prog = prog;
         // Moves still waiting in a refused doorbell name the old policy's leaves; every
@@ -2292,9 +2348,10 @@ impl State {
                 .enumerate()
                 .map(|(i, n)| (n.name.as_str(), i))
                 .collect();
-            for e in &self.draining {
-                let st = e.stats();
-                for (n, c) in e.program().nodes.iter().zip(&st.nodes) {
+            for d in &self.draining {
+                let st = d.engine.stats();
+                let nodes = d.engine.program().nodes.iter().zip(&st.nodes);
+                for ((n, c), _) in nodes.zip(&d.kept).filter(|(_, &k)| k) {
                     if let Some(&i) = index.get(n.name.as_str()) {
                         s.nodes[i].add(c);
                     }
@@ -2413,7 +2470,7 @@ impl State {
                 // Flows the engine forgot (`Engine::close_flow`) once no queue used them:
                 // reclaimed queues', and a moved flow's at its old leaf.
                 "flows_closed": self.engine_flows.closed, "engine_flows": self.engine.open_flows(),
-                "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.backlog()).sum::<usize>(),
+                "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.engine.backlog()).sum::<usize>(),
                 "buffers_free": self.free.len(),
                 "reserved_queues": self.queue_budget.reserve(),
                 "reserved_buffers": self.buffer_budget.reserve(),

@@ -7,7 +7,8 @@
 //! packets the engine drops (a full leaf) complete their descriptors as dropped; a flow
 //! re-marked mid-flow (DSCP) moves to its new class through a metadata update; the engine's
 //! flows are closed once no queue uses them (a flow shared by connections outlives one
-//! connection's reclaim; a moved flow's old record is closed once its packets have left).
+//! connection's reclaim; a moved flow's old record is closed once its packets have left);
+//! counters are carried across reloads only for the running policy's names.
 //! No timing assertions: the tests wait (bounded) for the frames to come out.
 
 use std::collections::VecDeque;
@@ -974,5 +975,105 @@ fn a_frame_with_two_vlan_tags_is_checked_against_the_prefixes_too() {
     r.inject(0, [tcp(1, 100, 64), tagged]);
     let s = r.settle(2);
     assert_eq!(s["tenants"][0]["drops"]["ip_source"], 1, "{s}");
+    balanced(&s);
+}
+
+/// A policy `file` in `dir` whose tenant 1 goes to leaf `leaf` under shaping class
+/// `class` (tenant 2 to leaf `other`).
+fn renamed(dir: &std::path::Path, file: &str, leaf: &str, class: &str) -> PathBuf {
+    let p = dir.join(file);
+    std::fs::write(
+        &p,
+        format!(
+            "weft: 1\nname: {file}\nlink: {{rate: 10gbit}}\nnodes:\n  - {{name: root, type: prio}}\n  - {{name: {class}, type: shape, parent: root, rate: 5gbit, burst: 64kb}}\n  - {{name: {leaf}, type: leaf, parent: [{class}], priority: 0, match: {{tenant: 1}}}}\n  - {{name: other, type: leaf, parent: root, priority: 1}}\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// A node's and a shaping class's packets in `s`, by name (`None`: not in the policy).
+fn packets_of(s: &Value, node: &str, class: &str) -> (Option<u64>, Option<u64>) {
+    let find = |list: &str, name: &str| {
+        s[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .map(|n| n["packets"].as_u64().unwrap())
+    };
+    (find("nodes", node), find("shapers", class))
+}
+
+fn reload(r: &Running, policy: &std::path::Path) {
+    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": policy})).unwrap();
+    assert_eq!(a["ok"], true, "{a}");
+}
+
+/// Counters were carried across reloads for every node and shaping class name ever
+/// loaded, so a daemon reloaded with ever new names grew without bound, and a name that
+/// came back took up its old counts. Only the running policy's names are carried: one a
+/// reload drops is forgotten, and counts from zero if it comes back; names kept throughout
+/// (`root`) keep counting.
+#[test]
+fn counters_are_carried_only_for_the_names_the_running_policy_has() {
+    let r = Running::start("carried", None);
+    let x = renamed(&r.dir, "x.yaml", "x", "sx");
+    let y = renamed(&r.dir, "y.yaml", "y", "sy");
+    reload(&r, &x);
+    r.inject(0, (0..50u16).map(|i| tcp(1, 100 + i % 3, 64)));
+    let s = r.settle(50);
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(50), Some(50)), "{s}");
+    reload(&r, &y);
+    r.inject(0, (0..30u16).map(|i| tcp(1, 100 + i % 3, 64)));
+    let s = r.settle(80);
+    assert_eq!(packets_of(&s, "y", "sy"), (Some(30), Some(30)), "{s}");
+    assert_eq!(packets_of(&s, "x", "sx"), (None, None), "{s}");
+    // `x` and `sx` come back: from zero.
+    reload(&r, &x);
+    let s = r.settle(80);
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s}");
+    assert_eq!(packets_of(&s, "root", "").0, Some(80), "{s}");
+    r.inject(0, (0..10u16).map(|i| tcp(1, 100 + i % 3, 64)));
+    let s = r.settle(90);
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(10), Some(10)), "{s}");
+    assert_eq!(packets_of(&s, "root", "").0, Some(90), "{s}");
+    balanced(&s);
+}
+
+/// The same for an engine still draining across two reloads (the uplink down holds its
+/// packets): its counts go to the names every policy since has kept (`root`), not to a
+/// name that left and came back (`x`), neither while it drains nor once it has drained.
+#[test]
+fn a_draining_engine_counts_only_for_names_kept_since() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let r = Running::start("carried-drain", None);
+    let x = renamed(&r.dir, "x.yaml", "x", "sx");
+    let y = renamed(&r.dir, "y.yaml", "y", "sy");
+    reload(&r, &x);
+    r.uplink.down.store(true, Relaxed);
+    r.wait_until(
+        Duration::from_millis(20),
+        |_| {},
+        |s| s["dataplane"]["uplink_up"] == false,
+    );
+    r.inject(0, (0..20u16).map(|i| tcp(1, 100 + i % 3, 64)));
+    let s = r.wait_until(
+        Duration::from_millis(20),
+        |_| {},
+        |s| s["dataplane"]["backlog"] == 20,
+    );
+    assert_eq!(s["dataplane"]["backlog"], 20, "{s}");
+    reload(&r, &y);
+    reload(&r, &x);
+    let s = r.stats();
+    assert_eq!(s["dataplane"]["backlog"], 20, "still draining: {s}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s}");
+    r.uplink.down.store(false, Relaxed);
+    let s = r.settle(20);
+    assert_eq!(s["dataplane"]["tx_frames"], 20, "{s}");
+    assert_eq!(s["dataplane"]["backlog"], 0, "{s}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s}");
+    assert_eq!(packets_of(&s, "root", "").0, Some(20), "{s}");
     balanced(&s);
 }
