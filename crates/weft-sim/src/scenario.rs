@@ -43,7 +43,8 @@
 //! tenant (they key the reports); every tenant has an application, and every application
 //! only its kind's keys (`window` bulk; `rate` request-response and UDP; `size`,
 //! `size_dist`, `closed_loop` request-response; `socket_limit` UDP); at least one NIC
-//! model, none twice; start < stop; the policy compiled.
+//! model, none twice; start < stop, and every schedule step before a written `stop`; the
+//! policy compiled.
 //!
 //! Tenant and application names are non-empty, without whitespace, commas, double quotes
 //! or control characters, as policy node names are (`weft_core::policy::parse::valid_name`):
@@ -2412,6 +2413,22 @@ impl Ctx<'_> {
                     return Err(self.err(
                         &st.at.referenced,
                         "schedule steps must be in time order, after `start`".into(),
+                    ));
+                }
+                if let (Some(s), true) = (&ra.stop, at >= stop) {
+                    // Taken after the stop, the step would start the flows again.
+                    return Err(self.err(
+                        &st.at.referenced,
+                        format!(
+                            "schedule step to {} flows at {} is at or after {}'s `stop` ({}, \
+                             at {}): it would start the application's flows again after it \
+                             ended; end the schedule before `stop`, or move `stop`",
+                            st.flows,
+                            units::format_time(at),
+                            ra.name.value,
+                            units::format_time(stop),
+                            self.at(&s.referenced),
+                        ),
                     ));
                 }
                 last = at;

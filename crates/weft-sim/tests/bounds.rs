@@ -277,6 +277,58 @@ fn a_schedule_step_costs_the_flows_it_changes() {
     assert!(r.events < 200_000, "{} events", r.events);
 }
 
+/// A schedule step at or after its application's `stop` started the application's flows
+/// again after it had ended. Refused where the step is written (file, line, column),
+/// naming the stop and where it is; a step just before the stop loads, and so does a step
+/// after the end of the run when no `stop` is written (a warning: it never happens).
+#[test]
+fn a_schedule_step_at_or_after_stop_is_refused_where_it_is_written() {
+    let app = |steps: &str| {
+        format!("{{name: u, kind: udp, rate: 1mbit, cores: [0], stop: 2ms, schedule: [{steps}]}}")
+    };
+    for (steps, step) in [
+        ("{at: 1ms, flows: 2}, {at: 3ms, flows: 4}", "at: 3ms"),
+        ("{at: 2ms, flows: 4}", "at: 2ms"),
+    ] {
+        let t = text("duration: 5ms", &[app(steps)]);
+        // Line 15 holds the application; columns count from 1.
+        let line = t.lines().nth(14).unwrap();
+        let column = |s: &str| line.find(s).unwrap() + 1;
+        let e = load(&t, &Overrides::default()).unwrap_err();
+        for want in [
+            format!(
+                "b.yaml:15:{}: schedule step to 4 flows at",
+                column(step) + 4
+            ),
+            format!(
+                "is at or after u's `stop` (2ms, at b.yaml:15:{})",
+                column("stop: ") + 6
+            ),
+            "would start the application's flows again after it ended".to_string(),
+        ] {
+            assert!(e.contains(&want), "{want:?} not in: {e}");
+        }
+    }
+    let before = load(
+        &text("duration: 5ms", &[app("{at: 1999us, flows: 4}")]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(before.apps[0].flows_at(1_999_000_000), 4);
+    assert_eq!(before.apps[0].flows_at(2_000_000_000), 0);
+    let no_stop = "{name: u, kind: udp, rate: 1mbit, cores: [0], schedule: [{at: 9ms, flows: 4}]}";
+    let sc = load(
+        &text("duration: 5ms", &[no_stop.to_string()]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert!(
+        sc.warnings().iter().any(|w| w.contains("it never happens")),
+        "{:?}",
+        sc.warnings()
+    );
+}
+
 /// A request looks its application's flow count up by binary search: 40,000 schedule steps
 /// and 100,000 requests once made 4 billion comparisons (and each step's look-back 1.6
 /// billion more).
