@@ -1692,36 +1692,55 @@ impl State {
     }
 
     /// A frame from tenant `t`'s port whose source address `src` it may not use: dropped,
-    /// counted per tenant and reason, and logged at most once a second per tenant.
+    /// counted per tenant and reason, and logged: another tenant's address once per address
+    /// and port, in a line of its own naming the address and its owner; the other reasons
+    /// at most once a second per tenant.
     #[cold]
     fn refuse_source(&mut self, t: usize, src: Mac, why: SourceReject, now: u64) {
         self.c.source_rejects[t][why.index()] += 1;
+        let reason = match why {
+            SourceReject::Spoofed { owner } => return self.report_spoof(t, src, owner),
+            SourceReject::Group => "a group address cannot be a source".into(),
+            SourceReject::NotConfigured => "not one of the tenant's configured `mac=`".into(),
+            SourceReject::Full => format!(
+                "the port already uses {} addresses (--macs-per-tenant), none idle {} s",
+                self.cfg.isolation.macs_per_tenant, self.cfg.isolation.mac_age_s
+            ),
+        };
         if now.saturating_sub(self.source_logged_ps[t]) >= 1_000_000_000_000
             || self.source_logged_ps[t] == 0
         {
             self.source_logged_ps[t] = now.max(1);
-            let name = &self.cfg.tenants[t].0;
-            let reason = match why {
-                SourceReject::Spoofed { owner } => format!(
-                    "the address belongs to tenant {} ({})",
-                    owner + 1,
-                    self.cfg.tenants[owner].0
-                ),
-                SourceReject::Group => "a group address cannot be a source".into(),
-                SourceReject::NotConfigured => "not one of the tenant's configured `mac=`".into(),
-                SourceReject::Full => format!(
-                    "the port already uses {} addresses (--macs-per-tenant), none idle {} s",
-                    self.cfg.isolation.macs_per_tenant, self.cfg.isolation.mac_age_s
-                ),
-            };
             tracing::warn!(
                 tenant = t + 1,
-                tenant_name = %name,
+                tenant_name = %self.cfg.tenants[t].0,
                 source = %fmt_mac(&src),
                 rule = why.name(),
                 count = self.c.source_rejects[t][why.index()],
                 "dropped a frame whose source address the port may not use: {reason} \
                  (logged at most once a second per tenant)"
+            );
+        }
+    }
+
+    /// Tenant `t`'s port sent a frame with `owner`'s address `src`: its own log line, once
+    /// per address and port ([`MacTable::first_spoof`]), naming the address and its owner.
+    #[cold]
+    fn report_spoof(&mut self, t: usize, src: Mac, owner: usize) {
+        if self.macs.first_spoof(t, &src) {
+            tracing::warn!(
+                tenant = t + 1,
+                tenant_name = %self.cfg.tenants[t].0,
+                source = %fmt_mac(&src),
+                owner = owner + 1,
+                owner_name = %self.cfg.tenants[owner].0,
+                rule = "spoofed_source",
+                "dropped a frame sent with another tenant's address: {} belongs to tenant \
+                 {} ({}) (logged once per address and port; `spoofed_source` counts \
+                 every such frame)",
+                fmt_mac(&src),
+                owner + 1,
+                self.cfg.tenants[owner].0
             );
         }
     }
@@ -1827,20 +1846,21 @@ impl State {
 
     /// Once a second: one log line per tenant whose frames were dropped since the last,
     /// by reason (a flood of new flows shows as `no_queue`, of frames as `no_buffer`, of
-    /// source addresses as `mac_table_full`).
+    /// source addresses as `mac_table_full`). Spoofed sources are not repeated here: each
+    /// address a port spoofs has its line ([`State::refuse_source`]).
     fn log_tenant_drops(&mut self) {
         for t in 0..self.drops_logged.len() {
             let now = self.tenant_drops(t);
             let was = std::mem::replace(&mut self.drops_logged[t], now);
-            if now == was {
-                continue;
-            }
             let by: Vec<String> = TENANT_DROPS
                 .iter()
                 .zip(now.iter().zip(was))
-                .filter(|(_, (n, w))| **n > *w)
+                .filter(|(k, (n, w))| **n > *w && **k != "spoofed_source")
                 .map(|(k, (n, w))| format!("{k}={}", n - w))
                 .collect();
+            if by.is_empty() {
+                continue;
+            }
             tracing::warn!(
                 tenant = t + 1,
                 tenant_name = %self.cfg.tenants[t].0,

@@ -5,7 +5,8 @@
 //!   configured (`--tenant NAME=IFACE,mac=MAC`: only those) or learned from its frames and
 //!   pinned: an address owned by one tenant is never taken by another, however many frames
 //!   claim it, so a frame from port B with port A's source address is dropped and counted,
-//!   and the return path keeps delivering A's traffic to A. Learned addresses are bounded per
+//!   and the return path keeps delivering A's traffic to A (and reported once per address
+//!   and port: [`MacTable::first_spoof`]). Learned addresses are bounded per
 //!   tenant ([`MacTable::new`]'s `per_tenant`); when a tenant has learned its bound, an
 //!   address of its own idle for longer than the age makes room for its new one, else the
 //!   new address is refused and counted. The return path looks destinations up here:
@@ -106,6 +107,9 @@ pub struct MacTable {
     configured: Vec<bool>,
     per_tenant: usize,
     age_ps: u64,
+    /// Per address another port was refused for using: those ports, each reported once
+    /// ([`MacTable::first_spoof`]); gone with the address's owner.
+    spoofers: HashMap<Mac, Vec<usize>>,
 }
 
 /// Whether `m` is a group (multicast or broadcast) address.
@@ -154,6 +158,7 @@ impl MacTable {
             configured: configured.iter().map(|m| !m.is_empty()).collect(),
             per_tenant: per_tenant.max(1),
             age_ps,
+            spoofers: HashMap::default(),
         })
     }
 
@@ -187,6 +192,7 @@ impl MacTable {
             }
             let old = self.learned[t].swap_remove(i);
             self.owners.remove(&old);
+            self.spoofers.remove(&old);
         }
         self.learned[t].push(src);
         self.owners.insert(
@@ -198,6 +204,23 @@ impl MacTable {
             },
         );
         Ok(())
+    }
+
+    /// Whether port `t`, just refused for using `src` (another tenant's address:
+    /// [`SourceReject::Spoofed`]), is refused it for the first time since that tenant came to
+    /// own it: a spoofed address is worth one log line per address and port, not one per
+    /// frame or per second. False for an address `t` may use. Memory: at most the ports per
+    /// address owned, released with the address.
+    pub fn first_spoof(&mut self, t: usize, src: &Mac) -> bool {
+        if self.owners.get(src).is_none_or(|o| o.tenant == t) {
+            return false;
+        }
+        let ports = self.spoofers.entry(*src).or_default();
+        if ports.contains(&t) {
+            return false;
+        }
+        ports.push(t);
+        true
     }
 
     /// Where a frame to `dst` goes on the return path.
@@ -423,6 +446,33 @@ mod tests {
         assert_eq!(t.owned(0), 2);
         // Tenant 1's table is its own.
         assert_eq!(t.check_source(1, m(4), 1_000), Ok(()));
+    }
+
+    /// Another tenant's address is reported once per address and port however many frames
+    /// carry it; another port, or another address, is a report of its own; an address that
+    /// changes owner (aged out and learned by another tenant) is reported anew.
+    #[test]
+    fn a_spoofed_address_is_reported_once_per_address_and_port() {
+        let mut t = MacTable::new(&[vec![], vec![], vec![]], 1, 1_000).unwrap();
+        assert_eq!(t.check_source(0, A, 0), Ok(()));
+        assert_eq!(t.check_source(1, B, 0), Ok(()));
+        for i in 0..3 {
+            assert_eq!(
+                t.check_source(1, A, i),
+                Err(SourceReject::Spoofed { owner: 0 })
+            );
+            assert_eq!(t.first_spoof(1, &A), i == 0, "frame {i}");
+        }
+        assert!(t.first_spoof(2, &A), "another port");
+        assert!(!t.first_spoof(2, &A));
+        assert!(t.first_spoof(0, &B), "another address");
+        assert!(!t.first_spoof(0, &A), "the owner's own address");
+        assert!(!t.first_spoof(1, &[2, 0, 0, 0, 0, 9]), "nobody's address");
+        // A idle past the age gives way to tenant 0's new address; tenant 2 learns A.
+        assert_eq!(t.check_source(0, [2, 0, 0, 0, 0, 7], 2_000), Ok(()));
+        assert_eq!(t.check_source(2, A, 2_000), Ok(()));
+        assert!(t.first_spoof(1, &A), "A has a new owner");
+        assert!(!t.first_spoof(1, &A));
     }
 
     #[test]

@@ -113,6 +113,22 @@ impl Running {
         policy_text: Option<&str>,
         tune: impl FnOnce(&mut dataplane::Config),
     ) -> Running {
+        Running::start_full(tag, rogue, metrics, policy_text, tune, None)
+    }
+
+    /// [`Self::start`], the loop's log written to `log`.
+    fn start_logged(tag: &str, log: &Log) -> Running {
+        Running::start_full(tag, None, None, None, |_| {}, Some(log.clone()))
+    }
+
+    fn start_full(
+        tag: &str,
+        rogue: Option<usize>,
+        metrics: Option<String>,
+        policy_text: Option<&str>,
+        tune: impl FnOnce(&mut dataplane::Config),
+        log: Option<Log>,
+    ) -> Running {
         let dir = std::env::temp_dir().join(format!("weft-dp-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("ctl.sock");
@@ -146,6 +162,7 @@ impl Running {
             cpu_weight: None,
         };
         tune(&mut cfg);
+        install_log();
         let tenants = vec![MemPort::default(), MemPort::default()];
         let uplink = MemPort::default();
         let stop = Arc::new(AtomicBool::new(false));
@@ -153,6 +170,8 @@ impl Running {
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
             let ports: Vec<Box<dyn Port>> = t.into_iter().map(|p| Box::new(p) as _).collect();
+            // The loop logs on its own thread, this one.
+            LOG_TO.with(|l| *l.borrow_mut() = log);
             dataplane::run_ports(cfg, ports, Box::new(u), &s, |_| {
                 let _ = tx.send(());
             })
@@ -231,6 +250,57 @@ impl Drop for Running {
             let _ = h.join();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the loop logged ([`Running::start_logged`]).
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+thread_local! {
+    /// Where this thread's log lines go, if anywhere ([`install_log`]).
+    static LOG_TO: std::cell::RefCell<Option<Log>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes a line to the calling thread's [`LOG_TO`].
+struct ThreadLog;
+
+impl std::io::Write for ThreadLog {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        LOG_TO.with(|l| {
+            if let Some(log) = &*l.borrow() {
+                log.0.lock().unwrap().extend_from_slice(b);
+            }
+        });
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One subscriber for the whole test process, each thread's lines to its [`LOG_TO`]: a
+/// subscriber of one thread's own (`with_default`) missed events at times, while tests
+/// on other threads, without one, reached the same places in the code first.
+fn install_log() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let sub = tracing_subscriber::fmt()
+            .with_writer(|| ThreadLog)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(sub).expect("the only subscriber");
+    });
+}
+
+impl Log {
+    /// The lines logged so far that contain every one of `words`.
+    fn lines_with(&self, words: &[&str]) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|l| words.iter().all(|w| l.contains(w)))
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -785,6 +855,50 @@ fn a_spoofed_source_address_is_dropped_and_the_victim_keeps_its_traffic() {
         r.tenants[1].tx.lock().unwrap().is_empty(),
         "tenant 2 received tenant 1's replies"
     );
+}
+
+/// A port spoofing another tenant's address was logged in the per-tenant line of refused
+/// sources, at most once a second whatever the reason, so the spoof could go unsaid behind
+/// another refusal, or be said again every second; and the once-a-second drop summary
+/// repeated it. Now it has a line of its own, once per address and port, naming the address
+/// and its owner, and the summary leaves it out (it still counts every such frame).
+#[test]
+fn a_spoofed_address_is_logged_once_per_address_and_port_by_itself() {
+    let log = Log::default();
+    let r = Running::start_logged("spoof-log", &log);
+    let a = [2, 0, 0, 0, 0, 1];
+    let group = [3, 0, 0, 0, 0, 9];
+    r.inject(0, [tcp_from(a, 100)]);
+    r.settle(1);
+    // A refused group source first: its line comes in the same second as the spoofs.
+    r.inject(1, [tcp_from(group, 200)]);
+    r.inject(1, (0..3).map(|i| tcp_from(a, 201 + i)));
+    r.settle(5);
+    let summary = ["dropped the tenant's frames in the last second", "tenant=2"];
+    let wait_for_summaries = |n: usize| {
+        let t = Instant::now();
+        while log.lines_with(&summary).len() < n {
+            assert!(t.elapsed() < Duration::from_secs(20), "no drop summary");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for_summaries(1);
+    // A second later, and past another summary.
+    r.inject(1, [tcp_from(group, 210)]);
+    r.inject(1, (0..3).map(|i| tcp_from(a, 211 + i)));
+    let s = r.settle(9);
+    wait_for_summaries(2);
+    assert_eq!(s["tenants"][1]["drops"]["spoofed_source"], 6, "{s}");
+    assert_eq!(s["tenants"][1]["drops"]["group_source"], 2, "{s}");
+    // The address and its owner, named once.
+    let spoofs = log.lines_with(&["02:00:00:00:00:01", "belongs to tenant 1 (a)"]);
+    assert_eq!(spoofs.len(), 1, "{spoofs:?}");
+    assert!(spoofs[0].contains("tenant=2"), "{}", spoofs[0]);
+    for l in log.lines_with(&summary) {
+        assert!(!l.contains("spoofed_source"), "the summary repeats it: {l}");
+        assert!(l.contains("group_source=1"), "{l}");
+    }
+    balanced(&s);
 }
 
 /// A return-path frame to a unicast address no tenant owns is dropped and counted
