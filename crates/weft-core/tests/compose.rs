@@ -214,3 +214,85 @@ fn unreadable_files_are_named_with_their_rule() {
         vec![Rule::UnreadableFile]
     );
 }
+
+/// A caller's reader (`LoadOptions::reader`) reads every file of the policy, each once:
+/// the policy, its `policy:` sub-policies (nested too) and an `attach` override. Before,
+/// the compiler read them all itself, by path, so a caller's checks on a file (the daemon's:
+/// its size, its type, who may read it) were made on a read the compiler did not use. What
+/// the reader refuses is the diagnostic, with its words.
+#[test]
+fn a_callers_reader_reads_every_file_once() {
+    use std::sync::{Arc, Mutex};
+    use weft_core::policy::PolicyReader;
+    let s = Scratch::new("reader");
+    s.write(
+        "sub.yaml",
+        "weft: 1\nnodes:\n  - {name: apps, type: prio}\n  - {name: kvs, type: leaf, parent: apps, priority: 0, match: {dport: 11211}}\n  - {name: nested, type: attach, parent: apps, priority: 1, policy: nested.yaml}\n",
+    );
+    s.write(
+        "nested.yaml",
+        "weft: 1\nnodes:\n  - {name: bulk, type: leaf}\n",
+    );
+    let other = s.write(
+        "other.yaml",
+        "weft: 1\nnodes:\n  - {name: only, type: leaf}\n",
+    );
+    let top = s.write("top.yaml", TOP);
+    let read = Arc::new(Mutex::new(Vec::new()));
+    let refuse = Arc::new(Mutex::new(None::<PathBuf>));
+    let reader = {
+        let (read, refuse) = (read.clone(), refuse.clone());
+        PolicyReader::new(move |p: &Path| {
+            read.lock().unwrap().push(p.file_name().unwrap().to_owned());
+            if refuse.lock().unwrap().as_deref() == Some(p) {
+                return Err(std::io::Error::other("the caller says no"));
+            }
+            std::fs::read(p)
+        })
+    };
+    let opts = LoadOptions {
+        attach: vec![("vm2".into(), other.clone())],
+        reader: Some(reader),
+        ..LoadOptions::default()
+    };
+    let p = load(&top, &opts).unwrap_or_else(|e| panic!("{}", e.render_plain()));
+    let mut names = read.lock().unwrap().clone();
+    names.sort();
+    assert_eq!(
+        names,
+        ["nested.yaml", "other.yaml", "sub.yaml", "top.yaml"],
+        "each file once"
+    );
+    assert!(p.node_id("vm1/nested").is_some() && p.node_id("vm2").is_some());
+    // The same program as weft's own reader makes.
+    let own = load(
+        &top,
+        &LoadOptions {
+            reader: None,
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    let names_of =
+        |p: &weft_core::policy::Program| p.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names_of(&p), names_of(&own));
+    // Refused: the top file is `unreadable-file`, a sub-policy `attach`, each with its words.
+    for (file, rule) in [(&top, Rule::UnreadableFile), (&other, Rule::Attach)] {
+        *refuse.lock().unwrap() = Some(file.clone());
+        let e = load(&top, &opts).expect_err("refused by the reader");
+        assert_eq!(e.diagnostics[0].rule, rule, "{}", e.render_plain());
+        assert!(
+            e.diagnostics[0].message.contains(&format!(
+                "cannot read {}{}: the caller says no",
+                if rule == Rule::Attach {
+                    "sub-policy "
+                } else {
+                    ""
+                },
+                file.display()
+            )),
+            "{}",
+            e.render_plain()
+        );
+    }
+}

@@ -44,6 +44,36 @@ pub struct LoadOptions {
     pub attach: Vec<(String, PathBuf)>,
     /// Overrides the link rate (bits per second).
     pub link_rate_bps: Option<u64>,
+    /// Reads the policy file and every sub-policy file (`policy:` and [`Self::attach`]),
+    /// each once, in place of weft's own reader (regular files of at most
+    /// [`MAX_POLICY_FILE_BYTES`]): a caller with rules of its own (the daemon's, which bound
+    /// what a reload reads and check who may read it) reads through it alone.
+    pub reader: Option<PolicyReader>,
+}
+
+/// A policy file reader ([`LoadOptions::reader`]): a file's bytes, or why they cannot be had
+/// (its text follows `cannot read FILE: ` in the `unreadable-file` diagnostic, or
+/// `cannot read sub-policy FILE: ` in the `attach` one). The compiler checks that they are
+/// UTF-8.
+#[derive(Clone)]
+pub struct PolicyReader(pub Arc<ReadFile>);
+
+/// What a [`PolicyReader`] calls: a file's path to its bytes.
+pub type ReadFile = dyn Fn(&Path) -> std::io::Result<Vec<u8>> + Send + Sync;
+
+impl PolicyReader {
+    /// A reader calling `f` for each file.
+    pub fn new(
+        f: impl Fn(&Path) -> std::io::Result<Vec<u8>> + Send + Sync + 'static,
+    ) -> PolicyReader {
+        PolicyReader(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for PolicyReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PolicyReader(..)")
+    }
 }
 
 /// The bucket depth of a shaping node without `burst`, and the least one that does not warn
@@ -55,9 +85,18 @@ pub fn default_burst_bytes(link: &Link) -> u64 {
     link.mtu_bytes.saturating_mul(2)
 }
 
-/// Loads, composes and compiles the policy in `path`.
+/// Loads, composes and compiles the policy in `path` (read with [`LoadOptions::reader`],
+/// if given).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Program, PolicyError> {
-    load_result(path, read_policy(path), opts)
+    load_result(path, read_with(opts, path), opts)
+}
+
+/// A policy or sub-policy file's text, through `opts`' reader or weft's own.
+fn read_with(opts: &LoadOptions, path: &Path) -> Result<String, Unreadable> {
+    match &opts.reader {
+        Some(r) => (r.0)(path).map_err(Unreadable::Io).and_then(utf8),
+        None => read_policy(path),
+    }
 }
 
 /// Composes and compiles a policy read by the caller (standard input, say): `bytes` as read
@@ -541,7 +580,7 @@ impl<'o> Compiler<'o> {
             );
             return;
         }
-        let text = match read_policy(&file_path) {
+        let text = match read_with(self.opts, &file_path) {
             Ok(t) => t,
             Err(Unreadable::NotUtf8(bad)) => {
                 let d = self.not_utf8(&file_path, bad).node(name);

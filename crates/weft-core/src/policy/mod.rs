@@ -14,7 +14,9 @@ pub mod show;
 pub mod synth;
 mod yaml;
 
-pub use compile::{compile_str, file_kind, load, load_bytes, LoadOptions, MAX_POLICY_FILE_BYTES};
+pub use compile::{
+    compile_str, file_kind, load, load_bytes, LoadOptions, PolicyReader, MAX_POLICY_FILE_BYTES,
+};
 pub use error::{Diagnostic, PolicyError, Rule, Severity, Warnings};
 pub use program::{
     Algo, Classification, Edge, LeafId, LeafSpec, Limits, Link, Node, NodeId, Program, Shaper,
