@@ -23,8 +23,9 @@
 //! `O_NONBLOCK` and checked with `fstat`, so a FIFO or a device is refused by name, never
 //! waited on or read), at most [`Options::max_policy_bytes`] for the file and its
 //! sub-policies together, on a thread of its own that the connection waits for at most
-//! [`RELOAD_DEADLINE`] (the [`Prepare`] hook then reads the files again by path: one
-//! replaced in between is read unchecked, its reload still bounded in time). The errors it
+//! [`RELOAD_DEADLINE`]. The [`Prepare`] hook compiles it with a [`ReloadReader`], which
+//! reads each file (`attach` overrides too) once, as it checks it: what is checked is what
+//! is compiled, whatever replaces a file meanwhile. The errors it
 //! answers name the file, the place and the rule broken, but never quote the file: the
 //! policy's diagnostics lose their excerpts and hints, and what their messages quote from
 //! the file is replaced by `…` ([`redact`]): the daemon may run as root, and a client must
@@ -50,7 +51,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use weft_core::policy::error::Sources;
 use weft_core::policy::parse::{self, Kind};
 use weft_core::policy::Rule;
 
@@ -99,7 +99,9 @@ pub type Payload = Box<dyn std::any::Any + Send>;
 
 /// A request's slow part, run on a control thread before the loop sees it: `Ok(payload)`
 /// sends the request on with `payload`, `Err(answer)` answers it at once (the loop never sees
-/// it). A reload's files are checked ([`read_policy_file`]) before its hook runs.
+/// it). A reload's request carries its client (`peer`, from the kernel) and the server's
+/// `--max-policy-bytes`, both set by the server whatever the client sent: its hook reads
+/// the policy's files with a [`ReloadReader`] of it, which checks them.
 pub type Prepare = Arc<dyn Fn(&Value) -> Result<Option<Payload>, Value> + Send + Sync>;
 
 /// How the control server guards itself (`weft run --max-policy-bytes`, `--ctl-group`).
@@ -702,9 +704,9 @@ fn ask_loop(sh: &Shared, req: Value, payload: Option<Payload>) -> Value {
 }
 
 /// A reload's slow part, on a thread of its own that the connection waits for at most
-/// [`RELOAD_DEADLINE`]: its files are checked ([`check_policy_files`]), then the
-/// [`Prepare`] hook reads and compiles them; a refusal names the file and the rule, and
-/// quotes nothing of it ([`redact`]).
+/// [`RELOAD_DEADLINE`]: the [`Prepare`] hook reads its files (through a [`ReloadReader`],
+/// each once) and compiles them; a refusal names the file and the rule, and quotes nothing
+/// of it ([`redact`]).
 fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
     let refuse = |m: String| json!({"ok": false, "error": m});
     let path = PathBuf::from(req["policy"].as_str().unwrap_or_default());
@@ -718,28 +720,22 @@ fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
     }
     let place = Place(sh.reloads.clone());
     let (tx, rx) = mpsc::sync_channel(1);
-    let (prepare, limit, req, file) = (
-        sh.prepare.clone(),
-        sh.max_policy_bytes,
-        req.clone(),
-        path.clone(),
-    );
+    let prepare = sh.prepare.clone();
+    let mut req = req.clone();
+    // The server's, whatever the request says (as its `peer` is the kernel's).
+    req[MAX_POLICY_BYTES_KEY] = sh.max_policy_bytes.into();
     let spawned = std::thread::Builder::new()
         .name("weft-reload".into())
         .spawn(move || {
             in_place(
                 place,
                 || {
-                    let peer = Peer::from_json(&req["peer"]);
-                    match check_policy_files(&file, limit, peer.as_ref()) {
-                        Err(line) => Err(json!({"ok": false, "error": line})),
-                        Ok(()) => prepare(&req).map_err(|mut answer| {
-                            if let Some(e) = answer["error"].as_str() {
-                                answer["error"] = Value::String(redact(e));
-                            }
-                            answer
-                        }),
-                    }
+                    prepare(&req).map_err(|mut answer| {
+                        if let Some(e) = answer["error"].as_str() {
+                            answer["error"] = Value::String(redact(e));
+                        }
+                        answer
+                    })
                 },
                 |r| {
                     let _ = tx.send(r);
@@ -808,7 +804,7 @@ pub enum PolicyFileError {
         what: &'static str,
     },
     /// It holds more than the limit (`size` when its length says so before it is read).
-    #[error("{}", too_large(.path, *.size, *.limit, *.before))]
+    #[error("{}", too_large(&.path.display().to_string(), *.size, *.limit, *.before, true))]
     TooLarge {
         /// The file.
         path: PathBuf,
@@ -829,10 +825,15 @@ pub enum PolicyFileError {
     },
 }
 
-/// [`PolicyFileError::TooLarge`]'s message.
-fn too_large(path: &Path, size: Option<u64>, limit: u64, before: u64) -> String {
-    let p = path.display();
-    let flag = "(`weft run --max-policy-bytes`)";
+/// [`PolicyFileError::TooLarge`]'s message, about `p` (the path, or `it`); the flag in
+/// backticks when `quoted` (not in a compiler diagnostic, whose quotes [`redact`] takes
+/// for the file's).
+fn too_large(p: &str, size: Option<u64>, limit: u64, before: u64, quoted: bool) -> String {
+    let flag = if quoted {
+        "(`weft run --max-policy-bytes`)"
+    } else {
+        "(weft run --max-policy-bytes)"
+    };
     match (size, before) {
         (Some(size), 0) => {
             format!("{p} is {size} bytes, more than the limit of {limit} bytes {flag}")
@@ -845,6 +846,109 @@ fn too_large(path: &Path, size: Option<u64>, limit: u64, before: u64) -> String 
                 "{s} bytes"
             )),
         ),
+    }
+}
+
+impl PolicyFileError {
+    /// Why, without the path: what follows `cannot read FILE: ` in the compiler's
+    /// diagnostic when a [`ReloadReader`] refuses a file.
+    pub fn reason(&self) -> String {
+        match self {
+            PolicyFileError::Open { source, .. } => source.to_string(),
+            PolicyFileError::NotRegular { what, .. } => format!(
+                "it is {what}, not a regular file (policies are read from regular files only)"
+            ),
+            PolicyFileError::TooLarge {
+                size,
+                limit,
+                before,
+                ..
+            } => too_large("it", *size, *limit, *before, false),
+            PolicyFileError::Read { source, .. } => format!("reading it failed: {source}"),
+        }
+    }
+
+    fn kind(&self) -> io::ErrorKind {
+        match self {
+            PolicyFileError::Open { source, .. } | PolicyFileError::Read { source, .. } => {
+                source.kind()
+            }
+            PolicyFileError::NotRegular { .. } | PolicyFileError::TooLarge { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+        }
+    }
+}
+
+/// Where a reload's request carries the server's `--max-policy-bytes` ([`Prepare`]).
+const MAX_POLICY_BYTES_KEY: &str = "max_policy_bytes";
+
+/// How a reload reads its policy's files, for the request `req` as the server hands it to
+/// [`Prepare`]: [`ReloadReader::reader`] reads the policy and each sub-policy once, as
+/// [`read_policy_file`] does (regular files only, checked before they are opened and again
+/// on what was opened, with `O_NONBLOCK`: a FIFO cannot hold the open, whenever it replaced
+/// the file), at most the server's `--max-policy-bytes` for all of them together (a file
+/// attached at two points counts twice), and only files the request's client may read by
+/// their mode bits ([`may_read`], on what was opened too); [`ReloadReader::client_error`]
+/// is the answer to a policy that does not compile.
+#[derive(Clone)]
+pub struct ReloadReader {
+    reader: weft_core::policy::PolicyReader,
+    /// The reader's refusals so far ([`PolicyFileError::reason`]s): weft's words.
+    refusals: Arc<Mutex<Vec<String>>>,
+}
+
+impl ReloadReader {
+    /// For the reload request `req`: its client (`peer`) and the server's
+    /// `max_policy_bytes`, as the server sets them ([`Prepare`]).
+    pub fn new(req: &Value) -> ReloadReader {
+        let peer = Peer::from_json(&req["peer"]);
+        let limit = req[MAX_POLICY_BYTES_KEY]
+            .as_u64()
+            .unwrap_or(DEFAULT_MAX_POLICY_BYTES);
+        let left = Mutex::new(limit);
+        let refusals = Arc::new(Mutex::new(Vec::new()));
+        let refused = refusals.clone();
+        let reader = weft_core::policy::PolicyReader::new(move |path: &Path| {
+            let mut left = lock(&left);
+            let access = |m: &std::fs::Metadata| may_read(peer.as_ref(), m, path);
+            let bytes = read_within(path, *left, limit, &access).map_err(|e| {
+                let reason = e.reason();
+                lock(&refused).push(reason.clone());
+                io::Error::new(e.kind(), reason)
+            })?;
+            *left -= bytes.len() as u64;
+            Ok(bytes)
+        });
+        ReloadReader { reader, refusals }
+    }
+
+    /// The reader to compile with ([`LoadOptions::reader`]).
+    ///
+    /// [`LoadOptions::reader`]: weft_core::policy::LoadOptions::reader
+    pub fn reader(&self) -> weft_core::policy::PolicyReader {
+        self.reader.clone()
+    }
+
+    /// [`client_error`], except that this reader's refusals (`cannot read FILE: REASON`)
+    /// keep their reasons whole: those are weft's words, not the file's, though a file may
+    /// hold some of them (a node named `a` took the `a` of `is a FIFO`). The file's name is
+    /// redacted as any other part of a message.
+    pub fn client_error(&self, e: &weft_core::policy::PolicyError) -> String {
+        let texts: Vec<&str> = e.sources.files.iter().map(|f| &*f.text).collect();
+        let refusals = lock(&self.refusals);
+        // Each reason stands aside as a mark no redaction touches (no quote, no word a
+        // file can hold that is not weft's: a number), and comes back after.
+        let mark = |i: usize| format!("\u{1}{i}\u{1}");
+        let mut text = e.to_string();
+        for (i, r) in refusals.iter().enumerate() {
+            text = text.replace(&format!(": {r}"), &format!(": {}", mark(i)));
+        }
+        let mut out = unquote_files(&redact(&text), &texts);
+        for (i, r) in refusals.iter().enumerate() {
+            out = out.replace(&mark(i), r);
+        }
+        out
     }
 }
 
@@ -946,17 +1050,24 @@ fn may_read(
 /// hold the open, and checked again with `fstat` on what was opened); a longer one is
 /// refused after `limit + 1` bytes, whatever its length said.
 pub fn read_policy_file(path: &Path, limit: u64) -> Result<Vec<u8>, PolicyFileError> {
-    read_within(path, limit, limit)
+    read_within(path, limit, limit, &|_| Ok(()))
 }
 
 /// [`read_policy_file`] with `left` of `limit` bytes left to read (the files read before
-/// took the rest).
-fn read_within(path: &Path, left: u64, limit: u64) -> Result<Vec<u8>, PolicyFileError> {
+/// took the rest), and `access` asked of the file (before it is opened, and of what was
+/// opened) whether it may be read.
+fn read_within(
+    path: &Path,
+    left: u64,
+    limit: u64,
+    access: &dyn Fn(&std::fs::Metadata) -> Result<(), PolicyFileError>,
+) -> Result<Vec<u8>, PolicyFileError> {
     let open = |source| PolicyFileError::Open {
         path: path.to_path_buf(),
         source,
     };
     let check = |m: &std::fs::Metadata| {
+        access(m)?;
         if let Some(what) = weft_core::policy::file_kind(m.file_type()) {
             return Err(PolicyFileError::NotRegular {
                 path: path.to_path_buf(),
@@ -999,70 +1110,6 @@ fn read_within(path: &Path, left: u64, limit: u64) -> Result<Vec<u8>, PolicyFile
         });
     }
     Ok(bytes)
-}
-
-/// `file:line:col: error[rule]: message`, a diagnostic line as the policy compiler writes
-/// them (without a hint).
-fn diagnostic_line(file: &str, line: usize, col: usize, rule: Rule, message: &str) -> String {
-    format!("{file}:{line}:{col}: error[{rule}]: {message}")
-}
-
-/// Checks the policy `path` and the sub-policies it attaches (`type: attach`, `policy:
-/// FILE`, relative to the including file), recursively, as [`read_policy_file`] does, at
-/// most `limit` bytes read in all, before the compiler reads them: so a sub-policy that is a
-/// FIFO or `/dev/zero` is refused too. `Err` is the diagnostic line that says why (the
-/// compiler says what else is wrong).
-fn check_policy_files(path: &Path, limit: u64, peer: Option<&Peer>) -> Result<(), String> {
-    let mut left = limit;
-    let mut seen = HashSet::new();
-    /// Where a sub-policy is attached: its including file, line and column.
-    type At = (String, usize, usize);
-    let mut todo: Vec<(PathBuf, Option<At>)> = vec![(path.into(), None)];
-    while let Some((file, from)) = todo.pop() {
-        if !seen.insert(std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone())) {
-            continue; // read already (a cycle the compiler names)
-        }
-        let readable = std::fs::metadata(&file).map_or(Ok(()), |m| {
-            may_read(peer, &m, &file).map_err(|e| e.to_string())
-        });
-        let bytes = match readable
-            .and_then(|()| read_within(&file, left, limit).map_err(|e| e.to_string()))
-        {
-            Ok(b) => b,
-            Err(e) => {
-                return Err(match from {
-                    None => diagnostic_line(
-                        &file.display().to_string(),
-                        1,
-                        1,
-                        Rule::UnreadableFile,
-                        &e.to_string(),
-                    ),
-                    Some((at, line, col)) => {
-                        diagnostic_line(&at, line, col, Rule::Attach, &format!("sub-policy {e}"))
-                    }
-                })
-            }
-        };
-        left -= bytes.len() as u64;
-        // Text the compiler refuses (not UTF-8) attaches nothing.
-        let Ok(text) = String::from_utf8(bytes) else {
-            continue;
-        };
-        let mut sources = Sources::default();
-        let id = sources.add(file.clone(), Arc::from(text));
-        let (Some(doc), _) = parse::parse_document(&sources, id) else {
-            continue;
-        };
-        let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
-        for n in doc.nodes.iter().filter(|n| n.kind.value == Kind::Attach) {
-            if let Some(p) = &n.policy {
-                let (at, line, col) = sources.location(p.span);
-                todo.push((base.join(&p.value), Some((at, line, col))));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Words of weft's policy format (keys, node types, match fields, units, rule names): what a
@@ -2186,29 +2233,43 @@ mod tests {
         let main = dir.join("main.yaml");
         std::fs::write(
             &main,
-            "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: t, type: attach, parent: root, policy: sub.yaml}\n",
+            "weft: 1\nnodes:\n  - {name: root, type: wfq}\n  - {name: t, type: attach, parent: root, policy: part.yaml}\n",
         )
         .unwrap();
         std::fs::write(
-            dir.join("sub.yaml"),
-            format!("weft: 1\n#{}\n", "x".repeat(200)),
+            dir.join("part.yaml"),
+            format!(
+                "weft: 1\nnodes:\n  - {{name: x, type: leaf}}\n#{}\n",
+                "x".repeat(200)
+            ),
         )
         .unwrap();
         let main_len = std::fs::metadata(&main).unwrap().len();
-        assert_eq!(check_policy_files(&main, main_len + 300, None), Ok(()));
-        let e = check_policy_files(&main, main_len + 100, None).unwrap_err();
+        let part_len = std::fs::metadata(dir.join("part.yaml")).unwrap().len();
+        let load = |limit: u64| {
+            let req = json!({"cmd": "reload", MAX_POLICY_BYTES_KEY: limit});
+            let files = ReloadReader::new(&req);
+            let o = weft_core::policy::LoadOptions {
+                reader: Some(files.reader()),
+                ..Default::default()
+            };
+            weft_core::policy::load(&main, &o).map_err(|e| files.client_error(&e))
+        };
+        assert!(load(main_len + 300).is_ok());
+        let e = load(main_len + 100).unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(
             e.starts_with(&format!(
-                "{}:4:51: error[attach]: sub-policy ",
+                "{}:4:51: error[attach]: cannot read sub-policy ",
                 main.display()
             )),
             "{e}"
         );
         assert!(
             e.contains(&format!(
-                "sub.yaml is 210 bytes; with the {main_len} bytes read before it, more than the \
-                 limit of {} bytes for a policy and its sub-policies together",
+                ": it is {part_len} bytes; with the {main_len} bytes read before it, more than the \
+                 limit of {} bytes for a policy and its sub-policies together (weft run \
+                 --max-policy-bytes)",
                 main_len + 100
             )),
             "{e}"

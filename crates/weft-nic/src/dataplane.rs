@@ -1009,14 +1009,21 @@ type Reloaded = (Arc<Program>, FastEngine);
 /// Reads and compiles the policy at `path` for a reload and makes its engine (on a control
 /// thread: a large policy takes tens of milliseconds, which the loop does not wait for), or
 /// the error answer: the policy does not compile, or has more leaves than the `classes` the
-/// dataplane was started for.
-fn prepare_reload(cfg: &Config, classes: u32, path: &str) -> Result<Reloaded, Value> {
+/// dataplane was started for. Its files, `attach` overrides included, are read once each,
+/// through `files` (the control socket's bounds and checks).
+fn prepare_reload(
+    cfg: &Config,
+    classes: u32,
+    path: &str,
+    files: &ctl::ReloadReader,
+) -> Result<Reloaded, Value> {
     let mut o = cfg.load.clone();
     o.link_rate_bps = Some(cfg.rate_bps);
+    o.reader = Some(files.reader());
     // The client may not be allowed to read the files: nothing of them in the answer.
     let prog = Arc::new(
         policy::load(std::path::Path::new(path), &o)
-            .map_err(|e| json!({"ok": false, "error": ctl::client_error(&e)}))?,
+            .map_err(|e| json!({"ok": false, "error": files.client_error(&e)}))?,
     );
     if prog.leaves.len() as u32 > classes {
         return Err(json!({"ok": false, "error": format!(
@@ -1164,7 +1171,8 @@ fn loop_ports(
             let Some(path) = req["policy"].as_str() else {
                 return Err(json!({"ok": false, "error": "reload needs \"policy\": PATH"}));
             };
-            let p: ctl::Payload = Box::new(prepare_reload(&cfg, classes, path)?);
+            let files = ctl::ReloadReader::new(req);
+            let p: ctl::Payload = Box::new(prepare_reload(&cfg, classes, path, &files)?);
             Ok(Some(p))
         })
     };

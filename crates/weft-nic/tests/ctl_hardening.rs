@@ -68,13 +68,17 @@ struct Daemon {
 
 impl Daemon {
     fn start(tag: &str, metrics: bool) -> Daemon {
-        let dir = TempDir::new(tag);
+        Daemon::start_with(TempDir::new(tag), metrics, POLICY, LoadOptions::default())
+    }
+
+    /// In `dir`, running `policy` (written to `policy.yaml`) loaded with `load`.
+    fn start_with(dir: TempDir, metrics: bool, policy: &str, load: LoadOptions) -> Daemon {
         let sock = dir.0.join("ctl.sock");
-        let policy = dir.0.join("policy.yaml");
-        std::fs::write(&policy, POLICY).unwrap();
+        let file = dir.0.join("policy.yaml");
+        std::fs::write(&file, policy).unwrap();
         let cfg = dataplane::Config {
-            policy,
-            load: LoadOptions::default(),
+            policy: file,
+            load,
             uplink: "mem".into(),
             rate_bps: 10_000_000_000,
             tenants: vec![("a".into(), "m1".into()), ("b".into(), "m2".into())],
@@ -342,6 +346,53 @@ fn a_fifo_is_refused_by_name_and_the_next_request_is_served() {
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
     let (a, _) = d.ask(json!({"cmd": "stats"}));
     assert_eq!(a.expect("stats answered")["policy"], "two");
+}
+
+/// A reload's files were checked by the daemon's reader and then read again, by path, by
+/// the compiler's own, which never saw the checks: an `attach` override (the daemon's
+/// `LoadOptions::attach`, which the check did not follow) was read unchecked, whatever its
+/// size. Every file is read once now, through the daemon's reader: an override past
+/// `--max-policy-bytes` (4 MiB) is refused naming the limit, and within it, reloads.
+#[test]
+fn attach_overrides_are_read_through_the_daemons_reader() {
+    let dir = TempDir::new("override");
+    let sub = dir.0.join("sub.yaml");
+    std::fs::write(&sub, "weft: 1\nnodes:\n  - {name: only, type: leaf}\n").unwrap();
+    let policy = "weft: 1\nname: att\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, match: {tenant: 1}}\n  - {name: b, type: attach, parent: root, weight: 2, match: {tenant: 2}}\n";
+    let load = LoadOptions {
+        attach: vec![("b".into(), sub.clone())],
+        ..LoadOptions::default()
+    };
+    let d = Daemon::start_with(dir, false, policy, load);
+    let top = d.dir.0.join("policy.yaml");
+    let (a, _) = d.reload(&top);
+    assert_eq!(a.expect("an answer")["ok"], true);
+    // The same override, padded with a comment past the limit (the compiler's own reader
+    // takes 64 MiB).
+    let mut text = std::fs::read_to_string(&sub).unwrap();
+    text.push('#');
+    text.push_str(&"x".repeat(DEFAULT_LIMIT as usize));
+    text.push('\n');
+    std::fs::write(&sub, &text).unwrap();
+    let (a, took) = d.reload(&top);
+    let a = a.expect("an answer");
+    assert_eq!(a["ok"], false, "{a}");
+    let e = a["error"].as_str().unwrap();
+    assert!(
+        e.starts_with(&format!("{}:7:", top.display()))
+            && e.contains("error[attach]")
+            && e.contains(&format!("it is {} bytes", text.len()))
+            && e.contains("more than the limit of 4194304 bytes")
+            && e.contains("--max-policy-bytes"),
+        "{e}"
+    );
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    assert_eq!(
+        a.unwrap()["generation"],
+        2,
+        "the running policy is untouched"
+    );
 }
 
 /// A reload naming `/etc/shadow` quoted its lines back (`unknown key `root:$6$…``). The
