@@ -1,4 +1,4 @@
-//! `weft replay` on random, often malformed traces (DESIGN.md invariant 8: bad input gets a
+//! `weft replay` on random, often malformed traces (docs/design.md, invariant 8: bad input gets a
 //! clear error, never a panic, and nothing is lost silently). Each case writes a CSV trace
 //! with a random header (the columns shuffled, some missing, some unknown) and random cells
 //! (numbers at and past their ranges, signs, blanks, text, addresses, quotes), replays it

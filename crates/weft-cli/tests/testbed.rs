@@ -6,7 +6,7 @@
 //!
 //! The uplink runs at 500 Mbit/s in every build: the workspace optimizes weft-core and
 //! weft-nic in test builds too (`profile.dev.package`), so `cargo test --workspace` forwards
-//! at the rate on these 2-core machines.
+//! at that rate on these 2-core machines.
 //!
 //! They need root, `ip netns`, `tc`, `ethtool` and `iperf3` (the testbed installs the last
 //! two with apt-get when missing). Without them each test prints `skipped: REASON` and
@@ -336,7 +336,7 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
     no_attempt_passed(ATTEMPTS, &failures, &starved);
 }
 
-/// The "same on real traffic" for a saturated shaping class: one tenant's sockperf
+/// The simulator's Loom Fig. 1 check on real traffic, for a saturated shaping class: one tenant's sockperf
 /// ping-pong and iperf3 to one address under a per-destination limit (a fifth of the
 /// uplink) that iperf3 saturates, sockperf first under the limit (`limit-priority`). The
 /// limit's tokens go to sockperf's requests first, so its p99 with iperf3 on stays within 2x

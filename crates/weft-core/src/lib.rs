@@ -4,6 +4,8 @@
 //!   [`policy::Program`];
 //! * [`classifier`] — packet metadata → (leaf, shaping classes), a tuple-space-search fast
 //!   twin and a linear reference twin;
+//! * [`sched`] — the scheduling engines: the [`sched::Engine`] trait, the fast engine and
+//!   its reference twin, and a virtual-time link that drives either;
 //! * [`units`] — rates, sizes and times as `tc` writes them.
 //!
 //! Nothing here reads a clock or touches a socket: drivers own time and I/O.

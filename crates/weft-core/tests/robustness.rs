@@ -1,4 +1,4 @@
-//! Bad input gets a diagnostic, never a panic (DESIGN.md invariant 8): odd line breaks,
+//! Bad input gets a diagnostic, never a panic (docs/design.md, invariant 8): odd line breaks,
 //! non-ASCII text, and every input the fuzzers ever crashed on (`fuzz/findings/`).
 
 use std::path::Path;

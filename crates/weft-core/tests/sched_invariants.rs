@@ -1,5 +1,6 @@
-//! DESIGN.md's invariants as property tests on random policies and traces: conservation,
-//! per-flow order, work conservation, the shaping bound and strict priority.
+//! The invariants of docs/design.md as property tests on random policies and traces:
+//! conservation, per-flow order, work conservation, the shaping bound, strict priority, the
+//! fair-queuing bound and bounded memory under overload.
 
 mod common;
 
