@@ -66,7 +66,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::stats::{AfPacketBackend, AfPacketPort};
 
 const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
@@ -802,17 +804,31 @@ impl TxRing {
 
 impl PacketSocket {
     /// This socket's counters for `ctl stats` (`ports`).
-    pub fn counters_json(&self) -> Value {
+    pub fn port_stats(&self) -> AfPacketPort {
         let c = self.tx_counters();
         let (kernel_rx, kernel_drops) = self.kernel_stats();
-        json!({
-            "iface": self.name, "backend": "af-packet", "rx_truncated": self.truncated,
-            "rx_kernel_seen": kernel_rx, "rx_kernel_drops": kernel_drops,
-            "rx_csum_completed": self.csum_completed, "rx_csum_dropped": self.csum_dropped,
-            "tx_frames": c.frames, "tx_oversize": c.oversize, "tx_ring_full": c.ring_full,
-            "kicks": c.kicks, "kick_again": c.kick_again, "kick_errors": c.kick_errors,
-            "tx_kick_short": c.kick_short, "tx_skipped_bytes": c.skipped_bytes,
-        })
+        AfPacketPort {
+            iface: self.name.clone(),
+            backend: AfPacketBackend::AfPacket,
+            rx_truncated: self.truncated,
+            rx_kernel_seen: kernel_rx,
+            rx_kernel_drops: kernel_drops,
+            rx_csum_completed: self.csum_completed,
+            rx_csum_dropped: self.csum_dropped,
+            tx_frames: c.frames,
+            tx_oversize: c.oversize,
+            tx_ring_full: c.ring_full,
+            kicks: c.kicks,
+            kick_again: c.kick_again,
+            kick_errors: c.kick_errors,
+            tx_kick_short: c.kick_short,
+            tx_skipped_bytes: c.skipped_bytes,
+        }
+    }
+
+    /// [`Self::port_stats`] as JSON.
+    pub fn counters_json(&self) -> Value {
+        serde_json::to_value(self.port_stats()).unwrap_or_default()
     }
 
     /// The kernel's receive counters for this socket since it opened: frames it offered the

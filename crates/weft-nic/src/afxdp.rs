@@ -66,7 +66,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::stats::{AfXdpBackend, AfXdpPort, PortStats, XdpKernelStats};
 
 use crate::dataplane::Port;
 
@@ -1194,8 +1196,8 @@ impl XdpPort {
     }
 
     /// The port's counters and the kernel's per-socket statistics (`XDP_STATISTICS`),
-    /// summed over queues.
-    pub fn counters_json(&self) -> Value {
+    /// summed over queues (`ctl stats`, `ports`).
+    pub fn port_stats(&self) -> AfXdpPort {
         let mut rx = RxCounters::default();
         let mut k = [0u64; 6];
         for q in &self.queues {
@@ -1217,18 +1219,37 @@ impl XdpPort {
             }
         }
         let t = self.queues[0].txs.borrow().c.clone();
-        json!({
-            "iface": self.name, "backend": "af-xdp", "queues": self.queues.len(),
-            "rx_frames": rx.frames, "rx_bytes": rx.bytes, "rx_bad_desc": rx.bad_desc,
-            "bad_index": rx.bad_index + t.bad_index,
-            "tx_frames": t.frames, "tx_completed": t.completed, "tx_no_frame": t.no_frame,
-            "tx_ring_full": t.ring_full, "tx_oversize": t.oversize,
-            "tx_bad_completion": t.bad_completion, "kicks": t.kicks, "kick_again": t.kick_again,
-            "kick_errors": t.kick_errors,
-            "kernel": {"rx_dropped": k[0], "rx_invalid_descs": k[1], "tx_invalid_descs": k[2],
-                "rx_ring_full": k[3], "rx_fill_ring_empty_descs": k[4],
-                "tx_ring_empty_descs": k[5]},
-        })
+        AfXdpPort {
+            iface: self.name.clone(),
+            backend: AfXdpBackend::AfXdp,
+            queues: self.queues.len() as u64,
+            rx_frames: rx.frames,
+            rx_bytes: rx.bytes,
+            rx_bad_desc: rx.bad_desc,
+            bad_index: rx.bad_index + t.bad_index,
+            tx_frames: t.frames,
+            tx_completed: t.completed,
+            tx_no_frame: t.no_frame,
+            tx_ring_full: t.ring_full,
+            tx_oversize: t.oversize,
+            tx_bad_completion: t.bad_completion,
+            kicks: t.kicks,
+            kick_again: t.kick_again,
+            kick_errors: t.kick_errors,
+            kernel: XdpKernelStats {
+                rx_dropped: k[0],
+                rx_invalid_descs: k[1],
+                tx_invalid_descs: k[2],
+                rx_ring_full: k[3],
+                rx_fill_ring_empty_descs: k[4],
+                tx_ring_empty_descs: k[5],
+            },
+        }
+    }
+
+    /// [`Self::port_stats`] as JSON.
+    pub fn counters_json(&self) -> Value {
+        serde_json::to_value(self.port_stats()).unwrap_or_default()
     }
 
     /// Frames posted for transmission and not yet completed by the kernel.
@@ -1267,8 +1288,8 @@ impl Port for XdpPort {
         Some(self.queues[0].fd.as_raw_fd())
     }
 
-    fn counters(&self) -> Value {
-        self.counters_json()
+    fn stats(&self) -> Option<PortStats> {
+        Some(PortStats::AfXdp(self.port_stats()))
     }
 }
 

@@ -82,6 +82,10 @@ use crate::afpacket::{PacketSocket, RingConfig};
 use crate::isolation::{
     fmt_mac, source_ip, Budget, Destination, Mac, MacTable, Prefix, SourceReject,
 };
+use crate::stats::{
+    DataplaneStats, NodeStats, PortStats, ShaperStats, Stats, TenantStats, TenantTiming,
+    TimingStats, TENANT_DROPS,
+};
 
 /// Where frames come from and go to: an AF_PACKET socket in production, memory in tests
 /// (so the loop's conservation and robustness are tested without root).
@@ -106,9 +110,15 @@ pub trait Port {
     fn link_up(&self) -> Option<bool> {
         None
     }
-    /// The port's own counters for `ctl stats` (`ports`), `Null` when it has none.
+    /// The port's own counters for `ctl stats` (`ports`), if it has any.
+    fn stats(&self) -> Option<PortStats> {
+        None
+    }
+    /// [`Port::stats`] as JSON, `Null` when it has none.
     fn counters(&self) -> Value {
-        Value::Null
+        self.stats()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -267,14 +277,14 @@ fn open_port(cfg: &Config, ifname: &str, ring: RingConfig) -> Result<Box<dyn Por
     }
 }
 
-fn port_counters(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Value {
-    let v: Vec<Value> = tenants
+/// The counters of the ports that have them, the tenants' then the uplink's.
+fn port_stats(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Vec<PortStats> {
+    tenants
         .iter()
-        .map(|p| p.counters())
-        .chain(std::iter::once(uplink.counters()))
-        .filter(|c| !c.is_null())
-        .collect();
-    Value::Array(v)
+        .map(|p| p.stats())
+        .chain(std::iter::once(uplink.stats()))
+        .flatten()
+        .collect()
 }
 
 /// Whether interface `name`'s link is up, from `/sys/class/net/NAME/operstate` (the
@@ -292,19 +302,6 @@ pub fn link_up(name: &str) -> Option<bool> {
     ))
 }
 
-/// The per-tenant drop reasons of `ctl stats` `tenants[i].drops`, in the order
-/// `State::tenant_drops` gives them.
-const TENANT_DROPS: [&str; 8] = [
-    "spoofed_source",
-    "group_source",
-    "unconfigured_source",
-    "mac_table_full",
-    "ip_source",
-    "no_queue",
-    "no_buffer",
-    "reverse_dropped",
-];
-
 /// How often the loop reads the uplink's link state, ps (100 ms).
 pub const LINK_CHECK_PS: u64 = 100_000_000_000;
 
@@ -321,8 +318,8 @@ impl Port for PacketSocket {
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(self.fd())
     }
-    fn counters(&self) -> Value {
-        self.counters_json()
+    fn stats(&self) -> Option<PortStats> {
+        Some(PortStats::AfPacket(self.port_stats()))
     }
     fn link_up(&self) -> Option<bool> {
         link_up(&self.name)
@@ -595,23 +592,23 @@ impl Timing {
         }
     }
 
-    fn json(&self) -> Value {
-        let tenants: Vec<Value> = (0..self.rx_wait.len())
-            .map(|t| {
-                json!({"tenant": t + 1, "rx_wait": self.rx_wait[t].summary(),
-                    "queue": self.queue[t].summary(),
-                    "reverse_wait": self.reverse_wait[t].summary()})
-            })
-            .collect();
-        json!({
-            "busy_iteration": self.busy_iter.summary(),
-            "uplink_send": self.uplink_send.summary(),
-            "reverse_send": self.reverse_send.summary(),
-            "uplink_kick": self.uplink_kick.summary(),
-            "reverse_kick": self.reverse_kick.summary(),
-            "departure_late": self.departure_late.summary(),
-            "tenants": tenants,
-        })
+    fn stats(&self) -> TimingStats {
+        TimingStats {
+            busy_iteration: self.busy_iter.summary(),
+            uplink_send: self.uplink_send.summary(),
+            reverse_send: self.reverse_send.summary(),
+            uplink_kick: self.uplink_kick.summary(),
+            reverse_kick: self.reverse_kick.summary(),
+            departure_late: self.departure_late.summary(),
+            tenants: (0..self.rx_wait.len())
+                .map(|t| TenantTiming {
+                    tenant: t + 1,
+                    rx_wait: self.rx_wait[t].summary(),
+                    queue: self.queue[t].summary(),
+                    reverse_wait: self.reverse_wait[t].summary(),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -1327,13 +1324,12 @@ fn loop_ports(
         }
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
-            server.poll(|req, payload| {
-                let mut v = st.handle(req, payload, now);
-                if req["cmd"] == "stats" {
-                    v["ports"] = port_counters(&tenants, &*uplink);
-                    add_dropped_connections(&mut v, server.dropped());
+            server.poll(|req, payload| match req["cmd"].as_str() {
+                Some("stats") => {
+                    let ports = port_stats(&tenants, &*uplink);
+                    answer(&st.stats(now, ports, server.dropped()))
                 }
-                v
+                _ => st.handle(req, payload, now),
             });
             if now >= next_sample_ps {
                 next_sample_ps = now + 1_000_000_000_000;
@@ -1372,17 +1368,14 @@ fn loop_ports(
             idle_iters = 0;
         }
     }
-    let mut v = st.stats(clock::now_ps());
-    v["ports"] = port_counters(&tenants, &*uplink);
-    add_dropped_connections(&mut v, server.dropped());
-    Ok(v)
+    let ports = port_stats(&tenants, &*uplink);
+    Ok(answer(&st.stats(clock::now_ps(), ports, server.dropped())))
 }
 
-/// The control and metrics connections closed unanswered, in the stats' `dataplane` section
-/// (`ctl_dropped`, `metrics_dropped`).
-fn add_dropped_connections(v: &mut Value, d: ctl::DroppedConnections) {
-    v["dataplane"]["ctl_dropped"] = d.ctl.into();
-    v["dataplane"]["metrics_dropped"] = d.metrics.into();
+/// `stats` as the JSON the control socket answers.
+fn answer(stats: &Stats) -> Value {
+    // Cannot fail: every map's keys are strings.
+    serde_json::to_value(stats).unwrap_or_default()
 }
 
 /// Adds a finished engine's node counters to `carried`, by node name, for the nodes `kept`
@@ -2332,11 +2325,11 @@ impl State {
                "warnings": warnings})
     }
 
-    /// Answers a control request; `payload`: what the control thread prepared for it (a
-    /// reload's [`Reloaded`]).
+    /// Answers a control request other than `stats` ([`State::stats`]: it needs the
+    /// ports); `payload`: what the control thread prepared for it (a reload's
+    /// [`Reloaded`]).
     fn handle(&mut self, req: &Value, payload: Option<ctl::Payload>, now: u64) -> Value {
         match req["cmd"].as_str() {
-            Some("stats") => self.stats(now),
             Some("reload") => match payload.and_then(|p| p.downcast::<Reloaded>().ok()) {
                 Some(r) => self.reload(*r, now),
                 None => {
@@ -2357,7 +2350,9 @@ impl State {
         }
     }
 
-    fn stats(&self, now: u64) -> Value {
+    /// The `ctl stats` answer, with the counters of the `ports` that have them and the
+    /// control connections closed unanswered (`dropped`).
+    fn stats(&self, now: u64, ports: Vec<PortStats>, dropped: ctl::DroppedConnections) -> Stats {
         let mut s = self.engine.stats();
         // Counters of the nodes this policy shares with earlier ones (by name): what their
         // engines counted, drained or still draining.
@@ -2389,27 +2384,28 @@ impl State {
         let (t0, b0) = &self.samples[0];
         let (t1, b1) = &self.samples[1];
         let dt = t1.saturating_sub(*t0).max(1) as f64 / 1e12;
-        let nodes: Vec<Value> = self
+        let nodes: Vec<NodeStats> = self
             .prog
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
                 let c = &s.nodes[i];
-                let drops: serde_json::Map<String, Value> = DropReason::ALL
-                    .iter()
-                    .map(|r| (r.name().to_string(), json!(c.drops[r.index()])))
-                    .collect();
                 let rate = (b1[i].saturating_sub(b0[i])) as f64 * 8.0 / dt;
-                json!({
-                    "id": i, "name": n.name, "type": n.algo.name(), "leaf": n.leaf.is_some(),
-                    "packets": c.packets, "bytes": c.bytes, "drops": drops,
-                    "rate_bps": if *t1 > *t0 { rate.round() } else { 0.0 },
-                })
+                NodeStats {
+                    id: i,
+                    name: n.name.clone(),
+                    algo: n.algo.name().to_string(),
+                    leaf: n.leaf.is_some(),
+                    packets: c.packets,
+                    bytes: c.bytes,
+                    drops: DropReason::ALL.map(|r| c.drops[r.index()]),
+                    rate_bps: if *t1 > *t0 { rate.round() } else { 0.0 },
+                }
             })
             .collect();
         let n = self.prog.nodes.len();
-        let shapers: Vec<Value> = self
+        let shapers: Vec<ShaperStats> = self
             .prog
             .shapers
             .iter()
@@ -2421,95 +2417,99 @@ impl State {
                     .get(&sh.name)
                     .copied()
                     .unwrap_or_default();
-                let (packets, bytes) = (packets + p0, bytes + b0_);
                 let rate = (b1[n + i].saturating_sub(b0[n + i])) as f64 * 8.0 / dt;
-                json!({
-                    "id": i, "name": sh.name, "limit_bps": sh.rate_bps,
-                    "burst_bytes": sh.burst_bytes, "packets": packets, "bytes": bytes,
-                    "rate_bps": if *t1 > *t0 { rate.round() } else { 0.0 },
-                })
+                ShaperStats {
+                    id: i,
+                    name: sh.name.clone(),
+                    limit_bps: sh.rate_bps,
+                    burst_bytes: sh.burst_bytes,
+                    packets: packets + p0,
+                    bytes: bytes + b0_,
+                    rate_bps: if *t1 > *t0 { rate.round() } else { 0.0 },
+                }
             })
             .collect();
-        let ic = self.iface.counters();
-        let rejects: serde_json::Map<String, Value> = iface::Reject::ALL
-            .iter()
-            .zip(ic.rejects)
-            .map(|(r, n)| (r.name().to_string(), json!(n)))
-            .collect();
-        let tenants: Vec<Value> = self
+        let tenants: Vec<TenantStats> = self
             .cfg
             .tenants
             .iter()
             .enumerate()
-            .map(|(i, (name, ifn))| {
-                let rejects: serde_json::Map<String, Value> = self
+            .map(|(i, (name, ifn))| TenantStats {
+                tenant: i + 1,
+                name: name.clone(),
+                iface: ifn.clone(),
+                rx_frames: self.c.rx_frames[i],
+                rx_bytes: self.c.rx_bytes[i],
+                drops: self.tenant_drops(i),
+                macs: self.macs.owned(i) as u64,
+                queues: self.queue_budget.used(i).into(),
+                buffers: self.buffer_budget.used(i).into(),
+                rejects: self
                     .iface
                     .driver_rejects(self.drivers[i])
-                    .map(|r| {
-                        iface::Reject::ALL
-                            .iter()
-                            .zip(r)
-                            .filter(|(_, &n)| n > 0)
-                            .map(|(k, &n)| (k.name().to_string(), json!(n)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let drops: serde_json::Map<String, Value> = TENANT_DROPS
-                    .iter()
-                    .zip(self.tenant_drops(i))
-                    .map(|(k, n)| (k.to_string(), json!(n)))
-                    .collect();
-                let c = &self.c;
-                json!({"tenant": i + 1, "name": name, "iface": ifn,
-                    "rx_frames": c.rx_frames[i], "rx_bytes": c.rx_bytes[i],
-                    "drops": drops, "macs": self.macs.owned(i),
-                    "queues": self.queue_budget.used(i), "buffers": self.buffer_budget.used(i),
-                    "rejects": rejects})
+                    .copied()
+                    .unwrap_or_default(),
             })
             .collect();
         let c = &self.c;
-        json!({
-            "ok": true,
-            "policy": self.prog.name,
-            "generation": self.generation,
-            "uptime_s": now.saturating_sub(self.started_ps) as f64 / 1e12,
-            "rate_bps": self.cfg.rate_bps,
-            "nodes": nodes,
-            "shapers": shapers,
-            "tenants": tenants,
-            "dataplane": {
-                "parse_errors": c.parse_errors, "oversize": c.oversize,
-                "no_buffer": c.tenant_no_buffer.iter().sum::<u64>(), "ring_full": c.ring_full,
-                "no_queue": c.tenant_no_queue.iter().sum::<u64>(), "unclassified": c.unclassified,
-                "engine_drops": c.engine_drops, "tx_frames": c.tx_frames, "tx_bytes": c.tx_bytes,
-                "tx_errors": c.tx_errors, "reverse_frames": c.reverse_frames,
-                "reverse_flooded": c.reverse_flooded, "reverse_unknown": c.reverse_unknown,
-                "reverse_dropped": c.reverse_dropped,
-                "source_rejected": c.source_rejects.iter().flatten().sum::<u64>()
-                    + c.ip_rejects.iter().sum::<u64>(),
-                "reverse_queued": self.rev.queues.iter().map(|q| q.len()).sum::<usize>(),
-                "reloads": c.reloads,
-                "queues_live": self.queues.len(), "queues_reclaimed": c.queues_reclaimed,
-                "class_moves": c.class_moves,
-                "uplink_up": self.uplink_down_since.is_none(),
-                "uplink_downs": c.uplink_downs,
-                "uplink_down_ms": c.uplink_down_ms + self.uplink_down_since
+        let dataplane = DataplaneStats {
+            parse_errors: c.parse_errors,
+            oversize: c.oversize,
+            no_buffer: c.tenant_no_buffer.iter().sum(),
+            ring_full: c.ring_full,
+            no_queue: c.tenant_no_queue.iter().sum(),
+            unclassified: c.unclassified,
+            engine_drops: c.engine_drops,
+            tx_frames: c.tx_frames,
+            tx_bytes: c.tx_bytes,
+            tx_errors: c.tx_errors,
+            reverse_frames: c.reverse_frames,
+            reverse_flooded: c.reverse_flooded,
+            reverse_unknown: c.reverse_unknown,
+            reverse_dropped: c.reverse_dropped,
+            source_rejected: c.source_rejects.iter().flatten().sum::<u64>()
+                + c.ip_rejects.iter().sum::<u64>(),
+            reverse_queued: self.rev.queues.iter().map(|q| q.len() as u64).sum(),
+            reloads: c.reloads,
+            queues_live: self.queues.len() as u64,
+            queues_reclaimed: c.queues_reclaimed,
+            class_moves: c.class_moves,
+            uplink_up: self.uplink_down_since.is_none(),
+            uplink_downs: c.uplink_downs,
+            uplink_down_ms: c.uplink_down_ms
+                + self
+                    .uplink_down_since
                     .map_or(0, |t| now.saturating_sub(t) / 1_000_000_000),
-                // Flows the engine forgot (`Engine::close_flow`) once no queue used them:
-                // reclaimed queues', and a moved flow's at its old leaf.
-                "flows_closed": self.engine_flows.closed, "engine_flows": self.engine.open_flows(),
-                "backlog": self.engine.backlog() + self.draining.iter().map(|e| e.engine.backlog()).sum::<usize>(),
-                "buffers_free": self.free.len(),
-                "reserved_queues": self.queue_budget.reserve(),
-                "reserved_buffers": self.buffer_budget.reserve(),
-            },
-            "timing": self.timing.json(),
-            "iface": {
-                "doorbell_writes": ic.doorbell_writes, "doorbell_entries": ic.doorbell_entries,
-                "posted": ic.posted, "fetched": ic.fetched, "sent": ic.sent,
-                "dropped": ic.dropped, "meta_updates": ic.meta_updates, "rejects": rejects,
-            },
-        })
+            // Flows the engine forgot (`Engine::close_flow`) once no queue used them:
+            // reclaimed queues', and a moved flow's at its old leaf.
+            flows_closed: self.engine_flows.closed,
+            engine_flows: self.engine.open_flows() as u64,
+            backlog: (self.engine.backlog()
+                + self
+                    .draining
+                    .iter()
+                    .map(|e| e.engine.backlog())
+                    .sum::<usize>()) as u64,
+            buffers_free: self.free.len() as u64,
+            reserved_queues: self.queue_budget.reserve().into(),
+            reserved_buffers: self.buffer_budget.reserve().into(),
+            ctl_dropped: dropped.ctl,
+            metrics_dropped: dropped.metrics,
+        };
+        Stats {
+            ok: true,
+            policy: self.prog.name.clone(),
+            generation: self.generation,
+            uptime_s: now.saturating_sub(self.started_ps) as f64 / 1e12,
+            rate_bps: self.cfg.rate_bps,
+            nodes,
+            shapers,
+            tenants,
+            dataplane,
+            timing: self.timing.stats(),
+            iface: self.iface.counters().clone(),
+            ports,
+        }
     }
 }
 

@@ -225,8 +225,9 @@ impl Default for Config {
     }
 }
 
-/// Counters of the interface (Loom Tables 1–2 count doorbell writes: PCIe writes).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Counters of the interface (Loom Tables 1–2 count doorbell writes: PCIe writes); also
+/// `ctl stats`' `iface` ([`crate::stats::Stats::iface`]), in this serde form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     /// Doorbell writes (batches), accepted or not.
     pub doorbell_writes: u64,
@@ -242,7 +243,9 @@ pub struct Counters {
     pub dropped: u64,
     /// Metadata updates accepted.
     pub meta_updates: u64,
-    /// Refusals by reason ([`Reject::ALL`] order).
+    /// Refusals by reason ([`Reject::ALL`] order), of every driver; answered as
+    /// `{reason: n}` with every reason.
+    #[serde(with = "crate::stats::reject_counts")]
     pub rejects: [u64; 12],
 }
 

@@ -12,6 +12,7 @@
 //!   XDP redirect program, the optional backend (`weft run --backend af-xdp`).
 //! * [`dataplane`]: the busy-polling loop: receive, post, doorbell, fetch, schedule, pace,
 //!   transmit, complete; live stats and reload over a Unix socket ([`ctl`]).
+//! * [`stats`]: the typed answer of `weft ctl stats`.
 //! * [`testbed`]: network namespaces, veth pairs, real applications, Linux HTB baselines.
 
 pub mod afpacket;
@@ -26,5 +27,6 @@ pub mod isolation;
 pub mod offload;
 pub mod parse;
 pub mod placement;
+pub mod stats;
 pub mod testbed;
 pub mod timing;

@@ -8,7 +8,7 @@
 //! true value; values above 2^36 ns (68 s) share the last bucket. Fixed size (272 counters),
 //! no allocation per record. Cost: a `leading_zeros`, a shift, an add.
 
-use serde_json::{json, Value};
+use crate::stats::HistSummary;
 
 const SUB: u32 = 3; // 2^3 sub-buckets per power of two
 const LINEAR: u64 = 16;
@@ -38,7 +38,8 @@ impl Default for Hist {
 
 impl std::fmt::Debug for Hist {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.summary())
+        let s = serde_json::to_string(&self.summary()).map_err(|_| std::fmt::Error)?;
+        f.write_str(&s)
     }
 }
 
@@ -106,18 +107,18 @@ impl Hist {
         *self = Hist::default();
     }
 
-    /// `{n, mean_us, p50_us, p90_us, p99_us, p999_us, max_us}`.
-    pub fn summary(&self) -> Value {
+    /// Its summary in microseconds (`ctl stats`' `timing`).
+    pub fn summary(&self) -> HistSummary {
         let us = |ns: u64| (ns as f64 / 100.0).round() / 10.0;
-        json!({
-            "n": self.n,
-            "mean_us": self.sum.checked_div(self.n).map_or(0.0, us),
-            "p50_us": us(self.quantile(0.5)),
-            "p90_us": us(self.quantile(0.9)),
-            "p99_us": us(self.quantile(0.99)),
-            "p999_us": us(self.quantile(0.999)),
-            "max_us": us(self.max),
-        })
+        HistSummary {
+            n: self.n,
+            mean_us: self.sum.checked_div(self.n).map_or(0.0, us),
+            p50_us: us(self.quantile(0.5)),
+            p90_us: us(self.quantile(0.9)),
+            p99_us: us(self.quantile(0.99)),
+            p999_us: us(self.quantile(0.999)),
+            max_us: us(self.max),
+        }
     }
 }
 
