@@ -50,9 +50,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 use weft_core::policy::parse::{self, Kind};
 use weft_core::policy::Rule;
+use weft_core::sched::DropReason;
+
+use crate::stats::{DataplaneStats, PortStats, Stats, TENANT_DROPS};
 
 /// Control connections served at once; more wait in a queue of [`CTL_QUEUE`] for one to end.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -1364,9 +1368,14 @@ fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
             let text = if stats["ok"] == false {
                 Err(stats["error"].as_str().unwrap_or("no stats").to_string())
             } else {
-                let text: Arc<str> = Arc::from(prometheus(&stats));
-                lock(&c.state).latest = Some((Instant::now(), text.clone()));
-                Ok(text)
+                match Stats::deserialize(&stats) {
+                    Ok(stats) => {
+                        let text: Arc<str> = Arc::from(prometheus(&stats));
+                        lock(&c.state).latest = Some((Instant::now(), text.clone()));
+                        Ok(text)
+                    }
+                    Err(e) => Err(format!("the dataplane's stats do not read: {e}")),
+                }
             };
             drop(asking);
             return text;
@@ -1506,70 +1515,158 @@ fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A gauge's value as the text format gets it: JSON's form of the number (`5.0`, `1e16`).
+fn gauge(x: f64) -> String {
+    serde_json::to_string(&x).unwrap_or_default()
+}
+
+/// The dataplane's counters exported as `weft_dataplane_NAME` (every number of
+/// [`DataplaneStats`]; `uplink_up` is a bool).
+fn dataplane_samples(d: &DataplaneStats) -> [(&'static str, u64); 30] {
+    [
+        ("parse_errors", d.parse_errors),
+        ("oversize", d.oversize),
+        ("no_buffer", d.no_buffer),
+        ("ring_full", d.ring_full),
+        ("no_queue", d.no_queue),
+        ("unclassified", d.unclassified),
+        ("engine_drops", d.engine_drops),
+        ("tx_frames", d.tx_frames),
+        ("tx_bytes", d.tx_bytes),
+        ("tx_errors", d.tx_errors),
+        ("reverse_frames", d.reverse_frames),
+        ("reverse_flooded", d.reverse_flooded),
+        ("reverse_unknown", d.reverse_unknown),
+        ("reverse_dropped", d.reverse_dropped),
+        ("source_rejected", d.source_rejected),
+        ("reverse_queued", d.reverse_queued),
+        ("reloads", d.reloads),
+        ("queues_live", d.queues_live),
+        ("queues_reclaimed", d.queues_reclaimed),
+        ("class_moves", d.class_moves),
+        ("uplink_downs", d.uplink_downs),
+        ("uplink_down_ms", d.uplink_down_ms),
+        ("flows_closed", d.flows_closed),
+        ("engine_flows", d.engine_flows),
+        ("backlog", d.backlog),
+        ("buffers_free", d.buffers_free),
+        ("reserved_queues", d.reserved_queues),
+        ("reserved_buffers", d.reserved_buffers),
+        ("ctl_dropped", d.ctl_dropped),
+        ("metrics_dropped", d.metrics_dropped),
+    ]
+}
+
+/// The interface's counters exported as `weft_iface_NAME` (its refusals by reason are not).
+fn iface_samples(i: &crate::iface::Counters) -> [(&'static str, u64); 7] {
+    [
+        ("doorbell_writes", i.doorbell_writes),
+        ("doorbell_entries", i.doorbell_entries),
+        ("posted", i.posted),
+        ("fetched", i.fetched),
+        ("sent", i.sent),
+        ("dropped", i.dropped),
+        ("meta_updates", i.meta_updates),
+    ]
+}
+
+/// A port's counters exported as `weft_port_NAME` (AF_XDP's kernel statistics are not).
+fn port_samples(p: &PortStats) -> Vec<(&'static str, u64)> {
+    match p {
+        PortStats::AfPacket(p) => vec![
+            ("rx_truncated", p.rx_truncated),
+            ("rx_kernel_seen", p.rx_kernel_seen),
+            ("rx_kernel_drops", p.rx_kernel_drops),
+            ("rx_csum_completed", p.rx_csum_completed),
+            ("rx_csum_dropped", p.rx_csum_dropped),
+            ("tx_frames", p.tx_frames),
+            ("tx_oversize", p.tx_oversize),
+            ("tx_ring_full", p.tx_ring_full),
+            ("kicks", p.kicks),
+            ("kick_again", p.kick_again),
+            ("kick_errors", p.kick_errors),
+            ("tx_kick_short", p.tx_kick_short),
+            ("tx_skipped_bytes", p.tx_skipped_bytes),
+        ],
+        PortStats::AfXdp(p) => vec![
+            ("queues", p.queues),
+            ("rx_frames", p.rx_frames),
+            ("rx_bytes", p.rx_bytes),
+            ("rx_bad_desc", p.rx_bad_desc),
+            ("bad_index", p.bad_index),
+            ("tx_frames", p.tx_frames),
+            ("tx_completed", p.tx_completed),
+            ("tx_no_frame", p.tx_no_frame),
+            ("tx_ring_full", p.tx_ring_full),
+            ("tx_oversize", p.tx_oversize),
+            ("tx_bad_completion", p.tx_bad_completion),
+            ("kicks", p.kicks),
+            ("kick_again", p.kick_again),
+            ("kick_errors", p.kick_errors),
+        ],
+    }
+}
+
 /// The stats answer in Prometheus text format.
-pub fn prometheus(stats: &Value) -> String {
+pub fn prometheus(stats: &Stats) -> String {
     let mut o = String::new();
     o += "# TYPE weft_node_packets_total counter\n# TYPE weft_node_bytes_total counter\n";
     o += "# TYPE weft_node_drops_total counter\n# TYPE weft_node_rate_bps gauge\n";
-    for n in stats["nodes"].as_array().into_iter().flatten() {
-        let name = label(n["name"].as_str().unwrap_or(""));
-        let l = format!("node=\"{name}\"");
-        o += &format!("weft_node_packets_total{{{l}}} {}\n", n["packets"]);
-        o += &format!("weft_node_bytes_total{{{l}}} {}\n", n["bytes"]);
-        o += &format!("weft_node_rate_bps{{{l}}} {}\n", n["rate_bps"]);
-        for (r, v) in n["drops"].as_object().into_iter().flatten() {
+    for n in &stats.nodes {
+        let l = format!("node=\"{}\"", label(&n.name));
+        o += &format!("weft_node_packets_total{{{l}}} {}\n", n.packets);
+        o += &format!("weft_node_bytes_total{{{l}}} {}\n", n.bytes);
+        o += &format!("weft_node_rate_bps{{{l}}} {}\n", gauge(n.rate_bps));
+        for (r, v) in DropReason::ALL.iter().zip(n.drops) {
+            let r = r.name();
             o += &format!("weft_node_drops_total{{{l},reason=\"{r}\"}} {v}\n");
         }
     }
     o += "# TYPE weft_shaper_packets_total counter\n# TYPE weft_shaper_bytes_total counter\n";
     o += "# TYPE weft_shaper_rate_bps gauge\n# TYPE weft_shaper_limit_bps gauge\n";
-    for c in stats["shapers"].as_array().into_iter().flatten() {
-        let l = format!("shaper=\"{}\"", label(c["name"].as_str().unwrap_or("")));
-        o += &format!("weft_shaper_packets_total{{{l}}} {}\n", c["packets"]);
-        o += &format!("weft_shaper_bytes_total{{{l}}} {}\n", c["bytes"]);
-        o += &format!("weft_shaper_rate_bps{{{l}}} {}\n", c["rate_bps"]);
-        o += &format!("weft_shaper_limit_bps{{{l}}} {}\n", c["limit_bps"]);
+    for c in &stats.shapers {
+        let l = format!("shaper=\"{}\"", label(&c.name));
+        o += &format!("weft_shaper_packets_total{{{l}}} {}\n", c.packets);
+        o += &format!("weft_shaper_bytes_total{{{l}}} {}\n", c.bytes);
+        o += &format!("weft_shaper_rate_bps{{{l}}} {}\n", gauge(c.rate_bps));
+        o += &format!("weft_shaper_limit_bps{{{l}}} {}\n", c.limit_bps);
     }
-    for (k, v) in stats["dataplane"].as_object().into_iter().flatten() {
-        if v.is_number() {
-            o += &format!("weft_dataplane_{k} {v}\n");
-        }
+    for (k, v) in dataplane_samples(&stats.dataplane) {
+        o += &format!("weft_dataplane_{k} {v}\n");
     }
-    for (k, v) in stats["iface"].as_object().into_iter().flatten() {
-        if v.is_number() {
-            o += &format!("weft_iface_{k} {v}\n");
-        }
+    for (k, v) in iface_samples(&stats.iface) {
+        o += &format!("weft_iface_{k} {v}\n");
     }
     // Per tenant: frames received, drops by reason, what it holds.
     o += "# TYPE weft_tenant_rx_frames_total counter\n# TYPE weft_tenant_rx_bytes_total counter\n";
     o += "# TYPE weft_tenant_drops_total counter\n";
-    for t in stats["tenants"].as_array().into_iter().flatten() {
+    for t in &stats.tenants {
         let l = format!(
             "tenant=\"{}\",iface=\"{}\"",
-            label(t["name"].as_str().unwrap_or("")),
-            label(t["iface"].as_str().unwrap_or(""))
+            label(&t.name),
+            label(&t.iface)
         );
-        o += &format!("weft_tenant_rx_frames_total{{{l}}} {}\n", t["rx_frames"]);
-        o += &format!("weft_tenant_rx_bytes_total{{{l}}} {}\n", t["rx_bytes"]);
-        for (r, v) in t["drops"].as_object().into_iter().flatten() {
+        o += &format!("weft_tenant_rx_frames_total{{{l}}} {}\n", t.rx_frames);
+        o += &format!("weft_tenant_rx_bytes_total{{{l}}} {}\n", t.rx_bytes);
+        for (r, v) in TENANT_DROPS.iter().zip(t.drops) {
             o += &format!(
                 "weft_tenant_drops_total{{{l},reason=\"{}\"}} {v}\n",
                 label(r)
             );
         }
-        for k in ["macs", "queues", "buffers"] {
-            if t[k].is_number() {
-                o += &format!("weft_tenant_{k}{{{l}}} {}\n", t[k]);
-            }
+        for (k, v) in [
+            ("macs", t.macs),
+            ("queues", t.queues),
+            ("buffers", t.buffers),
+        ] {
+            o += &format!("weft_tenant_{k}{{{l}}} {v}\n");
         }
     }
     // Per port: every counter the port reports (receive ring, transmit ring, kernel drops).
-    for p in stats["ports"].as_array().into_iter().flatten() {
-        let l = format!("iface=\"{}\"", label(p["iface"].as_str().unwrap_or("")));
-        for (k, v) in p.as_object().into_iter().flatten() {
-            if v.is_number() {
-                o += &format!("weft_port_{k}{{{l}}} {v}\n");
-            }
+    for p in &stats.ports {
+        let l = format!("iface=\"{}\"", label(p.iface()));
+        for (k, v) in port_samples(p) {
+            o += &format!("weft_port_{k}{{{l}}} {v}\n");
         }
     }
     o
@@ -1691,6 +1788,7 @@ pub const DEFAULT_SOCKET: &str = "/run/weft/weft.sock";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::{AfPacketPort, AfXdpPort, NodeStats, ShaperStats, TenantStats};
 
     fn nothing_to_prepare() -> Prepare {
         Arc::new(|_| Ok(None))
@@ -1977,7 +2075,19 @@ mod tests {
         });
         let start = Instant::now();
         while !client.is_finished() {
-            server.poll(|_, _| json!({"nodes": [{"name": "root", "packets": 3, "bytes": 300}]}));
+            server.poll(|_, _| {
+                serde_json::to_value(Stats {
+                    ok: true,
+                    nodes: vec![NodeStats {
+                        name: "root".into(),
+                        packets: 3,
+                        bytes: 300,
+                        ..NodeStats::default()
+                    }],
+                    ..Stats::default()
+                })
+                .unwrap()
+            });
             assert!(start.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -2014,11 +2124,18 @@ mod tests {
 
     #[test]
     fn prometheus_has_a_series_per_shaping_class() {
-        let stats = json!({
-            "nodes": [],
-            "shapers": [{"id": 0, "name": "dst\"2", "limit_bps": 10_000_000_000u64,
-                         "burst_bytes": 65536, "packets": 7, "bytes": 700, "rate_bps": 5.0}],
-        });
+        let stats = Stats {
+            shapers: vec![ShaperStats {
+                id: 0,
+                name: "dst\"2".into(),
+                limit_bps: 10_000_000_000,
+                burst_bytes: 65536,
+                packets: 7,
+                bytes: 700,
+                rate_bps: 5.0,
+            }],
+            ..Stats::default()
+        };
         let text = prometheus(&stats);
         for line in [
             r#"weft_shaper_packets_total{shaper="dst\"2"} 7"#,
@@ -2081,13 +2198,27 @@ mod tests {
 
     #[test]
     fn prometheus_has_series_per_tenant_and_port() {
-        let stats = json!({
-            "tenants": [{"tenant": 1, "name": "a\nb", "iface": "t1", "rx_frames": 9,
-                         "rx_bytes": 900, "drops": {"spoofed_source": 2, "no_queue": 1},
-                         "macs": 1, "queues": 3, "buffers": 4}],
-            "ports": [{"iface": "up", "backend": "af-packet", "rx_kernel_drops": 5,
-                       "tx_frames": 11}],
-        });
+        let stats = Stats {
+            tenants: vec![TenantStats {
+                tenant: 1,
+                name: "a\nb".into(),
+                iface: "t1".into(),
+                rx_frames: 9,
+                rx_bytes: 900,
+                drops: [2, 0, 0, 0, 0, 1, 0, 0],
+                macs: 1,
+                queues: 3,
+                buffers: 4,
+                ..TenantStats::default()
+            }],
+            ports: vec![PortStats::AfPacket(AfPacketPort {
+                iface: "up".into(),
+                rx_kernel_drops: 5,
+                tx_frames: 11,
+                ..AfPacketPort::default()
+            })],
+            ..Stats::default()
+        };
         let text = prometheus(&stats);
         for line in [
             r#"weft_tenant_rx_frames_total{tenant="a\nb",iface="t1"} 9"#,
@@ -2105,6 +2236,62 @@ mod tests {
             !text.contains("backend"),
             "a string is not a sample:\n{text}"
         );
+    }
+
+    /// Every number of the dataplane's, the interface's and each backend's port counters
+    /// is a sample, under its own name and with its value.
+    #[test]
+    fn prometheus_exports_every_counter() {
+        let mut stats = Stats::default();
+        let mut next = 0u64;
+        let mut count = |v: &mut serde_json::Value| {
+            for (_, n) in v.as_object_mut().unwrap() {
+                if n.is_u64() {
+                    next += 1;
+                    *n = next.into();
+                }
+            }
+        };
+        let mut d = serde_json::to_value(&stats.dataplane).unwrap();
+        count(&mut d);
+        stats.dataplane = serde_json::from_value(d.clone()).unwrap();
+        let mut i = serde_json::to_value(&stats.iface).unwrap();
+        count(&mut i);
+        stats.iface = serde_json::from_value(i.clone()).unwrap();
+        let mut ports = serde_json::json!([
+            PortStats::AfPacket(AfPacketPort {
+                iface: "p".into(),
+                ..AfPacketPort::default()
+            }),
+            PortStats::AfXdp(AfXdpPort {
+                iface: "x".into(),
+                ..AfXdpPort::default()
+            }),
+        ]);
+        for p in ports.as_array_mut().unwrap() {
+            count(p);
+        }
+        stats.ports = serde_json::from_value(ports.clone()).unwrap();
+        let text = prometheus(&stats);
+        let mut want = Vec::new();
+        for (prefix, v) in [("dataplane", &d), ("iface", &i)] {
+            for (k, n) in v.as_object().unwrap().iter().filter(|(_, n)| n.is_u64()) {
+                want.push(format!("weft_{prefix}_{k} {n}"));
+            }
+        }
+        for p in ports.as_array().unwrap() {
+            let l = format!("iface=\"{}\"", p["iface"].as_str().unwrap());
+            for (k, n) in p.as_object().unwrap().iter().filter(|(_, n)| n.is_u64()) {
+                want.push(format!("weft_port_{k}{{{l}}} {n}"));
+            }
+        }
+        assert!(want.len() > 60, "{want:?}");
+        for line in want {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
     }
 
     /// A second daemon cannot take over a running one's socket (the first could then never

@@ -1,6 +1,8 @@
 //! The answer to `weft ctl stats` (`{"cmd": "stats"}` on the control socket), typed: the
-//! dataplane builds a [`Stats`] and serializes it. The JSON is these types' serde form,
-//! field for field in declaration order; docs/dataplane.md's "`ctl stats` schema" lists it.
+//! dataplane builds a [`Stats`] and serializes it; the balance check
+//! ([`Stats::check_balance`]) and the Prometheus exporter ([`crate::ctl::prometheus`]) read
+//! its fields. The JSON is these types' serde form, field for field in declaration order;
+//! docs/dataplane.md's "`ctl stats` schema" lists it.
 //!
 //! Counters count since the daemon started (node and shaping-class counters are carried
 //! across reloads by name). Counts by reason are arrays in the reasons' counter order
@@ -390,6 +392,40 @@ pub struct XdpKernelStats {
     pub tx_ring_empty_descs: u64,
 }
 
+impl Stats {
+    /// The dataplane's conservation laws, on a snapshot taken at quiescence: every frame
+    /// received from a tenant was posted or dropped with a counted reason; every posted
+    /// descriptor was sent or dropped with a counted reason; every sent descriptor is a
+    /// transmitted frame. `Err` names the law that failed, with its figures.
+    pub fn check_balance(&self) -> Result<(), String> {
+        let rx: u64 = self.tenants.iter().map(|t| t.rx_frames).sum();
+        let d = &self.dataplane;
+        let ingress_drops = d.parse_errors
+            + d.oversize
+            + d.source_rejected
+            + d.no_buffer
+            + d.ring_full
+            + d.no_queue
+            + d.unclassified;
+        let i = &self.iface;
+        let (posted, sent, dropped, tx) = (i.posted, i.sent, i.dropped, d.tx_frames);
+        if rx != posted + ingress_drops {
+            return Err(format!(
+                "received {rx} != posted {posted} + ingress drops {ingress_drops}"
+            ));
+        }
+        if posted != sent + dropped {
+            return Err(format!(
+                "posted {posted} != sent {sent} + dropped {dropped}"
+            ));
+        }
+        if sent != tx {
+            return Err(format!("sent {sent} != transmitted frames {tx}"));
+        }
+        Ok(())
+    }
+}
+
 /// Writes `counts` as an object from each reason's name to its count, in order, leaving
 /// out the zeros when `nonzero`.
 fn write_counts<S: Serializer>(
@@ -551,5 +587,28 @@ mod tests {
         let back: Vec<PortStats> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, ports);
         assert_eq!(back[1].iface(), "up");
+    }
+
+    #[test]
+    fn check_balance_names_the_broken_law() {
+        let mut s = Stats {
+            tenants: vec![TenantStats::default(), TenantStats::default()],
+            ..Stats::default()
+        };
+        s.tenants[0].rx_frames = 10;
+        s.tenants[1].rx_frames = 5;
+        s.dataplane.parse_errors = 1;
+        s.dataplane.no_buffer = 2;
+        s.dataplane.tx_frames = 11;
+        (s.iface.posted, s.iface.sent, s.iface.dropped) = (12, 11, 1);
+        assert_eq!(s.check_balance(), Ok(()));
+        s.tenants[1].rx_frames = 6;
+        assert!(s.check_balance().unwrap_err().starts_with("received 16"));
+        s.tenants[1].rx_frames = 5;
+        s.iface.dropped = 0;
+        assert!(s.check_balance().unwrap_err().starts_with("posted 12"));
+        s.iface.dropped = 1;
+        s.dataplane.tx_frames = 10;
+        assert!(s.check_balance().unwrap_err().starts_with("sent 11"));
     }
 }
