@@ -893,7 +893,7 @@ const MAX_POLICY_BYTES_KEY: &str = "max_policy_bytes";
 /// on what was opened, with `O_NONBLOCK`: a FIFO cannot hold the open, whenever it replaced
 /// the file), at most the server's `--max-policy-bytes` for all of them together (a file
 /// attached at two points counts twice), and only files the request's client may read by
-/// their mode bits ([`may_read`], on what was opened too); [`ReloadReader::client_error`]
+/// their mode bits (`may_read`, on what was opened too); [`ReloadReader::client_error`]
 /// is the answer to a policy that does not compile.
 #[derive(Clone)]
 pub struct ReloadReader {
