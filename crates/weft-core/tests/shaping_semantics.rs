@@ -670,3 +670,39 @@ nodes:
         TOL_BPS,
     );
 }
+
+/// A 7.8 Gbit/s class shared by two children of weight 3 under `wfq` (64-byte and 576-byte
+/// packets), beside an unshaped child of weight 4, all backlogged: the class is limited by
+/// the link, not by its rate, and its children get 3000 each, the other 4000. (The random
+/// fluid check's seeds 8000217 and 9000191 are the cases where releasing a busy class's
+/// packets one at a time hid one of its children from the node.)
+#[test]
+fn a_class_with_tokens_to_spare_shows_the_node_above_all_its_children() {
+    let yaml = "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: root, type: wfq}
+  - {name: cls, type: shape, parent: root, rate: 7800mbit, burst: 48kb}
+  - {name: a, type: leaf, parent: cls, weight: 3, match: {tag: 1}}
+  - {name: b, type: leaf, parent: cls, weight: 3, match: {tag: 2}}
+  - {name: c, type: leaf, parent: root, weight: 4, match: {tag: 3}}
+";
+    let feeds = [
+        Feed::new("a", "tag=1", backlog(64)),
+        Feed::new("b", "tag=2", backlog(576)),
+        Feed::new("c", "tag=3", backlog(1500)),
+    ];
+    let runs = both(yaml, &feeds);
+    expect(
+        "a class shared by two children of a wfq node",
+        yaml,
+        &feeds,
+        &runs,
+        &[
+            ("a", Measure::Frame(0), 3000e6),
+            ("b", Measure::Frame(1), 3000e6),
+            ("c", Measure::Frame(2), 4000e6),
+        ],
+        TOL_BPS,
+    );
+}

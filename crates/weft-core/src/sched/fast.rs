@@ -314,7 +314,8 @@ struct ClassRt {
     state: u32,
 }
 
-/// [`ClassRt::state`]: a packet its queue released is in the tree, not yet popped.
+/// [`ClassRt::state`]: packets its queue released are in the tree, not yet popped (how many:
+/// `FastEngine::class_out`).
 const CLASS_OUT: u32 = 1 << 31;
 /// [`ClassRt::state`]: it has a live entry in the shaping queue.
 const CLASS_DUE: u32 = 1 << 30;
@@ -584,6 +585,9 @@ pub struct FastEngine {
     options: EngineOptions,
     /// Per shaping class: whether it nests with another ([`Program::nested_shapers`]).
     nested: Vec<bool>,
+    /// Per shaping class: how many packets its queue released are in the tree, not yet
+    /// popped ([`CLASS_OUT`] says whether any are).
+    class_out: Vec<u32>,
     /// When a node's entries are in a calendar ([`Self::with_calendar`]).
     calendar: CalendarUse,
 }
@@ -780,6 +784,7 @@ impl FastEngine {
             node_drops: FxHashMap::default(),
             options,
             nested: prog.nested_shapers(),
+            class_out: vec![0; prog.shapers.len()],
             calendar,
             prog,
         }
@@ -1765,8 +1770,7 @@ impl FastEngine {
     #[cold]
     #[inline(never)]
     fn schedule_held(&mut self, c: u32, now: u64) {
-        let out = self.classes[c as usize].state & CLASS_OUT != 0;
-        let want = self.class_front(c, false).filter(|_| !out).map(|slot| {
+        let want = self.class_front(c, false).map(|slot| {
             let wire = self.slots[slot as usize]
                 .bytes
                 .saturating_add(self.overhead);
@@ -1874,6 +1878,7 @@ impl FastEngine {
                 .unwrap_or_else(|| panic!("class {c}: due with an empty queue"));
             let st = &mut self.classes[c as usize].state;
             *st = (*st & !CLASS_DUE) | CLASS_OUT;
+            self.class_out[c as usize] += 1;
             let i = self.shaping[slot as usize]
                 .as_slice()
                 .iter()
@@ -2145,7 +2150,11 @@ impl FastEngine {
             if from != NO {
                 // Out of the tree: its releasing class may give out its next packet.
                 self.slots[slot as usize].from = NO;
-                self.classes[from as usize].state &= !CLASS_OUT;
+                let out = &mut self.class_out[from as usize];
+                *out -= 1;
+                if *out == 0 {
+                    self.classes[from as usize].state &= !CLASS_OUT;
+                }
             }
             if let Some((top, st)) = self.senic_bind(&s, slot, now) {
                 self.defer_senic(slot, top, st);

@@ -41,7 +41,8 @@
 //! A popped packet that a class lacks the tokens for, or that finds the class holding packets
 //! it has not released, waits in that class's queue (`ClassQueue`: a PIFO tree of its own
 //! with the packets' stored ranks); the shaping queue orders classes by when their first
-//! packet conforms and puts that packet alone back into the tree.
+//! packet conforms (its released packets' reservations counted) and puts that packet back into
+//! the tree.
 //!
 //! Virtual times carry [`FRAC`] fractional bits.
 
@@ -461,10 +462,14 @@ struct ClassQueue {
     last: HashMap<NodeId, u128>,
     /// Packets in `tree`.
     held: usize,
-    /// A packet this queue released is in the tree, not yet popped: the queue releases no
-    /// other until then, so the tree sees the class's packets one at a time, in the queue's
-    /// order.
-    out: bool,
+    /// Packets this queue released that are in the tree, not yet popped. The queue releases
+    /// its next packet once the class's tokens cover it on top of all the packets it has
+    /// released and not sent: a class saturated by its rate releases one packet at a time,
+    /// in its queue's order; one limited by the link (its tokens to spare) passes its
+    /// packets on as they come, and the nodes above it rank them as if it were unshaped.
+    /// (Released one at a time, the class hid all but one of its edges from a `wfq` node
+    /// above it, which then shared as if the class were one child.)
+    out: u32,
     /// Its entry in the shaping queue: (when its first packet's tokens are there, seq).
     due: Option<(u64, u64)>,
 }
@@ -886,7 +891,7 @@ impl ReferenceEngine {
     /// nodes of its path, as it is released into the tree: ranked at admission, a packet
     /// the queue moved ahead of others would carry a tag far ahead of the node's virtual
     /// time (the child was charged for everything queued behind it), and the class,
-    /// which releases one packet at a time, would stall behind it.
+    /// saturated and so releasing one packet at a time, would stall behind it.
     fn rank_fair(&mut self, slot: usize) {
         let h = self.slab[slot].as_ref().expect("held");
         let (leaf_node, bytes) = (h.leaf_node, h.pkt.bytes.saturating_add(self.overhead));
@@ -931,7 +936,7 @@ impl ReferenceEngine {
     /// its queue then queues behind them.
     fn class_busy(&self, c: u32) -> bool {
         let q = &self.classes[c as usize];
-        q.held > 0 || q.out || self.buckets[c as usize].reserved()
+        q.held > 0 || q.out > 0 || self.buckets[c as usize].reserved()
     }
 
     /// The shaping class that holds back a popped packet at `now`, if one does: the first on
@@ -1116,26 +1121,22 @@ impl ReferenceEngine {
 
     /// Gives class `c` a new entry in the shaping queue, for when the packet at the front of
     /// its queue conforms once the packets it has released are sent too (none while its
-    /// queue is empty or the last packet it released is in the tree), in place of its old
-    /// one.
+    /// queue is empty), in place of its old one.
     fn schedule(&mut self, c: u32, now: u64) {
         let q = &self.classes[c as usize];
         if q.held == 0 && q.due.is_none() {
             return;
         }
-        let want = self
-            .class_head(c)
-            .filter(|_| !self.classes[c as usize].out)
-            .map(|slot| {
-                let bytes = self.slab[slot]
-                    .as_ref()
-                    .expect("held")
-                    .pkt
-                    .bytes
-                    .saturating_add(self.overhead);
-                let b = &self.buckets[c as usize];
-                b.estimate_cost(b.cost(bytes), now)
-            });
+        let want = self.class_head(c).map(|slot| {
+            let bytes = self.slab[slot]
+                .as_ref()
+                .expect("held")
+                .pkt
+                .bytes
+                .saturating_add(self.overhead);
+            let b = &self.buckets[c as usize];
+            b.estimate_cost(b.cost(bytes), now)
+        });
         if let Some(old) = self.classes[c as usize].due {
             self.shaping_queue.remove(&old);
         }
@@ -1272,7 +1273,7 @@ impl ReferenceEngine {
             let (bytes, unranked) = (h.pkt.bytes.saturating_add(self.overhead), h.unranked);
             let b = &mut self.buckets[c as usize];
             b.reserve(bytes);
-            self.classes[c as usize].out = true;
+            self.classes[c as usize].out += 1;
             if unranked {
                 self.rank_fair(slot);
             }
@@ -1488,7 +1489,7 @@ impl Engine for ReferenceEngine {
             // Out of the tree: its releasing class may give out its next packet.
             let from = held.from.take();
             if let Some(c) = from {
-                self.classes[c as usize].out = false;
+                self.classes[c as usize].out -= 1;
             }
             let held = self.slab[slot].as_ref().expect("popped a held packet");
             let (senic, shaping, out) = (held.senic.clone(), held.shaping, held.out);
