@@ -9,6 +9,8 @@
 //! [`ctl::Server`] with a loop of their own. Bounds are seconds, not margins: every wait is
 //! for an answer that comes at once when the code is right.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -18,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use common::TempDir;
 use serde_json::{json, Value};
 use weft_core::policy::LoadOptions;
 use weft_nic::afpacket::RingVersion;
@@ -37,24 +40,6 @@ impl Port for Idle {
 }
 
 const POLICY: &str = "weft: 1\nname: two\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, match: {tenant: 1}}\n  - {name: b, type: leaf, parent: root, weight: 2, match: {tenant: 2}}\n";
-
-/// A directory of the test's own, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("weft-ctlh-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The dataplane loop over idle ports, with its control socket (and metrics endpoint) in a
 /// directory of its own; stopped, joined and cleaned up on drop.

@@ -12,11 +12,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{ip, Ns};
+use common::{ip, Ns, TempDir};
 use weft_core::policy::LoadOptions;
 use weft_nic::afpacket::{PacketSocket, RingConfig, RingVersion};
 use weft_nic::dataplane::{self, Port};
@@ -41,24 +41,6 @@ fn udp(up: bool, sport: u16, payload: usize) -> Vec<u8> {
     let mut v = Vec::new();
     b.write(&mut v, &vec![0x5a; payload]).unwrap();
     v
-}
-
-/// A directory of the test's own, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("weft-schema-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The answer line to `{"cmd":"stats"}` on `sock`, as the daemon wrote it (without its

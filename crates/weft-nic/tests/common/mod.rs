@@ -1,8 +1,28 @@
-//! What the namespace tests share (`tests/afxdp.rs`, `tests/afpacket.rs`): a namespace with
-//! a veth pair `xa` (two receive queues) ↔ `xb`, deleted on drop; numbered test frames.
+//! What the integration tests share: a namespace with a veth pair `xa` (two receive queues)
+//! ↔ `xb`, deleted on drop; numbered test frames; a temporary directory of the test's own.
 #![allow(dead_code)] // each test crate uses its own subset
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+/// A directory of the test's own (`weft-TAG-PID` in the temporary directory), removed on
+/// drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("weft-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Test frames carry a local experimental EtherType, so stray frames (none are expected:
 /// IPv6 is off in the namespace) cannot be mistaken for them.
