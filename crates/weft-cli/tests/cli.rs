@@ -1738,7 +1738,8 @@ fn replay_warns_of_matched_fields_the_trace_lacks() {
 
 /// Streaming: a 200,000-row trace under load (30 of 40 Gbit/s offered) replays with the
 /// scheduler holding a handful of packets at a time, i.e. rows are read as time reaches them,
-/// not all up front. (Memory at 10 M rows: docs/scheduling.md, "Replay at scale".)
+/// not all up front. (Memory at 10 M rows:
+/// docs/perf/2026-11-24-replay-at-scale.md.)
 #[test]
 fn replay_streams_with_backlog_bounded_by_occupancy() {
     let dir = std::env::temp_dir().join(format!("weft-stream-{}", std::process::id()));

@@ -37,7 +37,8 @@
 //!   group of ties and before the next. Such a push stops walking after 32 entries and goes
 //!   to the heap, so a push costs at most a short walk and a heap push, however the ranks
 //!   bunch (a 50,000-class node holding 200,000 entries runs as fast as on the heap alone,
-//!   and 8 times faster than with unbounded walks on 4,096 buckets: docs/scheduling.md).
+//!   and 8 times faster than with unbounded walks on 4,096 buckets:
+//!   docs/perf/2026-11-24-calendar-queues.md, "Deep nodes").
 //!
 //! Invariants (every bucketed entry lies in its bucket's range of the window; a bucket's list
 //! is sorted; a bucket's bit, a word's and a group's are set exactly when they hold entries)

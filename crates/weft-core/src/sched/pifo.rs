@@ -333,7 +333,8 @@ pub(super) fn switch_for(children: usize, calendar: CalendarUse) -> Switch {
 
 impl Default for CalendarUse {
     /// 32 children and 32 heads (a 4-ary heap of 32 entries is three levels deep); back
-    /// below 8 entries. Measured (docs/scheduling.md, "Calendars from 32 heads"): a flat
+    /// below 8 entries. Measured (docs/perf/2026-11-24-calendar-queues.md, "Calendars from 32
+    /// heads"): a flat
     /// `wfq` node's packets take as long either way at 16 children, 15 % longer on a
     /// calendar at 4, and 5–11 % less at 48 to 256; Loom Fig. 1 at 64k flows 11–15 % less
     /// (while its `wfq` node of tenants could use a calendar: a `wfq` node now keeps a heap
