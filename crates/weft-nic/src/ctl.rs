@@ -56,7 +56,8 @@ use weft_core::policy::parse::{self, Kind};
 use weft_core::policy::Rule;
 use weft_core::sched::DropReason;
 
-use crate::stats::{DataplaneStats, PortStats, Stats, TENANT_DROPS};
+use crate::iface::Reject;
+use crate::stats::{DataplaneStats, PortStats, Stats, XdpKernelStats, TENANT_DROPS};
 
 /// Control connections served at once; more wait in a queue of [`CTL_QUEUE`] for one to end.
 pub const MAX_CONNECTIONS: usize = 16;
@@ -1557,7 +1558,8 @@ fn dataplane_samples(d: &DataplaneStats) -> [(&'static str, u64); 30] {
     ]
 }
 
-/// The interface's counters exported as `weft_iface_NAME` (its refusals by reason are not).
+/// The interface's counters exported as `weft_iface_NAME` (its refusals by reason are
+/// `weft_iface_rejects_total{reason=...}`).
 fn iface_samples(i: &crate::iface::Counters) -> [(&'static str, u64); 7] {
     [
         ("doorbell_writes", i.doorbell_writes),
@@ -1570,7 +1572,8 @@ fn iface_samples(i: &crate::iface::Counters) -> [(&'static str, u64); 7] {
     ]
 }
 
-/// A port's counters exported as `weft_port_NAME` (AF_XDP's kernel statistics are not).
+/// A port's counters exported as `weft_port_NAME` (AF_XDP's kernel statistics are
+/// [`xdp_kernel_samples`]).
 fn port_samples(p: &PortStats) -> Vec<(&'static str, u64)> {
     match p {
         PortStats::AfPacket(p) => vec![
@@ -1607,6 +1610,19 @@ fn port_samples(p: &PortStats) -> Vec<(&'static str, u64)> {
     }
 }
 
+/// An AF_XDP port's kernel statistics (its `kernel` section), exported as
+/// `weft_port_kernel_NAME_total{iface=...}`: counters, in `XDP_STATISTICS` order.
+fn xdp_kernel_samples(k: &XdpKernelStats) -> [(&'static str, u64); 6] {
+    [
+        ("rx_dropped", k.rx_dropped),
+        ("rx_invalid_descs", k.rx_invalid_descs),
+        ("tx_invalid_descs", k.tx_invalid_descs),
+        ("rx_ring_full", k.rx_ring_full),
+        ("rx_fill_ring_empty_descs", k.rx_fill_ring_empty_descs),
+        ("tx_ring_empty_descs", k.tx_ring_empty_descs),
+    ]
+}
+
 /// The stats answer in Prometheus text format.
 pub fn prometheus(stats: &Stats) -> String {
     let mut o = String::new();
@@ -1636,6 +1652,12 @@ pub fn prometheus(stats: &Stats) -> String {
     }
     for (k, v) in iface_samples(&stats.iface) {
         o += &format!("weft_iface_{k} {v}\n");
+    }
+    // The interface's refusals of every driver, by reason (every reason).
+    o += "# TYPE weft_iface_rejects_total counter\n";
+    for (r, v) in Reject::ALL.iter().zip(stats.iface.rejects) {
+        let r = label(r.name());
+        o += &format!("weft_iface_rejects_total{{reason=\"{r}\"}} {v}\n");
     }
     // Per tenant: frames received, drops by reason, what it holds.
     o += "# TYPE weft_tenant_rx_frames_total counter\n# TYPE weft_tenant_rx_bytes_total counter\n";
@@ -1667,6 +1689,26 @@ pub fn prometheus(stats: &Stats) -> String {
         let l = format!("iface=\"{}\"", label(p.iface()));
         for (k, v) in port_samples(p) {
             o += &format!("weft_port_{k}{{{l}}} {v}\n");
+        }
+    }
+    // Per AF_XDP port: the kernel's statistics of its sockets, each counter a series of its
+    // own, its lines together under one TYPE line.
+    let xdp: Vec<_> = stats
+        .ports
+        .iter()
+        .filter_map(|p| match p {
+            PortStats::AfXdp(p) => Some((label(&p.iface), xdp_kernel_samples(&p.kernel))),
+            PortStats::AfPacket(_) => None,
+        })
+        .collect();
+    for (i, (k, _)) in xdp_kernel_samples(&XdpKernelStats::default())
+        .into_iter()
+        .enumerate()
+    {
+        o += &format!("# TYPE weft_port_kernel_{k}_total counter\n");
+        for (iface, samples) in &xdp {
+            let v = samples[i].1;
+            o += &format!("weft_port_kernel_{k}_total{{iface=\"{iface}\"}} {v}\n");
         }
     }
     o
@@ -2198,7 +2240,7 @@ mod tests {
 
     #[test]
     fn prometheus_has_series_per_tenant_and_port() {
-        let stats = Stats {
+        let mut stats = Stats {
             tenants: vec![TenantStats {
                 tenant: 1,
                 name: "a\nb".into(),
@@ -2211,14 +2253,25 @@ mod tests {
                 buffers: 4,
                 ..TenantStats::default()
             }],
-            ports: vec![PortStats::AfPacket(AfPacketPort {
-                iface: "up".into(),
-                rx_kernel_drops: 5,
-                tx_frames: 11,
-                ..AfPacketPort::default()
-            })],
+            ports: vec![
+                PortStats::AfXdp(AfXdpPort {
+                    iface: "x\"y".into(),
+                    kernel: XdpKernelStats {
+                        rx_ring_full: 3,
+                        ..XdpKernelStats::default()
+                    },
+                    ..AfXdpPort::default()
+                }),
+                PortStats::AfPacket(AfPacketPort {
+                    iface: "up".into(),
+                    rx_kernel_drops: 5,
+                    tx_frames: 11,
+                    ..AfPacketPort::default()
+                }),
+            ],
             ..Stats::default()
         };
+        stats.iface.rejects[Reject::Busy as usize] = 4;
         let text = prometheus(&stats);
         for line in [
             r#"weft_tenant_rx_frames_total{tenant="a\nb",iface="t1"} 9"#,
@@ -2226,6 +2279,10 @@ mod tests {
             r#"weft_tenant_queues{tenant="a\nb",iface="t1"} 3"#,
             r#"weft_port_rx_kernel_drops{iface="up"} 5"#,
             r#"weft_port_tx_frames{iface="up"} 11"#,
+            r#"weft_port_kernel_rx_ring_full_total{iface="x\"y"} 3"#,
+            r#"weft_port_kernel_rx_dropped_total{iface="x\"y"} 0"#,
+            r#"weft_iface_rejects_total{reason="busy"} 4"#,
+            r#"weft_iface_rejects_total{reason="unknown_queue"} 0"#,
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -2236,27 +2293,35 @@ mod tests {
             !text.contains("backend"),
             "a string is not a sample:\n{text}"
         );
+        assert!(
+            !text.contains(r#"weft_port_kernel_rx_dropped_total{iface="up"}"#),
+            "an AF_PACKET port has no AF_XDP kernel statistics:\n{text}"
+        );
     }
 
     /// Every number of the dataplane's, the interface's and each backend's port counters
-    /// is a sample, under its own name and with its value.
+    /// is a sample, under its own name and with its value; so is every count of their
+    /// nested sections (the interface's refusals by reason, AF_XDP's kernel statistics),
+    /// under a counter's name with a TYPE line.
     #[test]
     fn prometheus_exports_every_counter() {
         let mut stats = Stats::default();
         let mut next = 0u64;
-        let mut count = |v: &mut serde_json::Value| {
+        fn count(v: &mut serde_json::Value, next: &mut u64) {
             for (_, n) in v.as_object_mut().unwrap() {
                 if n.is_u64() {
-                    next += 1;
-                    *n = next.into();
+                    *next += 1;
+                    *n = (*next).into();
+                } else if n.is_object() {
+                    count(n, next);
                 }
             }
-        };
+        }
         let mut d = serde_json::to_value(&stats.dataplane).unwrap();
-        count(&mut d);
+        count(&mut d, &mut next);
         stats.dataplane = serde_json::from_value(d.clone()).unwrap();
         let mut i = serde_json::to_value(&stats.iface).unwrap();
-        count(&mut i);
+        count(&mut i, &mut next);
         stats.iface = serde_json::from_value(i.clone()).unwrap();
         let mut ports = serde_json::json!([
             PortStats::AfPacket(AfPacketPort {
@@ -2269,28 +2334,68 @@ mod tests {
             }),
         ]);
         for p in ports.as_array_mut().unwrap() {
-            count(p);
+            count(p, &mut next);
         }
         stats.ports = serde_json::from_value(ports.clone()).unwrap();
         let text = prometheus(&stats);
         let mut want = Vec::new();
+        // A nested section's counts: under `name{labels,key="..."}` or
+        // `prefix_KEY_total{labels}`.
+        let nested = |section: &str, k: &str, n: &serde_json::Value, l: &str| match section {
+            "iface.rejects" => format!("weft_iface_rejects_total{{reason=\"{k}\"}} {n}"),
+            "port.kernel" => format!("weft_port_kernel_{k}_total{{{l}}} {n}"),
+            _ => panic!("{section} is a section of counters the exporter does not know"),
+        };
+        let mut sections = Vec::new();
         for (prefix, v) in [("dataplane", &d), ("iface", &i)] {
-            for (k, n) in v.as_object().unwrap().iter().filter(|(_, n)| n.is_u64()) {
-                want.push(format!("weft_{prefix}_{k} {n}"));
+            for (k, n) in v.as_object().unwrap() {
+                if n.is_u64() {
+                    want.push(format!("weft_{prefix}_{k} {n}"));
+                } else if let Some(m) = n.as_object() {
+                    sections.push(format!("{prefix}.{k}"));
+                    for (r, n) in m {
+                        want.push(nested(&format!("{prefix}.{k}"), r, n, ""));
+                    }
+                }
             }
         }
         for p in ports.as_array().unwrap() {
             let l = format!("iface=\"{}\"", p["iface"].as_str().unwrap());
-            for (k, n) in p.as_object().unwrap().iter().filter(|(_, n)| n.is_u64()) {
-                want.push(format!("weft_port_{k}{{{l}}} {n}"));
+            for (k, n) in p.as_object().unwrap() {
+                if n.is_u64() {
+                    want.push(format!("weft_port_{k}{{{l}}} {n}"));
+                } else if let Some(m) = n.as_object() {
+                    sections.push(format!("port.{k}"));
+                    for (r, n) in m {
+                        want.push(nested(&format!("port.{k}"), r, n, &l));
+                    }
+                }
             }
         }
-        assert!(want.len() > 60, "{want:?}");
+        assert_eq!(sections, ["iface.rejects", "port.kernel"]);
+        assert!(want.len() > 80, "{want:?}");
         for line in want {
             assert!(
                 text.lines().any(|l| l == line),
                 "{line} missing from:\n{text}"
             );
+        }
+        // Every `_total` series is a counter, declared once, before its samples.
+        let mut declared = HashSet::new();
+        for l in text.lines() {
+            if let Some(t) = l.strip_prefix("# TYPE ") {
+                let (name, kind) = t.split_once(' ').unwrap();
+                assert!(declared.insert(name), "{name} declared twice:\n{text}");
+                if name.ends_with("_total") {
+                    assert_eq!(kind, "counter", "{l}");
+                }
+            } else {
+                let name = &l[..l.find(['{', ' ']).unwrap()];
+                assert!(
+                    !name.ends_with("_total") || declared.contains(name),
+                    "{name} has no TYPE line before it:\n{text}"
+                );
+            }
         }
     }
 
