@@ -1416,7 +1416,7 @@ impl FastEngine {
                 }
                 Kind::Leaf => unreachable!("a leaf is never a parent"),
                 // Into a class's queue at admission: ranked at fair nodes when the class
-                // releases it (`rank_fair`).
+                // releases it (`rank_on_release`).
                 Kind::Wfq | Kind::Rr | Kind::Drr if seq.is_none() => 0,
                 _ => {
                     let off = if kind == Kind::Wfq {
@@ -1465,10 +1465,10 @@ impl FastEngine {
 
     /// Ranks the packet in `slot`, which its class's queue took at admission, at the
     /// `wfq`, `rr` and `drr` nodes of its path as the class releases it (the reference's
-    /// `rank_fair` says why).
+    /// `rank_on_release` says why).
     #[cold]
     #[inline(never)]
-    fn rank_fair(&mut self, slot: u32, now: u64) {
+    fn rank_on_release(&mut self, slot: u32, now: u64) {
         let base = slot as usize * self.stride;
         let s = self.slots[slot as usize];
         let wire = s.bytes.saturating_add(self.overhead);
@@ -1892,7 +1892,7 @@ impl FastEngine {
             let b = &mut self.classes[c as usize].b;
             b.reserve(wire);
             if unranked != 0 {
-                self.rank_fair(slot, now);
+                self.rank_on_release(slot, now);
             }
             self.push_entries(slot);
             self.purge_stale();

@@ -349,7 +349,7 @@ struct Held {
     /// The class whose queue released it into the tree, until it is popped.
     from: Option<u32>,
     /// It went into its class's queue at admission: its ranks at `wfq`, `rr` and `drr`
-    /// nodes are given when the class releases it (`ReferenceEngine::rank_fair`).
+    /// nodes are given when the class releases it (`ReferenceEngine::rank_on_release`).
     unranked: bool,
     /// `(senic node, S tag)` for every senic node on the path.
     senic: Vec<(NodeId, u128)>,
@@ -892,7 +892,7 @@ impl ReferenceEngine {
     /// the queue moved ahead of others would carry a tag far ahead of the node's virtual
     /// time (the child was charged for everything queued behind it), and the class,
     /// saturated and so releasing one packet at a time, would stall behind it.
-    fn rank_fair(&mut self, slot: usize) {
+    fn rank_on_release(&mut self, slot: usize) {
         let h = self.slab[slot].as_ref().expect("held");
         let (leaf_node, bytes) = (h.leaf_node, h.pkt.bytes.saturating_add(self.overhead));
         let mut ranks = h.ranks.clone();
@@ -1275,7 +1275,7 @@ impl ReferenceEngine {
             b.reserve(bytes);
             self.classes[c as usize].out += 1;
             if unranked {
-                self.rank_fair(slot);
+                self.rank_on_release(slot);
             }
             self.push_entries(slot);
         }
