@@ -2151,6 +2151,12 @@ impl FastEngine {
                 // Out of the tree: its releasing class may give out its next packet.
                 self.slots[slot as usize].from = NO;
                 let out = &mut self.class_out[from as usize];
+                debug_assert!(
+                    *out > 0 && self.classes[from as usize].state & CLASS_OUT != 0,
+                    "class {from}: slot {slot} popped as released with {} out, state {:#x}",
+                    *out,
+                    self.classes[from as usize].state
+                );
                 *out -= 1;
                 if *out == 0 {
                     self.classes[from as usize].state &= !CLASS_OUT;
