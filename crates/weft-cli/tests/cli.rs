@@ -258,6 +258,7 @@ fn a_small_burst_is_a_warning_and_exit_0() {
         .clone();
     let (rows, _) = json_lines(out);
     assert_eq!(rows[0]["warnings"], serde_json::json!([]));
+    let _ = fs::remove_dir_all(&dir);
 }
 
 /// A simulator scenario given where a policy goes: its missing version says what it is and

@@ -776,6 +776,7 @@ fn a_far_early_record_is_named_as_the_replays_origin() {
         replay_with(&dir, POLICY, &trace, "early1", &["--reorder-window", "1"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(summary["packets"], 11, "{summary}");
+    let _ = fs::remove_dir_all(&dir);
 }
 
 /// A pcapng interface whose link type weft does not read (here Wi-Fi, 105) beside an
