@@ -174,7 +174,7 @@ impl SlotList {
 /// [`PerChild`] in a few instructions. A priority update turns it into a [`PerChild`]
 /// (old entries keep their old rank, ordered before any later entry of equal rank).
 /// A child's position in priority order is kept in its own node record
-/// (fast.rs's `NodeRt::ffs_pos`), which a push has at hand.
+/// (`fast`'s `NodeRt::ffs_pos`), which a push has at hand.
 #[derive(Debug, Clone)]
 pub(super) struct Ffs {
     /// Per position: the child, its priority and its entries (one record: one bounds check).
@@ -195,7 +195,7 @@ pub(super) struct FfsChild {
 }
 
 impl Ffs {
-    /// One more entry of the child at position `p` (its `NodeRt::ffs_pos` in fast.rs; the
+    /// One more entry of the child at position `p` (its `NodeRt::ffs_pos` in `fast`; the
     /// entry's rank is the child's priority).
     #[inline(always)]
     pub(super) fn push(&mut self, p: u8) {
@@ -545,7 +545,7 @@ impl Pifo {
     }
 
     /// Pushes entry `(rank, seq)` of child or slot `v` for a packet of `bytes` wire bytes
-    /// (read by a `wfq` node only); `ffs_pos` is the child's `NodeRt::ffs_pos` in fast.rs
+    /// (read by a `wfq` node only); `ffs_pos` is the child's `NodeRt::ffs_pos` in `fast`
     /// (read by an [`Ffs`] node only).
     #[inline(always)]
     pub(super) fn push(&mut self, rank: Rank, seq: u64, v: u32, ffs_pos: u8, bytes: u32) {
@@ -627,7 +627,7 @@ impl Pifo {
 }
 
 /// What [`Pifo::pop`] took: the child node or the leaf's packet slot, with the entry's rank
-/// where a departure through this node may update the node (see fast.rs's `OnSend`): `PerChild`
+/// where a departure through this node may update the node (see `fast`'s `OnSend`): `PerChild`
 /// nodes (`rr`, `drr`, `senic`; `prio` after a priority update, which updates nothing),
 /// `wfq` nodes and fair leaves. `Ffs` (`prio`), `Sorted` (`fifo`), `Heap` (`lstf`, `edf`)
 /// and FIFO leaves never are, so the dequeue neither remembers their ranks nor visits them
