@@ -265,6 +265,35 @@ pub fn compile_str(path: &Path, text: &str, opts: &LoadOptions) -> Result<Progra
     Compiler::new(opts).compile(path.to_path_buf(), text.to_string())
 }
 
+/// The scheduling tree that passes 4-6 derive from the declarations (indices into them).
+struct Tree {
+    root: usize,
+    /// Each declaration's parents as written, shaping nodes included.
+    parents: Vec<Vec<usize>>,
+    /// The declarations from the root down, parents before children.
+    order: Vec<usize>,
+    /// Each declaration's scheduling parents through shaping nodes (one when valid).
+    sched_up: Vec<Option<Vec<usize>>>,
+    /// Each node's scheduling children, in declaration order.
+    sched_kids: Vec<Vec<usize>>,
+    /// Each node's position among its parent's scheduling children (the default priority).
+    kid_pos: Vec<u64>,
+    /// The scheduling nodes breadth-first: a node's id is its position here.
+    bfs: Vec<usize>,
+    id_of: Vec<u32>,
+    depth_of: Vec<u32>,
+    /// The shaping nodes in declaration order: a class's id is its position here.
+    shape_ids: Vec<usize>,
+    sid_of: Vec<u32>,
+}
+
+impl Tree {
+    /// The scheduling parent of declaration `v` (through shaping nodes).
+    fn sched_parent(&self, v: usize) -> Option<usize> {
+        self.sched_up[v].as_ref().and_then(|s| s.first().copied())
+    }
+}
+
 struct Compiler<'o> {
     opts: &'o LoadOptions,
     sources: Sources,
@@ -658,6 +687,8 @@ impl<'o> Compiler<'o> {
         }
     }
 
+    /// Builds the program from the spliced declarations, pass by pass (each pass's
+    /// diagnostics; a pass whose errors would mislead the next stops the build).
     fn build(&mut self, top: &Document, path: &Path) -> Option<Program> {
         let limits = self.limits(top);
         let mut link = Link::default();
@@ -707,7 +738,40 @@ impl<'o> Compiler<'o> {
             return None;
         }
 
-        // 1. Names.
+        let index = self.names(&decls);
+        let parents = self.parents(&decls, &index)?;
+        self.cycles(&decls, &parents)?;
+        let root = self.root(&decls, doc_span)?;
+        let up = self.scheduling_parents(&decls, &parents, root)?;
+        let t = self.number(&decls, parents, root, up, &limits);
+        self.check_keys(&decls, &t, &link);
+        self.check_senic(&decls, &t, &link);
+        self.check_shaping_depth(&decls, &t, &limits)?;
+        let (nodes, leaves, shapers) = self.program_nodes(&decls, &t, &link);
+        let tables = self.classifier_tables(&decls, &t, &nodes, shapers.len(), &limits)?;
+        let name = top
+            .name
+            .as_ref()
+            .map(|n| n.value.clone())
+            .unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        Some(Program {
+            name,
+            link,
+            limits,
+            nodes,
+            shapers,
+            leaves,
+            warnings: None,
+            tables,
+        })
+    }
+
+    /// Pass 1, names: each declared once (a duplicate is reported at its second place).
+    fn names<'d>(&mut self, decls: &'d [NodeDecl]) -> HashMap<&'d str, usize> {
         let mut index: HashMap<&str, usize> = HashMap::with_capacity(decls.len());
         for (i, d) in decls.iter().enumerate() {
             if let Some(&first) = index.get(d.name.value.as_str()) {
@@ -724,9 +788,17 @@ impl<'o> Compiler<'o> {
                 index.insert(&d.name.value, i);
             }
         }
-        let kind = |i: usize| decls[i].kind.value;
+        index
+    }
 
-        // 2. Parents.
+    /// Pass 2, parents: each names a node that can have children, once; only parallel
+    /// shaping nodes share a child. Each declaration's parents, as indices.
+    fn parents(
+        &mut self,
+        decls: &[NodeDecl],
+        index: &HashMap<&str, usize>,
+    ) -> Option<Vec<Vec<usize>>> {
+        let kind = |i: usize| decls[i].kind.value;
         let mut parents: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
         let mut parent_candidates: Option<Vec<&str>> = None;
         let mut suggested: HashMap<&str, Option<String>> = HashMap::new();
@@ -817,11 +889,11 @@ impl<'o> Compiler<'o> {
                 }
             }
         }
-        if !self.diags.is_empty() {
-            return None;
-        }
+        self.diags.is_empty().then_some(parents)
+    }
 
-        // 3. Cycles (iterative DFS over parent edges).
+    /// Pass 3, cycles: an iterative depth-first search over the parent edges.
+    fn cycles(&mut self, decls: &[NodeDecl], parents: &[Vec<usize>]) -> Option<()> {
         let mut color = vec![0u8; decls.len()]; // 0 new, 1 on stack, 2 done
         for start in 0..decls.len() {
             if color[start] != 0 {
@@ -867,11 +939,12 @@ impl<'o> Compiler<'o> {
                 }
             }
         }
-        if !self.diags.is_empty() {
-            return None;
-        }
+        self.diags.is_empty().then_some(())
+    }
 
-        // 4. Root.
+    /// Pass 4, the root: exactly one node without a parent, and not a shaping node.
+    fn root(&mut self, decls: &[NodeDecl], doc_span: Span) -> Option<usize> {
+        let kind = |i: usize| decls[i].kind.value;
         let roots: Vec<usize> = (0..decls.len())
             .filter(|&i| decls[i].parents.is_empty())
             .collect();
@@ -912,8 +985,20 @@ impl<'o> Compiler<'o> {
             );
             return None;
         }
+        Some(root)
+    }
 
-        // 5. Scheduling parent through shaping nodes (memoized; the graph is acyclic).
+    /// Pass 5, scheduling parents through shaping nodes (memoized; the graph is acyclic):
+    /// the declarations from the root down (parents first) and each one's scheduling
+    /// parents, one when the policy is valid.
+    #[allow(clippy::type_complexity)]
+    fn scheduling_parents(
+        &mut self,
+        decls: &[NodeDecl],
+        parents: &[Vec<usize>],
+        root: usize,
+    ) -> Option<(Vec<usize>, Vec<Option<Vec<usize>>>)> {
+        let kind = |i: usize| decls[i].kind.value;
         let mut sched_up: Vec<Option<Vec<usize>>> = vec![None; decls.len()];
         let mut order: Vec<usize> = Vec::new();
         {
@@ -991,13 +1076,22 @@ impl<'o> Compiler<'o> {
             }
             sched_up[v] = Some(set);
         }
-        if !self.diags.is_empty() {
-            return None;
-        }
+        self.diags.is_empty().then_some((order, sched_up))
+    }
+
+    /// Pass 6, numbering: scheduling children in declaration order, node ids breadth-first
+    /// (within the depth limit), shaping classes in declaration order.
+    fn number(
+        &mut self,
+        decls: &[NodeDecl],
+        parents: Vec<Vec<usize>>,
+        root: usize,
+        (order, sched_up): (Vec<usize>, Vec<Option<Vec<usize>>>),
+        limits: &Limits,
+    ) -> Tree {
+        let kind = |i: usize| decls[i].kind.value;
         let sched_parent =
             |v: usize| -> Option<usize> { sched_up[v].as_ref().and_then(|s| s.first().copied()) };
-
-        // 6. Scheduling children in declaration order; breadth-first numbering.
         let mut sched_kids: Vec<Vec<usize>> = vec![Vec::new(); decls.len()];
         // Each node's position among its parent's scheduling children (the default priority).
         let mut kid_pos: Vec<u64> = vec![0; decls.len()];
@@ -1055,8 +1149,27 @@ impl<'o> Compiler<'o> {
         for (k, &i) in shape_ids.iter().enumerate() {
             sid_of[i] = k as u32;
         }
+        Tree {
+            root,
+            parents,
+            order,
+            sched_up,
+            sched_kids,
+            kid_pos,
+            bfs,
+            id_of,
+            depth_of,
+            shape_ids,
+            sid_of,
+        }
+    }
 
-        // 7. Keys in their places.
+    /// Pass 7, keys in their places: each key on a node whose parent (or own type) reads
+    /// it, the keys a node needs, priorities on all children of a `prio` node or none.
+    fn check_keys(&mut self, decls: &[NodeDecl], t: &Tree, link: &Link) {
+        let kind = |i: usize| decls[i].kind.value;
+        let (root, sched_kids) = (t.root, &t.sched_kids);
+        let sched_parent = |v: usize| t.sched_parent(v);
         let mut priority_siblings: HashMap<usize, (usize, usize)> = HashMap::new(); // parent -> (with, without)
         for v in 0..decls.len() {
             let d = &decls[v];
@@ -1110,7 +1223,7 @@ impl<'o> Compiler<'o> {
                 }
             }
             if let Some(b) = d.burst.as_ref().filter(|_| k == Kind::Shape) {
-                let least = default_burst_bytes(&link);
+                let least = default_burst_bytes(link);
                 if b.value < least {
                     self.warnings.push(
                         Diagnostic::new(
@@ -1166,8 +1279,14 @@ impl<'o> Compiler<'o> {
                 );
             }
         }
+    }
 
-        // 8. SENIC's two-level form (SENIC §4.2).
+    /// Pass 8, SENIC's two-level form (SENIC §4.2): two levels at most, L1 rates within
+    /// their node's capacity.
+    fn check_senic(&mut self, decls: &[NodeDecl], t: &Tree, link: &Link) {
+        let kind = |i: usize| decls[i].kind.value;
+        let sched_kids = &t.sched_kids;
+        let sched_parent = |v: usize| t.sched_parent(v);
         for v in 0..decls.len() {
             if kind(v) != Kind::Senic {
                 continue;
@@ -1197,10 +1316,15 @@ impl<'o> Compiler<'o> {
                 }
             }
         }
+    }
 
-        // 9. Shaping depth per edge and per packet.
+    /// Pass 9, shaping depth per edge and per packet, within the limits.
+    fn check_shaping_depth(&mut self, decls: &[NodeDecl], t: &Tree, limits: &Limits) -> Option<()> {
+        let kind = |i: usize| decls[i].kind.value;
+        let (root, parents, order, bfs) = (t.root, &t.parents, &t.order, &t.bfs);
+        let sched_parent = |v: usize| t.sched_parent(v);
         let mut chain: Vec<u32> = vec![0; decls.len()]; // longest shaping chain above a node's edge
-        for &v in &order {
+        for &v in order {
             chain[v] = parents[v]
                 .iter()
                 .filter(|&&p| kind(p) == Kind::Shape)
@@ -1215,7 +1339,7 @@ impl<'o> Compiler<'o> {
             }
         }
         let mut path_shaping: Vec<u32> = vec![0; decls.len()];
-        for &v in &bfs {
+        for &v in bfs {
             let up = if v == root {
                 0
             } else {
@@ -1231,14 +1355,34 @@ impl<'o> Compiler<'o> {
                 );
             }
         }
-        if !self.diags.is_empty() {
-            return None;
-        }
+        self.diags.is_empty().then_some(())
+    }
 
-        // 10. The program.
+    /// Pass 10, the program's nodes (breadth-first) and shaping classes.
+    fn program_nodes(
+        &self,
+        decls: &[NodeDecl],
+        t: &Tree,
+        link: &Link,
+    ) -> (Vec<Node>, Vec<NodeId>, Vec<Shaper>) {
+        let kind = |i: usize| decls[i].kind.value;
+        let Tree {
+            root,
+            parents,
+            sched_kids,
+            kid_pos,
+            bfs,
+            id_of,
+            depth_of,
+            shape_ids,
+            sid_of,
+            ..
+        } = t;
+        let root = *root;
+        let sched_parent = |v: usize| t.sched_parent(v);
         let mut nodes: Vec<Node> = Vec::with_capacity(bfs.len());
         let mut leaves = Vec::new();
-        for &v in &bfs {
+        for &v in bfs {
             let d = &decls[v];
             let algo = match kind(v) {
                 Kind::Fifo => Algo::Fifo,
@@ -1343,7 +1487,7 @@ impl<'o> Compiler<'o> {
                     burst_bytes: d
                         .burst
                         .as_ref()
-                        .map_or(default_burst_bytes(&link), |b| b.value),
+                        .map_or(default_burst_bytes(link), |b| b.value),
                     matches: d
                         .matches
                         .as_ref()
@@ -1359,8 +1503,31 @@ impl<'o> Compiler<'o> {
                 }
             })
             .collect();
+        (nodes, leaves, shapers)
+    }
 
-        // 11. Classifier tables (first match in declaration order; shadowed rules refused).
+    /// Pass 11, classifier tables: children and shaping dispatch per node, first match in
+    /// declaration order; a rule shadowed by earlier ones, or unreachable under the
+    /// matches above it, is refused.
+    fn classifier_tables(
+        &mut self,
+        decls: &[NodeDecl],
+        t: &Tree,
+        nodes: &[Node],
+        shapers: usize,
+        limits: &Limits,
+    ) -> Option<Tables> {
+        let Tree {
+            root,
+            parents,
+            sched_kids,
+            bfs,
+            id_of,
+            shape_ids,
+            sid_of,
+            ..
+        } = t;
+        let root = *root;
         let shapes = limits.max_match_shapes as usize;
         let mut tables = Tables {
             dispatches: vec![Dispatch::default()],
@@ -1373,7 +1540,7 @@ impl<'o> Compiler<'o> {
                     shape_up: NO_ID,
                 })
                 .collect(),
-            shaper_dispatch: Vec::with_capacity(shapers.len()),
+            shaper_dispatch: Vec::with_capacity(shapers),
             nested_shaping: false,
             root_match: nodes
                 .first()
@@ -1406,7 +1573,7 @@ impl<'o> Compiler<'o> {
         // skips the levels without).
         let mut blocked_above: Vec<Option<usize>> = vec![None; decls.len()];
         let mut dead = vec![false; decls.len()];
-        for &v in &bfs {
+        for &v in bfs {
             let mut b = DispatchBuilder::new(shapes);
             for (k, &c) in sched_kids[v].iter().enumerate() {
                 let reported_before = self.diags.len();
@@ -1433,7 +1600,7 @@ impl<'o> Compiler<'o> {
                 if let Err(e) = b.add(&m, id_of[c]) {
                     let prior = |r: u32| sched_kids[v][r as usize];
                     self.match_error(
-                        &decls,
+                        decls,
                         c,
                         e,
                         prior,
@@ -1462,7 +1629,7 @@ impl<'o> Compiler<'o> {
                     blockers: &blockers,
                     blocked_above: &blocked_above,
                 };
-                if let Some(d) = shadowed_across_levels(&decls, &owns, &levels, c, &sc) {
+                if let Some(d) = shadowed_across_levels(decls, &owns, &levels, c, &sc) {
                     self.diags.push(d);
                     dead[c] = true;
                 }
@@ -1474,38 +1641,17 @@ impl<'o> Compiler<'o> {
             };
             let id = tables.intern(children);
             tables.hot[id_of[v] as usize].child_dispatch = id;
-            let shaping = self.shaping_dispatch(&decls, v, &parents[v], &sid_of, shapes);
+            let shaping = self.shaping_dispatch(decls, v, &parents[v], sid_of, shapes);
             let id = tables.intern(shaping);
             tables.hot[id_of[v] as usize].shape_dispatch = id;
         }
-        for &i in &shape_ids {
-            let shaping = self.shaping_dispatch(&decls, i, &parents[i], &sid_of, shapes);
+        for &i in shape_ids {
+            let shaping = self.shaping_dispatch(decls, i, &parents[i], sid_of, shapes);
             let id = tables.intern(shaping);
             tables.shaper_dispatch.push(id);
         }
         tables.link_shaping(|i| nodes[i].parent);
-        if !self.diags.is_empty() {
-            return None;
-        }
-        let name = top
-            .name
-            .as_ref()
-            .map(|n| n.value.clone())
-            .unwrap_or_else(|| {
-                path.file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            });
-        Some(Program {
-            name,
-            link,
-            limits,
-            nodes,
-            shapers,
-            leaves,
-            warnings: None,
-            tables,
-        })
+        self.diags.is_empty().then_some(tables)
     }
 
     fn shaping_dispatch(
