@@ -649,13 +649,11 @@ pub fn replay(
     .map_err(|e| discard(out, e))
 }
 
-fn run<E: Engine>(
-    mut engine: E,
-    prog: Arc<Program>,
-    trace: &Path,
-    out: &Path,
-    opts: Options,
-) -> Result<ReplaySummary, Error> {
+/// Opens the trace (a file, or standard input for `-`): a pcap/pcapng capture or a CSV
+/// trace, told apart by its first bytes, which the reader gets back (the trace is read
+/// once, so a pipe will do). Returns its name for messages, its size in bytes (0 when
+/// unknown) for progress, and the source of its rows.
+fn open_source(trace: &Path, opts: &Options) -> Result<(String, u64, Source), Error> {
     let (trace_name, mut file, size) = if is_stdin(trace) {
         ("<stdin>".to_string(), TraceFile::Stdin(std::io::stdin()), 0)
     } else {
@@ -664,8 +662,6 @@ fn run<E: Engine>(
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         (trace.display().to_string(), TraceFile::File(file), size)
     };
-    // The first bytes tell a capture from a CSV trace; the reader gets them back (the trace
-    // is read once, so a pipe will do).
     let mut head = Vec::with_capacity(4);
     (&mut file)
         .take(4)
@@ -680,7 +676,7 @@ fn run<E: Engine>(
     }
     let is_capture = capture::is_capture(&head);
     let input = std::io::Cursor::new(head).chain(file);
-    let mut source = if is_capture {
+    let source = if is_capture {
         Source::Capture(
             Capture::open(
                 trace_name.clone(),
@@ -721,6 +717,17 @@ fn run<E: Engine>(
             record: csv::StringRecord::new(),
         }
     };
+    Ok((trace_name, size, source))
+}
+
+fn run<E: Engine>(
+    mut engine: E,
+    prog: Arc<Program>,
+    trace: &Path,
+    out: &Path,
+    opts: Options,
+) -> Result<ReplaySummary, Error> {
+    let (trace_name, size, mut source) = open_source(trace, &opts)?;
     if let Some(w) = unmatched_fields(&prog, &source, !opts.tenants.is_empty(), &trace_name) {
         crate::out::errln!("warning: {w}");
     }
@@ -954,6 +961,157 @@ fn run<E: Engine>(
     let interfaces = capture.map(|c| c.interfaces());
     // The interfaces the summary lists, and what the rest add up to (`capture::listed`).
     let listed = interfaces.map(capture::listed);
+    capture_warnings(capture, &trace_name, &opts);
+    debug_assert!(
+        error.is_some() || paths.borrow().len() <= engine.backlog(),
+        "shaped packets neither sent nor dropped: {:?}",
+        paths.borrow().keys().take(8).collect::<Vec<_>>()
+    );
+    if let Some(p) = &progress {
+        p.finish(|p| progress_message(rows, p));
+    }
+    if let Some(e) = error {
+        return Err(Error::Input(e));
+    }
+    if rows == 0 {
+        // A header alone, an empty capture: the outputs are written, empty, but the likely
+        // cause is the wrong file (or a filter that kept nothing).
+        crate::out::errln!(
+            "warning: {trace_name} holds no packets ({}): the outputs are empty",
+            if matches!(source, Source::Capture(_)) {
+                "a capture without records"
+            } else {
+                "a header and no rows"
+            }
+        );
+    }
+    let (n, largest) = oversize.get();
+    if n > 0 {
+        crate::out::errln!(
+            "warning: {n} packets of {trace_name} are larger than the link's MTU ({} B; the \
+             largest {largest} B): replayed as single frames of their size (segmentation \
+             offload in a capture, or a `bytes` column in another unit?)",
+            prog.link.mtu_bytes
+        );
+    }
+    // An update after the last frame has left is applied to an idle scheduler: a time
+    // given in the wrong unit, most likely.
+    let late: Vec<&str> = opts
+        .updates
+        .iter()
+        .filter(|u| rows > 0 && u.at_ps > end_ps)
+        .map(|u| u.text.as_str())
+        .collect();
+    if !late.is_empty() {
+        crate::out::errln!(
+            "warning: --update {}: after the last frame left ({end_ps} ps on the trace's \
+             clock), so it changed nothing",
+            late.iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    check("departures.csv", deps.flush());
+    check("drops.csv", drops.flush());
+    if let Some((file, e)) = write_error {
+        return Err(cannot_write(&out.join(file), e));
+    }
+    let timeline =
+        timeline.unwrap_or_else(|| Timeline::new(series_names, first_t.get().unwrap_or(0)));
+    let (rate_svg, delay_svg) = timeline.charts(&prog.name);
+    for (name, text) in [
+        ("timeseries.csv", timeline.csv()),
+        ("throughput.svg", rate_svg),
+        ("delay.svg", delay_svg),
+    ] {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| cannot_write(&path, e))?;
+    }
+
+    let start_ps = first_t.get().unwrap_or(0);
+    let span_ps = end_ps.saturating_sub(start_ps);
+    let (leaves, nodes) = tree_figures(&prog, &engine.stats().nodes, &mut delay_ps, span_ps);
+    let shapers = shaper_figures(&prog, &through, &mut shaper_delay_ps, &opts, span_ps);
+    let head = json!({
+        "policy": prog.name,
+        "trace": trace_name,
+        "trace_format": trace_format,
+        "engine": opts.engine.name(),
+        "limited_fast_path": opts.engine_options.limited_fast_path,
+        "burst": opts.burst,
+        "link_bps": prog.link.rate_bps,
+        "packets": rows,
+        "sent": sent,
+        "dropped": dropped,
+        // The same drops by reason (every reason, zeros included).
+        "drops": DropReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), json!(dropped_by[r.index()])))
+            .collect::<Map<String, Value>>(),
+        // Packets the engine still held when the clock ran out (2^64 ps): a class too slow
+        // for its backlog. Packets = sent + dropped + held_at_end.
+        "held_at_end": engine.backlog(),
+        "first_arrival_ps": start_ps,
+        "end_ps": end_ps,
+        "span_ps": span_ps,
+        "duration_ps": end_ps,
+        "max_backlog_packets": max_backlog,
+        // `--update`s: when, what, and whether the engine took it.
+        "updates": opts.updates.iter().map(|u| json!({
+            "at_ps": u.at_ps,
+            "update": u.text,
+            "applied": !rejected.contains(&(u.at_ps, u.update)),
+        })).collect::<Vec<_>>(),
+        // Captures only: records earlier than one before them in the file; those of them
+        // further away than the reorder window, replayed at a later time than their
+        // timestamp; the record inside which the file ended (1-based), if it did.
+        "capture_out_of_order": capture.map(|c| c.out_of_order()),
+        "capture_reordered": capture.map(|c| c.reordered()),
+        "capture_truncated_at": capture.map(|c| c.truncated_at()),
+        // Captures only: its interfaces (at most 64: those with a tenant, then the busiest),
+        // each with its packet records and its tenant (`--tenant`); then what the interfaces
+        // not listed add up to.
+        "capture_interfaces": listed.as_ref().map(|(is, _)| is.iter().map(|i| json!({
+            "section": i.section,
+            "index": i.index,
+            "name": i.name,
+            "link_type": i.linktype,
+            "records": i.records,
+            "skipped": i.skipped,
+            "tenant": i.tenant,
+            "tenant_name": i.tenant.map(|t| &opts.tenants[t as usize - 1].0),
+        })).collect::<Vec<_>>()),
+        "capture_interfaces_unlisted": listed.as_ref().map(|(_, u)| json!({
+            "interfaces": u.interfaces,
+            "records": u.records,
+            "skipped": u.skipped,
+        })),
+        // How the `queueing_delay_ps` figures below were measured.
+        "queueing_delay_precision": delays::PRECISION,
+        // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
+        "timeline": {
+            "series": series_kind,
+            "window_ps": timeline.window_ps(),
+            "windows": timeline.windows(),
+        },
+    });
+    let summary = ReplaySummary {
+        head,
+        leaves,
+        nodes,
+        shapers,
+    };
+    let path = out.join("index.html");
+    std::fs::write(&path, index_html(&summary)).map_err(|e| cannot_write(&path, e))?;
+    Ok(summary)
+}
+
+/// What a capture's replay warns about on stderr: records out of order (a note when the
+/// reorder window put them back in order), a file that ends inside a record, interfaces of
+/// link types weft does not read, and `--tenant` interfaces the capture does not have.
+fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts: &Options) {
+    let interfaces = capture.map(|c| c.interfaces());
     if let Some(c) = capture {
         let window = match opts.reorder_window {
             1 => "1 record".to_string(),
@@ -1033,78 +1191,20 @@ fn run<E: Engine>(
             );
         }
     }
-    debug_assert!(
-        error.is_some() || paths.borrow().len() <= engine.backlog(),
-        "shaped packets neither sent nor dropped: {:?}",
-        paths.borrow().keys().take(8).collect::<Vec<_>>()
-    );
-    if let Some(p) = &progress {
-        p.finish(|p| progress_message(rows, p));
-    }
-    if let Some(e) = error {
-        return Err(Error::Input(e));
-    }
-    if rows == 0 {
-        // A header alone, an empty capture: the outputs are written, empty, but the likely
-        // cause is the wrong file (or a filter that kept nothing).
-        crate::out::errln!(
-            "warning: {trace_name} holds no packets ({}): the outputs are empty",
-            if matches!(source, Source::Capture(_)) {
-                "a capture without records"
-            } else {
-                "a header and no rows"
-            }
-        );
-    }
-    let (n, largest) = oversize.get();
-    if n > 0 {
-        crate::out::errln!(
-            "warning: {n} packets of {trace_name} are larger than the link's MTU ({} B; the \
-             largest {largest} B): replayed as single frames of their size (segmentation \
-             offload in a capture, or a `bytes` column in another unit?)",
-            prog.link.mtu_bytes
-        );
-    }
-    // An update after the last frame has left is applied to an idle scheduler: a time
-    // given in the wrong unit, most likely.
-    let late: Vec<&str> = opts
-        .updates
-        .iter()
-        .filter(|u| rows > 0 && u.at_ps > end_ps)
-        .map(|u| u.text.as_str())
-        .collect();
-    if !late.is_empty() {
-        crate::out::errln!(
-            "warning: --update {}: after the last frame left ({end_ps} ps on the trace's \
-             clock), so it changed nothing",
-            late.iter()
-                .map(|t| format!("`{t}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    check("departures.csv", deps.flush());
-    check("drops.csv", drops.flush());
-    if let Some((file, e)) = write_error {
-        return Err(cannot_write(&out.join(file), e));
-    }
-    let timeline =
-        timeline.unwrap_or_else(|| Timeline::new(series_names, first_t.get().unwrap_or(0)));
-    let (rate_svg, delay_svg) = timeline.charts(&prog.name);
-    for (name, text) in [
-        ("timeseries.csv", timeline.csv()),
-        ("throughput.svg", rate_svg),
-        ("delay.svg", delay_svg),
-    ] {
-        let path = out.join(name);
-        std::fs::write(&path, text).map_err(|e| cannot_write(&path, e))?;
-    }
+}
 
-    // Aggregate up the tree: node ids are breadth-first, so every parent precedes its
-    // children and one reverse pass folds each subtree into its root. A node's delay
-    // histogram is complete when the pass reaches it: it is read, added to its parent's and
-    // dropped, so only the histograms of nodes whose subtrees are part way through are held.
-    let counters = &engine.stats().nodes;
+/// Each leaf's and each inner node's figures: counters and queueing delays added up the
+/// tree, mean rates over `span_ps`. Node ids are breadth-first, so every parent precedes
+/// its children and one reverse pass folds each subtree into its root. A node's delay
+/// histogram is complete when the pass reaches it: it is read, added to its parent's and
+/// dropped, so only the histograms of nodes whose subtrees are part way through are held.
+#[allow(clippy::type_complexity)]
+fn tree_figures(
+    prog: &Program,
+    counters: &[Counters],
+    delay_ps: &mut Delays,
+    span_ps: u64,
+) -> (Vec<(String, NodeFigures)>, Vec<(String, NodeFigures)>) {
     let n_nodes = prog.nodes.len();
     let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
     let mut hist: Vec<Option<Series>> = (0..n_nodes).map(|_| None).collect();
@@ -1140,15 +1240,6 @@ fn run<E: Engine>(
             }
         }
     }
-    let start_ps = first_t.get().unwrap_or(0);
-    let span_ps = end_ps.saturating_sub(start_ps);
-    let mean_bps = |bytes: u64| {
-        if span_ps == 0 {
-            0
-        } else {
-            (bytes as u128 * 8 * 1_000_000_000_000 / span_ps as u128) as u64
-        }
-    };
     let figures = |n: usize| -> (String, NodeFigures) {
         let c = &agg[n];
         let f = NodeFigures {
@@ -1156,7 +1247,7 @@ fn run<E: Engine>(
             bytes: c.bytes,
             dropped: c.dropped(),
             drops: Drops(c.drops),
-            mean_bps: mean_bps(c.bytes),
+            mean_bps: mean_bps(c.bytes, span_ps),
             queueing_delay_ps: delays[n],
         };
         (prog.nodes[n].name.clone(), f)
@@ -1167,8 +1258,19 @@ fn run<E: Engine>(
         .filter(|&n| prog.nodes[n].leaf.is_none())
         .map(figures)
         .collect();
-    let shapers: Vec<(String, ShaperFigures)> = prog
-        .shapers
+    (leaves, nodes)
+}
+
+/// Each shaping class's figures: what passed it, its queueing delays, its bucket (and the
+/// bucket `--update` left at the end).
+fn shaper_figures(
+    prog: &Program,
+    through: &[Counters],
+    shaper_delay_ps: &mut Delays,
+    opts: &Options,
+    span_ps: u64,
+) -> Vec<(String, ShaperFigures)> {
+    prog.shapers
         .iter()
         .enumerate()
         .map(|(c, sh)| {
@@ -1187,86 +1289,23 @@ fn run<E: Engine>(
                 burst_bytes: sh.burst_bytes,
                 packets: t.packets,
                 bytes: t.bytes,
-                mean_bps: mean_bps(t.bytes),
+                mean_bps: mean_bps(t.bytes, span_ps),
                 queueing_delay_ps: shaper_delay_ps.take(c).map(|h| h.summary()),
                 rate_bps_at_end: at_end.map(|a| a.0),
                 burst_bytes_at_end: at_end.map(|a| a.1),
             };
             (sh.name.clone(), f)
         })
-        .collect();
-    let head = json!({
-        "policy": prog.name,
-        "trace": trace_name,
-        "trace_format": trace_format,
-        "engine": opts.engine.name(),
-        "limited_fast_path": opts.engine_options.limited_fast_path,
-        "burst": opts.burst,
-        "link_bps": prog.link.rate_bps,
-        "packets": rows,
-        "sent": sent,
-        "dropped": dropped,
-        // The same drops by reason (every reason, zeros included).
-        "drops": DropReason::ALL
-            .iter()
-            .map(|r| (r.name().to_string(), json!(dropped_by[r.index()])))
-            .collect::<Map<String, Value>>(),
-        // Packets the engine still held when the clock ran out (2^64 ps): a class too slow
-        // for its backlog. Packets = sent + dropped + held_at_end.
-        "held_at_end": engine.backlog(),
-        "first_arrival_ps": start_ps,
-        "end_ps": end_ps,
-        "span_ps": span_ps,
-        "duration_ps": end_ps,
-        "max_backlog_packets": max_backlog,
-        // `--update`s: when, what, and whether the engine took it.
-        "updates": opts.updates.iter().map(|u| json!({
-            "at_ps": u.at_ps,
-            "update": u.text,
-            "applied": !rejected.contains(&(u.at_ps, u.update)),
-        })).collect::<Vec<_>>(),
-        // Captures only: records earlier than one before them in the file; those of them
-        // further away than the reorder window, replayed at a later time than their
-        // timestamp; the record inside which the file ended (1-based), if it did.
-        "capture_out_of_order": capture.map(|c| c.out_of_order()),
-        "capture_reordered": capture.map(|c| c.reordered()),
-        "capture_truncated_at": capture.map(|c| c.truncated_at()),
-        // Captures only: its interfaces (at most 64: those with a tenant, then the busiest),
-        // each with its packet records and its tenant (`--tenant`); then what the interfaces
-        // not listed add up to.
-        "capture_interfaces": listed.as_ref().map(|(is, _)| is.iter().map(|i| json!({
-            "section": i.section,
-            "index": i.index,
-            "name": i.name,
-            "link_type": i.linktype,
-            "records": i.records,
-            "skipped": i.skipped,
-            "tenant": i.tenant,
-            "tenant_name": i.tenant.map(|t| &opts.tenants[t as usize - 1].0),
-        })).collect::<Vec<_>>()),
-        "capture_interfaces_unlisted": listed.as_ref().map(|(_, u)| json!({
-            "interfaces": u.interfaces,
-            "records": u.records,
-            "skipped": u.skipped,
-        })),
-        // How the `queueing_delay_ps` figures below were measured.
-        "queueing_delay_precision": delays::PRECISION,
-        // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
-        "timeline": {
-            "series": series_kind,
-            "window_ps": timeline.window_ps(),
-            "windows": timeline.windows(),
-        },
-    });
-    let summary = ReplaySummary {
-        head,
-        leaves,
-        nodes,
-        shapers,
-    };
-    let path = out.join("index.html");
-    std::fs::write(&path, index_html(&summary)).map_err(|e| cannot_write(&path, e))?;
-    Ok(summary)
+        .collect()
+}
+
+/// A mean rate, bit/s: `bytes` over `span_ps` (0 over an empty span).
+fn mean_bps(bytes: u64, span_ps: u64) -> u64 {
+    if span_ps == 0 {
+        0
+    } else {
+        (bytes as u128 * 8 * 1_000_000_000_000 / span_ps as u128) as u64
+    }
 }
 
 /// One `departures.csv` row: `depart_ps,id,leaf,flow,bytes`. The integers go through
