@@ -51,7 +51,7 @@
 //! exact calendar queue over 128-bit ranks with sequence-number ties.
 
 use super::heap::{HeapEntry, MinHeap};
-use super::reference::Rank;
+use super::shared::Rank;
 
 const NO: u32 = u32::MAX;
 

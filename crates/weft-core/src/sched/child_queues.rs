@@ -17,7 +17,7 @@
 //! intrusive list in a slab); the twin test below compares it with a `VecDeque` per child.
 
 use super::pool::{Linked, Pool, NIL};
-use super::reference::Rank;
+use super::shared::Rank;
 
 /// One entry: its rank as (low, high) 64-bit halves (a `u128` field would align the token
 /// to 16 bytes and grow it to 48), its sequence number, the wire bytes of the packet that

@@ -16,7 +16,7 @@
 //! O(log₄ n), pop O(log₄ n) levels of three comparisons; no allocation once the vector has
 //! grown to its peak.
 
-use super::reference::Rank;
+use super::shared::Rank;
 
 /// One entry: `rank = hi << 64 | lo`, its tie-breaking sequence number and its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

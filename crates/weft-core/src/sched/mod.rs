@@ -29,6 +29,7 @@ mod pifo;
 mod pool;
 pub mod reference;
 mod ring;
+mod shared;
 mod wfq;
 
 use crate::classifier::PacketMeta;

@@ -30,8 +30,8 @@ use super::buckets::BucketQueue;
 use super::child_queues::ChildQueues;
 use super::fast::NO;
 use super::heap::{HeapEntry, MinHeap};
-use super::reference::Rank;
 use super::ring::Ring;
+use super::shared::Rank;
 use super::wfq::WfqQueues;
 
 /// A PIFO entry: rank, global sequence number (tie break), payload (child node or slot).

@@ -43,7 +43,7 @@ use super::child_queues::ChildQueues;
 use super::fast::NO;
 use super::heap::{HeapEntry, MinHeap};
 use super::pifo::{Popped, Switch};
-use super::reference::{corrected, wfq_cost, Rank};
+use super::shared::{corrected, wfq_cost, Rank};
 
 /// [`WfqQueues::size`] of a node with no entries.
 const EMPTY: u32 = u32::MAX;
