@@ -26,16 +26,18 @@
 //! latency window) is drawn on a logarithmic axis of whole decades, from the smallest
 //! positive value to the largest: the models differ by orders of magnitude (Loom
 //! Fig. 10); a value at or below 0 sits on the floor and a note says how many do.
-//! Throughput and Jain are linear. Throughput is drawn per tenant, and per application
-//! (`tenant/app`) when a tenant has several (Loom Fig. 11's jobs); its y axis is shared by
-//! every model's chart of the kind, runs 5 % above the largest rate drawn in round ticks and
-//! a unit that reads (Gbit/s, Mbit/s, kbit/s), and includes the link rate, a dashed line,
-//! when the rates reach half of it; below that a note says the link is above the axis, so
-//! that low rates are not flat on the floor. A chart draws at most 32 lines (of more series
-//! the 32 with the largest totals) and names in its legend as many as fit (about 16), then
-//! says how many more there are, how many are not drawn, and the file with all of them.
-//! Lines take 10 colours, solid, then dashed, dotted and dash-dotted for the 11th to 40th,
-//! the legend drawn alike, so no two lines look the same.
+//! Throughput and Jain are linear; Jain's axis runs to 1.05 (ticks to 1), so that a model
+//! at exactly 1 is a line inside the plot, not hidden on its frame. Throughput is drawn per
+//! tenant, and per application (`tenant/app`) when a tenant has several (Loom Fig. 11's
+//! jobs); its y axis is shared by every model's chart of the kind, runs 5 % above the
+//! largest rate drawn in round ticks and a unit that reads (Gbit/s, Mbit/s, kbit/s), and
+//! includes the link rate, a dashed line, when the rates reach half of it; below that a
+//! note says the link is above the axis, so that low rates are not flat on the floor. A
+//! chart draws at most 32 lines (of more series the 32 with the largest totals) and names
+//! in its legend as many as fit (about 16), then says how many more there are, how many
+//! are not drawn, and the file with all of them. Lines take 10 colours, solid, then
+//! dashed, dotted and dash-dotted for the 11th to 40th, the legend drawn alike, so no two
+//! lines look the same.
 //!
 //! Files: [`OUTPUTS`], `throughput-MODEL.svg` per model and `throughput-apps-MODEL.svg` per
 //! model when a tenant has several applications; [`write()`] first removes those an
@@ -1048,10 +1050,24 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 .collect(),
         })
         .collect();
-    let jain_title = "Jain's index (throughput / ideal share, backlogged tenants)";
-    let jain_chart = if no_points(&jain_series) {
-        note_chart(
-            jain_title,
+    std::fs::write(dir.join("jain.svg"), jain_chart(&jain_series, dur_s))?;
+    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs, &app_figs))?;
+    Ok(sum)
+}
+
+/// The top of the Jain chart's y axis: 5 % above 1, the most the index can be, so that a
+/// model at exactly 1 (the policy held in every window) is drawn as a line inside the plot
+/// and not on its frame, where it was invisible.
+pub const JAIN_TOP: f64 = 1.05;
+
+/// The Jain chart of `series` (one per model: Jain's index per window, at the window's
+/// middle) over a run of `dur_s` seconds: y from 0 to [`JAIN_TOP`], ticks every 0.25 up to
+/// 1; without a point, a note saying why.
+pub fn jain_chart(series: &[Series], dur_s: f64) -> String {
+    let title = "Jain's index (throughput / ideal share, backlogged tenants)";
+    if no_points(series) {
+        return note_chart(
+            title,
             TIME_AXIS,
             "Jain",
             dur_s,
@@ -1061,24 +1077,21 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 "UDP application running), the tenants whose".into(),
                 "shares Jain's index compares.".into(),
             ],
-        )
-    } else {
-        chart(
-            jain_title,
-            TIME_AXIS,
-            "Jain",
-            &jain_series,
-            &Axes {
-                xmax: Some(dur_s),
-                ymax: Some(1.0),
-                data_file: Some("jain.csv"),
-                ..Axes::default()
-            },
-        )
-    };
-    std::fs::write(dir.join("jain.svg"), jain_chart)?;
-    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs, &app_figs))?;
-    Ok(sum)
+        );
+    }
+    chart(
+        title,
+        TIME_AXIS,
+        "Jain",
+        series,
+        &Axes {
+            xmax: Some(dur_s),
+            ymax: Some(JAIN_TOP),
+            ystep: Some(0.25),
+            data_file: Some("jain.csv"),
+            ..Axes::default()
+        },
+    )
 }
 
 /// The throughput of applications `apps` together per window, bit/s: over the window's

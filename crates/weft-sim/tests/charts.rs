@@ -470,3 +470,55 @@ fn lines_past_the_palette_differ_in_dash_and_legend() {
     assert!(legend.len() >= 12, "{legend:?}");
     assert_eq!(legend[..], paths[..legend.len()]);
 }
+
+/// A model at exactly 1 in every window (the policy held) was drawn on the plot's top
+/// edge, under the frame, and could not be seen. Jain's axis leaves room above 1: the line
+/// of a constant 1.0 lies strictly inside the plot, below its top and labelled 1 on the
+/// axis; a second model below it is drawn as before.
+#[test]
+fn a_jain_line_at_one_is_inside_the_plot() {
+    const PLOT_TOP: f64 = 28.0;
+    let series = [
+        Series {
+            name: "loom".into(),
+            points: (0..10).map(|w| (w as f64 * 0.1 + 0.05, 1.0)).collect(),
+        },
+        Series {
+            name: "mq".into(),
+            points: (0..10).map(|w| (w as f64 * 0.1 + 0.05, 0.5)).collect(),
+        },
+    ];
+    let svg = report::jain_chart(&series, 1.0);
+    let ls = lines(&svg);
+    assert_eq!(ls.len(), 2, "{svg}");
+    for &(x, y) in &ls[0] {
+        assert!(
+            x > PLOT_LEFT && x < PLOT_LEFT + PLOT_WIDTH,
+            "x {x} outside the plot: {svg}"
+        );
+        assert!(
+            y > PLOT_TOP + 5.0 && y < PLOT_BOTTOM,
+            "y {y} of Jain 1.0 not inside the plot (top {PLOT_TOP}): {svg}"
+        );
+    }
+    // 1 at 1/1.05 of the plot's height, where the axis's top label is.
+    let one = PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) / report::JAIN_TOP;
+    assert!(
+        ls[0].iter().all(|p| (p.1 - one).abs() < 0.06),
+        "{:?}",
+        ls[0]
+    );
+    let labels = y_labels(&svg);
+    assert_eq!(
+        labels.iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
+        ["0", "0.25", "0.5", "0.75", "1"],
+        "{svg}"
+    );
+    assert!((labels[4].0 - one).abs() < 0.06, "{labels:?}");
+    let half = PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) * 0.5 / report::JAIN_TOP;
+    assert!(
+        ls[1].iter().all(|p| (p.1 - half).abs() < 0.06),
+        "{:?}",
+        ls[1]
+    );
+}
