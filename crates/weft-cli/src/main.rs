@@ -234,7 +234,8 @@ enum Command {
     /// Writes OUT/summary.json (per model: jain_min, link_utilization, doorbell_writes_per_s,
     /// dma_reads_per_s; per tenant and application: mean_bps, share, ideal_share, rel_error,
     /// latency_us p50/p90/p99, drops; requests issued/completed/unfinished, or for bulk and
-    /// UDP applications packets sent/queued_at_end), timeseries.csv
+    /// UDP applications packets sent/queued_at_end; interdeparture_us mean/std/p99_abs_dev,
+    /// the jitter of an application's departures), timeseries.csv
     /// (window_start_s,nic,tenant,app,bytes), latency.csv, jain.csv, SVG plots (throughput
     /// per tenant, and per application when a tenant has several) and index.html, replacing
     /// an earlier report's files in OUT (only those); prints a table per model. Latency

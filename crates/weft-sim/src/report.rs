@@ -3,7 +3,10 @@
 //! `doorbell_writes_per_s`, `dma_reads_per_s`, CPU; per tenant and application: `mean_bps`,
 //! `share`, `ideal_share`, `rel_error`, `latency_us` {p50, p90, p99, each with `_at_least`,
 //! samples, unfinished}, `drops`; per request/response application `requests` {issued,
-//! completed, unfinished}, per bulk or UDP application `packets` {sent, queued_at_end}), tidy `timeseries.csv` (window_start_s, nic, tenant, app, bytes),
+//! completed, unfinished}, per bulk or UDP application `packets` {sent, queued_at_end}; per
+//! application that sent two packets or more, the jitter of its departures,
+//! `interdeparture_us` {mean, std, p99_abs_dev (the 99th percentile of |gap − mean|),
+//! gaps}), tidy `timeseries.csv` (window_start_s, nic, tenant, app, bytes),
 //! `latency.csv` and `jain.csv` per window, SVG line charts drawn here (no plotting
 //! dependency: a chart is a few dozen SVG elements; a chart with nothing to draw, such as
 //! latency without a request/response application, says so and why), and `index.html`
@@ -218,11 +221,15 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
                         "queued_at_end": r.app_queued[i],
                     });
                 }
+                // Jitter: the gaps between the application's consecutive departures.
                 let g = &r.app_gaps[i];
-                if let (Some(m), Some(sd)) = (g.mean_ps(), g.std_ps()) {
+                if let (Some(m), Some(sd), Some(dev)) =
+                    (g.mean_ps(), g.std_ps(), g.abs_dev_quantile_ps(0.99))
+                {
                     v["interdeparture_us"] = json!({
                         "mean": round(m / 1e6, 6),
                         "std": round(sd / 1e6, 6),
+                        "p99_abs_dev": round(dev / 1e6, 6),
                         "gaps": g.n,
                     });
                 }

@@ -1251,3 +1251,33 @@ fn loom_fig1_kvs_keeps_its_priority_under_a_saturated_destination_limit() {
         );
     }
 }
+
+/// SENIC Table 3 measures rate accuracy by the gaps between a class's departures: their
+/// mean, standard deviation and, as jitter, the 99th percentile of |gap − mean|. A class
+/// of 1 Gbit/s held to its rate sends its frames 12.16 µs apart, every one: no jitter, and
+/// exactly none (the gaps' buckets are 8 ns wide there). Poisson requests' responses depart
+/// irregularly: some jitter, at most the 10 σ that Chebyshev allows at the 99th percentile.
+#[test]
+fn interdeparture_jitter_is_in_the_summary() {
+    let jitter = |s: &serde_json::Value, m: &str, t: &str, a: &str| {
+        let g = &s["nics"][m]["tenants"][t]["apps"][a]["interdeparture_us"];
+        let keys: Vec<&str> = g.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(keys, ["mean", "std", "p99_abs_dev", "gaps"], "{m}");
+        let f = |k: &str| g[k].as_f64().unwrap_or_else(|| panic!("{m}: {k}: {g}"));
+        (f("mean"), f("std"), f("p99_abs_dev"), f("gaps"))
+    };
+    let mut sc = load("senic-table3-n1.yaml");
+    sc.set_duration(5_000_000_000).unwrap();
+    let s = summary(&sc, &[NicKind::Senic, NicKind::Loom]);
+    for m in ["senic", "loom"] {
+        assert_eq!(jitter(&s, m, "c0", "udp"), (12.16, 0.0, 0.0, 411.0), "{m}");
+    }
+    let mut sc = load("hierarchy.yaml");
+    sc.set_duration(5_000_000_000).unwrap();
+    let s = summary(&sc, &[NicKind::Loom]);
+    let (mean, std, p99, n) = jitter(&s, "loom", "A", "kv");
+    assert!(
+        n > 50.0 && mean > 0.0 && std > 0.0 && p99 > 0.0 && p99 <= 10.0 * std,
+        "{mean} {std} {p99} {n}"
+    );
+}
