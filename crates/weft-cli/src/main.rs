@@ -236,12 +236,14 @@ enum Command {
     /// latency_us p50/p90/p99, drops; requests issued/completed/unfinished, or for bulk and
     /// UDP applications packets sent/queued_at_end; interdeparture_us mean/std/p99_abs_dev,
     /// the jitter of an application's departures), timeseries.csv
-    /// (window_start_s,nic,tenant,app,bytes), latency.csv, jain.csv, SVG plots (throughput
-    /// per tenant, and per application when a tenant has several) and index.html, replacing
-    /// an earlier report's files in OUT (only those); prints a table per model. Latency
-    /// percentiles count every request that arrived (every packet written, for bulk and UDP
-    /// applications: write to wire), an unfinished one (a packet still queued) as its age at
-    /// the end: `≥` (`p90_at_least`) marks a lower bound.
+    /// (window_start_s,nic,tenant,app,bytes), latency.csv, latency-cdf.csv (every
+    /// application's latency distribution: nic,tenant,app,latency_us,fraction), jain.csv,
+    /// SVG plots (throughput per tenant, and per application when a tenant has several;
+    /// Jain's index; the headline latency per window and its CDF, on a log axis) and
+    /// index.html, replacing an earlier report's files in OUT (only those); prints a table
+    /// per model. Latency percentiles count every request that arrived (every packet
+    /// written, for bulk and UDP applications: write to wire), an unfinished one (a packet
+    /// still queued) as its age at the end: `≥` (`p90_at_least`) marks a lower bound.
     ///
     /// Examples:
     ///   weft sim examples/scenarios/loom-fig9.yaml

@@ -416,7 +416,7 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
         let pk: u64 = runs.iter().map(|r| r.packets).sum();
         let ev: u64 = runs.iter().map(|r| r.events).sum();
         crate::out::errln!(
-            "{pk} packets ({ev} events) simulated in {secs:.2} s; wrote {0}/summary.json, timeseries.csv, latency.csv, jain.csv, *.svg, index.html",
+            "{pk} packets ({ev} events) simulated in {secs:.2} s; wrote {0}/summary.json, timeseries.csv, latency.csv, latency-cdf.csv, jain.csv, *.svg, index.html",
             a.out.display()
         );
     }

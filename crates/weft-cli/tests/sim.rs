@@ -54,6 +54,8 @@ fn sim_writes_report_and_is_deterministic() {
         "jain.csv",
         "index.html",
         "latency.svg",
+        "latency-cdf.csv",
+        "latency-cdf.svg",
         "jain.svg",
         "throughput-loom.svg",
     ] {

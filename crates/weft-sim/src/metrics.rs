@@ -163,6 +163,26 @@ impl Latency {
         self.unfinished.merge(&o.unfinished);
     }
 
+    /// The empirical distribution over every sample, exact and lower bounds alike: per
+    /// histogram bucket holding any, in increasing order, its value (the bucket's middle,
+    /// ps) and the fraction of the samples at or below it; the last fraction is 1. Empty
+    /// without samples. An unfinished request counts at its age, so the true distribution
+    /// lies at or right of this one.
+    pub fn cdf(&self) -> Vec<(u64, f64)> {
+        let n = self.count();
+        let (d, u) = (&self.done.counts, &self.unfinished.counts);
+        let mut seen = 0u64;
+        let mut out = Vec::new();
+        for i in 0..d.len().max(u.len()) {
+            let c = d.get(i).copied().unwrap_or(0) + u.get(i).copied().unwrap_or(0);
+            if c > 0 {
+                seen += c;
+                out.push((Hist::value(i), seen as f64 / n as f64));
+            }
+        }
+        out
+    }
+
     /// The `q`-quantile (0..=1) over every sample, or `None` without samples: the rank-th
     /// smallest, a lower bound of the true quantile, which is at most the rank-th smallest
     /// completed sample; `at_least` unless that is in the same bucket or the next.
@@ -548,6 +568,19 @@ mod tests {
             })
         );
         assert_eq!(Latency::default().quantile(0.5), None);
+    }
+
+    /// The CDF counts every sample, finished or not, a point per bucket in use, ending at 1.
+    #[test]
+    fn latency_cdf_counts_every_sample() {
+        let mut l = Latency::default();
+        assert!(l.cdf().is_empty());
+        l.done.record(10);
+        l.done.record(10);
+        l.done.record(5_000_000);
+        l.unfinished.record(20);
+        let bucket = |v: u64| Hist::value(Hist::index(v));
+        assert_eq!(l.cdf(), [(10, 0.5), (20, 0.75), (bucket(5_000_000), 1.0)]);
     }
 
     #[test]

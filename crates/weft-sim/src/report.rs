@@ -7,10 +7,11 @@
 //! application that sent two packets or more, the jitter of its departures,
 //! `interdeparture_us` {mean, std, p99_abs_dev (the 99th percentile of |gap − mean|),
 //! gaps}), tidy `timeseries.csv` (window_start_s, nic, tenant, app, bytes),
-//! `latency.csv` and `jain.csv` per window, SVG line charts drawn here (no plotting
-//! dependency: a chart is a few dozen SVG elements; a chart with nothing to draw, such as
-//! latency without a request/response application, says so and why), and `index.html`
-//! setting the models side by side as the papers' figures do. Names and other text from the
+//! `latency.csv` and `jain.csv` per window, `latency-cdf.csv` (every application's latency
+//! distribution over the run: nic, tenant, app, latency_us, fraction), SVG line charts drawn
+//! here (no plotting dependency: a chart is a few dozen SVG elements; a chart with nothing
+//! to draw, such as latency without a request/response application, says so and why), and
+//! `index.html` setting the models side by side as the papers' figures do. Names and other text from the
 //! scenario are escaped in HTML and SVG.
 //!
 //! Request latency percentiles are over every request that arrived within the run, an
@@ -29,6 +30,9 @@
 //! latency window) is drawn on a logarithmic axis of whole decades, from the smallest
 //! positive value to the largest: the models differ by orders of magnitude (Loom
 //! Fig. 10); a value at or below 0 sits on the floor and a note says how many do.
+//! `latency-cdf.svg` draws the headline application's latency distribution per model,
+//! the fraction of samples at most x, x on a logarithmic axis likewise (a value at or
+//! below 0 on its left edge, a note saying how many) and y up to 1.05.
 //! Throughput and Jain are linear; Jain's axis runs to 1.05 (ticks to 1), so that a model
 //! at exactly 1 is a line inside the plot, not hidden on its frame. Throughput is drawn per
 //! tenant, and per application (`tenant/app`) when a tenant has several (Loom Fig. 11's
@@ -89,12 +93,14 @@ fn lat_json(h: &Latency) -> Value {
 
 /// The files a report writes besides `throughput-MODEL.svg` per model (and
 /// `throughput-apps-MODEL.svg` when a tenant has several applications).
-pub const OUTPUTS: [&str; 7] = [
+pub const OUTPUTS: [&str; 9] = [
     "summary.json",
     "timeseries.csv",
     "latency.csv",
+    "latency-cdf.csv",
     "jain.csv",
     "latency.svg",
+    "latency-cdf.svg",
     "jain.svg",
     "index.html",
 ];
@@ -378,6 +384,33 @@ pub fn latency_csv(sc: &Scenario, an: &[Analysed]) -> String {
     s
 }
 
+/// The distribution of every application's latency over the run (request/response:
+/// request to last byte of the response, the request completion time; bulk and UDP: packet
+/// delay, write to wire), tidy: `nic,tenant,app,latency_us,fraction`, a row per histogram
+/// bucket in use ([`Latency::cdf`]): `fraction` of the application's samples are at most
+/// `latency_us` (the bucket's middle, within 3.2 %). Unfinished requests and packets still
+/// queued count at their age at the end, as in the percentiles: where there are any, the
+/// true curve lies at or right of this one. Applications without a sample have no rows.
+pub fn latency_cdf_csv(sc: &Scenario, an: &[Analysed]) -> String {
+    let mut s = String::from("nic,tenant,app,latency_us,fraction\n");
+    for a in an {
+        for (i, app) in sc.apps.iter().enumerate() {
+            for (v, f) in a.run.app_latency[i].cdf() {
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{}",
+                    a.run.kind.name(),
+                    sc.tenants[app.tenant].name,
+                    app.name,
+                    round(v as f64 / 1e6, 4),
+                    round(f, 6)
+                );
+            }
+        }
+    }
+    s
+}
+
 /// Jain's index per window: `window_start_s,nic,jain,backlogged_tenants`.
 pub fn jain_csv(sc: &Scenario, an: &[Analysed]) -> String {
     let mut s = String::from("window_start_s,nic,jain,backlogged_tenants\n");
@@ -535,8 +568,12 @@ fn chart_head(s: &mut String, title: &str) {
     );
 }
 
-/// The x axis's round ticks ([`ticks`]) from 0 to `xmax`: a mark and a label each.
+/// The x axis's round ticks ([`ticks`]) from 0 to `xmax`: a mark and a label each; none
+/// when `xmax` is not positive (an axis without a scale).
 fn x_ticks(s: &mut String, xmax: f64) {
+    if !(xmax.is_finite() && xmax > 0.0) {
+        return;
+    }
     let (w, h, l, r, t, b) = CHART;
     let (pw, ph) = (w - l - r, h - t - b);
     for v in ticks(xmax) {
@@ -548,6 +585,45 @@ fn x_ticks(s: &mut String, xmax: f64) {
             t + ph + 4.0,
             t + ph + 14.0,
         );
+    }
+}
+
+/// A logarithmic x axis's decades from 10^`lo` to 10^`hi`: a grid line each, labelled
+/// (every other one, or sparser, past 8 decades), and marks at 2..9 times each while they
+/// stay apart.
+fn log_x_ticks(s: &mut String, lo: i32, hi: i32) {
+    let (w, h, l, r, t, b) = CHART;
+    let (pw, ph) = (w - l - r, h - t - b);
+    let n = (hi - lo) as usize;
+    let every = n.div_ceil(8);
+    for (i, k) in (lo..=hi).enumerate() {
+        let x = l + pw * i as f64 / n as f64;
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{t}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#444"/>"##,
+            t + ph,
+            t + ph,
+            t + ph + 4.0,
+        );
+        if i % every == 0 {
+            let _ = write!(
+                s,
+                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                t + ph + 14.0,
+                decade_label(k)
+            );
+        }
+        if k < hi && n <= 6 {
+            for m in 2..10 {
+                let mx = x + pw * (m as f64).log10() / n as f64;
+                let _ = write!(
+                    s,
+                    r##"<line x1="{mx:.1}" y1="{:.1}" x2="{mx:.1}" y2="{:.1}" stroke="#444"/>"##,
+                    t + ph - 4.0,
+                    t + ph
+                );
+            }
+        }
     }
 }
 
@@ -606,6 +682,12 @@ struct Axes<'a> {
     /// A logarithmic y axis instead, over whole decades from the smallest positive y to the
     /// largest; a point at or below 0 is drawn on its floor, and a note says how many are.
     log_y: bool,
+    /// A logarithmic x axis instead of one from 0 to `xmax`, over whole decades from the
+    /// smallest positive x to the largest; a point at or below 0 is drawn on its left
+    /// edge, and a note says how many are.
+    log_x: bool,
+    /// Notes of the chart's own under the legend (a line each, about 18 characters).
+    notes: &'a [String],
     /// `at_least[k][j]`: point j of series k is only a lower bound, marked with a triangle
     /// (missing: not).
     at_least: &'a [Vec<bool>],
@@ -643,6 +725,7 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
             .filter(|&x| x > 0.0)
             .unwrap_or(1.0),
     };
+    let (xlo, xhi) = decades(points().map(|p| p.0));
     let ys = || points().map(|p| p.1).filter(|v| v.is_finite());
     let (lo, hi) = decades(ys());
     let (ymax, ystep) = match ax.ymax {
@@ -664,7 +747,15 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
         }
     };
     let py = |y: f64| t + ph - ph * yfrac(y).clamp(0.0, 1.05);
-    let px = |x: f64| l + pw * x / xmax;
+    let px = |x: f64| {
+        if !ax.log_x {
+            l + pw * x / xmax
+        } else if x > 0.0 {
+            l + pw * ((x.log10() - xlo as f64) / (xhi - xlo) as f64).clamp(0.0, 1.0)
+        } else {
+            l
+        }
+    };
     let mut s = String::new();
     chart_head(&mut s, title);
     if ax.log_y {
@@ -725,13 +816,22 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
             );
         }
     }
-    x_ticks(&mut s, xmax);
+    if ax.log_x {
+        log_x_ticks(&mut s, xlo, xhi);
+    } else {
+        x_ticks(&mut s, xmax);
+    }
     let ylabel = if ax.log_y {
         format!("{ylabel} (log scale)")
     } else {
         ylabel.to_string()
     };
-    chart_frame(&mut s, xlabel, &ylabel);
+    let xlabel = if ax.log_x {
+        format!("{xlabel} (log scale)")
+    } else {
+        xlabel.to_string()
+    };
+    chart_frame(&mut s, &xlabel, &ylabel);
     // Notes under the legend: lower bounds, points clamped to a logarithmic axis's floor.
     let mut notes: Vec<String> = Vec::new();
     if drawn
@@ -765,6 +865,19 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
         ));
         notes.push("on the axis floor".into());
     }
+    let left = if ax.log_x {
+        points().filter(|p| p.1.is_finite() && p.0 <= 0.0).count()
+    } else {
+        0
+    };
+    if left > 0 {
+        notes.push(format!(
+            "{left} point{} at x \u{2264} 0",
+            if left == 1 { "" } else { "s" }
+        ));
+        notes.push("drawn on the left edge".into());
+    }
+    notes.extend(ax.notes.iter().map(|n| esc(n)));
     // The legend: an entry per line while they fit above the notes (16 px each, the
     // notes 13 px a line after 20 px), then how many series it leaves out.
     let fits = |entries: usize, lines: usize| {
@@ -871,9 +984,9 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], ax: &Axes) 
     s
 }
 
-/// A chart without data as SVG text: the title, the x axis from 0 to `xmax`, no y scale,
-/// and `note` (a line of text each) where the lines would be, saying why there is nothing
-/// to draw.
+/// A chart without data as SVG text: the title, the x axis from 0 to `xmax` (no scale when
+/// `xmax` is 0: an axis that is not time), no y scale, and `note` (a line of text each)
+/// where the lines would be, saying why there is nothing to draw.
 pub fn note_chart(title: &str, xlabel: &str, ylabel: &str, xmax: f64, note: &[String]) -> String {
     let (w, h, l, r, t, b) = CHART;
     let (pw, ph) = (w - l - r, h - t - b);
@@ -915,6 +1028,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     )?;
     std::fs::write(dir.join("timeseries.csv"), timeseries_csv(sc, &an))?;
     std::fs::write(dir.join("latency.csv"), latency_csv(sc, &an))?;
+    std::fs::write(dir.join("latency-cdf.csv"), latency_cdf_csv(sc, &an))?;
     std::fs::write(dir.join("jain.csv"), jain_csv(sc, &an))?;
     let dur_s = sc.duration_ps as f64 / 1e12;
     // Every chart's x axis is the run's; a window's point sits at its middle, a shorter last
@@ -1044,6 +1158,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         )
     };
     std::fs::write(dir.join("latency.svg"), lat_chart)?;
+    std::fs::write(dir.join("latency-cdf.svg"), latency_cdf_chart(sc, &an, hl))?;
     let jain_series: Vec<Series> = an
         .iter()
         .map(|a| Series {
@@ -1062,13 +1177,90 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     Ok(sum)
 }
 
-/// The top of the Jain chart's y axis: 5 % above 1, the most the index can be, so that a
-/// model at exactly 1 (the policy held in every window) is drawn as a line inside the plot
-/// and not on its frame, where it was invisible.
-pub const JAIN_TOP: f64 = 1.05;
+/// The top of the y axis of charts of values up to 1 (Jain's index, a CDF's fraction): 5 %
+/// above 1, so that a line at exactly 1 (a model that held the policy in every window, a
+/// CDF's end) is drawn inside the plot and not on its frame, where it was invisible.
+pub const UNIT_TOP: f64 = 1.05;
+
+/// The CDF of application `app`'s latency per model over the run (`latency-cdf.csv` has
+/// every application's): the fraction of its samples at most x, x on a logarithmic axis
+/// (the models differ by orders of magnitude, as in `latency.svg`), y from 0 to
+/// [`UNIT_TOP`]. Unfinished requests (packets still queued) count at their age at the end:
+/// a note says so where there are any. Without a sample, a note says why.
+pub fn latency_cdf_chart(sc: &Scenario, an: &[Analysed], app: usize) -> String {
+    let name = format!(
+        "{}/{}",
+        sc.tenants[sc.apps[app].tenant].name, sc.apps[app].name
+    );
+    let rr = matches!(sc.apps[app].kind, AppKind::RequestResponse { .. });
+    let (title, xlabel) = if rr {
+        (
+            format!("CDF of {name}'s request latency"),
+            "completion time, µs",
+        )
+    } else {
+        (format!("CDF of {name}'s packet delay"), "write to wire, µs")
+    };
+    let series: Vec<Series> = an
+        .iter()
+        .map(|a| Series {
+            name: a.run.kind.name().to_string(),
+            points: a.run.app_latency[app]
+                .cdf()
+                .into_iter()
+                .map(|(v, f)| (v as f64 / 1e6, f))
+                .collect(),
+        })
+        .collect();
+    if no_points(&series) {
+        return note_chart(
+            &title,
+            xlabel,
+            "fraction \u{2264} x",
+            0.0,
+            &[
+                "No data: no sample within the run".into(),
+                if rr {
+                    "(no request arrived).".into()
+                } else {
+                    "(no packet was written).".into()
+                },
+            ],
+        );
+    }
+    let unfinished = an
+        .iter()
+        .any(|a| a.run.app_latency[app].unfinished.count() > 0);
+    let notes: Vec<String> = if unfinished {
+        [
+            "unfinished ones count",
+            "at their age at the",
+            "end: the true curve",
+            "is at or right of it",
+        ]
+        .map(String::from)
+        .to_vec()
+    } else {
+        Vec::new()
+    };
+    chart(
+        &title,
+        xlabel,
+        "fraction \u{2264} x",
+        &series,
+        &Axes {
+            log_x: true,
+            ymax: Some(UNIT_TOP),
+            ystep: Some(0.25),
+            notes: &notes,
+            data_file: Some("latency-cdf.csv"),
+            ..Axes::default()
+        },
+    )
+}
 
 /// The Jain chart of `series` (one per model: Jain's index per window, at the window's
-/// middle) over a run of `dur_s` seconds: y from 0 to [`JAIN_TOP`], ticks every 0.25 up to
+/// middle) over a run of `dur_s` seconds: y from 0 to [`UNIT_TOP`], ticks every 0.25 up to
 /// 1; without a point, a note saying why.
 pub fn jain_chart(series: &[Series], dur_s: f64) -> String {
     let title = "Jain's index (throughput / ideal share, backlogged tenants)";
@@ -1093,7 +1285,7 @@ pub fn jain_chart(series: &[Series], dur_s: f64) -> String {
         series,
         &Axes {
             xmax: Some(dur_s),
-            ymax: Some(JAIN_TOP),
+            ymax: Some(UNIT_TOP),
             ystep: Some(0.25),
             data_file: Some("jain.csv"),
             ..Axes::default()
@@ -1248,7 +1440,7 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String], app_figs: &[String]) -> Str
             let _ = write!(s, "<img src=\"{0}\" alt=\"{0}\">", esc(f));
         }
     }
-    s.push_str("</div><h2>Fairness and latency</h2><div class=\"grid\"><img src=\"jain.svg\" alt=\"jain\"><img src=\"latency.svg\" alt=\"latency\"></div>");
+    s.push_str("</div><h2>Fairness and latency</h2><div class=\"grid\"><img src=\"jain.svg\" alt=\"jain\"><img src=\"latency.svg\" alt=\"latency\"><img src=\"latency-cdf.svg\" alt=\"latency CDF\"></div>");
     s.push_str("<h2>Shares</h2><table><tr><th>model</th><th>tenant</th><th>mean Gbit/s</th><th>share</th><th>ideal share</th><th>rel. error</th><th>p50 µs</th><th>p99 µs</th><th>drops</th></tr>");
     if let Some(m) = sum["nics"].as_object() {
         for (k, v) in m {
@@ -1276,7 +1468,9 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String], app_figs: &[String]) -> Str
         );
     }
     s.push_str(
-        "<p>Files: summary.json, timeseries.csv, latency.csv, jain.csv.</p></body></html>\n",
+        "<p>Files: <a href=\"summary.json\">summary.json</a>, <a href=\"timeseries.csv\">timeseries.csv</a>, \
+         <a href=\"latency.csv\">latency.csv</a>, <a href=\"latency-cdf.csv\">latency-cdf.csv</a>, \
+         <a href=\"jain.csv\">jain.csv</a>.</p></body></html>\n",
     );
     s
 }

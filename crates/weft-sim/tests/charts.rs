@@ -502,7 +502,7 @@ fn a_jain_line_at_one_is_inside_the_plot() {
         );
     }
     // 1 at 1/1.05 of the plot's height, where the axis's top label is.
-    let one = PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) / report::JAIN_TOP;
+    let one = PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) / report::UNIT_TOP;
     assert!(
         ls[0].iter().all(|p| (p.1 - one).abs() < 0.06),
         "{:?}",
@@ -515,10 +515,124 @@ fn a_jain_line_at_one_is_inside_the_plot() {
         "{svg}"
     );
     assert!((labels[4].0 - one).abs() < 0.06, "{labels:?}");
-    let half = PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) * 0.5 / report::JAIN_TOP;
+    let half = PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) * 0.5 / report::UNIT_TOP;
     assert!(
         ls[1].iter().all(|p| (p.1 - half).abs() < 0.06),
         "{:?}",
         ls[1]
     );
+}
+
+/// Papers give latency as a CDF (TONIC's query completion times): latency-cdf.csv has every
+/// application's distribution per model, tidy, a row per histogram bucket, its fraction
+/// rising to 1; latency-cdf.svg draws the headline application's per model on a
+/// logarithmic x axis in decades (loom's well left of mq's), each line ending at 1
+/// inside the plot; index.html shows it and links the file.
+#[test]
+fn latency_cdf_per_model_in_csv_and_on_a_log_axis() {
+    let sc = example("hierarchy.yaml", 20_000_000_000);
+    let dir = report("cdf", &sc, &[NicKind::Mq, NicKind::Loom]);
+    let csv = read(&dir, "latency-cdf.csv");
+    let mut rows = csv.lines();
+    assert_eq!(rows.next(), Some("nic,tenant,app,latency_us,fraction"));
+    let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in rows {
+        let f: Vec<&str> = r.split(',').collect();
+        assert_eq!(f.len(), 5, "{r}");
+        let key = f[..3].join(",");
+        let p = (f[3].parse::<f64>().unwrap(), f[4].parse::<f64>().unwrap());
+        match curves.last_mut() {
+            Some((k, v)) if *k == key => v.push(p),
+            _ => curves.push((key, vec![p])),
+        }
+    }
+    let keys: Vec<&str> = curves.iter().map(|c| c.0.as_str()).collect();
+    for k in ["mq,A,kv", "mq,A,bulk", "loom,B,kv", "loom,C,bulk"] {
+        assert!(keys.contains(&k), "{k}: {keys:?}");
+    }
+    assert_eq!(keys.len(), 2 * sc.apps.len(), "{keys:?}");
+    for (k, c) in &curves {
+        assert!(
+            c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+            "{k}: {c:?}"
+        );
+        assert_eq!(c.last().unwrap().1, 1.0, "{k}");
+        assert!(c[0].1 > 0.0, "{k}");
+    }
+    let svg = read(&dir, "latency-cdf.svg");
+    assert!(
+        svg.contains(">CDF of A/kv&#39;s request latency<")
+            || svg.contains(">CDF of A/kv's request latency<"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">completion time, µs (log scale)</text>"),
+        "{svg}"
+    );
+    let labels: Vec<String> = x_labels(&svg).into_iter().map(|l| l.1).collect();
+    assert!(labels.len() >= 2, "{labels:?}");
+    for w in labels.windows(2) {
+        let (a, b): (f64, f64) = (w[0].parse().unwrap(), w[1].parse().unwrap());
+        assert!((b / a - 10.0).abs() < 1e-9, "{labels:?}");
+    }
+    assert_eq!(
+        y_labels(&svg)
+            .iter()
+            .map(|l| l.1.as_str())
+            .collect::<Vec<_>>(),
+        ["0", "0.25", "0.5", "0.75", "1"],
+        "{svg}"
+    );
+    let [mq, loom] = &lines(&svg)[..] else {
+        panic!("two lines: {svg}")
+    };
+    let top = PLOT_BOTTOM - (PLOT_BOTTOM - 28.0) / report::UNIT_TOP;
+    for l in [mq, loom] {
+        assert!(
+            l.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 > w[1].1),
+            "{l:?}"
+        );
+        assert!((l.last().unwrap().1 - top).abs() < 0.06, "{l:?}");
+        assert!(
+            l.iter()
+                .all(|p| p.0 >= PLOT_LEFT && p.0 <= PLOT_LEFT + PLOT_WIDTH),
+            "{l:?}"
+        );
+    }
+    // The median: loom's most of a decade left of mq's.
+    let x_at_half = |l: &Vec<(f64, f64)>| {
+        l.iter()
+            .find(|p| p.1 <= PLOT_BOTTOM - (PLOT_BOTTOM - 28.0) * 0.5 / report::UNIT_TOP)
+            .unwrap()
+            .0
+    };
+    let decade = PLOT_WIDTH / (labels.len() - 1) as f64;
+    assert!(x_at_half(mq) - x_at_half(loom) > decade / 2.0, "{svg}");
+    let html = read(&dir, "index.html");
+    assert!(
+        html.contains(r#"<img src="latency-cdf.svg""#)
+            && html.contains(r#"href="latency-cdf.csv""#),
+        "{html}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A packet delay of 0 (a model without doorbell or DMA latency, the link idle) has no
+/// place on a logarithmic axis: it is drawn on the left edge, and a note says so.
+#[test]
+fn latency_cdf_puts_zero_on_the_left_edge_and_says_so() {
+    let sc = example("senic-table3-n1.yaml", 2_000_000_000);
+    let dir = report("cdf0", &sc, &[NicKind::Mq]);
+    let svg = read(&dir, "latency-cdf.svg");
+    assert!(svg.contains(">CDF of c0/udp"), "{svg}");
+    assert!(
+        svg.contains(">write to wire, µs (log scale)</text>"),
+        "{svg}"
+    );
+    let csv = read(&dir, "latency-cdf.csv");
+    assert!(csv.contains("\nmq,c0,udp,0,"), "{csv}");
+    assert!(svg.contains(">1 point at x \u{2264} 0<"), "{svg}");
+    assert!(svg.contains(">drawn on the left edge<"), "{svg}");
+    assert!((lines(&svg)[0][0].0 - PLOT_LEFT).abs() < 0.06, "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

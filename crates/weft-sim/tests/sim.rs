@@ -781,6 +781,8 @@ fn a_report_replaces_an_earlier_one_and_nothing_else() {
             "index.html",
             "jain.csv",
             "jain.svg",
+            "latency-cdf.csv",
+            "latency-cdf.svg",
             "latency.csv",
             "latency.svg",
             "notes.txt",
