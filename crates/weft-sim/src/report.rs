@@ -22,7 +22,9 @@
 //! queued at the end as their age then (`latency_us.unfinished`, `packets.queued_at_end`).
 //!
 //! Charts: every chart of a report runs over the run's duration (round ticks), each
-//! window's point at the middle of the window (the axis says so). When the run is not a
+//! window's point at the middle of the window (the axis says so), in paper seconds when
+//! the scenario scales time (`time_scale`: [`TimeAxis`]; the CSV files keep simulated
+//! seconds). When the run is not a
 //! whole number of windows the last window is shorter: timeseries.csv has the bytes sent
 //! in it (as in every window), the throughput chart divides them by its length within the
 //! run, so that it reads as a rate like the others and not as a drop; Jain's index is
@@ -457,8 +459,62 @@ fn dash_attr(dash: Option<&str>) -> String {
 /// (the sum of their values), in their order; the legend says how many are left out.
 const MAX_LINES: usize = 32;
 
-/// The x-axis label of a report's charts (each window's point at its middle).
+/// The x-axis label of a report's charts (each window's point at its middle), for a
+/// scenario without a `time_scale`.
 pub const TIME_AXIS: &str = "time (s, simulated; window midpoints)";
+
+/// The time axis of a report's charts: simulated seconds, or the paper's when the scenario
+/// says how it scales time (`time_scale`, [`Scenario::time_scale_ratio`]), so that a chart
+/// reads against the paper's figure (Loom Fig. 9's phases at 0, 2, 4 .. s, not 0.2, 0.4).
+/// The CSV files keep simulated seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeAxis {
+    /// The axis's label: [`TIME_AXIS`], or one that says the seconds are the paper's and
+    /// what one of them stands for.
+    pub label: String,
+    /// Axis seconds per simulated second: 1, or paper seconds per simulated second.
+    pub per_simulated_s: f64,
+    /// The axis's end: the run's duration in axis seconds.
+    pub end: f64,
+}
+
+impl TimeAxis {
+    /// Simulated seconds, from 0 to `dur_s`.
+    pub fn simulated(dur_s: f64) -> TimeAxis {
+        TimeAxis {
+            label: TIME_AXIS.into(),
+            per_simulated_s: 1.0,
+            end: dur_s,
+        }
+    }
+
+    /// The axis of `sc`'s charts: paper seconds when it has a `time_scale`, else simulated
+    /// ones.
+    pub fn of(sc: &Scenario) -> TimeAxis {
+        let dur_s = sc.duration_ps as f64 / 1e12;
+        let Some((paper, sim)) = sc.time_scale_ratio else {
+            return TimeAxis::simulated(dur_s);
+        };
+        let per = paper as f64 / sim as f64;
+        TimeAxis {
+            label: format!(
+                "time (paper s; 1 paper s = {} simulated; window midpoints)",
+                time_text(sim as f64 / paper as f64)
+            ),
+            per_simulated_s: per,
+            end: dur_s * per,
+        }
+    }
+}
+
+/// Seconds written in a unit that reads: `100 ms`, `2 s`, `1.5 µs`.
+fn time_text(s: f64) -> String {
+    let (unit, scale) = [("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)]
+        .into_iter()
+        .find(|&(_, u)| s >= u * (1.0 - 1e-9))
+        .unwrap_or(("ps", 1e-12));
+    format!("{} {unit}", round(s / scale, 6))
+}
 
 /// One series of a line chart.
 pub struct Series {
@@ -1030,13 +1086,17 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     std::fs::write(dir.join("latency.csv"), latency_csv(sc, &an))?;
     std::fs::write(dir.join("latency-cdf.csv"), latency_cdf_csv(sc, &an))?;
     std::fs::write(dir.join("jain.csv"), jain_csv(sc, &an))?;
-    let dur_s = sc.duration_ps as f64 / 1e12;
-    // Every chart's x axis is the run's; a window's point sits at its middle, a shorter last
-    // window's at the middle of what the run holds of it.
+    // Every chart's x axis is the run's, in paper seconds where the scenario scales time;
+    // a window's point sits at its middle, a shorter last window's at the middle of what
+    // the run holds of it. (Its length, for rates, stays simulated.)
+    let time = TimeAxis::of(sc);
     let window = |w: usize, len_ps: u64| {
         let from = w as u64 * len_ps;
         let to = (from + len_ps).min(sc.duration_ps);
-        ((from + to) as f64 / 2e12, (to - from) as f64 / 1e12)
+        (
+            (from + to) as f64 / 2e12 * time.per_simulated_s,
+            (to - from) as f64 / 1e12,
+        )
     };
     // Throughput per tenant, and per application when a tenant has several (Loom Fig. 11:
     // the jobs of T1), on one axis for every model, so that the charts compare.
@@ -1059,7 +1119,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 let title = format!("{}: throughput per {what}", a.run.kind.name());
                 std::fs::write(
                     dir.join(&name),
-                    throughput_chart(&title, series, per_model, link, dur_s),
+                    throughput_chart(&title, series, per_model, link, &time),
                 )?;
                 Ok(name)
             })
@@ -1119,11 +1179,11 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         // Logarithmic: the models' latencies differ by orders of magnitude (Loom Fig. 10).
         chart(
             &lat_title,
-            TIME_AXIS,
+            &time.label,
             "µs",
             &lat_series,
             &Axes {
-                xmax: Some(dur_s),
+                xmax: Some(time.end),
                 log_y: true,
                 at_least: &lat_at_least,
                 data_file: Some("latency.csv"),
@@ -1133,9 +1193,9 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
     } else if matches!(sc.apps[hl].kind, AppKind::RequestResponse { .. }) {
         note_chart(
             &lat_title,
-            TIME_AXIS,
+            &time.label,
             "µs",
-            dur_s,
+            time.end,
             &[
                 "No data: no request arrived within the run".into(),
                 "(latency.csv counts none).".into(),
@@ -1145,9 +1205,9 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
         // Response times per window are kept for request/response applications only.
         note_chart(
             &lat_title,
-            TIME_AXIS,
+            &time.label,
             "µs",
-            dur_s,
+            time.end,
             &[
                 "No data: this scenario has no request/response".into(),
                 "application, whose response times this charts".into(),
@@ -1172,7 +1232,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 .collect(),
         })
         .collect();
-    std::fs::write(dir.join("jain.svg"), jain_chart(&jain_series, dur_s))?;
+    std::fs::write(dir.join("jain.svg"), jain_chart(&jain_series, &time))?;
     std::fs::write(dir.join("index.html"), html(sc, &sum, &figs, &app_figs))?;
     Ok(sum)
 }
@@ -1260,16 +1320,16 @@ pub fn latency_cdf_chart(sc: &Scenario, an: &[Analysed], app: usize) -> String {
 }
 
 /// The Jain chart of `series` (one per model: Jain's index per window, at the window's
-/// middle) over a run of `dur_s` seconds: y from 0 to [`UNIT_TOP`], ticks every 0.25 up to
-/// 1; without a point, a note saying why.
-pub fn jain_chart(series: &[Series], dur_s: f64) -> String {
+/// middle, in `time`'s seconds) over the run, `time`: y from 0 to [`UNIT_TOP`], ticks
+/// every 0.25 up to 1; without a point, a note saying why.
+pub fn jain_chart(series: &[Series], time: &TimeAxis) -> String {
     let title = "Jain's index (throughput / ideal share, backlogged tenants)";
     if no_points(series) {
         return note_chart(
             title,
-            TIME_AXIS,
+            &time.label,
             "Jain",
-            dur_s,
+            time.end,
             &[
                 "No data: no window has two or more tenants".into(),
                 "backlogged throughout it (a bulk or unlimited".into(),
@@ -1280,11 +1340,11 @@ pub fn jain_chart(series: &[Series], dur_s: f64) -> String {
     }
     chart(
         title,
-        TIME_AXIS,
+        &time.label,
         "Jain",
         series,
         &Axes {
-            xmax: Some(dur_s),
+            xmax: Some(time.end),
             ymax: Some(UNIT_TOP),
             ystep: Some(0.25),
             data_file: Some("jain.csv"),
@@ -1336,7 +1396,7 @@ fn throughput_chart(
     series: &[Series],
     all: &[Vec<Series>],
     link_bps: f64,
-    dur_s: f64,
+    time: &TimeAxis,
 ) -> String {
     let top = all
         .iter()
@@ -1362,11 +1422,11 @@ fn throughput_chart(
     let link = format!("link {} {lu}", round(link_bps / ls, 6));
     chart(
         title,
-        TIME_AXIS,
+        &time.label,
         unit,
         &scaled,
         &Axes {
-            xmax: Some(dur_s),
+            xmax: Some(time.end),
             ymax: Some(ymax),
             ystep: Some(ystep),
             reference: Some((link_bps / scale, &link)),

@@ -488,7 +488,7 @@ fn a_jain_line_at_one_is_inside_the_plot() {
             points: (0..10).map(|w| (w as f64 * 0.1 + 0.05, 0.5)).collect(),
         },
     ];
-    let svg = report::jain_chart(&series, 1.0);
+    let svg = report::jain_chart(&series, &report::TimeAxis::simulated(1.0));
     let ls = lines(&svg);
     assert_eq!(ls.len(), 2, "{svg}");
     for &(x, y) in &ls[0] {
@@ -635,4 +635,66 @@ fn latency_cdf_puts_zero_on_the_left_edge_and_says_so() {
     assert!(svg.contains(">drawn on the left edge<"), "{svg}");
     assert!((lines(&svg)[0][0].0 - PLOT_LEFT).abs() < 0.06, "{svg}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A scenario that scales the paper's time (`time_scale`) was charted in simulated
+/// seconds: Loom Fig. 9's phases at 0.2, 0.4 .. s where the paper has 2, 4 .. s. Its
+/// charts' time axes are in paper seconds, the label saying so and what one stands for;
+/// the CSV files keep simulated seconds; a scenario without a time scale is unchanged.
+#[test]
+fn time_axes_show_paper_time_when_the_scenario_scales_it() {
+    let sc = two_tenants(
+        "time_scale: \"1 paper second = 1 ms simulated\"\nduration: 1800us\nwindow: 100us\n\
+         latency_window: 500us\n",
+    );
+    assert_eq!(
+        report::TimeAxis::of(&sc),
+        report::TimeAxis {
+            label: "time (paper s; 1 paper s = 1 ms simulated; window midpoints)".into(),
+            per_simulated_s: 1000.0,
+            end: 1.8,
+        }
+    );
+    let dir = report("paper", &sc, &[NicKind::Loom]);
+    for f in [
+        "throughput-loom.svg",
+        "throughput-apps-loom.svg",
+        "latency.svg",
+        "jain.svg",
+    ] {
+        let svg = read(&dir, f);
+        assert!(
+            svg.contains(">time (paper s; 1 paper s = 1 ms simulated; window midpoints)</text>"),
+            "{f}: {svg}"
+        );
+        let labels = x_labels(&svg);
+        assert_eq!(
+            labels.iter().map(|l| l.1.as_str()).collect::<Vec<_>>(),
+            ["0", "0.5", "1", "1.5"],
+            "{f}: {svg}"
+        );
+        // The first window's point at its middle, 0.05 paper seconds (50 µs simulated).
+        let first = lines(&svg)[0][0].0;
+        let mid = if f == "latency.svg" { 0.25 } else { 0.05 };
+        assert!(
+            (first - (PLOT_LEFT + PLOT_WIDTH * mid / 1.8)).abs() < 0.06,
+            "{f}: {first}"
+        );
+    }
+    // Not time: the CDF's latency axis.
+    assert!(!read(&dir, "latency-cdf.svg").contains("paper"));
+    let csv = read(&dir, "timeseries.csv");
+    assert!(csv.lines().nth(1).unwrap().starts_with("0,loom,"), "{csv}");
+    assert!(csv.contains("\n0.0001,loom,"), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let sc = two_tenants("duration: 1800us\n");
+    assert_eq!(
+        report::TimeAxis::of(&sc),
+        report::TimeAxis::simulated(0.0018)
+    );
+    let sc = two_tenants("time_scale: 1 minute = 1.5 s\nduration: 3s\n");
+    let t = report::TimeAxis::of(&sc);
+    assert_eq!((t.per_simulated_s, t.end), (40.0, 120.0));
+    assert!(t.label.contains("1 paper s = 25 ms simulated"), "{t:?}");
 }
