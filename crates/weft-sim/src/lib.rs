@@ -4,12 +4,14 @@
 //! A [`scenario::Scenario`] (YAML) describes a host, tenants' applications and a policy; the
 //! simulator ([`sim`]) runs it once per NIC model ([`nic`]) in integer picoseconds, seeded
 //! ([`rng`]), reading no clock; [`metrics`] turns runs into fairness, shares and latency, and
-//! [`report`] writes `summary.json`, `timeseries.csv`, SVG plots and `index.html`.
+//! [`report`] writes `summary.json`, `timeseries.csv`, SVG plots and `index.html`;
+//! [`aggregate`] sets the summaries of runs with several seeds side by side as statistics.
 //!
 //! Invariants: a run is a pure function of (scenario, seed, model): same inputs, identical
 //! outputs, byte for byte. Every packet an application writes is transmitted once, dropped
 //! with a count, or still queued when the run ends.
 
+pub mod aggregate;
 pub mod metrics;
 pub mod nic;
 pub mod report;

@@ -65,7 +65,8 @@ use crate::nic::NicKind;
 use crate::scenario::{AppKind, Scenario};
 use crate::sim::NicRun;
 
-fn round(x: f64, digits: i32) -> f64 {
+/// `x` to `digits` significant digits (0 for 0 and what is not finite).
+pub(crate) fn round(x: f64, digits: i32) -> f64 {
     if !x.is_finite() || x == 0.0 {
         return 0.0;
     }
