@@ -245,9 +245,16 @@ enum Command {
     /// written, for bulk and UDP applications: write to wire), an unfinished one (a packet
     /// still queued) as its age at the end: `≥` (`p90_at_least`) marks a lower bound.
     ///
+    /// With --seeds (`1..10`, `1,2,5`): a run per seed, its report in OUT/seed-N/ (byte for
+    /// byte what `--seed N` writes), and OUT/aggregate.json: every numeric metric of the
+    /// summaries per model, tenant and application as mean, 95 % confidence interval
+    /// (Student t), std, min and max over the seeds; the table shows the headline ones.
+    /// An earlier run's aggregate.json and seed-N/ reports not run again are removed.
+    ///
     /// Examples:
     ///   weft sim examples/scenarios/loom-fig9.yaml
     ///   weft sim examples/scenarios/hierarchy.yaml --nic mq,tonic,loom --seed 7 --out h
+    ///   weft sim examples/scenarios/hierarchy.yaml --seeds 1..10 --out h   (statistics)
     ///   weft sim --bench                      (simulated packets per second, Fig. 9, loom)
     #[command(verbatim_doc_comment)]
     Sim {
@@ -260,6 +267,14 @@ enum Command {
         /// Seed of every random stream (default: the scenario's `seed`).
         #[arg(long)]
         seed: Option<u64>,
+        /// Run once per seed: a range, both ends included (`1..10`), a list (`1,2,5`) or
+        /// both (`1..3,7`). Each seed's report goes to OUT/seed-N/, the same files `--seed
+        /// N` writes; OUT/aggregate.json has every summary metric per model, tenant and
+        /// application over the seeds: mean, 95 % confidence interval (Student t: mean ±
+        /// t(0.975, n-1) × s/√n), std, min and max. Prints their table (--json:
+        /// aggregate.json) and a line per seed on stderr. At most 1000 seeds.
+        #[arg(long, value_name = "SEEDS", conflicts_with = "seed")]
+        seeds: Option<String>,
         /// Simulate only this long, e.g. `50ms` (later schedule steps do not happen: a
         /// warning names them).
         #[arg(long, value_name = "TIME")]
@@ -277,7 +292,8 @@ enum Command {
         /// Output directory.
         #[arg(long, default_value = "weft-sim")]
         out: PathBuf,
-        /// Print summary.json to stdout instead of the table.
+        /// Print summary.json to stdout instead of the table (with --seeds:
+        /// aggregate.json).
         #[arg(long)]
         json: bool,
         /// No progress bar or notes on stderr.
@@ -905,6 +921,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             scenario,
             nic,
             seed,
+            seeds,
             duration,
             policy,
             link,
@@ -924,6 +941,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     scenario: scenario.unwrap_or_default(),
                     nics: nic,
                     seed,
+                    seeds,
                     duration,
                     policy,
                     link,

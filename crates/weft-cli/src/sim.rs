@@ -40,6 +40,9 @@ pub struct SimArgs {
     pub scenario: PathBuf,
     pub nics: Vec<String>,
     pub seed: Option<u64>,
+    /// `--seeds`: a run per seed ([`parse_seeds`]), each seed's report in `OUT/seed-N/`
+    /// and their statistics in `OUT/aggregate.json`.
+    pub seeds: Option<String>,
     pub duration: Option<String>,
     pub policy: Option<PathBuf>,
     pub link: Option<String>,
@@ -350,16 +353,159 @@ pub fn table(sum: &Value) -> String {
     s + &notes
 }
 
+/// The most seeds `--seeds` may ask for: each is a whole run of every model and a
+/// directory of files.
+pub const MAX_SEEDS: usize = 1000;
+
+/// The seeds of `--seeds`: a list of seeds and inclusive ranges, comma separated: `1..10`
+/// (1 to 10; `1..=10` alike), `1,2,5`, `1..3,7`. Refused (exit 2): an empty list or item,
+/// what is not a whole number, a range whose end is below its start, a seed given twice,
+/// more than [`MAX_SEEDS`].
+pub fn parse_seeds(spec: &str) -> Result<Vec<u64>, Fail> {
+    let bad = |m: String| {
+        usage(format!(
+            "--seeds `{spec}`: {m}; expected seeds and ranges, comma separated: `1..10` (1 to \
+             10, both included), `1,2,5`, `1..3,7`"
+        ))
+    };
+    let number = |s: &str| {
+        s.trim().parse::<u64>().map_err(|_| {
+            bad(format!(
+                "`{}` is not a seed (a whole number from 0 to {})",
+                s.trim(),
+                u64::MAX
+            ))
+        })
+    };
+    let mut seeds: Vec<u64> = Vec::new();
+    for item in spec.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(bad("an empty item".into()));
+        }
+        let (lo, hi) = match item.split_once("..") {
+            Some((a, b)) => {
+                let b = b.strip_prefix('=').unwrap_or(b);
+                let (lo, hi) = (number(a)?, number(b)?);
+                if hi < lo {
+                    return Err(bad(format!(
+                        "the range `{item}` is empty ({lo} > {hi}); write the smaller seed first, \
+                         `{hi}..{lo}`"
+                    )));
+                }
+                (lo, hi)
+            }
+            None => {
+                let n = number(item)?;
+                (n, n)
+            }
+        };
+        if hi - lo >= MAX_SEEDS as u64 || seeds.len() + (hi - lo) as usize >= MAX_SEEDS {
+            return Err(bad(format!(
+                "more than {MAX_SEEDS} seeds (each is a run of every model and a directory of \
+                 files)"
+            )));
+        }
+        for s in lo..=hi {
+            if seeds.contains(&s) {
+                return Err(bad(format!("seed {s} is given twice")));
+            }
+            seeds.push(s);
+        }
+    }
+    Ok(seeds)
+}
+
+/// `seeds` as a reader writes them: runs of three or more as ranges, `1..3, 7`.
+pub fn seeds_text(seeds: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < seeds.len() {
+        let mut j = i;
+        while j + 1 < seeds.len() && seeds[j + 1] == seeds[j].wrapping_add(1) {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}..{}", seeds[i], seeds[j]));
+        } else {
+            parts.extend(seeds[i..=j].iter().map(|s| s.to_string()));
+        }
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// The directory of seed `seed`'s report in `out`.
+fn seed_dir(out: &Path, seed: u64) -> PathBuf {
+    out.join(format!("seed-{seed}"))
+}
+
+/// The statistics over seeds a run with `--seeds` writes in `--out`.
+pub const AGGREGATE: &str = "aggregate.json";
+
+/// Removes what an earlier run left in `out` that this one does not write, so that the
+/// directory never mixes runs: `aggregate.json`, and the report files (only those,
+/// [`weft_sim::report::remove_outputs`]) of every `seed-N/` whose seed is not in `keep`,
+/// the directory too when that leaves it empty. (The reports written remove their own
+/// directory's earlier files.)
+fn remove_earlier(out: &Path, keep: &[u64]) -> Result<(), Fail> {
+    let cannot = |p: &Path, e: std::io::Error| (1, format!("cannot remove {}: {e}", p.display()));
+    let agg = out.join(AGGREGATE);
+    match std::fs::remove_file(&agg) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(cannot(&agg, e)),
+        _ => {}
+    }
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(seed) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("seed-"))
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|s| name.to_str() == Some(&format!("seed-{s}")))
+        else {
+            continue;
+        };
+        let dir = e.path();
+        if keep.contains(&seed) || !dir.is_dir() {
+            continue;
+        }
+        weft_sim::report::remove_outputs(&dir).map_err(|e| (1, e.to_string()))?;
+        let _ = std::fs::remove_dir(&dir);
+    }
+    Ok(())
+}
+
 /// Checks `--out` before a run: refused if it is a file, or if a report file would replace
-/// an input (the scenario, `--policy`). The report itself removes the files of an earlier
-/// one there ([`weft_sim::report::write`]), so a directory never mixes two runs.
-fn check_out(out: &Path, inputs: &[&Path]) -> Result<(), Fail> {
+/// an input (the scenario, `--policy`); with `seeds`, likewise each `seed-N/` and
+/// `aggregate.json`. The report itself removes the files of an earlier one there
+/// ([`weft_sim::report::write`], [`remove_earlier`]), so a directory never mixes two runs.
+fn check_out(out: &Path, inputs: &[&Path], seeds: Option<&[u64]>) -> Result<(), Fail> {
     if out.exists() && !out.is_dir() {
         return Err(usage(format!(
             "--out {}: a file, not a directory",
             out.display()
         )));
     }
+    for &s in seeds.unwrap_or(&[]) {
+        let d = seed_dir(out, s);
+        if d.exists() && !d.is_dir() {
+            return Err(usage(format!(
+                "--out {}: {} is a file, where seed {s}'s report would go; move it or choose \
+                 another directory",
+                out.display(),
+                d.display()
+            )));
+        }
+        check_names(&d, inputs, out)?;
+    }
+    check_names(out, inputs, out)
+}
+
+/// Refuses a report in `dir` that would replace one of `inputs`.
+fn check_names(dir: &Path, inputs: &[&Path], out: &Path) -> Result<(), Fail> {
     let same = |a: &Path, b: &Path| {
         use std::os::unix::fs::MetadataExt;
         match (std::fs::metadata(a), std::fs::metadata(b)) {
@@ -367,13 +513,17 @@ fn check_out(out: &Path, inputs: &[&Path]) -> Result<(), Fail> {
             _ => false,
         }
     };
-    for name in weft_sim::report::output_names() {
-        if let Some(input) = inputs.iter().find(|i| same(&out.join(&name), i)) {
+    let names = weft_sim::report::output_names();
+    for name in names.iter().map(String::as_str).chain([AGGREGATE]) {
+        if let Some(input) = inputs.iter().find(|i| same(&dir.join(name), i)) {
+            let name = dir.join(name);
+            let name = name.strip_prefix(out).unwrap_or(&name);
             return Err(usage(format!(
-                "--out {}: the report would replace its own input {} with its {name}; choose \
+                "--out {}: the report would replace its own input {} with its {}; choose \
                  another directory",
                 out.display(),
-                input.display()
+                input.display(),
+                name.display()
             )));
         }
     }
@@ -386,9 +536,10 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
     let mut ov = overrides(a.policy.clone(), a.link.as_deref(), &a.set)?;
     ov.max_offered_load = a.max_offered_load;
     ov.max_events = a.max_events;
+    let seeds = a.seeds.as_deref().map(parse_seeds).transpose()?;
     let mut inputs = vec![a.scenario.as_path()];
     inputs.extend(a.policy.as_deref());
-    check_out(&a.out, &inputs)?;
+    check_out(&a.out, &inputs, seeds.as_deref())?;
     let mut sc = weft_sim::load(&a.scenario, &ov).map_err(|e| usage(e.to_string()))?;
     apply_overrides(&mut sc, a.seed, a.duration.as_deref())?;
     for w in &sc.policy_warnings {
@@ -403,6 +554,10 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
              policy drop them (reason: unclassified)",
             sc.program.name
         );
+    }
+    remove_earlier(&a.out, seeds.as_deref().unwrap_or(&[]))?;
+    if let Some(seeds) = seeds {
+        return sim_seeds(&a, &mut sc, &models, &seeds);
     }
     let (runs, secs) = run_models(&sc, &models, a.quiet, a.progress, "sim")?;
     let sum = weft_sim::report::write(&a.out, &sc, &runs)
@@ -421,6 +576,149 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
         );
     }
     Ok(())
+}
+
+/// `weft sim --seeds`: the scenario once per seed, each seed's report in `OUT/seed-N/`
+/// exactly as `--seed N` writes it, then `OUT/aggregate.json` ([`weft_sim::aggregate`])
+/// and its table on stdout (the JSON with `--json`); a line per seed on stderr.
+fn sim_seeds(
+    a: &SimArgs,
+    sc: &mut Scenario,
+    models: &[NicKind],
+    seeds: &[u64],
+) -> Result<(), Fail> {
+    // A single report's files do not belong beside the seeds' directories.
+    weft_sim::report::remove_outputs(&a.out).map_err(|e| (1, e.to_string()))?;
+    let started = Instant::now();
+    let mut sums = Vec::with_capacity(seeds.len());
+    for (k, &seed) in seeds.iter().enumerate() {
+        sc.seed = seed;
+        let label = format!("sim seed {seed}");
+        let (runs, secs) = run_models(sc, models, a.quiet, a.progress, &label)?;
+        let dir = seed_dir(&a.out, seed);
+        let sum = weft_sim::report::write(&dir, sc, &runs)
+            .map_err(|e| (1, format!("cannot write {}: {e}", dir.display())))?;
+        if !a.quiet {
+            let pk: u64 = runs.iter().map(|r| r.packets).sum();
+            let ev: u64 = runs.iter().map(|r| r.events).sum();
+            crate::out::errln!(
+                "seed {seed} ({} of {}): {pk} packets ({ev} events) simulated in {secs:.2} s; \
+                 wrote {}/",
+                k + 1,
+                seeds.len(),
+                dir.display()
+            );
+        }
+        sums.push((seed, sum));
+    }
+    let agg = weft_sim::aggregate::aggregate(&sums);
+    let text = serde_json::to_string_pretty(&agg).unwrap_or_default() + "\n";
+    let path = a.out.join(AGGREGATE);
+    std::fs::write(&path, &text)
+        .map_err(|e| (1, format!("cannot write {}: {e}", path.display())))?;
+    if a.json {
+        print(&text)?;
+    } else {
+        print(&aggregate_table(&agg))?;
+    }
+    if !a.quiet {
+        crate::out::errln!(
+            "{} seeds in {:.2} s; wrote {} and a report per seed in {}/seed-N/",
+            seeds.len(),
+            started.elapsed().as_secs_f64(),
+            path.display(),
+            a.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// A statistic of aggregate.json (`{mean, ci95_half_width, min, max}`) as the table's
+/// cells: mean, ± half width, min, max, times `scale`, to `digits` decimals (`-` where
+/// there is none).
+fn stat_cells(v: &Value, scale: f64, digits: usize) -> [String; 4] {
+    ["mean", "ci95_half_width", "min", "max"].map(|k| fmt(&v[k], scale, digits))
+}
+
+/// The table of an aggregate (aggregate.json): per model, its headline metrics' mean, the
+/// half width of their 95 % confidence interval, minimum and maximum over the seeds;
+/// under it, for each model whose headline p90 was a lower bound in some seeds (`≥`
+/// before the mean, which is then one too), in how many.
+pub fn aggregate_table(agg: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let seeds: Vec<u64> = agg["seeds"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let headline = agg["headline_app"].as_str().unwrap_or("");
+    let (ht, ha) = headline.split_once('/').unwrap_or(("", ""));
+    let _ = writeln!(
+        s,
+        "{}  ({} seed{}: {}; {} s simulated each{})",
+        agg["scenario"].as_str().unwrap_or(""),
+        seeds.len(),
+        if seeds.len() == 1 { "" } else { "s" },
+        seeds_text(&seeds),
+        agg["duration_s"],
+        agg["time_scale"]
+            .as_str()
+            .map_or(String::new(), |s| format!("; {s}"))
+    );
+    let _ = writeln!(
+        s,
+        "over the seeds: mean, ± half width of its 95 % confidence interval (Student t), min, max"
+    );
+    let row = |s: &mut String, cells: [&str; 6]| {
+        let _ = writeln!(
+            s,
+            "{:<8} {:<16} {:>12} {:>12} {:>12} {:>12}",
+            cells[0], cells[1], cells[2], cells[3], cells[4], cells[5]
+        );
+    };
+    row(
+        &mut s,
+        ["model", "metric", "mean", "± 95% CI", "min", "max"],
+    );
+    let p90 = format!("{ht} p90 us");
+    let mut notes = String::new();
+    if let Some(m) = agg["nics"].as_object() {
+        for (k, v) in m {
+            let lat = &v["tenants"][ht]["apps"][ha]["latency_us"];
+            let metrics: [(&str, &Value, f64, usize); 8] = [
+                ("jain_min", &v["jain_min"], 1.0, 4),
+                ("jain_mean", &v["jain_mean"], 1.0, 4),
+                (&p90, &lat["p90"], 1.0, 1),
+                ("link_util", &v["link_utilization"], 1.0, 3),
+                ("Gbit/s", &v["throughput_bps"], 1e-9, 3),
+                ("doorbells/s", &v["doorbell_writes_per_s"], 1.0, 0),
+                ("dma_reads/s", &v["dma_reads_per_s"], 1.0, 0),
+                ("drops", &v["drops"], 1.0, 0),
+            ];
+            let lower = lat["p90_at_least"]["true_in"].as_u64().unwrap_or(0);
+            for (name, stat, scale, digits) in metrics {
+                let mut c = stat_cells(stat, scale, digits);
+                if name == p90 && lower > 0 {
+                    c[0] = format!("≥ {}", c[0]);
+                }
+                row(&mut s, [k, name, &c[0], &c[1], &c[2], &c[3]]);
+            }
+            if lower > 0 {
+                let what = if v["tenants"][ht]["apps"][ha]["requests"].is_object() {
+                    "requests unfinished"
+                } else {
+                    "packets still queued"
+                };
+                let _ = writeln!(
+                    notes,
+                    "≥ {k}: {headline}'s p90 is a lower bound in {lower} of {} seeds ({what} \
+                     at the end count at their age then)",
+                    lat["p90_at_least"]["n"]
+                );
+            }
+        }
+    }
+    s + &notes
 }
 
 /// `weft sim --bench`: simulated packets per wall-clock second, Loom Fig. 9 with `loom`

@@ -310,13 +310,14 @@ fn scenarios_the_simulator_cannot_honour_exit_2() {
 
 #[test]
 fn help_teaches() {
-    weft()
-        .args(["sim", "--help"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
-            "weft sim examples/scenarios/loom-fig9.yaml",
-        ));
+    weft().args(["sim", "--help"]).assert().success().stdout(
+        predicate::str::contains("weft sim examples/scenarios/loom-fig9.yaml")
+            .and(predicate::str::contains("--seeds 1..10"))
+            .and(predicate::str::contains("--seeds <SEEDS>"))
+            .and(predicate::str::contains("Student t"))
+            .and(predicate::str::contains("latency-cdf.csv"))
+            .and(predicate::str::contains("p99_abs_dev")),
+    );
     weft()
         .args(["demo", "--help"])
         .assert()
@@ -594,4 +595,253 @@ fn the_table_marks_packet_delay_lower_bounds() {
         "{out}"
     );
     let _ = std::fs::remove_dir_all(d);
+}
+
+/// Every file under `dir`, by its path relative to it, with its bytes.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `weft sim --seeds`: a report per seed in OUT/seed-N/, each byte for byte what `--seed
+/// N` writes; aggregate.json with every summary metric's mean, Student t interval, min
+/// and max over the seeds; the table on stdout, a line per seed on stderr; the JSON with
+/// `--json`. The same seeds give the same aggregate.
+#[test]
+fn sim_seeds_writes_a_report_per_seed_and_their_statistics() {
+    let d = tmp("seeds");
+    let args = [
+        "sim",
+        "examples/scenarios/hierarchy.yaml",
+        "--nic",
+        "mq,loom",
+        "--duration",
+        "3ms",
+        "--out",
+    ];
+    let out = weft()
+        .args(args)
+        .arg(d.join("all"))
+        .args(["--seeds", "1..3"])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("seed 1 (1 of 3): ")
+                .and(predicate::str::contains("seed 3 (3 of 3): "))
+                .and(predicate::str::contains("aggregate.json")),
+        )
+        .get_output()
+        .stdout
+        .clone();
+    let table = String::from_utf8(out).unwrap();
+    assert!(
+        table.starts_with("hierarchy  (3 seeds: 1..3; 0.003 s simulated each)\n"),
+        "{table}"
+    );
+    for l in [
+        "model    metric",
+        "± 95% CI",
+        "loom     jain_min",
+        "mq       A p90 us",
+    ] {
+        assert!(table.contains(l), "{l}: {table}");
+    }
+    for seed in 1..=3 {
+        let one = d.join(format!("one-{seed}"));
+        weft()
+            .args(args)
+            .arg(&one)
+            .args(["--seed", &seed.to_string(), "--quiet"])
+            .assert()
+            .success();
+        let (a, b) = (files(&d.join(format!("all/seed-{seed}"))), files(&one));
+        assert_eq!(
+            a.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            b.iter().map(|f| &f.0).collect::<Vec<_>>()
+        );
+        for ((name, x), (_, y)) in a.iter().zip(&b) {
+            assert!(x == y, "seed {seed}: {} differs", name.display());
+        }
+    }
+    let summary = |seed: u64| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(d.join(format!("one-{seed}/summary.json"))).unwrap())
+            .unwrap()
+    };
+    let agg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("all/aggregate.json")).unwrap()).unwrap();
+    assert_eq!(agg["seeds"], serde_json::json!([1, 2, 3]));
+    assert_eq!(agg["scenario"], "hierarchy");
+    assert!(agg["statistics"]
+        .as_str()
+        .unwrap()
+        .contains("t(0.975, n - 1)"));
+    // A/kv's p90 on loom: the three values' mean, min, max, and the interval t(0.975, 2) s/√3.
+    let xs: Vec<f64> = (1..=3)
+        .map(|s| {
+            summary(s)["nics"]["loom"]["tenants"]["A"]["apps"]["kv"]["latency_us"]["p90"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let st = &agg["nics"]["loom"]["tenants"]["A"]["apps"]["kv"]["latency_us"]["p90"];
+    let f = |k: &str| st[k].as_f64().unwrap_or_else(|| panic!("{k}: {st}"));
+    let mean = xs.iter().sum::<f64>() / 3.0;
+    let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b.abs().max(1e-9);
+    assert_eq!(st["n"], 3, "{st}");
+    assert!(close(f("mean"), mean), "{st} {xs:?}");
+    assert!(close(f("std"), sd), "{st} {xs:?}");
+    assert!(
+        close(f("ci95_half_width"), 4.302653 * sd / 3f64.sqrt()),
+        "{st}"
+    );
+    assert!(
+        close(f("ci95_low"), mean - 4.302653 * sd / 3f64.sqrt()),
+        "{st}"
+    );
+    assert_eq!(f("min"), xs.iter().copied().fold(f64::INFINITY, f64::min));
+    assert_eq!(f("max"), xs.iter().copied().fold(0.0, f64::max));
+    // Every number of the summaries has its statistics: per model, tenant and application.
+    for k in [
+        "jain_min",
+        "link_utilization",
+        "throughput_bps",
+        "doorbell_writes_per_s",
+    ] {
+        assert!(agg["nics"]["mq"][k]["mean"].is_number(), "{k}");
+    }
+    for k in ["mean_bps", "share", "rel_error"] {
+        assert!(
+            agg["nics"]["mq"]["tenants"]["B"][k]["ci95_high"].is_number(),
+            "{k}"
+        );
+    }
+    assert!(
+        agg["nics"]["loom"]["tenants"]["A"]["apps"]["bulk"]["interdeparture_us"]["p99_abs_dev"]
+            ["max"]
+            .is_number()
+    );
+    assert_eq!(
+        agg["nics"]["loom"]["tenants"]["A"]["apps"]["kv"]["kind"],
+        "request-response"
+    );
+
+    // A list; --json prints aggregate.json; the same seeds, the same bytes.
+    let out = weft()
+        .args(args)
+        .arg(d.join("list"))
+        .args(["--seeds", "3,1,2", "--json", "--quiet"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(json["seeds"], serde_json::json!([3, 1, 2]));
+    assert_eq!(out, std::fs::read(d.join("list/aggregate.json")).unwrap());
+    assert_eq!(
+        json["nics"]["loom"]["tenants"]["A"]["apps"]["kv"]["latency_us"]["p90"]["mean"],
+        st["mean"]
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// A `--seeds` run replaces an earlier one: seeds not run again lose their report (a user's
+/// file there stays, and so does its directory), a single-seed run removes aggregate.json
+/// and the seeds' reports, and a seeds run removes a single report's files.
+#[test]
+fn sim_seeds_replaces_an_earlier_run() {
+    let d = tmp("seeds-replace");
+    let run = |extra: &[&str]| {
+        weft()
+            .args(["sim", "examples/scenarios/hierarchy.yaml", "--nic", "loom"])
+            .args(["--duration", "1ms", "--quiet", "--out"])
+            .arg(&d)
+            .args(extra)
+            .assert()
+            .success();
+    };
+    run(&[]);
+    assert!(d.join("summary.json").exists());
+    run(&["--seeds", "1..3"]);
+    assert!(!d.join("summary.json").exists() && d.join("aggregate.json").exists());
+    std::fs::write(d.join("seed-2/notes.txt"), "mine").unwrap();
+    run(&["--seeds", "1"]);
+    assert!(d.join("seed-1/summary.json").exists());
+    assert!(!d.join("seed-3").exists(), "seed 3's report stayed");
+    assert!(d.join("seed-2/notes.txt").exists() && !d.join("seed-2/summary.json").exists());
+    let agg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("aggregate.json")).unwrap()).unwrap();
+    let p90 = &agg["nics"]["loom"]["tenants"]["A"]["apps"]["kv"]["latency_us"]["p90"];
+    assert_eq!(
+        (&p90["n"], &p90["ci95_low"]),
+        (&serde_json::json!(1), &serde_json::Value::Null)
+    );
+    run(&[]);
+    assert!(d.join("summary.json").exists() && !d.join("aggregate.json").exists());
+    assert!(!d.join("seed-1").exists() && d.join("seed-2/notes.txt").exists());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// A `--seeds` that names no seed, one twice, a backward range or too many, or that comes
+/// with `--seed`, exits 2 saying what is wrong and what to write; nothing runs.
+#[test]
+fn bad_seeds_exit_2() {
+    let d = tmp("seeds-bad");
+    for (spec, says) in [
+        (
+            "5..1",
+            "the range `5..1` is empty (5 > 1); write the smaller seed first, `1..5`",
+        ),
+        ("", "an empty item"),
+        ("1,,2", "an empty item"),
+        ("one", "`one` is not a seed"),
+        ("1..x", "`x` is not a seed"),
+        ("-3", "`-3` is not a seed"),
+        ("1..3,2", "seed 2 is given twice"),
+        ("0..1000", "more than 1000 seeds"),
+        ("1..18446744073709551615", "more than 1000 seeds"),
+    ] {
+        weft()
+            .args([
+                "sim",
+                "examples/scenarios/hierarchy.yaml",
+                "--seeds",
+                spec,
+                "--out",
+            ])
+            .arg(&d)
+            .assert()
+            .code(2)
+            .stderr(
+                predicate::str::contains(format!("--seeds `{spec}`: {says}"))
+                    .and(predicate::str::contains("`1..10` (1 to 10, both included)")),
+            );
+    }
+    assert!(!d.exists(), "nothing was written");
+    weft()
+        .args([
+            "sim",
+            "examples/scenarios/hierarchy.yaml",
+            "--seed",
+            "1",
+            "--seeds",
+            "1..2",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
 }
