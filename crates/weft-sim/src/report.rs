@@ -1244,9 +1244,9 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
 pub const UNIT_TOP: f64 = 1.05;
 
 /// The CDF of application `app`'s latency per model over the run (`latency-cdf.csv` has
-/// every application's): the fraction of its samples at most x, x on a logarithmic axis
-/// (the models differ by orders of magnitude, as in `latency.svg`), y from 0 to
-/// [`UNIT_TOP`]. Unfinished requests (packets still queued) count at their age at the end:
+/// every application's): the fraction of its samples at most x, rising from 0 at the
+/// smallest, x on a logarithmic axis (the models differ by orders of magnitude, as in
+/// `latency.svg`), y from 0 to [`UNIT_TOP`]. Unfinished requests (packets still queued) count at their age at the end:
 /// a note says so where there are any. Without a sample, a note says why.
 pub fn latency_cdf_chart(sc: &Scenario, an: &[Analysed], app: usize) -> String {
     let name = format!(
@@ -1262,15 +1262,23 @@ pub fn latency_cdf_chart(sc: &Scenario, an: &[Analysed], app: usize) -> String {
     } else {
         (format!("CDF of {name}'s packet delay"), "write to wire, µs")
     };
+    // Each line rises from 0 at its smallest value (a CDF's first step), unless that is 0,
+    // on the axis's left edge.
     let series: Vec<Series> = an
         .iter()
-        .map(|a| Series {
-            name: a.run.kind.name().to_string(),
-            points: a.run.app_latency[app]
-                .cdf()
-                .into_iter()
-                .map(|(v, f)| (v as f64 / 1e6, f))
-                .collect(),
+        .map(|a| {
+            let cdf = a.run.app_latency[app].cdf();
+            let rise = cdf
+                .first()
+                .filter(|p| p.0 > 0)
+                .map(|p| (p.0 as f64 / 1e6, 0.0));
+            Series {
+                name: a.run.kind.name().to_string(),
+                points: rise
+                    .into_iter()
+                    .chain(cdf.into_iter().map(|(v, f)| (v as f64 / 1e6, f)))
+                    .collect(),
+            }
         })
         .collect();
     if no_points(&series) {
