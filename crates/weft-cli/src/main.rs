@@ -249,7 +249,8 @@ enum Command {
     /// byte what `--seed N` writes), and OUT/aggregate.json: every numeric metric of the
     /// summaries per model, tenant and application as mean, 95 % confidence interval
     /// (Student t), std, min and max over the seeds; the table shows the headline ones.
-    /// An earlier run's aggregate.json and seed-N/ reports not run again are removed.
+    /// A --seeds run removes an earlier one's aggregate.json and seed-N/ reports not run
+    /// again, and a single report's files in OUT.
     ///
     /// Examples:
     ///   weft sim examples/scenarios/loom-fig9.yaml

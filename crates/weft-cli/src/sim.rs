@@ -443,11 +443,12 @@ fn seed_dir(out: &Path, seed: u64) -> PathBuf {
 /// The statistics over seeds a run with `--seeds` writes in `--out`.
 pub const AGGREGATE: &str = "aggregate.json";
 
-/// Removes what an earlier run left in `out` that this one does not write, so that the
-/// directory never mixes runs: `aggregate.json`, and the report files (only those,
-/// [`weft_sim::report::remove_outputs`]) of every `seed-N/` whose seed is not in `keep`,
-/// the directory too when that leaves it empty. (The reports written remove their own
-/// directory's earlier files.)
+/// Removes what an earlier `--seeds` run left in `out` that this one does not write, so
+/// that the directory never mixes runs: `aggregate.json`, and the report files (only
+/// those, [`weft_sim::report::remove_outputs`]) of every `seed-N/` whose seed is not in
+/// `keep`, the directory too when that leaves it empty. (The reports written remove their
+/// own directory's earlier files.) A single-seed run leaves them: its report is `out`'s
+/// own files, and a `seed-N/` may be one written with `--seed N --out OUT/seed-N`.
 fn remove_earlier(out: &Path, keep: &[u64]) -> Result<(), Fail> {
     let cannot = |p: &Path, e: std::io::Error| (1, format!("cannot remove {}: {e}", p.display()));
     let agg = out.join(AGGREGATE);
@@ -555,7 +556,6 @@ pub fn sim(a: SimArgs) -> Result<(), Fail> {
             sc.program.name
         );
     }
-    remove_earlier(&a.out, seeds.as_deref().unwrap_or(&[]))?;
     if let Some(seeds) = seeds {
         return sim_seeds(&a, &mut sc, &models, &seeds);
     }
@@ -587,7 +587,9 @@ fn sim_seeds(
     models: &[NicKind],
     seeds: &[u64],
 ) -> Result<(), Fail> {
-    // A single report's files do not belong beside the seeds' directories.
+    // An earlier run's aggregate and seeds not run again, and a single report's files, do
+    // not belong beside these seeds' directories.
+    remove_earlier(&a.out, seeds)?;
     weft_sim::report::remove_outputs(&a.out).map_err(|e| (1, e.to_string()))?;
     let started = Instant::now();
     let mut sums = Vec::with_capacity(seeds.len());

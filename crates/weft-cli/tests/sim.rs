@@ -760,8 +760,9 @@ fn sim_seeds_writes_a_report_per_seed_and_their_statistics() {
 }
 
 /// A `--seeds` run replaces an earlier one: seeds not run again lose their report (a user's
-/// file there stays, and so does its directory), a single-seed run removes aggregate.json
-/// and the seeds' reports, and a seeds run removes a single report's files.
+/// file there stays, and so does its directory), and a single report's files go. A
+/// single-seed run replaces its own files only: the seeds' directories and aggregate.json
+/// stay (a `seed-N/` may be a `--seed N` report the user put there).
 #[test]
 fn sim_seeds_replaces_an_earlier_run() {
     let d = tmp("seeds-replace");
@@ -791,8 +792,11 @@ fn sim_seeds_replaces_an_earlier_run() {
         (&serde_json::json!(1), &serde_json::Value::Null)
     );
     run(&[]);
-    assert!(d.join("summary.json").exists() && !d.join("aggregate.json").exists());
-    assert!(!d.join("seed-1").exists() && d.join("seed-2/notes.txt").exists());
+    assert!(d.join("summary.json").exists() && d.join("aggregate.json").exists());
+    assert!(d.join("seed-1/summary.json").exists() && d.join("seed-2/notes.txt").exists());
+    run(&["--seeds", "2"]);
+    assert!(!d.join("summary.json").exists() && !d.join("seed-1").exists());
+    assert!(d.join("seed-2/summary.json").exists() && d.join("seed-2/notes.txt").exists());
     let _ = std::fs::remove_dir_all(d);
 }
 
