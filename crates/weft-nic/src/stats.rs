@@ -261,8 +261,10 @@ pub struct HistSummary {
     pub max_us: f64,
 }
 
-/// One port's counters, by backend (told apart by their `backend` field).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One port's counters, by backend (told apart by their `backend` field: read as that
+/// backend's, so that a missing or misspelt field is named, not lost in "no variant
+/// matches").
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum PortStats {
     AfPacket(AfPacketPort),
@@ -275,6 +277,23 @@ impl PortStats {
         match self {
             PortStats::AfPacket(p) => &p.iface,
             PortStats::AfXdp(p) => &p.iface,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PortStats {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PortStats, D::Error> {
+        use serde::de::Error;
+        let v = serde_json::Value::deserialize(d)?;
+        match v.get("backend").and_then(serde_json::Value::as_str) {
+            Some("af-packet") => AfPacketPort::deserialize(v)
+                .map(PortStats::AfPacket)
+                .map_err(D::Error::custom),
+            Some("af-xdp") => AfXdpPort::deserialize(v)
+                .map(PortStats::AfXdp)
+                .map_err(D::Error::custom),
+            Some(other) => Err(D::Error::unknown_variant(other, &["af-packet", "af-xdp"])),
+            None => Err(D::Error::missing_field("backend")),
         }
     }
 }
@@ -587,6 +606,19 @@ mod tests {
         let back: Vec<PortStats> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, ports);
         assert_eq!(back[1].iface(), "up");
+        // What is wrong with a port is said of its own backend's fields.
+        for (from, to, says) in [
+            (
+                "\"tx_frames\":4",
+                "\"tx_frame\":4",
+                "missing field `tx_frames`",
+            ),
+            ("\"af-xdp\"", "\"af_xdp\"", "unknown variant `af_xdp`"),
+            ("\"backend\":\"af-xdp\",", "", "missing field `backend`"),
+        ] {
+            let e = serde_json::from_str::<Vec<PortStats>>(&text.replace(from, to)).unwrap_err();
+            assert!(e.to_string().contains(says), "{from}: {e}");
+        }
     }
 
     #[test]
