@@ -126,7 +126,7 @@ pub struct TenantStats {
     /// interface, by [`Reject`] (`Reject::ALL` order); only reasons above 0 are answered.
     #[serde(
         serialize_with = "reject_counts::serialize_nonzero",
-        deserialize_with = "reject_counts::deserialize"
+        deserialize_with = "reject_counts::deserialize_nonzero"
     )]
     pub rejects: [u64; Reject::ALL.len()],
 }
@@ -460,19 +460,30 @@ fn write_counts<S: Serializer>(
     )
 }
 
-/// Reads an object from reason names to counts into their array (a reason left out counts
-/// 0; a name not among `names` is refused).
+/// Reads an object from reason names to counts into their array. A name not among `names`
+/// is refused; a reason left out is refused too when `every` (the answer has every
+/// reason), and counts 0 otherwise (only those above 0 are answered).
 fn read_counts<'de, D: Deserializer<'de>, const N: usize>(
     names: [&'static str; N],
+    every: bool,
     d: D,
 ) -> Result<[u64; N], D::Error> {
     let map = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
     let mut counts = [0; N];
+    let mut seen = [false; N];
     for (k, n) in map {
         let Some(i) = names.iter().position(|&name| name == k) else {
-            return Err(serde::de::Error::unknown_field(&k, &[]));
+            return Err(serde::de::Error::custom(format_args!(
+                "unknown reason `{k}` (the reasons: {})",
+                names.join(", ")
+            )));
         };
-        counts[i] = n;
+        (counts[i], seen[i]) = (n, true);
+    }
+    if every {
+        if let Some(i) = seen.iter().position(|&s| !s) {
+            return Err(serde::de::Error::missing_field(names[i]));
+        }
     }
     Ok(counts)
 }
@@ -488,7 +499,7 @@ mod drop_counts {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u64; N], D::Error> {
-        read_counts(DropReason::ALL.map(DropReason::name), d)
+        read_counts(DropReason::ALL.map(DropReason::name), true, d)
     }
 }
 
@@ -503,12 +514,12 @@ mod tenant_drop_counts {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u64; N], D::Error> {
-        read_counts(TENANT_DROPS, d)
+        read_counts(TENANT_DROPS, true, d)
     }
 }
 
 /// `[u64; 12]` by [`Reject`], as `{reason: n}`: every reason ([`iface::Counters`]'s), or
-/// only those above 0 (a tenant's).
+/// only those above 0 (a tenant's), read back the same way.
 pub(crate) mod reject_counts {
     use super::*;
 
@@ -523,7 +534,11 @@ pub(crate) mod reject_counts {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u64; N], D::Error> {
-        read_counts(Reject::ALL.map(Reject::name), d)
+        read_counts(Reject::ALL.map(Reject::name), true, d)
+    }
+
+    pub fn deserialize_nonzero<'de, D: Deserializer<'de>>(d: D) -> Result<[u64; N], D::Error> {
+        read_counts(Reject::ALL.map(Reject::name), false, d)
     }
 }
 
@@ -576,7 +591,26 @@ mod tests {
                 .replace("bad_rate", "bad_mood"),
         )
         .unwrap_err();
-        assert!(e.to_string().contains("bad_mood"), "{e}");
+        assert!(e.to_string().contains("unknown reason `bad_mood`"), "{e}");
+
+        // A section answered with every reason is refused without one, naming it; a
+        // tenant's refusals, answered only above 0, are not.
+        let mut v = serde_json::to_value(&i).unwrap();
+        v["rejects"].as_object_mut().unwrap().remove("busy");
+        let e = serde_json::from_value::<iface::Counters>(v).unwrap_err();
+        assert!(e.to_string().contains("missing field `busy`"), "{e}");
+        let mut v = serde_json::to_value(&t).unwrap();
+        v["drops"].as_object_mut().unwrap().remove("no_buffer");
+        let e = serde_json::from_value::<TenantStats>(v).unwrap_err();
+        assert!(e.to_string().contains("missing field `no_buffer`"), "{e}");
+        let mut v = serde_json::to_value(&node).unwrap();
+        v["drops"].as_object_mut().unwrap().remove("flow_bytes");
+        let e = serde_json::from_value::<NodeStats>(v).unwrap_err();
+        assert!(e.to_string().contains("missing field `flow_bytes`"), "{e}");
+        let mut v = serde_json::to_value(&t).unwrap();
+        v["rejects"] = serde_json::json!({});
+        let none = serde_json::from_value::<TenantStats>(v).unwrap();
+        assert_eq!(none.rejects, [0; 12]);
     }
 
     /// A port's counters are read back as its own backend's.
