@@ -50,7 +50,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use weft_core::policy::parse::{self, Kind};
 use weft_core::policy::Rule;
@@ -1369,7 +1368,7 @@ fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
             let text = if stats["ok"] == false {
                 Err(stats["error"].as_str().unwrap_or("no stats").to_string())
             } else {
-                match Stats::deserialize(&stats) {
+                match Stats::from_json(&stats) {
                     Ok(stats) => {
                         let text: Arc<str> = Arc::from(prometheus(&stats));
                         lock(&c.state).latest = Some((Instant::now(), text.clone()));

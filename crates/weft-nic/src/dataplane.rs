@@ -1397,8 +1397,7 @@ fn carry(
 /// laws, on a snapshot taken at quiescence. `Err` names the law that failed, with its
 /// figures, or says why `stats` is not a stats answer.
 pub fn check_balance(stats: &Value) -> Result<(), String> {
-    use serde::Deserialize;
-    Stats::deserialize(stats)
+    Stats::from_json(stats)
         .map_err(|e| format!("not a stats answer: {e}"))?
         .check_balance()
 }
@@ -2580,7 +2579,7 @@ mod tests {
         s["iface"].as_object_mut().unwrap().remove("sent");
         let e = check_balance(&s).unwrap_err();
         assert!(
-            e.starts_with("not a stats answer") && e.contains("`sent`"),
+            e.starts_with("not a stats answer: iface: missing field `sent`"),
             "{e}"
         );
     }

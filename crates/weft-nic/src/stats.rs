@@ -8,6 +8,10 @@
 //! across reloads by name). Counts by reason are arrays in the reasons' counter order
 //! ([`DropReason::ALL`], [`Reject::ALL`], [`TENANT_DROPS`]), answered as objects from the
 //! reason's name to its count.
+//!
+//! [`Stats::from_json`] reads an answer back (`weft ctl`, the metrics endpoint, the tests):
+//! a field missing, renamed or of another type is an error naming it and its place, never a
+//! count taken as 0.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use weft_core::sched::DropReason;
@@ -411,7 +415,42 @@ pub struct XdpKernelStats {
     pub tx_ring_empty_descs: u64,
 }
 
+/// A stats answer that does not read as [`Stats`]: where in it (`tenants[1]`,
+/// `dataplane.tx_frames`) and why (``missing field `rx_frames` ``).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", at(.path))]
+pub struct ReadError {
+    /// Where: the path of the field or of the section it is missing from, empty for the
+    /// answer itself.
+    pub path: String,
+    /// Why, as serde says it (a missing field, a field of another type, an unknown
+    /// reason).
+    pub message: String,
+}
+
+/// `path: `, or nothing for the answer itself.
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
+}
+
 impl Stats {
+    /// Reads a `ctl stats` answer: a field missing, renamed or of another type is an error
+    /// that names it and where it is, never a count taken as 0. Fields it does not know are
+    /// passed over (a newer daemon may answer more).
+    pub fn from_json(v: &serde_json::Value) -> Result<Stats, ReadError> {
+        serde_path_to_error::deserialize(v).map_err(|e| {
+            let path = e.path().to_string();
+            ReadError {
+                path: if path == "." { String::new() } else { path },
+                message: e.into_inner().to_string(),
+            }
+        })
+    }
+
     /// The dataplane's conservation laws, on a snapshot taken at quiescence: every frame
     /// received from a tenant was posted or dropped with a counted reason; every posted
     /// descriptor was sent or dropped with a counted reason; every sent descriptor is a
@@ -652,6 +691,50 @@ mod tests {
         ] {
             let e = serde_json::from_str::<Vec<PortStats>>(&text.replace(from, to)).unwrap_err();
             assert!(e.to_string().contains(says), "{from}: {e}");
+        }
+    }
+
+    /// An answer that does not read names the field at fault and where it is.
+    #[test]
+    fn a_stats_answer_that_does_not_read_names_the_field_and_its_place() {
+        let s = Stats {
+            ok: true,
+            tenants: vec![TenantStats::default(), TenantStats::default()],
+            ports: vec![PortStats::AfPacket(AfPacketPort::default())],
+            ..Stats::default()
+        };
+        let good = serde_json::to_value(&s).unwrap();
+        assert_eq!(Stats::from_json(&good), Ok(s));
+        let broken = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = good.clone();
+            f(&mut v);
+            Stats::from_json(&v).unwrap_err().to_string()
+        };
+        for (e, says) in [
+            (
+                broken(&|v| {
+                    v["tenants"][1].as_object_mut().unwrap().remove("rx_frames");
+                }),
+                "tenants[1]: missing field `rx_frames`",
+            ),
+            (
+                broken(&|v| v["dataplane"]["tx_frames"] = serde_json::json!(-1)),
+                "dataplane.tx_frames: invalid value: integer `-1`",
+            ),
+            (
+                broken(&|v| {
+                    v.as_object_mut().unwrap().remove("ok");
+                }),
+                "missing field `ok`",
+            ),
+            (
+                broken(&|v| {
+                    v["ports"][0].as_object_mut().unwrap().remove("kicks");
+                }),
+                "ports[0]: missing field `kicks`",
+            ),
+        ] {
+            assert!(e.starts_with(says), "{e}");
         }
     }
 
