@@ -8,8 +8,11 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use weft_core::policy::{self, LoadOptions};
+use weft_core::sched::DropReason;
 use weft_core::units;
+use weft_nic::iface::Reject;
 use weft_nic::isolation::{self, Mac};
+use weft_nic::stats::Stats;
 use weft_nic::{ctl, dataplane, testbed};
 
 type Fail = (u8, String);
@@ -506,14 +509,37 @@ fn ask(socket: &std::path::Path, req: Value) -> Result<Value, Fail> {
     Ok(v)
 }
 
+/// The daemon's stats, read as [`Stats`]: an answer that does not read (a field missing,
+/// renamed or of another type, as from a `weft run` of another version) is an error naming
+/// the field, not counters taken as 0.
+fn ask_stats(socket: &std::path::Path) -> Result<Stats, Fail> {
+    read_stats(socket, &ask(socket, json!({"cmd": "stats"}))?)
+}
+
+/// [`ask_stats`]'s reading of the answer `v`.
+fn read_stats(socket: &std::path::Path, v: &Value) -> Result<Stats, Fail> {
+    Stats::from_json(v).map_err(|e| {
+        (
+            1,
+            format!(
+                "{}: the daemon's stats do not read as this weft's: {e}",
+                socket.display()
+            ),
+        )
+    })
+}
+
 fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
     match c {
         CtlCommand::Stats { json: j, socket } => {
-            let v = ask(&socket, json!({"cmd": "stats"}))?;
+            let stats = ask_stats(&socket)?;
             if j {
-                crate::out::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())?;
+                crate::out::outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&stats).unwrap_or_default()
+                )?;
             } else {
-                print_stats(&v)?;
+                print_stats(&stats)?;
             }
             Ok(())
         }
@@ -521,10 +547,12 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
             // Checked here as the daemon will check it: at the uplink rate it runs at (its
             // `--rate`, which stands for the file's `link: {rate}`; a senic policy's limits
             // are judged against it). Without an answer, at the file's rate: an invalid
-            // policy is said before a daemon that is not there.
-            let rate = ask(&socket, json!({"cmd": "stats"}))
-                .ok()
-                .and_then(|v| v["rate_bps"].as_u64());
+            // policy is said before a daemon that is not there. An answer that does not
+            // read is an error: the rate would be a guess.
+            let rate = match ask(&socket, json!({"cmd": "stats"})) {
+                Ok(v) => Some(read_stats(&socket, &v)?.rate_bps),
+                Err(_) => None,
+            };
             let opts = LoadOptions {
                 link_rate_bps: rate,
                 ..LoadOptions::default()
@@ -567,84 +595,94 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
     }
 }
 
-fn print_stats(v: &Value) -> Result<(), Fail> {
+fn print_stats(s: &Stats) -> Result<(), Fail> {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(
         o,
         "policy {} (generation {}), up {:.1} s, uplink {}",
-        v["policy"].as_str().unwrap_or("?"),
-        v["generation"],
-        v["uptime_s"].as_f64().unwrap_or(0.0),
-        units::format_rate(v["rate_bps"].as_u64().unwrap_or(0))
+        s.policy,
+        s.generation,
+        s.uptime_s,
+        units::format_rate(s.rate_bps)
     );
     let _ = writeln!(
         o,
         "{:<24} {:>6} {:>12} {:>14} {:>10} {:>10}  drops by reason",
         "node", "type", "packets", "bytes", "Mbit/s", "drops"
     );
-    for n in v["nodes"].as_array().into_iter().flatten() {
-        let drops = n["drops"].as_object();
-        let total: u64 = drops.map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
-        let reasons: Vec<String> = drops
-            .into_iter()
-            .flatten()
-            .filter(|(_, c)| c.as_u64().unwrap_or(0) > 0)
-            .map(|(r, c)| format!("{r}={c}"))
+    for n in &s.nodes {
+        let total: u64 = n.drops.iter().sum();
+        let reasons: Vec<String> = DropReason::ALL
+            .iter()
+            .zip(n.drops)
+            .filter(|&(_, c)| c > 0)
+            .map(|(r, c)| format!("{}={c}", r.name()))
             .collect();
         let _ = writeln!(
             o,
             "{:<24} {:>6} {:>12} {:>14} {:>10.1} {:>10}  {}",
-            n["name"].as_str().unwrap_or(""),
-            n["type"].as_str().unwrap_or(""),
-            n["packets"].as_u64().unwrap_or(0),
-            n["bytes"].as_u64().unwrap_or(0),
-            n["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            n.name,
+            n.algo,
+            n.packets,
+            n.bytes,
+            n.rate_bps / 1e6,
             total,
             reasons.join(" ")
         );
     }
-    if let Some(shapers) = v["shapers"].as_array().filter(|s| !s.is_empty()) {
+    if !s.shapers.is_empty() {
         let _ = writeln!(
             o,
             "{:<24} {:>12} {:>14} {:>10} {:>12}",
             "shaping class", "packets", "bytes", "Mbit/s", "limit Mbit/s"
         );
-        for c in shapers {
+        for c in &s.shapers {
             let _ = writeln!(
                 o,
                 "{:<24} {:>12} {:>14} {:>10.1} {:>12.1}",
-                c["name"].as_str().unwrap_or(""),
-                c["packets"].as_u64().unwrap_or(0),
-                c["bytes"].as_u64().unwrap_or(0),
-                c["rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
-                c["limit_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                c.name,
+                c.packets,
+                c.bytes,
+                c.rate_bps / 1e6,
+                c.limit_bps as f64 / 1e6,
             );
         }
     }
-    for t in v["tenants"].as_array().into_iter().flatten() {
+    for t in &s.tenants {
+        let refused: Vec<String> = Reject::ALL
+            .iter()
+            .zip(t.rejects)
+            .filter(|&(_, c)| c > 0)
+            .map(|(r, c)| format!("{}={c}", r.name()))
+            .collect();
         let _ = writeln!(
             o,
             "tenant {} ({} on {}): {} frames received, refused: {}",
-            t["tenant"],
-            t["name"].as_str().unwrap_or(""),
-            t["iface"].as_str().unwrap_or(""),
-            t["rx_frames"],
-            counters(&t["rejects"], "none")
+            t.tenant,
+            t.name,
+            t.iface,
+            t.rx_frames,
+            if refused.is_empty() {
+                "none".to_string()
+            } else {
+                refused.join(" ")
+            }
         );
     }
-    let _ = writeln!(o, "dataplane: {}", counters(&v["dataplane"], "all 0"));
-    for p in v["ports"].as_array().into_iter().flatten() {
+    let _ = writeln!(o, "dataplane: {}", counters(&s.dataplane, "all 0"));
+    for p in &s.ports {
         let _ = writeln!(o, "port: {}", counters(p, "all 0"));
     }
-    let _ = writeln!(o, "iface: {}", counters(&v["iface"], "all 0"));
+    let _ = writeln!(o, "iface: {}", counters(&s.iface, "all 0"));
     crate::out::print(&o)
 }
 
-/// A JSON object of counters as `name=value` words for the table, nested objects' names
-/// joined with `.` (`rejects.foreign_queue=12`); zeros left out (`--json` has them all), and
-/// `none_left` when nothing is left.
-fn counters(v: &Value, none_left: &str) -> String {
+/// A section of the stats as `name=value` words for the table, by its fields' names in
+/// `--json` (its serde form), nested sections' names joined with `.`
+/// (`rejects.foreign_queue=12`); zeros left out (`--json` has them all), and `none_left`
+/// when nothing is left.
+fn counters(section: &impl serde::Serialize, none_left: &str) -> String {
     fn walk(v: &Value, name: &str, out: &mut Vec<String>) {
         match v {
             Value::Object(m) => {
@@ -664,7 +702,12 @@ fn counters(v: &Value, none_left: &str) -> String {
         }
     }
     let mut out = Vec::new();
-    walk(v, "", &mut out);
+    // Cannot fail: the stats' maps have string keys.
+    walk(
+        &serde_json::to_value(section).unwrap_or_default(),
+        "",
+        &mut out,
+    );
     if out.is_empty() {
         none_left.to_string()
     } else {

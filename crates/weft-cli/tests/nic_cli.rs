@@ -4,6 +4,8 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 use predicates::str::contains;
+use weft_nic::iface::Reject;
+use weft_nic::stats::{AfXdpPort, NodeStats, PortStats, Stats, TenantStats, XdpKernelStats};
 
 fn weft() -> Command {
     Command::cargo_bin("weft").unwrap()
@@ -247,6 +249,20 @@ fn fake_daemon_answering(
     (sock, daemon)
 }
 
+/// A stats answer as the daemon gives it: `stats`'s serde form.
+fn answer(stats: &Stats) -> serde_json::Value {
+    serde_json::to_value(stats).unwrap()
+}
+
+/// A daemon's stats with nothing in them but its rate.
+fn stats_at(rate_bps: u64) -> serde_json::Value {
+    answer(&Stats {
+        ok: true,
+        rate_bps,
+        ..Stats::default()
+    })
+}
+
 /// `weft ctl reload` prints the daemon's warnings for the new policy on stderr (as `weft run`
 /// does at start) and the policy's name, unquoted, on stdout.
 #[test]
@@ -254,7 +270,7 @@ fn ctl_reload_prints_the_daemons_warnings() {
     let (sock, daemon) = fake_daemon_answering(
         "reload",
         vec![
-            serde_json::json!({"ok": true, "rate_bps": 500_000_000u64}),
+            stats_at(500_000_000),
             serde_json::json!({"ok": true, "policy": "two-tenants", "generation": 2,
                 "warnings": ["no leaf of two-tenants takes tenant 3 (c on t3): dropped"]}),
         ],
@@ -289,10 +305,7 @@ fn ctl_reload_checks_the_policy_at_the_daemons_rate() {
     );
     let reload_ok = serde_json::json!({"ok": true, "policy": "senic-two-level", "generation": 2});
     // Only the stats request is answered: a reload request would find no socket (exit 1).
-    let (sock, daemon) = fake_daemon_answering(
-        "reload-rate-low",
-        vec![serde_json::json!({"ok": true, "rate_bps": 5_000_000_000u64})],
-    );
+    let (sock, daemon) = fake_daemon_answering("reload-rate-low", vec![stats_at(5_000_000_000)]);
     let a = weft()
         .args(["ctl", "reload", policy, "--socket"])
         .arg(&sock)
@@ -300,13 +313,8 @@ fn ctl_reload_checks_the_policy_at_the_daemons_rate() {
     let reqs = daemon.join().unwrap();
     a.code(2).stderr(contains("senic-oversubscribed"));
     assert!(reqs[0].contains("\"cmd\":\"stats\""), "{reqs:?}");
-    let (sock, daemon) = fake_daemon_answering(
-        "reload-rate-ok",
-        vec![
-            serde_json::json!({"ok": true, "rate_bps": 10_000_000_000u64}),
-            reload_ok,
-        ],
-    );
+    let (sock, daemon) =
+        fake_daemon_answering("reload-rate-ok", vec![stats_at(10_000_000_000), reload_ok]);
     let a = weft()
         .args(["ctl", "reload", policy, "--socket"])
         .arg(&sock)
@@ -316,21 +324,63 @@ fn ctl_reload_checks_the_policy_at_the_daemons_rate() {
     assert!(reqs[1].contains("\"cmd\":\"reload\""), "{reqs:?}");
 }
 
+/// Stats with a little in every section the table shows.
+fn some_stats() -> Stats {
+    let mut b = TenantStats {
+        tenant: 2,
+        name: "b".into(),
+        iface: "t2".into(),
+        rx_frames: 7,
+        ..TenantStats::default()
+    };
+    b.rejects[Reject::ForeignQueue as usize] = 3;
+    let mut s = Stats {
+        ok: true,
+        policy: "p".into(),
+        generation: 1,
+        uptime_s: 1.0,
+        rate_bps: 500_000_000,
+        nodes: vec![NodeStats {
+            id: 0,
+            name: "root".into(),
+            algo: "wfq".into(),
+            packets: 12,
+            bytes: 1200,
+            drops: [0, 2, 0, 0, 1],
+            rate_bps: 2.5e6,
+            ..NodeStats::default()
+        }],
+        tenants: vec![
+            TenantStats {
+                tenant: 1,
+                name: "a".into(),
+                iface: "t1".into(),
+                rx_frames: 5,
+                ..TenantStats::default()
+            },
+            b,
+        ],
+        ports: vec![PortStats::AfXdp(AfXdpPort {
+            iface: "up".into(),
+            rx_frames: 4,
+            kernel: XdpKernelStats {
+                rx_ring_full: 1,
+                ..XdpKernelStats::default()
+            },
+            ..AfXdpPort::default()
+        })],
+        ..Stats::default()
+    };
+    s.dataplane.tx_frames = 12;
+    s.iface.posted = 12;
+    s.iface.rejects[Reject::RingFull as usize] = 2;
+    s
+}
+
 /// The stats table gives counters as `name=value` words (zeros left out), not JSON text.
 #[test]
 fn ctl_stats_table_gives_counters_as_words_not_json() {
-    let (sock, daemon) = fake_daemon(
-        "stats",
-        serde_json::json!({"ok": true, "policy": "p", "generation": 1, "uptime_s": 1.0,
-            "rate_bps": 500_000_000u64, "nodes": [],
-            "tenants": [
-                {"tenant": 1, "name": "a", "iface": "t1", "rx_frames": 5, "rejects": {}},
-                {"tenant": 2, "name": "b", "iface": "t2", "rx_frames": 7,
-                 "rejects": {"foreign_queue": 3, "unknown_queue": 0}}],
-            "dataplane": {"tx_frames": 12, "parse_errors": 0},
-            "ports": [{"rx": {"frames": 4, "bad_desc": 0}}],
-            "iface": {"posted": 12, "rejects": {"busy": 0, "ring_full": 2}}}),
-    );
+    let (sock, daemon) = fake_daemon("stats", answer(&some_stats()));
     let a = weft()
         .args(["ctl", "stats", "--socket"])
         .arg(&sock)
@@ -339,16 +389,115 @@ fn ctl_stats_table_gives_counters_as_words_not_json() {
     let out = String::from_utf8(a.get_output().stdout.clone()).unwrap();
     a.code(0);
     for line in [
+        "policy p (generation 1), up 1.0 s, uplink 500mbit",
+        "root                        wfq           12           1200        2.5          3  \
+         leaf_packets=2 flow_bytes=1",
         "tenant 1 (a on t1): 5 frames received, refused: none",
         "tenant 2 (b on t2): 7 frames received, refused: foreign_queue=3",
-        "dataplane: tx_frames=12",
-        "port: rx.frames=4",
+        "dataplane: tx_frames=12 uplink_up=false",
+        "port: iface=up backend=af-xdp rx_frames=4 kernel.rx_ring_full=1",
         "iface: posted=12 rejects.ring_full=2",
     ] {
         assert!(
             out.lines().any(|l| l == line),
             "no line `{line}` in:\n{out}"
         );
+    }
+}
+
+/// `--json` prints the answer as the daemon gave it (the serde form of `Stats`).
+#[test]
+fn ctl_stats_json_is_the_answer() {
+    let stats = some_stats();
+    let (sock, daemon) = fake_daemon("stats-json", answer(&stats));
+    let a = weft()
+        .args(["ctl", "stats", "--json", "--socket"])
+        .arg(&sock)
+        .assert();
+    daemon.join().unwrap();
+    let out = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    a.code(0);
+    assert_eq!(out, serde_json::to_string_pretty(&stats).unwrap() + "\n");
+}
+
+/// A stats answer that does not read as this weft's (a field missing or renamed, a count
+/// by reason under a name it does not know, a port without its backend) is an error that
+/// names the field and where it is, exit 1, for the table, `--json` and the reload's rate
+/// alike: it was printed with the field as 0 or `?`.
+#[test]
+fn ctl_stats_that_do_not_read_are_refused_naming_the_field() {
+    let good = answer(&some_stats());
+    let broken = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        v
+    };
+    let reload = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/two-tenants.yaml"
+    );
+    for (tag, v, says) in [
+        (
+            "missing",
+            broken(&|v| {
+                v["tenants"][1].as_object_mut().unwrap().remove("rx_frames");
+            }),
+            "tenants[1]: missing field `rx_frames`",
+        ),
+        (
+            "renamed",
+            broken(&|v| {
+                let d = v["dataplane"].as_object_mut().unwrap();
+                let n = d.remove("tx_frames").unwrap();
+                d.insert("tx_frame".into(), n);
+            }),
+            "dataplane: missing field `tx_frames`",
+        ),
+        (
+            "rate",
+            broken(&|v| {
+                v.as_object_mut().unwrap().remove("rate_bps");
+            }),
+            "missing field `rate_bps`",
+        ),
+        (
+            "reason",
+            broken(&|v| {
+                let d = v["nodes"][0]["drops"].as_object_mut().unwrap();
+                let n = d.remove("leaf_packets").unwrap();
+                d.insert("leaf_pkts".into(), n);
+            }),
+            "nodes[0].drops: unknown reason `leaf_pkts`",
+        ),
+        (
+            "type",
+            broken(&|v| v["iface"]["posted"] = serde_json::json!("12")),
+            "iface.posted: invalid type: string \"12\"",
+        ),
+        (
+            "backend",
+            broken(&|v| {
+                v["ports"][0].as_object_mut().unwrap().remove("backend");
+            }),
+            "ports[0]: missing field `backend`",
+        ),
+    ] {
+        for args in [&["ctl", "stats"][..], &["ctl", "stats", "--json"]] {
+            let (sock, daemon) = fake_daemon(&format!("bad-{tag}"), v.clone());
+            let a = weft().args(args).arg("--socket").arg(&sock).assert();
+            daemon.join().unwrap();
+            a.code(1)
+                .stdout("")
+                .stderr(contains(says).and(contains("do not read as this weft's")));
+        }
+        let (sock, daemon) = fake_daemon_answering(&format!("bad-reload-{tag}"), vec![v]);
+        let a = weft()
+            .args(["ctl", "reload", reload, "--socket"])
+            .arg(&sock)
+            .assert();
+        let reqs = daemon.join().unwrap();
+        a.code(1).stderr(contains(says));
+        assert_eq!(reqs.len(), 1, "a reload was sent: {reqs:?}");
     }
 }
 
