@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::weft;
+use weft_nic::stats::{AfXdpPort, PortStats};
 
 fn policy() -> &'static str {
     concat!(
@@ -102,34 +103,41 @@ fn fair_1v8_through_af_xdp_jain_at_least_0_98_and_counters_balance() {
     for t in w["tenants"].as_array().unwrap() {
         assert!(t["mbps"].as_f64().unwrap() > 10.0, "{t}");
     }
-    let s = &w["weft_stats"];
+    let s = common::weft_stats(w);
+    let text = serde_json::to_string(&s).unwrap();
     // The dataplane's balance, as for AF_PACKET (tests/testbed.rs).
-    common::assert_balanced(s);
+    common::assert_balanced(&s);
     // And the ports': tenants then uplink, all AF_XDP. What the dataplane read is what the
     // sockets delivered; what it sent on the uplink was posted to the uplink's TX ring and
     // completed by the kernel; no bad descriptor, no kernel drop.
-    let ports = s["ports"].as_array().expect("ports");
-    assert_eq!(ports.len(), 3, "{s}");
-    for p in ports {
-        assert_eq!(p["backend"], "af-xdp", "{p}");
-        for k in [
-            "rx_bad_desc",
-            "bad_index",
-            "tx_bad_completion",
-            "kick_errors",
-        ] {
-            assert_eq!(p[k], 0, "{k}: {p}");
-        }
-        assert_eq!(p["kernel"]["rx_invalid_descs"], 0, "{p}");
-        assert_eq!(p["kernel"]["tx_invalid_descs"], 0, "{p}");
+    let ports: Vec<&AfXdpPort> = s
+        .ports
+        .iter()
+        .map(|p| match p {
+            PortStats::AfXdp(p) => p,
+            PortStats::AfPacket(_) => panic!("an AF_PACKET port: {text}"),
+        })
+        .collect();
+    assert_eq!(ports.len(), 3, "{text}");
+    for p in &ports {
+        assert_eq!(
+            [
+                p.rx_bad_desc,
+                p.bad_index,
+                p.tx_bad_completion,
+                p.kick_errors
+            ],
+            [0; 4],
+            "rx_bad_desc, bad_index, tx_bad_completion, kick_errors: {p:?}"
+        );
+        assert_eq!(p.kernel.rx_invalid_descs, 0, "{p:?}");
+        assert_eq!(p.kernel.tx_invalid_descs, 0, "{p:?}");
     }
-    for i in 0..2 {
-        assert_eq!(ports[i]["rx_frames"], s["tenants"][i]["rx_frames"], "{s}");
+    assert_eq!(s.tenants.len(), 2, "{text}");
+    for (p, t) in ports.iter().zip(&s.tenants) {
+        assert_eq!(p.rx_frames, t.rx_frames, "{text}");
     }
-    assert_eq!(ports[2]["tx_frames"], s["dataplane"]["tx_frames"], "{s}");
-    assert_eq!(ports[2]["tx_completed"], ports[2]["tx_frames"], "{s}");
-    assert_eq!(
-        ports[2]["rx_frames"], s["dataplane"]["reverse_frames"],
-        "{s}"
-    );
+    assert_eq!(ports[2].tx_frames, s.dataplane.tx_frames, "{text}");
+    assert_eq!(ports[2].tx_completed, ports[2].tx_frames, "{text}");
+    assert_eq!(ports[2].rx_frames, s.dataplane.reverse_frames, "{text}");
 }

@@ -20,8 +20,9 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{assert_balanced, skip_reason};
+use common::{assert_balanced, skip_reason, weft_stats};
 use serde_json::Value;
+use weft_nic::iface::Reject;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -110,7 +111,7 @@ fn two_equal_tenants_1_vs_8_flows_jain_at_least_0_98() {
     for t in w["tenants"].as_array().unwrap() {
         assert!(t["mbps"].as_f64().unwrap() > 10.0, "{t}");
     }
-    assert_balanced(&w["weft_stats"]);
+    assert_balanced(&weft_stats(w));
 }
 
 #[test]
@@ -165,7 +166,7 @@ fn per_destination_limit_holds_within_2_percent() {
         let other = w["leaf_mbps"]["tenant2"].as_f64().unwrap();
         let lim = w["limit"]["limit_mbps"].as_f64().unwrap();
         assert!(other > lim, "{w}");
-        assert_balanced(&w["weft_stats"]);
+        assert_balanced(&weft_stats(w));
         return;
     }
 }
@@ -180,20 +181,25 @@ fn rogue_tenant_is_refused_and_counted_while_shares_hold() {
     let prefix = format!("wtr{}", std::process::id() % 100_000);
     let r = run_experiment("rogue", &prefix, Duration::from_secs(60));
     let w = weft_result(&r);
-    let s = &w["weft_stats"];
-    println!("{} {}", w["jain"], s["tenants"]);
+    let s = weft_stats(w);
+    let text = serde_json::to_string(&s.tenants).unwrap();
+    println!("{} {text}", w["jain"]);
     let jain = w["jain"].as_f64().unwrap();
     assert!(jain >= 0.98, "Jain {jain}: {w}");
-    let rogue = &s["tenants"][0]["rejects"];
-    let foreign = rogue["foreign_queue"].as_u64().unwrap_or(0);
-    let unknown = rogue["unknown_queue"].as_u64().unwrap_or(0);
-    assert!(foreign > 1000 && unknown > 1000, "{rogue}");
+    let rogue = &s.tenants[0].rejects;
+    let foreign = rogue[Reject::ForeignQueue as usize];
+    let unknown = rogue[Reject::UnknownQueue as usize];
+    assert!(foreign > 1000 && unknown > 1000, "{text}");
     // The well-behaved tenant is never charged for the rogue's attempts.
-    let good = &s["tenants"][1]["rejects"];
-    assert_eq!(good.get("foreign_queue"), None, "{good}");
-    assert_eq!(good.get("unknown_queue"), None, "{good}");
-    assert_eq!(good.get("foreign_class"), None, "{good}");
-    assert_balanced(s);
+    let good = &s.tenants[1].rejects;
+    for r in [
+        Reject::ForeignQueue,
+        Reject::UnknownQueue,
+        Reject::ForeignClass,
+    ] {
+        assert_eq!(good[r as usize], 0, "{}: {text}", r.name());
+    }
+    assert_balanced(&s);
 }
 
 /// Real traffic for return-path isolation: while both tenants run 4 iperf3 flows each,
@@ -222,16 +228,20 @@ fn a_spoofing_tenant_cannot_take_the_other_tenants_return_traffic() {
         return;
     }
     let w = weft_result(&r);
-    let s = &w["weft_stats"];
-    println!("{} {}", w["tenants"], s["tenants"]);
-    let spoofed = s["tenants"][1]["drops"]["spoofed_source"]
-        .as_u64()
-        .unwrap_or(0);
-    assert!(spoofed >= 100, "tenant 2's spoofed frames: {spoofed}: {s}");
-    assert_eq!(s["tenants"][0]["drops"]["spoofed_source"], 0, "{s}");
+    let s = weft_stats(w);
+    let text = serde_json::to_string(&s.tenants).unwrap();
+    println!("{} {text}", w["tenants"]);
+    // `spoofed_source` is the first of a tenant's drops (`stats::TENANT_DROPS`).
+    assert_eq!(weft_nic::stats::TENANT_DROPS[0], "spoofed_source");
+    let spoofed = s.tenants[1].drops[0];
+    assert!(
+        spoofed >= 100,
+        "tenant 2's spoofed frames: {spoofed}: {text}"
+    );
+    assert_eq!(s.tenants[0].drops[0], 0, "{text}");
     let err = w["max_rel_error"].as_f64().unwrap();
     assert!(err <= 0.05, "max relative error {err} > 5%: {w}");
-    assert_balanced(s);
+    assert_balanced(&s);
 }
 
 #[test]
@@ -248,9 +258,10 @@ fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
     assert_eq!(w["reload"]["invalid"]["ok"], false, "{w}");
     assert_eq!(w["reload"]["generation_after_invalid"], 1, "{w}");
     assert_eq!(w["reload"]["valid"]["ok"], true, "{w}");
-    assert_eq!(w["weft_stats"]["generation"], 2);
-    assert_balanced(&w["weft_stats"]);
-    assert_eq!(w["weft_stats"]["dataplane"]["tx_errors"], 0);
+    let s = weft_stats(w);
+    assert_eq!(s.generation, 2);
+    assert_balanced(&s);
+    assert_eq!(s.dataplane.tx_errors, 0);
     // The new weights (1:3) took effect.
     let m = w["after_reload"]["mbps_last_seconds"].as_array().unwrap();
     let ratio = m[1].as_f64().unwrap() / m[0].as_f64().unwrap().max(1e-9);
@@ -307,11 +318,13 @@ fn prioritized_sockperf_p99_within_2x_of_idle_under_iperf3_load() {
         let loaded = w["latency_loaded"]["p99_us"].as_f64().expect("loaded p99");
         let ratio = loaded / idle;
         // The bulk tenant's rate over the last second of the loaded phase (weft's counters).
-        let bulk_mbps = w["weft_stats"]["nodes"]
-            .as_array()
-            .and_then(|n| n.iter().find(|n| n["name"] == "tenant2"))
-            .and_then(|n| n["rate_bps"].as_f64())
-            .map_or(0.0, |b| b / 1e6);
+        let bulk_mbps = weft_stats(w)
+            .nodes
+            .iter()
+            .find(|n| n.name == "tenant2")
+            .expect("the bulk tenant's node")
+            .rate_bps
+            / 1e6;
         println!(
             "attempt {attempt}: idle {} loaded {} (p99 ratio {ratio:.2}; bulk tenant at \
              {bulk_mbps:.0} Mbit/s)",
@@ -415,7 +428,7 @@ fn sockperf_keeps_its_p99_under_a_destination_limit_iperf3_saturates() {
             ));
         }
         if why.is_empty() {
-            assert_balanced(&w["weft_stats"]);
+            assert_balanced(&weft_stats(w));
             return;
         }
         println!("attempt {attempt} failed: {}", why.join("; "));

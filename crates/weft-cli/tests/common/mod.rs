@@ -1,6 +1,7 @@
 //! What the real-traffic tests share (`tests/testbed.rs`, `tests/afxdp.rs`): why they cannot
 //! run here, the guard that removes a testbed's namespaces and report directory, running
-//! `weft testbed run` under a time limit, and the dataplane's conservation check.
+//! `weft testbed run` under a time limit, the daemon's stats in a report, and the dataplane's
+//! conservation check.
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::path::PathBuf;
@@ -103,11 +104,20 @@ pub fn run_experiment(
     serde_json::from_slice(&o.stdout).expect("report JSON")
 }
 
-/// Conservation at quiescence (`weft_stats` of a report,
-/// [`weft_nic::dataplane::check_balance`]) and nothing left queued.
-pub fn assert_balanced(s: &Value) {
-    if let Err(e) = weft_nic::dataplane::check_balance(s) {
-        panic!("{e}: {s}");
+/// A report result's `weft_stats` (the daemon's last `ctl stats`), read as
+/// [`weft_nic::stats::Stats`]: a field missing or renamed fails the test naming it, where
+/// indexing the JSON read it as null (and an absent count as none).
+pub fn weft_stats(w: &Value) -> weft_nic::stats::Stats {
+    let s = &w["weft_stats"];
+    weft_nic::stats::Stats::from_json(s).unwrap_or_else(|e| panic!("weft_stats: {e}: {s}"))
+}
+
+/// Conservation at quiescence ([`weft_nic::stats::Stats::check_balance`]) and nothing
+/// left queued.
+pub fn assert_balanced(s: &weft_nic::stats::Stats) {
+    let text = || serde_json::to_string(s).unwrap_or_default();
+    if let Err(e) = s.check_balance() {
+        panic!("{e}: {}", text());
     }
-    assert_eq!(s["dataplane"]["backlog"], 0, "{s}");
+    assert_eq!(s.dataplane.backlog, 0, "{}", text());
 }
