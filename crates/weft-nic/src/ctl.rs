@@ -1520,197 +1520,351 @@ fn gauge(x: f64) -> String {
     serde_json::to_string(&x).unwrap_or_default()
 }
 
-/// The dataplane's counters exported as `weft_dataplane_NAME` (every number of
+/// What a series is, for its family's `# TYPE` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetricKind {
+    /// Counts up from the daemon's start.
+    Counter,
+    /// A value now (a level, a rate, a setting).
+    Gauge,
+}
+
+use MetricKind::{Counter, Gauge};
+
+/// One number of a section of the stats, exported as `PREFIX_NAME`, with its kind and its
+/// family's HELP text.
+type Sample = (&'static str, MetricKind, &'static str, u64);
+
+/// The [`Sample`]s of numbers of `$section`, each named as its field: `NAME: KIND, HELP;`.
+macro_rules! samples {
+    ($section:ident; $($name:ident: $kind:ident, $help:expr;)*) => {
+        [$((stringify!($name), $kind, $help, $section.$name)),*]
+    };
+}
+
+/// The dataplane's numbers, exported as `weft_dataplane_NAME` (every number of
 /// [`DataplaneStats`]; `uplink_up` is a bool).
-fn dataplane_samples(d: &DataplaneStats) -> [(&'static str, u64); 30] {
-    [
-        ("parse_errors", d.parse_errors),
-        ("oversize", d.oversize),
-        ("no_buffer", d.no_buffer),
-        ("ring_full", d.ring_full),
-        ("no_queue", d.no_queue),
-        ("unclassified", d.unclassified),
-        ("engine_drops", d.engine_drops),
-        ("tx_frames", d.tx_frames),
-        ("tx_bytes", d.tx_bytes),
-        ("tx_errors", d.tx_errors),
-        ("reverse_frames", d.reverse_frames),
-        ("reverse_flooded", d.reverse_flooded),
-        ("reverse_unknown", d.reverse_unknown),
-        ("reverse_dropped", d.reverse_dropped),
-        ("source_rejected", d.source_rejected),
-        ("reverse_queued", d.reverse_queued),
-        ("reloads", d.reloads),
-        ("queues_live", d.queues_live),
-        ("queues_reclaimed", d.queues_reclaimed),
-        ("class_moves", d.class_moves),
-        ("uplink_downs", d.uplink_downs),
-        ("uplink_down_ms", d.uplink_down_ms),
-        ("flows_closed", d.flows_closed),
-        ("engine_flows", d.engine_flows),
-        ("backlog", d.backlog),
-        ("buffers_free", d.buffers_free),
-        ("reserved_queues", d.reserved_queues),
-        ("reserved_buffers", d.reserved_buffers),
-        ("ctl_dropped", d.ctl_dropped),
-        ("metrics_dropped", d.metrics_dropped),
-    ]
+fn dataplane_samples(d: &DataplaneStats) -> [Sample; 30] {
+    samples! { d;
+        parse_errors: Counter, "Ingress frames dropped: they did not parse.";
+        oversize: Counter, "Ingress frames dropped: longer than a pool buffer (2048 bytes).";
+        no_buffer: Counter, "Ingress frames dropped for want of a frame buffer.";
+        ring_full: Counter, "Ingress frames dropped: their flow queue's ring was full.";
+        no_queue: Counter, "Ingress frames of new flows dropped for want of a flow queue.";
+        unclassified: Counter, "Ingress frames dropped: no leaf of the policy matches them.";
+        engine_drops: Counter, "Packets the engine dropped by the policy's limits.";
+        tx_frames: Counter, "Frames sent on the uplink.";
+        tx_bytes: Counter, "Bytes sent on the uplink (frame bytes).";
+        tx_errors: Counter, "Frames the uplink refused to send.";
+        reverse_frames: Counter, "Return path: frames read from the uplink.";
+        reverse_flooded: Counter, "Return path: group frames copied to every tenant.";
+        reverse_unknown: Counter, "Return path: unicast frames no tenant owns, dropped.";
+        reverse_dropped: Counter, "Return path: frames dropped for want of a buffer.";
+        source_rejected: Counter, "Ingress frames dropped for their source MAC or IP address.";
+        reverse_queued: Gauge, "Return path: frames waiting to be sent to their tenants.";
+        reloads: Counter, "Policy reloads done.";
+        queues_live: Gauge, "Flow queues open.";
+        queues_reclaimed: Counter, "Flow queues closed after their flow went idle.";
+        class_moves: Counter, "Flows moved to another class.";
+        uplink_downs: Counter, "Times the uplink's link went down.";
+        uplink_down_ms: Counter, "Milliseconds the uplink's link was down (the current \
+            period included).";
+        flows_closed: Counter, "Flows the engine forgot once no queue used them.";
+        engine_flows: Gauge, "Flows open in the engine.";
+        backlog: Gauge, "Packets in the engines (the running one and those draining).";
+        buffers_free: Gauge, "Frame buffers free.";
+        reserved_queues: Gauge, "Flow queues reserved for each tenant.";
+        reserved_buffers: Gauge, "Frame buffers reserved for each tenant.";
+        ctl_dropped: Counter, "Control connections closed unanswered (every serving thread \
+            busy, the queue full).";
+        metrics_dropped: Counter, "Metrics connections closed unanswered (every serving \
+            thread busy, the queue full).";
+    }
 }
 
-/// The interface's counters exported as `weft_iface_NAME` (its refusals by reason are
-/// `weft_iface_rejects_total{reason=...}`).
-fn iface_samples(i: &crate::iface::Counters) -> [(&'static str, u64); 7] {
-    [
-        ("doorbell_writes", i.doorbell_writes),
-        ("doorbell_entries", i.doorbell_entries),
-        ("posted", i.posted),
-        ("fetched", i.fetched),
-        ("sent", i.sent),
-        ("dropped", i.dropped),
-        ("meta_updates", i.meta_updates),
-    ]
+/// The interface's counters, exported as `weft_iface_NAME` (its refusals by reason
+/// are `weft_iface_rejects_total{reason=...}`).
+fn iface_samples(i: &crate::iface::Counters) -> [Sample; 7] {
+    samples! { i;
+        doorbell_writes: Counter, "Doorbell writes (batches) of the drivers, accepted or not.";
+        doorbell_entries: Counter, "Doorbell entries processed by the NIC.";
+        posted: Counter, "Descriptors the drivers posted.";
+        fetched: Counter, "Descriptors fetched by the NIC.";
+        sent: Counter, "Descriptors completed as sent.";
+        dropped: Counter, "Descriptors completed as dropped or aborted.";
+        meta_updates: Counter, "Inline metadata updates accepted.";
+    }
 }
 
-/// A port's counters exported as `weft_port_NAME` (AF_XDP's kernel statistics are
-/// [`xdp_kernel_samples`]).
-fn port_samples(p: &PortStats) -> Vec<(&'static str, u64)> {
+/// A port's numbers, exported as `weft_port_NAME{iface=...}` (AF_XDP's kernel statistics
+/// are [`xdp_kernel_samples`]). A name both backends have has the same help.
+fn port_samples(p: &PortStats) -> Vec<Sample> {
+    const TX_FRAMES: &str = "Frames handed to the kernel to send.";
+    const TX_OVERSIZE: &str = "Frames refused as longer than the port can send.";
+    const TX_RING_FULL: &str = "Sends refused with the transmit ring full.";
+    const KICKS: &str = "Transmit kicks that went through.";
+    const KICK_AGAIN: &str = "Transmit kicks the kernel refused for now.";
+    const KICK_ERRORS: &str = "Transmit kicks that failed otherwise.";
     match p {
-        PortStats::AfPacket(p) => vec![
-            ("rx_truncated", p.rx_truncated),
-            ("rx_kernel_seen", p.rx_kernel_seen),
-            ("rx_kernel_drops", p.rx_kernel_drops),
-            ("rx_csum_completed", p.rx_csum_completed),
-            ("rx_csum_dropped", p.rx_csum_dropped),
-            ("tx_frames", p.tx_frames),
-            ("tx_oversize", p.tx_oversize),
-            ("tx_ring_full", p.tx_ring_full),
-            ("kicks", p.kicks),
-            ("kick_again", p.kick_again),
-            ("kick_errors", p.kick_errors),
-            ("tx_kick_short", p.tx_kick_short),
-            ("tx_skipped_bytes", p.tx_skipped_bytes),
-        ],
-        PortStats::AfXdp(p) => vec![
-            ("queues", p.queues),
-            ("rx_frames", p.rx_frames),
-            ("rx_bytes", p.rx_bytes),
-            ("rx_bad_desc", p.rx_bad_desc),
-            ("bad_index", p.bad_index),
-            ("tx_frames", p.tx_frames),
-            ("tx_completed", p.tx_completed),
-            ("tx_no_frame", p.tx_no_frame),
-            ("tx_ring_full", p.tx_ring_full),
-            ("tx_oversize", p.tx_oversize),
-            ("tx_bad_completion", p.tx_bad_completion),
-            ("kicks", p.kicks),
-            ("kick_again", p.kick_again),
-            ("kick_errors", p.kick_errors),
-        ],
+        PortStats::AfPacket(p) => samples! { p;
+            rx_truncated: Counter, "Frames longer than a receive slot, read cut.";
+            rx_kernel_seen: Counter, "Frames the kernel offered the receive ring, those it \
+                dropped included.";
+            rx_kernel_drops: Counter, "Frames the kernel dropped with the receive ring full.";
+            rx_csum_completed: Counter, "Frames whose TCP or UDP checksum the port completed.";
+            rx_csum_dropped: Counter, "Frames dropped as their checksum could not be completed.";
+            tx_frames: Counter, TX_FRAMES;
+            tx_oversize: Counter, TX_OVERSIZE;
+            tx_ring_full: Counter, TX_RING_FULL;
+            kicks: Counter, KICKS;
+            kick_again: Counter, KICK_AGAIN;
+            kick_errors: Counter, KICK_ERRORS;
+            tx_kick_short: Counter, "Kicks that sent fewer bytes than were handed over.";
+            tx_skipped_bytes: Counter, "Bytes in the slots short kicks skipped.";
+        }
+        .to_vec(),
+        PortStats::AfXdp(p) => samples! { p;
+            queues: Gauge, "Receive queues (an AF_XDP socket each).";
+            rx_frames: Counter, "Frames received.";
+            rx_bytes: Counter, "Bytes received (frame bytes).";
+            rx_bad_desc: Counter, "Receive descriptors skipped as naming no chunk the kernel \
+                holds.";
+            bad_index: Counter, "Ring indices skipped as more than a ring ahead.";
+            tx_frames: Counter, TX_FRAMES;
+            tx_completed: Counter, "Transmitted frames the kernel completed.";
+            tx_no_frame: Counter, "Sends refused for want of a free transmit chunk.";
+            tx_ring_full: Counter, TX_RING_FULL;
+            tx_oversize: Counter, TX_OVERSIZE;
+            tx_bad_completion: Counter, "Completions skipped for a chunk not in flight.";
+            kicks: Counter, KICKS;
+            kick_again: Counter, KICK_AGAIN;
+            kick_errors: Counter, KICK_ERRORS;
+        }
+        .to_vec(),
     }
 }
 
 /// An AF_XDP port's kernel statistics (its `kernel` section), exported as
 /// `weft_port_kernel_NAME_total{iface=...}`: counters, in `XDP_STATISTICS` order.
-fn xdp_kernel_samples(k: &XdpKernelStats) -> [(&'static str, u64); 6] {
-    [
-        ("rx_dropped", k.rx_dropped),
-        ("rx_invalid_descs", k.rx_invalid_descs),
-        ("tx_invalid_descs", k.tx_invalid_descs),
-        ("rx_ring_full", k.rx_ring_full),
-        ("rx_fill_ring_empty_descs", k.rx_fill_ring_empty_descs),
-        ("tx_ring_empty_descs", k.tx_ring_empty_descs),
-    ]
+fn xdp_kernel_samples(k: &XdpKernelStats) -> [Sample; 6] {
+    samples! { k;
+        rx_dropped: Counter, "Frames the kernel dropped for other reasons than the rest.";
+        rx_invalid_descs: Counter, "Frames the kernel dropped for invalid fill-ring descriptors.";
+        tx_invalid_descs: Counter, "Transmit descriptors the kernel found invalid.";
+        rx_ring_full: Counter, "Frames the kernel dropped with the receive ring full.";
+        rx_fill_ring_empty_descs: Counter, "Times the kernel found the fill ring empty.";
+        tx_ring_empty_descs: Counter, "Times the kernel found the transmit ring empty.";
+    }
 }
 
-/// The stats answer in Prometheus text format.
+/// The exposition being written: each family's `# HELP` and `# TYPE` lines, then all of its
+/// series together (the text format wants a family's lines in one group), families in the
+/// order they were first given a sample; a family without a sample is not written.
+#[derive(Default)]
+struct Exposition {
+    families: Vec<(String, MetricKind, &'static str, String)>,
+    index: rustc_hash::FxHashMap<String, usize>,
+}
+
+impl Exposition {
+    /// Adds the series `name{labels}` (`labels` escaped, without braces; empty for none)
+    /// with `value` to family `name`.
+    fn add(
+        &mut self,
+        (name, kind, help): (&str, MetricKind, &'static str),
+        labels: &str,
+        value: impl std::fmt::Display,
+    ) {
+        let i = match self.index.get(name) {
+            Some(&i) => i,
+            None => {
+                self.families
+                    .push((name.to_string(), kind, help, String::new()));
+                self.index.insert(name.to_string(), self.families.len() - 1);
+                self.families.len() - 1
+            }
+        };
+        let lines = &mut self.families[i].3;
+        use std::fmt::Write as _;
+        let _ = if labels.is_empty() {
+            writeln!(lines, "{name} {value}")
+        } else {
+            writeln!(lines, "{name}{{{labels}}} {value}")
+        };
+    }
+
+    /// [`Exposition::add`] for a section's number: `PREFIX_NAMESUFFIX`.
+    fn sample(&mut self, prefix: &str, suffix: &str, (k, kind, help, v): Sample, labels: &str) {
+        self.add((&format!("{prefix}_{k}{suffix}"), kind, help), labels, v);
+    }
+
+    fn text(self) -> String {
+        let mut o = String::new();
+        for (name, kind, help, lines) in self.families {
+            let kind = match kind {
+                Counter => "counter",
+                Gauge => "gauge",
+            };
+            o += &format!("# HELP {name} {}\n# TYPE {name} {kind}\n", help_text(help));
+            o += &lines;
+        }
+        o
+    }
+}
+
+/// A HELP text in Prometheus's text format: backslash and line feed escaped.
+fn help_text(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A family of series: its name, kind and HELP text.
+type Family = (&'static str, MetricKind, &'static str);
+
+/// The families of series that are not a section's numbers named as its fields.
+mod fam {
+    use super::Family;
+    use super::MetricKind::{Counter, Gauge};
+
+    pub const NODE_PACKETS: Family = (
+        "weft_node_packets_total",
+        Counter,
+        "Packets sent through the node.",
+    );
+    pub const NODE_BYTES: Family = (
+        "weft_node_bytes_total",
+        Counter,
+        "Bytes sent through the node (frame bytes).",
+    );
+    pub const NODE_RATE_BPS: Family = (
+        "weft_node_rate_bps",
+        Gauge,
+        "Bits per second sent through the node over the last second.",
+    );
+    pub const NODE_DROPS: Family = (
+        "weft_node_drops_total",
+        Counter,
+        "Packets the engine dropped at the node, by reason.",
+    );
+    pub const SHAPER_PACKETS: Family = (
+        "weft_shaper_packets_total",
+        Counter,
+        "Packets sent through the shaping class.",
+    );
+    pub const SHAPER_BYTES: Family = (
+        "weft_shaper_bytes_total",
+        Counter,
+        "Bytes sent through the shaping class (frame bytes).",
+    );
+    pub const SHAPER_RATE_BPS: Family = (
+        "weft_shaper_rate_bps",
+        Gauge,
+        "Bits per second sent through the shaping class over the last second.",
+    );
+    pub const SHAPER_LIMIT_BPS: Family = (
+        "weft_shaper_limit_bps",
+        Gauge,
+        "The shaping class's rate limit, bits per second.",
+    );
+    pub const IFACE_REJECTS: Family = (
+        "weft_iface_rejects_total",
+        Counter,
+        "Posts, doorbell entries and completions of every driver refused, by reason.",
+    );
+    pub const TENANT_RX_FRAMES: Family = (
+        "weft_tenant_rx_frames_total",
+        Counter,
+        "Frames read from the tenant's port.",
+    );
+    pub const TENANT_RX_BYTES: Family = (
+        "weft_tenant_rx_bytes_total",
+        Counter,
+        "Bytes read from the tenant's port (frame bytes).",
+    );
+    pub const TENANT_DROPS: Family = (
+        "weft_tenant_drops_total",
+        Counter,
+        "The tenant's frames dropped, by reason.",
+    );
+    pub const TENANT_MACS: Family = (
+        "weft_tenant_macs",
+        Gauge,
+        "Source MAC addresses the tenant owns.",
+    );
+    pub const TENANT_QUEUES: Family =
+        ("weft_tenant_queues", Gauge, "Flow queues the tenant holds.");
+    pub const TENANT_BUFFERS: Family = (
+        "weft_tenant_buffers",
+        Gauge,
+        "Frame buffers the tenant holds.",
+    );
+}
+
+/// The stats answer in Prometheus text format (0.0.4): every family with its `# HELP` and
+/// `# TYPE` lines and its series together. The
+/// labels are the running policy's node and shaping-class names, the `--tenant` names and
+/// interfaces the daemon was started with, and reasons from fixed lists: nothing a tenant
+/// sends adds a series.
 pub fn prometheus(stats: &Stats) -> String {
-    let mut o = String::new();
-    o += "# TYPE weft_node_packets_total counter\n# TYPE weft_node_bytes_total counter\n";
-    o += "# TYPE weft_node_drops_total counter\n# TYPE weft_node_rate_bps gauge\n";
+    let mut x = Exposition::default();
     for n in &stats.nodes {
         let l = format!("node=\"{}\"", label(&n.name));
-        o += &format!("weft_node_packets_total{{{l}}} {}\n", n.packets);
-        o += &format!("weft_node_bytes_total{{{l}}} {}\n", n.bytes);
-        o += &format!("weft_node_rate_bps{{{l}}} {}\n", gauge(n.rate_bps));
+        x.add(fam::NODE_PACKETS, &l, n.packets);
+        x.add(fam::NODE_BYTES, &l, n.bytes);
+        x.add(fam::NODE_RATE_BPS, &l, gauge(n.rate_bps));
         for (r, v) in DropReason::ALL.iter().zip(n.drops) {
-            let r = r.name();
-            o += &format!("weft_node_drops_total{{{l},reason=\"{r}\"}} {v}\n");
+            let l = format!("{l},reason=\"{}\"", label(r.name()));
+            x.add(fam::NODE_DROPS, &l, v);
         }
     }
-    o += "# TYPE weft_shaper_packets_total counter\n# TYPE weft_shaper_bytes_total counter\n";
-    o += "# TYPE weft_shaper_rate_bps gauge\n# TYPE weft_shaper_limit_bps gauge\n";
     for c in &stats.shapers {
         let l = format!("shaper=\"{}\"", label(&c.name));
-        o += &format!("weft_shaper_packets_total{{{l}}} {}\n", c.packets);
-        o += &format!("weft_shaper_bytes_total{{{l}}} {}\n", c.bytes);
-        o += &format!("weft_shaper_rate_bps{{{l}}} {}\n", gauge(c.rate_bps));
-        o += &format!("weft_shaper_limit_bps{{{l}}} {}\n", c.limit_bps);
+        x.add(fam::SHAPER_PACKETS, &l, c.packets);
+        x.add(fam::SHAPER_BYTES, &l, c.bytes);
+        x.add(fam::SHAPER_RATE_BPS, &l, gauge(c.rate_bps));
+        x.add(fam::SHAPER_LIMIT_BPS, &l, c.limit_bps);
     }
-    for (k, v) in dataplane_samples(&stats.dataplane) {
-        o += &format!("weft_dataplane_{k} {v}\n");
+    for s in dataplane_samples(&stats.dataplane) {
+        x.sample("weft_dataplane", "", s, "");
     }
-    for (k, v) in iface_samples(&stats.iface) {
-        o += &format!("weft_iface_{k} {v}\n");
+    for s in iface_samples(&stats.iface) {
+        x.sample("weft_iface", "", s, "");
     }
     // The interface's refusals of every driver, by reason (every reason).
-    o += "# TYPE weft_iface_rejects_total counter\n";
     for (r, v) in Reject::ALL.iter().zip(stats.iface.rejects) {
-        let r = label(r.name());
-        o += &format!("weft_iface_rejects_total{{reason=\"{r}\"}} {v}\n");
+        let l = format!("reason=\"{}\"", label(r.name()));
+        x.add(fam::IFACE_REJECTS, &l, v);
     }
-    // Per tenant: frames received, drops by reason, what it holds.
-    o += "# TYPE weft_tenant_rx_frames_total counter\n# TYPE weft_tenant_rx_bytes_total counter\n";
-    o += "# TYPE weft_tenant_drops_total counter\n";
+    // Per tenant: frames received, drops by reason (every reason), what it holds.
     for t in &stats.tenants {
         let l = format!(
             "tenant=\"{}\",iface=\"{}\"",
             label(&t.name),
             label(&t.iface)
         );
-        o += &format!("weft_tenant_rx_frames_total{{{l}}} {}\n", t.rx_frames);
-        o += &format!("weft_tenant_rx_bytes_total{{{l}}} {}\n", t.rx_bytes);
+        x.add(fam::TENANT_RX_FRAMES, &l, t.rx_frames);
+        x.add(fam::TENANT_RX_BYTES, &l, t.rx_bytes);
         for (r, v) in TENANT_DROPS.iter().zip(t.drops) {
-            o += &format!(
-                "weft_tenant_drops_total{{{l},reason=\"{}\"}} {v}\n",
-                label(r)
-            );
+            let l = format!("{l},reason=\"{}\"", label(r));
+            x.add(fam::TENANT_DROPS, &l, v);
         }
-        for (k, v) in [
-            ("macs", t.macs),
-            ("queues", t.queues),
-            ("buffers", t.buffers),
-        ] {
-            o += &format!("weft_tenant_{k}{{{l}}} {v}\n");
-        }
+        x.add(fam::TENANT_MACS, &l, t.macs);
+        x.add(fam::TENANT_QUEUES, &l, t.queues);
+        x.add(fam::TENANT_BUFFERS, &l, t.buffers);
     }
-    // Per port: every counter the port reports (receive ring, transmit ring, kernel drops).
+    // Per port: every number the port reports (receive ring, transmit ring, kernel drops),
+    // and an AF_XDP port's kernel statistics of its sockets.
     for p in &stats.ports {
         let l = format!("iface=\"{}\"", label(p.iface()));
-        for (k, v) in port_samples(p) {
-            o += &format!("weft_port_{k}{{{l}}} {v}\n");
+        for s in port_samples(p) {
+            x.sample("weft_port", "", s, &l);
+        }
+        if let PortStats::AfXdp(p) = p {
+            for s in xdp_kernel_samples(&p.kernel) {
+                x.sample("weft_port_kernel", "_total", s, &l);
+            }
         }
     }
-    // Per AF_XDP port: the kernel's statistics of its sockets, each counter a series of its
-    // own, its lines together under one TYPE line.
-    let xdp: Vec<_> = stats
-        .ports
-        .iter()
-        .filter_map(|p| match p {
-            PortStats::AfXdp(p) => Some((label(&p.iface), xdp_kernel_samples(&p.kernel))),
-            PortStats::AfPacket(_) => None,
-        })
-        .collect();
-    for (i, (k, _)) in xdp_kernel_samples(&XdpKernelStats::default())
-        .into_iter()
-        .enumerate()
-    {
-        o += &format!("# TYPE weft_port_kernel_{k}_total counter\n");
-        for (iface, samples) in &xdp {
-            let v = samples[i].1;
-            o += &format!("weft_port_kernel_{k}_total{{iface=\"{iface}\"}} {v}\n");
-        }
-    }
-    o
+    x.text()
 }
 
 /// Why connecting to the control socket `path` failed, for a person: nothing there, a path
@@ -2379,7 +2533,7 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
-        // Every `_total` series is a counter, declared once, before its samples.
+        // Every series is declared once, before its samples; a `_total` is a counter.
         let mut declared = HashSet::new();
         for l in text.lines() {
             if let Some(t) = l.strip_prefix("# TYPE ") {
@@ -2388,10 +2542,10 @@ mod tests {
                 if name.ends_with("_total") {
                     assert_eq!(kind, "counter", "{l}");
                 }
-            } else {
+            } else if !l.starts_with("# HELP ") {
                 let name = &l[..l.find(['{', ' ']).unwrap()];
                 assert!(
-                    !name.ends_with("_total") || declared.contains(name),
+                    declared.contains(name),
                     "{name} has no TYPE line before it:\n{text}"
                 );
             }
