@@ -1523,7 +1523,7 @@ fn gauge(x: f64) -> String {
 /// What a series is, for its family's `# TYPE` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MetricKind {
-    /// Counts up from the daemon's start.
+    /// Counts up from the daemon's start: its name ends in `_total`.
     Counter,
     /// A value now (a level, a rate, a setting).
     Gauge,
@@ -1531,8 +1531,8 @@ enum MetricKind {
 
 use MetricKind::{Counter, Gauge};
 
-/// One number of a section of the stats, exported as `PREFIX_NAME`, with its kind and its
-/// family's HELP text.
+/// One number of a section of the stats, exported as `PREFIX_NAME` (`_total` added for a
+/// counter), with its family's HELP text.
 type Sample = (&'static str, MetricKind, &'static str, u64);
 
 /// The [`Sample`]s of numbers of `$section`, each named as its field: `NAME: KIND, HELP;`.
@@ -1582,7 +1582,7 @@ fn dataplane_samples(d: &DataplaneStats) -> [Sample; 30] {
     }
 }
 
-/// The interface's counters, exported as `weft_iface_NAME` (its refusals by reason
+/// The interface's counters, exported as `weft_iface_NAME_total` (its refusals by reason
 /// are `weft_iface_rejects_total{reason=...}`).
 fn iface_samples(i: &crate::iface::Counters) -> [Sample; 7] {
     samples! { i;
@@ -1675,6 +1675,7 @@ impl Exposition {
         labels: &str,
         value: impl std::fmt::Display,
     ) {
+        debug_assert_eq!(kind == Counter, name.ends_with("_total"), "{name}");
         let i = match self.index.get(name) {
             Some(&i) => i,
             None => {
@@ -1693,9 +1694,14 @@ impl Exposition {
         };
     }
 
-    /// [`Exposition::add`] for a section's number: `PREFIX_NAMESUFFIX`.
-    fn sample(&mut self, prefix: &str, suffix: &str, (k, kind, help, v): Sample, labels: &str) {
-        self.add((&format!("{prefix}_{k}{suffix}"), kind, help), labels, v);
+    /// [`Exposition::add`] for a section's number: `PREFIX_NAME`, `_total` added for a
+    /// counter.
+    fn sample(&mut self, prefix: &str, (k, kind, help, v): Sample, labels: &str) {
+        let name = match kind {
+            Counter => format!("{prefix}_{k}_total"),
+            Gauge => format!("{prefix}_{k}"),
+        };
+        self.add((&name, kind, help), labels, v);
     }
 
     fn text(self) -> String {
@@ -1717,7 +1723,7 @@ fn help_text(s: &str) -> String {
     s.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
-/// A family of series: its name, kind and HELP text.
+/// A family of series: its name (a counter's ends in `_total`), kind and HELP text.
 type Family = (&'static str, MetricKind, &'static str);
 
 /// The families of series that are not a section's numbers named as its fields.
@@ -1800,7 +1806,7 @@ mod fam {
 }
 
 /// The stats answer in Prometheus text format (0.0.4): every family with its `# HELP` and
-/// `# TYPE` lines and its series together. The
+/// `# TYPE` lines and its series together, every counter's name ending in `_total`. The
 /// labels are the running policy's node and shaping-class names, the `--tenant` names and
 /// interfaces the daemon was started with, and reasons from fixed lists: nothing a tenant
 /// sends adds a series.
@@ -1824,10 +1830,10 @@ pub fn prometheus(stats: &Stats) -> String {
         x.add(fam::SHAPER_LIMIT_BPS, &l, c.limit_bps);
     }
     for s in dataplane_samples(&stats.dataplane) {
-        x.sample("weft_dataplane", "", s, "");
+        x.sample("weft_dataplane", s, "");
     }
     for s in iface_samples(&stats.iface) {
-        x.sample("weft_iface", "", s, "");
+        x.sample("weft_iface", s, "");
     }
     // The interface's refusals of every driver, by reason (every reason).
     for (r, v) in Reject::ALL.iter().zip(stats.iface.rejects) {
@@ -1856,11 +1862,11 @@ pub fn prometheus(stats: &Stats) -> String {
     for p in &stats.ports {
         let l = format!("iface=\"{}\"", label(p.iface()));
         for s in port_samples(p) {
-            x.sample("weft_port", "", s, &l);
+            x.sample("weft_port", s, &l);
         }
         if let PortStats::AfXdp(p) = p {
             for s in xdp_kernel_samples(&p.kernel) {
-                x.sample("weft_port_kernel", "_total", s, &l);
+                x.sample("weft_port_kernel", s, &l);
             }
         }
     }
@@ -2430,8 +2436,8 @@ mod tests {
             r#"weft_tenant_rx_frames_total{tenant="a\nb",iface="t1"} 9"#,
             r#"weft_tenant_drops_total{tenant="a\nb",iface="t1",reason="spoofed_source"} 2"#,
             r#"weft_tenant_queues{tenant="a\nb",iface="t1"} 3"#,
-            r#"weft_port_rx_kernel_drops{iface="up"} 5"#,
-            r#"weft_port_tx_frames{iface="up"} 11"#,
+            r#"weft_port_rx_kernel_drops_total{iface="up"} 5"#,
+            r#"weft_port_tx_frames_total{iface="up"} 11"#,
             r#"weft_port_kernel_rx_ring_full_total{iface="x\"y"} 3"#,
             r#"weft_port_kernel_rx_dropped_total{iface="x\"y"} 0"#,
             r#"weft_iface_rejects_total{reason="busy"} 4"#,
@@ -2491,19 +2497,24 @@ mod tests {
         }
         stats.ports = serde_json::from_value(ports.clone()).unwrap();
         let text = prometheus(&stats);
-        let mut want = Vec::new();
+        // Each number's sample: one of its possible lines (`weft_SECTION_NAME_total` for a
+        // counter, `weft_SECTION_NAME` for a gauge).
+        let mut want: Vec<Vec<String>> = Vec::new();
         // A nested section's counts: under `name{labels,key="..."}` or
         // `prefix_KEY_total{labels}`.
         let nested = |section: &str, k: &str, n: &serde_json::Value, l: &str| match section {
-            "iface.rejects" => format!("weft_iface_rejects_total{{reason=\"{k}\"}} {n}"),
-            "port.kernel" => format!("weft_port_kernel_{k}_total{{{l}}} {n}"),
+            "iface.rejects" => vec![format!("weft_iface_rejects_total{{reason=\"{k}\"}} {n}")],
+            "port.kernel" => vec![format!("weft_port_kernel_{k}_total{{{l}}} {n}")],
             _ => panic!("{section} is a section of counters the exporter does not know"),
         };
         let mut sections = Vec::new();
         for (prefix, v) in [("dataplane", &d), ("iface", &i)] {
             for (k, n) in v.as_object().unwrap() {
                 if n.is_u64() {
-                    want.push(format!("weft_{prefix}_{k} {n}"));
+                    want.push(vec![
+                        format!("weft_{prefix}_{k}_total {n}"),
+                        format!("weft_{prefix}_{k} {n}"),
+                    ]);
                 } else if let Some(m) = n.as_object() {
                     sections.push(format!("{prefix}.{k}"));
                     for (r, n) in m {
@@ -2516,7 +2527,10 @@ mod tests {
             let l = format!("iface=\"{}\"", p["iface"].as_str().unwrap());
             for (k, n) in p.as_object().unwrap() {
                 if n.is_u64() {
-                    want.push(format!("weft_port_{k}{{{l}}} {n}"));
+                    want.push(vec![
+                        format!("weft_port_{k}_total{{{l}}} {n}"),
+                        format!("weft_port_{k}{{{l}}} {n}"),
+                    ]);
                 } else if let Some(m) = n.as_object() {
                     sections.push(format!("port.{k}"));
                     for (r, n) in m {
@@ -2527,21 +2541,24 @@ mod tests {
         }
         assert_eq!(sections, ["iface.rejects", "port.kernel"]);
         assert!(want.len() > 80, "{want:?}");
-        for line in want {
-            assert!(
-                text.lines().any(|l| l == line),
-                "{line} missing from:\n{text}"
+        for lines in want {
+            assert_eq!(
+                lines
+                    .iter()
+                    .filter(|&line| text.lines().any(|l| l == line))
+                    .count(),
+                1,
+                "{lines:?} not once in:\n{text}"
             );
         }
-        // Every series is declared once, before its samples; a `_total` is a counter.
+        // Every series is declared once, before its samples; a counter is a `_total` and
+        // only a counter is.
         let mut declared = HashSet::new();
         for l in text.lines() {
             if let Some(t) = l.strip_prefix("# TYPE ") {
                 let (name, kind) = t.split_once(' ').unwrap();
                 assert!(declared.insert(name), "{name} declared twice:\n{text}");
-                if name.ends_with("_total") {
-                    assert_eq!(kind, "counter", "{l}");
-                }
+                assert_eq!(kind == "counter", name.ends_with("_total"), "{l}");
             } else if !l.starts_with("# HELP ") {
                 let name = &l[..l.find(['{', ' ']).unwrap()];
                 assert!(

@@ -587,7 +587,7 @@ fn two_hundred_parallel_scrapes_are_all_answered() {
 
 /// A control connection closed unanswered (every serving thread busy, the queue full)
 /// was counted nowhere. The daemon counts it: `dataplane.ctl_dropped` in `ctl stats`, and
-/// `weft_dataplane_ctl_dropped` on the metrics endpoint (`metrics_dropped` beside them).
+/// `weft_dataplane_ctl_dropped_total` on the metrics endpoint (`metrics_dropped` beside them).
 #[test]
 fn connections_closed_unanswered_are_counted_in_stats_and_metrics() {
     let d = Daemon::start("dropped", true);
@@ -623,10 +623,14 @@ fn connections_closed_unanswered_are_counted_in_stats_and_metrics() {
             .and_then(|v| v.parse::<u64>().ok())
     };
     assert!(
-        value("weft_dataplane_ctl_dropped").is_some_and(|n| n >= ctl_dropped),
+        value("weft_dataplane_ctl_dropped_total").is_some_and(|n| n >= ctl_dropped),
         "{text}"
     );
-    assert_eq!(value("weft_dataplane_metrics_dropped"), Some(0), "{text}");
+    assert_eq!(
+        value("weft_dataplane_metrics_dropped_total"),
+        Some(0),
+        "{text}"
+    );
 }
 
 /// The control socket was created with the process's umask (world-connectable under 0000,

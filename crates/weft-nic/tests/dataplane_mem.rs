@@ -512,7 +512,7 @@ fn prometheus_endpoint_serves_counters() {
         "{body}"
     );
     assert!(body.contains("weft_node_drops_total{node=\"b\",reason=\"leaf_packets\"} 0"));
-    assert!(body.contains("weft_iface_doorbell_writes "), "{body}");
+    assert!(body.contains("weft_iface_doorbell_writes_total "), "{body}");
 }
 
 /// The reverse path serves tenants round robin: one frame for tenant 1 queued behind a burst
