@@ -1791,6 +1791,11 @@ mod fam {
         Counter,
         "The tenant's frames dropped, by reason.",
     );
+    pub const TENANT_REJECTS: Family = (
+        "weft_tenant_rejects_total",
+        Counter,
+        "Posts, doorbell entries and completions of the tenant's driver refused, by reason.",
+    );
     pub const TENANT_MACS: Family = (
         "weft_tenant_macs",
         Gauge,
@@ -1840,7 +1845,8 @@ pub fn prometheus(stats: &Stats) -> String {
         let l = format!("reason=\"{}\"", label(r.name()));
         x.add(fam::IFACE_REJECTS, &l, v);
     }
-    // Per tenant: frames received, drops by reason (every reason), what it holds.
+    // Per tenant: frames received, drops and refusals by reason (every reason), what it
+    // holds.
     for t in &stats.tenants {
         let l = format!(
             "tenant=\"{}\",iface=\"{}\"",
@@ -1852,6 +1858,10 @@ pub fn prometheus(stats: &Stats) -> String {
         for (r, v) in TENANT_DROPS.iter().zip(t.drops) {
             let l = format!("{l},reason=\"{}\"", label(r));
             x.add(fam::TENANT_DROPS, &l, v);
+        }
+        for (r, v) in Reject::ALL.iter().zip(t.rejects) {
+            let l = format!("{l},reason=\"{}\"", label(r.name()));
+            x.add(fam::TENANT_REJECTS, &l, v);
         }
         x.add(fam::TENANT_MACS, &l, t.macs);
         x.add(fam::TENANT_QUEUES, &l, t.queues);
@@ -2431,11 +2441,14 @@ mod tests {
             ..Stats::default()
         };
         stats.iface.rejects[Reject::Busy as usize] = 4;
+        stats.tenants[0].rejects[Reject::BadRate as usize] = 6;
         let text = prometheus(&stats);
         for line in [
             r#"weft_tenant_rx_frames_total{tenant="a\nb",iface="t1"} 9"#,
             r#"weft_tenant_drops_total{tenant="a\nb",iface="t1",reason="spoofed_source"} 2"#,
             r#"weft_tenant_queues{tenant="a\nb",iface="t1"} 3"#,
+            r#"weft_tenant_rejects_total{tenant="a\nb",iface="t1",reason="bad_rate"} 6"#,
+            r#"weft_tenant_rejects_total{tenant="a\nb",iface="t1",reason="busy"} 0"#,
             r#"weft_port_rx_kernel_drops_total{iface="up"} 5"#,
             r#"weft_port_tx_frames_total{iface="up"} 11"#,
             r#"weft_port_kernel_rx_ring_full_total{iface="x\"y"} 3"#,
