@@ -2565,7 +2565,7 @@ mod tests {
             );
         }
         // Every series is declared once, before its samples; a counter is a `_total` and
-        // only a counter is.
+        // only a counter is (tests/prometheus_text.rs parses the whole text).
         let mut declared = HashSet::new();
         for l in text.lines() {
             if let Some(t) = l.strip_prefix("# TYPE ") {
