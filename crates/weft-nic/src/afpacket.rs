@@ -248,6 +248,8 @@ pub struct PacketSocket {
     pub ifindex: i32,
     /// Interface name.
     pub name: String,
+    /// Its link state ([`crate::dataplane::Port::link_up`]).
+    pub(crate) link: crate::link::LinkState,
 }
 
 // SAFETY: the ring mapping is owned by this value alone; moving it to another thread moves
@@ -483,6 +485,7 @@ impl PacketSocket {
             csum_dropped: 0,
             ifindex,
             name: name.to_string(),
+            link: crate::link::LinkState::new(name),
         };
         // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };

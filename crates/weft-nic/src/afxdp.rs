@@ -1156,6 +1156,8 @@ pub struct XdpPort {
     pub name: String,
     /// Interface index.
     pub ifindex: u32,
+    /// Its link state ([`crate::dataplane::Port::link_up`]).
+    link: crate::link::LinkState,
 }
 
 // SAFETY: the UMEM and ring mappings are owned by this value alone (no pointer into them is
@@ -1187,6 +1189,7 @@ impl XdpPort {
             _promisc: promisc,
             name: iface.to_string(),
             ifindex,
+            link: crate::link::LinkState::new(iface),
         })
     }
 
@@ -1278,7 +1281,7 @@ impl Port for XdpPort {
     }
 
     fn link_up(&self) -> Option<bool> {
-        crate::dataplane::link_up(&self.name)
+        self.link.up()
     }
 
     /// Queue 0's socket: `poll(2)` reports it readable while its RX ring holds frames (the

@@ -82,6 +82,7 @@ use crate::afpacket::{PacketSocket, RingConfig};
 use crate::isolation::{
     fmt_mac, source_ip, Budget, Destination, Mac, MacTable, Prefix, SourceReject,
 };
+use crate::link::LinkState;
 use crate::stats::{
     DataplaneStats, NodeStats, PortStats, ShaperStats, Stats, TenantStats, TenantTiming,
     TimingStats, TENANT_DROPS,
@@ -287,19 +288,11 @@ fn port_stats(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Vec<PortStats> {
         .collect()
 }
 
-/// Whether interface `name`'s link is up, from `/sys/class/net/NAME/operstate` (the
-/// namespace's own sysfs under `ip netns exec`): `down`, `lowerlayerdown` (a veth whose
-/// peer is down) and `notpresent` are down; `up`, `unknown` (no carrier notion) and the
-/// rest are up; `None` when it cannot be read.
+/// Whether interface `name`'s link is up, read once ([`LinkState::up`]: from
+/// `/sys/class/net/NAME/operstate`; `None` when it cannot be read). A port that is asked
+/// again and again keeps a [`LinkState`] instead, which reads without allocating.
 pub fn link_up(name: &str) -> Option<bool> {
-    if name.is_empty() || name.contains('/') {
-        return None;
-    }
-    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/operstate")).ok()?;
-    Some(!matches!(
-        s.trim(),
-        "down" | "lowerlayerdown" | "notpresent"
-    ))
+    LinkState::new(name).up()
 }
 
 /// How often the loop reads the uplink's link state, ps (100 ms).
@@ -322,7 +315,7 @@ impl Port for PacketSocket {
         Some(PortStats::AfPacket(self.port_stats()))
     }
     fn link_up(&self) -> Option<bool> {
-        link_up(&self.name)
+        self.link.up()
     }
 }
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};

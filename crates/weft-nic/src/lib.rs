@@ -7,6 +7,7 @@
 //!   descriptor rings, per-core doorbells with inline metadata updates, completions, queue
 //!   ownership, bounded outstanding descriptors per class.
 //! * [`parse`]: Ethernet/IP/L4 frames to classifier metadata (never panics).
+//! * [`link`]: an interface's link state from sysfs, read without allocating.
 //! * [`afpacket`]: AF_PACKET sockets with TPACKET_V2 (default) or V3 receive rings (Linux only).
 //! * `afxdp` (cargo feature `af-xdp`, on by default): AF_XDP sockets with a hand-assembled
 //!   XDP redirect program, the optional backend (`weft run --backend af-xdp`).
@@ -24,6 +25,7 @@ pub mod dataplane;
 pub mod fuzzing;
 pub mod iface;
 pub mod isolation;
+pub mod link;
 pub mod offload;
 pub mod parse;
 pub mod placement;
