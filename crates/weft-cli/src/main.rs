@@ -9,6 +9,7 @@ mod delays;
 mod diagnostics;
 mod out;
 mod replay;
+mod rte_sched;
 mod run;
 mod sim;
 mod timeline;
@@ -197,7 +198,13 @@ enum Command {
     /// 64k flows and 3.25 M with 1M, in its fastest mode; 64 B per idle flow; 32 B per rate
     /// limiter; SENIC's 30 B per class; 5x the reference in every row), each met or not on
     /// this run, and how far 64k flows are from 400 GbE (32.5 M packets/s).
+    ///
+    /// `weft bench rte-sched` runs instead DPDK rte_sched's benchmark workload through the
+    /// fast engine, for comparison with that scheduler (scripts/vs-rte-sched.sh).
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
+        #[command(subcommand)]
+        workload: Option<BenchWorkload>,
         /// One JSON object per row on stdout, then one with the targets:
         /// `{"targets": [{"target", "measured", "met"}, ...]}` (met is null for a distance).
         #[arg(long)]
@@ -358,6 +365,72 @@ struct LoadArgs {
     /// Override the link rate, e.g. `40gbit`.
     #[arg(long, value_name = "RATE")]
     link: Option<String>,
+}
+
+/// `weft bench`'s other workloads.
+#[derive(Subcommand)]
+enum BenchWorkload {
+    /// DPDK rte_sched's benchmark workload through the fast engine: one 1 Gbit/s port,
+    /// P pipes of 16 queues (12 strict-priority classes, a best-effort class of four queues
+    /// weighted 1:2:4:8), a constant backlog, bursts dequeued and as many packets enqueued.
+    ///
+    /// The same workload, arrival stream (splitmix64; `seq_checksum`) and departure log as
+    /// the peer harness's sched_bench (see scripts/vs-rte-sched.sh, which runs both).
+    /// Packets per second by the thread's CPU time over the timed loop, after the warm-up.
+    /// Prints one line (`--json`: one JSON object, the harness's fields) on stdout; the
+    /// policy it compiles is `--print-policy`'s.
+    ///
+    /// Examples:
+    ///   weft bench rte-sched --pipes 4096 --arrivals uniform --profile noshape --packets 3m
+    ///   weft bench rte-sched --pipes 64 --arrivals pipe --profile shape --log d.bin --json
+    ///   weft bench rte-sched --pipes 64 --drain 64 --log drain.bin
+    #[command(verbatim_doc_comment)]
+    RteSched(RteSchedArgs),
+}
+
+/// `weft bench rte-sched`'s options (the harness's names and defaults, but `--seed`).
+#[derive(Args)]
+struct RteSchedArgs {
+    /// Pipes (16 queues each), 1 to 65536.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pipes: u32,
+    /// Where new packets go: `uniform` (the stream's next queue) or `pipe` (the pipe of the
+    /// packet that left).
+    #[arg(long, value_enum, default_value_t = rte_sched::Arrivals::Uniform)]
+    arrivals: rte_sched::Arrivals,
+    /// `noshape` (no pipe limited) or `shape` (odd pipes at R/(2P)).
+    #[arg(long, value_enum, default_value_t = rte_sched::Profile::Noshape)]
+    profile: rte_sched::Profile,
+    /// Departures timed (k and m suffixes: 3m).
+    #[arg(long, default_value = "10m", value_parser = rte_sched::count)]
+    packets: u64,
+    /// Departures before the clock starts.
+    #[arg(long, default_value = "1m", value_parser = rte_sched::count)]
+    warmup: u64,
+    /// Packets kept queued (default 4096, or one a pipe with `pipe` arrivals when there
+    /// are more pipes).
+    #[arg(long, value_parser = rte_sched::count)]
+    backlog: Option<u64>,
+    /// Most packets dequeued at once (1 to 256); as many are then enqueued.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=256))]
+    burst: u32,
+    /// The arrival stream's seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write the timed departures to FILE: little-endian u32 pairs (queue, departures
+    /// before the packet was enqueued), the harness's check.py format.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Instead of the loop: fill every queue with K packets (1 to 64) and drain them (needs
+    /// `--log`).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=64), requires = "log")]
+    drain: Option<u32>,
+    /// One JSON object on stdout instead of a line of text.
+    #[arg(long)]
+    json: bool,
+    /// Print the policy (YAML) that the workload compiles, and nothing else.
+    #[arg(long)]
+    print_policy: bool,
 }
 
 #[derive(Subcommand)]
@@ -966,6 +1039,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Bench {
+            workload: Some(BenchWorkload::RteSched(a)),
+            ..
+        } => rte_sched_bench(a),
+        Command::Bench {
+            workload: None,
             json: j,
             quick,
             rounds,
@@ -1152,6 +1230,76 @@ fn tenant_pairs(flags: &[String]) -> Result<Vec<(String, String)>, String> {
 /// The command line's grammar: `Cli`'s, with negative numbers taken as values everywhere, so
 /// `--buffers -5` is refused by the flag's own range ("invalid value '-5' for '--buffers'")
 /// rather than as an unknown argument `-5`. No weft flag is a digit, so nothing is shadowed.
+/// `weft bench rte-sched`.
+fn rte_sched_bench(a: RteSchedArgs) -> Result<(), Failure> {
+    let backlog = a.backlog.unwrap_or(match a.arrivals {
+        rte_sched::Arrivals::Pipe => 4096.max(a.pipes as u64),
+        rte_sched::Arrivals::Uniform => 4096,
+    });
+    let backlog = u32::try_from(backlog)
+        .ok()
+        .filter(|&b| (1..=1 << 24).contains(&b))
+        .ok_or_else(|| Failure::usage(format!("--backlog {backlog}: 1 to 16777216")))?;
+    let cfg = rte_sched::Config {
+        pipes: a.pipes,
+        arrivals: a.arrivals,
+        profile: a.profile,
+        packets: a.packets,
+        warmup: a.warmup,
+        backlog,
+        burst: a.burst,
+        seed: a.seed,
+    };
+    if a.print_policy {
+        return Ok(out::print(&rte_sched::policy_yaml(&cfg))?);
+    }
+    let write_log = |path: &std::path::Path, log: &[u32]| {
+        std::fs::write(path, rte_sched::log_bytes(log))
+            .map_err(|e| Failure::from((1, format!("cannot write {}: {e}", path.display()))))
+    };
+    if let Some(k) = a.drain {
+        let mut w = rte_sched::Workload::new(&cfg).map_err(Failure::usage)?;
+        w.fill_drain(k);
+        let mut log = Vec::new();
+        let got = w.drain(&mut log, 100_000_000);
+        write_log(
+            a.log.as_deref().expect("clap: --drain requires --log"),
+            &log,
+        )?;
+        out::outln!(
+            "{}",
+            json!({"bench": "weft", "drain": k, "pipes": cfg.pipes, "packets": got,
+                   "empty_dequeues": w.empty_dequeues(), "drops": w.drops()})
+        )?;
+        return Ok(());
+    }
+    let mut log = Vec::new();
+    let m =
+        rte_sched::measure(&cfg, a.log.is_some().then_some(&mut log)).map_err(Failure::usage)?;
+    if let Some(path) = &a.log {
+        write_log(path, &log)?;
+    }
+    let row = rte_sched::json_row(&cfg, &m, a.log.is_some());
+    if a.json {
+        out::outln!("{row}")?;
+    } else {
+        out::outln!(
+            "weft rte-sched: {} pipes, {} arrivals, {}: {:.3} Mpps by CPU time ({:.1} ns a packet), {} packets after {} warm-up, {} drops, {} empty dequeues, seq_checksum {}",
+            cfg.pipes,
+            row["arrivals"].as_str().unwrap_or(""),
+            row["profile"].as_str().unwrap_or(""),
+            row["cpu_mpps"].as_f64().unwrap_or(0.0),
+            row["cpu_ns_per_packet"].as_f64().unwrap_or(0.0),
+            m.packets,
+            m.start,
+            m.drops,
+            m.empty_dequeues,
+            m.seq_checksum
+        )?;
+    }
+    Ok(())
+}
+
 fn grammar() -> clap::Command {
     fn negatives_are_values(c: clap::Command) -> clap::Command {
         c.allow_negative_numbers(true)

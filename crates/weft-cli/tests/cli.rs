@@ -826,6 +826,52 @@ fn bench_runs_one_scenario_at_the_backlog_asked_for() {
         .stderr(predicate::str::contains("senic flat, 1000 classes"));
 }
 
+/// `weft bench rte-sched`: one JSON object with the harness's fields, the harness's stream
+/// (its `seq_checksum` at 64 pipes, seed 0), a departure log of 8 bytes a departure, and
+/// exit 2 for a malformed count or a drain without a log.
+#[test]
+fn bench_rte_sched_replays_the_harness_workload() {
+    let dir = scratch("bench-rte-sched");
+    let log = dir.join("d.bin");
+    let out = weft()
+        .args(["bench", "rte-sched", "--pipes", "64", "--arrivals", "pipe"])
+        .args([
+            "--profile",
+            "shape",
+            "--packets",
+            "20k",
+            "--warmup",
+            "1k",
+            "--json",
+            "--log",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["bench"], "weft", "{r}");
+    assert_eq!(r["seq_checksum"], 516_595, "{r}");
+    assert_eq!(r["backlog_at_end"], 4096, "{r}");
+    assert!(r["cpu_mpps"].as_f64().unwrap() > 0.0, "{r}");
+    let packets = r["packets"].as_u64().unwrap();
+    assert!((20_000..20_032).contains(&packets), "{r}");
+    assert_eq!(fs::metadata(&log).unwrap().len(), 8 * packets);
+    for bad in [["--packets", "3g"], ["--drain", "4"]] {
+        weft()
+            .args(["bench", "rte-sched", "--pipes", "4"])
+            .args(bad)
+            .assert()
+            .code(2);
+    }
+    // The other scenarios' flags do not mix with a workload.
+    weft()
+        .args(["bench", "--quick", "rte-sched"])
+        .assert()
+        .code(2);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Bytes per leaf among the departures of `dir/departures.csv` starting in [from, to), as
 /// Gbit/s over that window.
 fn gbps_by_leaf(dir: &Path, from_ps: u64, to_ps: u64) -> std::collections::BTreeMap<String, f64> {
