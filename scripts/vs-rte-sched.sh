@@ -8,7 +8,7 @@
 # Usage: scripts/vs-rte-sched.sh [options]
 #   --harness DIR     the harness (sched_bench.c, Makefile; default $RTE_SCHED_DIR, or
 #                     ../shared/peers/rte_sched from the repository's root)
-#   --rounds N        rounds (default 5)
+#   --rounds N        rounds (default 5; 0 with --instructions: instruction counts only)
 #   --packets N       timed departures a run (default 3m; k and m suffixes)
 #   --warmup N        departures before the clock starts (default 1m)
 #   --cpu C           the CPU both run on (default 1)
@@ -46,7 +46,8 @@ while [ $# -gt 0 ]; do
     *) echo "error: unknown option $1" >&2; usage ;;
   esac
 done
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds $rounds: a positive number"
+[[ $rounds =~ ^[0-9]+$ ]] || die "--rounds $rounds: a number"
+[ "$rounds" -gt 0 ] || [ $instr = 1 ] || die "--rounds 0 measures nothing without --instructions"
 [[ $cpu =~ ^[0-9]+$ ]] || die "--cpu $cpu: a CPU number"
 for n in "$packets" "$warmup" "$instr_packets"; do
   [[ $n =~ ^[0-9]+[km]?$ ]] || die "$n: a count, optionally with k or m (3m, 100k)"
@@ -101,7 +102,7 @@ run_weft() {
   # shellcheck disable=SC2046
   taskset -c "$cpu" "$weft" bench rte-sched $(opts "$1" "$2" "$3") --json
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # Instructions a packet: two runs under callgrind, N and 2N timed packets; the difference in
 # instructions over the difference in packets timed (a burst may carry a run past N).
 instructions() { # weft|peer CONFIG
@@ -161,10 +162,12 @@ if [ $json = 0 ]; then
     printf '%-22s %10s %15s %15s\n' "pipes:arrivals:profile" "weft Mpps" "rte_sched Mpps" "weft/rte_sched"
   fi
 fi
+# A median to 3 decimals, or $2 when there was no round.
+fmt() { if [ -n "$1" ]; then printf '%.3f' "$1"; else printf '%s' "$2"; fi; }
 for c in "${configs[@]}"; do
-  mw=$(tr ' ' '\n' <<<"${weft_runs[$c]}" | grep . | median)
-  md=$(tr ' ' '\n' <<<"${peer_runs[$c]}" | grep . | median)
-  mr=$(tr ' ' '\n' <<<"${ratios[$c]}" | grep . | median)
+  mw=$(tr ' ' '\n' <<<"${weft_runs[$c]:-}" | grep . | median || true)
+  md=$(tr ' ' '\n' <<<"${peer_runs[$c]:-}" | grep . | median || true)
+  mr=$(tr ' ' '\n' <<<"${ratios[$c]:-}" | grep . | median || true)
   iw="" id=""
   if [ $instr = 1 ]; then
     echo "vs-rte-sched: instructions, $c (callgrind)" >&2
@@ -173,18 +176,18 @@ for c in "${configs[@]}"; do
   fi
   IFS=: read -r p a s <<<"$c"
   if [ $json = 1 ]; then
-    list() { tr ' ' '\n' <<<"$1" | grep . | paste -sd, -; }
-    printf '{"config":"%s","pipes":%s,"arrivals":"%s","profile":"%s","rounds":%s,"packets":"%s","weft_mpps":%.3f,"rte_sched_mpps":%.3f,"ratio":%.3f,"weft_runs":[%s],"rte_sched_runs":[%s],"ratios":[%s]' \
-      "$c" "$p" "$a" "$s" "$rounds" "$packets" "$mw" "$md" "$mr" \
-      "$(list "${weft_runs[$c]}")" "$(list "${peer_runs[$c]}")" "$(list "${ratios[$c]}")"
+    list() { tr ' ' '\n' <<<"$1" | grep . | paste -sd, - || true; }
+    printf '{"config":"%s","pipes":%s,"arrivals":"%s","profile":"%s","rounds":%s,"packets":"%s","weft_mpps":%s,"rte_sched_mpps":%s,"ratio":%s,"weft_runs":[%s],"rte_sched_runs":[%s],"ratios":[%s]' \
+      "$c" "$p" "$a" "$s" "$rounds" "$packets" "$(fmt "$mw" null)" "$(fmt "$md" null)" "$(fmt "$mr" null)" \
+      "$(list "${weft_runs[$c]:-}")" "$(list "${peer_runs[$c]:-}")" "$(list "${ratios[$c]:-}")"
     [ $instr = 1 ] && printf ',"weft_instructions_per_packet":%s,"rte_sched_instructions_per_packet":%s' "$iw" "$id"
     printf '}\n'
   elif [ $instr = 1 ]; then
-    printf '%-22s %10.3f %15.3f %15.3f %12s %12s\n' "$c" "$mw" "$md" "$mr" "$iw" "$id"
+    printf '%-22s %10s %15s %15s %12s %12s\n' "$c" "$(fmt "$mw" -)" "$(fmt "$md" -)" "$(fmt "$mr" -)" "$iw" "$id"
   else
-    printf '%-22s %10.3f %15.3f %15.3f\n' "$c" "$mw" "$md" "$mr"
+    printf '%-22s %10s %15s %15s\n' "$c" "$(fmt "$mw" -)" "$(fmt "$md" -)" "$(fmt "$mr" -)"
   fi
 done
-if [ $json = 0 ]; then
+if [ $json = 0 ] && [ "$rounds" -gt 0 ]; then
   echo "(medians of $rounds rounds, packets per CPU-second of the timed loop, $packets packets after $warmup; ratio: median of the per-round ratios; both on CPU $cpu, interleaved)"
 fi
