@@ -18,7 +18,8 @@
 #   --instructions    also instructions a packet under valgrind --tool=callgrind: the
 #                     difference between runs of --instr-packets and twice as many, so
 #                     setup is not counted (slow: minutes a configuration at 4096 pipes)
-#   --instr-packets N (default 50k; the warm-up is as many)
+#   --instr-packets N (default 50k), after the same warm-up as the timed runs (--warmup:
+#                     shaped pipes take a million departures to settle)
 # Data on stdout, progress on stderr. Needs pkg-config and DPDK's development files
 # (installed with apt-get when pkg-config cannot find libdpdk), make, a C compiler, cargo;
 # valgrind for --instructions.
@@ -112,12 +113,12 @@ instructions() { # weft|peer CONFIG
     local out
     if [ "$1" = weft ]; then
       # shellcheck disable=SC2046
-      out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$weft" bench rte-sched $(opts "$2" "$3" "$n") --json 2>&1)
+      out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$weft" bench rte-sched $(opts "$2" "$3" "$warmup") --json 2>&1)
     else
       # The harness counts its timed loop only (callgrind client requests); the
       # difference is taken all the same.
       # shellcheck disable=SC2046
-      out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$peer" "${eal[@]}" -- $(opts "$2" "$3" "$n") 2>&1)
+      out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$peer" "${eal[@]}" -- $(opts "$2" "$3" "$warmup") 2>&1)
     fi
     echo "$(awk '/refs:/ { gsub(",", "", $4); print $4 }' <<<"$out") $(field packets <<<"$out")"
   }
