@@ -640,7 +640,7 @@ pub fn print_targets(rows: &[Value]) -> Result<(), (u8, String)> {
         return Ok(());
     }
     crate::out::outln!(
-        "\ntargets of the scheduling core (this machine, this run; the README's \"Measured\" has a quiet spell's figures):"
+        "\ntargets of the scheduling core (this machine, this run; docs/performance.md has a quiet spell's figures):"
     )?;
     let w0 = t.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
     let w1 = t.iter().map(|r| r.1.chars().count()).max().unwrap_or(0);
