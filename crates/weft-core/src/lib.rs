@@ -117,6 +117,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod classifier;
 pub mod policy;

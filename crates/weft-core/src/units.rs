@@ -22,8 +22,11 @@ pub enum UnitError {
     /// The text is not a number followed by a known unit.
     #[error("`{text}` is not a {what}: {hint}")]
     Malformed {
+        /// The text given.
         text: String,
+        /// What it should have been (a rate, a size, a time).
         what: &'static str,
+        /// How to write one.
         hint: &'static str,
     },
     /// A `bps`-style unit whose meaning differs between tc and common usage.
@@ -32,21 +35,37 @@ pub enum UnitError {
          elsewhere bits per second ({bits_reading}); write `{bits_reading}` or `{bytes_as_bits}`"
     )]
     AmbiguousRate {
+        /// The text given.
         text: String,
+        /// The ambiguous unit.
         unit: String,
+        /// The value read as bits per second.
         bits_reading: String,
+        /// The value read as bytes per second (tc's meaning).
         bytes_reading: String,
+        /// The bytes-per-second reading written in bits.
         bytes_as_bits: String,
     },
     /// The value is zero or negative where a positive quantity is required.
     #[error("`{text}` must be greater than zero")]
-    NotPositive { text: String },
+    NotPositive {
+        /// The text given.
+        text: String,
+    },
     /// The value is negative where zero is allowed.
     #[error("`{text}` must not be negative")]
-    Negative { text: String },
+    Negative {
+        /// The text given.
+        text: String,
+    },
     /// The value does not fit in 64 bits or is not whole in the base unit.
     #[error("`{text}` is out of range or not a whole number of {base}")]
-    OutOfRange { text: String, base: &'static str },
+    OutOfRange {
+        /// The text given.
+        text: String,
+        /// The base unit it must be whole in.
+        base: &'static str,
+    },
 }
 
 const RATE_HINT: &str = "write a number and a unit such as `10gbit`, `500mbit`, `2.5gbit`";

@@ -235,15 +235,25 @@ impl FromStr for Prefix {
 /// A conjunction over fields; each field lists the values it accepts (empty = any value).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Match {
+    /// Tenant ids accepted.
     pub tenant: Vec<u32>,
+    /// VM ids accepted.
     pub vm: Vec<u32>,
+    /// cgroup ids accepted.
     pub cgroup: Vec<u64>,
+    /// Driver-assigned tags accepted.
     pub tag: Vec<u32>,
+    /// Transport source ports accepted.
     pub sport: Vec<u16>,
+    /// Transport destination ports accepted.
     pub dport: Vec<u16>,
+    /// IP protocol numbers accepted (6 TCP, 17 UDP, ...).
     pub proto: Vec<u8>,
+    /// DSCP values accepted (0-63).
     pub dscp: Vec<u8>,
+    /// Source address prefixes accepted (IPv4 or IPv6).
     pub src: Vec<Prefix>,
+    /// Destination address prefixes accepted (IPv4 or IPv6).
     pub dst: Vec<Prefix>,
 }
 
@@ -460,13 +470,21 @@ pub fn proto_name(p: u8) -> String {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct PacketMeta {
+    /// The sending tenant's id.
     pub tenant: u32,
+    /// The sending VM's id.
     pub vm: u32,
+    /// The sending cgroup's id.
     pub cgroup: u64,
+    /// A tag the driver assigns (a queue, an application, a test's leaf).
     pub tag: u32,
+    /// Transport source port.
     pub sport: u16,
+    /// Transport destination port.
     pub dport: u16,
+    /// IP protocol number.
     pub proto: u8,
+    /// DSCP (the top six bits of the IP traffic class).
     pub dscp: u8,
     /// Which fields carry a value.
     pub present: FieldMask,

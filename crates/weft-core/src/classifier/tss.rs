@@ -172,11 +172,22 @@ fn full_get(map: &FxHashMap<Key, u64>, mask: &Key, words: &Key) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AddError {
     /// Every packet this rule accepts is accepted by the earlier rule `by` (a rule index).
-    Shadowed { by: u32 },
+    Shadowed {
+        /// The earlier rule's index.
+        by: u32,
+    },
     /// The dispatch point would need more than `limit` distinct match shapes.
-    TooManyShapes { limit: usize },
+    TooManyShapes {
+        /// The most shapes a dispatch point may have.
+        limit: usize,
+    },
     /// The rule's value lists expand into more than `limit` combinations.
-    TooManyCombinations { combinations: u128, limit: u128 },
+    TooManyCombinations {
+        /// The combinations the rule expands into.
+        combinations: u128,
+        /// The most a rule may expand into.
+        limit: u128,
+    },
 }
 
 /// Most combinations one rule may expand into (e.g. 64 ports × 64 prefixes).

@@ -27,7 +27,7 @@ use crate::units::{self, UnitError};
 
 /// A value and where it was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spanned<T> {
+pub(crate) struct Spanned<T> {
     pub value: T,
     pub span: Span,
 }
@@ -41,20 +41,32 @@ impl<T> Spanned<T> {
 /// Node types a policy can name in `type:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// `fifo`: children's packets in arrival order.
     Fifo,
+    /// `prio`: strict priority among children.
     Prio,
+    /// `wfq`: weighted fair queuing (start-time fair queuing on bytes sent).
     Wfq,
+    /// `rr`: round robin, one packet per child per round.
     Rr,
+    /// `drr`: deficit round robin, a quantum of bytes per child per round.
     Drr,
+    /// `lstf`: least slack time first.
     Lstf,
+    /// `edf`: earliest deadline first.
     Edf,
+    /// `senic`: SENIC's rate-limited classes (WF2Q+ with eligibility).
     Senic,
+    /// `shape`: a shaping class (token bucket) on the edges below it.
     Shape,
+    /// `leaf`: a queue of packets (of flows).
     Leaf,
+    /// `attach`: a point another policy file fills (a leaf until filled).
     Attach,
 }
 
 impl Kind {
+    /// Every node type, in the order the docs list them.
     pub const ALL: [Kind; 11] = [
         Kind::Fifo,
         Kind::Prio,
@@ -126,7 +138,7 @@ pub enum FlowSched {
 
 /// Queue limits (`limit:` / `flow_limit:`); absent members are unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueueLimit {
+pub(crate) struct QueueLimit {
     /// Packets.
     pub packets: Option<Spanned<u64>>,
     /// Bytes.
@@ -135,7 +147,7 @@ pub struct QueueLimit {
 
 /// One entry of `nodes:` as written.
 #[derive(Debug, Clone)]
-pub struct NodeDecl {
+pub(crate) struct NodeDecl {
     pub name: Spanned<String>,
     pub kind: Spanned<Kind>,
     /// Parent names in the order written.
@@ -167,8 +179,6 @@ pub struct NodeDecl {
     pub outstanding: Option<Spanned<u64>>,
     /// Sub-policy file filling an attachment point.
     pub policy: Option<Spanned<String>>,
-    /// The whole entry.
-    pub span: Span,
 }
 
 impl NodeDecl {
@@ -201,7 +211,7 @@ impl NodeDecl {
 
 /// The `link:` section.
 #[derive(Debug, Clone, Default)]
-pub struct LinkDecl {
+pub(crate) struct LinkDecl {
     /// Bits per second.
     pub rate: Option<Spanned<u64>>,
     /// Bytes added to every frame on the wire (preamble, SFD, IFG; 20 on Ethernet).
@@ -215,7 +225,7 @@ pub struct LinkDecl {
 
 /// The `limits:` section.
 #[derive(Debug, Clone, Default)]
-pub struct LimitsDecl {
+pub(crate) struct LimitsDecl {
     pub max_depth: Option<Spanned<u64>>,
     pub max_nodes: Option<Spanned<u64>>,
     pub max_shaping_depth: Option<Spanned<u64>>,
@@ -225,7 +235,7 @@ pub struct LimitsDecl {
 
 /// One parsed policy file.
 #[derive(Debug, Clone)]
-pub struct Document {
+pub(crate) struct Document {
     pub file: FileId,
     pub name: Option<Spanned<String>>,
     pub link: Option<LinkDecl>,
@@ -252,8 +262,9 @@ impl Document {
     }
 }
 
-/// The keys of a policy file, of a node, and of its sub-sections.
+/// The keys of a policy file's top level.
 pub const TOP_KEYS: &[&str] = &["weft", "name", "description", "link", "limits", "nodes"];
+/// The keys of a node, and of its sub-sections.
 pub const NODE_KEYS: &[&str] = &[
     "name",
     "type",
@@ -957,7 +968,6 @@ impl<'a> Parser<'a> {
             flow_limit: None,
             outstanding: None,
             policy: None,
-            span,
         };
         for (key, _kspan, v) in entries {
             match key.as_ref() {
@@ -1307,7 +1317,10 @@ fn plain_decimal(s: &str) -> String {
 
 /// Parses one file's text. Diagnostics are returned even when a document is produced; a
 /// YAML syntax error anywhere in the file is the only diagnostic.
-pub fn parse_document(sources: &Sources, file: FileId) -> (Option<Document>, Vec<Diagnostic>) {
+pub(crate) fn parse_document(
+    sources: &Sources,
+    file: FileId,
+) -> (Option<Document>, Vec<Diagnostic>) {
     let text: Arc<str> = sources.file(file).text.clone();
     let mut p = Parser {
         file,

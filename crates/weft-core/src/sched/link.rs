@@ -41,19 +41,30 @@ pub enum Input {
 pub enum Event {
     /// An update was refused; the running policy is unchanged.
     Rejected {
+        /// When it was due, ps.
         at_ps: u64,
+        /// The update.
         update: Update,
+        /// Why the engine refused it.
         error: UpdateError,
     },
     /// It started transmission at `at_ps`.
-    Sent { at_ps: u64, departure: Departure },
+    Sent {
+        /// When its transmission started, ps.
+        at_ps: u64,
+        /// The packet.
+        departure: Departure,
+    },
     /// It was dropped on arrival.
     Dropped {
+        /// When it arrived, ps.
         at_ps: u64,
+        /// The packet's id.
         id: u64,
         /// The leaf it was classified to (an index of `Program::leaves`); `None` for
         /// [`DropReason::Unclassified`].
         leaf: Option<u32>,
+        /// Why.
         reason: DropReason,
     },
 }

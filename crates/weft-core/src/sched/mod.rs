@@ -217,26 +217,55 @@ impl Counters {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Update {
     /// A `wfq` child's weight (≥ 1).
-    Weight { node: u32, weight: u64 },
+    Weight {
+        /// The child's node id.
+        node: u32,
+        /// Its new weight.
+        weight: u64,
+    },
     /// A `prio` child's priority.
-    Priority { node: u32, priority: u64 },
+    Priority {
+        /// The child's node id.
+        node: u32,
+        /// Its new priority (smaller first).
+        priority: u64,
+    },
     /// A `drr` child's quantum, bytes (≥ 1).
-    Quantum { node: u32, bytes: u64 },
+    Quantum {
+        /// The child's node id.
+        node: u32,
+        /// Its new quantum, bytes.
+        bytes: u64,
+    },
     /// A `senic` class's rate limit (and a `senic` node's capacity), bits per second (≥ 1).
-    Rate { node: u32, rate_bps: u64 },
+    Rate {
+        /// The class's (or node's) id.
+        node: u32,
+        /// Its new rate, bits per second.
+        rate_bps: u64,
+    },
     /// A shaping class's token bucket.
     Shaper {
+        /// The shaping class's id (an index of `Program::shapers`).
         shaper: u32,
+        /// Its new rate, bits per second (≥ 1).
         rate_bps: u64,
+        /// Its new bucket depth, bytes (≥ 1).
         burst_bytes: u64,
     },
     /// A leaf's limits (`None` = unlimited).
     LeafLimits {
+        /// The leaf's node id.
         node: u32,
+        /// Packets the leaf holds at most.
         limit_packets: Option<u64>,
+        /// Bytes the leaf holds at most.
         limit_bytes: Option<u64>,
+        /// Packets each flow of the leaf holds at most.
         flow_limit_packets: Option<u64>,
+        /// Bytes each flow of the leaf holds at most.
         flow_limit_bytes: Option<u64>,
+        /// Packets of the leaf in the scheduler at once, at most (Loom §4.2.3).
         outstanding: Option<u64>,
     },
 }
@@ -249,7 +278,12 @@ pub enum UpdateError {
     Unknown(u32),
     /// The node cannot take this update (e.g. limits on an inner node).
     #[error("node {node} is not a {expected}")]
-    WrongKind { node: u32, expected: &'static str },
+    WrongKind {
+        /// The node named.
+        node: u32,
+        /// What the update needs it to be.
+        expected: &'static str,
+    },
     /// A weight, quantum, rate, burst or limit of zero.
     #[error("{0} must be greater than zero")]
     NotPositive(&'static str),
@@ -257,9 +291,13 @@ pub enum UpdateError {
     /// policy's own: a live update cannot set what the file could not).
     #[error("{what} must be in {min}..={max}, as in a policy file; got {value}")]
     OutOfRange {
+        /// The field.
         what: &'static str,
+        /// The value given.
         value: u64,
+        /// The smallest allowed.
         min: u64,
+        /// The largest allowed.
         max: u64,
     },
 }
