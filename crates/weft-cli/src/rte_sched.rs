@@ -394,6 +394,23 @@ impl Workload {
         self.offer((0..k as u64 * nq as u64).map(|j| ((j % nq as u64) as u32, 0)));
     }
 
+    /// Dequeues a burst of up to `burst` packets at the current instant into `self.out`;
+    /// when nothing is eligible, counts an empty dequeue and advances the clock to the next
+    /// release (at least one picosecond). Returns how many packets left.
+    fn burst(&mut self, burst: usize) -> usize {
+        self.out.clear();
+        let k = self.engine.dequeue_batch(self.now, burst, &mut self.out);
+        if k == 0 {
+            self.empty += 1;
+            self.now = self
+                .engine
+                .next_wakeup()
+                .unwrap_or(self.now + 1)
+                .max(self.now + 1);
+        }
+        k
+    }
+
     /// Dequeues until the engine is empty (or `max_dequeues` calls), recording each
     /// departure; returns the departures.
     pub fn drain(&mut self, sink: &mut impl Sink, max_dequeues: u64) -> u64 {
@@ -402,15 +419,8 @@ impl Workload {
         let mut calls = 0;
         while self.engine.backlog() > 0 && calls < max_dequeues {
             calls += 1;
-            self.out.clear();
-            let k = self.engine.dequeue_batch(self.now, burst, &mut self.out);
+            let k = self.burst(burst);
             if k == 0 {
-                self.empty += 1;
-                self.now = self
-                    .engine
-                    .next_wakeup()
-                    .unwrap_or(self.now + 1)
-                    .max(self.now + 1);
                 continue;
             }
             for d in &self.out {
@@ -433,15 +443,8 @@ impl Workload {
         let uniform = self.cfg.arrivals == Arrivals::Uniform;
         let template = Packet::new(0, FRAME, PacketMeta::default());
         while self.done < target {
-            self.out.clear();
-            let k = self.engine.dequeue_batch(self.now, burst, &mut self.out);
+            let k = self.burst(burst);
             if k == 0 {
-                self.empty += 1;
-                self.now = self
-                    .engine
-                    .next_wakeup()
-                    .unwrap_or(self.now + 1)
-                    .max(self.now + 1);
                 continue;
             }
             let at = self.now;
