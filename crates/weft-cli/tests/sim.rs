@@ -165,6 +165,16 @@ fn bad_input_exits_2_with_location() {
         .stderr(predicate::str::contains(
             "unknown NIC parameter `loom.bach`; did you mean `loom.batch`?",
         ));
+    // A name that extends a parameter's is told of that one, not of a longer one that
+    // shares its start (`loom.batch_timeout`).
+    weft()
+        .args(["sim", "examples/scenarios/hierarchy.yaml", "--set"])
+        .arg("loom.batchsize=8kb")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "unknown NIC parameter `loom.batchsize`; did you mean `loom.batch`?",
+        ));
     // A bad value names its key.
     weft()
         .args([
@@ -203,7 +213,7 @@ fn bad_input_exits_2_with_location() {
         .assert()
         .code(2)
         .stderr(
-            predicate::str::contains("unknown field `durashun`")
+            predicate::str::contains("unknown key `durashun`")
                 .and(predicate::str::contains("is a policy").not()),
         );
     // Past the last time the simulator schedules (2^63 ps): refused up front, where it once

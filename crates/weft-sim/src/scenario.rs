@@ -68,6 +68,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use weft_core::classifier::PacketMeta;
+use weft_core::policy::parse::suggest;
 use weft_core::policy::{self, Link, LoadOptions, Program};
 use weft_core::sched::LAST_ARRIVAL_PS;
 use weft_core::units;
@@ -1521,9 +1522,10 @@ fn without_location(m: &str) -> String {
 }
 
 /// What the YAML library's error `e` at `line`:`column` of `text` means in the scenario's
-/// terms: the scenario file is empty; a key is given twice; or the key whose value is of the
-/// wrong kind and what it must be (`` `cores` must be a whole number from 1 to 65535 ``). `None`
-/// for other errors (syntax, unknown keys: the library's message says it).
+/// terms: the scenario file is empty; a key is given twice; a key is unknown (and the key it
+/// most likely meant); or the key whose value is of the wrong kind and what it must be
+/// (`` `cores` must be a whole number from 1 to 65535 ``). `None` for other errors (syntax:
+/// the library's message says it).
 fn yaml_message(e: &serde_saphyr::Error, text: &str, line: u64, column: u64) -> Option<String> {
     use serde_saphyr::Error as E;
     let blank = text.lines().all(|l| {
@@ -1550,6 +1552,16 @@ fn yaml_message(e: &serde_saphyr::Error, text: &str, line: u64, column: u64) -> 
             return Some("a key given twice: a mapping holds each key once".into())
         }
         E::SerdeMissingField { field, .. } => return Some(format!("missing key `{field}`")),
+        E::SerdeUnknownField {
+            field, expected, ..
+        } => {
+            let hint = suggest(field, expected)
+                .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+            return Some(format!(
+                "unknown key `{field}`{hint} (known: {})",
+                expected.join(", ")
+            ));
+        }
         E::Unexpected { expected, .. } => match *expected {
             "sequence start" => Want::List,
             "mapping start" => Want::Mapping,

@@ -795,6 +795,31 @@ fn a_report_replaces_an_earlier_one_and_nothing_else() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An unknown key was reported in the YAML library's words (`unknown field`, `expected one
+/// of`) with no hint: it is an unknown key now, with the key it most likely meant (one it
+/// extends or respells, or a near misspelling) and the keys known where it is written.
+#[test]
+fn unknown_keys_are_told_the_key_meant() {
+    let app =
+        "  - name: A\n    meta: {tenant: 1}\n    apps:\n      - name: b\n        kind: bulk\n";
+    for (head, tenants, want) in [
+        ("latencywindow: 1ms\n", app, "v.yaml:2:1: unknown key `latencywindow`; did you mean `latency_window`? (known: name, description, time_scale, policy, policy_inline, duration, seed, window, latency_window, nics, host, nic, limits, tenants)"),
+        ("latency: 1ms\n", app, "; did you mean `latency_window`?"),
+        ("seeds: 1\n", app, "; did you mean `seed`?"),
+        ("host: {segments: 64kb}\n", app, "v.yaml:2:8: unknown key `segments`; did you mean `segment`? (known: cores, segment, mtu, cpu_per_packet, cpu_per_doorbell, placement, retry)"),
+        ("host: {cpu: 1us}\n", app, "; did you mean `cpu_per_packet`?"),
+        ("", &format!("{app}        windw: 64kb\n"), "v.yaml:14:9: unknown key `windw`; did you mean `window`?"),
+        ("", &format!("{app}        sizedist: fixed\n"), "; did you mean `size_dist`?"),
+        ("", &format!("{app}        closedloop: true\n"), "; did you mean `closed_loop`?"),
+        ("limits: {max_event: 5}\n", app, "; did you mean `max_events`?"),
+        ("nic: {loom: {batchsize: 8kb}}\n", app, "unknown NIC parameter `loom.batchsize`; did you mean `loom.batch`?"),
+        ("colour: blue\n", app, "v.yaml:2:1: unknown key `colour` (known: name,"),
+    ] {
+        let e = load_valid(head, tenants).unwrap_err();
+        assert!(e.contains(want), "{head}{tenants}: {e}");
+    }
+}
+
 /// A value of the wrong kind was reported in the YAML library's words (`invalid u16`,
 /// `expected sequence start`, `duplicate mapping key: meta, set DuplicateKeyPolicy in
 /// Options if acceptable`, `unexpected end of input`): each names its key and rule now, at

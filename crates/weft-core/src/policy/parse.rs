@@ -392,18 +392,61 @@ pub fn to_nfc(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Closest known word, for did-you-mean hints.
+/// Closest known word, for did-you-mean hints: `None` when none is close enough.
+///
+/// Words are compared without case, `_` and `-` (`latencywindow` is `latency_window`). A
+/// known word is close when it is within a few edits of `word` (at most 2, or a third of
+/// its length), or when one contains the other and the shorter has at least 3 characters
+/// (`loom.batch` for `loom.batchsize`, `latency_window` for `latency`), however long the
+/// rest. Containing is worth fewer than 2 edits: a one-letter slip (`tenant` for `tenat`)
+/// beats it, a two-letter one (`mtu` for `cpu`) does not. Ties go to a containing or
+/// contained word, then to the nearer in length, then to the word that sorts first.
 pub fn suggest(word: &str, known: &[&str]) -> Option<String> {
-    // A word further in length from `k` than the distance allowed cannot be close to it:
-    // skipped before the distance (quadratic in the lengths) is computed.
+    let word = normalized(word, &mut String::new()).to_string();
     let chars = word.chars().count();
+    let mut buf = String::new();
+    // Scored in half edits: (score, not containing, length apart, word).
     known
         .iter()
-        .filter(|k| chars.abs_diff(k.chars().count()) <= 2.max(k.len() / 3))
-        .map(|k| (strsim::damerau_levenshtein(word, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .filter_map(|k| {
+            let n = normalized(k, &mut buf);
+            let n_chars = n.chars().count();
+            let apart = chars.abs_diff(n_chars);
+            // One contains the other: as many edits as their lengths differ, at most 1.5.
+            let (short, long) = if chars <= n_chars {
+                (&*word, n)
+            } else {
+                (n, &*word)
+            };
+            if short.chars().count() >= 3 && long.contains(short) {
+                return Some(((2 * apart).min(3), false, apart, *k));
+            }
+            // A word further in length from `k` than the distance allowed cannot be close
+            // to it: skipped before the distance (quadratic in the lengths) is computed.
+            let allowed = 2.max(n_chars / 3);
+            if apart > allowed {
+                return None;
+            }
+            let d = strsim::damerau_levenshtein(&word, n);
+            (d <= allowed).then_some((2 * d, true, apart, *k))
+        })
         .min()
-        .map(|(_, k)| k.to_string())
+        .map(|(_, _, _, k)| k.to_string())
+}
+
+/// `s` lowercased without `_` and `-`, in `buf` (borrowed as is when there is nothing to
+/// change).
+fn normalized<'a>(s: &'a str, buf: &'a mut String) -> &'a str {
+    if !s.chars().any(|c| c == '_' || c == '-' || c.is_uppercase()) {
+        return s;
+    }
+    buf.clear();
+    buf.extend(
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase),
+    );
+    buf
 }
 
 struct Parser<'a> {
@@ -1391,6 +1434,48 @@ mod tests {
                 "{m}"
             );
             assert!(!m.contains("greater than zero"), "{m}");
+        }
+    }
+
+    /// A word that extends a known one (`loom.batchsize`) was told of a longer, further key
+    /// (`loom.batch_timeout`), and one written without its `_` (`latencywindow`) of nothing:
+    /// a word containing or contained in a known one, or equal to it but for case, `_` and
+    /// `-`, is suggested first, and plain misspellings still are.
+    #[test]
+    fn suggestions_prefer_the_key_a_word_extends_or_respells() {
+        use super::suggest;
+        let nic = [
+            "loom.batch",
+            "loom.batch_timeout",
+            "loom.pipeline",
+            "hw.queue_rate",
+        ];
+        let top = ["duration", "window", "latency_window", "seed"];
+        let host = ["cores", "cpu_per_packet", "cpu_per_doorbell", "segment"];
+        for (word, known, want) in [
+            ("loom.batchsize", &nic[..], Some("loom.batch")),
+            ("loom.batch_size", &nic[..], Some("loom.batch")),
+            ("loom.bach", &nic[..], Some("loom.batch")),
+            ("loom.pipelines", &nic[..], Some("loom.pipeline")),
+            ("hw.queuerate", &nic[..], Some("hw.queue_rate")),
+            ("HW.Queue-Rate", &nic[..], Some("hw.queue_rate")),
+            ("latencywindow", &top[..], Some("latency_window")),
+            ("latency", &top[..], Some("latency_window")),
+            ("duraton", &top[..], Some("duration")),
+            ("seeds", &top[..], Some("seed")),
+            ("cpu", &host[..], Some("cpu_per_packet")),
+            (
+                "cpu",
+                &["mtu", "cpu_per_packet"][..],
+                Some("cpu_per_packet"),
+            ),
+            ("tenat", &["ten", "tenant"][..], Some("tenant")),
+            ("segments", &host[..], Some("segment")),
+            // Two letters contained in a key are too little to go on.
+            ("du", &top[..], None),
+            ("colour", &top[..], None),
+        ] {
+            assert_eq!(suggest(word, known).as_deref(), want, "{word}");
         }
     }
 }

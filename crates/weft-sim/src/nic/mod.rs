@@ -352,7 +352,7 @@ impl NicParams {
             }
             _ => {
                 let name = format!("{model}.{key}");
-                let hint = suggest(&name, PARAMETERS)
+                let hint = parameter_hint(model, key)
                     .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
                 return Err(format!(
                     "unknown NIC parameter `{name}`{hint} (known: {})",
@@ -362,6 +362,19 @@ impl NicParams {
         }
         Ok(())
     }
+}
+
+/// The parameter `MODEL.KEY`, which names none, most likely meant: the closest key of the
+/// same model (`hw.rate` is `hw.queue_rate`), else the closest name (`lom.batch` is
+/// `loom.batch`).
+fn parameter_hint(model: &str, key: &str) -> Option<String> {
+    let keys: Vec<&str> = PARAMETERS
+        .iter()
+        .filter_map(|p| p.strip_prefix(model)?.strip_prefix('.'))
+        .collect();
+    suggest(key, &keys)
+        .map(|k| format!("{model}.{k}"))
+        .or_else(|| suggest(&format!("{model}.{key}"), PARAMETERS))
 }
 
 #[cfg(test)]
@@ -391,6 +404,28 @@ mod parameter_tests {
         }
         let e = NicParams::default().set("loom", "bach", "1kb").unwrap_err();
         assert!(e.contains("did you mean `loom.batch`?"), "{e}");
+    }
+
+    /// `loom.batchsize` was told of `loom.batch_timeout`: a name that extends or respells a
+    /// parameter, or names part of a key of its model, is told of that parameter.
+    #[test]
+    fn a_near_parameter_name_is_told_the_parameter_meant() {
+        for (model, key, want) in [
+            ("loom", "batchsize", "loom.batch"),
+            ("loom", "batch_size", "loom.batch"),
+            ("loom", "bach", "loom.batch"),
+            ("loom", "batchtimeout", "loom.batch_timeout"),
+            ("hw", "queuerate", "hw.queue_rate"),
+            ("hw", "rate", "hw.queue_rate"),
+            ("lom", "batch", "loom.batch"),
+            ("senic", "pulls", "senic.max_pulls"),
+        ] {
+            let e = NicParams::default().set(model, key, "1").unwrap_err();
+            assert!(
+                e.contains(&format!("; did you mean `{want}`? (known:")),
+                "{model}.{key}: {e}"
+            );
+        }
     }
 
     /// A scenario's per-queue limit (Loom Fig. 2 sets 125 Mbit/s) could not be lifted from
