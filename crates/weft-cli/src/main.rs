@@ -1134,7 +1134,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let cannot = |e: std::io::Error| {
                 let e =
                     replay::Error::Output(format!("cannot write {}: {e}", summary_path.display()));
-                Failure::from(replay::discard(&out, e))
+                Failure::from(replay::discard(&out, &summary.created, e))
             };
             if j {
                 // The text once, for the file and for stdout.

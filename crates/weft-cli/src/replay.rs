@@ -48,8 +48,9 @@
 //!
 //! Errors name the trace file and line (`t.csv:3: ...`), quoting at most 64 characters of a
 //! value; the CLI exits 2 on them, and 1 when an output cannot be written ([`Error`]). A
-//! replay that fails once `--out` is ready removes the outputs it wrote ([`discard`]): no
-//! partial `departures.csv` that looks complete.
+//! replay that fails once `--out` is ready removes the outputs it wrote ([`discard`]), and
+//! the directories it created for `--out`: no partial `departures.csv` that looks complete,
+//! no empty directory left by a run that kept nothing.
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -138,6 +139,9 @@ pub struct ReplaySummary {
     /// Nodes that are not leaves.
     pub nodes: Vec<(String, NodeFigures)>,
     pub shapers: Vec<(String, ShaperFigures)>,
+    /// The directories the replay created for `--out`, deepest first (none when it was
+    /// there): a failure after the run ([`discard`]) removes them too. Not in `summary.json`.
+    pub created: Vec<PathBuf>,
 }
 
 /// A leaf's or node's figures over its subtree.
@@ -269,30 +273,74 @@ fn remove_outputs(out: &Path) -> Result<(), String> {
 
 /// A replay into `out` (made ready by [`replay`]) failed with `e`: its outputs are removed,
 /// so none is taken for a whole run's (a trace that fails at its millionth row left a
-/// million departures and a `drops.csv` that read as complete), and `e` says so.
-pub fn discard(out: &Path, e: Error) -> Error {
+/// million departures and a `drops.csv` that read as complete), and `e` says so. So are the
+/// directories it created for `out` (`created`, deepest first; [`ReplaySummary::created`]),
+/// when nothing else was put in them meanwhile: a failed replay into a new directory left
+/// it behind, empty, although the note said nothing was kept. A directory that was there
+/// before stays, whatever it holds.
+pub fn discard(out: &Path, created: &[PathBuf], e: Error) -> Error {
     let note = match remove_outputs(out) {
-        Ok(()) => format!(
-            "note: nothing was kept in {}: a replay that fails removes what it wrote",
-            out.display()
-        ),
+        Ok(()) => {
+            remove_created(created);
+            if out.exists() {
+                format!(
+                    "note: nothing was kept in {}: a replay that fails removes what it wrote",
+                    out.display()
+                )
+            } else {
+                format!(
+                    "note: nothing was kept: a replay that fails removes what it wrote, and \
+                     {} was removed (the replay had created it)",
+                    out.display()
+                )
+            }
+        }
         Err(r) => format!("note: {r}: its outputs may be partial"),
     };
     e.map(|m| format!("{m}\n{note}"))
 }
 
+/// Removes the directories in `created` (deepest first) that are empty, stopping at the
+/// first that is not (it holds something else, so its parents do too).
+fn remove_created(created: &[PathBuf]) {
+    for dir in created {
+        if std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+    }
+}
+
 /// Makes `--out` ready: created if need be; refused if it is a file, or if an output would
 /// replace an input (the trace, the policy); the outputs of an earlier replay removed, so a
-/// replay that fails leaves no mixture of two runs (and no `summary.json`).
-fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), Error> {
+/// replay that fails leaves no mixture of two runs (and no `summary.json`). Returns the
+/// directories it created, deepest first (see [`discard`]).
+fn prepare_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     if out.exists() && !out.is_dir() {
         return Err(Error::Input(format!(
             "--out {}: a file, not a directory",
             out.display()
         )));
     }
-    std::fs::create_dir_all(out)
-        .map_err(|e| Error::Output(format!("cannot create {}: {e}", out.display())))?;
+    // `out` and its parents that are not there yet, deepest first.
+    let created: Vec<PathBuf> = out
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && std::fs::symlink_metadata(d).is_err())
+        .map(Path::to_path_buf)
+        .collect();
+    if let Err(e) = std::fs::create_dir_all(out) {
+        remove_created(&created);
+        return Err(Error::Output(format!(
+            "cannot create {}: {e}",
+            out.display()
+        )));
+    }
+    check_out(out, trace, inputs)
+        .inspect_err(|_| remove_created(&created))
+        .map(|()| created)
+}
+
+/// The rest of [`prepare_out`], once `out` is a directory.
+fn check_out(out: &Path, trace: &Path, inputs: &[PathBuf]) -> Result<(), Error> {
     let same = |a: &Path, b: &Path| {
         use std::os::unix::fs::MetadataExt;
         match (std::fs::metadata(a), std::fs::metadata(b)) {
@@ -635,7 +683,7 @@ pub fn replay(
     opts: Options,
 ) -> Result<ReplaySummary, Error> {
     // Refused here, nothing is touched (an output that would replace an input among them).
-    prepare_out(out, trace, &opts.inputs)?;
+    let created = prepare_out(out, trace, &opts.inputs)?;
     match opts.engine {
         EngineKind::Fast => {
             let e = FastEngine::with_options(prog.clone(), opts.engine_options);
@@ -646,7 +694,11 @@ pub fn replay(
             run(e, prog, trace, out, opts)
         }
     }
-    .map_err(|e| discard(out, e))
+    .map(|s| ReplaySummary {
+        created: created.clone(),
+        ..s
+    })
+    .map_err(|e| discard(out, &created, e))
 }
 
 /// Opens the trace (a file, or standard input for `-`): a pcap/pcapng capture or a CSV
@@ -1101,6 +1153,7 @@ fn run<E: Engine>(
         leaves,
         nodes,
         shapers,
+        created: Vec::new(),
     };
     let path = out.join("index.html");
     std::fs::write(&path, index_html(&summary)).map_err(|e| cannot_write(&path, e))?;

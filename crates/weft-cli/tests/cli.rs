@@ -2250,7 +2250,61 @@ fn a_replay_that_cannot_write_its_outputs_exits_1_and_keeps_nothing() {
         "{stderr}"
     );
     assert!(stderr.contains("nothing was kept"), "{stderr}");
-    assert_eq!(fs::read_dir(&out).unwrap().count(), 0, "{stderr}");
+    // The replay made `out`: it goes too.
+    assert!(!out.exists(), "{stderr}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A failed replay into a directory it made left that directory behind, empty, while it
+/// said nothing was kept: the directories it made go too. One that was there before stays,
+/// with what it held.
+#[test]
+fn a_failed_replay_removes_only_the_directories_it_made() {
+    let dir = scratch("made");
+    let bad = dir.join("bad.csv");
+    fs::write(&bad, "arrive_ps,bytes,tag\n0,100,1\n5,xx,1\n").unwrap();
+    let replay = |out: &Path| {
+        weft()
+            .args([
+                "replay",
+                "--quiet",
+                "--policy",
+                "examples/policies/wfq-1-2-4.yaml",
+                "--trace",
+            ])
+            .arg(&bad)
+            .arg("--out")
+            .arg(out)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("bad.csv:3:"))
+    };
+    // New, with new parents: all removed, up to the directory that was there.
+    let fresh = dir.join("a/b/out");
+    replay(&fresh).stderr(predicate::str::contains(format!(
+        "{} was removed (the replay had created it)",
+        fresh.display()
+    )));
+    assert!(!dir.join("a").exists());
+    assert!(dir.exists() && bad.exists());
+    // There before, empty or not: kept, with what the user put there.
+    let empty = dir.join("empty");
+    fs::create_dir(&empty).unwrap();
+    replay(&empty).stderr(predicate::str::contains(format!(
+        "note: nothing was kept in {}: a replay that fails removes what it wrote",
+        empty.display()
+    )));
+    assert_eq!(fs::read_dir(&empty).unwrap().count(), 0);
+    let mine = dir.join("mine");
+    fs::create_dir_all(mine.join("sub")).unwrap();
+    fs::write(mine.join("notes.txt"), "mine").unwrap();
+    replay(&mine);
+    assert_eq!(fs::read_to_string(mine.join("notes.txt")).unwrap(), "mine");
+    assert!(mine.join("sub").is_dir());
+    assert!(!mine.join("departures.csv").exists());
+    // A new directory under one that was there: only the new one goes.
+    replay(&mine.join("new"));
+    assert!(!mine.join("new").exists() && mine.join("notes.txt").exists());
     fs::remove_dir_all(&dir).unwrap();
 }
 
