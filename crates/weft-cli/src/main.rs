@@ -81,7 +81,9 @@ enum Command {
     /// Writes DIR/departures.csv (depart_ps,id,leaf,flow,bytes), DIR/drops.csv
     /// (arrive_ps,id,leaf,reason; leaf empty for a packet no leaf takes, reason
     /// unclassified) and DIR/summary.json (per leaf and node: packets, bytes, drops by reason,
-    /// mean rate, queueing delay: percentiles to 3 significant digits, exact max and mean;
+    /// mean rate over the whole trace and over the row's own span (first arrival to last
+    /// frame: its rate while backlogged), queueing delay: percentiles to 3 significant digits,
+    /// exact max and mean;
     /// per shaping class its rate and burst and the same figures for the packets that passed
     /// it), DIR/timeseries.csv with DIR/throughput.svg and
     /// DIR/delay.svg (bytes and mean queueing delay per time window for each leaf, or each
@@ -763,6 +765,16 @@ fn span_text(ps: u64) -> String {
     format!("{ps} ps")
 }
 
+/// What the rate columns of a replay's tables are measured over: `mean` over the whole span
+/// (`span_ps`, the drain of every queue included), `active` over each row's own span.
+fn rates_note(span_ps: &serde_json::Value) -> String {
+    format!(
+        "mean Mbit/s: over the whole {}, the drain of every queue included; active Mbit/s:\n\
+         over each row's own span, from its first packet's arrival to the end of its last frame",
+        span_text(span_ps.as_u64().unwrap_or(0))
+    )
+}
+
 /// A shaping class's limit in Mbit/s, to a tenth; a limit below 0.1 Mbit/s (which would
 /// read 0.0) to three significant digits in scientific form (`1.00e-6` for 1 bit/s).
 fn limit_mbit(bps: u64) -> String {
@@ -909,11 +921,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
         out::outln!("capture: {}", list.join(", "))?;
     }
     out::outln!(
-        "{:<24} {:>10} {:>14} {:>12} {:>8} {:>12} {:>12}",
+        "{:<24} {:>10} {:>14} {:>12} {:>13} {:>8} {:>12} {:>12}",
         "leaf",
         "packets",
         "bytes",
         "mean Mbit/s",
+        "active Mbit/s",
         "drops",
         "p50 delay us",
         "p99 delay us"
@@ -922,11 +935,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     for (name, v) in &leaves.rows {
         let d = v.queueing_delay_ps.as_ref();
         out::outln!(
-            "{:<24} {:>10} {:>14} {:>12.1} {:>8} {:>12} {:>12}",
+            "{:<24} {:>10} {:>14} {:>12.1} {:>13.1} {:>8} {:>12} {:>12}",
             name,
             v.packets,
             v.bytes,
             v.mean_bps as f64 / 1e6,
+            v.active_bps as f64 / 1e6,
             v.dropped,
             delay_us(d, |d| d.p50),
             delay_us(d, |d| d.p99)
@@ -938,11 +952,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     let shapers = shown_rows(&summary.shapers, |v| v.packets);
     if !shapers.rows.is_empty() {
         out::outln!(
-            "{:<24} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12}",
+            "{:<24} {:>10} {:>14} {:>12} {:>13} {:>12} {:>12} {:>12}",
             "shaping class",
             "packets",
             "bytes",
             "mean Mbit/s",
+            "active Mbit/s",
             "limit Mbit/s",
             "p50 delay us",
             "p99 delay us"
@@ -959,11 +974,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
             };
             let d = v.queueing_delay_ps.as_ref();
             out::outln!(
-                "{:<24} {:>10} {:>14} {:>12.1} {:>11}{mark} {:>12} {:>12}",
+                "{:<24} {:>10} {:>14} {:>12.1} {:>13.1} {:>11}{mark} {:>12} {:>12}",
                 name,
                 v.packets,
                 v.bytes,
                 v.mean_bps as f64 / 1e6,
+                v.active_bps as f64 / 1e6,
                 limit_mbit(limit),
                 delay_us(d, |d| d.p50),
                 delay_us(d, |d| d.p99)
@@ -975,6 +991,9 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     }
     if let Some(out) = shapers.left_out("shaping classes", "without packets") {
         out::outln!("(not shown: {out}; summary.json has every one)")?;
+    }
+    if s["sent"].as_u64().unwrap_or(0) > 0 {
+        out::outln!("({})", rates_note(&s["span_ps"]))?;
     }
     Ok(())
 }

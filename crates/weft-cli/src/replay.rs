@@ -153,8 +153,15 @@ pub struct NodeFigures {
     /// Packets dropped, and by reason.
     pub dropped: u64,
     pub drops: Drops,
-    /// Bits per second sent over the trace's span (first arrival to end).
+    /// Bits per second sent over the trace's span (first arrival to end), the drain of every
+    /// other queue included.
     pub mean_bps: u64,
+    /// Its own span: from the arrival of its first packet sent to the end of its last frame
+    /// on the wire (0 without packets sent).
+    pub active_ps: u64,
+    /// Bits per second sent over `active_ps`: its rate while it had traffic, which a row
+    /// backlogged throughout its span shows as its rate while backlogged.
+    pub active_bps: u64,
     /// Over the packets sent; absent without any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queueing_delay_ps: Option<Summary>,
@@ -169,6 +176,9 @@ pub struct ShaperFigures {
     pub packets: u64,
     pub bytes: u64,
     pub mean_bps: u64,
+    /// As a node's ([`NodeFigures::active_ps`]), over the packets that left through it.
+    pub active_ps: u64,
+    pub active_bps: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queueing_delay_ps: Option<Summary>,
     /// The token bucket at the end, when an `--update` changed it.
@@ -893,6 +903,10 @@ fn run<E: Engine>(
     // Per shaping class: packets and bytes sent through it, and their queueing delays.
     let mut through: Vec<Counters> = vec![Counters::default(); prog.shapers.len()];
     let mut shaper_delay_ps = Delays::new(prog.shapers.len());
+    // Per leaf and per shaping class: its span, from its first sent packet's arrival to the
+    // end of its last frame ([`Span`]).
+    let mut leaf_span = vec![Span::default(); prog.leaves.len()];
+    let mut shaper_span = vec![Span::default(); prog.shapers.len()];
     // The timeline's series and each leaf's series (see `timeline_series`); the timeline
     // starts at the first departure's arrival, known once the first row is read.
     let (series_of, series_names, series_kind) = timeline_series(&prog);
@@ -965,6 +979,7 @@ fn run<E: Engine>(
                         delay,
                     );
                 delay_ps.record(departure.leaf, delay);
+                leaf_span[departure.leaf as usize].add(departure.enqueued_ps, end_ps);
                 if let Some(path) = shaped
                     .then(|| paths.borrow_mut().remove(&departure.id))
                     .flatten()
@@ -972,6 +987,7 @@ fn run<E: Engine>(
                     for &c in path.as_slice() {
                         through[c as usize].packets += 1;
                         through[c as usize].bytes += departure.bytes as u64;
+                        shaper_span[c as usize].add(departure.enqueued_ps, end_ps);
                         shaper_delay_ps.record(c, delay);
                     }
                 }
@@ -1083,8 +1099,21 @@ fn run<E: Engine>(
 
     let start_ps = first_t.get().unwrap_or(0);
     let span_ps = end_ps.saturating_sub(start_ps);
-    let (leaves, nodes) = tree_figures(&prog, &engine.stats().nodes, &mut delay_ps, span_ps);
-    let shapers = shaper_figures(&prog, &through, &mut shaper_delay_ps, &opts, span_ps);
+    let (leaves, nodes) = tree_figures(
+        &prog,
+        &engine.stats().nodes,
+        &mut delay_ps,
+        &leaf_span,
+        span_ps,
+    );
+    let shapers = shaper_figures(
+        &prog,
+        &through,
+        &mut shaper_delay_ps,
+        &shaper_span,
+        &opts,
+        span_ps,
+    );
     let head = json!({
         "policy": prog.name,
         "trace": trace_name,
@@ -1246,8 +1275,43 @@ fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts: &Options)
     }
 }
 
+/// A row's span: the earliest arrival and the latest end of transmission of its packets sent.
+#[derive(Clone, Copy)]
+struct Span {
+    first_ps: u64,
+    end_ps: u64,
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span {
+            first_ps: u64::MAX,
+            end_ps: 0,
+        }
+    }
+}
+
+impl Span {
+    /// A packet that arrived at `arrived_ps` and left the wire at `end_ps`.
+    fn add(&mut self, arrived_ps: u64, end_ps: u64) {
+        self.first_ps = self.first_ps.min(arrived_ps);
+        self.end_ps = self.end_ps.max(end_ps);
+    }
+
+    fn merge(&mut self, o: Span) {
+        self.first_ps = self.first_ps.min(o.first_ps);
+        self.end_ps = self.end_ps.max(o.end_ps);
+    }
+
+    /// Its length, 0 without packets.
+    fn ps(self) -> u64 {
+        self.end_ps.saturating_sub(self.first_ps)
+    }
+}
+
 /// Each leaf's and each inner node's figures: counters and queueing delays added up the
-/// tree, mean rates over `span_ps`. Node ids are breadth-first, so every parent precedes
+/// tree, mean rates over `span_ps` and over each one's own span (`leaf_span`, by leaf
+/// index; a node's from its subtree's). Node ids are breadth-first, so every parent precedes
 /// its children and one reverse pass folds each subtree into its root. A node's delay
 /// histogram is complete when the pass reaches it: it is read, added to its parent's and
 /// dropped, so only the histograms of nodes whose subtrees are part way through are held.
@@ -1256,10 +1320,12 @@ fn tree_figures(
     prog: &Program,
     counters: &[Counters],
     delay_ps: &mut Delays,
+    leaf_span: &[Span],
     span_ps: u64,
 ) -> (Vec<(String, NodeFigures)>, Vec<(String, NodeFigures)>) {
     let n_nodes = prog.nodes.len();
     let mut agg: Vec<Counters> = vec![Counters::default(); n_nodes];
+    let mut spans = vec![Span::default(); n_nodes];
     let mut hist: Vec<Option<Series>> = (0..n_nodes).map(|_| None).collect();
     // Each node's delay figures (a few words, not a JSON object per node held twice).
     let mut delays: Vec<Option<Summary>> = vec![None; n_nodes];
@@ -1267,6 +1333,9 @@ fn tree_figures(
         let c = &mut agg[n as usize];
         c.packets = counters[n as usize].packets;
         c.bytes = counters[n as usize].bytes;
+        if let Some(l) = prog.nodes[n as usize].leaf {
+            spans[n as usize] = leaf_span[l as usize];
+        }
     }
     for n in (0..n_nodes).rev() {
         for (i, d) in counters[n].drops.iter().enumerate() {
@@ -1282,6 +1351,8 @@ fn tree_figures(
             let (p, c) = (p as usize, agg[n]);
             agg[p].packets += c.packets;
             agg[p].bytes += c.bytes;
+            let sp = spans[n];
+            spans[p].merge(sp);
             for i in 0..c.drops.len() {
                 agg[p].drops[i] += c.drops[i];
             }
@@ -1301,6 +1372,8 @@ fn tree_figures(
             dropped: c.dropped(),
             drops: Drops(c.drops),
             mean_bps: mean_bps(c.bytes, span_ps),
+            active_ps: spans[n].ps(),
+            active_bps: mean_bps(c.bytes, spans[n].ps()),
             queueing_delay_ps: delays[n],
         };
         (prog.nodes[n].name.clone(), f)
@@ -1320,6 +1393,7 @@ fn shaper_figures(
     prog: &Program,
     through: &[Counters],
     shaper_delay_ps: &mut Delays,
+    shaper_span: &[Span],
     opts: &Options,
     span_ps: u64,
 ) -> Vec<(String, ShaperFigures)> {
@@ -1343,6 +1417,8 @@ fn shaper_figures(
                 packets: t.packets,
                 bytes: t.bytes,
                 mean_bps: mean_bps(t.bytes, span_ps),
+                active_ps: shaper_span[c].ps(),
+                active_bps: mean_bps(t.bytes, shaper_span[c].ps()),
                 queueing_delay_ps: shaper_delay_ps.take(c).map(|h| h.summary()),
                 rate_bps_at_end: at_end.map(|a| a.0),
                 burst_bytes_at_end: at_end.map(|a| a.1),
@@ -1427,17 +1503,18 @@ fn index_html(summary: &ReplaySummary) -> String {
         h.push_str("</p>");
     }
     h.push_str("<p><img src=\"throughput.svg\" alt=\"throughput\"> <img src=\"delay.svg\" alt=\"delay\"></p>");
-    h.push_str("<h2>Leaves</h2><table><tr><th>leaf</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>drops</th><th>p50 delay µs</th><th>p99 delay µs</th><th>max delay µs</th></tr>");
+    h.push_str("<h2>Leaves</h2><table><tr><th>leaf</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>active Mbit/s</th><th>drops</th><th>p50 delay µs</th><th>p99 delay µs</th><th>max delay µs</th></tr>");
     let leaves = crate::shown_rows(&summary.leaves, |v| v.packets + v.dropped);
     for (name, v) in &leaves.rows {
         let d = v.queueing_delay_ps.as_ref();
         let _ = write!(
             h,
-            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(name),
             v.packets,
             v.bytes,
             mbps(v.mean_bps),
+            mbps(v.active_bps),
             v.dropped,
             us(d, |d| d.p50),
             us(d, |d| d.p99),
@@ -1445,12 +1522,13 @@ fn index_html(summary: &ReplaySummary) -> String {
         );
     }
     h.push_str("</table>");
+    let _ = write!(h, "<p>{}</p>", esc(&crate::rates_note(&s["span_ps"])));
     if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
         let _ = write!(h, "<p>Not shown: {out} (summary.json has every leaf).</p>");
     }
     let shapers = crate::shown_rows(&summary.shapers, |v| v.packets);
     if !shapers.rows.is_empty() {
-        h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
+        h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>active Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
         for (name, v) in &shapers.rows {
             let limit = match v.rate_bps_at_end {
                 Some(end) => format!(
@@ -1463,11 +1541,12 @@ fn index_html(summary: &ReplaySummary) -> String {
             let d = v.queueing_delay_ps.as_ref();
             let _ = write!(
                 h,
-                "<tr><th>{}</th><td>{limit}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><th>{}</th><td>{limit}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(name),
                 v.packets,
                 v.bytes,
                 mbps(v.mean_bps),
+                mbps(v.active_bps),
                 us(d, |d| d.p50),
                 us(d, |d| d.p99)
             );

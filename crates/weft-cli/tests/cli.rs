@@ -1488,6 +1488,55 @@ nodes:
     }
 }
 
+/// A WFQ 1:2:4 replay printed 3256 / 3254 / 3255 Mbit/s, each leaf's bytes over the whole
+/// trace, the drain included, and said nothing of that span: the table says it now, and
+/// gives each leaf's rate over its own span (`active_bps` in `summary.json`): its rate while
+/// backlogged, as each leaf here stays backlogged from its first packet to its last.
+#[test]
+fn replay_rates_say_their_span_and_give_each_rows_own() {
+    let dir = scratch("active");
+    let done = replay_quiet(
+        "examples/policies/wfq-1-2-4.yaml",
+        &root().join("examples/traces/wfq-1-2-4.csv"),
+        &dir,
+    )
+    .assert()
+    .success();
+    let stdout = String::from_utf8_lossy(&done.get_output().stdout).to_string();
+    assert!(stdout.contains("active Mbit/s"), "{stdout}");
+    assert!(
+        stdout.contains("(mean Mbit/s: over the whole 3.073 ms, the drain of every queue included"),
+        "{stdout}"
+    );
+    let sum: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let span = sum["span_ps"].as_u64().unwrap();
+    let leaf = |n: &str| &sum["leaves"][n];
+    let active = |n: &str| leaf(n)["active_bps"].as_u64().unwrap();
+    for n in ["a", "b", "c"] {
+        let (bytes, ps) = (
+            leaf(n)["bytes"].as_u64().unwrap(),
+            leaf(n)["active_ps"].as_u64().unwrap(),
+        );
+        assert!(ps > 0 && ps <= span, "{n}: {ps}");
+        assert_eq!(
+            active(n) as u128,
+            bytes as u128 * 8_000_000_000_000 / ps as u128,
+            "{n}"
+        );
+    }
+    // `c` (weight 4) drains first, then `b`; `a` is sent until the end.
+    assert!(active("c") > active("b") && active("b") > active("a"));
+    assert!(active("c") > 5_000_000_000, "{}", active("c"));
+    assert_eq!(leaf("a")["active_ps"].as_u64().unwrap(), span);
+    assert_eq!(active("a"), leaf("a")["mean_bps"].as_u64().unwrap());
+    assert_eq!(
+        sum["nodes"]["root"]["active_bps"],
+        sum["nodes"]["root"]["mean_bps"]
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Queueing delays' max and mean are exact, not HdrHistogram buckets': two 1,481-byte
 /// packets at once on 10 Gbit/s (20 B of overhead), so the second waits the first's wire
 /// time, 1,501 × 800 = 1,200,800 ps, which lies in the bucket 1,200,128..=1,201,151. The
