@@ -474,25 +474,25 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
         "B/limit"
     )?;
     for r in rows {
-        let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+        let f = |k: &str, digits: usize| crate::out::number(r[k].as_f64().unwrap_or(0.0), digits);
         // Only a policy with shaping classes has rate limiters to count.
-        let limit = if f("shaping_classes") > 0.0 {
-            format!("{:.0}", f("bytes_per_rate_limiter"))
+        let limit = if r["shaping_classes"].as_f64().unwrap_or(0.0) > 0.0 {
+            f("bytes_per_rate_limiter", 0)
         } else {
             "-".to_string()
         };
         crate::out::outln!(
-            "{:<44} {:>11.0} {:>7.1} {:>11.0} {:>6.2} {:>11.0} {:>12.0} {:>8.2} {:>12.0} {:>7.0} {:>7}",
+            "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>8} {:>12} {:>7} {:>7}",
             r["scenario"].as_str().unwrap_or(""),
-            f("packets_per_s"),
-            f("ns_per_packet"),
-            f("reference_packets_per_s"),
-            f("ratio_vs_reference"),
-            f("batch16_packets_per_s"),
-            f("per_flow_queues_packets_per_s"),
-            f("per_flow_queues_ratio_vs_reference"),
-            f("per_flow_batch16_packets_per_s"),
-            f("bytes_per_idle_flow"),
+            f("packets_per_s", 0),
+            f("ns_per_packet", 1),
+            f("reference_packets_per_s", 0),
+            f("ratio_vs_reference", 2),
+            f("batch16_packets_per_s", 0),
+            f("per_flow_queues_packets_per_s", 0),
+            f("per_flow_queues_ratio_vs_reference", 2),
+            f("per_flow_batch16_packets_per_s", 0),
+            f("bytes_per_idle_flow", 0),
             limit
         )?;
     }

@@ -775,20 +775,20 @@ fn rates_note(span_ps: &serde_json::Value) -> String {
     )
 }
 
-/// A shaping class's limit in Mbit/s, to a tenth; a limit below 0.1 Mbit/s (which would
-/// read 0.0) to three significant digits in scientific form (`1.00e-6` for 1 bit/s).
+/// A shaping class's limit in Mbit/s, to a tenth (`10,000.0`); a limit below 0.1 Mbit/s
+/// (which would read 0.0) with its own unit (`50kbit/s`, `1bit/s`).
 fn limit_mbit(bps: u64) -> String {
     let m = bps as f64 / 1e6;
     if m < 0.1 {
-        format!("{m:.2e}")
+        format!("{}/s", format_rate(bps))
     } else {
-        format!("{m:.1}")
+        out::number(m, 1)
     }
 }
 
 /// A queueing-delay figure (ps) in microseconds, or `-` without packets.
 fn delay_us(d: Option<&delays::Summary>, q: fn(&delays::Summary) -> u64) -> String {
-    d.map_or("-".to_string(), |d| format!("{:.3}", q(d) as f64 / 1e6))
+    d.map_or("-".to_string(), |d| out::number(q(d) as f64 / 1e6, 3))
 }
 
 /// The rows of a summary table (leaves or shaping classes) it shows, and what it leaves out
@@ -894,11 +894,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
             span_text(s["span_ps"].as_u64().unwrap_or(0))
         ),
     };
+    let n = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), out::count);
     out::outln!(
         "{} packets, {} sent, {} dropped{why}{held}{span}",
-        s["packets"],
-        s["sent"],
-        s["dropped"],
+        n(&s["packets"]),
+        n(&s["sent"]),
+        n(&s["dropped"]),
     )?;
     // A capture's interfaces: "capture: ta (tenant 1, a): 1100 records, tb ...".
     if let Some(ifaces) = s["capture_interfaces"].as_array() {
@@ -935,13 +936,13 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     for (name, v) in &leaves.rows {
         let d = v.queueing_delay_ps.as_ref();
         out::outln!(
-            "{:<24} {:>10} {:>14} {:>12.1} {:>13.1} {:>8} {:>12} {:>12}",
+            "{:<24} {:>10} {:>14} {:>12} {:>13} {:>8} {:>12} {:>12}",
             name,
-            v.packets,
-            v.bytes,
-            v.mean_bps as f64 / 1e6,
-            v.active_bps as f64 / 1e6,
-            v.dropped,
+            out::count(v.packets),
+            out::count(v.bytes),
+            out::number(v.mean_bps as f64 / 1e6, 1),
+            out::number(v.active_bps as f64 / 1e6, 1),
+            out::count(v.dropped),
             delay_us(d, |d| d.p50),
             delay_us(d, |d| d.p99)
         )?;
@@ -974,12 +975,12 @@ fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
             };
             let d = v.queueing_delay_ps.as_ref();
             out::outln!(
-                "{:<24} {:>10} {:>14} {:>12.1} {:>13.1} {:>11}{mark} {:>12} {:>12}",
+                "{:<24} {:>10} {:>14} {:>12} {:>13} {:>11}{mark} {:>12} {:>12}",
                 name,
-                v.packets,
-                v.bytes,
-                v.mean_bps as f64 / 1e6,
-                v.active_bps as f64 / 1e6,
+                out::count(v.packets),
+                out::count(v.bytes),
+                out::number(v.mean_bps as f64 / 1e6, 1),
+                out::number(v.active_bps as f64 / 1e6, 1),
                 limit_mbit(limit),
                 delay_us(d, |d| d.p50),
                 delay_us(d, |d| d.p99)
@@ -1346,9 +1347,10 @@ mod tests {
     /// A limit below 0.1 Mbit/s keeps its digits (a 1 bit/s class read 0.0).
     #[test]
     fn small_limits_keep_their_digits() {
-        assert_eq!(super::limit_mbit(10_000_000_000), "10000.0");
+        assert_eq!(super::limit_mbit(10_000_000_000), "10,000.0");
         assert_eq!(super::limit_mbit(100_000), "0.1");
-        assert_eq!(super::limit_mbit(1), "1.00e-6");
-        assert_eq!(super::limit_mbit(50_000), "5.00e-2");
+        assert_eq!(super::limit_mbit(1), "1bit/s");
+        assert_eq!(super::limit_mbit(50_000), "50kbit/s");
+        assert_eq!(super::limit_mbit(1_500), "1500bit/s");
     }
 }

@@ -53,3 +53,65 @@ macro_rules! errln {
     };
 }
 pub(crate) use errln;
+
+/// `n` for a table, its digits in groups of three: `1,223,416`.
+pub fn count(n: u64) -> String {
+    group(&n.to_string())
+}
+
+/// `x` for a table, to `digits` decimals with the whole part's digits in groups of three
+/// (`112,700.0`); what rounds to zero reads `0` (not `-0.000`, nor serde's `3.86831e-16`),
+/// and what is not a number `-`. Tables only: JSON keeps every value as computed.
+pub fn number(x: f64, digits: usize) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let text = format!("{:.*}", digits, x.abs());
+    if text.bytes().all(|b| b == b'0' || b == b'.') {
+        return "0".into();
+    }
+    let (whole, frac) = text
+        .split_once('.')
+        .map_or((&*text, None), |(w, f)| (w, Some(f)));
+    let sign = if x < 0.0 { "-" } else { "" };
+    match frac {
+        Some(f) => format!("{sign}{}.{f}", group(whole)),
+        None => format!("{sign}{}", group(whole)),
+    }
+}
+
+/// Digits with a comma between groups of three, from the right.
+fn group(digits: &str) -> String {
+    let mut s = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            s.push(',');
+        }
+        s.push(c);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count, number};
+
+    /// Tables printed `3.86831e-16` and `1223416.0`: numbers for people now.
+    #[test]
+    fn table_numbers_read_as_people_write_them() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1,000");
+        assert_eq!(count(1_223_416), "1,223,416");
+        assert_eq!(count(u64::MAX), "18,446,744,073,709,551,615");
+        assert_eq!(number(3.86831e-16, 4), "0");
+        assert_eq!(number(-1e-9, 3), "0");
+        assert_eq!(number(0.0, 1), "0");
+        assert_eq!(number(1_223_416.0, 0), "1,223,416");
+        assert_eq!(number(112_700.04, 1), "112,700.0");
+        assert_eq!(number(0.8214, 4), "0.8214");
+        assert_eq!(number(-1234.5, 1), "-1,234.5");
+        assert_eq!(number(999.96, 1), "1,000.0");
+        assert_eq!(number(f64::NAN, 1), "-");
+    }
+}

@@ -266,9 +266,15 @@ fn run_models(
     Ok((runs, progress.elapsed_s()))
 }
 
+/// A figure of a summary for a table ([`crate::out::number`]), `-` when there is none.
 fn fmt(v: &Value, scale: f64, digits: usize) -> String {
     v.as_f64()
-        .map_or("-".to_string(), |x| format!("{:.*}", digits, x * scale))
+        .map_or("-".to_string(), |x| crate::out::number(x * scale, digits))
+}
+
+/// A summary's `duration_s` for a title: as a person writes it (`0.2`, never `2e-1`).
+fn seconds(v: &Value) -> String {
+    v.as_f64().map_or("-".to_string(), |x| x.to_string())
 }
 
 /// Prints the per-model table of a summary.
@@ -299,7 +305,7 @@ pub fn table(sum: &Value) -> String {
         s,
         "{}  ({} s simulated{})",
         sum["scenario"].as_str().unwrap_or(""),
-        sum["duration_s"],
+        seconds(&sum["duration_s"]),
         sum["time_scale"]
             .as_str()
             .map_or(String::new(), |s| format!("; {s}"))
@@ -328,7 +334,7 @@ pub fn table(sum: &Value) -> String {
                 fmt(&v["link_utilization"], 1.0, 3),
                 fmt(&v["doorbell_writes_per_s"], 1.0, 0),
                 fmt(&v["dma_reads_per_s"], 1.0, 0),
-                v["drops"]
+                fmt(&v["drops"], 1.0, 0)
             );
             if app["latency_us"]["p90_at_least"].as_bool() == Some(true) {
                 let _ = if app["requests"].is_object() {
@@ -662,7 +668,7 @@ pub fn aggregate_table(agg: &Value) -> String {
         seeds.len(),
         if seeds.len() == 1 { "" } else { "s" },
         seeds_text(&seeds),
-        agg["duration_s"],
+        seconds(&agg["duration_s"]),
         agg["time_scale"]
             .as_str()
             .map_or(String::new(), |s| format!("; {s}"))
@@ -754,10 +760,10 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
             ))?;
         } else {
             print(&format!(
-                "{} {:<6} {:>9} packets  {:>6.2} M simulated packets/s (best of 3)\n",
+                "{} {:<6} {:>11} packets  {:>6.2} M simulated packets/s (best of 3)\n",
                 sc.name,
                 m.name(),
-                packets,
+                crate::out::count(packets),
                 best / 1e6
             ))?;
         }

@@ -1409,7 +1409,7 @@ fn replay_summary_counts_shaping_classes() {
     assert!(
         table
             .lines()
-            .any(|l| l.starts_with("dst2-limit ") && l.contains("10000.0")),
+            .any(|l| l.starts_with("dst2-limit ") && l.contains("10,000.0")),
         "{table}"
     );
 }
@@ -1981,11 +1981,14 @@ fn replay_reports_packets_still_queued_when_the_clock_runs_out() {
     );
     assert!(held > 0, "{s}");
     assert_eq!((dropped, sent + held), (0, 1600), "{s}");
-    // The table's first line counts them too.
+    // The table's first line counts them too (in groups of three digits: 1,000 <= sent and
+    // held < 1,000).
     let table = String::from_utf8_lossy(&table);
     assert!(
         table.starts_with(&format!(
-            "1600 packets, {sent} sent, 0 dropped, {held} held at the end, "
+            "1,600 packets, {},{:03} sent, 0 dropped, {held} held at the end, ",
+            sent / 1000,
+            sent % 1000
         )),
         "{table}"
     );
