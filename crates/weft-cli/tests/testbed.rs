@@ -244,6 +244,59 @@ fn a_spoofing_tenant_cannot_take_the_other_tenants_return_traffic() {
     assert_balanced(&s);
 }
 
+/// Real traffic for per-tenant flow-queue budgets, in a pool of 256 flow queues (64
+/// reserved for each tenant): tenant 2 connects, then floods the receiver with a new flow
+/// per frame, 2,000 a second, as `hping3 --flood --rand-source` from its own address
+/// would. Its new flows are refused once its budget is spent (`no_queue`, counted against
+/// it alone); tenant 1 connects in the middle of the flood and gets at least its half of
+/// what weft delivers (within 5 %; more when the flood costs tenant 2 its own flows).
+#[test]
+fn a_flooding_tenant_cannot_take_the_other_tenants_flow_queues() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason("wtprobe") {
+        println!("skipped: {why}");
+        return;
+    }
+    let python = Command::new("python3")
+        .arg("-c")
+        .arg("import socket")
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        println!("skipped: python3 (the flooder) not found");
+        return;
+    }
+    let prefix = format!("wtf{}", std::process::id() % 100_000);
+    let r = run_experiment("flood", &prefix, Duration::from_secs(90));
+    if let Some(why) = starved(&r) {
+        println!("skipped: {why}");
+        return;
+    }
+    let w = weft_result(&r);
+    let s = weft_stats(w);
+    let text = serde_json::to_string(&s.tenants).unwrap();
+    println!("{} {text}", w["tenants"]);
+    // `no_queue` is the sixth of a tenant's drops (`stats::TENANT_DROPS`).
+    assert_eq!(weft_nic::stats::TENANT_DROPS[5], "no_queue");
+    let flooded = s.tenants[1].drops[5];
+    assert!(
+        flooded > 1000,
+        "tenant 2's refused new flows: {flooded}: {text}"
+    );
+    assert_eq!(
+        s.tenants[0].drops[5], 0,
+        "tenant 1 was refused a queue: {text}"
+    );
+    let (t1, total) = (
+        w["tenants"][0]["mbps"].as_f64().unwrap(),
+        w["total_mbps"].as_f64().unwrap(),
+    );
+    assert!(
+        t1 >= 0.95 * total / 2.0,
+        "tenant 1 got {t1} of weft's {total} Mbit/s under the flood, less than its half: {w}"
+    );
+    assert_balanced(&s);
+}
+
 #[test]
 fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -694,6 +694,13 @@ pub struct Experiment {
     /// This tenant (1-based) also sends, a hundred a second, UDP frames whose source is
     /// tenant 1's MAC address (`spoof`: return-path isolation).
     pub spoof: Option<usize>,
+    /// This tenant (1-based) also floods the receiver with UDP frames from its own
+    /// addresses, each from a new random source port (a new flow), [`FLOOD_FLOWS_PER_S`]
+    /// a second (`flood`: per-tenant flow-queue budgets, as `hping3 --flood --rand-source`
+    /// from inside a tenant would).
+    pub flood: Option<usize>,
+    /// weft only: `weft run --max-queues` (default: the daemon's).
+    pub max_queues: Option<u32>,
     /// weft only: halfway through the measurement, try an invalid policy (must be refused
     /// with the running one untouched), then reload with these weights.
     pub reload_weights: Option<Vec<u64>>,
@@ -761,13 +768,14 @@ pub const SOCKPERF_PORT: u16 = 11111;
 const LIMIT_PRIO_BURST: u64 = 4 * 1514;
 
 impl Experiment {
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
         "limit-priority",
         "rogue",
         "spoof",
+        "flood",
         "reload",
         "latency",
         "memcached",
@@ -792,6 +800,8 @@ impl Experiment {
             limit: None,
             rogue: None,
             spoof: None,
+            flood: None,
+            max_queues: None,
             reload_weights: None,
             latency: false,
             ring_version: std::env::var("WEFT_TESTBED_RING").unwrap_or_else(|_| "v2".into()),
@@ -842,6 +852,13 @@ impl Experiment {
             "spoof" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
                 e.spoof = Some(2);
+            }
+            "flood" => {
+                // A pool of 256 flow queues (64 reserved for each tenant) that the flood's
+                // new flows would take in a tenth of a second without budgets.
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.flood = Some(2);
+                e.max_queues = Some(256);
             }
             "latency" => {
                 e.tenants = vec![t(1, 0), t(1, 8)];
@@ -1062,6 +1079,9 @@ fn setup(
             if let Ok(w) = std::env::var("WEFT_TESTBED_CPU_WEIGHT") {
                 c.args(["--cpu-weight", &w]);
             }
+            if let Some(q) = exp.max_queues {
+                c.args(["--max-queues", &q.to_string()]);
+            }
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);
             }
@@ -1137,16 +1157,35 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         Some(k) => Some(spoofer(&tb, k, exp.seconds + exp.warmup_s + 2)?),
         None => None,
     };
-    for (i, t) in exp.tenants.iter().enumerate() {
-        let i = i + 1;
-        clients.push(Child::spawn(
+    // With a flooder, its tenant connects first (its flows hold their queues before its
+    // flood spends the rest of its budget), the flood starts, and the other tenants connect
+    // into it, `lead` seconds later; the flooding tenant's run is longer by as much, so
+    // every tenant's measured seconds are the same.
+    let lead: u32 = if exp.flood.is_some() { 2 } else { 0 };
+    let client = |i: usize, t: &TenantSpec, extra: u32| {
+        Child::spawn(
             pinned(exp, &tb.tenant(i))
                 .args(["iperf3", "-J", "-c", &t.dst])
                 .args(["-p", &format!("{}", 5200 + i), "-P", &t.flows.to_string()])
-                .args(["-t", &(exp.seconds + exp.warmup_s).to_string()])
-                .args(["-O", &exp.warmup_s.to_string()])
+                .args(["-t", &(exp.seconds + exp.warmup_s + extra).to_string()])
+                .args(["-O", &(exp.warmup_s + extra).to_string()])
                 .stdout(Stdio::piped()),
-        )?);
+        )
+    };
+    let mut early = None;
+    let mut _flooder = None;
+    if let Some(k) = exp.flood {
+        early = Some(client(k, &exp.tenants[k - 1], lead)?);
+        std::thread::sleep(Duration::from_millis(1_500));
+        _flooder = Some(flooder(&tb, k, exp.seconds + exp.warmup_s + lead + 2)?);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (i, t) in exp.tenants.iter().enumerate() {
+        let i = i + 1;
+        clients.push(match early.take_if(|_| exp.flood == Some(i)) {
+            Some(c) => c,
+            None => client(i, t, 0)?,
+        });
     }
     // The timeline: counters at the start and end of the measured window; a reload halfway.
     let ask = |req: Value| crate::ctl::request(&sock, &req).unwrap_or(Value::Null);
@@ -1157,11 +1196,11 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     let mut snaps = (Value::Null, Value::Null, 0.0);
     let mut reload = Value::Null;
     if daemon.is_some() {
-        at(exp.warmup_s as f64 + 0.2);
+        at((lead + exp.warmup_s) as f64 + 0.2);
         let ta = t0.elapsed().as_secs_f64();
         snaps.0 = ask(json!({"cmd": "stats"}));
         if let Some(w) = &exp.reload_weights {
-            at(exp.warmup_s as f64 + exp.seconds as f64 / 2.0);
+            at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
             let bad = out.join(format!("{}-invalid.yaml", exp.name));
             let good = out.join(format!("{}-reloaded.yaml", exp.name));
             let _ = std::fs::write(&bad, exp.policy_with(&[1, 0]));
@@ -1172,7 +1211,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
             let r2 = ask(json!({"cmd": "reload", "policy": abs(&good).display().to_string()}));
             reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
         }
-        at((exp.warmup_s + exp.seconds) as f64 - 0.2);
+        at((lead + exp.warmup_s + exp.seconds) as f64 - 0.2);
         snaps.1 = ask(json!({"cmd": "stats"}));
         snaps.2 = t0.elapsed().as_secs_f64() - ta;
     }
@@ -1346,6 +1385,44 @@ fn spoofer(tb: &Testbed, k: usize, seconds: u32) -> R<Child> {
             .args(["netns", "exec", &tb.tenant(k), "python3", "-c", SCRIPT])
             .arg(victim.trim())
             .arg(seconds.to_string())
+            .stdout(Stdio::null()),
+    )
+}
+
+/// New flows a second of the `flood` experiment's flooder.
+pub const FLOOD_FLOWS_PER_S: u32 = 2_000;
+
+/// In tenant `k`'s namespace, a process that sends UDP frames to the receiver from the
+/// tenant's own MAC and IP addresses, each from a random source port, so each is a new
+/// flow: [`FLOOD_FLOWS_PER_S`] a second for `seconds` (raw `AF_PACKET`, from Python's
+/// standard library), as a tenant flooding with `hping3 --rand-source` from its own
+/// address would.
+fn flooder(tb: &Testbed, k: usize, seconds: u32) -> R<Child> {
+    let mac = nsx(&tb.tenant(k), &["cat", "/sys/class/net/eth0/address"])?;
+    const SCRIPT: &str = "import socket,sys,time,random,struct\n\
+        src=bytes.fromhex(sys.argv[1].strip().replace(':',''))\n\
+        ip=bytes(socket.inet_aton(sys.argv[2]))+socket.inet_aton(sys.argv[3])\n\
+        h=bytearray(bytes.fromhex('4500002000004000401100000000000000000000'))\n\
+        h[12:20]=ip\n\
+        c=sum(struct.unpack('!10H',bytes(h)))\n\
+        c=(c&0xffff)+(c>>16)\n\
+        c=(c&0xffff)+(c>>16)\n\
+        h[10:12]=struct.pack('!H',c^0xffff)\n\
+        e=bytes.fromhex('020000000099')+src+bytes.fromhex('0800')+bytes(h)\n\
+        s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+        s.bind(('eth0',0))\n\
+        n=int(sys.argv[5])//100\n\
+        end=time.time()+float(sys.argv[4])\n\
+        p=lambda:struct.pack('!HHHH',random.randrange(1024,65536),9,12,0)+b'weft'\n\
+        while time.time()<end:\n for _ in range(n): s.send(e+p())\n time.sleep(0.01)\n";
+    Child::spawn(
+        Command::new("ip")
+            .args(["netns", "exec", &tb.tenant(k), "python3", "-c", SCRIPT])
+            .arg(mac.trim())
+            .arg(format!("10.77.0.{k}"))
+            .arg(RX)
+            .arg(seconds.to_string())
+            .arg(FLOOD_FLOWS_PER_S.to_string())
             .stdout(Stdio::null()),
     )
 }
