@@ -54,43 +54,8 @@ macro_rules! errln {
 }
 pub(crate) use errln;
 
-/// `n` for a table, its digits in groups of three: `1,223,416`.
-pub fn count(n: u64) -> String {
-    group(&n.to_string())
-}
-
-/// `x` for a table, to `digits` decimals with the whole part's digits in groups of three
-/// (`112,700.0`); what rounds to zero reads `0` (not `-0.000`, nor serde's `3.86831e-16`),
-/// and what is not a number `-`. Tables only: JSON keeps every value as computed.
-pub fn number(x: f64, digits: usize) -> String {
-    if !x.is_finite() {
-        return "-".into();
-    }
-    let text = format!("{:.*}", digits, x.abs());
-    if text.bytes().all(|b| b == b'0' || b == b'.') {
-        return "0".into();
-    }
-    let (whole, frac) = text
-        .split_once('.')
-        .map_or((&*text, None), |(w, f)| (w, Some(f)));
-    let sign = if x < 0.0 { "-" } else { "" };
-    match frac {
-        Some(f) => format!("{sign}{}.{f}", group(whole)),
-        None => format!("{sign}{}", group(whole)),
-    }
-}
-
-/// Digits with a comma between groups of three, from the right.
-fn group(digits: &str) -> String {
-    let mut s = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            s.push(',');
-        }
-        s.push(c);
-    }
-    s
-}
+// Numbers for tables, the terminal's and the reports' pages alike.
+pub use weft_sim::report::{count, number};
 
 #[cfg(test)]
 mod tests {
