@@ -771,18 +771,54 @@ pub fn bench(scenario: Option<&Path>, nics: &[String], json_out: bool) -> Result
     Ok(())
 }
 
+/// What `weft demo` prints under its tables, and its page under its headline table.
+const DEMO_LEGEND: &str =
+    "jain_min: lowest Jain's index over windows with two or more backlogged tenants, on
+throughput divided by the policy's share (1 = the policy held). p90: the first
+request/response application's 90th percentile completion time over every request
+that arrived, an unfinished one counting as its age at the end (≥: a lower bound).
+link_util: the fraction of the run the link was transmitting. Paper figures and
+commands: docs/reproduction.md.
+";
+
+/// `weft demo`'s scenarios: file, text, what to look for in its figures, what the paper
+/// found (qualitatively, the figure cited; every number on the page is the run's own).
+const DEMO_SCENARIOS: [(&str, &str, &str, &str); 2] = [
+    (
+        "examples/scenarios/loom-fig9.yaml",
+        FIG9,
+        "sq keeps fairness (jain_min near 1) but runs out of CPU below line rate (the lowest \
+         link utilization); mq and qpf lose tenant fairness (the tenants with more flows take \
+         more) and the latency app's priority (T0's p90 far above the others'); tonic and loom \
+         keep both. The utilization is over the whole run, including the phases where only T0 \
+         sends. In the charts: throughput per tenant as each tenant starts its flows, Jain's \
+         index per window, T0's p90 per window on a log axis.",
+        "Loom (NSDI '19) Fig. 9/10: SQ fair but below line rate; MQ and QPF give tenants with \
+         more flows more; Loom fair at line rate. T0's p90 latency: all similar with few flows, \
+         only Loom stays low with many; QPF worst.",
+    ),
+    (
+        "examples/scenarios/hierarchy.yaml",
+        HIERARCHY,
+        "The tenants share by weight and run different numbers of bulk flows: a design that \
+         shares by queue (mq) or by flow (qpf) gets the weights wrong (jain_min below 1), one \
+         that enforces the policy (sq, tonic, loom) holds them. Inside each tenant the latency \
+         app has priority over bulk: tenant A's p90 stays low where the priority holds and \
+         grows where the NIC's round robin ignores it (≥: requests still unfinished at the end).",
+        "Loom (NSDI '19) Fig. 4/13: with tenant fairness and memcached's strict priority \
+         together, the DCB hybrids (MQ-Pri, MQ-Fair) get one but not the other; Loom gets both. \
+         The hierarchy is drawn after TONIC Fig. 1 and Loom Fig. 13.",
+    ),
+];
+
 /// `weft demo`: Loom Fig. 9/10 and the hierarchy for sq, mq, qpf, tonic and loom; report in
-/// `out`; a table per scenario on stdout.
+/// `out` (a report per scenario and a top page, `index.html`, with the headline table and
+/// what to look for); a table per scenario on stdout.
 pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
     let t0 = Instant::now();
     let mut tables = String::new();
-    let mut index = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>weft demo</title></head><body style=\"font-family:sans-serif\"><h1>weft demo</h1><ul>",
-    );
-    for (file, text) in [
-        ("examples/scenarios/loom-fig9.yaml", FIG9),
-        ("examples/scenarios/hierarchy.yaml", HIERARCHY),
-    ] {
+    let mut pages = Vec::new();
+    for (file, text, look_for, paper) in DEMO_SCENARIOS {
         let sc = weft_sim::load_str(Path::new(file), text, &weft_sim::Overrides::default())
             .map_err(|e| usage(e.to_string()))?;
         let (runs, _) = run_models(&sc, &DEMO_MODELS, quiet, false, &sc.name)?;
@@ -791,20 +827,26 @@ pub fn demo(out: &Path, quiet: bool) -> Result<(), Fail> {
             .map_err(|e| (1, format!("cannot write {}: {e}", dir.display())))?;
         // Printed once the whole report is written (a reader that stops early costs no file).
         tables += &(table(&sum) + "\n");
-        index += &format!(
-            "<li><a href=\"{0}/index.html\">{0}</a>: {1}</li>",
-            weft_sim::report::esc(&sc.name),
-            weft_sim::report::esc(&sc.description)
-        );
+        pages.push(weft_sim::report::TopScenario {
+            dir: sc.name.clone(),
+            summary: sum,
+            look_for: look_for.into(),
+            paper: paper.into(),
+        });
     }
-    index += "</ul></body></html>\n";
-    tables.push_str(
-        "jain_min: lowest Jain's index over windows with two or more backlogged tenants, on\n\
-         throughput divided by the policy's share (1 = the policy held). p90: the first\n\
-         request/response application's 90th percentile completion time over every request\n\
-         that arrived, an unfinished one counting as its age at the end (≥: a lower bound).\n\
-         link_util: the fraction of the run the link was transmitting. Paper figures and\n\
-         commands: docs/reproduction.md.\n",
+    tables.push_str(DEMO_LEGEND);
+    let models: Vec<&str> = DEMO_MODELS.iter().map(|m| m.name()).collect();
+    let index = weft_sim::report::top_page(
+        "weft demo",
+        &format!(
+            "Two experiments, each run on five NIC designs ({}) in the simulator, seeds as in \
+             the scenario files: the figures below are this run's (the same as `weft demo` \
+             prints). The designs are models of mechanisms, not calibrated to the papers' \
+             testbeds: compare the designs, not absolute numbers (docs/reproduction.md).",
+            models.join(", ")
+        ),
+        &DEMO_LEGEND.trim_end().replace('\n', " "),
+        &pages,
     );
     std::fs::write(out.join("index.html"), index)
         .map_err(|e| (1, format!("cannot write {}: {e}", out.display())))?;

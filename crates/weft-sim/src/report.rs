@@ -1582,6 +1582,206 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String], app_figs: &[String]) -> Str
     s
 }
 
+/// One scenario of a page over several reports ([`top_page`]).
+pub struct TopScenario {
+    /// Its report's directory, relative to the page (`weft demo`: the scenario's name).
+    pub dir: String,
+    /// Its report's summary ([`write`]'s value, `summary.json`).
+    pub summary: Value,
+    /// What to look for in its figures (plain text).
+    pub look_for: String,
+    /// What the paper found, the figure cited (plain text).
+    pub paper: String,
+}
+
+/// `s` as one segment of a relative URL: what is not an unreserved character
+/// percent-encoded (a scenario named `a#b` or `50%` links to its own directory).
+fn url_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// The headline cells of one model of a summary, as `weft demo` prints them: Jain's index
+/// (lowest window), the headline application's p90 in µs (`≥ ` before a lower bound) and
+/// the link utilization; `-` where there is none.
+pub fn headline_cells(sum: &Value, model: &str) -> [String; 3] {
+    let v = &sum["nics"][model];
+    let fmt = |x: &Value, digits| x.as_f64().map_or("-".into(), |x| number(x, digits));
+    let lat = &headline_of(sum, v)["latency_us"];
+    let mut p90 = fmt(&lat["p90"], 1);
+    if lat["p90_at_least"].as_bool() == Some(true) {
+        p90 = format!("≥ {p90}");
+    }
+    [fmt(&v["jain_min"], 4), p90, fmt(&v["link_utilization"], 3)]
+}
+
+/// The headline application's object in a model's part `v` of summary `sum`.
+fn headline_of<'a>(sum: &Value, v: &'a Value) -> &'a Value {
+    let (t, a) = sum["headline_app"]
+        .as_str()
+        .and_then(|h| h.split_once('/'))
+        .unwrap_or(("", ""));
+    &v["tenants"][t]["apps"][a]
+}
+
+/// The charts a report holds, by its summary: `throughput-MODEL.svg` per model (and
+/// `throughput-apps-MODEL.svg` where a tenant has several applications), then Jain's
+/// index, the latency over time and its CDF.
+pub fn report_charts(sum: &Value) -> Vec<String> {
+    let empty = Map::new();
+    let nics = sum["nics"].as_object().unwrap_or(&empty);
+    let apps = nics.values().next().and_then(|v| v["tenants"].as_object());
+    let several = apps.is_some_and(|ts| {
+        ts.values()
+            .any(|t| t["apps"].as_object().is_some_and(|a| a.len() > 1))
+    });
+    let mut charts: Vec<String> = nics.keys().map(|k| format!("throughput-{k}.svg")).collect();
+    if several {
+        charts.extend(nics.keys().map(|k| format!("throughput-apps-{k}.svg")));
+    }
+    charts.extend(["jain.svg", "latency.svg", "latency-cdf.svg"].map(String::from));
+    charts
+}
+
+/// The data files a report holds beside its charts.
+pub const DATA_FILES: [&str; 5] = [
+    "summary.json",
+    "timeseries.csv",
+    "latency.csv",
+    "latency-cdf.csv",
+    "jain.csv",
+];
+
+/// A page over several reports (`weft demo`'s `index.html`): the headline table (per
+/// scenario and model, the figures `weft demo` prints: Jain's index, the headline
+/// application's p90, the link utilization, `≥` before a lower bound), `legend` under it;
+/// then per scenario what to look for beside what the paper found, its charts as thumbnails
+/// and links to its report and data files. Every text is escaped; nothing varies between
+/// runs of the same reports.
+pub fn top_page(title: &str, intro: &str, legend: &str, scenarios: &[TopScenario]) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{0}</title>\
+         <style>body{{font-family:sans-serif;margin:1.5em;max-width:75em}}\
+         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px}}\
+         td.n{{text-align:right}}.grid{{display:flex;flex-wrap:wrap;gap:8px}}\
+         .grid img{{width:260px;border:1px solid #ddd}}\
+         .cmp{{display:flex;flex-wrap:wrap;gap:1.5em}}.cmp div{{flex:1;min-width:20em}}</style>\
+         </head><body><h1>{0}</h1><p>{1}</p>",
+        esc(title),
+        esc(intro)
+    );
+    s.push_str(
+        "<h2 id=\"headline\">Headline</h2><table><tr><th>scenario</th><th>model</th>\
+         <th>jain_min</th><th>latency app p90 µs</th><th>link utilization</th></tr>",
+    );
+    let empty = Map::new();
+    let mut notes = Vec::new();
+    for sc in scenarios {
+        let sum = &sc.summary;
+        let nics = sum["nics"].as_object().unwrap_or(&empty);
+        let headline = sum["headline_app"].as_str().unwrap_or("");
+        for (i, (k, v)) in nics.iter().enumerate() {
+            s.push_str("<tr>");
+            if i == 0 {
+                let _ = write!(
+                    s,
+                    "<th rowspan=\"{}\"><a href=\"#{}\">{}</a><br>({})</th>",
+                    nics.len(),
+                    esc(&url_segment(&sc.dir)),
+                    esc(sum["scenario"].as_str().unwrap_or("")),
+                    esc(headline)
+                );
+            }
+            let [jain, p90, util] = headline_cells(sum, k);
+            let _ = write!(
+                s,
+                "<th>{}</th><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(k),
+                esc(&jain),
+                esc(&p90),
+                esc(&util)
+            );
+            let app = headline_of(sum, v);
+            if app["latency_us"]["p90_at_least"].as_bool() == Some(true) {
+                let scn = sum["scenario"].as_str().unwrap_or("");
+                notes.push(if app["requests"].is_object() {
+                    format!(
+                        "≥ {scn} {k}: {} of {headline}'s {} requests unfinished at the end, \
+                         counted at their age then: the p90 is at least that",
+                        app["requests"]["unfinished"], app["requests"]["issued"]
+                    )
+                } else {
+                    format!(
+                        "≥ {scn} {k}: {} of {headline}'s packets still queued at the end ({} \
+                         sent), counted at their age then: the p90 packet delay is at least that",
+                        app["packets"]["queued_at_end"], app["packets"]["sent"]
+                    )
+                });
+            }
+        }
+    }
+    s.push_str("</table>");
+    for n in &notes {
+        let _ = write!(s, "<p>{}</p>", esc(n));
+    }
+    let _ = write!(s, "<p>{}</p>", esc(legend));
+    for sc in scenarios {
+        let sum = &sc.summary;
+        let dir = url_segment(&sc.dir);
+        let name = sum["scenario"].as_str().unwrap_or("");
+        let _ = write!(
+            s,
+            "<h2 id=\"{0}\">{1}</h2><p>{2}</p>",
+            esc(&dir),
+            esc(name),
+            esc(sum["description"].as_str().unwrap_or(""))
+        );
+        if let Some(ts) = sum["time_scale"].as_str() {
+            let _ = write!(s, "<p>Time scale: {}.</p>", esc(ts));
+        }
+        let _ = write!(
+            s,
+            "<div class=\"cmp\"><div><h3>What to look for</h3><p>{}</p></div>\
+             <div><h3>What the paper found</h3><p>{}</p></div></div>\
+             <p><a href=\"{2}/index.html\">{3}'s report</a> (every table and chart). Data: ",
+            esc(&sc.look_for),
+            esc(&sc.paper),
+            esc(&dir),
+            esc(name)
+        );
+        for (i, f) in DATA_FILES.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}<a href=\"{}/{f}\">{f}</a>",
+                if i > 0 { ", " } else { "" },
+                esc(&dir)
+            );
+        }
+        s.push_str(".</p><div class=\"grid\">");
+        for f in report_charts(sum) {
+            let _ = write!(
+                s,
+                "<a href=\"{0}/{1}\"><img src=\"{0}/{1}\" alt=\"{2}: {1}\"></a>",
+                esc(&dir),
+                esc(&f),
+                esc(name)
+            );
+        }
+        s.push_str("</div>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1624,6 +1824,14 @@ mod tests {
             );
             assert!((3.0..=8.0).contains(&n.round()), "{v}: {top} by {step}");
         }
+    }
+
+    /// A directory name links as itself where it can, percent-encoded where it cannot.
+    #[test]
+    fn url_segments_are_encoded() {
+        assert_eq!(url_segment("loom-fig9"), "loom-fig9");
+        assert_eq!(url_segment("a#b%c?d"), "a%23b%25c%3Fd");
+        assert_eq!(url_segment("é"), "%C3%A9");
     }
 
     #[test]
