@@ -859,3 +859,95 @@ fn bad_seeds_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("cannot be used with"));
 }
+
+/// The links (`href` and `src` values) of a page.
+fn links(page: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for attr in ["href=\"", "src=\""] {
+        for (i, _) in page.match_indices(attr) {
+            let rest = &page[i + attr.len()..];
+            out.push(rest[..rest.find('"').unwrap()].to_string());
+        }
+    }
+    out
+}
+
+/// `weft demo --out DIR`: the top page holds the headline table, a row per scenario and
+/// model with summary.json's figures as the terminal's table formats them (`≥ ` before a
+/// lower bound), what to look for beside what the paper found, and links that all resolve
+/// to files the run wrote; two runs write the same bytes.
+#[test]
+fn demo_top_page_has_the_headline_table_and_links_that_resolve() {
+    let (a, b) = (tmp("demo-a"), tmp("demo-b"));
+    for d in [&a, &b] {
+        weft()
+            .args(["demo", "--quiet", "--out"])
+            .arg(d)
+            .assert()
+            .success();
+    }
+    assert_eq!(files(&a), files(&b), "two runs of weft demo differ");
+    let page = std::fs::read_to_string(a.join("index.html")).unwrap();
+    let number = weft_sim::report::number;
+    for scenario in ["loom-fig9", "hierarchy"] {
+        let sum: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(a.join(scenario).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        let (t, app) = sum["headline_app"]
+            .as_str()
+            .unwrap()
+            .split_once('/')
+            .unwrap();
+        let nics = sum["nics"].as_object().unwrap();
+        assert_eq!(
+            nics.keys().collect::<Vec<_>>(),
+            ["sq", "mq", "qpf", "tonic", "loom"]
+        );
+        for (model, v) in nics {
+            let lat = &v["tenants"][t]["apps"][app]["latency_us"];
+            let mut p90 = number(lat["p90"].as_f64().unwrap(), 1);
+            if lat["p90_at_least"].as_bool().unwrap() {
+                p90 = format!("≥ {p90}");
+            }
+            let row = format!(
+                "<th>{model}</th><td class=\"n\">{}</td><td class=\"n\">{p90}</td><td class=\"n\">{}</td></tr>",
+                number(v["jain_min"].as_f64().unwrap(), 4),
+                number(v["link_utilization"].as_f64().unwrap(), 3)
+            );
+            assert!(
+                page.contains(&row),
+                "{scenario} {model}: no {row} in {page}"
+            );
+        }
+        assert!(
+            page.contains(&format!("<h2 id=\"{scenario}\">{scenario}</h2>")),
+            "{page}"
+        );
+    }
+    assert!(
+        page.contains("<h3>What to look for</h3>")
+            && page.contains("<h3>What the paper found</h3><p>Loom (NSDI '19) Fig. 9/10"),
+        "{page}"
+    );
+    let targets = links(&page);
+    assert!(targets.len() > 20, "{targets:?}");
+    for l in &targets {
+        if let Some(anchor) = l.strip_prefix('#') {
+            assert!(page.contains(&format!("id=\"{anchor}\"")), "{l}");
+        } else {
+            assert!(a.join(l).is_file(), "{l} does not resolve");
+        }
+    }
+    for l in [
+        "loom-fig9/index.html",
+        "hierarchy/summary.json",
+        "hierarchy/throughput-apps-qpf.svg",
+        "loom-fig9/latency.svg",
+    ] {
+        assert!(targets.iter().any(|t| t == l), "no link to {l}");
+    }
+    for d in [a, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
