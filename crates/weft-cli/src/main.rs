@@ -330,6 +330,8 @@ enum Command {
     /// Run the papers' headline experiment: Loom Fig. 9/10 and a weighted priority hierarchy
     /// for sq, mq, qpf, tonic and loom; write ./weft-report/ and print, per NIC model,
     /// Jain's index (lowest window), the latency app's p90 and the link utilization.
+    /// weft-report/index.html: that table, what to look for beside what the paper found,
+    /// and links to each scenario's report, charts and CSV/JSON files.
     ///
     /// Example: weft demo && xdg-open weft-report/index.html
     Demo {
