@@ -1586,7 +1586,7 @@ fn html(sc: &Scenario, sum: &Value, figs: &[String], app_figs: &[String]) -> Str
 pub struct TopScenario {
     /// Its report's directory, relative to the page (`weft demo`: the scenario's name).
     pub dir: String,
-    /// Its report's summary ([`write`]'s value, `summary.json`).
+    /// Its report's summary ([`write()`]'s value, `summary.json`).
     pub summary: Value,
     /// What to look for in its figures (plain text).
     pub look_for: String,
