@@ -202,6 +202,31 @@ fn rogue_tenant_is_refused_and_counted_while_shares_hold() {
     assert_balanced(&s);
 }
 
+/// `weft testbed run EXPERIMENT` for an experiment whose misbehaving tenant sends raw
+/// frames from a Python script (`tool`), with `tag` for its namespaces' prefix: `None`,
+/// having said why, when the machine cannot run it (not root, no python3) or starved it.
+fn run_with_raw_sender(experiment: &str, tool: &str, tag: &str, limit: Duration) -> Option<Value> {
+    if let Some(why) = skip_reason("wtprobe") {
+        println!("skipped: {why}");
+        return None;
+    }
+    let python = Command::new("python3")
+        .arg("-c")
+        .arg("import socket")
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        println!("skipped: python3 (the {tool}) not found");
+        return None;
+    }
+    let prefix = format!("{tag}{}", std::process::id() % 100_000);
+    let r = run_experiment(experiment, &prefix, limit);
+    if let Some(why) = starved(&r) {
+        println!("skipped: {why}");
+        return None;
+    }
+    Some(r)
+}
+
 /// Real traffic for return-path isolation: while both tenants run 4 iperf3 flows each,
 /// tenant 2 also sends a hundred frames a second with tenant 1's source MAC address. They
 /// are dropped and counted against tenant 2 (`spoofed_source`), tenant 1's ACKs keep coming
@@ -209,24 +234,9 @@ fn rogue_tenant_is_refused_and_counted_while_shares_hold() {
 #[test]
 fn a_spoofing_tenant_cannot_take_the_other_tenants_return_traffic() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason("wtprobe") {
-        println!("skipped: {why}");
+    let Some(r) = run_with_raw_sender("spoof", "spoofer", "wtm", Duration::from_secs(60)) else {
         return;
-    }
-    let python = Command::new("python3")
-        .arg("-c")
-        .arg("import socket")
-        .status();
-    if !python.is_ok_and(|s| s.success()) {
-        println!("skipped: python3 (the spoofer) not found");
-        return;
-    }
-    let prefix = format!("wtm{}", std::process::id() % 100_000);
-    let r = run_experiment("spoof", &prefix, Duration::from_secs(60));
-    if let Some(why) = starved(&r) {
-        println!("skipped: {why}");
-        return;
-    }
+    };
     let w = weft_result(&r);
     let s = weft_stats(w);
     let text = serde_json::to_string(&s.tenants).unwrap();
@@ -253,24 +263,9 @@ fn a_spoofing_tenant_cannot_take_the_other_tenants_return_traffic() {
 #[test]
 fn a_flooding_tenant_cannot_take_the_other_tenants_flow_queues() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason("wtprobe") {
-        println!("skipped: {why}");
+    let Some(r) = run_with_raw_sender("flood", "flooder", "wtf", Duration::from_secs(90)) else {
         return;
-    }
-    let python = Command::new("python3")
-        .arg("-c")
-        .arg("import socket")
-        .status();
-    if !python.is_ok_and(|s| s.success()) {
-        println!("skipped: python3 (the flooder) not found");
-        return;
-    }
-    let prefix = format!("wtf{}", std::process::id() % 100_000);
-    let r = run_experiment("flood", &prefix, Duration::from_secs(90));
-    if let Some(why) = starved(&r) {
-        println!("skipped: {why}");
-        return;
-    }
+    };
     let w = weft_result(&r);
     let s = weft_stats(w);
     let text = serde_json::to_string(&s.tenants).unwrap();
