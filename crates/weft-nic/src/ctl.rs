@@ -1543,7 +1543,7 @@ macro_rules! samples {
 }
 
 /// The dataplane's numbers, exported as `weft_dataplane_NAME` (every number of
-/// [`DataplaneStats`]; `uplink_up` is a bool).
+/// [`DataplaneStats`]; its one flag, `uplink_up`, is [`fam::UPLINK_UP`]).
 fn dataplane_samples(d: &DataplaneStats) -> [Sample; 30] {
     samples! { d;
         parse_errors: Counter, "Ingress frames dropped: they did not parse.";
@@ -1803,6 +1803,11 @@ mod fam {
     );
     pub const TENANT_QUEUES: Family =
         ("weft_tenant_queues", Gauge, "Flow queues the tenant holds.");
+    pub const UPLINK_UP: Family = (
+        "weft_dataplane_uplink_up",
+        Gauge,
+        "1 while the uplink's link is up, 0 while it is down.",
+    );
     pub const TENANT_BUFFERS: Family = (
         "weft_tenant_buffers",
         Gauge,
@@ -1837,6 +1842,7 @@ pub fn prometheus(stats: &Stats) -> String {
     for s in dataplane_samples(&stats.dataplane) {
         x.sample("weft_dataplane", s, "");
     }
+    x.add(fam::UPLINK_UP, "", u64::from(stats.dataplane.uplink_up));
     for s in iface_samples(&stats.iface) {
         x.sample("weft_iface", s, "");
     }

@@ -370,6 +370,7 @@ fn the_whole_text_parses_with_help_and_type_for_every_family() {
             vec![],
             s.dataplane.queues_live,
         ),
+        ("weft_dataplane_uplink_up", vec![], 1),
         ("weft_iface_posted_total", vec![], s.iface.posted),
         ("weft_port_tx_frames_total", vec![("iface", "t1")], 0),
         ("weft_port_queues", vec![("iface", "up\"link")], 2),
