@@ -73,7 +73,8 @@ fn compile(name: &str, text: &str) -> Arc<Program> {
     )
 }
 
-fn mix(mut z: u64) -> u64 {
+/// splitmix64's output for state `z`: the state is advanced by one step, then mixed.
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -124,13 +124,12 @@ impl Config {
     }
 }
 
-/// The harness's pseudo-random generator (splitmix64).
+/// The harness's pseudo-random generator (splitmix64): the next output, the state moved on
+/// by one step ([`crate::bench::mix`] is the output of the state's next step).
 fn splitmix(state: &mut u64) -> u64 {
+    let z = crate::bench::mix(*state);
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    z
 }
 
 /// The arrival stream: [`SEQ_LEN`] queue ids in `0..queues`, entry k = `((z >> 32) *
