@@ -422,7 +422,8 @@ struct RteSchedArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Write the timed departures to FILE: little-endian u32 pairs (queue, departures
-    /// before the packet was enqueued), the harness's check.py format.
+    /// before the packet was enqueued), the harness's check.py format (at most 100m
+    /// departures: the log is kept in memory).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// Instead of the loop: fill every queue with K packets (1 to 64) and drain them (needs

@@ -53,6 +53,9 @@ pub const QSIZE: u32 = 64;
 pub const SEQ_LEN: usize = 1 << 20;
 /// Largest burst the loop dequeues at once.
 pub const MAX_BURST: u32 = 256;
+/// Most timed departures a run may log (`--log`): the log is reserved before the clock
+/// starts, 8 bytes a departure (800 MB at this bound).
+pub const MAX_LOGGED: u64 = 100_000_000;
 
 /// Where new packets go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -503,6 +506,13 @@ pub struct Measured {
 /// Sets up, fills, warms up and times `cfg.packets` departures, recording the timed ones
 /// in `log` when given (`(queue, mark)` pairs, reserved before the clock starts).
 pub fn measure(cfg: &Config, mut log: Option<&mut Vec<u32>>) -> Result<Measured, String> {
+    if log.is_some() && cfg.packets > MAX_LOGGED {
+        return Err(format!(
+            "--packets {} with --log: at most {MAX_LOGGED} (the log is kept in memory until \
+             the run ends, 8 bytes a departure)",
+            cfg.packets
+        ));
+    }
     let t0 = std::time::Instant::now();
     let mut w = Workload::new(cfg)?;
     w.fill();
@@ -776,6 +786,14 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_log_longer_than_the_bound_is_refused_before_anything_runs() {
+        let mut c = cfg(64, Arrivals::Uniform, Profile::Noshape);
+        c.packets = MAX_LOGGED + 1;
+        let err = measure(&c, Some(&mut Vec::new())).unwrap_err();
+        assert!(err.contains("--log"), "{err}");
     }
 
     #[test]
