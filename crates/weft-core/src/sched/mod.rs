@@ -22,6 +22,7 @@ mod buckets;
 mod child_queues;
 pub mod fast;
 mod flow_index;
+pub mod heads;
 mod heap;
 pub mod link;
 mod pairing;
@@ -300,6 +301,10 @@ pub enum UpdateError {
         /// The largest allowed.
         max: u64,
     },
+    /// The engine running the policy does not take this kind of update (the head engine
+    /// takes only a class's bucket and a leaf's limits).
+    #[error("this engine does not take {0} updates (the fast and reference engines do)")]
+    NotByThisEngine(&'static str),
 }
 
 /// `value` greater than zero, or the error naming `what`.

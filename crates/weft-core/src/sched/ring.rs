@@ -45,8 +45,8 @@ impl<T: Copy + Default> Ring<T> {
         self.len as usize
     }
 
-    /// The first entry (tests: the engine only pops it).
-    #[cfg(test)]
+    /// The first entry.
+    #[inline(always)]
     pub fn front(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.head as usize])
     }
