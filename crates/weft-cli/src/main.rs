@@ -421,6 +421,10 @@ struct RteSchedArgs {
     /// The arrival stream's seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// The engine: `fast` (the PIFO tree) or `heads` (ranks only each child's first
+    /// entry; the same departures on this workload's unshaped profile).
+    #[arg(long, value_enum, default_value_t = rte_sched::Scheduler::Fast)]
+    engine: rte_sched::Scheduler,
     /// Write the timed departures to FILE: little-endian u32 pairs (queue, departures
     /// before the packet was enqueued), the harness's check.py format (at most 100m
     /// departures: the log is kept in memory).
@@ -1272,6 +1276,7 @@ fn rte_sched_bench(a: RteSchedArgs) -> Result<(), Failure> {
         backlog,
         burst: a.burst,
         seed: a.seed,
+        engine: a.engine,
     };
     if a.print_policy {
         return Ok(out::print(&rte_sched::policy_yaml(&cfg))?);

@@ -38,6 +38,7 @@ use std::sync::Arc;
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::{compile_str, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
+use weft_core::sched::heads::HeadEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::{Departure, Engine, FlowQueue, Packet};
 
@@ -64,6 +65,25 @@ pub enum Arrivals {
     Uniform,
     /// The pipe of the packet that left, the queue within it from the stream.
     Pipe,
+}
+
+/// Which of weft's engines schedules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scheduler {
+    /// The PIFO-tree engine (`sched::fast`).
+    Fast,
+    /// The head engine (`sched::heads`): ranks only each child's first entry.
+    Heads,
+}
+
+impl Scheduler {
+    /// The name the JSON row gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Fast => "fast",
+            Scheduler::Heads => "heads",
+        }
+    }
 }
 
 /// Which pipes are rate-limited.
@@ -108,6 +128,8 @@ pub struct Config {
     /// Most packets dequeued (and then enqueued) at once.
     pub burst: u32,
     pub seed: u64,
+    /// The engine that schedules.
+    pub engine: Scheduler,
 }
 
 impl Config {
@@ -224,7 +246,7 @@ fn meta_of(q: u32) -> PacketMeta {
 pub struct Workload {
     pub cfg: Config,
     pub prog: Arc<Program>,
-    engine: FastEngine,
+    engine: Box<dyn Engine>,
     queues: Vec<FlowQueue>,
     seq: Vec<u32>,
     /// Stream entries used.
@@ -294,7 +316,10 @@ impl Workload {
         let prog = compile_str(Path::new("rte-sched.yaml"), &yaml, &LoadOptions::default())
             .map_err(|e| format!("the workload's policy: {}", e.render_plain()))?;
         let prog = Arc::new(prog);
-        let mut engine = FastEngine::new(prog.clone());
+        let mut engine: Box<dyn Engine> = match cfg.engine {
+            Scheduler::Fast => Box::new(FastEngine::new(prog.clone())),
+            Scheduler::Heads => Box::new(HeadEngine::new(prog.clone()).map_err(|e| e.to_string())?),
+        };
         let mut queues = Vec::with_capacity(cfg.queues() as usize);
         for q in 0..cfg.queues() {
             let p = Packet::new(0, FRAME, meta_of(q));
@@ -573,7 +598,7 @@ pub fn json_row(cfg: &Config, m: &Measured, logged: bool) -> serde_json::Value {
     let round = |v: f64, d: i32| (v * 10f64.powi(d)).round() / 10f64.powi(d);
     serde_json::json!({
         "bench": "weft",
-        "engine": "fast",
+        "engine": cfg.engine.name(),
         "pipes": cfg.pipes,
         "profile": cfg.profile.name(),
         "arrivals": cfg.arrivals.name(),
@@ -621,6 +646,7 @@ mod tests {
             backlog: 4096,
             burst: 32,
             seed: 0,
+            engine: Scheduler::Fast,
         }
     }
 

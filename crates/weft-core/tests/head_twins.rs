@@ -38,14 +38,23 @@ struct Spec {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
+    spec_of(1..5)
+}
+
+/// A root of 64 to 80 children: the engine keeps them in a calendar of rank buckets.
+fn wide_spec() -> impl Strategy<Value = Spec> {
+    spec_of(64..81)
+}
+
+fn spec_of(children: std::ops::Range<usize>) -> impl Strategy<Value = Spec> {
     (
         0..4usize,
         prop::collection::vec(
             (prop::option::of((0..4usize, 1..4u8)), 0..3u8, 1..6u8),
-            1..5,
+            children,
         ),
         prop::collection::vec((any::<bool>(), 0..12u8, 0..6u8), 16),
-        prop::collection::vec((0..200u16, 0..16u8, 0..3u8, 64..1500u16), 1..300),
+        prop::collection::vec((0..200u16, any::<u8>(), 0..3u8, 64..1500u16), 1..300),
         1..10u8,
     )
         .prop_map(|(root, children, leaves, arrivals, gbit)| Spec {
@@ -241,6 +250,24 @@ proptest! {
         let (by_queue, q) = events(queued, &p, arrivals, 1);
         q.e.check_invariants();
         prop_assert_eq!(&by_queue, &want, "flow queues; policy:\n{}", text);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("WEFT_HEAD_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
+    ))]
+
+    #[test]
+    fn head_engine_matches_reference_with_many_children(s in wide_spec()) {
+        let (text, leaves) = render(&s);
+        let p = Arc::new(compile_str(Path::new("heads.yaml"), &text, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{}\n{text}", e.render_plain())));
+        let arrivals = trace(&s, leaves);
+        let (want, _) = events(ReferenceEngine::new(p.clone()), &p, arrivals.clone(), 1);
+        let (got, e) = events(HeadEngine::new(p.clone()).unwrap(), &p, arrivals, 1);
+        e.check_invariants();
+        prop_assert_eq!(&got, &want, "policy:\n{}", text);
     }
 }
 

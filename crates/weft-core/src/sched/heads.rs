@@ -63,6 +63,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::buckets::BucketQueue;
 use super::heap::{HeapEntry, MinHeap};
 use super::pool::{Linked, Pool, NIL};
 use super::ring::Ring;
@@ -98,6 +99,109 @@ enum Kind {
     Rr,
 }
 
+/// Children at least this many use a calendar of rank buckets ([`BucketQueue`]) instead of
+/// a heap: the same order, O(1) a push or pop when the keys spread evenly (a `wfq` node of
+/// thousands of equal pipes).
+const CALENDAR_CHILDREN: usize = 64;
+
+/// A node's children in its set, by `(key, first entry's arrival number)`.
+#[derive(Debug, Clone)]
+enum Children {
+    /// A heap of entries.
+    Heap(MinHeap),
+    /// A calendar of rank buckets, for many children.
+    Calendar(Box<BucketQueue>),
+    /// A `prio` node whose children's priorities differ (at most 64 of them): bit `i` of
+    /// `bits` is set when `by_level[i]`, the child with the `i`-th smallest priority, is
+    /// in the set. No ties, so no arrival numbers.
+    Levels { bits: u64, by_level: Box<[u32]> },
+}
+
+impl Default for Children {
+    fn default() -> Children {
+        Children::Heap(MinHeap::default())
+    }
+}
+
+impl Children {
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            Children::Heap(h) => h.len(),
+            Children::Calendar(c) => c.len(),
+            Children::Levels { bits, .. } => bits.count_ones() as usize,
+        }
+    }
+
+    /// The first child: its entry (a `Levels` entry's rank is its level).
+    #[inline]
+    fn peek(&mut self) -> Option<HeapEntry> {
+        match self {
+            Children::Heap(h) => h.peek().copied(),
+            Children::Calendar(c) => c.peek(),
+            Children::Levels { bits, by_level } => (*bits != 0).then(|| {
+                let l = bits.trailing_zeros();
+                HeapEntry::new(l as Rank, 0, by_level[l as usize])
+            }),
+        }
+    }
+
+    /// Adds child `e.v` (`level`: its level under a `Levels` node).
+    #[inline]
+    fn push(&mut self, e: HeapEntry, level: u8) {
+        match self {
+            Children::Heap(h) => h.push(e),
+            Children::Calendar(c) => c.push(e),
+            Children::Levels { bits, .. } => *bits |= 1 << level,
+        }
+    }
+
+    /// Removes the first child.
+    #[inline]
+    fn pop(&mut self) -> Option<HeapEntry> {
+        match self {
+            Children::Heap(h) => h.pop(),
+            Children::Calendar(c) => c.pop(),
+            Children::Levels { .. } => {
+                let e = self.peek()?;
+                if let Children::Levels { bits, .. } = self {
+                    *bits &= *bits - 1;
+                }
+                Some(e)
+            }
+        }
+    }
+
+    /// The first child's entry becomes `e` (the same child, a new key).
+    #[inline]
+    fn replace_top(&mut self, e: HeapEntry) {
+        match self {
+            Children::Heap(h) => h.replace_top(e),
+            Children::Calendar(c) => c.replace_top(e),
+            // A child's level does not change.
+            Children::Levels { .. } => {}
+        }
+    }
+
+    /// Every child in the set (tests).
+    fn members(&self) -> Vec<u32> {
+        match self {
+            Children::Heap(h) => {
+                let mut h = h.clone();
+                std::iter::from_fn(|| h.pop().map(|e| e.v)).collect()
+            }
+            Children::Calendar(c) => {
+                let mut c = c.clone();
+                std::iter::from_fn(|| c.pop().map(|e| e.v)).collect()
+            }
+            Children::Levels { bits, by_level } => (0..64)
+                .filter(|l| bits & (1u64 << l) != 0)
+                .map(|l| by_level[l])
+                .collect(),
+        }
+    }
+}
+
 /// One node's state: as a child of its parent and as a parent of its children.
 #[derive(Debug, Clone, Default)]
 struct NodeState {
@@ -118,8 +222,10 @@ struct NodeState {
     start: Rank,
     /// As a parent: the largest start tag it has sent (`V`).
     vtime: Rank,
-    /// As a parent: its children in its set, by `(key, first entry's arrival number)`.
-    set: MinHeap,
+    /// As a parent: its children in its set.
+    set: Children,
+    /// Under a parent whose set is `Levels`: its level there.
+    level: u8,
     /// Arrival numbers of the packets below it, oldest first (when its parent can tie).
     arrivals: Option<Ring<u64>>,
     /// Its edge's shaping classes, leaf side first: `classes[at..at + len]` of the engine.
@@ -304,6 +410,36 @@ impl HeadEngine {
                 nodes[i].arrivals = Some(Ring::new());
             }
         }
+        // Each parent's set.
+        for (i, n) in prog.nodes.iter().enumerate() {
+            if n.leaf.is_some() {
+                continue;
+            }
+            let kids = n.children.clone();
+            let mut prios: Vec<u64> = kids
+                .clone()
+                .map(|c| prog.nodes[c as usize].edge.priority)
+                .collect();
+            prios.sort_unstable();
+            let distinct = prios.windows(2).all(|w| w[0] != w[1]);
+            nodes[i].set = if nodes[i].kind == Some(Kind::Prio) && distinct && prios.len() <= 64 {
+                let by_level: Box<[u32]> = (0..prios.len())
+                    .map(|l| {
+                        kids.clone()
+                            .find(|&c| prog.nodes[c as usize].edge.priority == prios[l])
+                            .expect("a child at each level")
+                    })
+                    .collect();
+                for (l, &c) in by_level.iter().enumerate() {
+                    nodes[c as usize].level = l as u8;
+                }
+                Children::Levels { bits: 0, by_level }
+            } else if kids.len() >= CALENDAR_CHILDREN {
+                Children::Calendar(Box::new(BucketQueue::new(kids.len())))
+            } else {
+                Children::Heap(MinHeap::default())
+            };
+        }
         let buckets = prog
             .shapers
             .iter()
@@ -371,27 +507,35 @@ impl HeadEngine {
             .unwrap_or(0)
     }
 
+    /// Child `x`'s key at its parent `p` now: its priority, its start tag or nothing
+    /// (`fifo`); then its first entry's arrival, which breaks ties.
+    #[inline]
+    fn key(&self, p: u32, x: u32) -> (Rank, u64) {
+        let seq = self.first_arrival(x);
+        match self.nodes[p as usize].kind {
+            Some(Kind::Prio) => (self.nodes[x as usize].priority as Rank, seq),
+            Some(Kind::Wfq | Kind::Rr) => (self.nodes[x as usize].start, seq),
+            _ => (0, seq),
+        }
+    }
+
     /// Puts `x`, which holds packets and is not parked, into its parent's set, and its
     /// ancestors into theirs as far as one already was.
     fn activate(&mut self, mut x: u32) {
         loop {
             let p = self.nodes[x as usize].parent;
             debug_assert!(p != NIL, "activate: the root has no parent");
-            let seq = self.first_arrival(x);
-            let key = match self.nodes[p as usize].kind {
-                Some(Kind::Prio) => self.nodes[x as usize].priority as Rank,
-                Some(Kind::Wfq | Kind::Rr) => {
-                    let v = self.nodes[p as usize].vtime;
-                    let s = v.max(self.nodes[x as usize].start);
-                    self.nodes[x as usize].start = s;
-                    s
-                }
-                _ => 0,
-            };
+            if matches!(self.nodes[p as usize].kind, Some(Kind::Wfq | Kind::Rr)) {
+                let v = self.nodes[p as usize].vtime;
+                let n = &mut self.nodes[x as usize];
+                n.start = n.start.max(v);
+            }
+            let (key, seq) = self.key(p, x);
             self.nodes[x as usize].in_set = true;
+            let level = self.nodes[x as usize].level;
             let pn = &mut self.nodes[p as usize];
             let was_empty = pn.set.len() == 0;
-            pn.set.push(HeapEntry::new(key, seq, x));
+            pn.set.push(HeapEntry::new(key, seq, x), level);
             if !was_empty || pn.parent == NIL || pn.parked {
                 return;
             }
@@ -412,7 +556,9 @@ impl HeadEngine {
             debug_assert_eq!(e.v, x, "node {x} is not first in its parent {p}'s set");
             let n = &mut self.nodes[x as usize];
             n.in_set = false;
-            n.start = e.rank();
+            if matches!(self.nodes[p as usize].kind, Some(Kind::Wfq | Kind::Rr)) {
+                self.nodes[x as usize].start = e.rank();
+            }
             if self.nodes[p as usize].set.len() > 0 || self.nodes[p as usize].parent == NIL {
                 return;
             }
@@ -451,7 +597,7 @@ impl HeadEngine {
             self.path.clear();
             let mut n = 0u32;
             loop {
-                let st = &self.nodes[n as usize];
+                let st = &mut self.nodes[n as usize];
                 if st.kind == Some(Kind::Leaf) {
                     break;
                 }
@@ -574,30 +720,26 @@ impl HeadEngine {
                 }
                 self.nodes[x as usize].set.len() > 0
             };
-            let top = *self.nodes[p as usize].set.peek().expect("x is first");
+            let top = self.nodes[p as usize].set.peek().expect("x is first");
             debug_assert_eq!(top.v, x, "node {x} sent but not first in {p}'s set");
             let kind = self.nodes[p as usize].kind;
-            let key = match kind {
-                Some(Kind::Wfq | Kind::Rr) => {
-                    let s = top.rank();
-                    let pn = &mut self.nodes[p as usize];
-                    pn.vtime = pn.vtime.max(s);
-                    let cost = if kind == Some(Kind::Wfq) {
-                        wfq_cost(wire, self.nodes[x as usize].weight)
-                    } else {
-                        1 << FRAC
-                    };
-                    self.nodes[x as usize].start = s + cost;
-                    s + cost
-                }
-                _ => top.rank(),
-            };
+            if let Some(Kind::Wfq | Kind::Rr) = kind {
+                let s = top.rank();
+                let pn = &mut self.nodes[p as usize];
+                pn.vtime = pn.vtime.max(s);
+                let cost = if kind == Some(Kind::Wfq) {
+                    wfq_cost(wire, self.nodes[x as usize].weight)
+                } else {
+                    1 << FRAC
+                };
+                self.nodes[x as usize].start = s + cost;
+            }
             for k in 0..self.nodes[x as usize].class_len {
                 let c = self.classes[(self.nodes[x as usize].class_at + k) as usize];
                 self.buckets[c as usize].charge(wire, now);
             }
             if has_more {
-                let seq = self.first_arrival(x);
+                let (key, seq) = self.key(p, x);
                 self.nodes[p as usize]
                     .set
                     .replace_top(HeapEntry::new(key, seq, x));
@@ -670,12 +812,12 @@ impl HeadEngine {
                     below[i]
                 );
             }
-            let in_parent = self.nodes[n.parent as usize].set.clone();
-            let mut h = in_parent;
-            let mut count = 0;
-            while let Some(e) = h.pop() {
-                count += (e.v as usize == i) as usize;
-            }
+            let count = self.nodes[n.parent as usize]
+                .set
+                .members()
+                .iter()
+                .filter(|&&v| v as usize == i)
+                .count();
             assert_eq!(
                 count, n.in_set as usize,
                 "node {i}: in_set {} but in its parent's set {count} times",
