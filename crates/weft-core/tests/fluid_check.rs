@@ -26,7 +26,8 @@
 //! beyond them; `WEFT_FLUID_SEED=S` runs only seed S (each failure prints the command that
 //! reproduces it, test name included);
 //! `WEFT_FLUID_ENGINE=reference`
-//! drives the reference engine instead; `WEFT_FLUID_RUN_MS` sets a case's simulated run (12 by
+//! (or `heads`) drives the reference engine (or the head engine) instead; the `head_engine_`
+//! tests run the head engine on the policies it takes (classes over one edge each); `WEFT_FLUID_RUN_MS` sets a case's simulated run (12 by
 //! default); `WEFT_FLUID_FULL_BUCKETS=1` leaves the buckets full at the start;
 //! `WEFT_FLUID_FAST_PATH=1` turns on Loom's "currently limited" fast path
 //! (`EngineOptions::limited_fast_path`); `WEFT_FLUID_VERBOSE=1` prints every case (with `-- --nocapture`). A failure prints each failing case's seed, policy
@@ -46,6 +47,7 @@ use drive::{Feed, Source};
 use fluid::{Item, Kind, Node, Sched};
 use weft_core::policy::{compile_str, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
+use weft_core::sched::heads::HeadEngine;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::EngineOptions;
 
@@ -619,7 +621,7 @@ fn demand(c: &Case, name: &str) -> f64 {
 
 /// Runs one case; `Err` with a report when a leaf is off by more than `tol` of the link
 /// (`test`: the test's name, for the command that reproduces it).
-fn check(c: &Case, tol: f64, test: &str) -> Result<(), String> {
+fn check(c: &Case, tol: f64, test: &str, engine: &str) -> Result<bool, String> {
     let text = yaml(c);
     let prog: Arc<Program> = Arc::new(
         compile_str(Path::new("fluid.yaml"), &text, &LoadOptions::default())
@@ -629,13 +631,21 @@ fn check(c: &Case, tol: f64, test: &str) -> Result<(), String> {
     let mut fs = Vec::new();
     feeds(c, &model, &c.root, &mut fs);
     fs.sort_by(|a, b| a.leaf.cmp(&b.leaf));
-    let reference = std::env::var("WEFT_FLUID_ENGINE").is_ok_and(|v| v == "reference");
     // `WEFT_FLUID_FAST_PATH=1`: Loom's "currently limited" fast path on.
     let options = EngineOptions {
         limited_fast_path: std::env::var_os("WEFT_FLUID_FAST_PATH").is_some(),
         ..EngineOptions::default()
     };
-    let out = if reference {
+    let out = if engine == "heads" {
+        // Policies the head engine does not run (parallel classes on an edge) pass.
+        let Ok(mut e) = HeadEngine::new(prog.clone()) else {
+            return Ok(false);
+        };
+        if std::env::var("WEFT_FLUID_FULL_BUCKETS").is_err() {
+            drive::empty_buckets(&mut e, &prog);
+        }
+        drive::drive(&mut e, &prog, &fs, run_ps() / 3, run_ps())
+    } else if engine == "reference" {
         let mut e = ReferenceEngine::with_options(prog.clone(), options);
         if std::env::var("WEFT_FLUID_FULL_BUCKETS").is_err() {
             drive::empty_buckets(&mut e, &prog);
@@ -690,15 +700,28 @@ fn check(c: &Case, tol: f64, test: &str) -> Result<(), String> {
             tol * 100.0
         ))
     } else {
-        Ok(())
+        Ok(true)
     }
 }
 
-/// Runs the cases of one class and size mode; fails with every failing case's report (the
-/// first three in full).
+/// Runs the cases of one class and size mode on the engine `WEFT_FLUID_ENGINE` names
+/// (`fast` by default); fails with every failing case's report (the first three in full).
 fn run(class: Class, sizes: Sizes) {
+    let engine = std::env::var("WEFT_FLUID_ENGINE").unwrap_or_default();
+    run_on(&engine, class, sizes, "");
+}
+
+/// [`run`] on the head engine, whatever `WEFT_FLUID_ENGINE` says. It runs the policies
+/// whose classes each cover one edge (a class over an inner node, nested classes over
+/// one child each) and refuses those where siblings share a class; at least a third of
+/// the cases must run.
+fn run_heads(class: Class, sizes: Sizes) {
+    run_on("heads", class, sizes, "head_engine_");
+}
+
+fn run_on(engine: &str, class: Class, sizes: Sizes, prefix: &str) {
     let test = format!(
-        "{}_{}",
+        "{prefix}{}_{}",
         match class {
             Class::NoShaping => "no_shaping",
             Class::SingleLeaf => "class_over_single_leaf",
@@ -729,12 +752,20 @@ fn run(class: Class, sizes: Sizes) {
         }
     };
     let mut failures = Vec::new();
+    let mut ran = 0;
     for &seed in &seeds {
         let c = generate(seed, class, sizes);
-        if let Err(report) = check(&c, tol, &test) {
-            failures.push(report);
+        match check(&c, tol, &test, engine) {
+            Ok(r) => ran += r as usize,
+            Err(report) => failures.push(report),
         }
     }
+    let ran = ran + failures.len();
+    assert!(
+        engine != "heads" || 3 * ran >= seeds.len(),
+        "{test}: the head engine ran only {ran} of {} cases",
+        seeds.len()
+    );
     if !failures.is_empty() {
         let mut msg = format!(
             "{class:?}, {sizes:?}: {} of {} cases off the fluid model by more than {:.1} % of the link\n\n",
@@ -805,6 +836,27 @@ fn nested_classes_per_leaf_sizes() {
 #[test]
 fn nested_classes_alternating_sizes() {
     run(Class::Nested, Sizes::Alternating);
+}
+
+#[test]
+fn head_engine_class_over_single_leaf_fixed() {
+    run_heads(Class::SingleLeaf, Sizes::Fixed);
+}
+#[test]
+fn head_engine_class_over_several_leaves_fixed() {
+    run_heads(Class::SeveralLeaves, Sizes::Fixed);
+}
+#[test]
+fn head_engine_class_over_several_leaves_per_leaf_sizes() {
+    run_heads(Class::SeveralLeaves, Sizes::PerLeaf);
+}
+#[test]
+fn head_engine_nested_classes_fixed() {
+    run_heads(Class::Nested, Sizes::Fixed);
+}
+#[test]
+fn head_engine_nested_classes_alternating_sizes() {
+    run_heads(Class::Nested, Sizes::Alternating);
 }
 
 /// The driver's premise: after `drive::empty_buckets` a class starts with (almost) no

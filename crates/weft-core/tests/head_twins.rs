@@ -276,6 +276,7 @@ fn refuses_what_it_does_not_implement() {
     let cases = [
         ("  - {name: root, type: drr}\n  - {name: a, type: leaf, parent: root, match: {tag: 0}}\n", "`root`", "drr"),
         ("  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, match: {tag: 0}, flows: {by: flow, sched: fair}}\n", "`a`", "fairly"),
+        ("  - {name: root, type: wfq}\n  - {name: s, type: shape, parent: root, rate: 1gbit}\n  - {name: a, type: leaf, parent: s, match: {tag: 0}}\n  - {name: b, type: leaf, parent: s, match: {tag: 1}}\n", "`s`", "several children"),
         ("  - {name: root, type: wfq}\n  - {name: s, type: shape, parent: root, rate: 1gbit, match: {dst: 10.0.0.1}}\n  - {name: t, type: shape, parent: root, rate: 1gbit, match: {dst: 10.0.0.2}}\n  - {name: a, type: leaf, parent: [s, t], match: {tag: 0}}\n", "`a`", "parallel"),
     ];
     for (nodes, node, why) in cases {
@@ -289,5 +290,171 @@ fn refuses_what_it_does_not_implement() {
             err.contains(node) && err.contains(why) && err.contains("refused.yaml:"),
             "{err}"
         );
+    }
+}
+
+/// A class: Mbit/s, and its burst in frames.
+type Class = (u16, u8);
+
+/// A policy with shaping classes over one edge each: a root of `kind` over up to four
+/// inner nodes (`prio` of three leaves with distinct or shared priorities, or `wfq`),
+/// each optionally under a class, and that class optionally under an outer one.
+#[derive(Debug, Clone)]
+struct Shaped {
+    root: usize,
+    /// Per inner node: its kind (prio or wfq), its class (Mbit/s, burst in frames), an
+    /// outer class over that one.
+    inner: Vec<(bool, Option<Class>, Option<Class>)>,
+    arrivals: Vec<(u16, u8, u16)>,
+}
+
+fn shaped() -> impl Strategy<Value = Shaped> {
+    (
+        1..4usize,
+        prop::collection::vec(
+            (
+                any::<bool>(),
+                prop::option::of((50..3000u16, 1..8u8)),
+                prop::option::of((50..3000u16, 1..8u8)),
+            ),
+            1..5,
+        ),
+        prop::collection::vec((0..100u16, any::<u8>(), 64..1500u16), 1..300),
+    )
+        .prop_map(|(root, inner, arrivals)| Shaped {
+            root,
+            inner,
+            arrivals,
+        })
+}
+
+/// The policy.
+fn render_shaped(s: &Shaped) -> String {
+    let mut t = format!(
+        "weft: 1\nlink: {{rate: 10gbit, overhead: 20b}}\nnodes:\n  - {{name: root, type: {}}}\n",
+        KINDS[s.root]
+    );
+    for (i, (prio, class, outer)) in s.inner.iter().enumerate() {
+        let mut parent = "root".to_string();
+        let edge = edge(KINDS[s.root], i as u8 % 2, 1 + i as u8);
+        if let (Some((mbit, frames)), Some(_)) | (Some((mbit, frames)), None) = (class, outer) {
+            if let Some((ombit, oframes)) = outer {
+                t.push_str(&format!(
+                    "  - {{name: o{i}, type: shape, parent: root, rate: {ombit}mbit, burst: {}b}}\n",
+                    1520 * *oframes as u32
+                ));
+                parent = format!("o{i}");
+            }
+            t.push_str(&format!(
+                "  - {{name: s{i}, type: shape, parent: {parent}, rate: {mbit}mbit, burst: {}b}}\n",
+                1520 * *frames as u32
+            ));
+            parent = format!("s{i}");
+        }
+        t.push_str(&format!(
+            "  - {{name: n{i}, type: {}, parent: {parent}, {edge}match: {{tag: [{}, {}, {}]}}}}\n",
+            if *prio { "prio" } else { "wfq" },
+            3 * i,
+            3 * i + 1,
+            3 * i + 2
+        ));
+        for j in 0..3 {
+            let e = if *prio {
+                format!("priority: {}, ", j % 2 + (i % 2) * j)
+            } else {
+                format!("weight: {}, ", 1 + j * 2)
+            };
+            t.push_str(&format!(
+                "  - {{name: l{i}{j}, type: leaf, parent: n{i}, {e}match: {{tag: {}}}, limit: {{packets: 40}}}}\n",
+                3 * i + j
+            ));
+        }
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("WEFT_HEAD_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200)
+    ))]
+
+    /// Shaped: every packet is sent once or dropped, the invariants hold, and no class
+    /// sends more than `burst + rate × interval` (wire bytes counted) in any interval
+    /// between two of its departures, by token-bucket arithmetic on the departure times.
+    #[test]
+    fn head_engine_keeps_class_limits(s in shaped()) {
+        let text = render_shaped(&s);
+        let p = Arc::new(compile_str(Path::new("shaped.yaml"), &text, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{}\n{text}", e.render_plain())));
+        let leaves = p.leaves.len();
+        let arrivals: Vec<(u64, Packet)> = s
+            .arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, leaf, bytes))| {
+                let mut meta = PacketMeta::default();
+                meta.set_field("tag", &(leaf as usize % leaves).to_string()).unwrap();
+                (t as u64 * 1_000_000, Packet::new(i as u64, bytes as u32, meta))
+            })
+            .collect();
+        let mut arrivals = arrivals;
+        arrivals.sort_by_key(|&(t, _)| t);
+        let mut e = HeadEngine::new(p.clone()).unwrap();
+        let mut sent: Vec<(u64, u32, u32)> = Vec::new(); // time, leaf, wire bytes
+        let mut dropped = 0usize;
+        let inputs = arrivals.iter().map(|&(t, p)| (t, link::Input::Packet(p)));
+        link::run_bursts(&mut e, &p.link, inputs, u64::MAX, 1, |ev| match ev {
+            Event::Sent { at_ps, departure } => {
+                sent.push((at_ps, departure.leaf, departure.bytes + 20))
+            }
+            Event::Dropped { .. } => dropped += 1,
+            Event::Rejected { .. } => {}
+        });
+        e.check_invariants();
+        prop_assert_eq!(sent.len() + dropped, arrivals.len(), "policy:\n{}", text);
+        // Per class: the leaves under it.
+        for (c, sh) in p.shapers.iter().enumerate() {
+            let under: Vec<u32> = p
+                .leaves
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| {
+                    let mut path = Vec::new();
+                    let mut x = Some(n);
+                    while let Some(v) = x {
+                        path.extend(p.nodes[v as usize].shaping_parents.iter().copied());
+                        x = p.nodes[v as usize].parent;
+                    }
+                    let mut all = path.clone();
+                    for &s0 in &path {
+                        all.extend(p.shapers[s0 as usize].shaping_parents.iter().copied());
+                    }
+                    all.contains(&(c as u32))
+                })
+                .map(|(l, _)| l as u32)
+                .collect();
+            let times: Vec<(u64, u32)> = sent
+                .iter()
+                .filter(|d| under.contains(&d.1))
+                .map(|&(t, _, b)| (t, b))
+                .collect();
+            for i in 0..times.len() {
+                let mut bytes = 0u128;
+                for &(t, b) in &times[i..] {
+                    bytes += b as u128;
+                    // bits · 10^12 ≤ burst bits · 10^12 + rate · Δt(ps), plus one rounding
+                    // picosecond per packet.
+                    let dt = (t - times[i].0) as u128;
+                    let allowed = sh.burst_bytes as u128 * 8 * 1_000_000_000_000
+                        + sh.rate_bps as u128 * dt
+                        + sh.rate_bps as u128 * times.len() as u128;
+                    prop_assert!(
+                        bytes * 8 * 1_000_000_000_000 <= allowed,
+                        "class {} sent {} B between {} and {} ps\n{}",
+                        sh.name, bytes, times[i].0, t, text
+                    );
+                }
+            }
+        }
     }
 }

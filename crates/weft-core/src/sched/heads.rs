@@ -26,24 +26,31 @@
 //! see a tie (a `wfq`, `rr` or `fifo` parent of several children, or a `prio` parent where
 //! another child has the same priority). `V` is the largest start tag sent.
 //!
-//! **Shaping.** A shaping class is a token bucket ([`Bucket`], GCRA) on the edges of the
-//! children it covers, as a shape node in a policy is. A child is *eligible* at its parent
-//! while every class on its edge has the tokens for the packet it would send; the parent
-//! serves its first eligible child. So a saturated class hands each token to the packet the
-//! policy beneath it ranks first (HTB's and HFSC's semantics), and packets outside the class
-//! pass it. Eligibility is checked on the way down, for the packet found at the leaf: a
-//! child that lacks tokens leaves its parent's set (it is *parked*) until its classes'
+//! **Shaping.** A shaping class is a token bucket (GCRA, as in the other engines) on the edge from the
+//! one child it covers (a shape node over one node, as rte_sched limits a pipe) to that
+//! child's parent. The child is *eligible* at its parent while every class on its edge has
+//! the tokens for the packet it would send; the parent serves its first eligible child. So
+//! a saturated class hands each token to the packet the policy beneath it ranks first (the
+//! subtree below the class chooses it, by its own ranks), and packets outside the class
+//! pass it (HTB's and HFSC's semantics: no packet is popped early and held, so no class
+//! needs a queue of its own). Eligibility is checked on the way down, for the packet found at the leaf:
+//! a child that lacks tokens leaves its parent's set (it is *parked*) until its classes'
 //! tokens are due, in one queue of edges ordered by that time (the global shaping queue of
 //! Loom §4.2.2, holding edges instead of packets); then it re-enters like a child that
-//! becomes backlogged (`S = max(V, S_parked)`). Classes are charged when a packet is sent.
-//! This differs from the PIFO engines' shaping (see docs/scheduling.md), which is why the
-//! twin tests compare this engine with the PIFO reference only on policies without shaping.
+//! becomes backlogged (`S = max(V, S_parked)`). Classes are charged when a packet is sent,
+//! with the link's counted bytes. This is not the PIFO engines' shaping (see
+//! docs/scheduling.md), so the twin tests compare this engine with the PIFO reference
+//! only without shaping; with shaping, the random fluid check
+//! (`tests/fluid_check.rs`, `head_engine_*`) and token-bucket arithmetic on departures
+//! (`tests/head_twins.rs`) check it.
 //!
 //! **Not supported** ([`Unsupported`] names the node): `drr`, `lstf`, `edf` and `senic`
 //! nodes (their ranks depend on more than the first entry), leaves ordering their flows
-//! fairly, `outstanding`, parallel shaping nodes on one edge (a class chosen per packet:
-//! per-destination limits let the packets of one leaf pass each other, which a queue per
-//! leaf cannot), and live updates other than a class's bucket or a leaf's limits.
+//! fairly, `outstanding`, a shaping node over several children (siblings sharing a class
+//! would need a class-local virtual time to keep their weights: the PIFO engines' class
+//! queues), parallel shaping nodes on one edge (a class chosen per packet: per-destination
+//! limits let the packets of one leaf pass each other, which a queue per leaf cannot), and
+//! live updates other than a class's bucket or a leaf's limits.
 //!
 //! **Invariants** (checked by [`HeadEngine::check_invariants`] in tests): a node is in its
 //! parent's set exactly when it holds packets and is not parked; a parked node holds
@@ -51,9 +58,11 @@
 //! arrival number per packet below it, oldest first; the engine's backlog is the sum of
 //! its leaves'.
 //!
-//! **Cost.** Enqueue: O(1) into a leaf that holds packets (the slot, the leaf's list, the
-//! rings); a leaf that was empty also pushes its key at each ancestor that was empty, O(log
-//! k) for k backlogged siblings. Dequeue: one peek per level to find the packet, then one
+//! **Cost.** A node keeps its children in a 4-ary heap; a `prio` node whose children's
+//! priorities differ, in a bitmap of levels (O(1)); a node of 64 children or more, in the
+//! calendar of rank buckets the fast engine uses for wide nodes. Enqueue: O(1) into a leaf
+//! that holds packets (the slot, the leaf's list, the rings); a leaf that was empty also
+//! pushes its key at each ancestor that was empty, O(log k) for k backlogged siblings. Dequeue: one peek per level to find the packet, then one
 //! `replace_top` (or `pop`) per level, O(log k); a parked child costs one pop and one
 //! shaping-queue push, and its return one push. No allocation in steady state: packets
 //! live in a pool of slots, heaps and rings keep their capacity. Departures are counted at
@@ -228,6 +237,11 @@ struct NodeState {
     level: u8,
     /// Arrival numbers of the packets below it, oldest first (when its parent can tie).
     arrivals: Option<Ring<u64>>,
+    /// The nearest node above it that keeps an arrival ring (`NIL`: none).
+    ring_up: u32,
+    /// Its parent can see a tie between it and a sibling: its key carries its first
+    /// entry's arrival (else 0).
+    ties: bool,
     /// Its edge's shaping classes, leaf side first: `classes[at..at + len]` of the engine.
     class_at: u32,
     class_len: u32,
@@ -308,8 +322,9 @@ pub struct HeadEngine {
     overhead: u32,
     seq: u64,
     backlog: usize,
-    /// The path of the packet being sent, leaf first (kept to avoid an allocation).
-    path: Vec<u32>,
+    /// The path of the packet being sent, from the root's child down to the leaf: each
+    /// node and its entry in its parent's set (sized to the policy's depth up front).
+    path: Vec<(u32, HeapEntry)>,
 }
 
 impl HeadEngine {
@@ -393,6 +408,23 @@ impl HeadEngine {
                 ..NodeState::default()
             };
         }
+        // A class covers one edge: a shape node over one child (a class shared by siblings
+        // would need the class-local ranks of the PIFO engines' class queues).
+        let mut edges = vec![0u32; prog.shapers.len()];
+        for n in &nodes {
+            let at = n.class_at as usize;
+            for &c in &classes[at..at + n.class_len as usize] {
+                edges[c as usize] += 1;
+            }
+        }
+        if let Some(c) = edges.iter().position(|&e| e > 1) {
+            let s = &prog.shapers[c];
+            return Err(refuse(
+                &s.name,
+                &s.origin,
+                "a shaping node over several children (a class they share)",
+            ));
+        }
         // Arrival rings where the parent can see a tie.
         for (i, n) in prog.nodes.iter().enumerate() {
             let Some(p) = n.parent else { continue };
@@ -409,6 +441,27 @@ impl HeadEngine {
             if tie {
                 nodes[i].arrivals = Some(Ring::new());
             }
+        }
+        for (i, n) in prog.nodes.iter().enumerate() {
+            let Some(p) = n.parent else { continue };
+            nodes[i].ties = match nodes[p as usize].kind {
+                Some(Kind::Prio) => prog.nodes[p as usize]
+                    .children
+                    .clone()
+                    .filter(|&s| s as usize != i)
+                    .any(|s| prog.nodes[s as usize].edge.priority == n.edge.priority),
+                _ => prog.nodes[p as usize].children.len() > 1,
+            };
+            let mut a = p;
+            nodes[i].ring_up = loop {
+                if nodes[a as usize].arrivals.is_some() {
+                    break a;
+                }
+                match prog.nodes[a as usize].parent {
+                    Some(up) => a = up,
+                    None => break NIL,
+                }
+            };
         }
         // Each parent's set.
         for (i, n) in prog.nodes.iter().enumerate() {
@@ -440,11 +493,12 @@ impl HeadEngine {
                 Children::Heap(MinHeap::default())
             };
         }
-        let buckets = prog
+        let buckets: Vec<Bucket> = prog
             .shapers
             .iter()
             .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
             .collect();
+        let depth = prog.depth() as usize;
         Ok(HeadEngine {
             overhead: prog.link.counted_overhead(),
             prog,
@@ -460,7 +514,7 @@ impl HeadEngine {
             drops: FxHashMap::default(),
             seq: 0,
             backlog: 0,
-            path: Vec::new(),
+            path: Vec::with_capacity(depth + 1),
         })
     }
 
@@ -511,7 +565,11 @@ impl HeadEngine {
     /// (`fifo`); then its first entry's arrival, which breaks ties.
     #[inline]
     fn key(&self, p: u32, x: u32) -> (Rank, u64) {
-        let seq = self.first_arrival(x);
+        let seq = if self.nodes[x as usize].ties {
+            self.first_arrival(x)
+        } else {
+            0
+        };
         match self.nodes[p as usize].kind {
             Some(Kind::Prio) => (self.nodes[x as usize].priority as Rank, seq),
             Some(Kind::Wfq | Kind::Rr) => (self.nodes[x as usize].start, seq),
@@ -590,34 +648,29 @@ impl HeadEngine {
             .unwrap_or(now)
     }
 
-    /// Finds the next packet to send at `now`: fills `self.path` (leaf first, root last,
-    /// each the first of its parent's set), parking the children whose classes lack tokens.
+    /// Finds the next packet to send at `now`: fills `self.path` (from the root's child
+    /// down to the leaf, each the first of its parent's set, with its entry there),
+    /// parking the children whose classes lack the tokens for it.
     fn find(&mut self, now: u64) -> bool {
         'descend: loop {
             self.path.clear();
             let mut n = 0u32;
-            loop {
-                let st = &mut self.nodes[n as usize];
-                if st.kind == Some(Kind::Leaf) {
-                    break;
-                }
-                let Some(e) = st.set.peek() else {
+            while self.nodes[n as usize].kind != Some(Kind::Leaf) {
+                let Some(e) = self.nodes[n as usize].set.peek() else {
                     return false;
                 };
                 n = e.v;
-                self.path.push(n);
+                self.path.push((n, e));
             }
             if self.classes.is_empty() {
-                self.path.reverse();
                 return true;
             }
-            let leaf = *self.path.last().expect("a leaf");
-            let bytes = self.slots[self.nodes[leaf as usize].head]
+            let bytes = self.slots[self.nodes[n as usize].head]
                 .bytes
                 .saturating_add(self.overhead);
             // The edge nearest the root that lacks tokens waits for them.
             for i in 0..self.path.len() {
-                let x = self.path[i];
+                let x = self.path[i].0;
                 if self.nodes[x as usize].class_len == 0 {
                     continue;
                 }
@@ -630,7 +683,6 @@ impl HeadEngine {
                     continue 'descend;
                 }
             }
-            self.path.reverse();
             return true;
         }
     }
@@ -682,13 +734,13 @@ impl HeadEngine {
             self.slots[tail].next = slot;
         }
         st.tail = slot;
-        let mut a = st.parent;
+        let mut a = st.ring_up;
         while a != NIL {
             let an = &mut self.nodes[a as usize];
             if let Some(r) = an.arrivals.as_mut() {
                 r.push_back(seq);
             }
-            a = an.parent;
+            a = an.ring_up;
         }
         if was_empty {
             self.activate(node);
@@ -696,9 +748,10 @@ impl HeadEngine {
         Ok(())
     }
 
-    /// Sends the packet at the front of the leaf ending `self.path` (leaf first).
+    /// Sends the packet at the front of the leaf ending `self.path`.
     fn send(&mut self, now: u64) -> Departure {
-        let leaf_node = self.path[0];
+        let depth = self.path.len();
+        let leaf_node = self.path[depth - 1].0;
         let st = &mut self.nodes[leaf_node as usize];
         let slot = st.head;
         let s = self.slots[slot];
@@ -709,10 +762,10 @@ impl HeadEngine {
         self.slots.give(slot);
         let wire = s.bytes.saturating_add(self.overhead);
         // Up the path: each child re-keyed in its parent's set, or out of it.
-        for i in 0..self.path.len() {
-            let x = self.path[i];
+        for i in (0..depth).rev() {
+            let (x, top) = self.path[i];
             let p = self.nodes[x as usize].parent;
-            let has_more = if i == 0 {
+            let has_more = if i == depth - 1 {
                 self.nodes[x as usize].head != NIL
             } else {
                 if let Some(r) = self.nodes[x as usize].arrivals.as_mut() {
@@ -720,8 +773,6 @@ impl HeadEngine {
                 }
                 self.nodes[x as usize].set.len() > 0
             };
-            let top = self.nodes[p as usize].set.peek().expect("x is first");
-            debug_assert_eq!(top.v, x, "node {x} sent but not first in {p}'s set");
             let kind = self.nodes[p as usize].kind;
             if let Some(Kind::Wfq | Kind::Rr) = kind {
                 let s = top.rank();
