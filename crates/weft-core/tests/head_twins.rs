@@ -41,7 +41,7 @@ fn spec() -> impl Strategy<Value = Spec> {
     spec_of(1..5)
 }
 
-/// A root of 64 to 80 children: the engine keeps them in a calendar of rank buckets.
+/// A root of 64 to 80 children (deeper heaps, longer runs of equal start tags).
 fn wide_spec() -> impl Strategy<Value = Spec> {
     spec_of(64..81)
 }

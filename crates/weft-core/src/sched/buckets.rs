@@ -261,8 +261,8 @@ impl BucketQueue {
         Some((b, self.ends[b].head))
     }
 
-    /// The first entry.
-    #[inline]
+    /// The first entry (tests: the engine only pops).
+    #[cfg(test)]
     pub fn peek(&mut self) -> Option<HeapEntry> {
         let min = self.calendar_min();
         let over = self.over.peek();
@@ -309,8 +309,8 @@ impl BucketQueue {
         Some(e)
     }
 
-    /// Replaces the first entry (the queue is not empty) with `e`.
-    #[inline]
+    /// Replaces the first entry (the queue is not empty) with `e` (tests, as the heap's).
+    #[cfg(test)]
     pub fn replace_top(&mut self, e: HeapEntry) {
         let popped = self.pop();
         debug_assert!(popped.is_some(), "replace_top on an empty queue");

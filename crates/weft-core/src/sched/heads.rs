@@ -59,8 +59,9 @@
 //! its leaves'.
 //!
 //! **Cost.** A node keeps its children in a 4-ary heap; a `prio` node whose children's
-//! priorities differ, in a bitmap of levels (O(1)); a node of 64 children or more, in the
-//! calendar of rank buckets the fast engine uses for wide nodes. Enqueue: O(1) into a leaf
+//! priorities differ, in a bitmap of levels (O(1)). (A calendar of rank buckets, as the
+//! fast engine keeps for wide nodes, cost more here: equal start tags are ordered by
+//! arrival, so its buckets' lists are walked.) Enqueue: O(1) into a leaf
 //! that holds packets (the slot, the leaf's list, the rings); a leaf that was empty also
 //! pushes its key at each ancestor that was empty, O(log k) for k backlogged siblings. Dequeue: one peek per level to find the packet, then one
 //! `replace_top` (or `pop`) per level, O(log k); a parked child costs one pop and one
@@ -72,7 +73,6 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::buckets::BucketQueue;
 use super::heap::{HeapEntry, MinHeap};
 use super::pool::{Linked, Pool, NIL};
 use super::ring::Ring;
@@ -108,18 +108,11 @@ enum Kind {
     Rr,
 }
 
-/// Children at least this many use a calendar of rank buckets ([`BucketQueue`]) instead of
-/// a heap: the same order, O(1) a push or pop when the keys spread evenly (a `wfq` node of
-/// thousands of equal pipes).
-const CALENDAR_CHILDREN: usize = 64;
-
 /// A node's children in its set, by `(key, first entry's arrival number)`.
 #[derive(Debug, Clone)]
 enum Children {
     /// A heap of entries.
     Heap(MinHeap),
-    /// A calendar of rank buckets, for many children.
-    Calendar(Box<BucketQueue>),
     /// A `prio` node whose children's priorities differ (at most 64 of them): bit `i` of
     /// `bits` is set when `by_level[i]`, the child with the `i`-th smallest priority, is
     /// in the set. No ties, so no arrival numbers.
@@ -137,7 +130,6 @@ impl Children {
     fn len(&self) -> usize {
         match self {
             Children::Heap(h) => h.len(),
-            Children::Calendar(c) => c.len(),
             Children::Levels { bits, .. } => bits.count_ones() as usize,
         }
     }
@@ -147,7 +139,6 @@ impl Children {
     fn peek(&mut self) -> Option<HeapEntry> {
         match self {
             Children::Heap(h) => h.peek().copied(),
-            Children::Calendar(c) => c.peek(),
             Children::Levels { bits, by_level } => (*bits != 0).then(|| {
                 let l = bits.trailing_zeros();
                 HeapEntry::new(l as Rank, 0, by_level[l as usize])
@@ -160,7 +151,6 @@ impl Children {
     fn push(&mut self, e: HeapEntry, level: u8) {
         match self {
             Children::Heap(h) => h.push(e),
-            Children::Calendar(c) => c.push(e),
             Children::Levels { bits, .. } => *bits |= 1 << level,
         }
     }
@@ -170,7 +160,6 @@ impl Children {
     fn pop(&mut self) -> Option<HeapEntry> {
         match self {
             Children::Heap(h) => h.pop(),
-            Children::Calendar(c) => c.pop(),
             Children::Levels { .. } => {
                 let e = self.peek()?;
                 if let Children::Levels { bits, .. } = self {
@@ -186,7 +175,6 @@ impl Children {
     fn replace_top(&mut self, e: HeapEntry) {
         match self {
             Children::Heap(h) => h.replace_top(e),
-            Children::Calendar(c) => c.replace_top(e),
             // A child's level does not change.
             Children::Levels { .. } => {}
         }
@@ -198,10 +186,6 @@ impl Children {
             Children::Heap(h) => {
                 let mut h = h.clone();
                 std::iter::from_fn(|| h.pop().map(|e| e.v)).collect()
-            }
-            Children::Calendar(c) => {
-                let mut c = c.clone();
-                std::iter::from_fn(|| c.pop().map(|e| e.v)).collect()
             }
             Children::Levels { bits, by_level } => (0..64)
                 .filter(|l| bits & (1u64 << l) != 0)
@@ -487,8 +471,6 @@ impl HeadEngine {
                     nodes[c as usize].level = l as u8;
                 }
                 Children::Levels { bits: 0, by_level }
-            } else if kids.len() >= CALENDAR_CHILDREN {
-                Children::Calendar(Box::new(BucketQueue::new(kids.len())))
             } else {
                 Children::Heap(MinHeap::default())
             };
