@@ -1,6 +1,7 @@
 //! Live control of a running software NIC: a Unix stream socket speaking one JSON request
 //! line and one JSON answer line (`{"cmd":"stats"}`, `{"cmd":"reload","policy":PATH}`), and
-//! an optional Prometheus text endpoint on a localhost TCP port.
+//! an optional Prometheus text endpoint on a localhost TCP port. The messages are typed in
+//! [`proto`]: a [`Request`] in, a [`Reply`] out.
 //!
 //! The dataplane never blocks on control. Threads of their own accept the connections and
 //! serve them, and do each request's slow part there (a [`Prepare`] hook; a reload's policy
@@ -57,6 +58,10 @@ use weft_core::sched::DropReason;
 
 use crate::iface::Reject;
 use crate::stats::{DataplaneStats, PortStats, Stats, XdpKernelStats, TENANT_DROPS};
+
+pub mod proto;
+
+pub use proto::{Reloaded, Reply, ReplyError, Request, RequestError};
 
 /// Control connections served at once; more wait in a queue of [`CTL_QUEUE`] for one to end.
 pub const MAX_CONNECTIONS: usize = 16;
