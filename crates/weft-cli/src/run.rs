@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use weft_core::policy::{self, LoadOptions};
 use weft_core::sched::DropReason;
 use weft_core::units;
+use weft_nic::ctl::Request;
 use weft_nic::iface::Reject;
 use weft_nic::isolation::{self, Mac};
 use weft_nic::stats::Stats;
@@ -493,7 +494,7 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     Ok(())
 }
 
-fn ask(socket: &std::path::Path, req: Value) -> Result<Value, Fail> {
+fn ask(socket: &std::path::Path, req: Request) -> Result<Value, Fail> {
     let v = ctl::request(socket, &req).map_err(|e| {
         // A path that is not a control socket was given: an input error.
         let code = if e.kind() == std::io::ErrorKind::InvalidInput {
@@ -513,7 +514,7 @@ fn ask(socket: &std::path::Path, req: Value) -> Result<Value, Fail> {
 /// renamed or of another type, as from a `weft run` of another version) is an error naming
 /// the field, not counters taken as 0.
 fn ask_stats(socket: &std::path::Path) -> Result<Stats, Fail> {
-    read_stats(socket, &ask(socket, json!({"cmd": "stats"}))?)
+    read_stats(socket, &ask(socket, Request::Stats)?)
 }
 
 /// [`ask_stats`]'s reading of the answer `v`.
@@ -549,7 +550,7 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
             // are judged against it). Without an answer, at the file's rate: an invalid
             // policy is said before a daemon that is not there. An answer that does not
             // read is an error: the rate would be a guess.
-            let rate = match ask(&socket, json!({"cmd": "stats"})) {
+            let rate = match ask(&socket, Request::Stats) {
                 Ok(v) => Some(read_stats(&socket, &v)?.rate_bps),
                 Err(_) => None,
             };
@@ -568,10 +569,7 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
                 }
             }
             let abs = std::fs::canonicalize(&p).map_err(|e| usage(e.to_string()))?;
-            let v = ask(
-                &socket,
-                json!({"cmd": "reload", "policy": abs.display().to_string()}),
-            )?;
+            let v = ask(&socket, Request::Reload { policy: abs })?;
             // What `weft run` warns of at start, for the new policy and the running tenants.
             for w in v["warnings"].as_array().into_iter().flatten() {
                 crate::out::errln!("warning: {}", w.as_str().unwrap_or_default());
@@ -584,7 +582,7 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
             Ok(())
         }
         CtlCommand::Stop { socket } => {
-            ask(&socket, json!({"cmd": "stop"}))?;
+            ask(&socket, Request::Stop)?;
             crate::out::errln!(
                 "weft ctl: {} stops at its next control poll (about 1 ms), printing its final \
                  stats on its own stdout",

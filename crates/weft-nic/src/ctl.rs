@@ -108,10 +108,21 @@ pub type Payload = Box<dyn std::any::Any + Send>;
 
 /// A request's slow part, run on a control thread before the loop sees it: `Ok(payload)`
 /// sends the request on with `payload`, `Err(answer)` answers it at once (the loop never sees
-/// it). A reload's request carries its client (`peer`, from the kernel) and the server's
-/// `--max-policy-bytes`, both set by the server whatever the client sent: its hook reads
-/// the policy's files with a [`ReloadReader`] of it, which checks them.
-pub type Prepare = Arc<dyn Fn(&Value) -> Result<Option<Payload>, Value> + Send + Sync>;
+/// it). Beside the request it is given its [`Client`] (who sent it, from the kernel, and the
+/// server's `--max-policy-bytes`), which the request cannot set: a reload's hook reads the
+/// policy's files with a [`ReloadReader`] of it, which checks them.
+pub type Prepare = Arc<dyn Fn(&Request, &Client) -> Result<Option<Payload>, Value> + Send + Sync>;
+
+/// Who sent a request, and the bounds the server holds it to: set by the server, never
+/// read from the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Client {
+    /// Its credentials (`SO_PEERCRED`); `None` when the kernel did not say, or for the
+    /// server's own requests (a metrics scrape's `stats`).
+    pub peer: Option<Peer>,
+    /// The most bytes a reload reads for it (`weft run --max-policy-bytes`).
+    pub max_policy_bytes: u64,
+}
 
 /// How the control server guards itself (`weft run --max-policy-bytes`, `--ctl-group`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,7 +226,7 @@ pub fn lookup_group(name: &str) -> io::Result<Group> {
 /// A request on its way to the dataplane, what was prepared for it, and where its answer
 /// goes.
 struct Pending {
-    req: Value,
+    req: Request,
     payload: Option<Payload>,
     reply: SyncSender<Value>,
 }
@@ -407,9 +418,9 @@ impl Server {
     }
 
     /// Answers the requests that have arrived (none waits: without requests this is one
-    /// `try_recv`): `handle` answers a request (a JSON object; the metrics endpoint asks
-    /// `{"cmd":"stats"}`) with what [`Prepare`] made for it.
-    pub fn poll(&self, mut handle: impl FnMut(&Value, Option<Payload>) -> Value) {
+    /// `try_recv`): `handle` answers a request (the metrics endpoint asks
+    /// [`Request::Stats`]) with what [`Prepare`] made for it.
+    pub fn poll(&self, mut handle: impl FnMut(&Request, Option<Payload>) -> Value) {
         while let Ok(p) = self.requests.try_recv() {
             // The connection may have given up waiting: its answer is dropped.
             let _ = p.reply.send(handle(&p.req, p.payload));
@@ -669,21 +680,20 @@ fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
         })
 }
 
-/// Prepares `req` (a reload: [`prepare_reload`]), sends it to the dataplane and waits for
-/// its answer.
-fn ask(sh: &Shared, req: Value) -> Value {
-    let prepared = if req["cmd"] == "reload" && req["policy"].is_string() {
-        prepare_reload(sh, &req)
-    } else {
-        (sh.prepare)(&req)
+/// Prepares `req` from `client` (a reload: [`prepare_reload`]), sends it to the dataplane
+/// and waits for its answer.
+fn ask(sh: &Shared, req: Request, client: &Client) -> Value {
+    let prepared = match &req {
+        Request::Reload { policy } => prepare_reload(sh, policy, &req, client),
+        _ => (sh.prepare)(&req, client),
     };
     match prepared {
         Ok(payload) => ask_loop(sh, req, payload),
         Err(answer) => {
-            if req["cmd"] == "reload" {
+            if let Request::Reload { policy } = &req {
                 // The operator's log says why, as the client was told (redacted the same way).
                 tracing::warn!(
-                    policy = req["policy"].as_str().unwrap_or_default(),
+                    policy = %policy.display(),
                     error = answer["error"].as_str().unwrap_or_default(),
                     "reload refused; the running policy is untouched"
                 );
@@ -694,7 +704,7 @@ fn ask(sh: &Shared, req: Value) -> Value {
 }
 
 /// Sends `req` to the dataplane and waits for its answer.
-fn ask_loop(sh: &Shared, req: Value, payload: Option<Payload>) -> Value {
+fn ask_loop(sh: &Shared, req: Request, payload: Option<Payload>) -> Value {
     let (reply, answer) = mpsc::sync_channel(1);
     if sh
         .to_loop
@@ -712,13 +722,17 @@ fn ask_loop(sh: &Shared, req: Value, payload: Option<Payload>) -> Value {
         .unwrap_or_else(|_| json!({"ok": false, "error": "the dataplane did not answer"}))
 }
 
-/// A reload's slow part, on a thread of its own that the connection waits for at most
-/// [`RELOAD_DEADLINE`]: the [`Prepare`] hook reads its files (through a [`ReloadReader`],
-/// each once) and compiles them; a refusal names the file and the rule, and quotes nothing
-/// of it ([`redact`]).
-fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
+/// A reload's slow part (`req`, of the policy at `path`, from `client`), on a thread of its
+/// own that the connection waits for at most [`RELOAD_DEADLINE`]: the [`Prepare`] hook reads
+/// its files (through a [`ReloadReader`], each once) and compiles them; a refusal names the
+/// file and the rule, and quotes nothing of it ([`redact`]).
+fn prepare_reload(
+    sh: &Shared,
+    path: &Path,
+    req: &Request,
+    client: &Client,
+) -> Result<Option<Payload>, Value> {
     let refuse = |m: String| json!({"ok": false, "error": m});
-    let path = PathBuf::from(req["policy"].as_str().unwrap_or_default());
     if sh.reloads.fetch_add(1, Ordering::SeqCst) >= RELOADS_AT_ONCE {
         sh.reloads.fetch_sub(1, Ordering::SeqCst);
         return Err(refuse(format!(
@@ -730,16 +744,15 @@ fn prepare_reload(sh: &Shared, req: &Value) -> Result<Option<Payload>, Value> {
     let place = Place(sh.reloads.clone());
     let (tx, rx) = mpsc::sync_channel(1);
     let prepare = sh.prepare.clone();
-    let mut req = req.clone();
-    // The server's, whatever the request says (as its `peer` is the kernel's).
-    req[MAX_POLICY_BYTES_KEY] = sh.max_policy_bytes.into();
+    let req = req.clone();
+    let client = *client;
     let spawned = std::thread::Builder::new()
         .name("weft-reload".into())
         .spawn(move || {
             in_place(
                 place,
                 || {
-                    prepare(&req).map_err(|mut answer| {
+                    prepare(&req, &client).map_err(|mut answer| {
                         if let Some(e) = answer["error"].as_str() {
                             answer["error"] = Value::String(redact(e));
                         }
@@ -889,10 +902,7 @@ impl PolicyFileError {
     }
 }
 
-/// Where a reload's request carries the server's `--max-policy-bytes` ([`Prepare`]).
-const MAX_POLICY_BYTES_KEY: &str = "max_policy_bytes";
-
-/// How a reload reads its policy's files, for the request `req` as the server hands it to
+/// How a reload reads its policy's files, for the [`Client`] the server hands
 /// [`Prepare`]: [`ReloadReader::reader`] reads the policy and each sub-policy once, as
 /// [`read_policy_file`] does (regular files only, checked before they are opened and again
 /// on what was opened, with `O_NONBLOCK`: a FIFO cannot hold the open, whenever it replaced
@@ -908,13 +918,11 @@ pub struct ReloadReader {
 }
 
 impl ReloadReader {
-    /// For the reload request `req`: its client (`peer`) and the server's
-    /// `max_policy_bytes`, as the server sets them ([`Prepare`]).
-    pub fn new(req: &Value) -> ReloadReader {
-        let peer = Peer::from_json(&req["peer"]);
-        let limit = req[MAX_POLICY_BYTES_KEY]
-            .as_u64()
-            .unwrap_or(DEFAULT_MAX_POLICY_BYTES);
+    /// For a reload from `client`: only files its `peer` may read, at most its
+    /// `max_policy_bytes` in all.
+    pub fn new(client: &Client) -> ReloadReader {
+        let peer = client.peer;
+        let limit = client.max_policy_bytes;
         let left = Mutex::new(limit);
         let refusals = Arc::new(Mutex::new(Vec::new()));
         let refused = refusals.clone();
@@ -970,15 +978,6 @@ pub struct Peer {
 }
 
 impl Peer {
-    fn from_json(v: &Value) -> Option<Peer> {
-        let n = |k: &str| v[k].as_u64().and_then(|x| u32::try_from(x).ok());
-        Some(Peer {
-            pid: n("pid")?,
-            uid: n("uid")?,
-            gid: n("gid")?,
-        })
-    }
-
     /// Its supplementary groups (`/proc/PID/status`), empty if unknown.
     fn groups(&self) -> Vec<u32> {
         std::fs::read_to_string(format!("/proc/{}/status", self.pid))
@@ -1369,7 +1368,7 @@ fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
                 }
             }
             let asking = Asking(c);
-            let stats = ask_loop(sh, json!({"cmd": "stats"}), None);
+            let stats = ask_loop(sh, Request::Stats, None);
             let text = if stats["ok"] == false {
                 Err(stats["error"].as_str().unwrap_or("no stats").to_string())
             } else {
@@ -1453,20 +1452,13 @@ fn write_within(
     w.flush()
 }
 
-/// A control client's request: the first line of what it sent, as JSON, with `peer` set to
-/// who the kernel says sent it (`peer`), whatever the request claims: a reload reads only
-/// files this client may read itself. A line that is not JSON gets the refusal to answer.
-pub fn request_of(buf: &[u8], peer: Value) -> Result<Value, Value> {
+/// A control client's request: the first line of what it sent, read once into a
+/// [`Request`] ([`Request::from_json`]). A line that is not a request gets the refusal to
+/// answer, naming the command and the field at fault. Who sent it is not part of it: the
+/// server hands the kernel's word beside it ([`Client`]).
+pub fn request_of(buf: &[u8]) -> Result<Request, Value> {
     let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    match serde_json::from_slice::<Value>(line) {
-        Ok(mut req) => {
-            if let Some(obj) = req.as_object_mut() {
-                obj.insert("peer".into(), peer);
-            }
-            Ok(req)
-        }
-        Err(e) => Err(json!({"ok": false, "error": format!("bad request: {e}")})),
-    }
+    Request::from_json(line).map_err(|e| json!({"ok": false, "error": e.to_string()}))
 }
 
 fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
@@ -1476,12 +1468,12 @@ fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
         1 << 20,
         |b| b.contains(&b'\n'),
     )?;
-    let peer = peer_of(&s).map_or(
-        Value::Null,
-        |p| json!({"pid": p.pid, "uid": p.uid, "gid": p.gid}),
-    );
-    let answer = match request_of(&buf, peer) {
-        Ok(req) => ask(sh, req),
+    let client = Client {
+        peer: peer_of(&s),
+        max_policy_bytes: sh.max_policy_bytes,
+    };
+    let answer = match request_of(&buf) {
+        Ok(req) => ask(sh, req, &client),
         Err(answer) => answer,
     };
     let text = format!("{answer}\n");
@@ -1922,18 +1914,25 @@ fn connect_error(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
-/// The client side: sends one request and returns the answer.
-pub fn request(path: &Path, req: &Value) -> io::Result<Value> {
+/// The client side: sends one request and returns the answer. A reload of a path that is
+/// not UTF-8 (JSON cannot carry it) is `InvalidInput`.
+pub fn request(path: &Path, req: &Request) -> io::Result<Value> {
     request_within(path, req, ANSWER_DEADLINE, MAX_ANSWER_BYTES)
 }
 
 /// [`request`] with its deadline and size limit given.
 fn request_within(
     path: &Path,
-    req: &Value,
+    req: &Request,
     answer_deadline: Duration,
     max_answer: usize,
 ) -> io::Result<Value> {
+    let line = serde_json::to_string(req).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot send {}: {e}", req.cmd()),
+        )
+    })?;
     let mut s = UnixStream::connect(path).map_err(|e| connect_error(path, e))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     // Closed unanswered (the server had MAX_CONNECTIONS open and CTL_QUEUE waiting): the
@@ -1962,7 +1961,7 @@ fn request_within(
         _ => e,
     }
     };
-    writeln!(s, "{req}").map_err(closed)?;
+    writeln!(s, "{line}").map_err(closed)?;
     // One line, within the deadline and the size limit in all.
     let deadline = Instant::now() + answer_deadline;
     let mut line = Vec::new();
@@ -2013,7 +2012,7 @@ mod tests {
     use crate::stats::{AfPacketPort, AfXdpPort, NodeStats, ShaperStats, TenantStats};
 
     fn nothing_to_prepare() -> Prepare {
-        Arc::new(|_| Ok(None))
+        Arc::new(|_, _| Ok(None))
     }
 
     fn socket(name: &str) -> PathBuf {
@@ -2028,7 +2027,7 @@ mod tests {
         while !done() {
             server.poll(|req, _| {
                 answered += 1;
-                json!({"ok": true, "cmd": req["cmd"], "answered": answered})
+                json!({"ok": true, "cmd": req.cmd(), "answered": answered})
             });
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -2071,7 +2070,7 @@ mod tests {
             let path = path.clone();
             let dripping = dripping.clone();
             std::thread::spawn(move || {
-                let answer = request(&path, &json!({"cmd": "stats"})).unwrap();
+                let answer = request(&path, &Request::Stats).unwrap();
                 (answer, dripping.load(Ordering::SeqCst))
             })
         };
@@ -2092,23 +2091,23 @@ mod tests {
     #[test]
     fn prepared_work_is_done_off_the_loop() {
         let path = socket("prep");
-        let prepare: Prepare = Arc::new(|req: &Value| match req["cmd"].as_str() {
-            Some("refuse") => Err(json!({"ok": false, "error": "refused before the loop"})),
-            Some("carry") => Ok(Some(Box::new(42u32) as Payload)),
+        let prepare: Prepare = Arc::new(|req: &Request, _: &Client| match req {
+            Request::Stop => Err(json!({"ok": false, "error": "refused before the loop"})),
+            Request::ResetTiming => Ok(Some(Box::new(42u32) as Payload)),
             _ => Ok(None),
         });
         let server = Server::bind(Some(&path), None, prepare).unwrap();
-        let refused = request(&path, &json!({"cmd": "refuse"})).unwrap();
+        let refused = request(&path, &Request::Stop).unwrap();
         assert_eq!(refused["error"], "refused before the loop");
         let carried = {
             let path = path.clone();
-            std::thread::spawn(move || request(&path, &json!({"cmd": "carry"})).unwrap())
+            std::thread::spawn(move || request(&path, &Request::ResetTiming).unwrap())
         };
         let start = Instant::now();
         while !carried.is_finished() {
             server.poll(|req, payload| {
                 let n = payload.and_then(|p| p.downcast::<u32>().ok()).map(|b| *b);
-                json!({"cmd": req["cmd"], "payload": n})
+                json!({"cmd": req.cmd(), "payload": n})
             });
             assert!(start.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(1));
@@ -2221,7 +2220,7 @@ mod tests {
             .collect();
         let waiting = {
             let path = path.clone();
-            std::thread::spawn(move || request(&path, &json!({"cmd": "stats"})))
+            std::thread::spawn(move || request(&path, &Request::Stats))
         };
         // Served once a thread is free: the silent ones' threads end at EOF.
         std::thread::sleep(Duration::from_millis(100));
@@ -2234,7 +2233,7 @@ mod tests {
             .collect();
         // The accepting thread takes connections in order: the next finds every thread busy
         // and the queue full.
-        let Err(refused) = request(&path, &json!({"cmd": "stats"})) else {
+        let Err(refused) = request(&path, &Request::Stats) else {
             panic!("answered with {} silent connections open", silent.len());
         };
         assert!(
@@ -2248,7 +2247,7 @@ mod tests {
         let served = {
             let path = path.clone();
             std::thread::spawn(move || loop {
-                if let Ok(v) = request(&path, &json!({"cmd": "stats"})) {
+                if let Ok(v) = request(&path, &Request::Stats) {
                     return v;
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -2276,7 +2275,7 @@ mod tests {
         assert!(line.contains("bad request"), "{line}");
         let good = {
             let path = path.clone();
-            std::thread::spawn(move || request(&path, &json!({"cmd": "stats"})).unwrap())
+            std::thread::spawn(move || request(&path, &Request::Stats).unwrap())
         };
         poll_until(&server, || good.is_finished());
         assert_eq!(good.join().unwrap()["answered"], 1);
@@ -2393,7 +2392,7 @@ mod tests {
             });
             p
         };
-        let req = json!({"cmd": "stats"});
+        let req = Request::Stats;
         let slow = serve(
             "slow",
             &[b"{", b"\"", b"o", b"k", b"\"", b":", b"1", b"}", b"\n"],
@@ -2609,7 +2608,7 @@ mod tests {
         // The first still answers.
         let asked = std::thread::spawn({
             let live = live.clone();
-            move || request(&live, &json!({"cmd": "stats"})).unwrap()
+            move || request(&live, &Request::Stats).unwrap()
         });
         poll_until(&first, || asked.is_finished());
         assert_eq!(asked.join().unwrap()["ok"], true);
@@ -2640,7 +2639,7 @@ mod tests {
     fn a_client_says_what_is_at_a_path_that_does_not_answer() {
         let file = socket("client-file");
         std::fs::write(&file, "not a socket").unwrap();
-        let e = request(&file, &json!({"cmd": "stats"})).unwrap_err();
+        let e = request(&file, &Request::Stats).unwrap_err();
         std::fs::remove_file(&file).unwrap();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
         assert!(
@@ -2649,7 +2648,7 @@ mod tests {
         );
 
         let dir = std::env::temp_dir();
-        let e = request(&dir, &json!({"cmd": "stats"})).unwrap_err();
+        let e = request(&dir, &Request::Stats).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
         assert!(
             e.to_string()
@@ -2660,14 +2659,14 @@ mod tests {
         let stale = socket("client-stale");
         let _ = std::fs::remove_file(&stale);
         drop(UnixListener::bind(&stale).unwrap());
-        let e = request(&stale, &json!({"cmd": "stats"})).unwrap_err();
+        let e = request(&stale, &Request::Stats).unwrap_err();
         std::fs::remove_file(&stale).unwrap();
         assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}");
         assert!(e.to_string().contains("nothing listens on"), "{e}");
 
         let none = socket("client-none");
         let _ = std::fs::remove_file(&none);
-        let e = request(&none, &json!({"cmd": "stats"})).unwrap_err();
+        let e = request(&none, &Request::Stats).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
         assert!(e.to_string().contains("is `weft run` running?"), "{e}");
     }
@@ -2733,8 +2732,10 @@ mod tests {
         let main_len = std::fs::metadata(&main).unwrap().len();
         let part_len = std::fs::metadata(dir.join("part.yaml")).unwrap().len();
         let load = |limit: u64| {
-            let req = json!({"cmd": "reload", MAX_POLICY_BYTES_KEY: limit});
-            let files = ReloadReader::new(&req);
+            let files = ReloadReader::new(&Client {
+                peer: None,
+                max_policy_bytes: limit,
+            });
             let o = weft_core::policy::LoadOptions {
                 reader: Some(files.reader()),
                 ..Default::default()

@@ -318,9 +318,10 @@ impl Port for PacketSocket {
         self.link.up()
     }
 }
+use crate::ctl::{self, Request};
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
 use crate::timing::Hist;
-use crate::{clock, ctl, parse};
+use crate::{clock, parse};
 
 /// Bytes per pool buffer (frames longer than this are dropped as `oversize`).
 pub const BUF_BYTES: usize = 2048;
@@ -1004,7 +1005,7 @@ type Reloaded = (Arc<Program>, FastEngine);
 fn prepare_reload(
     cfg: &Config,
     classes: u32,
-    path: &str,
+    path: &std::path::Path,
     files: &ctl::ReloadReader,
 ) -> Result<Reloaded, Value> {
     let mut o = cfg.load.clone();
@@ -1012,7 +1013,7 @@ fn prepare_reload(
     o.reader = Some(files.reader());
     // The client may not be allowed to read the files: nothing of them in the answer.
     let prog = Arc::new(
-        policy::load(std::path::Path::new(path), &o)
+        policy::load(path, &o)
             .map_err(|e| json!({"ok": false, "error": files.client_error(&e)}))?,
     );
     if prog.leaves.len() as u32 > classes {
@@ -1154,15 +1155,12 @@ fn loop_ports(
     // thread; the loop only swaps it in.
     let prepare: ctl::Prepare = {
         let cfg = cfg.clone();
-        Arc::new(move |req: &Value| {
-            if req["cmd"] != "reload" {
+        Arc::new(move |req: &Request, client: &ctl::Client| {
+            let Request::Reload { policy } = req else {
                 return Ok(None);
-            }
-            let Some(path) = req["policy"].as_str() else {
-                return Err(json!({"ok": false, "error": "reload needs \"policy\": PATH"}));
             };
-            let files = ctl::ReloadReader::new(req);
-            let p: ctl::Payload = Box::new(prepare_reload(&cfg, classes, path, &files)?);
+            let files = ctl::ReloadReader::new(client);
+            let p: ctl::Payload = Box::new(prepare_reload(&cfg, classes, policy, &files)?);
             Ok(Some(p))
         })
     };
@@ -1317,12 +1315,9 @@ fn loop_ports(
         }
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
-            server.poll(|req, payload| match req["cmd"].as_str() {
-                Some("stats") => {
-                    let ports = port_stats(&tenants, &*uplink);
-                    answer(&st.stats(now, ports, server.dropped()))
-                }
-                _ => st.handle(req, payload, now),
+            server.poll(|req, payload| {
+                let ports = || port_stats(&tenants, &*uplink);
+                st.handle(req, payload, now, ports, server.dropped())
             });
             if now >= next_sample_ps {
                 next_sample_ps = now + 1_000_000_000_000;
@@ -2281,27 +2276,30 @@ impl State {
                "warnings": warnings})
     }
 
-    /// Answers a control request other than `stats` ([`State::stats`]: it needs the
-    /// ports); `payload`: what the control thread prepared for it (a reload's
-    /// [`Reloaded`]).
-    fn handle(&mut self, req: &Value, payload: Option<ctl::Payload>, now: u64) -> Value {
-        match req["cmd"].as_str() {
-            Some("reload") => match payload.and_then(|p| p.downcast::<Reloaded>().ok()) {
+    /// Answers a control request; `payload`: what the control thread prepared for it (a
+    /// reload's [`Reloaded`]); `ports` and `dropped`: what `stats` answers of the ports and
+    /// the control server ([`State::stats`]).
+    fn handle(
+        &mut self,
+        req: &Request,
+        payload: Option<ctl::Payload>,
+        now: u64,
+        ports: impl FnOnce() -> Vec<PortStats>,
+        dropped: ctl::DroppedConnections,
+    ) -> Value {
+        match req {
+            Request::Stats => answer(&self.stats(now, ports(), dropped)),
+            Request::Reload { .. } => match payload.and_then(|p| p.downcast::<Reloaded>().ok()) {
                 Some(r) => self.reload(*r, now),
-                None => {
-                    json!({"ok": false, "error": "reload: nothing prepared (reload needs \"policy\": PATH)"})
-                }
+                None => json!({"ok": false, "error": "reload: nothing prepared"}),
             },
-            Some("reset_timing") => {
+            Request::ResetTiming => {
                 self.timing.clear();
                 json!({"ok": true})
             }
-            Some("stop") => {
+            Request::Stop => {
                 request_stop();
                 json!({"ok": true})
-            }
-            _ => {
-                json!({"ok": false, "error": "unknown command (stats, reload, reset_timing, stop)"})
             }
         }
     }

@@ -5,11 +5,11 @@
 //!
 //! Each checks what must hold whatever the input: no panic; the checksum completion changes
 //! at most the two bytes of one checksum field, and only when it says it did; a control
-//! request's `peer` is the kernel's, whatever the request claims; and a refused reload's
-//! answer quotes nothing of the policy file. Cost: a copy of the input per call; for
+//! request line reads into a typed request that is sent back as it was read, or into a
+//! short refusal; and a refused reload's answer quotes nothing of the policy file. Cost: a copy of the input per call; for
 //! fuzzing and tests only.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::ctl;
 use crate::isolation::MacTable;
@@ -45,17 +45,19 @@ pub fn frame(data: &[u8]) {
 }
 
 /// Bytes a control client sends, through what the daemon does with them before a request
-/// reaches the dataplane: the request line's parse and the kernel's peer put in it
-/// ([`ctl::request_of`]); then the same bytes as a policy file a reload names (every `@`
+/// reaches the dataplane: the request line's parse ([`ctl::request_of`]: a request reads
+/// back from its own wire form as itself; a refusal is short); then the same bytes as a policy file a reload names (every `@`
 /// a canary), whose compiler error a client receives as a refused reload answers it
 /// ([`ctl::client_error`]): the answer must not quote the file.
 pub fn control(data: &[u8]) {
-    let peer = json!({"pid": 1, "uid": 1000, "gid": 1000});
-    match ctl::request_of(data, peer.clone()) {
+    match ctl::request_of(data) {
         Ok(req) => {
-            if let Some(obj) = req.as_object() {
-                assert_eq!(obj.get("peer"), Some(&peer), "a request chose its own peer");
-            }
+            let text = serde_json::to_string(&req).expect("a request read from JSON writes");
+            assert_eq!(
+                ctl::Request::from_json(text.as_bytes()),
+                Ok(req),
+                "read back from {text}"
+            );
         }
         Err(answer) => {
             assert_eq!(answer["ok"], Value::Bool(false), "a refusal that says ok");
@@ -86,17 +88,23 @@ mod tests {
     /// A small valid policy for [`policies_with_a_secret`] to break.
     const SAMPLE: &str = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, match: {tag: 1}}\n  - {name: b, type: leaf, parent: root, weight: 2, match: {dst: 10.0.0.0/8}}\n";
 
-    /// A request's own `peer` is replaced by the kernel's; a bad line is refused.
+    /// What a request says of its client (`peer`) or of the server's limits is not read:
+    /// the server hands both beside the request, from the kernel and its flags. A bad line
+    /// is refused.
     #[test]
-    fn a_request_cannot_choose_its_peer() {
-        let peer = json!({"pid": 7, "uid": 0, "gid": 0});
+    fn a_request_cannot_choose_its_client() {
         let req = ctl::request_of(
-            b"{\"cmd\": \"reload\", \"peer\": {\"uid\": 0}}\n",
-            peer.clone(),
+            b"{\"cmd\": \"reload\", \"policy\": \"/p.yaml\", \"peer\": {\"uid\": 0}, \
+              \"max_policy_bytes\": 1e12}\n",
         )
         .unwrap();
-        assert_eq!(req["peer"], peer);
-        assert!(ctl::request_of(b"not json\n", peer).is_err());
+        assert_eq!(
+            req,
+            ctl::Request::Reload {
+                policy: "/p.yaml".into()
+            }
+        );
+        assert!(ctl::request_of(b"not json\n").is_err());
     }
 
     fn tcp4() -> Vec<u8> {

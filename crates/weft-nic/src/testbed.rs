@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::ctl::Request;
+
 /// A command's failure.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -1087,7 +1089,7 @@ fn setup(
             }
             let d = Child::spawn(&mut c)?;
             let t = Instant::now();
-            while crate::ctl::request(sock, &json!({"cmd": "stats"})).is_err() {
+            while crate::ctl::request(sock, &Request::Stats).is_err() {
                 if t.elapsed() > Duration::from_secs(10) {
                     return Err(TestbedError("weft run did not start within 10 s".into()));
                 }
@@ -1188,7 +1190,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         });
     }
     // The timeline: counters at the start and end of the measured window; a reload halfway.
-    let ask = |req: Value| crate::ctl::request(&sock, &req).unwrap_or(Value::Null);
+    let ask = |req: Request| crate::ctl::request(&sock, &req).unwrap_or(Value::Null);
     let at = |s: f64| {
         let d = Duration::from_secs_f64(s).saturating_sub(t0.elapsed());
         std::thread::sleep(d);
@@ -1198,7 +1200,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     if daemon.is_some() {
         at((lead + exp.warmup_s) as f64 + 0.2);
         let ta = t0.elapsed().as_secs_f64();
-        snaps.0 = ask(json!({"cmd": "stats"}));
+        snaps.0 = ask(Request::Stats);
         if let Some(w) = &exp.reload_weights {
             at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
             let bad = out.join(format!("{}-invalid.yaml", exp.name));
@@ -1206,13 +1208,13 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
             let _ = std::fs::write(&bad, exp.policy_with(&[1, 0]));
             let _ = std::fs::write(&good, exp.policy_with(w));
             let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
-            let r1 = ask(json!({"cmd": "reload", "policy": abs(&bad).display().to_string()}));
-            let g1 = ask(json!({"cmd": "stats"}))["generation"].clone();
-            let r2 = ask(json!({"cmd": "reload", "policy": abs(&good).display().to_string()}));
+            let r1 = ask(Request::Reload { policy: abs(&bad) });
+            let g1 = ask(Request::Stats)["generation"].clone();
+            let r2 = ask(Request::Reload { policy: abs(&good) });
             reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
         }
         at((lead + exp.warmup_s + exp.seconds) as f64 - 0.2);
-        snaps.1 = ask(json!({"cmd": "stats"}));
+        snaps.1 = ask(Request::Stats);
         snaps.2 = t0.elapsed().as_secs_f64() - ta;
     }
     let mut tenants = Vec::new();
@@ -1272,7 +1274,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     if let Some(mut d) = daemon {
         // Traffic is over: let the NIC drain, so its counters balance exactly.
         std::thread::sleep(Duration::from_millis(300));
-        stats = crate::ctl::request(&sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
+        stats = crate::ctl::request(&sock, &Request::Stats).unwrap_or(Value::Null);
         d.stop(Duration::from_secs(3));
     }
     drop(servers);
@@ -1695,7 +1697,7 @@ fn weft_stats(daemon: bool, sock: &Path) -> Value {
     if !daemon {
         return Value::Null;
     }
-    crate::ctl::request(sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null)
+    crate::ctl::request(sock, &Request::Stats).unwrap_or(Value::Null)
 }
 
 /// (bytes, packets) received on `dev` in namespace `ns`.
@@ -1991,10 +1993,10 @@ fn run_latency(
     // weft's timing histograms of the idle phase; then a fresh start for the loaded one.
     let timing_idle = match daemon {
         Some(_) => {
-            let t = crate::ctl::request(sock, &json!({"cmd": "stats"}))
+            let t = crate::ctl::request(sock, &Request::Stats)
                 .map(|s| s["timing"].clone())
                 .unwrap_or(Value::Null);
-            let _ = crate::ctl::request(sock, &json!({"cmd": "reset_timing"}));
+            let _ = crate::ctl::request(sock, &Request::ResetTiming);
             t
         }
         None => Value::Null,
@@ -2025,7 +2027,7 @@ fn run_latency(
     let foreign_loaded = cpu.stop();
     let stats = match daemon {
         Some(mut d) => {
-            let s = crate::ctl::request(sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
+            let s = crate::ctl::request(sock, &Request::Stats).unwrap_or(Value::Null);
             d.stop(Duration::from_secs(3));
             s
         }
@@ -2551,7 +2553,7 @@ pub fn bench(
                         .stderr(Stdio::null());
                     let d = Child::spawn(&mut c)?;
                     let t = Instant::now();
-                    while crate::ctl::request(&sock, &json!({"cmd": "stats"})).is_err() {
+                    while crate::ctl::request(&sock, &Request::Stats).is_err() {
                         if t.elapsed() > Duration::from_secs(10) {
                             return Err(TestbedError("weft run did not start".into()));
                         }
@@ -2607,8 +2609,7 @@ pub fn bench(
             let fwd = rx_packets(&rx, "eth0").saturating_sub(before);
             let stats = match daemon.as_mut() {
                 Some(d) => {
-                    let s =
-                        crate::ctl::request(&sock, &json!({"cmd": "stats"})).unwrap_or(Value::Null);
+                    let s = crate::ctl::request(&sock, &Request::Stats).unwrap_or(Value::Null);
                     d.stop(Duration::from_secs(3));
                     s
                 }

@@ -24,7 +24,7 @@ use common::TempDir;
 use serde_json::{json, Value};
 use weft_core::policy::LoadOptions;
 use weft_nic::afpacket::RingVersion;
-use weft_nic::ctl;
+use weft_nic::ctl::{self, Request};
 use weft_nic::dataplane::{self, Port};
 
 /// A port that never receives and takes every frame.
@@ -106,12 +106,14 @@ impl Daemon {
 
     /// `request` on a thread, so that a test still ends (and says so) if no answer comes:
     /// the answer and how long it took.
-    fn ask(&self, req: Value) -> (Result<Value, String>, Duration) {
+    fn ask(&self, req: Request) -> (Result<Value, String>, Duration) {
         ask(&self.sock, req)
     }
 
     fn reload(&self, path: &Path) -> (Result<Value, String>, Duration) {
-        self.ask(json!({"cmd": "reload", "policy": path.display().to_string()}))
+        self.ask(Request::Reload {
+            policy: path.to_path_buf(),
+        })
     }
 }
 
@@ -125,7 +127,7 @@ impl Drop for Daemon {
 }
 
 /// One control request and how long its answer took (`ctl::request` gives up after 10 s).
-fn ask(sock: &Path, req: Value) -> (Result<Value, String>, Duration) {
+fn ask(sock: &Path, req: Request) -> (Result<Value, String>, Duration) {
     let start = Instant::now();
     let a = ctl::request(sock, &req).map_err(|e| e.to_string());
     (a, start.elapsed())
@@ -211,7 +213,7 @@ fn dev_zero_in_a_capped_process() {
     }
     let d = Daemon::start("zero", false);
     // Settled: the control threads exist, their first allocations made.
-    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    let (a, _) = d.ask(Request::Stats);
     a.unwrap();
     let before = rss_kib();
     let (a, took) = d.reload(Path::new("/dev/zero"));
@@ -227,7 +229,7 @@ fn dev_zero_in_a_capped_process() {
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
     assert!(grew < 32 * 1024, "the daemon grew by {grew} KiB");
     // And it still serves.
-    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    let (a, _) = d.ask(Request::Stats);
     assert_eq!(a.unwrap()["policy"], "two");
 }
 
@@ -308,7 +310,7 @@ fn a_fifo_is_refused_by_name_and_the_next_request_is_served() {
         "{e}"
     );
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
-    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    let (a, _) = d.ask(Request::Stats);
     assert_eq!(a.expect("stats answered")["policy"], "two");
 
     let attaching = d.dir.0.join("attaching.yaml");
@@ -329,7 +331,7 @@ fn a_fifo_is_refused_by_name_and_the_next_request_is_served() {
         "{e}"
     );
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
-    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    let (a, _) = d.ask(Request::Stats);
     assert_eq!(a.expect("stats answered")["policy"], "two");
 }
 
@@ -372,7 +374,7 @@ fn attach_overrides_are_read_through_the_daemons_reader() {
         "{e}"
     );
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
-    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    let (a, _) = d.ask(Request::Stats);
     assert_eq!(
         a.unwrap()["generation"],
         2,
@@ -442,7 +444,7 @@ fn a_reload_error_names_the_file_but_never_quotes_it() {
         }
     }
     // Still running its policy.
-    let (a, _) = d.ask(json!({"cmd": "stats"}));
+    let (a, _) = d.ask(Request::Stats);
     assert_eq!(a.unwrap()["policy"], "two");
 }
 
@@ -465,7 +467,9 @@ fn back_to_back_reloads_are_never_refused_for_places() {
             std::thread::spawn(move || {
                 for i in 0..300 {
                     let file = if i % 2 == 0 { &good } else { &bad };
-                    let req = json!({"cmd": "reload", "policy": file.display().to_string()});
+                    let req = Request::Reload {
+                        policy: file.clone(),
+                    };
                     let a = ask(&sock, req)
                         .0
                         .map_err(|e| format!("client {c}, #{i}: {e}"))?;
@@ -488,8 +492,8 @@ fn back_to_back_reloads_are_never_refused_for_places() {
 fn serve(server: ctl::Server, quit: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !quit.load(Ordering::Relaxed) {
-            server.poll(|req, _| match req["cmd"].as_str() {
-                Some("stop") => {
+            server.poll(|req, _| match req {
+                Request::Stop => {
                     quit.store(true, Ordering::Relaxed);
                     json!({"ok": true})
                 }
@@ -507,7 +511,7 @@ fn serve(server: ctl::Server, quit: Arc<AtomicBool>) -> std::thread::JoinHandle<
 fn stop_is_answered_with_64_idle_metrics_connections_open() {
     let dir = TempDir::new("idle");
     let sock = dir.0.join("ctl.sock");
-    let prepare: ctl::Prepare = Arc::new(|_| Ok(None));
+    let prepare: ctl::Prepare = Arc::new(|_, _| Ok(None));
     let server = ctl::Server::bind(Some(&sock), Some("127.0.0.1:0"), prepare).unwrap();
     let addr = server.metrics_addr().unwrap();
     let quit = Arc::new(AtomicBool::new(false));
@@ -516,7 +520,7 @@ fn stop_is_answered_with_64_idle_metrics_connections_open() {
     // Let the metrics thread take them all (not an assertion: only so the control request
     // comes after them).
     std::thread::sleep(Duration::from_millis(300));
-    let (a, took) = ask(&sock, json!({"cmd": "stop"}));
+    let (a, took) = ask(&sock, Request::Stop);
     drop(idle);
     let stopped = a.map(|a| a["ok"] == true);
     quit.store(true, Ordering::Relaxed);
@@ -596,12 +600,12 @@ fn connections_closed_unanswered_are_counted_in_stats_and_metrics() {
         .collect();
     // The accepting thread takes connections in order: this one finds every thread busy
     // and the queue full.
-    let (refused, _) = d.ask(json!({"cmd": "stats"}));
+    let (refused, _) = d.ask(Request::Stats);
     assert!(refused.is_err(), "answered: {refused:?}");
     drop(silent);
     let start = Instant::now();
     let stats = loop {
-        if let (Ok(v), _) = d.ask(json!({"cmd": "stats"})) {
+        if let (Ok(v), _) = d.ask(Request::Stats) {
             break v;
         }
         assert!(
@@ -639,7 +643,7 @@ fn connections_closed_unanswered_are_counted_in_stats_and_metrics() {
 fn the_control_socket_is_not_world_writable() {
     let dir = TempDir::new("mode");
     let sock = dir.0.join("ctl.sock");
-    let prepare: ctl::Prepare = Arc::new(|_| Ok(None));
+    let prepare: ctl::Prepare = Arc::new(|_, _| Ok(None));
     let server = ctl::Server::bind(Some(&sock), None, prepare).unwrap();
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o660, "mode {mode:o}");

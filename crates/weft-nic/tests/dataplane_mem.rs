@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use weft_core::policy::LoadOptions;
 use weft_nic::afpacket::RingVersion;
+use weft_nic::ctl::{self, Request};
 use weft_nic::dataplane::{self, Port};
-use weft_nic::{ctl, parse};
+use weft_nic::parse;
 
 /// Every send of every port, numbered in the order they happened (across ports).
 static SENDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -193,7 +194,7 @@ impl Running {
     }
 
     fn stats(&self) -> Value {
-        ctl::request(&self.sock, &json!({"cmd": "stats"})).unwrap()
+        ctl::request(&self.sock, &Request::Stats).unwrap()
     }
 
     /// Waits (bounded) until every received frame is accounted for and nothing is held.
@@ -397,11 +398,23 @@ fn reload_refuses_invalid_and_swaps_valid_without_loss() {
     r.inject(1, (0..300u16).map(|i| tcp(2, 4000 + i % 5, 800)));
     let bad = r.dir.join("bad.yaml");
     std::fs::write(&bad, "weft: 1\nnodes:\n  - {name: root, type: wfq\n").unwrap();
-    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": bad})).unwrap();
+    let a = ctl::request(
+        &r.sock,
+        &Request::Reload {
+            policy: bad.clone(),
+        },
+    )
+    .unwrap();
     assert_eq!(a["ok"], false, "{a}");
     assert_eq!(r.stats()["generation"], 1);
     let good = policy(&r.dir, "p2.yaml", 3);
-    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": good})).unwrap();
+    let a = ctl::request(
+        &r.sock,
+        &Request::Reload {
+            policy: good.clone(),
+        },
+    )
+    .unwrap();
     assert_eq!(a["ok"], true, "{a}");
     assert_eq!(a["generation"], 2);
     r.inject(0, (0..200u16).map(|i| tcp(1, 3000 + i % 5, 800)));
@@ -438,7 +451,13 @@ fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
         "weft: 1\nname: only3\nnodes:\n  - {name: root, type: wfq}\n  - {name: c, type: leaf, parent: root, match: {tenant: 3}}\n",
     )
     .unwrap();
-    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": only3})).unwrap();
+    let a = ctl::request(
+        &r.sock,
+        &Request::Reload {
+            policy: only3.clone(),
+        },
+    )
+    .unwrap();
     assert_eq!(a["ok"], true, "{a}");
     let w: Vec<&str> = a["warnings"]
         .as_array()
@@ -457,7 +476,13 @@ fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
         "{w:?}"
     );
     let good = policy(&r.dir, "p2.yaml", 3);
-    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": good})).unwrap();
+    let a = ctl::request(
+        &r.sock,
+        &Request::Reload {
+            policy: good.clone(),
+        },
+    )
+    .unwrap();
     assert_eq!(a["warnings"], json!([]), "{a}");
 }
 
@@ -1120,7 +1145,13 @@ fn packets_of(s: &Value, node: &str, class: &str) -> (Option<u64>, Option<u64>) 
 }
 
 fn reload(r: &Running, policy: &std::path::Path) {
-    let a = ctl::request(&r.sock, &json!({"cmd": "reload", "policy": policy})).unwrap();
+    let a = ctl::request(
+        &r.sock,
+        &Request::Reload {
+            policy: policy.to_path_buf(),
+        },
+    )
+    .unwrap();
     assert_eq!(a["ok"], true, "{a}");
 }
 
