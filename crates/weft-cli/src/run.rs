@@ -6,11 +6,11 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde_json::Value;
 use weft_core::policy::{self, LoadOptions};
 use weft_core::sched::DropReason;
 use weft_core::units;
-use weft_nic::ctl::Request;
+use weft_nic::ctl::{Reply, Request};
 use weft_nic::iface::Reject;
 use weft_nic::isolation::{self, Mac};
 use weft_nic::stats::Stats;
@@ -494,40 +494,31 @@ fn run(a: RunArgs) -> Result<(), Fail> {
     Ok(())
 }
 
-fn ask(socket: &std::path::Path, req: Request) -> Result<Value, Fail> {
-    let v = ctl::request(socket, &req).map_err(|e| {
+/// The daemon's reply to `req`: a refusal is exit 2 with the daemon's reason; no answer,
+/// or one that does not read as the reply to `req` (a field missing, renamed or of another
+/// type, as from a `weft run` of another version: [`ctl::ReplyError`], naming the field),
+/// exit 1; a path that is not a control socket, exit 2.
+fn ask(socket: &std::path::Path, req: Request) -> Result<Reply, Fail> {
+    match ctl::request(socket, &req) {
+        Ok(Reply::Refused(e)) => Err((2, e)),
+        Ok(reply) => Ok(reply),
         // A path that is not a control socket was given: an input error.
-        let code = if e.kind() == std::io::ErrorKind::InvalidInput {
-            2
-        } else {
-            1
-        };
-        (code, e.to_string())
-    })?;
-    if v["ok"] == json!(false) {
-        return Err((2, v["error"].as_str().unwrap_or("refused").to_string()));
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err((2, e.to_string())),
+        Err(e) => Err((1, e.to_string())),
     }
-    Ok(v)
 }
 
-/// The daemon's stats, read as [`Stats`]: an answer that does not read (a field missing,
-/// renamed or of another type, as from a `weft run` of another version) is an error naming
-/// the field, not counters taken as 0.
+/// The daemon's stats ([`ask`]): never counters taken as 0 from an answer that does not
+/// read.
 fn ask_stats(socket: &std::path::Path) -> Result<Stats, Fail> {
-    read_stats(socket, &ask(socket, Request::Stats)?)
-}
-
-/// [`ask_stats`]'s reading of the answer `v`.
-fn read_stats(socket: &std::path::Path, v: &Value) -> Result<Stats, Fail> {
-    Stats::from_json(v).map_err(|e| {
-        (
+    match ask(socket, Request::Stats)? {
+        Reply::Stats(s) => Ok(*s),
+        // Cannot be: `ctl::request` reads a stats answer as stats or a refusal.
+        _ => Err((
             1,
-            format!(
-                "{}: the daemon's stats do not read as this weft's: {e}",
-                socket.display()
-            ),
-        )
-    })
+            format!("{}: answered stats with another reply", socket.display()),
+        )),
+    }
 }
 
 fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
@@ -550,9 +541,12 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
             // are judged against it). Without an answer, at the file's rate: an invalid
             // policy is said before a daemon that is not there. An answer that does not
             // read is an error: the rate would be a guess.
-            let rate = match ask(&socket, Request::Stats) {
-                Ok(v) => Some(read_stats(&socket, &v)?.rate_bps),
-                Err(_) => None,
+            let rate = match ctl::request(&socket, &Request::Stats) {
+                Ok(Reply::Stats(s)) => Some(s.rate_bps),
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Err((1, e.to_string()))
+                }
+                _ => None,
             };
             let opts = LoadOptions {
                 link_rate_bps: rate,
@@ -569,15 +563,17 @@ fn ctl_cmd(c: CtlCommand) -> Result<(), Fail> {
                 }
             }
             let abs = std::fs::canonicalize(&p).map_err(|e| usage(e.to_string()))?;
-            let v = ask(&socket, Request::Reload { policy: abs })?;
+            let Reply::Reloaded(r) = ask(&socket, Request::Reload { policy: abs })? else {
+                return Err((1, format!("{}: not a reload's answer", socket.display())));
+            };
             // What `weft run` warns of at start, for the new policy and the running tenants.
-            for w in v["warnings"].as_array().into_iter().flatten() {
-                crate::out::errln!("warning: {}", w.as_str().unwrap_or_default());
+            for w in &r.warnings {
+                crate::out::errln!("warning: {w}");
             }
             crate::out::outln!(
                 "reloaded: policy {} (generation {})",
-                v["policy"].as_str().unwrap_or("?"),
-                v["generation"]
+                r.policy,
+                r.generation
             )?;
             Ok(())
         }
@@ -1009,6 +1005,7 @@ fn throughput_chart(report: &Value) -> Option<String> {
 #[cfg(test)]
 mod chart_tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn throughput_chart_has_a_line_per_scheduler_and_tenant() {

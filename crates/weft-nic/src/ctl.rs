@@ -51,7 +51,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use weft_core::policy::parse::{self, Kind};
 use weft_core::policy::Rule;
 use weft_core::sched::DropReason;
@@ -111,7 +111,7 @@ pub type Payload = Box<dyn std::any::Any + Send>;
 /// it). Beside the request it is given its [`Client`] (who sent it, from the kernel, and the
 /// server's `--max-policy-bytes`), which the request cannot set: a reload's hook reads the
 /// policy's files with a [`ReloadReader`] of it, which checks them.
-pub type Prepare = Arc<dyn Fn(&Request, &Client) -> Result<Option<Payload>, Value> + Send + Sync>;
+pub type Prepare = Arc<dyn Fn(&Request, &Client) -> Result<Option<Payload>, Reply> + Send + Sync>;
 
 /// Who sent a request, and the bounds the server holds it to: set by the server, never
 /// read from the request.
@@ -228,7 +228,7 @@ pub fn lookup_group(name: &str) -> io::Result<Group> {
 struct Pending {
     req: Request,
     payload: Option<Payload>,
-    reply: SyncSender<Value>,
+    reply: SyncSender<Reply>,
 }
 
 /// What the accepting and serving threads share.
@@ -420,7 +420,7 @@ impl Server {
     /// Answers the requests that have arrived (none waits: without requests this is one
     /// `try_recv`): `handle` answers a request (the metrics endpoint asks
     /// [`Request::Stats`]) with what [`Prepare`] made for it.
-    pub fn poll(&self, mut handle: impl FnMut(&Request, Option<Payload>) -> Value) {
+    pub fn poll(&self, mut handle: impl FnMut(&Request, Option<Payload>) -> Reply) {
         while let Ok(p) = self.requests.try_recv() {
             // The connection may have given up waiting: its answer is dropped.
             let _ = p.reply.send(handle(&p.req, p.payload));
@@ -682,7 +682,7 @@ fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
 
 /// Prepares `req` from `client` (a reload: [`prepare_reload`]), sends it to the dataplane
 /// and waits for its answer.
-fn ask(sh: &Shared, req: Request, client: &Client) -> Value {
+fn ask(sh: &Shared, req: Request, client: &Client) -> Reply {
     let prepared = match &req {
         Request::Reload { policy } => prepare_reload(sh, policy, &req, client),
         _ => (sh.prepare)(&req, client),
@@ -694,7 +694,7 @@ fn ask(sh: &Shared, req: Request, client: &Client) -> Value {
                 // The operator's log says why, as the client was told (redacted the same way).
                 tracing::warn!(
                     policy = %policy.display(),
-                    error = answer["error"].as_str().unwrap_or_default(),
+                    error = answer.error().unwrap_or_default(),
                     "reload refused; the running policy is untouched"
                 );
             }
@@ -704,7 +704,7 @@ fn ask(sh: &Shared, req: Request, client: &Client) -> Value {
 }
 
 /// Sends `req` to the dataplane and waits for its answer.
-fn ask_loop(sh: &Shared, req: Request, payload: Option<Payload>) -> Value {
+fn ask_loop(sh: &Shared, req: Request, payload: Option<Payload>) -> Reply {
     let (reply, answer) = mpsc::sync_channel(1);
     if sh
         .to_loop
@@ -715,11 +715,11 @@ fn ask_loop(sh: &Shared, req: Request, payload: Option<Payload>) -> Value {
         })
         .is_err()
     {
-        return json!({"ok": false, "error": "the dataplane is stopping"});
+        return Reply::refused("the dataplane is stopping");
     }
     answer
         .recv_timeout(ANSWER_WAIT)
-        .unwrap_or_else(|_| json!({"ok": false, "error": "the dataplane did not answer"}))
+        .unwrap_or_else(|_| Reply::refused("the dataplane did not answer"))
 }
 
 /// A reload's slow part (`req`, of the policy at `path`, from `client`), on a thread of its
@@ -731,8 +731,8 @@ fn prepare_reload(
     path: &Path,
     req: &Request,
     client: &Client,
-) -> Result<Option<Payload>, Value> {
-    let refuse = |m: String| json!({"ok": false, "error": m});
+) -> Result<Option<Payload>, Reply> {
+    let refuse = Reply::Refused;
     if sh.reloads.fetch_add(1, Ordering::SeqCst) >= RELOADS_AT_ONCE {
         sh.reloads.fetch_sub(1, Ordering::SeqCst);
         return Err(refuse(format!(
@@ -752,11 +752,9 @@ fn prepare_reload(
             in_place(
                 place,
                 || {
-                    prepare(&req, &client).map_err(|mut answer| {
-                        if let Some(e) = answer["error"].as_str() {
-                            answer["error"] = Value::String(redact(e));
-                        }
-                        answer
+                    prepare(&req, &client).map_err(|answer| match answer {
+                        Reply::Refused(e) => Reply::Refused(redact(&e)),
+                        other => other,
                     })
                 },
                 |r| {
@@ -1368,18 +1366,14 @@ fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
                 }
             }
             let asking = Asking(c);
-            let stats = ask_loop(sh, Request::Stats, None);
-            let text = if stats["ok"] == false {
-                Err(stats["error"].as_str().unwrap_or("no stats").to_string())
-            } else {
-                match Stats::from_json(&stats) {
-                    Ok(stats) => {
-                        let text: Arc<str> = Arc::from(prometheus(&stats));
-                        lock(&c.state).latest = Some((Instant::now(), text.clone()));
-                        Ok(text)
-                    }
-                    Err(e) => Err(format!("the dataplane's stats do not read: {e}")),
+            let text = match ask_loop(sh, Request::Stats, None) {
+                Reply::Stats(stats) => {
+                    let text: Arc<str> = Arc::from(prometheus(&stats));
+                    lock(&c.state).latest = Some((Instant::now(), text.clone()));
+                    Ok(text)
                 }
+                Reply::Refused(e) => Err(e),
+                _ => Err("the dataplane answered stats with something else".into()),
             };
             drop(asking);
             return text;
@@ -1456,9 +1450,9 @@ fn write_within(
 /// [`Request`] ([`Request::from_json`]). A line that is not a request gets the refusal to
 /// answer, naming the command and the field at fault. Who sent it is not part of it: the
 /// server hands the kernel's word beside it ([`Client`]).
-pub fn request_of(buf: &[u8]) -> Result<Request, Value> {
+pub fn request_of(buf: &[u8]) -> Result<Request, Reply> {
     let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    Request::from_json(line).map_err(|e| json!({"ok": false, "error": e.to_string()}))
+    Request::from_json(line).map_err(|e| Reply::Refused(e.to_string()))
 }
 
 fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
@@ -1476,7 +1470,8 @@ fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
         Ok(req) => ask(sh, req, &client),
         Err(answer) => answer,
     };
-    let text = format!("{answer}\n");
+    // Cannot fail: every map's keys are strings.
+    let text = serde_json::to_string(&answer).unwrap_or_default() + "\n";
     write_within(&s, |t| s.set_write_timeout(Some(t)), &[text.as_bytes()])
 }
 
@@ -1914,9 +1909,12 @@ fn connect_error(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
-/// The client side: sends one request and returns the answer. A reload of a path that is
-/// not UTF-8 (JSON cannot carry it) is `InvalidInput`.
-pub fn request(path: &Path, req: &Request) -> io::Result<Value> {
+/// The client side: sends one request and returns the answer, read as the reply to `req`
+/// ([`Reply::read`]; a refusal is [`Reply::Refused`]). An answer that is not JSON, or does
+/// not read as that reply (a field missing or of another type: [`ReplyError`], naming
+/// it), is `InvalidData`; a reload of a path that is not UTF-8 (JSON cannot carry it) is
+/// `InvalidInput`.
+pub fn request(path: &Path, req: &Request) -> io::Result<Reply> {
     request_within(path, req, ANSWER_DEADLINE, MAX_ANSWER_BYTES)
 }
 
@@ -1926,7 +1924,7 @@ fn request_within(
     req: &Request,
     answer_deadline: Duration,
     max_answer: usize,
-) -> io::Result<Value> {
+) -> io::Result<Reply> {
     let line = serde_json::to_string(req).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -1992,13 +1990,19 @@ fn request_within(
         }
     }
     let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
-    serde_json::from_slice(&line[..end]).map_err(|e| {
+    let v: Value = serde_json::from_slice(&line[..end]).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
                 "{} did not answer like a weft control socket ({e})",
                 path.display()
             ),
+        )
+    })?;
+    Reply::read(req, &v).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
         )
     })
 }
@@ -2019,15 +2023,35 @@ mod tests {
         std::env::temp_dir().join(format!("weft-ctl-{name}-{}.sock", std::process::id()))
     }
 
+    /// Stats whose generation is `n` (what [`poll_until`] counts in it).
+    fn counted(n: u64) -> Reply {
+        Reply::Stats(Box::new(Stats {
+            ok: true,
+            generation: n,
+            ..Stats::default()
+        }))
+    }
+
+    /// The count [`counted`] put in a stats reply, if it is one.
+    fn count_of(r: &Reply) -> Option<u64> {
+        match r {
+            Reply::Stats(s) => Some(s.generation),
+            _ => None,
+        }
+    }
+
     /// Polls `server` as the dataplane does (answering `stats` with a count of the requests
-    /// answered so far) until `done`.
+    /// answered so far as its generation) until `done`.
     fn poll_until(server: &Server, done: impl Fn() -> bool) {
         let mut answered = 0u64;
         let start = Instant::now();
         while !done() {
             server.poll(|req, _| {
                 answered += 1;
-                json!({"ok": true, "cmd": req.cmd(), "answered": answered})
+                match req {
+                    Request::Stats => counted(answered),
+                    _ => Reply::Done,
+                }
             });
             assert!(
                 start.elapsed() < Duration::from_secs(60),
@@ -2076,7 +2100,7 @@ mod tests {
         };
         poll_until(&server, || other.is_finished());
         let (answer, still_dripping) = other.join().unwrap();
-        assert_eq!(answer["cmd"], "stats", "{answer}");
+        assert!(count_of(&answer).is_some(), "{answer:?}");
         assert!(still_dripping, "answered only after the slow client ended");
         poll_until(&server, || drip.is_finished());
         // The slow client got no answer (its request never ended within the deadline).
@@ -2092,27 +2116,27 @@ mod tests {
     fn prepared_work_is_done_off_the_loop() {
         let path = socket("prep");
         let prepare: Prepare = Arc::new(|req: &Request, _: &Client| match req {
-            Request::Stop => Err(json!({"ok": false, "error": "refused before the loop"})),
-            Request::ResetTiming => Ok(Some(Box::new(42u32) as Payload)),
+            Request::Stop => Err(Reply::refused("refused before the loop")),
+            Request::Stats => Ok(Some(Box::new(42u64) as Payload)),
             _ => Ok(None),
         });
         let server = Server::bind(Some(&path), None, prepare).unwrap();
         let refused = request(&path, &Request::Stop).unwrap();
-        assert_eq!(refused["error"], "refused before the loop");
+        assert_eq!(refused.error(), Some("refused before the loop"));
         let carried = {
             let path = path.clone();
-            std::thread::spawn(move || request(&path, &Request::ResetTiming).unwrap())
+            std::thread::spawn(move || request(&path, &Request::Stats).unwrap())
         };
         let start = Instant::now();
         while !carried.is_finished() {
-            server.poll(|req, payload| {
-                let n = payload.and_then(|p| p.downcast::<u32>().ok()).map(|b| *b);
-                json!({"cmd": req.cmd(), "payload": n})
+            server.poll(|_, payload| {
+                let n = payload.and_then(|p| p.downcast::<u64>().ok()).map(|b| *b);
+                counted(n.unwrap_or_default())
             });
             assert!(start.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(carried.join().unwrap()["payload"], 42);
+        assert_eq!(count_of(&carried.join().unwrap()), Some(42));
     }
 
     /// A reload gave its place among the [`RELOADS_AT_ONCE`] back only after its answer was
@@ -2226,7 +2250,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         drop(silent);
         poll_until(&server, || waiting.is_finished());
-        assert_eq!(waiting.join().unwrap().unwrap()["cmd"], "stats");
+        assert!(count_of(&waiting.join().unwrap().unwrap()).is_some());
 
         let silent: Vec<UnixStream> = (0..MAX_CONNECTIONS + CTL_QUEUE)
             .map(|_| UnixStream::connect(&path).unwrap())
@@ -2254,7 +2278,7 @@ mod tests {
             })
         };
         poll_until(&server, || served.is_finished());
-        assert_eq!(served.join().unwrap()["cmd"], "stats");
+        assert!(count_of(&served.join().unwrap()).is_some());
     }
 
     #[test]
@@ -2278,7 +2302,7 @@ mod tests {
             std::thread::spawn(move || request(&path, &Request::Stats).unwrap())
         };
         poll_until(&server, || good.is_finished());
-        assert_eq!(good.join().unwrap()["answered"], 1);
+        assert_eq!(count_of(&good.join().unwrap()), Some(1));
     }
 
     #[test]
@@ -2297,7 +2321,7 @@ mod tests {
         let start = Instant::now();
         while !client.is_finished() {
             server.poll(|_, _| {
-                serde_json::to_value(Stats {
+                Reply::Stats(Box::new(Stats {
                     ok: true,
                     nodes: vec![NodeStats {
                         name: "root".into(),
@@ -2306,8 +2330,7 @@ mod tests {
                         ..NodeStats::default()
                     }],
                     ..Stats::default()
-                })
-                .unwrap()
+                }))
             });
             assert!(start.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(1));
@@ -2611,7 +2634,7 @@ mod tests {
             move || request(&live, &Request::Stats).unwrap()
         });
         poll_until(&first, || asked.is_finished());
-        assert_eq!(asked.join().unwrap()["ok"], true);
+        assert!(asked.join().unwrap().is_ok());
         drop(first);
 
         let file = socket("claim-file");

@@ -71,7 +71,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{self, Classification, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
@@ -318,7 +318,7 @@ impl Port for PacketSocket {
         self.link.up()
     }
 }
-use crate::ctl::{self, Request};
+use crate::ctl::{self, Reply, Request};
 use crate::iface::{self, Control, Descriptor, DoorbellEntry, Interface, QueueId, Status};
 use crate::timing::Hist;
 use crate::{clock, parse};
@@ -1007,19 +1007,18 @@ fn prepare_reload(
     classes: u32,
     path: &std::path::Path,
     files: &ctl::ReloadReader,
-) -> Result<Reloaded, Value> {
+) -> Result<Reloaded, Reply> {
     let mut o = cfg.load.clone();
     o.link_rate_bps = Some(cfg.rate_bps);
     o.reader = Some(files.reader());
     // The client may not be allowed to read the files: nothing of them in the answer.
-    let prog = Arc::new(
-        policy::load(path, &o)
-            .map_err(|e| json!({"ok": false, "error": files.client_error(&e)}))?,
-    );
+    let prog =
+        Arc::new(policy::load(path, &o).map_err(|e| Reply::Refused(files.client_error(&e)))?);
     if prog.leaves.len() as u32 > classes {
-        return Err(json!({"ok": false, "error": format!(
+        return Err(Reply::Refused(format!(
             "the new policy has {} leaves; this dataplane was started for at most {classes}",
-            prog.leaves.len())}));
+            prog.leaves.len()
+        )));
     }
     let engine = FastEngine::new(prog.clone());
     Ok((prog, engine))
@@ -2210,7 +2209,7 @@ impl State {
 
     /// Swaps in a policy and its engine ([`prepare_reload`]'s): the old engine drains, every
     /// flow's queue is classified again.
-    fn reload(&mut self, (prog, engine): Reloaded, now: u64) -> Value {
+    fn reload(&mut self, (prog, engine): Reloaded, now: u64) -> Reply {
         // Counters are carried for the names the new policy has, and only those.
         let names: HashSet<&str> = prog.nodes.iter().map(|n| n.name.as_str()).collect();
         let old = std::mem::replace(&mut self.engine, engine);
@@ -2272,8 +2271,11 @@ impl State {
         for w in &warnings {
             tracing::warn!(policy = %self.prog.name, "{w}");
         }
-        json!({"ok": true, "policy": self.prog.name, "generation": self.generation,
-               "warnings": warnings})
+        Reply::Reloaded(ctl::Reloaded {
+            policy: self.prog.name.clone(),
+            generation: self.generation,
+            warnings,
+        })
     }
 
     /// Answers a control request; `payload`: what the control thread prepared for it (a
@@ -2286,20 +2288,20 @@ impl State {
         now: u64,
         ports: impl FnOnce() -> Vec<PortStats>,
         dropped: ctl::DroppedConnections,
-    ) -> Value {
+    ) -> Reply {
         match req {
-            Request::Stats => answer(&self.stats(now, ports(), dropped)),
+            Request::Stats => Reply::Stats(Box::new(self.stats(now, ports(), dropped))),
             Request::Reload { .. } => match payload.and_then(|p| p.downcast::<Reloaded>().ok()) {
                 Some(r) => self.reload(*r, now),
-                None => json!({"ok": false, "error": "reload: nothing prepared"}),
+                None => Reply::refused("reload: nothing prepared"),
             },
             Request::ResetTiming => {
                 self.timing.clear();
-                json!({"ok": true})
+                Reply::Done
             }
             Request::Stop => {
                 request_stop();
-                json!({"ok": true})
+                Reply::Done
             }
         }
     }
@@ -2564,8 +2566,8 @@ mod tests {
             ..Stats::default()
         });
         assert_eq!(check_balance(&s), Ok(()));
-        s["tenants"] = json!([serde_json::to_value(TenantStats::default()).unwrap()]);
-        s["tenants"][0]["rx_frames"] = json!(3);
+        s["tenants"] = serde_json::json!([serde_json::to_value(TenantStats::default()).unwrap()]);
+        s["tenants"][0]["rx_frames"] = serde_json::json!(3);
         assert!(check_balance(&s).unwrap_err().starts_with("received 3"));
         s["iface"].as_object_mut().unwrap().remove("sent");
         let e = check_balance(&s).unwrap_err();

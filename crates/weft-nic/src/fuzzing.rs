@@ -9,8 +9,6 @@
 //! short refusal; and a refused reload's answer quotes nothing of the policy file. Cost: a copy of the input per call; for
 //! fuzzing and tests only.
 
-use serde_json::Value;
-
 use crate::ctl;
 use crate::isolation::MacTable;
 use crate::{offload, parse};
@@ -60,8 +58,7 @@ pub fn control(data: &[u8]) {
             );
         }
         Err(answer) => {
-            assert_eq!(answer["ok"], Value::Bool(false), "a refusal that says ok");
-            let e = answer["error"].as_str().expect("a refusal names its error");
+            let e = answer.error().expect("a refusal that says ok");
             assert!(e.len() <= 512, "a refusal of {} bytes", e.len());
         }
     }

@@ -24,6 +24,12 @@ use serde_json::{json, Value};
 
 use crate::ctl::Request;
 
+/// The daemon's answer to `req` on its control socket `sock`, as the JSON it sent (what
+/// the reports keep), or null without an answer that reads.
+fn ask_json(sock: &Path, req: &Request) -> Value {
+    crate::ctl::request(sock, req).map_or(Value::Null, |r| r.to_json())
+}
+
 /// A command's failure.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -1190,7 +1196,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         });
     }
     // The timeline: counters at the start and end of the measured window; a reload halfway.
-    let ask = |req: Request| crate::ctl::request(&sock, &req).unwrap_or(Value::Null);
+    let ask = |req: Request| ask_json(&sock, &req);
     let at = |s: f64| {
         let d = Duration::from_secs_f64(s).saturating_sub(t0.elapsed());
         std::thread::sleep(d);
@@ -1274,7 +1280,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     if let Some(mut d) = daemon {
         // Traffic is over: let the NIC drain, so its counters balance exactly.
         std::thread::sleep(Duration::from_millis(300));
-        stats = crate::ctl::request(&sock, &Request::Stats).unwrap_or(Value::Null);
+        stats = ask_json(&sock, &Request::Stats);
         d.stop(Duration::from_secs(3));
     }
     drop(servers);
@@ -1697,7 +1703,7 @@ fn weft_stats(daemon: bool, sock: &Path) -> Value {
     if !daemon {
         return Value::Null;
     }
-    crate::ctl::request(sock, &Request::Stats).unwrap_or(Value::Null)
+    ask_json(sock, &Request::Stats)
 }
 
 /// (bytes, packets) received on `dev` in namespace `ns`.
@@ -1993,9 +1999,7 @@ fn run_latency(
     // weft's timing histograms of the idle phase; then a fresh start for the loaded one.
     let timing_idle = match daemon {
         Some(_) => {
-            let t = crate::ctl::request(sock, &Request::Stats)
-                .map(|s| s["timing"].clone())
-                .unwrap_or(Value::Null);
+            let t = ask_json(sock, &Request::Stats)["timing"].clone();
             let _ = crate::ctl::request(sock, &Request::ResetTiming);
             t
         }
@@ -2027,7 +2031,7 @@ fn run_latency(
     let foreign_loaded = cpu.stop();
     let stats = match daemon {
         Some(mut d) => {
-            let s = crate::ctl::request(sock, &Request::Stats).unwrap_or(Value::Null);
+            let s = ask_json(sock, &Request::Stats);
             d.stop(Duration::from_secs(3));
             s
         }
@@ -2609,7 +2613,7 @@ pub fn bench(
             let fwd = rx_packets(&rx, "eth0").saturating_sub(before);
             let stats = match daemon.as_mut() {
                 Some(d) => {
-                    let s = crate::ctl::request(&sock, &Request::Stats).unwrap_or(Value::Null);
+                    let s = ask_json(&sock, &Request::Stats);
                     d.stop(Duration::from_secs(3));
                     s
                 }

@@ -21,11 +21,12 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
-use serde_json::{json, Value};
+use serde_json::Value;
 use weft_core::policy::LoadOptions;
 use weft_nic::afpacket::RingVersion;
-use weft_nic::ctl::{self, Request};
+use weft_nic::ctl::{self, Reply, Request};
 use weft_nic::dataplane::{self, Port};
+use weft_nic::stats::{NodeStats, Stats};
 
 /// A port that never receives and takes every frame.
 struct Idle;
@@ -129,7 +130,10 @@ impl Drop for Daemon {
 /// One control request and how long its answer took (`ctl::request` gives up after 10 s).
 fn ask(sock: &Path, req: Request) -> (Result<Value, String>, Duration) {
     let start = Instant::now();
-    let a = ctl::request(sock, &req).map_err(|e| e.to_string());
+    // As the wire has it: the tests check the keys clients read.
+    let a = ctl::request(sock, &req)
+        .map(|r| r.to_json())
+        .map_err(|e| e.to_string());
     (a, start.elapsed())
 }
 
@@ -495,9 +499,18 @@ fn serve(server: ctl::Server, quit: Arc<AtomicBool>) -> std::thread::JoinHandle<
             server.poll(|req, _| match req {
                 Request::Stop => {
                     quit.store(true, Ordering::Relaxed);
-                    json!({"ok": true})
+                    Reply::Done
                 }
-                _ => json!({"ok": true, "nodes": [{"name": "root", "packets": 7, "bytes": 700}]}),
+                _ => Reply::Stats(Box::new(Stats {
+                    ok: true,
+                    nodes: vec![NodeStats {
+                        name: "root".into(),
+                        packets: 7,
+                        bytes: 700,
+                        ..NodeStats::default()
+                    }],
+                    ..Stats::default()
+                })),
             });
             std::thread::sleep(Duration::from_millis(1));
         }

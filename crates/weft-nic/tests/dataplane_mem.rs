@@ -194,7 +194,7 @@ impl Running {
     }
 
     fn stats(&self) -> Value {
-        ctl::request(&self.sock, &Request::Stats).unwrap()
+        ctl::request(&self.sock, &Request::Stats).unwrap().to_json()
     }
 
     /// Waits (bounded) until every received frame is accounted for and nothing is held.
@@ -404,7 +404,8 @@ fn reload_refuses_invalid_and_swaps_valid_without_loss() {
             policy: bad.clone(),
         },
     )
-    .unwrap();
+    .unwrap()
+    .to_json();
     assert_eq!(a["ok"], false, "{a}");
     assert_eq!(r.stats()["generation"], 1);
     let good = policy(&r.dir, "p2.yaml", 3);
@@ -414,7 +415,8 @@ fn reload_refuses_invalid_and_swaps_valid_without_loss() {
             policy: good.clone(),
         },
     )
-    .unwrap();
+    .unwrap()
+    .to_json();
     assert_eq!(a["ok"], true, "{a}");
     assert_eq!(a["generation"], 2);
     r.inject(0, (0..200u16).map(|i| tcp(1, 3000 + i % 5, 800)));
@@ -457,7 +459,8 @@ fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
             policy: only3.clone(),
         },
     )
-    .unwrap();
+    .unwrap()
+    .to_json();
     assert_eq!(a["ok"], true, "{a}");
     let w: Vec<&str> = a["warnings"]
         .as_array()
@@ -482,7 +485,8 @@ fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
             policy: good.clone(),
         },
     )
-    .unwrap();
+    .unwrap()
+    .to_json();
     assert_eq!(a["warnings"], json!([]), "{a}");
 }
 
@@ -1151,7 +1155,8 @@ fn reload(r: &Running, policy: &std::path::Path) {
             policy: policy.to_path_buf(),
         },
     )
-    .unwrap();
+    .unwrap()
+    .to_json();
     assert_eq!(a["ok"], true, "{a}");
 }
 
