@@ -1,14 +1,17 @@
 //! Live control of a running software NIC: a Unix stream socket speaking one JSON request
 //! line and one JSON answer line (`{"cmd":"stats"}`, `{"cmd":"reload","policy":PATH}`), and
 //! an optional Prometheus text endpoint on a localhost TCP port. The messages are typed in
-//! [`proto`]: a [`Request`] in, a [`Reply`] out.
+//! [`proto`]: the line a client sends is read once, where it arrives, into a [`Request`]
+//! ([`request_of`]; a line that is not one is refused there, naming the command and the
+//! field), and every answer is a [`Reply`], written as the JSON clients have always read.
 //!
 //! The dataplane never blocks on control. Threads of their own accept the connections and
-//! serve them, and do each request's slow part there (a [`Prepare`] hook; a reload's policy
-//! is read and compiled off the loop); the request, with what was prepared, goes to the
-//! dataplane over a channel, and the busy loop, about once a millisecond, answers what has
-//! arrived ([`Server::poll`]: a `try_recv` when nothing has). A client that connects and
-//! sends nothing, or one byte at a time, costs the loop nothing.
+//! serve them, and do each request's slow part there: a [`Prepare`] hook makes of the
+//! request the loop's own command (`C` of [`Server`]: a reload's policy is read and compiled
+//! off the loop), which goes to the dataplane over a channel, and the busy loop, about once
+//! a millisecond, answers what has arrived ([`Server::poll`]: a `try_recv` when nothing
+//! has). A client that connects and sends nothing, or one byte at a time, costs the loop
+//! nothing.
 //!
 //! The control socket and the metrics endpoint have pools of their own: each its accepting
 //! thread, at most [`MAX_CONNECTIONS`] (control) or [`MAX_METRICS_CONNECTIONS`] (metrics)
@@ -103,15 +106,14 @@ pub const MAX_ANSWER_BYTES: usize = 256 << 20;
 /// second would otherwise hold it for ever).
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 
-/// What a [`Prepare`] hook hands the loop with a request.
-pub type Payload = Box<dyn std::any::Any + Send>;
-
-/// A request's slow part, run on a control thread before the loop sees it: `Ok(payload)`
-/// sends the request on with `payload`, `Err(answer)` answers it at once (the loop never sees
-/// it). Beside the request it is given its [`Client`] (who sent it, from the kernel, and the
-/// server's `--max-policy-bytes`), which the request cannot set: a reload's hook reads the
-/// policy's files with a [`ReloadReader`] of it, which checks them.
-pub type Prepare = Arc<dyn Fn(&Request, &Client) -> Result<Option<Payload>, Reply> + Send + Sync>;
+/// A request's slow part, run on a control thread before the loop sees it: `Ok(command)`
+/// sends the loop `command`, the loop's own form of the request (`C`: a reload's policy
+/// read and compiled, say), `Err(answer)` answers it at once (the loop never sees it). Beside
+/// the request it is given its [`Client`] (who sent it, from the kernel, and the server's
+/// `--max-policy-bytes`), which the request cannot set: a reload's hook reads the policy's
+/// files with a [`ReloadReader`] of it, which checks them. The metrics endpoint's scrapes
+/// ask it too, with [`Request::Stats`] and no peer.
+pub type Prepare<C = Request> = Arc<dyn Fn(Request, &Client) -> Result<C, Reply> + Send + Sync>;
 
 /// Who sent a request, and the bounds the server holds it to: set by the server, never
 /// read from the request.
@@ -223,19 +225,17 @@ pub fn lookup_group(name: &str) -> io::Result<Group> {
     }
 }
 
-/// A request on its way to the dataplane, what was prepared for it, and where its answer
+/// A request on its way to the dataplane, as [`Prepare`] made it, and where its answer
 /// goes.
-struct Pending {
-    req: Request,
-    payload: Option<Payload>,
+struct Pending<C> {
+    cmd: C,
     reply: SyncSender<Reply>,
 }
 
 /// What the accepting and serving threads share.
-#[derive(Clone)]
-struct Shared {
-    to_loop: Sender<Pending>,
-    prepare: Prepare,
+struct Shared<C> {
+    to_loop: Sender<Pending<C>>,
+    prepare: Prepare<C>,
     stop: Arc<AtomicBool>,
     max_policy_bytes: u64,
     /// Reloads reading or compiling now.
@@ -243,9 +243,23 @@ struct Shared {
     metrics: Arc<MetricsCache>,
 }
 
-/// The server side: the dataplane polls it.
-pub struct Server {
-    requests: Receiver<Pending>,
+impl<C> Clone for Shared<C> {
+    fn clone(&self) -> Shared<C> {
+        Shared {
+            to_loop: self.to_loop.clone(),
+            prepare: self.prepare.clone(),
+            stop: self.stop.clone(),
+            max_policy_bytes: self.max_policy_bytes,
+            reloads: self.reloads.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+/// The server side: the dataplane polls it for the commands `C` its [`Prepare`] hook makes
+/// of the requests.
+pub struct Server<C = Request> {
+    requests: Receiver<Pending<C>>,
     stop: Arc<AtomicBool>,
     /// The accepting threads, and how to wake each from `accept(2)` at shutdown.
     acceptors: Vec<(JoinHandle<()>, Wake)>,
@@ -327,13 +341,13 @@ enum Wake {
     Tcp(SocketAddr),
 }
 
-impl Server {
+impl<C: Send + 'static> Server<C> {
     /// [`Server::bind_with`] the process's [`Options::defaults`].
     pub fn bind(
         path: Option<&Path>,
         metrics: Option<&str>,
-        prepare: Prepare,
-    ) -> io::Result<Server> {
+        prepare: Prepare<C>,
+    ) -> io::Result<Server<C>> {
         Server::bind_with(path, metrics, prepare, &Options::defaults())
     }
 
@@ -344,9 +358,9 @@ impl Server {
     pub fn bind_with(
         path: Option<&Path>,
         metrics: Option<&str>,
-        prepare: Prepare,
+        prepare: Prepare<C>,
         opts: &Options,
-    ) -> io::Result<Server> {
+    ) -> io::Result<Server<C>> {
         let (to_loop, requests) = mpsc::channel();
         let shared = Shared {
             to_loop,
@@ -418,12 +432,12 @@ impl Server {
     }
 
     /// Answers the requests that have arrived (none waits: without requests this is one
-    /// `try_recv`): `handle` answers a request (the metrics endpoint asks
-    /// [`Request::Stats`]) with what [`Prepare`] made for it.
-    pub fn poll(&self, mut handle: impl FnMut(&Request, Option<Payload>) -> Reply) {
+    /// `try_recv`): `handle` answers each as [`Prepare`] made it (the metrics endpoint asks
+    /// for what the hook makes of [`Request::Stats`]).
+    pub fn poll(&self, mut handle: impl FnMut(C) -> Reply) {
         while let Ok(p) = self.requests.try_recv() {
             // The connection may have given up waiting: its answer is dropped.
-            let _ = p.reply.send(handle(&p.req, p.payload));
+            let _ = p.reply.send(handle(p.cmd));
         }
     }
 }
@@ -509,7 +523,7 @@ fn claim_socket_path(p: &Path) -> io::Result<()> {
     }
 }
 
-impl Server {
+impl<C> Server<C> {
     /// Connections closed unanswered so far (`ctl_dropped`, `metrics_dropped` in the
     /// dataplane's stats).
     pub fn dropped(&self) -> DroppedConnections {
@@ -529,7 +543,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl<C> Drop for Server<C> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for (t, wake) in self.acceptors.drain(..) {
@@ -568,11 +582,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The connections of one listener: at most `limit` served at once, a thread each (a thread
 /// that ends a connection takes the next waiting one), at most `queue` waiting.
-struct Pool<S> {
+struct Pool<S, C> {
     thread_name: &'static str,
     limit: usize,
     queue: usize,
-    serve: fn(S, &Shared) -> io::Result<()>,
+    serve: fn(S, &Shared<C>) -> io::Result<()>,
     state: Mutex<PoolState<S>>,
     /// Connections closed unanswered.
     dropped: Arc<Dropped>,
@@ -585,14 +599,14 @@ struct PoolState<S> {
     waiting: VecDeque<S>,
 }
 
-impl<S: Send + 'static> Pool<S> {
+impl<S: Send + 'static, C: Send + 'static> Pool<S, C> {
     fn new(
         thread_name: &'static str,
         limit: usize,
         queue: usize,
-        serve: fn(S, &Shared) -> io::Result<()>,
+        serve: fn(S, &Shared<C>) -> io::Result<()>,
         dropped: Arc<Dropped>,
-    ) -> Arc<Pool<S>> {
+    ) -> Arc<Pool<S, C>> {
         Arc::new(Pool {
             thread_name,
             limit,
@@ -608,7 +622,7 @@ impl<S: Send + 'static> Pool<S> {
 
     /// Serves `s` on a new thread, or queues it when `limit` threads serve, or drops it
     /// (closed unanswered, counted and logged) when the queue is full too.
-    fn submit(self: &Arc<Self>, s: S, sh: &Shared) {
+    fn submit(self: &Arc<Self>, s: S, sh: &Shared<C>) {
         let mut st = lock(&self.state);
         if st.running >= self.limit {
             if st.waiting.len() < self.queue {
@@ -635,7 +649,7 @@ impl<S: Send + 'static> Pool<S> {
     }
 
     /// Serves `first`, then waiting connections until there are none (or the server stops).
-    fn work(&self, first: S, sh: &Shared) {
+    fn work(&self, first: S, sh: &Shared<C>) {
         let mut next = Some(first);
         while let Some(s) = next.take() {
             let _ = (self.serve)(s, sh);
@@ -653,12 +667,12 @@ impl<S: Send + 'static> Pool<S> {
 
 /// Starts the thread that accepts `listener`'s connections (blocked in `accept(2)` until
 /// one comes) and hands each to `pool`, until [`Server`]'s drop sets `stop`.
-fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
+fn spawn_acceptor<L: Send + 'static, S: Send + 'static, C: Send + 'static>(
     name: &str,
     listener: L,
     accept: fn(&L) -> io::Result<S>,
-    shared: &Shared,
-    pool: Arc<Pool<S>>,
+    shared: &Shared<C>,
+    pool: Arc<Pool<S, C>>,
 ) -> io::Result<JoinHandle<()>> {
     let sh = shared.clone();
     std::thread::Builder::new()
@@ -682,15 +696,19 @@ fn spawn_acceptor<L: Send + 'static, S: Send + 'static>(
 
 /// Prepares `req` from `client` (a reload: [`prepare_reload`]), sends it to the dataplane
 /// and waits for its answer.
-fn ask(sh: &Shared, req: Request, client: &Client) -> Reply {
-    let prepared = match &req {
-        Request::Reload { policy } => prepare_reload(sh, policy, &req, client),
-        _ => (sh.prepare)(&req, client),
+fn ask<C: Send + 'static>(sh: &Shared<C>, req: Request, client: &Client) -> Reply {
+    let reload = match &req {
+        Request::Reload { policy } => Some(policy.clone()),
+        _ => None,
+    };
+    let prepared = match &reload {
+        Some(policy) => prepare_reload(sh, policy, req, client),
+        None => (sh.prepare)(req, client),
     };
     match prepared {
-        Ok(payload) => ask_loop(sh, req, payload),
+        Ok(cmd) => ask_loop(sh, cmd),
         Err(answer) => {
-            if let Request::Reload { policy } = &req {
+            if let Some(policy) = &reload {
                 // The operator's log says why, as the client was told (redacted the same way).
                 tracing::warn!(
                     policy = %policy.display(),
@@ -704,17 +722,9 @@ fn ask(sh: &Shared, req: Request, client: &Client) -> Reply {
 }
 
 /// Sends `req` to the dataplane and waits for its answer.
-fn ask_loop(sh: &Shared, req: Request, payload: Option<Payload>) -> Reply {
+fn ask_loop<C>(sh: &Shared<C>, cmd: C) -> Reply {
     let (reply, answer) = mpsc::sync_channel(1);
-    if sh
-        .to_loop
-        .send(Pending {
-            req,
-            payload,
-            reply,
-        })
-        .is_err()
-    {
+    if sh.to_loop.send(Pending { cmd, reply }).is_err() {
         return Reply::refused("the dataplane is stopping");
     }
     answer
@@ -726,12 +736,12 @@ fn ask_loop(sh: &Shared, req: Request, payload: Option<Payload>) -> Reply {
 /// own that the connection waits for at most [`RELOAD_DEADLINE`]: the [`Prepare`] hook reads
 /// its files (through a [`ReloadReader`], each once) and compiles them; a refusal names the
 /// file and the rule, and quotes nothing of it ([`redact`]).
-fn prepare_reload(
-    sh: &Shared,
+fn prepare_reload<C: Send + 'static>(
+    sh: &Shared<C>,
     path: &Path,
-    req: &Request,
+    req: Request,
     client: &Client,
-) -> Result<Option<Payload>, Reply> {
+) -> Result<C, Reply> {
     let refuse = Reply::Refused;
     if sh.reloads.fetch_add(1, Ordering::SeqCst) >= RELOADS_AT_ONCE {
         sh.reloads.fetch_sub(1, Ordering::SeqCst);
@@ -744,7 +754,6 @@ fn prepare_reload(
     let place = Place(sh.reloads.clone());
     let (tx, rx) = mpsc::sync_channel(1);
     let prepare = sh.prepare.clone();
-    let req = req.clone();
     let client = *client;
     let spawned = std::thread::Builder::new()
         .name("weft-reload".into())
@@ -752,7 +761,7 @@ fn prepare_reload(
             in_place(
                 place,
                 || {
-                    prepare(&req, &client).map_err(|answer| match answer {
+                    prepare(req, &client).map_err(|answer| match answer {
                         Reply::Refused(e) => Reply::Refused(redact(&e)),
                         other => other,
                     })
@@ -1344,7 +1353,7 @@ struct Cached {
 
 /// The metrics text: the latest stats if they are younger than [`METRICS_MAX_AGE`], else
 /// the loop's answer now (one scrape asks; those that come meanwhile wait for its answer).
-fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
+fn scrape<C>(sh: &Shared<C>) -> Result<Arc<str>, String> {
     let c = &sh.metrics;
     let start = Instant::now();
     let mut st = lock(&c.state);
@@ -1366,7 +1375,15 @@ fn scrape(sh: &Shared) -> Result<Arc<str>, String> {
                 }
             }
             let asking = Asking(c);
-            let text = match ask_loop(sh, Request::Stats, None) {
+            let asked = (sh.prepare)(
+                Request::Stats,
+                &Client {
+                    peer: None,
+                    max_policy_bytes: sh.max_policy_bytes,
+                },
+            )
+            .map(|cmd| ask_loop(sh, cmd));
+            let text = match asked.unwrap_or_else(|refused| refused) {
                 Reply::Stats(stats) => {
                     let text: Arc<str> = Arc::from(prometheus(&stats));
                     lock(&c.state).latest = Some((Instant::now(), text.clone()));
@@ -1455,7 +1472,7 @@ pub fn request_of(buf: &[u8]) -> Result<Request, Reply> {
     Request::from_json(line).map_err(|e| Reply::Refused(e.to_string()))
 }
 
-fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
+fn serve_unix<C: Send + 'static>(s: UnixStream, sh: &Shared<C>) -> io::Result<()> {
     let buf = read_until(
         &s,
         |t| s.set_read_timeout(Some(t)),
@@ -1475,7 +1492,7 @@ fn serve_unix(s: UnixStream, sh: &Shared) -> io::Result<()> {
     write_within(&s, |t| s.set_write_timeout(Some(t)), &[text.as_bytes()])
 }
 
-fn serve_metrics(s: TcpStream, sh: &Shared) -> io::Result<()> {
+fn serve_metrics<C>(s: TcpStream, sh: &Shared<C>) -> io::Result<()> {
     // The request itself does not matter (every path answers the metrics): read its head,
     // or what arrives within the deadline, so that the answer does not race it.
     let _ = read_until(
@@ -2016,7 +2033,7 @@ mod tests {
     use crate::stats::{AfPacketPort, AfXdpPort, NodeStats, ShaperStats, TenantStats};
 
     fn nothing_to_prepare() -> Prepare {
-        Arc::new(|_, _| Ok(None))
+        Arc::new(|req, _| Ok(req))
     }
 
     fn socket(name: &str) -> PathBuf {
@@ -2046,7 +2063,7 @@ mod tests {
         let mut answered = 0u64;
         let start = Instant::now();
         while !done() {
-            server.poll(|req, _| {
+            server.poll(|req| {
                 answered += 1;
                 match req {
                     Request::Stats => counted(answered),
@@ -2115,9 +2132,9 @@ mod tests {
     #[test]
     fn prepared_work_is_done_off_the_loop() {
         let path = socket("prep");
-        let prepare: Prepare = Arc::new(|req: &Request, _: &Client| match req {
+        let prepare: Prepare<Option<u64>> = Arc::new(|req: Request, _: &Client| match req {
             Request::Stop => Err(Reply::refused("refused before the loop")),
-            Request::Stats => Ok(Some(Box::new(42u64) as Payload)),
+            Request::Stats => Ok(Some(42)),
             _ => Ok(None),
         });
         let server = Server::bind(Some(&path), None, prepare).unwrap();
@@ -2129,10 +2146,7 @@ mod tests {
         };
         let start = Instant::now();
         while !carried.is_finished() {
-            server.poll(|_, payload| {
-                let n = payload.and_then(|p| p.downcast::<u64>().ok()).map(|b| *b);
-                counted(n.unwrap_or_default())
-            });
+            server.poll(|n| counted(n.unwrap_or_default()));
             assert!(start.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -2166,7 +2180,7 @@ mod tests {
     }
 
     /// Shared state for driving a [`Pool`] directly.
-    fn shared() -> Shared {
+    fn shared() -> Shared<Request> {
         Shared {
             to_loop: mpsc::channel().0,
             prepare: nothing_to_prepare(),
@@ -2183,7 +2197,7 @@ mod tests {
     #[test]
     fn a_full_pool_counts_what_it_closes_unanswered() {
         // A "connection" is served until its sender says so (or is dropped).
-        fn serve(c: Receiver<()>, _: &Shared) -> io::Result<()> {
+        fn serve(c: Receiver<()>, _: &Shared<Request>) -> io::Result<()> {
             let _ = c.recv();
             Ok(())
         }
@@ -2320,7 +2334,7 @@ mod tests {
         });
         let start = Instant::now();
         while !client.is_finished() {
-            server.poll(|_, _| {
+            server.poll(|_| {
                 Reply::Stats(Box::new(Stats {
                     ok: true,
                     nodes: vec![NodeStats {

@@ -997,6 +997,19 @@ pub fn tenant_warnings(prog: &policy::Program, tenants: &[(String, String)]) -> 
 /// A reload's new policy and its engine, made off the loop by [`prepare_reload`].
 type Reloaded = (Arc<Program>, FastEngine);
 
+/// A control request as the loop takes it: what the control thread made of a [`Request`]
+/// (the server's [`ctl::Prepare`] hook), a reload's policy already read and compiled.
+enum Command {
+    /// [`Request::Stats`].
+    Stats,
+    /// [`Request::Reload`], its policy compiled and its engine made.
+    Reload(Box<Reloaded>),
+    /// [`Request::ResetTiming`].
+    ResetTiming,
+    /// [`Request::Stop`].
+    Stop,
+}
+
 /// Reads and compiles the policy at `path` for a reload and makes its engine (on a control
 /// thread: a large policy takes tens of milliseconds, which the loop does not wait for), or
 /// the error answer: the policy does not compile, or has more leaves than the `classes` the
@@ -1152,15 +1165,17 @@ fn loop_ports(
     let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
     // A reload's policy is read, compiled and given its engine on the control connection's
     // thread; the loop only swaps it in.
-    let prepare: ctl::Prepare = {
+    let prepare: ctl::Prepare<Command> = {
         let cfg = cfg.clone();
-        Arc::new(move |req: &Request, client: &ctl::Client| {
-            let Request::Reload { policy } = req else {
-                return Ok(None);
-            };
-            let files = ctl::ReloadReader::new(client);
-            let p: ctl::Payload = Box::new(prepare_reload(&cfg, classes, policy, &files)?);
-            Ok(Some(p))
+        Arc::new(move |req: Request, client: &ctl::Client| match req {
+            Request::Stats => Ok(Command::Stats),
+            Request::Reload { policy } => {
+                let files = ctl::ReloadReader::new(client);
+                let r = prepare_reload(&cfg, classes, &policy, &files)?;
+                Ok(Command::Reload(Box::new(r)))
+            }
+            Request::ResetTiming => Ok(Command::ResetTiming),
+            Request::Stop => Ok(Command::Stop),
         })
     };
     let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref(), prepare)?;
@@ -1314,9 +1329,9 @@ fn loop_ports(
         }
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
-            server.poll(|req, payload| {
+            server.poll(|cmd| {
                 let ports = || port_stats(&tenants, &*uplink);
-                st.handle(req, payload, now, ports, server.dropped())
+                st.handle(cmd, now, ports, server.dropped())
             });
             if now >= next_sample_ps {
                 next_sample_ps = now + 1_000_000_000_000;
@@ -2278,28 +2293,23 @@ impl State {
         })
     }
 
-    /// Answers a control request; `payload`: what the control thread prepared for it (a
-    /// reload's [`Reloaded`]); `ports` and `dropped`: what `stats` answers of the ports and
-    /// the control server ([`State::stats`]).
+    /// Answers a control request as the control thread prepared it; `ports` and `dropped`:
+    /// what `stats` answers of the ports and the control server ([`State::stats`]).
     fn handle(
         &mut self,
-        req: &Request,
-        payload: Option<ctl::Payload>,
+        cmd: Command,
         now: u64,
         ports: impl FnOnce() -> Vec<PortStats>,
         dropped: ctl::DroppedConnections,
     ) -> Reply {
-        match req {
-            Request::Stats => Reply::Stats(Box::new(self.stats(now, ports(), dropped))),
-            Request::Reload { .. } => match payload.and_then(|p| p.downcast::<Reloaded>().ok()) {
-                Some(r) => self.reload(*r, now),
-                None => Reply::refused("reload: nothing prepared"),
-            },
-            Request::ResetTiming => {
+        match cmd {
+            Command::Stats => Reply::Stats(Box::new(self.stats(now, ports(), dropped))),
+            Command::Reload(r) => self.reload(*r, now),
+            Command::ResetTiming => {
                 self.timing.clear();
                 Reply::Done
             }
-            Request::Stop => {
+            Command::Stop => {
                 request_stop();
                 Reply::Done
             }

@@ -496,7 +496,7 @@ fn back_to_back_reloads_are_never_refused_for_places() {
 fn serve(server: ctl::Server, quit: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !quit.load(Ordering::Relaxed) {
-            server.poll(|req, _| match req {
+            server.poll(|req| match req {
                 Request::Stop => {
                     quit.store(true, Ordering::Relaxed);
                     Reply::Done
@@ -524,7 +524,7 @@ fn serve(server: ctl::Server, quit: Arc<AtomicBool>) -> std::thread::JoinHandle<
 fn stop_is_answered_with_64_idle_metrics_connections_open() {
     let dir = TempDir::new("idle");
     let sock = dir.0.join("ctl.sock");
-    let prepare: ctl::Prepare = Arc::new(|_, _| Ok(None));
+    let prepare: ctl::Prepare = Arc::new(|req, _| Ok(req));
     let server = ctl::Server::bind(Some(&sock), Some("127.0.0.1:0"), prepare).unwrap();
     let addr = server.metrics_addr().unwrap();
     let quit = Arc::new(AtomicBool::new(false));
@@ -656,7 +656,7 @@ fn connections_closed_unanswered_are_counted_in_stats_and_metrics() {
 fn the_control_socket_is_not_world_writable() {
     let dir = TempDir::new("mode");
     let sock = dir.0.join("ctl.sock");
-    let prepare: ctl::Prepare = Arc::new(|_, _| Ok(None));
+    let prepare: ctl::Prepare = Arc::new(|req, _| Ok(req));
     let server = ctl::Server::bind(Some(&sock), None, prepare).unwrap();
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o660, "mode {mode:o}");
