@@ -40,9 +40,9 @@ pub const QUOTED_CHARS: usize = 64;
 pub enum Request {
     /// `{"cmd":"stats"}`: the daemon's counters ([`Reply::Stats`]).
     Stats,
-    /// `{"cmd":"reload","policy":PATH}`: swap the running policy for the one at `policy`
-    /// (an absolute path: the daemon's working directory is not the client's), read and
-    /// compiled by the daemon ([`Reply::Reloaded`]).
+    /// `{"cmd":"reload","policy":PATH}`: swap the running policy for the one at `policy`,
+    /// read and compiled by the daemon (a relative path from its working directory, not the
+    /// client's: `weft ctl reload` sends it absolute) ([`Reply::Reloaded`]).
     Reload {
         /// The policy file.
         policy: PathBuf,
@@ -369,10 +369,9 @@ mod tests {
             matches!(&e, RequestError::Field { cmd: "reload", field, .. } if field == "policy"),
             "{e:?}"
         );
-        assert!(
-            e.to_string()
-                .starts_with("bad request: reload: `policy`: invalid type: integer `5`"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "bad request: reload: `policy`: invalid type: integer `5`, expected path string"
         );
         let e = Request::from_json(br#"{"cmd":"reload"}"#).unwrap_err();
         assert_eq!(e.to_string(), "bad request: reload: missing field `policy`");
