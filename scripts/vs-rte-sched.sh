@@ -12,6 +12,7 @@
 #   --packets N       timed departures a run (default 3m; k and m suffixes)
 #   --warmup N        departures before the clock starts (default 1m)
 #   --cpu C           the CPU both run on (default 1)
+#   --engine E        weft's engine: fast (default) or heads
 #   --all             the harness README's nine configurations (default: five of them)
 #   --config P:ARRIVALS:PROFILE  only this configuration (repeatable)
 #   --json            one JSON object per configuration instead of the table
@@ -29,7 +30,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 2; }
 
 harness=${RTE_SCHED_DIR:-$root/../shared/peers/rte_sched}
-rounds=5 packets=3m warmup=1m cpu=1 all=0 json=0 instr=0 instr_packets=50k
+rounds=5 packets=3m warmup=1m cpu=1 all=0 json=0 instr=0 instr_packets=50k engine=fast
 configs=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --packets) packets=${2:?}; shift 2 ;;
     --warmup) warmup=${2:?}; shift 2 ;;
     --cpu) cpu=${2:?}; shift 2 ;;
+    --engine) engine=${2:?}; shift 2 ;;
     --all) all=1; shift ;;
     --config) configs+=("${2:?}"); shift 2 ;;
     --json) json=1; shift ;;
@@ -50,6 +52,7 @@ done
 [[ $rounds =~ ^[0-9]+$ ]] || die "--rounds $rounds: a number"
 [ "$rounds" -gt 0 ] || [ $instr = 1 ] || die "--rounds 0 measures nothing without --instructions"
 [[ $cpu =~ ^[0-9]+$ ]] || die "--cpu $cpu: a CPU number"
+[[ $engine =~ ^(fast|heads)$ ]] || die "--engine $engine: fast or heads"
 for n in "$packets" "$warmup" "$instr_packets"; do
   [[ $n =~ ^[0-9]+[km]?$ ]] || die "$n: a count, optionally with k or m (3m, 100k)"
 done
@@ -101,7 +104,7 @@ run_peer() { # CONFIG PACKETS WARMUP: the harness's output
 }
 run_weft() {
   # shellcheck disable=SC2046
-  taskset -c "$cpu" "$weft" bench rte-sched $(opts "$1" "$2" "$3") --json
+  taskset -c "$cpu" "$weft" bench rte-sched $(opts "$1" "$2" "$3") --engine "$engine" --json
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # Instructions a packet: two runs under callgrind, N and 2N timed packets; the difference in
@@ -113,7 +116,7 @@ instructions() { # weft|peer CONFIG
     local out
     if [ "$1" = weft ]; then
       # shellcheck disable=SC2046
-      out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$weft" bench rte-sched $(opts "$2" "$3" "$warmup") --json 2>&1)
+      out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$weft" bench rte-sched $(opts "$2" "$3" "$warmup") --engine "$engine" --json 2>&1)
     else
       # The harness counts its timed loop only (callgrind client requests); the
       # difference is taken all the same.
