@@ -119,7 +119,10 @@ enum Command {
         /// Progress on stderr (rows read, packets/s) even when stderr is not a terminal.
         #[arg(long, conflicts_with = "quiet")]
         progress: bool,
-        /// Scheduling engine; both give identical departures.
+        /// Scheduling engine: `fast` and `reference` give identical departures; `heads`
+        /// ranks only each queue's first packet, gives the same departures on policies
+        /// without shaping, shapes like HTB, and refuses (naming the node) the policies it
+        /// cannot run (docs/scheduling.md, "The head engine").
         #[arg(long, value_enum, default_value_t = replay::EngineKind::Fast)]
         engine: replay::EngineKind,
         /// Loom's "currently limited" fast path for nested shaping classes too: a packet

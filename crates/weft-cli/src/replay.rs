@@ -67,6 +67,7 @@ use weft_core::classifier::{Field, FieldMask, PacketMeta, FIELDS};
 use weft_core::policy::parse::excerpt;
 use weft_core::policy::{Classification, Program, ShapingPath};
 use weft_core::sched::fast::FastEngine;
+use weft_core::sched::heads::HeadEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::{
@@ -80,6 +81,9 @@ pub enum EngineKind {
     Fast,
     /// The reference engine (per-packet entries at every level).
     Reference,
+    /// The head engine (ranks only each queue's first packet; the same departures without
+    /// shaping, its own shaping semantics, and it refuses what it cannot run).
+    Heads,
 }
 
 impl EngineKind {
@@ -87,6 +91,7 @@ impl EngineKind {
         match self {
             EngineKind::Fast => "fast",
             EngineKind::Reference => "reference",
+            EngineKind::Heads => "heads",
         }
     }
 }
@@ -703,6 +708,15 @@ pub fn replay(
             let e = ReferenceEngine::with_options(prog.clone(), opts.engine_options);
             run(e, prog, trace, out, opts)
         }
+        EngineKind::Heads if opts.engine_options.limited_fast_path => Err(Error::Input(
+            "--limited-fast-path is an option of the fast and reference engines, not of \
+             --engine heads"
+                .into(),
+        )),
+        EngineKind::Heads => match HeadEngine::new(prog.clone()) {
+            Ok(e) => run(e, prog, trace, out, opts),
+            Err(e) => Err(Error::Input(format!("{e}; run it with --engine fast"))),
+        },
     }
     .map(|s| ReplaySummary {
         created: created.clone(),

@@ -508,6 +508,48 @@ fn replay_engines_agree_byte_for_byte_on_every_example() {
     }
 }
 
+/// `--engine heads` replays the example without shaping to the same departures as the fast
+/// engine, and refuses a policy it cannot run with exit 2, naming the node and its line,
+/// keeping nothing.
+#[test]
+fn replay_head_engine_agrees_or_refuses_naming_the_node() {
+    let fast = replay_example("iperf3-udp", "heads-fast", &["--engine", "fast"]);
+    let heads = replay_example("iperf3-udp", "heads", &["--engine", "heads"]);
+    let a = fs::read(fast.join("departures.csv")).unwrap();
+    let b = fs::read(heads.join("departures.csv")).unwrap();
+    assert!(a.len() > 1000 && a == b, "iperf3-udp: departures differ");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs::read(heads.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["engine"], "heads");
+    let _ = fs::remove_dir_all(&fast);
+    let _ = fs::remove_dir_all(&heads);
+    let out = std::env::temp_dir().join(format!("weft-heads-refused-{}", std::process::id()));
+    let err = weft()
+        .args([
+            "replay",
+            "--policy",
+            "examples/policies/senic-fig4.yaml",
+            "--trace",
+        ])
+        .arg(example_trace("senic-fig4"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--engine", "heads"])
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(err).unwrap();
+    assert!(
+        err.contains("node `nic`")
+            && err.contains("senic-fig4.yaml:")
+            && err.contains("--engine fast"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a refused replay kept {}", out.display());
+}
+
 /// Replays `stem` with `args` on both engines and demands the same departures; returns the
 /// two output directories (the caller removes them) and the departures.
 fn replay_with_both_engines(stem: &str, tag: &str, args: &[&str]) -> (PathBuf, PathBuf, String) {
