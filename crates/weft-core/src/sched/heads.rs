@@ -48,9 +48,10 @@
 //! nodes (their ranks depend on more than the first entry), leaves ordering their flows
 //! fairly, `outstanding`, a shaping node over several children (siblings sharing a class
 //! would need a class-local virtual time to keep their weights: the PIFO engines' class
-//! queues), parallel shaping nodes on one edge (a class chosen per packet: per-destination
-//! limits let the packets of one leaf pass each other, which a queue per leaf cannot), and
-//! live updates other than a class's bucket or a leaf's limits.
+//! queues), a shaping node with `match` or parallel shaping nodes on one edge (a class
+//! chosen per packet: per-destination limits let the packets of one leaf pass each other,
+//! which a queue per leaf cannot), and live updates other than a class's bucket or a
+//! leaf's limits.
 //!
 //! **Invariants** (checked by [`HeadEngine::check_invariants`] in tests): a node is in its
 //! parent's set exactly when it holds packets and is not parked; a parked node holds
