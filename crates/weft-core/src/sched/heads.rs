@@ -983,23 +983,13 @@ impl Engine for HeadEngine {
     }
 
     fn stats(&self) -> Stats {
-        let mut s = Stats::new(self.nodes.len());
-        for l in &self.leaves {
-            let c = &mut s.nodes[l.node as usize];
-            c.packets = l.sent_packets;
-            c.bytes = l.sent_bytes;
-        }
-        for (&v, d) in &self.drops {
-            s.nodes[v as usize].drops = *d;
-        }
-        // A parent's id is below its children's; drops stay where they happened.
-        for v in (1..self.nodes.len()).rev() {
-            let p = self.nodes[v].parent as usize;
-            let (packets, bytes) = (s.nodes[v].packets, s.nodes[v].bytes);
-            s.nodes[p].packets += packets;
-            s.nodes[p].bytes += bytes;
-        }
-        s
+        Stats::from_leaves(
+            &self.prog,
+            self.leaves
+                .iter()
+                .map(|l| (l.node, l.sent_packets, l.sent_bytes)),
+            self.drops.iter().map(|(&v, &d)| (v, d)),
+        )
     }
 
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {

@@ -494,6 +494,35 @@ impl Stats {
         }
     }
 
+    /// The counters of an engine that counts departures at its leaves only: `sent` gives
+    /// `(leaf node, packets, bytes)`, `drops` each node's drops. A node's packets and bytes
+    /// are its subtree's (the scheduling structure is a tree, and a parent's id is below its
+    /// children's); drops stay at the node where they happened.
+    pub(crate) fn from_leaves(
+        prog: &crate::policy::Program,
+        sent: impl IntoIterator<Item = (u32, u64, u64)>,
+        drops: impl IntoIterator<Item = (u32, [u64; 5])>,
+    ) -> Stats {
+        let mut s = Stats::new(prog.nodes.len());
+        for (v, packets, bytes) in sent {
+            let c = &mut s.nodes[v as usize];
+            c.packets = packets;
+            c.bytes = bytes;
+        }
+        for (v, d) in drops {
+            s.nodes[v as usize].drops = d;
+        }
+        for v in (1..prog.nodes.len()).rev() {
+            if let Some(p) = prog.nodes[v].parent {
+                let (packets, bytes) = (s.nodes[v].packets, s.nodes[v].bytes);
+                let up = &mut s.nodes[p as usize];
+                up.packets += packets;
+                up.bytes += bytes;
+            }
+        }
+        s
+    }
+
     /// Counts a drop at `node`.
     pub(crate) fn dropped(&mut self, node: u32, reason: DropReason) {
         self.nodes[node as usize].drops[reason.index()] += 1;

@@ -316,27 +316,15 @@ impl Engine for FastEngine {
     }
 
     fn stats(&self) -> Stats {
-        // Departures are counted at the leaf only; a node's are its subtree's (the
-        // scheduling structure is a tree, and a parent's id is below its children's).
-        let mut s = Stats::new(self.nodes.len());
-        for (l, &v) in self.leaves.iter().zip(&self.prog.leaves) {
-            let c = &mut s.nodes[v as usize];
-            c.packets = l.sent_packets;
-            c.bytes = l.sent_bytes;
-        }
-        for (&v, drops) in &self.node_drops {
-            s.nodes[v as usize].drops = *drops;
-        }
-        for v in (1..self.nodes.len()).rev() {
-            let p = self.nodes[v].parent;
-            if p != NO {
-                let (packets, bytes) = (s.nodes[v].packets, s.nodes[v].bytes);
-                let up = &mut s.nodes[p as usize];
-                up.packets += packets;
-                up.bytes += bytes;
-            }
-        }
-        s
+        // Departures are counted at the leaf only.
+        Stats::from_leaves(
+            &self.prog,
+            self.leaves
+                .iter()
+                .zip(&self.prog.leaves)
+                .map(|(l, &v)| (v, l.sent_packets, l.sent_bytes)),
+            self.node_drops.iter().map(|(&v, &d)| (v, d)),
+        )
     }
 
     fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
