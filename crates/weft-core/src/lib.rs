@@ -6,7 +6,9 @@
 //!   twin and a linear reference twin;
 //! * [`sched`] — the scheduling engines: the [`sched::Engine`] trait, the fast engine and
 //!   its reference twin, and a virtual-time link that drives either;
-//! * [`units`] — rates, sizes and times as `tc` writes them.
+//! * [`units`] — rates, sizes and times as `tc` writes them;
+//! * [`stats`] — statistics of measurements (Jain's fairness index) for the drivers'
+//!   reports.
 //!
 //! Nothing here reads a clock or touches a socket: drivers own time and I/O.
 //!
@@ -122,6 +124,7 @@
 pub mod classifier;
 pub mod policy;
 pub mod sched;
+pub mod stats;
 pub mod units;
 
 /// Test builds count steps of the loops whose cost an input could blow up (the engines' tree
