@@ -1,65 +1,39 @@
 //! Queueing delays of many series (a replay's leaves, its shaping classes) at HdrHistogram's
-//! resolution of 3 significant digits, kept sparsely while a series has few distinct values.
+//! resolution of 3 significant digits: percentiles from [`weft_core::stats::Histogram`],
+//! beside each series's exact max and sum.
 //!
-//! A dense [`Histogram`] holds a count for every bucket from 0 to its largest value. Delays
-//! are in picoseconds, so a series whose delays reach milliseconds holds 100–250 KB of counts
-//! however few packets it saw: a replay of 10,000 SENIC classes, about 100 packets each,
-//! peaked at 5.1 GB. Here a series starts as a hash map of counts per bucket that saw a packet
-//! (keyed by the bucket's lowest value, [`Histogram::lowest_equivalent`]), and becomes a
-//! dense histogram once it has [`DENSE_AT`] buckets, about where the map would outgrow the
-//! histogram (and a busy series records by index, not by hashing).
+//! A series's counts stay sparse while it has few distinct delays (see the histogram's
+//! module): delays are in picoseconds, so a dense histogram of delays reaching milliseconds
+//! holds 100–250 KB of counts however few packets it saw (a replay of 10,000 SENIC classes,
+//! about 100 packets each, peaked at 5.1 GB that way), and building, scanning and merging a
+//! dense histogram per leaf took a replay of 100,000 SENIC classes 20 s.
 //!
-//! What the summary prints of a series ([`Summary`]: p50, p90, p99, max, mean) comes from its
-//! sparse counts directly, and series merge (a node's delays are its subtree's) sparse while
-//! they stay small: building, scanning and merging a dense histogram per leaf took a replay of
-//! 100,000 SENIC classes 20 s. Either way the percentiles are, to the bit, those of one
-//! histogram recorded directly (unit tests `the_sparse_counts_make_the_dense_histogram`,
-//! `summaries_and_merges_match_one_histogram`): HdrHistogram's quantile rule (the first
-//! bucket whose running count reaches `ceil(q × total)`, its highest equivalent value, so
-//! at most 0.1 % above the exact percentile), no higher than the exact max.
+//! What the summary prints of a series ([`Summary`]: p50, p90, p99, max, mean): the
+//! percentiles are the histogram's, HdrHistogram's quantile rule (the first bucket whose
+//! running count reaches `ceil(q × total)`, its highest equivalent value, so at most 0.1 %
+//! above the exact percentile), no higher than the exact max; series merge (a node's delays
+//! are its subtree's) into the same figures as one histogram of every packet (unit test
+//! `summaries_and_merges_match_one_histogram`).
 //!
 //! The max and the mean are exact: each series keeps its largest delay and the sum of its
 //! delays (u128 picoseconds) beside its counts, and merges them with them; the mean is
 //! rounded to the nearest picosecond. (They were the histogram's: the highest value of the
 //! max's bucket and a mean of bucket midpoints, 1,201,151 ps for a delay of 1,200,800.)
 //!
-//! Cost: a record is one hash-map update (sparse) or one histogram record (dense), plus a
-//! max and an add. A sparse summary sorts its buckets once, O(b log b). Memory per series:
-//! 24 bytes of exact figures, 16 bytes of map entry per bucket (plus the map's slack) up to
-//! [`DENSE_AT`] buckets, then one dense histogram. Written here because hdrhistogram has no
-//! sparse form.
+//! Cost: a record is one histogram record, plus a max and an add; a summary reads the
+//! histogram once per percentile. Memory per series: 24 bytes of exact figures and the
+//! histogram's counts.
 
-use std::sync::OnceLock;
-
-use hdrhistogram::Histogram;
-use rustc_hash::FxHashMap;
-
-/// Significant digits of every histogram: HdrHistogram's usual 3 (0.1 % relative error).
-const SIGNIFICANT_DIGITS: u8 = 3;
-
-/// Buckets at which a series becomes a dense histogram: 4,096 map entries take 64–128 KB,
-/// a dense histogram of delays up to a few milliseconds about as much.
-const DENSE_AT: usize = 4096;
-
-/// A histogram of the replay's precision, empty.
-fn empty_histogram() -> Histogram<u64> {
-    Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits are valid")
-}
+use weft_core::stats::Histogram;
 
 /// One series's delays: counts per bucket for the percentiles, and the exact max and sum.
 pub struct Series {
-    counts: Counts,
+    /// Delays per bucket, ps (3 significant digits).
+    counts: Histogram<3>,
     /// The largest delay, ps.
     max: u64,
     /// Every delay added up, ps.
     sum: u128,
-}
-
-/// A series's packets per bucket.
-enum Counts {
-    /// Packets per bucket (by the bucket's lowest value, ps) that saw one.
-    Sparse(FxHashMap<u64, u64>),
-    Dense(Histogram<u64>),
 }
 
 /// What `summary.json` gives of a series, ps: percentiles from the histogram's buckets (3
@@ -96,38 +70,20 @@ impl Delays {
         let series = &mut self.series[s as usize];
         series.max = series.max.max(delay_ps);
         series.sum += delay_ps as u128;
-        match &mut series.counts {
-            Counts::Dense(h) => h
-                .record(delay_ps)
-                .expect("an auto-resizing histogram records any u64"),
-            Counts::Sparse(counts) => {
-                *counts
-                    .entry(shape().lowest_equivalent(delay_ps))
-                    .or_insert(0) += 1;
-                if counts.len() >= DENSE_AT {
-                    series.counts = Counts::Dense(dense(counts));
-                }
-            }
-        }
+        series.counts.record(delay_ps);
     }
 
     /// Takes series `s` (`None` if it recorded nothing), leaving it empty.
     pub fn take(&mut self, s: usize) -> Option<Series> {
         let series = std::mem::replace(&mut self.series[s], Series::empty());
-        (!series.is_empty()).then_some(series)
+        (!series.counts.is_empty()).then_some(series)
     }
-}
-
-/// An empty histogram of the replay's precision: its configuration maps values to buckets.
-fn shape() -> &'static Histogram<u64> {
-    static SHAPE: OnceLock<Histogram<u64>> = OnceLock::new();
-    SHAPE.get_or_init(empty_histogram)
 }
 
 impl Series {
     fn empty() -> Series {
         Series {
-            counts: Counts::Sparse(FxHashMap::default()),
+            counts: Histogram::new(),
             max: 0,
             sum: 0,
         }
@@ -137,108 +93,31 @@ impl Series {
     pub fn merge(&mut self, from: Series) {
         self.max = self.max.max(from.max);
         self.sum += from.sum;
-        let empty = Counts::Sparse(FxHashMap::default());
-        let merged = match (std::mem::replace(&mut self.counts, empty), from.counts) {
-            (Counts::Sparse(mut a), Counts::Sparse(b)) => {
-                for (v, n) in b {
-                    *a.entry(v).or_insert(0) += n;
-                }
-                if a.len() < DENSE_AT {
-                    self.counts = Counts::Sparse(a);
-                    return;
-                }
-                dense(&a)
-            }
-            (Counts::Sparse(a), Counts::Dense(mut b))
-            | (Counts::Dense(mut b), Counts::Sparse(a)) => {
-                record_all(&mut b, &a);
-                b
-            }
-            (Counts::Dense(mut a), Counts::Dense(b)) => {
-                a.add(&b)
-                    .expect("an auto-resizing histogram adds any histogram");
-                a
-            }
-        };
-        self.counts = Counts::Dense(merged);
+        self.counts.merge(from.counts);
     }
 
     /// The series's summary (it is not empty): see [`Summary`].
     pub fn summary(&self) -> Summary {
-        let (p50, p90, p99, total) = match &self.counts {
-            Counts::Dense(h) => (
-                h.value_at_quantile(0.5),
-                h.value_at_quantile(0.9),
-                h.value_at_quantile(0.99),
-                h.len(),
-            ),
-            Counts::Sparse(counts) => {
-                let mut buckets: Vec<(u64, u64)> = counts.iter().map(|(&v, &n)| (v, n)).collect();
-                buckets.sort_unstable();
-                let total: u64 = buckets.iter().map(|b| b.1).sum();
-                let h = shape();
-                // HdrHistogram's `value_at_quantile` for 0 < q <= 1.
-                let quantile = |q: f64| {
-                    let target = ((q * total as f64).ceil() as u64).max(1);
-                    let mut running = 0;
-                    for &(v, n) in &buckets {
-                        running += n;
-                        if running >= target {
-                            return h.highest_equivalent(v);
-                        }
-                    }
-                    0
-                };
-                (quantile(0.5), quantile(0.9), quantile(0.99), total)
-            }
-        };
-        let total = total.max(1) as u128;
         // A bucket's highest value may lie above every delay in it: the exact max bounds it.
+        let q = |q: f64| self.counts.value_at_quantile(q).unwrap_or(0).min(self.max);
+        let total = self.counts.count().max(1) as u128;
         Summary {
-            p50: p50.min(self.max),
-            p90: p90.min(self.max),
-            p99: p99.min(self.max),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
             max: self.max,
             mean: ((self.sum + total / 2) / total) as u64,
         }
     }
-
-    /// The series's counts as one histogram.
-    #[cfg(test)]
-    fn into_histogram(self) -> Histogram<u64> {
-        match self.counts {
-            Counts::Dense(h) => h,
-            Counts::Sparse(c) => dense(&c),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        match &self.counts {
-            Counts::Sparse(c) => c.is_empty(),
-            Counts::Dense(h) => h.is_empty(),
-        }
-    }
-}
-
-/// Records sparse counts into a histogram.
-fn record_all(h: &mut Histogram<u64>, counts: &FxHashMap<u64, u64>) {
-    for (&value, &n) in counts {
-        h.record_n(value, n)
-            .expect("an auto-resizing histogram records any u64");
-    }
-}
-
-/// The histogram of sparse counts.
-fn dense(counts: &FxHashMap<u64, u64>) -> Histogram<u64> {
-    let mut h = empty_histogram();
-    record_all(&mut h, counts);
-    h
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Series that turn dense: [`Histogram::DENSE_AT`] buckets.
+    const DENSE_AT: usize = Histogram::<3>::DENSE_AT;
 
     proptest! {
         // 64 cases (each builds histograms up to 2^50, 40 octaves of buckets, in a debug
@@ -247,67 +126,25 @@ mod tests {
             std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
         ))]
 
-        /// Each series's histogram, whether kept sparse or turned dense on the way, equals
-        /// the one recorded directly: every bucket's count, so every percentile, the mean
-        /// and the max.
-        #[test]
-        fn the_sparse_counts_make_the_dense_histogram(
-            records in prop::collection::vec((0u32..4, 14u32..64, any::<u64>()), 0..300),
-            spread in prop::collection::vec(any::<u64>(), 0..2),
-        ) {
-            let mut sparse = Delays::new(5);
-            let mut dense: Vec<Option<Histogram<u64>>> = vec![None; 5];
-            let mut record = |s: u32, v: u64| {
-                sparse.record(s, v);
-                dense[s as usize].get_or_insert_with(empty_histogram).record(v).unwrap();
-            };
-            // Values at every magnitude from zero to 2^50 ps (19 minutes).
-            for &(s, shift, v) in &records {
-                record(s, v >> shift);
-            }
-            // Sometimes enough distinct buckets to turn series 4 dense part way.
-            for &seed in &spread {
-                for i in 0..DENSE_AT as u64 + 100 {
-                    record(4, (seed >> 30).wrapping_add(i * 3));
-                }
-                record(4, seed >> 20);
-            }
-            for (s, d) in dense.iter().enumerate() {
-                let h = sparse.take(s).map(Series::into_histogram);
-                prop_assert_eq!(h.is_some(), d.is_some(), "series {}", s);
-                if let (Some(h), Some(d)) = (h, d) {
-                    prop_assert_eq!(h.len(), d.len());
-                    prop_assert_eq!(h.max(), d.max());
-                    prop_assert_eq!(h.min(), d.min());
-                    prop_assert_eq!(h.mean().to_bits(), d.mean().to_bits());
-                    for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
-                        prop_assert_eq!(h.value_at_quantile(q), d.value_at_quantile(q), "q {}", q);
-                    }
-                    let buckets = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
-                        h.iter_recorded().map(|b| (b.value_iterated_to(), b.count_at_value())).collect()
-                    };
-                    prop_assert_eq!(buckets(&h), buckets(d));
-                }
-            }
-        }
-
         /// A summary from sparse counts, and from series merged sparse and dense in any
-        /// mix, equals the one of a single histogram that recorded every packet directly:
-        /// what `summary.json` prints for a node from its leaves.
+        /// mix, equals the one of a single histogram that recorded every packet directly
+        /// (dense from the start: an `hdrhistogram`'s counts): what `summary.json` prints
+        /// for a node from its leaves.
         #[test]
         fn summaries_and_merges_match_one_histogram(
             records in prop::collection::vec((0u32..4, 14u32..64, any::<u64>()), 1..300),
             spread in prop::collection::vec((0u32..4, any::<u64>()), 0..2),
         ) {
+            let one = || Histogram::<3>::with_high(2);
             let mut delays = Delays::new(4);
-            let mut each: Vec<Option<Histogram<u64>>> = vec![None; 4];
+            let mut each: Vec<Option<Histogram<3>>> = vec![None; 4];
             let mut values: Vec<Vec<u64>> = vec![Vec::new(); 4];
-            let mut all = empty_histogram();
+            let mut all = one();
             let mut record = |s: u32, v: u64| {
                 delays.record(s, v);
-                each[s as usize].get_or_insert_with(empty_histogram).record(v).unwrap();
+                each[s as usize].get_or_insert_with(one).record(v);
                 values[s as usize].push(v);
-                all.record(v).unwrap();
+                all.record(v);
             };
             for &(s, shift, v) in &records {
                 record(s, v >> shift);
@@ -320,14 +157,15 @@ mod tests {
             }
             // The histogram's percentiles (no higher than the exact max), the exact max and
             // mean (rounded to the nearest ps).
-            let direct = |h: &Histogram<u64>, values: &[u64]| {
+            let direct = |h: &Histogram<3>, values: &[u64]| {
                 let max = values.iter().copied().max().unwrap_or(0);
                 let n = values.len() as u128;
                 let sum: u128 = values.iter().map(|&v| v as u128).sum();
+                let q = |q: f64| h.value_at_quantile(q).unwrap().min(max);
                 Summary {
-                    p50: h.value_at_quantile(0.5).min(max),
-                    p90: h.value_at_quantile(0.9).min(max),
-                    p99: h.value_at_quantile(0.99).min(max),
+                    p50: q(0.5),
+                    p90: q(0.9),
+                    p99: q(0.99),
                     max,
                     mean: ((sum + n / 2) / n) as u64,
                 }
@@ -382,7 +220,7 @@ mod tests {
         );
         // Distinct values until the series turns dense.
         let mut values = Vec::new();
-        while !matches!(d.series[1].counts, Counts::Dense(_)) {
+        while !d.series[1].counts.is_dense() {
             let v = values.len() as u64 * 1_000_003;
             d.record(1, v);
             values.push(v);

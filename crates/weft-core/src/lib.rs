@@ -7,8 +7,8 @@
 //! * [`sched`] — the scheduling engines: the [`sched::Engine`] trait, the fast engine and
 //!   its reference twin, and a virtual-time link that drives either;
 //! * [`units`] — rates, sizes and times as `tc` writes them;
-//! * [`stats`] — statistics of measurements (Jain's fairness index) for the drivers'
-//!   reports.
+//! * [`stats`] — statistics of measurements for the drivers' reports: Jain's fairness
+//!   index, histograms and their quantiles.
 //!
 //! Nothing here reads a clock or touches a socket: drivers own time and I/O.
 //!

@@ -1,9 +1,38 @@
-//! Statistics of measurements, shared by the simulator, the software NIC's testbed and the
-//! command line: Jain's fairness index ([`jain`]).
+//! Statistics of measurements, shared by the simulator, the software NIC and the command
+//! line: Jain's fairness index ([`jain`]) and histograms of `u64` values ([`hist`]: on
+//! HdrHistogram's buckets, read at a coarser [`Grid`] where a figure is published at one).
 //!
-//! Pure functions of their arguments: no clock, no I/O, no allocation.
+//! One quantile rule everywhere ([`rank`], [`at_rank`]): the `q`-quantile of `n` values is
+//! the rank-th smallest, rank = ⌈q·n⌉ kept within 1..=n (`hdrhistogram`'s
+//! `value_at_quantile`).
 //!
-//! Cost: [`jain`] is one pass over its input, O(n).
+//! Pure functions and data: no clock, no I/O.
+//!
+//! Cost: [`jain`] is one pass over its input, O(n), and allocates nothing; [`at_rank`] walks
+//! its counts until the rank, O(n); [`hist`] gives its own.
+
+pub mod hist;
+
+pub use hist::{Bucket, Grid, Histogram};
+
+/// The rank of the `q`-quantile (0..=1) among `n` values: ⌈q·n⌉, at least 1 and at most
+/// `n` (1 when `n` is 0: nothing reaches it).
+pub fn rank(q: f64, n: u64) -> u64 {
+    ((q * n as f64).ceil() as u64).min(n).max(1)
+}
+
+/// The key of the first of `counts` (keys in increasing order, each with how many values it
+/// stands for) at which the running count reaches `rank`; `None` if none does.
+pub fn at_rank<K>(counts: impl IntoIterator<Item = (K, u64)>, rank: u64) -> Option<K> {
+    let mut seen = 0u64;
+    for (key, count) in counts {
+        seen += count;
+        if seen >= rank {
+            return Some(key);
+        }
+    }
+    None
+}
 
 /// Jain's fairness index of the allocations `x` (throughputs, or throughputs divided by
 /// their ideal share or weight): (Σx)² / (n · Σx²), 1 when all are equal, down to 1/n when
@@ -33,6 +62,22 @@ mod tests {
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-12)
+    }
+
+    #[test]
+    fn ranks_and_the_value_at_one() {
+        assert_eq!(rank(0.5, 4), 2);
+        assert_eq!(rank(0.51, 4), 3);
+        assert_eq!(rank(0.99, 100), 99);
+        assert_eq!(rank(0.0, 7), 1);
+        assert_eq!(rank(1.5, 7), 7);
+        assert_eq!(rank(0.5, 0), 1);
+        let counts = [(10, 2), (20, 0), (30, 1), (40, 5)];
+        assert_eq!(at_rank(counts, 1), Some(10));
+        assert_eq!(at_rank(counts, 3), Some(30));
+        assert_eq!(at_rank(counts, 4), Some(40));
+        assert_eq!(at_rank(counts, 9), None);
+        assert_eq!(at_rank(Vec::<(u64, u64)>::new(), 1), None);
     }
 
     #[test]
