@@ -86,19 +86,6 @@ impl Hist {
         self.n += n;
     }
 
-    /// Takes back a sample [`Hist::record`] added (the same value: the same bucket).
-    pub fn remove(&mut self, v: u64) {
-        let i = Hist::index(v);
-        debug_assert!(
-            self.counts.get(i).is_some_and(|&c| c > 0),
-            "removing {v}, never recorded"
-        );
-        if let Some(c) = self.counts.get_mut(i).filter(|c| **c > 0) {
-            *c -= 1;
-            self.n -= 1;
-        }
-    }
-
     /// Samples so far.
     pub fn count(&self) -> u64 {
         self.n

@@ -54,6 +54,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use rustc_hash::FxHashMap;
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{Algo, Classification, Program};
 use weft_core::sched::fast::FastEngine;
@@ -61,7 +62,7 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::LAST_ARRIVAL_PS;
 
-use crate::metrics::{Hist, Latency};
+use crate::metrics::Latency;
 use crate::nic::engine::EngineNic;
 use crate::nic::hwq::HwqNic;
 use crate::nic::{AppInfo, Nic, NicCounters, NicKind, Pkt};
@@ -282,6 +283,18 @@ impl Gaps {
             }
         }
         None
+    }
+}
+
+/// A packet written at `written_ps` (outside requests) left its application's `queued`
+/// counts: sent or dropped.
+fn left_queue(queued: &mut FxHashMap<u64, u64>, written_ps: u64) {
+    match queued.get_mut(&written_ps) {
+        Some(n) if *n > 1 => *n -= 1,
+        Some(_) => {
+            queued.remove(&written_ps);
+        }
+        None => debug_assert!(false, "a packet written at {written_ps} ps left twice"),
     }
 }
 
@@ -514,10 +527,10 @@ struct Sim<'a, N: Nic> {
     free_reqs: Vec<u32>,
     drops: Vec<Pkt>,
     /// Per application, packets written outside requests (bulk, UDP) and not yet sent or
-    /// dropped, each as its age at the end of the run (`duration − written`): what is left
-    /// at the end is their packet delay's lower bounds. Removing a packet takes back the
-    /// same value, so the bucket is the same: O(1) a packet, no memory per packet.
-    queued: Vec<Hist>,
+    /// dropped, counted by the time they were written, ps: at the end each counts as its
+    /// age then (`duration − written`), a lower bound of its packet delay. A write's
+    /// packets share one count: O(1) a packet, memory per write still queued.
+    queued: Vec<FxHashMap<u64, u64>>,
     /// Per application: its flow counts over time ([`FlowsAt`]), and the flows its steps
     /// have made active so far (flows `0..n` of the application are).
     flows_at: Vec<FlowsAt>,
@@ -586,7 +599,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             reqs: Vec::new(),
             free_reqs: Vec::new(),
             drops: Vec::new(),
-            queued: vec![Hist::default(); napps],
+            queued: vec![FxHashMap::default(); napps],
             flows_at: sc.apps.iter().map(FlowsAt::new).collect(),
             app_active: vec![0; napps],
             events: 0,
@@ -715,8 +728,11 @@ impl<'a, N: Nic> Sim<'a, N> {
         progress(end, self.events);
         self.count_unfinished();
         for (app, q) in self.queued.iter().enumerate() {
-            self.out.app_queued[app] = q.count();
-            self.out.app_latency[app].unfinished.merge(q);
+            let ages = &mut self.out.app_latency[app].unfinished;
+            for (&written_ps, &n) in q {
+                ages.record_n(self.sc.duration_ps.saturating_sub(written_ps), n);
+            }
+            self.out.app_queued[app] = q.values().sum();
         }
         self.out.counters = self.nic.counters();
         self.out.events = self.events;
@@ -905,10 +921,8 @@ impl<'a, N: Nic> Sim<'a, N> {
         let mtu = self.sc.host.mtu_bytes as u64;
         let f = &self.flows[fi as usize];
         let (app, core, meta) = (f.app, f.core, f.meta);
-        if req == u32::MAX {
-            // Every packet of the write has the same age at the end.
-            let age = self.sc.duration_ps.saturating_sub(now);
-            self.queued[app as usize].record_n(age, bytes.div_ceil(mtu));
+        if req == u32::MAX && bytes > 0 {
+            *self.queued[app as usize].entry(now).or_insert(0) += bytes.div_ceil(mtu);
         }
         self.events += bytes.div_ceil(mtu);
         let mut left = bytes;
@@ -985,7 +999,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             }
         } else {
             o.app_latency[app].done.record(now - p.submit_ps);
-            self.queued[app].remove(sc.duration_ps.saturating_sub(p.submit_ps));
+            left_queue(&mut self.queued[app], p.submit_ps);
         }
         let f = &mut self.flows[p.flow as usize];
         f.queued_bytes -= p.bytes as u64;
@@ -1009,7 +1023,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             self.out.app_drops[p.app as usize] += 1;
             self.flows[p.flow as usize].queued_bytes -= p.bytes as u64;
             if p.req == u32::MAX {
-                self.queued[p.app as usize].remove(self.sc.duration_ps.saturating_sub(p.submit_ps));
+                left_queue(&mut self.queued[p.app as usize], p.submit_ps);
             } else {
                 let r = &mut self.reqs[p.req as usize];
                 r.failed = true;
