@@ -47,12 +47,19 @@ use super::{at_rank, rank};
 #[derive(Clone)]
 pub struct Histogram<const D: u8 = 3> {
     counts: Counts,
+}
+
+/// The counts of a [`Histogram`], whatever its digits (its methods are told them): the work
+/// is compiled once, here, not in every crate that names a `Histogram<D>`.
+#[derive(Clone)]
+struct Counts {
+    form: Form,
     /// Values counted.
     total: u64,
 }
 
 #[derive(Clone)]
-enum Counts {
+enum Form {
     /// Values per bucket in use, keyed by the bucket's lowest value.
     Sparse(FxHashMap<u64, u64>),
     /// Every bucket's count from 0 to the largest value (boxed: an empty sparse histogram
@@ -97,110 +104,89 @@ fn dense_of(digits: u8, counts: &FxHashMap<u64, u64>) -> Box<Hdr<u64>> {
     Box::new(h)
 }
 
-impl<const D: u8> Histogram<D> {
-    /// Buckets per power of two above the exact range (HdrHistogram's half sub-bucket count:
-    /// 2·10^D rounded up to a power of two, halved); values below twice this have a bucket
-    /// each.
-    pub const PER_OCTAVE: u64 = {
-        assert!(D <= 5, "hdrhistogram keeps 0 to 5 significant digits");
-        (2 * 10u64.pow(D as u32)).next_power_of_two() / 2
-    };
+/// Buckets per power of two at `digits`: see [`Histogram::PER_OCTAVE`].
+const fn per_octave(digits: u8) -> u64 {
+    (2 * 10u64.pow(digits as u32)).next_power_of_two() / 2
+}
 
-    /// Buckets in use at which a sparse histogram turns dense: four powers of two's worth.
-    pub const DENSE_AT: usize = 4 * Self::PER_OCTAVE as usize;
+/// Buckets in use at which a sparse histogram of `digits` turns dense: four powers of two's
+/// worth.
+const fn dense_at(digits: u8) -> usize {
+    4 * per_octave(digits) as usize
+}
 
-    /// An empty histogram, sparse (no allocation until the first record).
-    pub fn new() -> Self {
-        let _ = Self::PER_OCTAVE;
-        Histogram {
-            counts: Counts::Sparse(FxHashMap::default()),
+impl Counts {
+    fn sparse() -> Counts {
+        Counts {
+            form: Form::Sparse(FxHashMap::default()),
             total: 0,
         }
     }
 
-    /// An empty histogram, dense from the start and sized for values up to `high`: recording
-    /// a value up to `high` allocates nothing (a larger one grows it).
-    pub fn with_high(high: u64) -> Self {
-        let _ = Self::PER_OCTAVE;
-        let mut h = Hdr::new_with_max(high.max(2), D).expect("a high of 2 or more is valid");
+    fn dense(digits: u8, high: u64) -> Counts {
+        let mut h = Hdr::new_with_max(high.max(2), digits).expect("a high of 2 or more is valid");
         h.auto(true);
-        Histogram {
-            counts: Counts::Dense(Box::new(h)),
+        Counts {
+            form: Form::Dense(Box::new(h)),
             total: 0,
         }
     }
 
-    /// The lowest and highest value (inclusive) of `value`'s bucket.
-    pub fn bucket_of(value: u64) -> (u64, u64) {
-        let _ = Self::PER_OCTAVE;
-        let h = shape(D);
-        (h.lowest_equivalent(value), h.highest_equivalent(value))
-    }
-
-    /// Counts one value.
-    pub fn record(&mut self, value: u64) {
-        self.record_n(value, 1);
-    }
-
-    /// Counts `n` values equal to `value`.
-    pub fn record_n(&mut self, value: u64, n: u64) {
+    fn record_n(&mut self, digits: u8, value: u64, n: u64) {
         if n == 0 {
             return;
         }
         self.total += n;
-        match &mut self.counts {
-            Counts::Dense(h) => h
+        match &mut self.form {
+            Form::Dense(h) => h
                 .record_n(value, n)
                 .expect("an auto-resizing histogram records any u64"),
-            Counts::Sparse(counts) => {
-                *counts.entry(shape(D).lowest_equivalent(value)).or_insert(0) += n;
-                if counts.len() >= Self::DENSE_AT {
-                    self.counts = Counts::Dense(dense_of(D, counts));
+            Form::Sparse(counts) => {
+                *counts
+                    .entry(shape(digits).lowest_equivalent(value))
+                    .or_insert(0) += n;
+                if counts.len() >= dense_at(digits) {
+                    self.form = Form::Dense(dense_of(digits, counts));
                 }
             }
         }
     }
 
-    /// Adds `other`'s values to this histogram's.
-    pub fn add(&mut self, other: &Self) {
+    fn add(&mut self, digits: u8, other: &Counts) {
         self.total += other.total;
-        match (&mut self.counts, &other.counts) {
-            (Counts::Dense(a), Counts::Dense(b)) => a
+        match (&mut self.form, &other.form) {
+            (Form::Dense(a), Form::Dense(b)) => a
                 .add(&**b)
                 .expect("an auto-resizing histogram adds any histogram"),
-            (Counts::Dense(a), Counts::Sparse(b)) => record_all(a, b),
-            (Counts::Sparse(a), Counts::Sparse(b)) => {
+            (Form::Dense(a), Form::Sparse(b)) => record_all(a, b),
+            (Form::Sparse(a), Form::Sparse(b)) => {
                 for (&v, &n) in b {
                     *a.entry(v).or_insert(0) += n;
                 }
-                if a.len() >= Self::DENSE_AT {
-                    self.counts = Counts::Dense(dense_of(D, a));
+                if a.len() >= dense_at(digits) {
+                    self.form = Form::Dense(dense_of(digits, a));
                 }
             }
-            (Counts::Sparse(a), Counts::Dense(b)) => {
+            (Form::Sparse(a), Form::Dense(b)) => {
                 let mut dense = b.clone();
                 record_all(&mut dense, a);
-                self.counts = Counts::Dense(dense);
+                self.form = Form::Dense(dense);
             }
         }
     }
 
-    /// Adds `other`'s values to this histogram's, reusing `other`'s counts where that saves
-    /// a copy (a sparse histogram merging a dense one).
-    pub fn merge(&mut self, mut other: Self) {
-        if matches!(self.counts, Counts::Sparse(_)) && matches!(other.counts, Counts::Dense(_)) {
+    fn merge(&mut self, digits: u8, mut other: Counts) {
+        if matches!(self.form, Form::Sparse(_)) && matches!(other.form, Form::Dense(_)) {
             std::mem::swap(self, &mut other);
         }
-        self.add(&other);
+        self.add(digits, &other);
     }
 
-    /// Takes `other`'s values away from this histogram's: `other` holds values this one
-    /// counted (no bucket of `other` holds more). Panics otherwise.
-    pub fn subtract(&mut self, other: &Self) {
+    fn subtract(&mut self, digits: u8, other: &Counts) {
         const NEVER_COUNTED: &str = "subtracting values that were never counted";
         self.total = self.total.checked_sub(other.total).expect(NEVER_COUNTED);
-        match (&mut self.counts, &other.counts) {
-            (Counts::Sparse(a), Counts::Sparse(b)) => {
+        match (&mut self.form, &other.form) {
+            (Form::Sparse(a), Form::Sparse(b)) => {
                 for (v, &n) in b {
                     let c = a.get_mut(v).filter(|c| **c >= n).expect(NEVER_COUNTED);
                     *c -= n;
@@ -209,47 +195,30 @@ impl<const D: u8> Histogram<D> {
                     }
                 }
             }
-            (Counts::Dense(a), Counts::Dense(b)) => a.subtract(&**b).expect(NEVER_COUNTED),
-            (Counts::Dense(a), Counts::Sparse(b)) => {
-                a.subtract(&*dense_of(D, b)).expect(NEVER_COUNTED)
+            (Form::Dense(a), Form::Dense(b)) => a.subtract(&**b).expect(NEVER_COUNTED),
+            (Form::Dense(a), Form::Sparse(b)) => {
+                a.subtract(&*dense_of(digits, b)).expect(NEVER_COUNTED)
             }
-            (Counts::Sparse(a), Counts::Dense(b)) => {
-                let mut dense = dense_of(D, a);
+            (Form::Sparse(a), Form::Dense(b)) => {
+                let mut dense = dense_of(digits, a);
                 dense.subtract(&**b).expect(NEVER_COUNTED);
-                self.counts = Counts::Dense(dense);
+                self.form = Form::Dense(dense);
             }
         }
     }
 
-    /// Forgets every value (a dense histogram keeps its memory).
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.total = 0;
-        match &mut self.counts {
-            Counts::Sparse(c) => c.clear(),
-            Counts::Dense(h) => h.reset(),
+        match &mut self.form {
+            Form::Sparse(c) => c.clear(),
+            Form::Dense(h) => h.reset(),
         }
     }
 
-    /// Values counted.
-    pub fn count(&self) -> u64 {
-        self.total
-    }
-
-    /// No value counted.
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    /// Whether the counts are held dense (every bucket from 0 to the largest value).
-    pub fn is_dense(&self) -> bool {
-        matches!(self.counts, Counts::Dense(_))
-    }
-
-    /// The buckets in use, in increasing order.
-    pub fn buckets(&self) -> Vec<Bucket> {
-        match &self.counts {
-            Counts::Sparse(counts) => {
-                let h = shape(D);
+    fn buckets(&self, digits: u8) -> Vec<Bucket> {
+        match &self.form {
+            Form::Sparse(counts) => {
+                let h = shape(digits);
                 let mut out: Vec<Bucket> = counts
                     .iter()
                     .map(|(&low, &count)| Bucket {
@@ -261,7 +230,7 @@ impl<const D: u8> Histogram<D> {
                 out.sort_unstable_by_key(|b| b.low);
                 out
             }
-            Counts::Dense(h) => h
+            Form::Dense(h) => h
                 .iter_recorded()
                 .map(|b| {
                     let v = b.value_iterated_to();
@@ -275,34 +244,27 @@ impl<const D: u8> Histogram<D> {
         }
     }
 
-    /// The `q`-quantile (0..=1): the highest value of the bucket holding the rank-th
-    /// smallest value ([`super::rank`]), at most 1/[`Self::PER_OCTAVE`] above it; `None`
-    /// without values. `hdrhistogram`'s `value_at_quantile` for 0 < q ≤ 1.
-    pub fn value_at_quantile(&self, q: f64) -> Option<u64> {
+    fn value_at_quantile(&self, digits: u8, q: f64) -> Option<u64> {
         if self.total == 0 {
             return None;
         }
-        match &self.counts {
-            Counts::Dense(h) => Some(h.highest_equivalent(h.value_at_quantile(q))),
-            Counts::Sparse(_) => at_rank(
-                self.buckets().into_iter().map(|b| (b.high, b.count)),
+        match &self.form {
+            Form::Dense(h) => Some(h.highest_equivalent(h.value_at_quantile(q))),
+            Form::Sparse(_) => at_rank(
+                self.buckets(digits).into_iter().map(|b| (b.high, b.count)),
                 rank(q, self.total),
             ),
         }
     }
 
-    /// The counts per bucket of the coarser `grid`, `(grid index, count)` for each bucket in
-    /// use, in increasing order: exact, as a histogram kept on `grid` would hold them.
-    /// Panics if `grid` is finer than this histogram (more than [`Self::PER_OCTAVE`]
-    /// buckets per power of two).
-    pub fn coarse(&self, grid: Grid) -> Vec<(u32, u64)> {
+    fn coarse(&self, digits: u8, grid: Grid) -> Vec<(u32, u64)> {
         assert!(
-            1u64 << grid.bits <= Self::PER_OCTAVE,
-            "a grid of {} buckets per power of two is finer than {D} digits",
+            1u64 << grid.bits <= per_octave(digits),
+            "a grid of {} buckets per power of two is finer than {digits} digits",
             1u64 << grid.bits
         );
         let mut out: Vec<(u32, u64)> = Vec::new();
-        for b in self.buckets() {
+        for b in self.buckets(digits) {
             let i = grid.index(b.low);
             match out.last_mut() {
                 Some(last) if last.0 == i => last.1 += b.count,
@@ -310,6 +272,110 @@ impl<const D: u8> Histogram<D> {
             }
         }
         out
+    }
+}
+
+impl<const D: u8> Histogram<D> {
+    /// Buckets per power of two above the exact range (HdrHistogram's half sub-bucket count:
+    /// 2·10^D rounded up to a power of two, halved); values below twice this have a bucket
+    /// each.
+    pub const PER_OCTAVE: u64 = {
+        assert!(D <= 5, "hdrhistogram keeps 0 to 5 significant digits");
+        per_octave(D)
+    };
+
+    /// Buckets in use at which a sparse histogram turns dense: four powers of two's worth.
+    pub const DENSE_AT: usize = dense_at(D);
+
+    /// An empty histogram, sparse (no allocation until the first record).
+    pub fn new() -> Self {
+        let _ = Self::PER_OCTAVE;
+        Histogram {
+            counts: Counts::sparse(),
+        }
+    }
+
+    /// An empty histogram, dense from the start and sized for values up to `high`: recording
+    /// a value up to `high` allocates nothing (a larger one grows it).
+    pub fn with_high(high: u64) -> Self {
+        let _ = Self::PER_OCTAVE;
+        Histogram {
+            counts: Counts::dense(D, high),
+        }
+    }
+
+    /// The lowest and highest value (inclusive) of `value`'s bucket.
+    pub fn bucket_of(value: u64) -> (u64, u64) {
+        let _ = Self::PER_OCTAVE;
+        let h = shape(D);
+        (h.lowest_equivalent(value), h.highest_equivalent(value))
+    }
+
+    /// Counts one value.
+    pub fn record(&mut self, value: u64) {
+        self.counts.record_n(D, value, 1);
+    }
+
+    /// Counts `n` values equal to `value`.
+    pub fn record_n(&mut self, value: u64, n: u64) {
+        self.counts.record_n(D, value, n);
+    }
+
+    /// Adds `other`'s values to this histogram's.
+    pub fn add(&mut self, other: &Self) {
+        self.counts.add(D, &other.counts);
+    }
+
+    /// Adds `other`'s values to this histogram's, reusing `other`'s counts where that saves
+    /// a copy (a sparse histogram merging a dense one).
+    pub fn merge(&mut self, other: Self) {
+        self.counts.merge(D, other.counts);
+    }
+
+    /// Takes `other`'s values away from this histogram's: `other` holds values this one
+    /// counted (no bucket of `other` holds more). Panics otherwise.
+    pub fn subtract(&mut self, other: &Self) {
+        self.counts.subtract(D, &other.counts);
+    }
+
+    /// Forgets every value (a dense histogram keeps its memory).
+    pub fn clear(&mut self) {
+        self.counts.clear();
+    }
+
+    /// Values counted.
+    pub fn count(&self) -> u64 {
+        self.counts.total
+    }
+
+    /// No value counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.total == 0
+    }
+
+    /// Whether the counts are held dense (every bucket from 0 to the largest value).
+    pub fn is_dense(&self) -> bool {
+        matches!(self.counts.form, Form::Dense(_))
+    }
+
+    /// The buckets in use, in increasing order.
+    pub fn buckets(&self) -> Vec<Bucket> {
+        self.counts.buckets(D)
+    }
+
+    /// The `q`-quantile (0..=1): the highest value of the bucket holding the rank-th
+    /// smallest value ([`super::rank`]), at most 1/[`Self::PER_OCTAVE`] above it; `None`
+    /// without values. `hdrhistogram`'s `value_at_quantile` for 0 < q ≤ 1.
+    pub fn value_at_quantile(&self, q: f64) -> Option<u64> {
+        self.counts.value_at_quantile(D, q)
+    }
+
+    /// The counts per bucket of the coarser `grid`, `(grid index, count)` for each bucket in
+    /// use, in increasing order: exact, as a histogram kept on `grid` would hold them.
+    /// Panics if `grid` is finer than this histogram (more than [`Self::PER_OCTAVE`]
+    /// buckets per power of two).
+    pub fn coarse(&self, grid: Grid) -> Vec<(u32, u64)> {
+        self.counts.coarse(D, grid)
     }
 }
 
@@ -322,7 +388,7 @@ impl<const D: u8> Default for Histogram<D> {
 /// Equal when they count the same values in the same buckets, sparse or dense.
 impl<const D: u8> PartialEq for Histogram<D> {
     fn eq(&self, other: &Self) -> bool {
-        self.total == other.total && self.buckets() == other.buckets()
+        self.count() == other.count() && self.buckets() == other.buckets()
     }
 }
 
@@ -334,7 +400,7 @@ impl<const D: u8> fmt::Debug for Histogram<D> {
         let buckets: Vec<[u64; 2]> = self.buckets().iter().map(|b| [b.low, b.count]).collect();
         f.debug_struct("Histogram")
             .field("digits", &D)
-            .field("count", &self.total)
+            .field("count", &self.count())
             .field("buckets", &buckets)
             .finish()
     }
