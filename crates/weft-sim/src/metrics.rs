@@ -13,7 +13,9 @@
 //!   normalized by the ideal allocation ([`weft_core::stats::jain`]: (Σx)² / (n Σx²), none
 //!   when all are zero); `jain_min` is the lowest over windows with at least two such
 //!   tenants.
-//! * Histogram: log-linear, 32 sub-buckets per power of two (relative error ≤ 3.2 %).
+//! * Histograms ([`Hist`]): [`weft_core::stats::Histogram`] of 2 significant digits, read at
+//!   the resolution the figures are published at ([`GRID`]): log-linear, 32 sub-buckets per
+//!   power of two (relative error ≤ 3.2 %), each figure its bucket's middle.
 //! * Request latency ([`Latency`]): every request that arrived within the run counts, the
 //!   unfinished ones (no response by the end, or one lost to a drop) as their age at the end,
 //!   a lower bound (right-censored). The true quantile then lies between the rank-th
@@ -28,95 +30,35 @@
 //!   at the end counts as its age then, a lower bound; a model that starves an application
 //!   showed the delays of the few packets it sent, or none.
 //!
-//! Cost: O(nodes + apps) per window; the histograms are O(1) per sample, a quantile
-//! O(buckets).
+//! Cost: O(nodes + apps) per window; the histograms are O(1) per sample, a quantile or a
+//! CDF O(buckets) (plus sorting them while a histogram is sparse).
 
 use weft_core::policy::{Algo, Classification, Program};
-use weft_core::stats::jain;
+use weft_core::stats::{at_rank, jain, rank, Grid, Histogram};
 
 use crate::scenario::Scenario;
 use crate::sim::NicRun;
 
-const SUB_BITS: u32 = 5;
-const SUB: u64 = 1 << SUB_BITS;
-const MAX_MSB: u32 = 52;
+/// The resolution latency figures are published at: 32 buckets per power of two (exact below
+/// 64 ps, then at most 1/32 of their values wide), every value from 2^53 ps (2.5 hours) up in
+/// the last bucket. A figure is its bucket's middle ([`middle`]).
+pub const GRID: Grid = Grid::new(5, 52);
 
-/// A log-linear histogram of picosecond values.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Hist {
-    /// Samples per bucket (64 bits: one application may send billions of packets).
-    counts: Vec<u64>,
-    n: u64,
+/// A histogram of picosecond values: 2 significant digits (128 buckets per power of two,
+/// each within one of [`GRID`]'s), read at [`GRID`] ([`quantile`], [`Latency`]), so its
+/// figures are those of a histogram kept on [`GRID`] itself.
+pub type Hist = Histogram<2>;
+
+/// The figure of [`GRID`]'s bucket `index`: its middle, ps (the upper of two middles).
+pub fn middle(index: u32) -> u64 {
+    let (low, width) = GRID.bucket(index);
+    low + width / 2
 }
 
-impl Hist {
-    fn index(v: u64) -> usize {
-        if v < SUB {
-            return v as usize;
-        }
-        let msb = (63 - v.leading_zeros()).min(MAX_MSB);
-        let v = v.min((1u64 << (MAX_MSB + 1)) - 1);
-        ((msb - SUB_BITS + 1) as u64 * SUB + ((v >> (msb - SUB_BITS)) & (SUB - 1))) as usize
-    }
-
-    fn value(i: usize) -> u64 {
-        let i = i as u64;
-        if i < SUB {
-            return i;
-        }
-        let msb = (i / SUB) as u32 + SUB_BITS - 1;
-        let sub = i % SUB;
-        let lo = (SUB + sub) << (msb - SUB_BITS);
-        let width = 1u64 << (msb - SUB_BITS);
-        lo + width / 2
-    }
-
-    /// Adds a sample.
-    pub fn record(&mut self, v: u64) {
-        self.record_n(v, 1);
-    }
-
-    /// Adds `n` samples of one value.
-    pub fn record_n(&mut self, v: u64, n: u64) {
-        let i = Hist::index(v);
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
-        }
-        self.counts[i] += n;
-        self.n += n;
-    }
-
-    /// Samples so far.
-    pub fn count(&self) -> u64 {
-        self.n
-    }
-
-    /// Adds another histogram's samples.
-    pub fn merge(&mut self, o: &Hist) {
-        if o.counts.len() > self.counts.len() {
-            self.counts.resize(o.counts.len(), 0);
-        }
-        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
-            *a += b;
-        }
-        self.n += o.n;
-    }
-
-    /// The `q`-quantile (0..=1), or `None` without samples.
-    pub fn quantile(&self, q: f64) -> Option<u64> {
-        if self.n == 0 {
-            return None;
-        }
-        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
-        let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Some(Hist::value(i));
-            }
-        }
-        None
-    }
+/// The `q`-quantile (0..=1) of `h` at [`GRID`] (a bucket's [`middle`], ps), or `None`
+/// without samples.
+pub fn quantile(h: &Hist, q: f64) -> Option<u64> {
+    at_rank(h.coarse(GRID), rank(q, h.count())).map(middle)
 }
 
 /// Latencies known exactly (completed requests, packets that left) or only from below
@@ -124,17 +66,18 @@ impl Hist {
 /// age at the end).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Latency {
-    /// Exact values.
+    /// Exact values, ps.
     pub done: Hist,
-    /// Lower bounds: the ages at the end of the run of unfinished requests (request/response
-    /// applications) or of packets still queued (bulk and UDP applications).
+    /// Lower bounds, ps: the ages at the end of the run of unfinished requests
+    /// (request/response applications) or of packets still queued (bulk and UDP
+    /// applications).
     pub unfinished: Hist,
 }
 
 /// A quantile of a [`Latency`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quantile {
-    /// The value, ps (a bucket's middle, as [`Hist::quantile`]).
+    /// The value, ps (a bucket's [`middle`], as [`quantile`]).
     pub value: u64,
     /// The quantile is only known to be at least `value`: it falls on unfinished requests.
     pub at_least: bool,
@@ -143,66 +86,62 @@ pub struct Quantile {
 impl Latency {
     /// Samples, exact and lower bounds.
     pub fn count(&self) -> u64 {
-        self.done.n + self.unfinished.n
+        self.done.count() + self.unfinished.count()
     }
 
     /// Adds another's samples.
     pub fn merge(&mut self, o: &Latency) {
-        self.done.merge(&o.done);
-        self.unfinished.merge(&o.unfinished);
+        self.done.add(&o.done);
+        self.unfinished.add(&o.unfinished);
+    }
+
+    /// Per [`GRID`] bucket holding any sample, in increasing order: its index, the exact
+    /// samples in it and the lower bounds.
+    fn buckets(&self) -> Vec<(u32, u64, u64)> {
+        let done = self.done.coarse(GRID).into_iter().map(|(i, c)| (i, c, 0));
+        let unfinished = self.unfinished.coarse(GRID).into_iter();
+        let mut out: Vec<(u32, u64, u64)> =
+            done.chain(unfinished.map(|(i, c)| (i, 0, c))).collect();
+        out.sort_unstable_by_key(|r| r.0);
+        out.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+                kept.2 += later.2;
+            }
+            same
+        });
+        out
     }
 
     /// The empirical distribution over every sample, exact and lower bounds alike: per
-    /// histogram bucket holding any, in increasing order, its value (the bucket's middle,
-    /// ps) and the fraction of the samples at or below it; the last fraction is 1. Empty
-    /// without samples. An unfinished request counts at its age, so the true distribution
-    /// lies at or right of this one.
+    /// [`GRID`] bucket holding any, in increasing order, its value (the bucket's
+    /// [`middle`], ps) and the fraction of the samples at or below it; the last fraction
+    /// is 1. Empty without samples. An unfinished request counts at its age, so the true
+    /// distribution lies at or right of this one.
     pub fn cdf(&self) -> Vec<(u64, f64)> {
         let n = self.count();
-        let (d, u) = (&self.done.counts, &self.unfinished.counts);
         let mut seen = 0u64;
-        let mut out = Vec::new();
-        for i in 0..d.len().max(u.len()) {
-            let c = d.get(i).copied().unwrap_or(0) + u.get(i).copied().unwrap_or(0);
-            if c > 0 {
-                seen += c;
-                out.push((Hist::value(i), seen as f64 / n as f64));
-            }
-        }
-        out
+        self.buckets()
+            .into_iter()
+            .map(|(i, d, u)| {
+                seen += d + u;
+                (middle(i), seen as f64 / n as f64)
+            })
+            .collect()
     }
 
     /// The `q`-quantile (0..=1) over every sample, or `None` without samples: the rank-th
     /// smallest, a lower bound of the true quantile, which is at most the rank-th smallest
-    /// completed sample; `at_least` unless that is in the same bucket or the next.
+    /// completed sample; `at_least` unless that is in the same [`GRID`] bucket or the next.
     pub fn quantile(&self, q: f64) -> Option<Quantile> {
-        let n = self.count();
-        if n == 0 {
-            return None;
-        }
-        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let (d, u) = (&self.done.counts, &self.unfinished.counts);
-        let (mut all, mut done) = (0u64, 0u64);
-        let mut lo = None;
-        for i in 0..d.len().max(u.len()) {
-            let c = d.get(i).copied().unwrap_or(0);
-            all += c + u.get(i).copied().unwrap_or(0);
-            done += c;
-            if lo.is_none() && all >= rank {
-                lo = Some(i);
-            }
-            if let Some(lo) = lo {
-                if done >= rank || i > lo + 1 {
-                    return Some(Quantile {
-                        value: Hist::value(lo),
-                        at_least: done < rank || i > lo + 1,
-                    });
-                }
-            }
-        }
-        lo.map(|lo| Quantile {
-            value: Hist::value(lo),
-            at_least: true,
+        let rank = rank(q, self.count());
+        let rows = self.buckets();
+        let lo = at_rank(rows.iter().map(|&(i, d, u)| (i, d + u)), rank)?;
+        let done: u64 = rows.iter().take_while(|r| r.0 <= lo + 1).map(|r| r.1).sum();
+        Some(Quantile {
+            value: middle(lo),
+            at_least: done < rank,
         })
     }
 }
@@ -466,13 +405,12 @@ mod tests {
         for v in 1..=10_000u64 {
             h.record(v * 1000);
         }
-        let p50 = h.quantile(0.5).unwrap() as f64;
+        let p50 = quantile(&h, 0.5).unwrap() as f64;
         assert!((p50 / 5_000_000.0 - 1.0).abs() < 0.035, "{p50}");
-        let p99 = h.quantile(0.99).unwrap() as f64;
+        let p99 = quantile(&h, 0.99).unwrap() as f64;
         assert!((p99 / 9_900_000.0 - 1.0).abs() < 0.035, "{p99}");
         for v in [0u64, 1, 31, 32, 33, 1 << 40, u64::MAX] {
-            let i = Hist::index(v);
-            let back = Hist::value(i);
+            let back = middle(GRID.index(v));
             if v < 32 {
                 assert_eq!(back, v);
             } else if v < 1 << 52 {
@@ -497,8 +435,8 @@ mod tests {
         assert!(p90.at_least, "{p90:?}");
         assert!((p90.value as f64 / 1e6 - 1.0).abs() < 0.035, "{p90:?}");
         // The completed requests alone gave 35 µs.
-        let bucket = |v: u64| Hist::value(Hist::index(v));
-        assert_eq!(l.done.quantile(0.9), Some(bucket(35_000)));
+        let bucket = |v: u64| middle(GRID.index(v));
+        assert_eq!(quantile(&l.done, 0.9), Some(bucket(35_000)));
         // Below the unfinished ones: exact.
         let p10 = l.quantile(0.1).unwrap();
         assert_eq!(
@@ -559,7 +497,7 @@ mod tests {
         l.done.record(10);
         l.done.record(5_000_000);
         l.unfinished.record(20);
-        let bucket = |v: u64| Hist::value(Hist::index(v));
+        let bucket = |v: u64| middle(GRID.index(v));
         assert_eq!(l.cdf(), [(10, 0.5), (20, 0.75), (bucket(5_000_000), 1.0)]);
     }
 
