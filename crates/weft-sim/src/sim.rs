@@ -61,6 +61,7 @@ use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::LAST_ARRIVAL_PS;
+use weft_core::stats::{weighted_quantile, Histogram};
 
 use crate::metrics::Latency;
 use crate::nic::engine::EngineNic;
@@ -204,12 +205,14 @@ pub struct NicRun {
 /// Running statistics of the gaps between an application's departures, ps: their mean and
 /// standard deviation, and their distribution for the jitter ([`Gaps::abs_dev_quantile_ps`]).
 ///
-/// The distribution is kept in fine buckets, each holding its gaps' count and exact sum:
-/// gaps below 1,024 ps one bucket each, larger ones [`GAP_SUB`] buckets per power of two (a
-/// bucket is at most 1/1,024 of its gaps wide, 0.1 %). A gap's distance from the mean is
-/// taken as its bucket's mean gap's, so it is exact when a bucket's gaps are equal (a
-/// constant rate gives 0, not a bucket's width) and off by less than a bucket's width
-/// otherwise. Memory: the buckets in use, at most 1,024 per power of two of the gaps.
+/// The distribution is kept in the buckets of a 3-digit [`Histogram`], each holding its
+/// gaps' count and exact sum: gaps below 2,048 ps one bucket each, larger ones 1,024 buckets
+/// per power of two (a bucket is at most 1/1,024 of its gaps wide, 0.1 %). A gap's distance
+/// from the mean is taken as its bucket's mean gap's, so it is exact when a bucket's gaps
+/// are equal (a constant rate gives 0, not a bucket's width) and off by less than a
+/// bucket's width otherwise; the quantile over the buckets is then exact
+/// ([`weighted_quantile`]). Memory: the buckets in use, at most 1,024 per power of two of
+/// the gaps.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Gaps {
     last_ps: Option<u64>,
@@ -217,14 +220,9 @@ pub struct Gaps {
     pub n: u64,
     sum: f64,
     sum_sq: f64,
-    /// Per fine bucket ([`Gaps::bucket`]): gaps in it and their sum, ps.
-    buckets: rustc_hash::FxHashMap<u32, (u64, u128)>,
+    /// Per bucket (keyed by its lowest gap, ps): gaps in it and their sum, ps.
+    buckets: FxHashMap<u64, (u64, u128)>,
 }
-
-/// Buckets of [`Gaps`] per power of two, as a power of two: 2^10 = 1,024.
-pub const GAP_SUB_BITS: u32 = 10;
-/// Buckets of [`Gaps`] per power of two.
-pub const GAP_SUB: u64 = 1 << GAP_SUB_BITS;
 
 impl Gaps {
     fn add(&mut self, t_ps: u64) {
@@ -234,22 +232,14 @@ impl Gaps {
             self.n += 1;
             self.sum += g;
             self.sum_sq += g * g;
-            let b = self.buckets.entry(Gaps::bucket(gap)).or_default();
+            let b = self
+                .buckets
+                .entry(Histogram::<3>::bucket_of(gap).0)
+                .or_default();
             b.0 += 1;
             b.1 += gap as u128;
         }
         self.last_ps = Some(t_ps);
-    }
-
-    /// The fine bucket of a gap: the gap itself below [`GAP_SUB`], else its power of two
-    /// and its next [`GAP_SUB_BITS`] bits.
-    fn bucket(v: u64) -> u32 {
-        if v < GAP_SUB {
-            return v as u32;
-        }
-        let msb = 63 - v.leading_zeros();
-        ((msb - GAP_SUB_BITS + 1) << GAP_SUB_BITS)
-            | ((v >> (msb - GAP_SUB_BITS)) & (GAP_SUB - 1)) as u32
     }
 
     /// Mean gap, ps.
@@ -273,16 +263,7 @@ impl Gaps {
             .values()
             .map(|&(c, sum)| ((sum as f64 / c as f64 - mean).abs(), c))
             .collect();
-        devs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
-        let mut seen = 0u64;
-        for (d, c) in devs {
-            seen += c;
-            if seen >= rank {
-                return Some(d);
-            }
-        }
-        None
+        weighted_quantile(&mut devs, q)
     }
 }
 
@@ -1096,7 +1077,7 @@ fn credit_windows(
 
 #[cfg(test)]
 mod tests {
-    use super::{credit_windows, FlowsAt, Gaps};
+    use super::{credit_windows, FlowsAt, Gaps, Histogram};
     use crate::scenario::{App, AppKind};
 
     /// The index reads every schedule as `App::flows_at` does, at every time around its
@@ -1249,10 +1230,9 @@ mod tests {
             u64::MAX / 2,
             u64::MAX,
         ] {
-            assert!(
-                Gaps::bucket(v) < Gaps::bucket(v.saturating_add(v / 1000 + 2)) || v == u64::MAX
-            );
-            assert!(Gaps::bucket(v) <= Gaps::bucket(v.saturating_add(1)));
+            let bucket = |v: u64| Histogram::<3>::bucket_of(v).0;
+            assert!(bucket(v) < bucket(v.saturating_add(v / 1000 + 2)) || v == u64::MAX);
+            assert!(bucket(v) <= bucket(v.saturating_add(1)));
         }
     }
 }

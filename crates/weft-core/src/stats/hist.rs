@@ -104,6 +104,12 @@ fn dense_of(digits: u8, counts: &FxHashMap<u64, u64>) -> Box<Hdr<u64>> {
     Box::new(h)
 }
 
+/// The lowest and highest value (inclusive) of `value`'s bucket at `digits`.
+fn bucket_of(digits: u8, value: u64) -> (u64, u64) {
+    let h = shape(digits);
+    (h.lowest_equivalent(value), h.highest_equivalent(value))
+}
+
 /// Buckets per power of two at `digits`: see [`Histogram::PER_OCTAVE`].
 const fn per_octave(digits: u8) -> u64 {
     (2 * 10u64.pow(digits as u32)).next_power_of_two() / 2
@@ -307,8 +313,7 @@ impl<const D: u8> Histogram<D> {
     /// The lowest and highest value (inclusive) of `value`'s bucket.
     pub fn bucket_of(value: u64) -> (u64, u64) {
         let _ = Self::PER_OCTAVE;
-        let h = shape(D);
-        (h.lowest_equivalent(value), h.highest_equivalent(value))
+        bucket_of(D, value)
     }
 
     /// Counts one value.
