@@ -3,33 +3,43 @@
 //! a receive ring before the loop read it, how long it stayed in the NIC before it was sent.
 //! They are what docs/dataplane.md's latency analysis is measured with.
 //!
-//! [`Hist`] is a log-linear histogram of nanosecond values (HDR-style): exact below 16 ns,
-//! then 8 sub-buckets per power of two, so a percentile read from it is within 1/16 of the
-//! true value; values above 2^36 ns (68 s) share the last bucket. Fixed size (272 counters),
-//! no allocation per record. Cost: a `leading_zeros`, a shift, an add.
+//! [`Hist`] counts nanosecond values in a [`weft_core::stats::Histogram`] of 1 significant
+//! digit (16 buckets per power of two), dense from the start and sized to 2^36 ns (68 s), so
+//! that a record allocates nothing; beside it, the exact sum and max. Its percentiles are
+//! read at [`GRID`], the resolution `ctl stats` publishes them at (HDR-style): exact below
+//! 16 ns, then 8 sub-buckets per power of two, so a percentile read from it is within 1/16
+//! of the true value; values from 2^36 ns (68 s) up share the last bucket. Each of the
+//! histogram's buckets lies within one of [`GRID`]'s, so the figures are those of a
+//! histogram kept on [`GRID`] itself. Cost: a record is the histogram's index and add, a
+//! max and an add; 528 counters (4.2 KB) a histogram.
+
+use weft_core::stats::{at_rank, rank, Grid, Histogram};
 
 use crate::stats::HistSummary;
 
-const SUB: u32 = 3; // 2^3 sub-buckets per power of two
-const LINEAR: u64 = 16;
-const MAX_LOG2: u32 = 35;
-/// Buckets: 16 exact values, then 8 per power of two from 2^4 to 2^35.
-pub const BUCKETS: usize = LINEAR as usize + ((MAX_LOG2 - 3) << SUB) as usize;
+/// The resolution percentiles are published at: 16 exact values, then 8 buckets per power
+/// of two from 2^4 to 2^35 ns; larger values in the last bucket.
+pub const GRID: Grid = Grid::new(3, 35);
+
+/// Values at or above this share [`GRID`]'s last bucket, ns (2^36, 68 s): they are counted
+/// just below it, so the counts never grow past it.
+const CAP_NS: u64 = 1 << 36;
 
 /// A histogram of durations in nanoseconds.
 #[derive(Clone)]
 pub struct Hist {
-    counts: Box<[u64; BUCKETS]>,
-    n: u64,
+    /// Values per bucket, ns (below [`CAP_NS`]).
+    counts: Histogram<1>,
+    /// Every value added up, ns (saturating).
     sum: u64,
+    /// The largest value, ns.
     max: u64,
 }
 
 impl Default for Hist {
     fn default() -> Hist {
         Hist {
-            counts: Box::new([0; BUCKETS]),
-            n: 0,
+            counts: Histogram::with_high(CAP_NS - 1),
             sum: 0,
             max: 0,
         }
@@ -43,76 +53,51 @@ impl std::fmt::Debug for Hist {
     }
 }
 
-fn index(v: u64) -> usize {
-    if v < LINEAR {
-        return v as usize;
-    }
-    let lg = (63 - v.leading_zeros()).min(MAX_LOG2);
-    if lg == MAX_LOG2 && v >= 2 << MAX_LOG2 {
-        return BUCKETS - 1;
-    }
-    let sub = (v >> (lg - SUB)) & ((1 << SUB) - 1);
-    (LINEAR as u32 + ((lg - 4) << SUB) + sub as u32) as usize
-}
-
-/// The half-open range of values bucket `i` holds.
-fn bounds(i: usize) -> (u64, u64) {
-    if i < LINEAR as usize {
-        return (i as u64, i as u64 + 1);
-    }
-    let j = (i - LINEAR as usize) as u32;
-    let lg = (j >> SUB) + 4;
-    let sub = (j & ((1 << SUB) - 1)) as u64;
-    let unit = 1u64 << (lg - SUB);
-    (((1 << SUB) + sub) * unit, ((1 << SUB) + sub + 1) * unit)
-}
-
 impl Hist {
     /// Records one value (nanoseconds).
     pub fn record(&mut self, ns: u64) {
-        self.counts[index(ns)] += 1;
-        self.n += 1;
+        self.counts.record(ns.min(CAP_NS - 1));
         self.sum = self.sum.saturating_add(ns);
         self.max = self.max.max(ns);
     }
 
     /// Values recorded.
     pub fn count(&self) -> u64 {
-        self.n
+        self.counts.count()
     }
 
-    /// The `q`-quantile (0..=1), nanoseconds: the middle of the bucket that holds it, at
-    /// most the maximum (the maximum itself for `q = 1`); 0 when empty.
+    /// The `q`-quantile (0..=1), nanoseconds: the middle of the [`GRID`] bucket that holds
+    /// it (the lower of two middles), at most the maximum (the maximum itself for `q = 1`);
+    /// 0 when empty.
     pub fn quantile(&self, q: f64) -> u64 {
-        if self.n == 0 {
+        let n = self.count();
+        if n == 0 {
             return 0;
         }
-        let want = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
-        if want == self.n {
+        let want = rank(q, n);
+        if want == n {
             return self.max;
         }
-        let mut seen = 0;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= want {
-                let (lo, hi) = bounds(i);
-                return ((lo + hi - 1) / 2).min(self.max);
-            }
-        }
-        self.max
+        at_rank(self.counts.coarse(GRID), want).map_or(self.max, |i| {
+            let (low, width) = GRID.bucket(i);
+            (low + (width - 1) / 2).min(self.max)
+        })
     }
 
     /// Empties the histogram.
     pub fn clear(&mut self) {
-        *self = Hist::default();
+        self.counts.clear();
+        self.sum = 0;
+        self.max = 0;
     }
 
     /// Its summary in microseconds (`ctl stats`' `timing`).
     pub fn summary(&self) -> HistSummary {
         let us = |ns: u64| (ns as f64 / 100.0).round() / 10.0;
+        let n = self.count();
         HistSummary {
-            n: self.n,
-            mean_us: self.sum.checked_div(self.n).map_or(0.0, us),
+            n,
+            mean_us: self.sum.checked_div(n).map_or(0.0, us),
             p50_us: us(self.quantile(0.5)),
             p90_us: us(self.quantile(0.9)),
             p99_us: us(self.quantile(0.99)),
@@ -128,19 +113,24 @@ mod tests {
 
     #[test]
     fn buckets_cover_values_in_order() {
+        let last_bucket = GRID.index(u64::MAX);
+        assert_eq!(last_bucket, 16 + 32 * 8 - 1);
         let mut last = 0;
         for v in 0..5000u64 {
-            assert!(index(v) >= last, "{v}");
-            last = index(v);
+            assert!(GRID.index(v) >= last, "{v}");
+            last = GRID.index(v);
         }
         for v in (0..5000u64).chain((1..64).map(|k| 1u64 << k).chain([u64::MAX])) {
-            let i = index(v);
-            assert!(i < BUCKETS, "{v} → {i}");
-            let (lo, hi) = bounds(i);
-            if i < BUCKETS - 1 {
-                assert!(lo <= v && v < hi, "{v} in bucket {i} = [{lo}, {hi})");
+            let i = GRID.index(v);
+            assert!(i <= last_bucket, "{v} → {i}");
+            let (lo, width) = GRID.bucket(i);
+            if i < last_bucket {
+                assert!(
+                    lo <= v && v < lo + width,
+                    "{v} in bucket {i} = {lo} + {width}"
+                );
                 // Relative width at most 1/8 above the linear range.
-                assert!(v < LINEAR || (hi - lo) * 8 <= lo, "{v}: [{lo}, {hi})");
+                assert!(v < 16 || width * 8 <= lo, "{v}: {lo} + {width}");
             }
         }
     }
