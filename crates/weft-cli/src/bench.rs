@@ -25,6 +25,7 @@ use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::{Engine, FlowQueue, Packet};
+use weft_core::stats::median;
 
 /// mimalloc with a running count of live heap bytes.
 pub struct CountingAlloc;
@@ -313,18 +314,6 @@ fn bytes_per_flow(s: &Scenario, flows: u64) -> f64 {
     grown as f64 / seen as f64
 }
 
-/// The median of `v` (non-empty; the mean of the middle two for an even count).
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Runs every scenario (or those whose name contains `only`), each mode `rounds` times (the
 /// figures are medians), with `backlog` packets queued (default: 4,096, or four per flow
 /// when fewer); returns the rows, or, when `only` matches no scenario, every scenario's name
@@ -424,8 +413,9 @@ pub fn run(
                 s.name
             );
         }
-        let [fast, per_flow, batched, per_flow_batched, reference, reference_per_flow] =
-            samples.each_ref().map(|v| median(v));
+        let [fast, per_flow, batched, per_flow_batched, reference, reference_per_flow] = samples
+            .each_ref()
+            .map(|v| median(v).expect("one round at least"));
         let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
         let flows_for_memory = s.flows.min(if quick { 10_000 } else { 100_000 });
         rows.push(json!({
@@ -658,8 +648,6 @@ pub fn print_targets(rows: &[Value]) -> Result<(), (u8, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
-
     /// A row as `run` makes it, with the fields `targets` reads.
     fn row(flows: u64, modes: [f64; 4], ratios: (f64, f64), idle: f64) -> serde_json::Value {
         serde_json::json!({
@@ -746,12 +734,5 @@ mod tests {
         assert!(list
             .iter()
             .any(|v| v["target"].as_str().unwrap().contains("65536 flows") && v["met"] == true));
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[7.0]), 7.0);
     }
 }

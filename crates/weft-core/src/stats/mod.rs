@@ -1,23 +1,24 @@
 //! Statistics of measurements, shared by the simulator, the software NIC and the command
 //! line: Jain's fairness index ([`jain`]), histograms of `u64` values ([`hist`]: on
 //! HdrHistogram's buckets, read at a coarser [`Grid`] where a figure is published at one),
-//! and exact quantiles ([`weighted_quantile`]).
+//! and exact quantiles ([`weighted_quantile`], [`median`]).
 //!
 //! One quantile rule everywhere ([`rank`], [`at_rank`]): the `q`-quantile of `n` values is
 //! the rank-th smallest, rank = ⌈q·n⌉ kept within 1..=n (`hdrhistogram`'s
 //! `value_at_quantile`).
 //!
 //! Histogram or exact: a histogram's quantile is its bucket's (at most 0.1 % off at 3
-//! significant digits), for O(1) a value and memory per bucket in use. The exact quantile
-//! holds and sorts its values, so it is for values already few: the simulator's
-//! inter-departure jitter, whose histogram buckets each stand at their gaps' mean (a
-//! constant rate must read 0, not a bucket's width).
+//! significant digits), for O(1) a value and memory per bucket in use. The exact ones hold
+//! and sort their values, so they are for values already few, where a bucket's width would
+//! be the error itself: a benchmark's rounds ([`median`], the mean of the middle two of an
+//! even count), the simulator's inter-departure jitter, whose histogram buckets each stand
+//! at their gaps' mean (a constant rate must read 0, not a bucket's width).
 //!
 //! Pure functions and data: no clock, no I/O.
 //!
 //! Cost: [`jain`] is one pass over its input, O(n), and allocates nothing; [`at_rank`] walks
-//! its counts until the rank, O(n); [`weighted_quantile`] sorts, O(n log n); [`hist`]
-//! gives its own.
+//! its counts until the rank, O(n); [`weighted_quantile`] and [`median`] sort, O(n log n)
+//! ([`median`] a copy of its input); [`hist`] gives its own.
 
 pub mod hist;
 
@@ -49,6 +50,19 @@ pub fn weighted_quantile(values: &mut [(f64, u64)], q: f64) -> Option<f64> {
     values.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let n = values.iter().map(|v| v.1).sum();
     at_rank(values.iter().copied(), rank(q, n))
+}
+
+/// The median of `values`, exactly: the middle one, or the mean of the middle two of an even
+/// count; `None` without values. Sorts a copy (by [`f64::total_cmp`]), O(n log n).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_unstable_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
 }
 
 /// Jain's fairness index of the allocations `x` (throughputs, or throughputs divided by
@@ -106,6 +120,14 @@ mod tests {
         assert_eq!(weighted_quantile(&mut v, 0.0), Some(-1.0));
         assert_eq!(weighted_quantile(&mut [], 0.5), None);
         assert_eq!(weighted_quantile(&mut [(1.0, 0)], 0.5), None);
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[7.0]), Some(7.0));
+        assert_eq!(median(&[]), None);
     }
 
     #[test]
