@@ -62,13 +62,14 @@
 //! **Cost.** A node keeps its children in a 4-ary heap; a `prio` node whose children's
 //! priorities differ, in a bitmap of levels (O(1)). (A calendar of rank buckets, as the
 //! fast engine keeps for wide nodes, cost more here: equal start tags are ordered by
-//! arrival, so its buckets' lists are walked.) Enqueue: O(1) into a leaf
-//! that holds packets (the slot, the leaf's list, the rings); a leaf that was empty also
-//! pushes its key at each ancestor that was empty, O(log k) for k backlogged siblings. Dequeue: one peek per level to find the packet, then one
-//! `replace_top` (or `pop`) per level, O(log k); a parked child costs one pop and one
-//! shaping-queue push, and its return one push. No allocation in steady state: packets
-//! live in a pool of slots, heaps and rings keep their capacity. Departures are counted at
-//! the leaf and summed over the tree when [`Engine::stats`] is asked.
+//! arrival, so its buckets' lists are walked.) Enqueue: O(1) into a leaf that holds
+//! packets (the slot, the leaf's list, the rings); a leaf that was empty also pushes its
+//! key at each ancestor that was empty, O(log k) for k backlogged siblings. Dequeue: one
+//! peek per level to find the packet, then one `replace_top` (or `pop`) per level,
+//! O(log k); a parked child costs one pop and one shaping-queue push, and its return one
+//! push. No allocation in steady state: packets live in a pool of slots, heaps and rings
+//! keep their capacity. Departures are counted at the leaf and summed over the tree when
+//! [`Engine::stats`] is asked.
 
 use std::sync::Arc;
 
