@@ -101,8 +101,9 @@ pub struct Unsupported {
 }
 
 /// How a node orders its children.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Kind {
+    #[default]
     Leaf,
     Fifo,
     Prio,
@@ -203,7 +204,7 @@ struct NodeState {
     /// Scheduling parent, `NIL` for the root.
     parent: u32,
     /// Its own kind (`Leaf` for leaves).
-    kind: Option<Kind>,
+    kind: Kind,
     /// Under a `prio` parent: its priority.
     priority: u64,
     /// Under a `wfq` parent: its weight.
@@ -383,7 +384,7 @@ impl HeadEngine {
             }
             nodes[i] = NodeState {
                 parent: n.parent.unwrap_or(NIL),
-                kind: Some(kind),
+                kind,
                 priority: n.edge.priority,
                 weight: n.edge.weight.max(1),
                 class_at: at,
@@ -419,7 +420,7 @@ impl HeadEngine {
             }
             let siblings = prog.nodes[p as usize].children.clone();
             let tie = match nodes[p as usize].kind {
-                Some(Kind::Prio) => siblings
+                Kind::Prio => siblings
                     .filter(|&s| s as usize != i)
                     .any(|s| prog.nodes[s as usize].edge.priority == n.edge.priority),
                 _ => siblings.len() > 1,
@@ -431,7 +432,7 @@ impl HeadEngine {
         for (i, n) in prog.nodes.iter().enumerate() {
             let Some(p) = n.parent else { continue };
             nodes[i].ties = match nodes[p as usize].kind {
-                Some(Kind::Prio) => prog.nodes[p as usize]
+                Kind::Prio => prog.nodes[p as usize]
                     .children
                     .clone()
                     .filter(|&s| s as usize != i)
@@ -461,7 +462,7 @@ impl HeadEngine {
                 .collect();
             prios.sort_unstable();
             let distinct = prios.windows(2).all(|w| w[0] != w[1]);
-            nodes[i].set = if nodes[i].kind == Some(Kind::Prio) && distinct && prios.len() <= 64 {
+            nodes[i].set = if nodes[i].kind == Kind::Prio && distinct && prios.len() <= 64 {
                 let by_level: Box<[u32]> = (0..prios.len())
                     .map(|l| {
                         kids.clone()
@@ -536,7 +537,7 @@ impl HeadEngine {
     #[inline]
     fn first_arrival(&self, x: u32) -> u64 {
         let n = &self.nodes[x as usize];
-        if n.kind == Some(Kind::Leaf) {
+        if n.kind == Kind::Leaf {
             return self.slots[n.head].seq;
         }
         n.arrivals
@@ -555,8 +556,8 @@ impl HeadEngine {
             0
         };
         match self.nodes[p as usize].kind {
-            Some(Kind::Prio) => (self.nodes[x as usize].priority as Rank, seq),
-            Some(Kind::Wfq | Kind::Rr) => (self.nodes[x as usize].start, seq),
+            Kind::Prio => (self.nodes[x as usize].priority as Rank, seq),
+            Kind::Wfq | Kind::Rr => (self.nodes[x as usize].start, seq),
             _ => (0, seq),
         }
     }
@@ -567,7 +568,7 @@ impl HeadEngine {
         loop {
             let p = self.nodes[x as usize].parent;
             debug_assert!(p != NIL, "activate: the root has no parent");
-            if matches!(self.nodes[p as usize].kind, Some(Kind::Wfq | Kind::Rr)) {
+            if matches!(self.nodes[p as usize].kind, Kind::Wfq | Kind::Rr) {
                 let v = self.nodes[p as usize].vtime;
                 let n = &mut self.nodes[x as usize];
                 n.start = n.start.max(v);
@@ -598,7 +599,7 @@ impl HeadEngine {
             debug_assert_eq!(e.v, x, "node {x} is not first in its parent {p}'s set");
             let n = &mut self.nodes[x as usize];
             n.in_set = false;
-            if matches!(self.nodes[p as usize].kind, Some(Kind::Wfq | Kind::Rr)) {
+            if matches!(self.nodes[p as usize].kind, Kind::Wfq | Kind::Rr) {
                 self.nodes[x as usize].start = e.rank();
             }
             if self.nodes[p as usize].set.len() > 0 || self.nodes[p as usize].parent == NIL {
@@ -639,7 +640,7 @@ impl HeadEngine {
         'descend: loop {
             self.path.clear();
             let mut n = 0u32;
-            while self.nodes[n as usize].kind != Some(Kind::Leaf) {
+            while self.nodes[n as usize].kind != Kind::Leaf {
                 let Some(e) = self.nodes[n as usize].set.peek() else {
                     return false;
                 };
@@ -758,11 +759,11 @@ impl HeadEngine {
                 self.nodes[x as usize].set.len() > 0
             };
             let kind = self.nodes[p as usize].kind;
-            if let Some(Kind::Wfq | Kind::Rr) = kind {
+            if let Kind::Wfq | Kind::Rr = kind {
                 let s = top.rank();
                 let pn = &mut self.nodes[p as usize];
                 pn.vtime = pn.vtime.max(s);
-                let cost = if kind == Some(Kind::Wfq) {
+                let cost = if kind == Kind::Wfq {
                     wfq_cost(wire, self.nodes[x as usize].weight)
                 } else {
                     1 << FRAC
