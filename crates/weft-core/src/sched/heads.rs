@@ -749,39 +749,48 @@ impl HeadEngine {
         // Up the path: each child re-keyed in its parent's set, or out of it.
         for i in (0..depth).rev() {
             let (x, top) = self.path[i];
-            let p = self.nodes[x as usize].parent;
+            // A parent's id is below its child's: one split gives both.
+            let p = self.nodes[x as usize].parent as usize;
+            let (lo, hi) = self.nodes.split_at_mut(x as usize);
+            let (pn, xn) = (&mut lo[p], &mut hi[0]);
             let has_more = if i == depth - 1 {
-                self.nodes[x as usize].head != NIL
+                xn.head != NIL
             } else {
-                if let Some(r) = self.nodes[x as usize].arrivals.as_mut() {
+                if let Some(r) = xn.arrivals.as_mut() {
                     r.pop_front();
                 }
-                self.nodes[x as usize].set.len() > 0
+                xn.set.len() > 0
             };
-            let kind = self.nodes[p as usize].kind;
-            if let Kind::Wfq | Kind::Rr = kind {
-                let s = top.rank();
-                let pn = &mut self.nodes[p as usize];
-                pn.vtime = pn.vtime.max(s);
-                let cost = if kind == Kind::Wfq {
-                    wfq_cost(wire, self.nodes[x as usize].weight)
-                } else {
-                    1 << FRAC
-                };
-                self.nodes[x as usize].start = s + cost;
-            }
-            for k in 0..self.nodes[x as usize].class_len {
-                let c = self.classes[(self.nodes[x as usize].class_at + k) as usize];
+            let key = match pn.kind {
+                Kind::Wfq | Kind::Rr => {
+                    let s = top.rank();
+                    pn.vtime = pn.vtime.max(s);
+                    xn.start = s + if pn.kind == Kind::Wfq {
+                        wfq_cost(wire, xn.weight)
+                    } else {
+                        1 << FRAC
+                    };
+                    xn.start
+                }
+                Kind::Prio => xn.priority as Rank,
+                _ => 0,
+            };
+            let at = xn.class_at as usize;
+            for &c in &self.classes[at..at + xn.class_len as usize] {
                 self.buckets[c as usize].charge(wire, now);
             }
             if has_more {
-                let (key, seq) = self.key(p, x);
-                self.nodes[p as usize]
-                    .set
-                    .replace_top(HeapEntry::new(key, seq, x));
+                // The first entry's arrival breaks ties (`key`).
+                let seq = match (xn.ties, &xn.arrivals) {
+                    (false, _) => 0,
+                    (true, _) if xn.kind == Kind::Leaf => self.slots[xn.head].seq,
+                    (true, r) => r.as_ref().and_then(|r| r.front().copied()).unwrap_or(0),
+                };
+                let key = if pn.kind == Kind::Fifo { 0 } else { key };
+                pn.set.replace_top(HeapEntry::new(key, seq, x));
             } else {
-                self.nodes[p as usize].set.pop();
-                self.nodes[x as usize].in_set = false;
+                pn.set.pop();
+                xn.in_set = false;
             }
         }
         let leaf = self.nodes[leaf_node as usize].leaf;
