@@ -533,31 +533,19 @@ impl HeadEngine {
         f
     }
 
-    /// The arrival number of `x`'s first entry at its parent.
+    /// Child `xn`'s key at its parent `pn` now: its priority, its start tag or nothing
+    /// (`fifo`); then, when the parent can see a tie, its first entry's arrival (a leaf's
+    /// first packet's, an interior node's oldest in its ring), which breaks it.
     #[inline]
-    fn first_arrival(&self, x: u32) -> u64 {
-        let n = &self.nodes[x as usize];
-        if n.kind == Kind::Leaf {
-            return self.slots[n.head].seq;
-        }
-        n.arrivals
-            .as_ref()
-            .and_then(|r| r.front().copied())
-            .unwrap_or(0)
-    }
-
-    /// Child `x`'s key at its parent `p` now: its priority, its start tag or nothing
-    /// (`fifo`); then its first entry's arrival, which breaks ties.
-    #[inline]
-    fn key(&self, p: u32, x: u32) -> (Rank, u64) {
-        let seq = if self.nodes[x as usize].ties {
-            self.first_arrival(x)
-        } else {
-            0
+    fn key(pn: &NodeState, xn: &NodeState, slots: &Pool<Slot>) -> (Rank, u64) {
+        let seq = match &xn.arrivals {
+            _ if !xn.ties => 0,
+            _ if xn.kind == Kind::Leaf => slots[xn.head].seq,
+            r => r.as_ref().and_then(|r| r.front().copied()).unwrap_or(0),
         };
-        match self.nodes[p as usize].kind {
-            Kind::Prio => (self.nodes[x as usize].priority as Rank, seq),
-            Kind::Wfq | Kind::Rr => (self.nodes[x as usize].start, seq),
+        match pn.kind {
+            Kind::Prio => (xn.priority as Rank, seq),
+            Kind::Wfq | Kind::Rr => (xn.start, seq),
             _ => (0, seq),
         }
     }
@@ -568,17 +556,16 @@ impl HeadEngine {
         loop {
             let p = self.nodes[x as usize].parent;
             debug_assert!(p != NIL, "activate: the root has no parent");
-            if matches!(self.nodes[p as usize].kind, Kind::Wfq | Kind::Rr) {
-                let v = self.nodes[p as usize].vtime;
-                let n = &mut self.nodes[x as usize];
-                n.start = n.start.max(v);
+            // A parent's id is below its child's: one split gives both.
+            let (lo, hi) = self.nodes.split_at_mut(x as usize);
+            let (pn, xn) = (&mut lo[p as usize], &mut hi[0]);
+            if matches!(pn.kind, Kind::Wfq | Kind::Rr) {
+                xn.start = xn.start.max(pn.vtime);
             }
-            let (key, seq) = self.key(p, x);
-            self.nodes[x as usize].in_set = true;
-            let level = self.nodes[x as usize].level;
-            let pn = &mut self.nodes[p as usize];
+            let (key, seq) = Self::key(pn, xn, &self.slots);
+            xn.in_set = true;
             let was_empty = pn.set.len() == 0;
-            pn.set.push(HeapEntry::new(key, seq, x), level);
+            pn.set.push(HeapEntry::new(key, seq, x), xn.level);
             if !was_empty || pn.parent == NIL || pn.parked {
                 return;
             }
@@ -761,32 +748,21 @@ impl HeadEngine {
                 }
                 xn.set.len() > 0
             };
-            let key = match pn.kind {
-                Kind::Wfq | Kind::Rr => {
-                    let s = top.rank();
-                    pn.vtime = pn.vtime.max(s);
-                    xn.start = s + if pn.kind == Kind::Wfq {
-                        wfq_cost(wire, xn.weight)
-                    } else {
-                        1 << FRAC
-                    };
-                    xn.start
-                }
-                Kind::Prio => xn.priority as Rank,
-                _ => 0,
-            };
+            if let Kind::Wfq | Kind::Rr = pn.kind {
+                let s = top.rank();
+                pn.vtime = pn.vtime.max(s);
+                xn.start = s + if pn.kind == Kind::Wfq {
+                    wfq_cost(wire, xn.weight)
+                } else {
+                    1 << FRAC
+                };
+            }
             let at = xn.class_at as usize;
             for &c in &self.classes[at..at + xn.class_len as usize] {
                 self.buckets[c as usize].charge(wire, now);
             }
             if has_more {
-                // The first entry's arrival breaks ties (`key`).
-                let seq = match (xn.ties, &xn.arrivals) {
-                    (false, _) => 0,
-                    (true, _) if xn.kind == Kind::Leaf => self.slots[xn.head].seq,
-                    (true, r) => r.as_ref().and_then(|r| r.front().copied()).unwrap_or(0),
-                };
-                let key = if pn.kind == Kind::Fifo { 0 } else { key };
+                let (key, seq) = Self::key(pn, xn, &self.slots);
                 pn.set.replace_top(HeapEntry::new(key, seq, x));
             } else {
                 pn.set.pop();
