@@ -327,6 +327,13 @@ impl HeadEngine {
         let mut leaves = Vec::with_capacity(prog.leaves.len());
         let mut classes = Vec::new();
         for (i, n) in prog.nodes.iter().enumerate() {
+            // The re-key splits the node array between a parent and its child.
+            assert!(
+                n.parent.is_none_or(|p| (p as usize) < i),
+                "node {i} ({}): its parent {:?} comes after it; the compiler numbers parents first",
+                n.name,
+                n.parent
+            );
             let kind = match &n.algo {
                 Algo::Fifo => Kind::Fifo,
                 Algo::Prio => Kind::Prio,
