@@ -139,7 +139,7 @@ impl Children {
 
     /// The first child: its entry (a `Levels` entry's rank is its level).
     #[inline]
-    fn peek(&mut self) -> Option<HeapEntry> {
+    fn peek(&self) -> Option<HeapEntry> {
         match self {
             Children::Heap(h) => h.peek().copied(),
             Children::Levels { bits, by_level } => (*bits != 0).then(|| {
