@@ -1,5 +1,6 @@
-//! `weft bench rte-sched`: DPDK rte_sched's benchmark workload replayed through the fast
-//! engine, so that the two schedulers can be compared packet for packet.
+//! `weft bench rte-sched`: DPDK rte_sched's benchmark workload replayed through one of
+//! weft's engines (the fast engine, or the head engine with `--engine heads`), so that the
+//! schedulers can be compared packet for packet.
 //!
 //! **What.** One port of 1 Gbit/s carrying 1,514-byte frames with 24 bytes of overhead, one
 //! subport, P pipes of 16 queues: traffic classes 0..11 in strict priority (one queue each)
