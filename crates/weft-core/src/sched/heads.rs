@@ -69,7 +69,10 @@
 //! O(log k); a parked child costs one pop and one shaping-queue push, and its return one
 //! push. No allocation in steady state: packets live in a pool of slots, heaps and rings
 //! keep their capacity. Departures are counted at the leaf and summed over the tree when
-//! [`Engine::stats`] is asked.
+//! [`Engine::stats`] is asked. Flow records are kept until the driver closes them
+//! ([`Engine::close_flow`]), as the fast engine keeps them without
+//! `EngineOptions::forget_idle_flows`: a driver facing untrusted flows bounds them itself
+//! (the software NIC's per-tenant flow-queue budget).
 
 use std::sync::Arc;
 
