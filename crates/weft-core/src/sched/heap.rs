@@ -83,6 +83,11 @@ impl MinHeap {
         self.v.len()
     }
 
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.v.is_empty()
+    }
+
     /// Removes every entry (keeping the capacity).
     pub fn clear(&mut self) {
         self.v.clear();

@@ -24,6 +24,7 @@ pub mod fast;
 mod flow_index;
 pub mod heads;
 mod heap;
+mod key_heap;
 pub mod link;
 mod pairing;
 mod pifo;

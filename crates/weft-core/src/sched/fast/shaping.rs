@@ -462,7 +462,7 @@ impl FastEngine {
         }
         for i in 0..self.senic_tops.len() {
             let top = self.senic_tops[i];
-            if self.senic_waiting[top as usize].len() == 0 {
+            if self.senic_waiting[top as usize].is_empty() {
                 continue;
             }
             Self::advance_group(&mut self.senic, top, now);
