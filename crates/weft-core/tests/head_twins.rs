@@ -195,7 +195,10 @@ impl<E: Engine> Engine for ByQueue<E> {
             .queues
             .entry((leaf, pkt.flow))
             .or_insert_with(|| e.open_flow(&pkt, class).expect("a leaf"));
-        self.e.enqueue_flow(pkt, &q, now)
+        // Through the batch call (a batch of one), which loads its records ahead.
+        let mut out = Vec::with_capacity(1);
+        self.e.enqueue_flow_batch(&[(pkt, q)], now, &mut out);
+        out[0]
     }
     fn open_flow(&mut self, pkt: &Packet, class: Classification) -> Option<FlowQueue> {
         self.e.open_flow(pkt, class)
