@@ -87,6 +87,8 @@ struct Held {
     /// It went into its class's queue at admission: its ranks at `wfq`, `rr` and `drr`
     /// nodes are given when the class releases it (`ReferenceEngine::rank_on_release`).
     unranked: bool,
+    /// It waits in a shaping class's queue.
+    parked: bool,
     /// `(senic node, S tag)` for every senic node on the path.
     senic: Vec<(NodeId, u128)>,
     enqueued_ps: u64,
@@ -368,6 +370,7 @@ impl ReferenceEngine {
             out: 0,
             from: None,
             unranked: false,
+            parked: false,
             senic: Vec::new(),
             enqueued_ps: now,
         };
@@ -774,6 +777,7 @@ impl ReferenceEngine {
             i += 1;
         }
         q.held += 1;
+        self.slab[slot].as_mut().expect("held").parked = true;
         // A class without an entry needs one whatever came first.
         if first || q.due.is_none() {
             self.schedule(c, now);
@@ -805,6 +809,7 @@ impl ReferenceEngine {
                 .unwrap_or_else(|| panic!("class {c}: its queue's PIFO at node {n} is empty"));
             if self.prog.nodes[n as usize].leaf.is_some() {
                 q.held -= 1;
+                self.slab[v].as_mut().expect("held").parked = false;
                 return v;
             }
             let vt = q.vtime.entry(n).or_insert(0);
@@ -825,6 +830,9 @@ impl ReferenceEngine {
         if q.held == 0 && q.due.is_none() {
             return;
         }
+        if let Some(front) = self.class_head(c) {
+            self.revoke_after(c, front, now);
+        }
         let want = self.class_head(c).map(|slot| {
             let bytes = self.slab[slot]
                 .as_ref()
@@ -843,6 +851,72 @@ impl ReferenceEngine {
             self.shaping_queue.insert(key, c);
         }
         self.classes[c as usize].due = due;
+    }
+
+    /// When class `c`'s queue's first packet (in `front`) must wait for its tokens: takes
+    /// back the class's reservations for the packets it passed that wait at an outer class
+    /// and that its policy ranks after that packet, so its next token goes to the packet it
+    /// ranks first. Such a packet keeps its place in the outer class's queue; no longer
+    /// passed here, it queues at `c` again (ranked there with the others) if `c` is busy
+    /// when the outer class gives it out.
+    fn revoke_after(&mut self, c: u32, front: usize, now: u64) {
+        let bytes = self.slab[front]
+            .as_ref()
+            .expect("held")
+            .pkt
+            .bytes
+            .saturating_add(self.overhead);
+        let b = &self.buckets[c as usize];
+        if !b.reserved() || b.estimate_cost(b.cost(bytes), now) <= now {
+            return;
+        }
+        for slot in 0..self.slab.len() {
+            let Some(h) = self.slab[slot].as_ref() else {
+                continue;
+            };
+            let Some(j) = h.shaping.as_slice().iter().position(|&x| x == c) else {
+                continue;
+            };
+            if !h.parked || h.out & (1 << j) == 0 || !self.ranked_before(front, slot) {
+                continue;
+            }
+            let h = self.slab[slot].as_mut().expect("held");
+            h.out &= !(1 << j);
+            h.passed &= !(1 << j);
+            let bytes = h.pkt.bytes.saturating_add(self.overhead);
+            self.buckets[c as usize].unreserve(bytes);
+        }
+    }
+
+    /// Whether the policy ranks the packet in `a` strictly before the one in `b` where
+    /// their paths meet, at a node that ranks packets by their own ranks (`prio`, `fifo`,
+    /// `edf`, `lstf`, a first-come first-served leaf). Never at a node that shares (`wfq`,
+    /// `rr`, `drr`, `senic`, a fair leaf).
+    fn ranked_before(&self, a: usize, b: usize) -> bool {
+        let (ha, hb) = (
+            self.slab[a].as_ref().expect("held"),
+            self.slab[b].as_ref().expect("held"),
+        );
+        let depth = |n: NodeId| self.prog.nodes[n as usize].depth;
+        let parent = |n: NodeId| self.prog.nodes[n as usize].parent.expect("not the root");
+        let (mut x, mut y) = (ha.leaf_node, hb.leaf_node);
+        let (mut i, mut j) = (0, 0);
+        while depth(x) > depth(y) {
+            (x, i) = (parent(x), i + 1);
+        }
+        while depth(y) > depth(x) {
+            (y, j) = (parent(y), j + 1);
+        }
+        while x != y {
+            (x, i) = (parent(x), i + 1);
+            (y, j) = (parent(y), j + 1);
+        }
+        let own = match &self.prog.nodes[x as usize].algo {
+            Algo::Prio | Algo::Fifo | Algo::Edf { .. } | Algo::Lstf { .. } => true,
+            Algo::Leaf(l) => l.flow_sched == FlowSched::Fifo,
+            _ => false,
+        };
+        own && ha.ranks[i] < hb.ranks[j]
     }
 
     /// Pushes a held packet's entries (with its stored ranks) into the tree.

@@ -235,6 +235,39 @@ impl FastEngine {
                 e.1 += s.bytes as u64;
             }
         }
+        // The parked list: exactly the slots marked parked, each holding a reservation, and
+        // per class as many of them holding its reservation as `class_parked` counts.
+        // (Policies of up to 64 classes: the counts are on the stack too.)
+        let mut parked = [0u32; 64];
+        let classes = self.class_parked.len().min(64);
+        let (mut at, mut prev, mut listed) = (self.park_head, NO, 0usize);
+        while at != NO {
+            let s = &self.slots[at as usize];
+            debug_assert!(
+                s.flags & PARKED != 0 && s.out != 0 && self.park_prev[at as usize] == prev,
+                "slot {at} on the parked list: flags {:#x}, out {:#b}, prev {} (want {prev})",
+                s.flags,
+                s.out,
+                self.park_prev[at as usize]
+            );
+            for (j, &x) in self.shaping[at as usize].as_slice().iter().enumerate() {
+                if s.out & (1 << j) != 0 && (x as usize) < classes {
+                    parked[x as usize] += 1;
+                }
+            }
+            listed += 1;
+            (prev, at) = (at, self.park_next[at as usize]);
+        }
+        let marked = (0..self.slots.len())
+            .filter(|&i| free[i / 64] & (1 << (i % 64)) == 0)
+            .filter(|&i| self.slots[i].flags & PARKED != 0)
+            .count();
+        debug_assert!(
+            listed == marked && parked[..classes] == self.class_parked[..classes],
+            "parked list: {listed} slots listed, {marked} marked; per class {:?}, counted {:?}",
+            &parked[..classes],
+            &self.class_parked[..classes]
+        );
         for i in 0..self.flows.len {
             let f = self.flows.get(i);
             let (p, b) = sum[i as usize];

@@ -374,6 +374,9 @@ const HAS_SLACK: u8 = 2;
 /// [`Slot::flags`]: it went into its class's queue at admission, and is ranked at `wfq`,
 /// `rr` and `drr` nodes when the class releases it (the reference's `Held::unranked`).
 const UNRANKED: u8 = 4;
+/// [`Slot::flags`]: it waits in a shaping class's queue holding reservations at inner
+/// classes, and is on the list `FastEngine::park_head` starts.
+const PARKED: u8 = 8;
 
 impl Slot {
     fn deadline(&self) -> Option<u64> {
@@ -541,6 +544,12 @@ pub struct FastEngine {
     ranks: Vec<Rank>,
     /// Per slot: the next slot of its FIFO leaf's list ([`SlotList`]), `NO` if last.
     links: Vec<u32>,
+    /// Per slot, while it has [`PARKED`]: the next and previous slots of the list of
+    /// packets that wait in a class's queue holding reservations at inner classes, `NO` at
+    /// its ends; `park_head` is its first (see `FastEngine::revoke_after`).
+    park_next: Vec<u32>,
+    park_prev: Vec<u32>,
+    park_head: u32,
     /// Per slot, `stride` entries: (index in `senic` of a senic group's top, start tag).
     tags: Vec<(u32, u128)>,
     free: Vec<u32>,
@@ -601,6 +610,9 @@ pub struct FastEngine {
     /// Per shaping class: how many packets its queue released are in the tree, not yet
     /// popped ([`CLASS_OUT`] says whether any are).
     class_out: Vec<u32>,
+    /// Per shaping class: how many packets of the parked list ([`PARKED`]) hold its
+    /// reservation.
+    class_parked: Vec<u32>,
     /// When a node's entries are in a calendar ([`Self::with_calendar`]).
     calendar: CalendarUse,
 }
@@ -767,6 +779,9 @@ impl FastEngine {
             shaping: Vec::new(),
             ranks: Vec::new(),
             links: Vec::new(),
+            park_next: Vec::new(),
+            park_prev: Vec::new(),
+            park_head: NO,
             tags: Vec::new(),
             free: Vec::new(),
             shaping_queue: MinHeap::default(),
@@ -798,6 +813,7 @@ impl FastEngine {
             options,
             nested: prog.nested_shapers(),
             class_out: vec![0; prog.shapers.len()],
+            class_parked: vec![0; prog.shapers.len()],
             calendar,
             prog,
         }
@@ -921,6 +937,8 @@ impl FastEngine {
                 self.slots.push(s);
                 self.shaping.push(shaping);
                 self.links.push(NO);
+                self.park_next.push(NO);
+                self.park_prev.push(NO);
                 self.ranks.resize(self.slots.len() * self.stride, 0);
                 self.tags.resize(self.slots.len() * self.stride, (0, 0));
                 (self.slots.len() - 1) as u32

@@ -274,6 +274,7 @@ impl FastEngine {
             child = n;
             (at, i) = (up, i + 1);
         }
+        self.park(slot);
         let q = &mut self.classes[c as usize];
         q.held += 1;
         self.class_backlog += 1;
@@ -330,6 +331,11 @@ impl FastEngine {
     #[cold]
     #[inline(never)]
     pub(super) fn schedule_held(&mut self, c: u32, now: u64) {
+        if self.class_parked[c as usize] != 0 {
+            if let Some(front) = self.class_front(c, false) {
+                self.revoke_after(c, front, now);
+            }
+        }
         let want = self.class_front(c, false).map(|slot| {
             let wire = self.slots[slot as usize]
                 .bytes
@@ -377,6 +383,145 @@ impl FastEngine {
     pub(super) fn live_in(classes: &[ClassRt], e: &HeapEntry) -> bool {
         let st = classes[e.v as usize].state;
         st & CLASS_DUE != 0 && st & CLASS_GEN == e.link
+    }
+
+    /// Puts the packet in `slot`, which is going into a class's queue, on the parked list
+    /// if it holds reservations at inner classes.
+    pub(super) fn park(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        debug_assert!(
+            s.flags & PARKED == 0,
+            "slot {slot}: parked twice (out {:#b}, passed {:#b})",
+            s.out,
+            s.passed
+        );
+        if s.out == 0 {
+            return;
+        }
+        s.flags |= PARKED;
+        let out = s.out;
+        for (j, &x) in self.shaping[slot as usize].as_slice().iter().enumerate() {
+            if out & (1 << j) != 0 {
+                self.class_parked[x as usize] += 1;
+            }
+        }
+        let head = self.park_head;
+        self.park_next[slot as usize] = head;
+        self.park_prev[slot as usize] = NO;
+        if head != NO {
+            self.park_prev[head as usize] = slot;
+        }
+        self.park_head = slot;
+    }
+
+    /// Takes the packet in `slot` off the parked list, if it is on it, as it leaves its
+    /// class's queue.
+    pub(super) fn unpark(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        if s.flags & PARKED == 0 {
+            return;
+        }
+        s.flags &= !PARKED;
+        let out = s.out;
+        for (j, &x) in self.shaping[slot as usize].as_slice().iter().enumerate() {
+            if out & (1 << j) != 0 {
+                self.class_parked[x as usize] -= 1;
+            }
+        }
+        self.unlink_parked(slot);
+    }
+
+    fn unlink_parked(&mut self, slot: u32) {
+        let (next, prev) = (self.park_next[slot as usize], self.park_prev[slot as usize]);
+        if prev == NO {
+            self.park_head = next;
+        } else {
+            self.park_next[prev as usize] = next;
+        }
+        if next != NO {
+            self.park_prev[next as usize] = prev;
+        }
+    }
+
+    /// When class `c`'s queue's first packet (in `front`) must wait for its tokens, takes
+    /// back the class's reservations for the parked packets that its policy ranks after
+    /// that packet (as the reference's `revoke_after`).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn revoke_after(&mut self, c: u32, front: u32, now: u64) {
+        let wire = self.slots[front as usize]
+            .bytes
+            .saturating_add(self.overhead);
+        let b = &self.classes[c as usize].b;
+        if b.estimate_cost(b.cost(wire), now) <= now {
+            return;
+        }
+        // Walks the list until it has seen every packet holding `c`'s reservation.
+        let mut left = self.class_parked[c as usize];
+        let mut at = self.park_head;
+        while at != NO && left != 0 {
+            let next = self.park_next[at as usize];
+            let s = self.slots[at as usize];
+            let j = self.shaping[at as usize]
+                .as_slice()
+                .iter()
+                .position(|&x| x == c);
+            if let Some(j) = j.filter(|&j| s.out & (1 << j) != 0) {
+                left -= 1;
+                if self.ranked_before(front, at) {
+                    let sl = &mut self.slots[at as usize];
+                    sl.out &= !(1 << j);
+                    sl.passed &= !(1 << j);
+                    let out = sl.out;
+                    self.classes[c as usize]
+                        .b
+                        .unreserve(s.bytes.saturating_add(self.overhead));
+                    self.class_parked[c as usize] -= 1;
+                    self.class_backlog -= 1;
+                    if out == 0 {
+                        self.slots[at as usize].flags &= !PARKED;
+                        self.unlink_parked(at);
+                    }
+                }
+            }
+            at = next;
+        }
+        debug_assert!(
+            left == 0,
+            "class {c}: {} parked packets hold its reservation, {left} of them not on the list",
+            self.class_parked[c as usize]
+        );
+    }
+
+    /// Whether the policy ranks the packet in `a` strictly before the one in `b` where their
+    /// paths meet, at a node that ranks packets by their own ranks (as the reference's
+    /// `ranked_before`).
+    fn ranked_before(&self, a: u32, b: u32) -> bool {
+        let nodes = &self.prog.nodes;
+        let depth = |n: u32| nodes[n as usize].depth;
+        let parent = |n: u32| nodes[n as usize].parent.expect("not the root");
+        let (mut x, mut y) = (
+            self.slots[a as usize].leaf_node,
+            self.slots[b as usize].leaf_node,
+        );
+        let (mut i, mut j) = (0, 0);
+        while depth(x) > depth(y) {
+            (x, i) = (parent(x), i + 1);
+        }
+        while depth(y) > depth(x) {
+            (y, j) = (parent(y), j + 1);
+        }
+        while x != y {
+            (x, i) = (parent(x), i + 1);
+            (y, j) = (parent(y), j + 1);
+        }
+        let own = match &nodes[x as usize].algo {
+            Algo::Prio | Algo::Fifo | Algo::Edf { .. } | Algo::Lstf { .. } => true,
+            Algo::Leaf(l) => l.flow_sched == FlowSched::Fifo,
+            _ => false,
+        };
+        let stride = self.stride;
+        own && self.ranks[a as usize * stride + i] < self.ranks[b as usize * stride + j]
     }
 
     pub(super) fn push_entries(&mut self, slot: u32) {
@@ -436,6 +581,7 @@ impl FastEngine {
             let slot = self
                 .class_front(c, true)
                 .unwrap_or_else(|| panic!("class {c}: due with an empty queue"));
+            self.unpark(slot);
             let st = &mut self.classes[c as usize].state;
             *st = (*st & !CLASS_DUE) | CLASS_OUT;
             self.class_out[c as usize] += 1;
