@@ -71,8 +71,9 @@
 //! one peek per level to find the packet, then one `replace_top` (or `pop`) per level,
 //! O(log k); a parked child costs one pop and one shaping-queue push, and its return one
 //! push. What every packet reads is laid out by what it is read with: a node's key, virtual
-//! time, cached `wfq` cost, parent and flags in one 64-byte record; a leaf's queue, limits
-//! and counters in another; a flow's in 48 bytes; sets, rings, weights and shaping spans in
+//! time, cached `wfq` cost, parent and flags in one cache line, and a leaf's queue, limits
+//! and counters in the next (one 128-byte record, whose two lines memory gives together); a
+//! flow's in 48 bytes; sets, rings, weights and shaping spans in
 //! vectors of their own, read only by the nodes that have them. A batch's misses overlap:
 //! [`Engine::enqueue_flow_batch`] loads every packet's flow, leaf and node record before it
 //! queues any, and [`Engine::dequeue_batch`], after each departure, the records of the
@@ -208,9 +209,11 @@ impl Children {
     }
 }
 
-/// What the hot path reads of a node, in one cache line.
+/// What the hot path reads of a node: its place among its siblings in the first cache
+/// line, a leaf's queue in the second (one 128-byte record, so that a leaf's two lines come
+/// from memory together).
 #[derive(Debug, Clone, Copy, Default)]
-#[repr(C, align(64))]
+#[repr(C, align(128))]
 struct Node {
     /// Its key at its parent. Under `wfq` or `rr`: its start tag (virtual bytes, [`FRAC`]
     /// fractional bits) while in the set, or where it stood when it left; the set holds its
@@ -240,6 +243,8 @@ struct Node {
     /// Its parent can see a tie between it and a sibling: its key carries its first
     /// entry's arrival (else 0). An interior node that ties keeps an arrival ring.
     ties: bool,
+    /// A leaf's queue, limits and counters (unused for other nodes).
+    q: Leaf,
 }
 
 /// A leaf's queue, limits and counters, in one cache line. Packet limits of 2³² or more
@@ -254,8 +259,6 @@ struct Leaf {
     packets: u32,
     limit_packets: u32,
     flow_limit_packets: u32,
-    /// Its node id.
-    node: u32,
     /// Bytes held.
     bytes: u64,
     /// Byte limits (`u64::MAX`: none).
@@ -329,7 +332,8 @@ pub struct HeadEngine {
     weights: Vec<u64>,
     /// Each node's edge's shaping classes, leaf side first: `classes[at..at + len]`.
     class_span: Vec<(u32, u32)>,
-    leaves: Vec<Leaf>,
+    /// Each leaf's node id (`Program::leaves`).
+    leaf_nodes: Vec<u32>,
     specs: Vec<LeafSpec>,
     classes: Vec<u32>,
     buckets: Vec<Bucket>,
@@ -355,7 +359,7 @@ pub struct HeadEngine {
     preload: bool,
 }
 
-/// The size of the node and leaf records above which batches load them ahead: about a
+/// The size of the node records above which batches load them ahead: about a
 /// core's second-level cache. Below it the records stay in cache and the loads ahead only
 /// cost instructions (about 150 a packet on the rte_sched workload at 64 pipes).
 const PRELOAD_BYTES: usize = 1 << 20;
@@ -371,7 +375,7 @@ impl HeadEngine {
         };
         let count = prog.nodes.len();
         let mut nodes = vec![Node::default(); count];
-        let mut leaves = Vec::with_capacity(prog.leaves.len());
+        let mut leaf_nodes = Vec::with_capacity(prog.leaves.len());
         let mut specs = Vec::with_capacity(prog.leaves.len());
         let mut classes = Vec::new();
         let mut class_span = vec![(0u32, 0u32); count];
@@ -384,6 +388,7 @@ impl HeadEngine {
                 n.name,
                 n.parent
             );
+            let mut queue = Leaf::default();
             let kind = match &n.algo {
                 Algo::Fifo => Kind::Fifo,
                 Algo::Prio => Kind::Prio,
@@ -400,14 +405,13 @@ impl HeadEngine {
                     if spec.outstanding.is_some() {
                         return Err(refuse(&n.name, &n.origin, "`outstanding`"));
                     }
-                    let mut l = Leaf {
+                    queue = Leaf {
                         head: NIL,
                         tail: NIL,
-                        node: i as u32,
                         ..Leaf::default()
                     };
-                    l.limits(spec);
-                    leaves.push(l);
+                    queue.limits(spec);
+                    leaf_nodes.push(i as u32);
                     specs.push(spec.clone());
                     Kind::Leaf
                 }
@@ -447,6 +451,7 @@ impl HeadEngine {
                 kind,
                 leaf: n.leaf.unwrap_or(NIL),
                 ring_up: NIL,
+                q: queue,
                 ..Node::default()
             };
         }
@@ -543,7 +548,6 @@ impl HeadEngine {
             .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
             .collect();
         let depth = prog.depth() as usize;
-        let leaves_len = leaves.len();
         Ok(HeadEngine {
             overhead: prog.link.counted_overhead(),
             prog,
@@ -553,7 +557,7 @@ impl HeadEngine {
             rings,
             weights,
             class_span,
-            leaves,
+            leaf_nodes,
             specs,
             classes,
             buckets,
@@ -568,7 +572,7 @@ impl HeadEngine {
             backlog: 0,
             path: vec![NIL; depth + 1].into_boxed_slice(),
             depth: 0,
-            preload: (count + leaves_len) * 64 >= PRELOAD_BYTES,
+            preload: count * std::mem::size_of::<Node>() >= PRELOAD_BYTES,
         })
     }
 
@@ -610,7 +614,7 @@ impl HeadEngine {
     fn first_arrival(&self, x: u32) -> u64 {
         match self.nodes[x as usize].leaf {
             NIL => self.rings[x as usize].front().copied().unwrap_or(0),
-            l => self.slots[self.leaves[l as usize].head].seq,
+            _ => self.slots[self.nodes[x as usize].q.head].seq,
         }
     }
 
@@ -712,8 +716,7 @@ impl HeadEngine {
             if self.classes.is_empty() {
                 return true;
             }
-            let leaf = self.nodes[n as usize].leaf;
-            let bytes = self.slots[self.leaves[leaf as usize].head]
+            let bytes = self.slots[self.nodes[n as usize].q.head]
                 .bytes
                 .saturating_add(self.overhead);
             // The edge nearest the root that lacks tokens waits for them.
@@ -736,18 +739,18 @@ impl HeadEngine {
         }
     }
 
-    /// Enqueues `pkt` into flow record `flow` of leaf `leaf`.
+    /// Enqueues `pkt` into flow record `flow` of leaf node `node`.
     #[inline]
     fn enqueue_at(
         &mut self,
         pkt: &Packet,
         flow: u32,
-        leaf: u32,
+        node: u32,
         now: u64,
     ) -> Result<(), DropReason> {
         let bytes = pkt.bytes as u64;
         let f = &self.flows[flow as usize];
-        let l = &self.leaves[leaf as usize];
+        let l = &self.nodes[node as usize].q;
         // The order of the other engines' `limit_broken`.
         let broken = if l.packets >= l.limit_packets {
             Some(DropReason::LeafPackets)
@@ -761,7 +764,7 @@ impl HeadEngine {
             None
         };
         if let Some(r) = broken {
-            self.count_drop(l.node, flow, r);
+            self.count_drop(node, flow, r);
             return Err(r);
         }
         self.seq += 1;
@@ -777,7 +780,7 @@ impl HeadEngine {
         let f = &mut self.flows[flow as usize];
         f.packets += 1;
         f.bytes += bytes;
-        let l = &mut self.leaves[leaf as usize];
+        let l = &mut self.nodes[node as usize].q;
         l.packets += 1;
         l.bytes += bytes;
         let was_empty = l.head == NIL;
@@ -787,7 +790,6 @@ impl HeadEngine {
         } else {
             self.slots[tail].next = slot;
         }
-        let node = l.node;
         self.backlog += 1;
         let mut a = self.nodes[node as usize].ring_up;
         while a != NIL {
@@ -812,7 +814,7 @@ impl HeadEngine {
         let depth = self.depth;
         let leaf_node = self.path[depth - 1];
         let leaf = self.nodes[leaf_node as usize].leaf;
-        let l = &mut self.leaves[leaf as usize];
+        let l = &mut self.nodes[leaf_node as usize].q;
         let slot = l.head;
         let s = self.slots[slot];
         l.head = s.next;
@@ -915,10 +917,10 @@ impl HeadEngine {
     /// Panics, printing the state, when an invariant of the module doc does not hold.
     pub fn check_invariants(&self) {
         let mut below = vec![0u64; self.nodes.len()];
-        for l in &self.leaves {
-            let mut n = l.node;
+        for &leaf in &self.leaf_nodes {
+            let mut n = leaf;
             loop {
-                below[n as usize] += l.packets as u64;
+                below[n as usize] += self.nodes[leaf as usize].q.packets as u64;
                 match self.nodes[n as usize].parent {
                     NIL => break,
                     p => n = p,
@@ -972,7 +974,11 @@ impl HeadEngine {
                 );
             }
         }
-        let held: u64 = self.leaves.iter().map(|l| l.packets as u64).sum();
+        let held: u64 = self
+            .leaf_nodes
+            .iter()
+            .map(|&n| self.nodes[n as usize].q.packets as u64)
+            .sum();
         assert_eq!(
             held as usize, self.backlog,
             "backlog {} but leaves hold {held}",
@@ -1015,10 +1021,10 @@ impl Engine for HeadEngine {
             "enqueue_classified: {class:?} is not a class of this program"
         );
         match class {
-            Classification::Leaf { leaf, .. } => {
+            Classification::Leaf { leaf, node, .. } => {
                 let key = flow_key_of(self.specs[leaf as usize].flow_key, &pkt);
                 let flow = self.flow_record(leaf, key);
-                self.enqueue_at(&pkt, flow, leaf, now)
+                self.enqueue_at(&pkt, flow, node, now)
             }
             Classification::Unclassified { at } => {
                 self.drops.entry(at).or_default()[DropReason::Unclassified.index()] += 1;
@@ -1061,7 +1067,7 @@ impl Engine for HeadEngine {
             f.leaf == q.leaf && f.generation == q.generation,
             "enqueue_flow: queue {q:?} was not opened by this engine, or is closed"
         );
-        self.enqueue_at(&pkt, q.flow, q.leaf, now)
+        self.enqueue_at(&pkt, q.flow, q.node, now)
     }
 
     fn enqueue_flow_batch(
@@ -1076,11 +1082,9 @@ impl Engine for HeadEngine {
             if let Some(f) = self.flows.get(q.flow as usize) {
                 touch(f.generation);
             }
-            if let Some(l) = self.leaves.get(q.leaf as usize) {
-                touch(l.head);
-            }
             if let Some(n) = self.nodes.get(q.node as usize) {
                 touch(n.ring_up);
+                touch(n.q.head);
             }
         }
         for (p, q) in pkts {
@@ -1145,7 +1149,7 @@ impl Engine for HeadEngine {
                 spec.limit_bytes = limit_bytes;
                 spec.flow_limit_packets = flow_limit_packets;
                 spec.flow_limit_bytes = flow_limit_bytes;
-                self.leaves[leaf].limits(spec);
+                self.nodes[node as usize].q.limits(spec);
                 Ok(())
             }
             Update::LeafLimits { .. } => Err(UpdateError::NotByThisEngine("`outstanding`")),
@@ -1159,9 +1163,10 @@ impl Engine for HeadEngine {
     fn stats(&self) -> Stats {
         Stats::from_leaves(
             &self.prog,
-            self.leaves
-                .iter()
-                .map(|l| (l.node, l.sent_packets, l.sent_bytes)),
+            self.leaf_nodes.iter().map(|&n| {
+                let l = &self.nodes[n as usize].q;
+                (n, l.sent_packets, l.sent_bytes)
+            }),
             self.drops.iter().map(|(&v, &d)| (v, d)),
         )
     }
