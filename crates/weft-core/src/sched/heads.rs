@@ -60,7 +60,7 @@
 //! its leaves'.
 //!
 //! **Cost.** A node keeps its children in a 4-ary heap of 24-byte entries
-//! ([`super::key_heap`]: start tags kept as their low 64 bits and compared on the circle,
+//! (`sched::key_heap`: start tags kept as their low 64 bits and compared on the circle,
 //! exact while the tags in one set span less than 2⁶³, and they span at most one packet's
 //! cost: a child enters at `max(V, F)` and leaves the set's front at `V`); a `prio` node
 //! whose children's priorities differ, in a bitmap of levels (O(1)). (A calendar of rank
