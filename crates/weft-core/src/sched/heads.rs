@@ -700,7 +700,7 @@ impl HeadEngine {
     /// child down to the leaf, each the first of its parent's set), parking the children
     /// whose classes lack the tokens for it.
     #[inline]
-    fn find(&mut self, now: u64) -> bool {
+    fn find<const SHAPED: bool>(&mut self, now: u64) -> bool {
         'descend: loop {
             let mut d = 0;
             let mut n = 0u32;
@@ -713,7 +713,7 @@ impl HeadEngine {
                 n = c;
             }
             self.depth = d;
-            if self.classes.is_empty() {
+            if !SHAPED {
                 return true;
             }
             let bytes = self.slots[self.nodes[n as usize].q.head]
@@ -810,7 +810,7 @@ impl HeadEngine {
 
     /// Sends the packet at the front of the leaf ending `path[..depth]`.
     #[inline]
-    fn send(&mut self, now: u64) -> Departure {
+    fn send<const SHAPED: bool>(&mut self, now: u64) -> Departure {
         let depth = self.depth;
         let leaf_node = self.path[depth - 1];
         let leaf = self.nodes[leaf_node as usize].leaf;
@@ -855,7 +855,7 @@ impl HeadEngine {
                 let pn = &mut self.nodes[p as usize];
                 pn.vtime = pn.vtime.max(s);
             }
-            if !self.classes.is_empty() {
+            if SHAPED {
                 let (at, len) = self.class_span[x as usize];
                 for &c in &self.classes[at as usize..(at + len) as usize] {
                     self.buckets[c as usize].charge(wire, now);
@@ -891,6 +891,40 @@ impl HeadEngine {
             bytes: s.bytes,
             enqueued_ps: s.enqueued_ps,
         }
+    }
+
+    /// [`Engine::dequeue`], for a policy with shaping classes or without (`SHAPED`: the
+    /// unshaped code keeps no class state live).
+    #[inline]
+    fn dequeue_one<const SHAPED: bool>(&mut self, now: u64) -> Option<Departure> {
+        if SHAPED && !self.shaping_queue.is_empty() {
+            self.release_due(now);
+        }
+        if !self.find::<SHAPED>(now) {
+            return None;
+        }
+        Some(self.send::<SHAPED>(now))
+    }
+
+    /// [`Engine::dequeue_batch`] (`SHAPED` as for [`HeadEngine::dequeue_one`]).
+    fn dequeue_some<const SHAPED: bool>(
+        &mut self,
+        now: u64,
+        max: usize,
+        out: &mut Vec<Departure>,
+    ) -> usize {
+        let mut sent = 0;
+        while sent < max {
+            let Some(d) = self.dequeue_one::<SHAPED>(now) else {
+                break;
+            };
+            out.push(d);
+            sent += 1;
+            if self.preload {
+                self.preload_next();
+            }
+        }
+        sent
     }
 
     /// Starts loading what the next departures read first: the records of the root's
@@ -1092,28 +1126,20 @@ impl Engine for HeadEngine {
         }
     }
 
-    #[inline]
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
-        if !self.shaping_queue.is_empty() {
-            self.release_due(now);
+        if self.classes.is_empty() {
+            self.dequeue_one::<false>(now)
+        } else {
+            self.dequeue_one::<true>(now)
         }
-        if !self.find(now) {
-            return None;
-        }
-        Some(self.send(now))
     }
 
     fn dequeue_batch(&mut self, now_ps: u64, max: usize, out: &mut Vec<Departure>) -> usize {
-        let mut sent = 0;
-        while sent < max {
-            let Some(d) = self.dequeue(now_ps) else { break };
-            out.push(d);
-            sent += 1;
-            if self.preload {
-                self.preload_next();
-            }
+        if self.classes.is_empty() {
+            self.dequeue_some::<false>(now_ps, max, out)
+        } else {
+            self.dequeue_some::<true>(now_ps, max, out)
         }
-        sent
     }
 
     fn next_wakeup(&self) -> Option<u64> {
