@@ -1529,6 +1529,12 @@ fn gauge(x: f64) -> String {
     serde_json::to_string(&x).unwrap_or_default()
 }
 
+/// Milliseconds as seconds in decimal (`1234` as `1.234`): exact, where a float would
+/// round a large count.
+fn millis_as_seconds(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
 /// What a series is, for its family's `# TYPE` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MetricKind {
@@ -1552,8 +1558,9 @@ macro_rules! samples {
 }
 
 /// The dataplane's numbers, exported as `weft_dataplane_NAME` (every number of
-/// [`DataplaneStats`]; its one flag, `uplink_up`, is [`fam::UPLINK_UP`]).
-fn dataplane_samples(d: &DataplaneStats) -> [Sample; 30] {
+/// [`DataplaneStats`] but two: its one flag, `uplink_up`, is [`fam::UPLINK_UP`], and
+/// `uplink_down_ms`, in seconds, is [`fam::UPLINK_DOWN_SECONDS`]).
+fn dataplane_samples(d: &DataplaneStats) -> [Sample; 29] {
     samples! { d;
         parse_errors: Counter, "Ingress frames dropped: they did not parse.";
         oversize: Counter, "Ingress frames dropped: longer than a pool buffer (2048 bytes).";
@@ -1576,8 +1583,6 @@ fn dataplane_samples(d: &DataplaneStats) -> [Sample; 30] {
         queues_reclaimed: Counter, "Flow queues closed after their flow went idle.";
         class_moves: Counter, "Flows moved to another class.";
         uplink_downs: Counter, "Times the uplink's link went down.";
-        uplink_down_ms: Counter, "Milliseconds the uplink's link was down (the current \
-            period included).";
         flows_closed: Counter, "Flows the engine forgot once no queue used them.";
         engine_flows: Gauge, "Flows open in the engine.";
         backlog: Gauge, "Packets in the engines (the running one and those draining).";
@@ -1817,6 +1822,11 @@ mod fam {
         Gauge,
         "1 while the uplink's link is up, 0 while it is down.",
     );
+    pub const UPLINK_DOWN_SECONDS: Family = (
+        "weft_dataplane_uplink_down_seconds_total",
+        Counter,
+        "Seconds the uplink's link was down (the current period included).",
+    );
     pub const TENANT_BUFFERS: Family = (
         "weft_tenant_buffers",
         Gauge,
@@ -1852,6 +1862,11 @@ pub fn prometheus(stats: &Stats) -> String {
         x.sample("weft_dataplane", s, "");
     }
     x.add(fam::UPLINK_UP, "", u64::from(stats.dataplane.uplink_up));
+    x.add(
+        fam::UPLINK_DOWN_SECONDS,
+        "",
+        millis_as_seconds(stats.dataplane.uplink_down_ms),
+    );
     for s in iface_samples(&stats.iface) {
         x.sample("weft_iface", s, "");
     }
@@ -2570,7 +2585,15 @@ mod tests {
         let mut sections = Vec::new();
         for (prefix, v) in [("dataplane", &d), ("iface", &i)] {
             for (k, n) in v.as_object().unwrap() {
-                if n.is_u64() {
+                if k == "uplink_down_ms" {
+                    // In Prometheus's unit of time, seconds.
+                    let ms = n.as_u64().unwrap();
+                    want.push(vec![format!(
+                        "weft_dataplane_uplink_down_seconds_total {}.{:03}",
+                        ms / 1000,
+                        ms % 1000
+                    )]);
+                } else if n.is_u64() {
                     want.push(vec![
                         format!("weft_{prefix}_{k}_total {n}"),
                         format!("weft_{prefix}_{k} {n}"),

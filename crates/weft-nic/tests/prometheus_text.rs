@@ -395,6 +395,40 @@ fn the_whole_text_parses_with_help_and_type_for_every_family() {
     }
 }
 
+/// Time is exported in Prometheus's base unit: the uplink's down time, `uplink_down_ms` in
+/// `ctl stats`, as `weft_dataplane_uplink_down_seconds_total` in seconds (exact to the
+/// millisecond), and no family is named after another unit of time.
+#[test]
+fn the_uplinks_down_time_is_exported_in_seconds() {
+    let mut s = stats();
+    for (ms, text) in [
+        (0, "0.000"),
+        (7, "0.007"),
+        (2_345, "2.345"),
+        (86_400_123, "86400.123"),
+    ] {
+        s.dataplane.uplink_down_ms = ms;
+        let prom = prometheus(&s);
+        let (families, samples) = parse(&prom).unwrap_or_else(|e| panic!("{e}\n{prom}"));
+        let family = "weft_dataplane_uplink_down_seconds_total";
+        assert_eq!(families[family].kind.as_deref(), Some("counter"));
+        assert!(
+            prom.lines().any(|l| l == format!("{family} {text}")),
+            "{ms} ms: no `{family} {text}` in:\n{prom}"
+        );
+        let x = samples.iter().find(|x| x.name == family).unwrap();
+        assert_eq!(x.value, ms as f64 / 1000.0, "{ms} ms");
+        for name in families.keys() {
+            assert!(
+                !["_ms", "_us", "_ns", "_millis"]
+                    .iter()
+                    .any(|u| name.contains(&format!("{u}_")) || name.ends_with(u)),
+                "{name} is named after a unit other than seconds"
+            );
+        }
+    }
+}
+
 /// The parser itself refuses what the format does not allow.
 #[test]
 fn the_parser_refuses_what_a_scraper_would() {
