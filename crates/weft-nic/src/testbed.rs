@@ -18,6 +18,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -1029,8 +1030,52 @@ pub fn run(exp: &Experiment, prefix: &str, modes: &[Mode], weft: &Path, out: &Pa
     Ok(report)
 }
 
-/// Namespaces up, the scheduler started (weft's daemon, or bridge + HTB), every tenant
-/// able to reach its receiver address.
+/// Lines of the daemon's log a report keeps ([`WeftLog`]).
+const LOG_LINES: usize = 2_000;
+
+/// The daemon's log (`weft run --log-format json`, one object a line), echoed to stderr
+/// as it comes and kept, its first [`LOG_LINES`] lines, for the report (`weft_log`): what
+/// an operator would read of the run.
+#[derive(Clone, Default)]
+struct WeftLog(Arc<Mutex<LogState>>);
+
+/// The lines kept, and the thread that follows the daemon's stderr.
+type LogState = (Vec<String>, Option<std::thread::JoinHandle<()>>);
+
+impl WeftLog {
+    /// Follows `stderr` on a thread of its own until the daemon closes it.
+    fn follow(&self, stderr: std::process::ChildStderr) {
+        let lines = self.clone();
+        let t = std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(stderr).lines() {
+                let Ok(l) = l else { break };
+                eprintln!("{l}");
+                let mut g = lines.0.lock().unwrap_or_else(|e| e.into_inner());
+                if g.0.len() < LOG_LINES {
+                    g.0.push(l);
+                }
+            }
+        });
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).1 = Some(t);
+    }
+
+    /// The lines so far, once the daemon has exited: each as the JSON object it is, or as
+    /// a string (`ready`, a start-up line).
+    fn json(&self) -> Value {
+        let t = self.0.lock().unwrap_or_else(|e| e.into_inner()).1.take();
+        if let Some(t) = t {
+            let _ = t.join();
+        }
+        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|_| Value::String(l.clone())))
+            .collect()
+    }
+}
+
+/// Namespaces up, the scheduler started (weft's daemon, with its log followed, or bridge +
+/// HTB), every tenant able to reach its receiver address.
 fn setup(
     exp: &Experiment,
     prefix: &str,
@@ -1038,10 +1083,11 @@ fn setup(
     weft: &Path,
     out: &Path,
     sock: &Path,
-) -> R<(Testbed, Option<Child>)> {
+) -> R<(Testbed, Option<Child>, WeftLog)> {
     let n = exp.tenants.len();
     let tb = Testbed::up(prefix, n)?;
     let mut daemon = None;
+    let log = WeftLog::default();
     match mode {
         Mode::Weft => {
             let pol = out.join(format!("{}-policy.yaml", exp.name));
@@ -1063,7 +1109,9 @@ fn setup(
                 .args(["--idle-sleep-us", &exp.idle_sleep_us.to_string()])
                 .args(["--ring-version", &exp.ring_version])
                 .args(["--backend", &exp.backend])
-                .stdout(Stdio::piped());
+                .args(["--log-format", "json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             if let Some(r) = exp.rogue {
                 c.args(["--rogue", &r.to_string()]);
             }
@@ -1084,7 +1132,10 @@ fn setup(
             for i in 1..=n {
                 c.args(["--tenant", &format!("tenant{i}=t{i}")]);
             }
-            let d = Child::spawn(&mut c)?;
+            let mut d = Child::spawn(&mut c)?;
+            if let Some(e) = d.0.stderr.take() {
+                log.follow(e);
+            }
             let t = Instant::now();
             while crate::ctl::request(sock, &Request::Stats).is_err() {
                 if t.elapsed() > Duration::from_secs(10) {
@@ -1122,7 +1173,7 @@ fn setup(
             )));
         }
     }
-    Ok((tb, daemon))
+    Ok((tb, daemon, log))
 }
 
 fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path) -> R<Value> {
@@ -1135,7 +1186,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     if exp.limit_prio {
         return run_limit_prio(exp, prefix, mode, weft, out, &sock);
     }
-    let (tb, daemon) = setup(exp, prefix, mode, weft, out, &sock)?;
+    let (tb, daemon, log) = setup(exp, prefix, mode, weft, out, &sock)?;
     let mut servers = Vec::new();
     for i in 1..=n {
         let port = format!("{}", 5200 + i);
@@ -1268,11 +1319,13 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         _ => Value::Null,
     };
     let mut stats = Value::Null;
+    let mut weft_log = Value::Null;
     if let Some(mut d) = daemon {
         // Traffic is over: let the NIC drain, so its counters balance exactly.
         std::thread::sleep(Duration::from_millis(300));
         stats = ask_json(&sock, &Request::Stats);
         d.stop(Duration::from_secs(3));
+        weft_log = log.json();
     }
     drop(servers);
     drop(tb);
@@ -1362,6 +1415,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         "foreign_cpu": foreign_cpu,
         "tenants": tenants,
         "weft_stats": stats,
+        "weft_log": weft_log,
     }))
 }
 
@@ -1796,7 +1850,7 @@ fn run_limit_prio(
     sock: &Path,
 ) -> R<Value> {
     ensure_tool("sockperf", &["sockperf"]);
-    let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
+    let (tb, daemon, _log) = setup(exp, prefix, mode, weft, out, sock)?;
     let t1 = &exp.tenants[0];
     let dst = t1.dst.clone();
     let limit_bps = exp.limit.as_ref().map_or(0, |l| l.1);
@@ -1949,7 +2003,7 @@ fn run_latency(
     } else {
         ensure_tool("sockperf", &["sockperf"]);
     }
-    let (tb, daemon) = setup(exp, prefix, mode, weft, out, sock)?;
+    let (tb, daemon, _log) = setup(exp, prefix, mode, weft, out, sock)?;
     let dst = exp.tenants[0].dst.clone();
     let mut server = app_command(exp, &tb.rx());
     if exp.memcached {
