@@ -222,6 +222,10 @@ pub enum TestbedCommand {
     ///   rogue        tenant 1 also posts to foreign and invalid queues (refusals counted);
     ///   spoof        tenant 2 also sends frames with tenant 1's source MAC (dropped and
     ///                counted; tenant 1's return traffic stays its own);
+    ///   flood        tenant 2 also floods new flows in a pool of 256 flow queues (its
+    ///                new flows refused past its budget; tenant 1's are not);
+    ///   mac-flood    tenant 2 also sends 10,000 frames a second from random source MACs
+    ///                (refused past its MAC table's bound, counted and logged);
     ///   reload       halfway, an invalid policy, then weights 1:1 -> 1:3 (nothing lost).
     ///
     /// Root only. Installs iperf3, ethtool, sockperf, memcached with apt-get when missing.

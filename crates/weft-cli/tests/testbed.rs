@@ -218,6 +218,12 @@ fn run_with_raw_sender(experiment: &str, tool: &str, tag: &str, limit: Duration)
         println!("skipped: python3 (the {tool}) not found");
         return None;
     }
+    run_judged(experiment, tag, limit)
+}
+
+/// `weft testbed run EXPERIMENT` with `tag` for its namespaces' prefix: `None`, having said
+/// why, when the run was starved.
+fn run_judged(experiment: &str, tag: &str, limit: Duration) -> Option<Value> {
     let prefix = format!("{tag}{}", std::process::id() % 100_000);
     let r = run_experiment(experiment, &prefix, limit);
     if let Some(why) = starved(&r) {
@@ -225,6 +231,31 @@ fn run_with_raw_sender(experiment: &str, tool: &str, tag: &str, limit: Duration)
         return None;
     }
     Some(r)
+}
+
+/// The daemon's log lines in a report result (`weft_log`: `--log-format json`, one object
+/// a line) that have every field of `fields` and whose message contains `message`.
+fn log_lines<'a>(w: &'a Value, message: &str, fields: &[(&str, Value)]) -> Vec<&'a Value> {
+    w["weft_log"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| {
+            l["message"].as_str().is_some_and(|m| m.contains(message))
+                && fields.iter().all(|(k, v)| &l[*k] == v)
+        })
+        .collect()
+}
+
+/// The daemon's log, for a failure's message.
+fn log_text(w: &Value) -> String {
+    w["weft_log"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| l.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Real traffic for return-path isolation: while both tenants run 4 iperf3 flows each,
@@ -288,6 +319,81 @@ fn a_flooding_tenant_cannot_take_the_other_tenants_flow_queues() {
     assert!(
         t1 >= 0.95 * total / 2.0,
         "tenant 1 got {t1} of weft's {total} Mbit/s under the flood, less than its half: {w}"
+    );
+    assert_balanced(&s);
+}
+
+/// Real traffic against the MAC table's bound: while both tenants run 4 iperf3 flows each,
+/// tenant 2 also sends 10,000 frames a second, each from a new random source MAC address
+/// (from its own IP address, one flow), as `macof` floods a switch's table. Tenant 2's port
+/// learns at most `--macs-per-tenant` (16) addresses and refuses the others
+/// (`mac_table_full`, counted against it alone, and logged: a line naming the rule, and the
+/// tenant's line of drops by reason), tenant 1 keeps its share (both within 5 % of their
+/// halves), and the daemon's resident memory grows by less than 4 MiB over the measured
+/// window, in which the flood brings about 100,000 new addresses.
+#[test]
+fn a_random_source_mac_flood_stays_within_its_tenants_table_budget() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = run_with_raw_sender("mac-flood", "MAC flooder", "wtc", Duration::from_secs(60))
+    else {
+        return;
+    };
+    let w = weft_result(&r);
+    let s = weft_stats(w);
+    let text = serde_json::to_string(&s.tenants).unwrap();
+    println!("{} {text} rss {}", w["tenants"], w["weft_rss_kb"]);
+    // `mac_table_full` is the fourth of a tenant's drops (`stats::TENANT_DROPS`).
+    assert_eq!(weft_nic::stats::TENANT_DROPS[3], "mac_table_full");
+    let refused = s.tenants[1].drops[3];
+    assert!(
+        refused > 20_000,
+        "tenant 2's frames refused for the table: {refused}: {text}"
+    );
+    assert_eq!(s.tenants[0].drops[3], 0, "{text}");
+    assert_eq!(s.tenants[0].drops[0], 0, "{text}");
+    // The table holds at most 16 addresses per port (the default --macs-per-tenant).
+    assert!(s.tenants[1].macs <= 16, "{text}");
+    assert!((1..=16).contains(&s.tenants[0].macs), "{text}");
+    let err = w["max_rel_error"].as_f64().unwrap();
+    assert!(err <= 0.05, "max relative error {err} > 5%: {w}");
+    // Logged: the refused source with its rule, and the tenant's drops by reason.
+    let t2 = || ("tenant", serde_json::json!(2));
+    assert!(
+        !log_lines(w, "may not use", &[t2(), ("rule", "mac_table_full".into())]).is_empty(),
+        "no line for the refused sources:\n{}",
+        log_text(w)
+    );
+    assert!(
+        log_lines(w, "dropped the tenant's frames", &[t2()])
+            .iter()
+            .any(|l| l["drops"]
+                .as_str()
+                .is_some_and(|d| d.contains("mac_table_full="))),
+        "no drop line with mac_table_full:\n{}",
+        log_text(w)
+    );
+    assert!(
+        log_lines(
+            w,
+            "",
+            &[
+                ("tenant", serde_json::json!(1)),
+                ("rule", "mac_table_full".into())
+            ]
+        )
+        .is_empty(),
+        "{}",
+        log_text(w)
+    );
+    let (a, b) = (
+        w["weft_rss_kb"]["start"]
+            .as_u64()
+            .expect("rss at the start"),
+        w["weft_rss_kb"]["end"].as_u64().expect("rss at the end"),
+    );
+    assert!(
+        b < a + 4096,
+        "the daemon's resident memory grew from {a} kB to {b} kB under the flood"
     );
     assert_balanced(&s);
 }

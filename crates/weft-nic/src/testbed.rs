@@ -709,6 +709,10 @@ pub struct Experiment {
     /// a second (`flood`: per-tenant flow-queue budgets, as `hping3 --flood --rand-source`
     /// from inside a tenant would).
     pub flood: Option<usize>,
+    /// This tenant (1-based) also sends UDP frames to the receiver from its own IP address,
+    /// each with a new random source MAC address, [`MAC_FLOOD_PER_S`] a second
+    /// (`mac-flood`: the MAC table's bound per tenant, as a switch-table flood would).
+    pub mac_flood: Option<usize>,
     /// weft only: `weft run --max-queues` (default: the daemon's).
     pub max_queues: Option<u32>,
     /// weft only: halfway through the measurement, try an invalid policy (must be refused
@@ -778,7 +782,7 @@ pub const SOCKPERF_PORT: u16 = 11111;
 const LIMIT_PRIO_BURST: u64 = 4 * 1514;
 
 impl Experiment {
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
@@ -786,6 +790,7 @@ impl Experiment {
         "rogue",
         "spoof",
         "flood",
+        "mac-flood",
         "reload",
         "latency",
         "memcached",
@@ -811,6 +816,7 @@ impl Experiment {
             rogue: None,
             spoof: None,
             flood: None,
+            mac_flood: None,
             max_queues: None,
             reload_weights: None,
             latency: false,
@@ -869,6 +875,10 @@ impl Experiment {
                 e.tenants = vec![t(1, 4), t(1, 4)];
                 e.flood = Some(2);
                 e.max_queues = Some(256);
+            }
+            "mac-flood" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.mac_flood = Some(2);
             }
             "latency" => {
                 e.tenants = vec![t(1, 0), t(1, 8)];
@@ -1207,6 +1217,10 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         Some(k) => Some(spoofer(&tb, k, exp.seconds + exp.warmup_s + 2)?),
         None => None,
     };
+    let mac_flooder = match exp.mac_flood {
+        Some(k) => Some(mac_flooder(&tb, k, exp.seconds + exp.warmup_s + 2)?),
+        None => None,
+    };
     // With a flooder, its tenant connects first (its flows hold their queues before its
     // flood spends the rest of its budget), the flood starts, and the other tenants connect
     // into it, `lead` seconds later; the flooding tenant's run is longer by as much, so
@@ -1245,10 +1259,13 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     };
     let mut snaps = (Value::Null, Value::Null, 0.0);
     let mut reload = Value::Null;
+    // The daemon's resident memory at the start and end of the window (kB).
+    let mut rss = (None, None);
     if daemon.is_some() {
         at((lead + exp.warmup_s) as f64 + 0.2);
         let ta = t0.elapsed().as_secs_f64();
         snaps.0 = ask(Request::Stats);
+        rss.0 = pid.and_then(rss_kb);
         if let Some(w) = &exp.reload_weights {
             at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
             let bad = out.join(format!("{}-invalid.yaml", exp.name));
@@ -1263,6 +1280,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         }
         at((lead + exp.warmup_s + exp.seconds) as f64 - 0.2);
         snaps.1 = ask(Request::Stats);
+        rss.1 = pid.and_then(rss_kb);
         snaps.2 = t0.elapsed().as_secs_f64() - ta;
     }
     let mut tenants = Vec::new();
@@ -1327,6 +1345,8 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         d.stop(Duration::from_secs(3));
         weft_log = log.json();
     }
+    // Before its namespace goes.
+    drop(mac_flooder);
     drop(servers);
     drop(tb);
     let norm: Vec<f64> = tenants
@@ -1414,9 +1434,21 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         "system_cpu_pct": sys_cpu,
         "foreign_cpu": foreign_cpu,
         "tenants": tenants,
+        "weft_rss_kb": {"start": rss.0, "end": rss.1},
         "weft_stats": stats,
         "weft_log": weft_log,
     }))
+}
+
+/// `pid`'s resident memory (`VmRSS`), kB.
+fn rss_kb(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// In tenant `k`'s namespace, a process that sends a UDP frame with tenant 1's source MAC
@@ -1438,6 +1470,43 @@ fn spoofer(tb: &Testbed, k: usize, seconds: u32) -> R<Child> {
             .args(["netns", "exec", &tb.tenant(k), "python3", "-c", SCRIPT])
             .arg(victim.trim())
             .arg(seconds.to_string())
+            .stdout(Stdio::null()),
+    )
+}
+
+/// Frames a second of the `mac-flood` experiment's flooder, each from a new source MAC.
+pub const MAC_FLOOD_PER_S: u32 = 10_000;
+
+/// In tenant `k`'s namespace, a process that sends UDP frames to the receiver from the
+/// tenant's own IP address, each with a new random (unicast, locally administered) source
+/// MAC address and the same ports, [`MAC_FLOOD_PER_S`] a second for `seconds` (raw
+/// `AF_PACKET`, from Python's standard library), as `macof` does to a switch's table.
+fn mac_flooder(tb: &Testbed, k: usize, seconds: u32) -> R<Child> {
+    const SCRIPT: &str = "import socket,sys,time,os,struct\n\
+        h=bytearray(bytes.fromhex('4500002000004000401100000000000000000000'))\n\
+        h[12:20]=socket.inet_aton(sys.argv[1])+socket.inet_aton(sys.argv[2])\n\
+        c=sum(struct.unpack('!10H',bytes(h)))\n\
+        c=(c&0xffff)+(c>>16)\n\
+        c=(c&0xffff)+(c>>16)\n\
+        h[10:12]=struct.pack('!H',c^0xffff)\n\
+        t=bytes.fromhex('0800')+bytes(h)+struct.pack('!HHHH',40000,9,12,0)+b'weft'\n\
+        d=bytes.fromhex('020000000099')\n\
+        s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+        s.bind(('eth0',0))\n\
+        n=int(sys.argv[4])//100\n\
+        end=time.time()+float(sys.argv[3])\n\
+        while time.time()<end:\n\
+        \x20for _ in range(n):\n\
+        \x20\x20m=bytearray(os.urandom(6));m[0]=(m[0]&0xfc)|2\n\
+        \x20\x20s.send(d+bytes(m)+t)\n\
+        \x20time.sleep(0.01)\n";
+    Child::spawn(
+        Command::new("ip")
+            .args(["netns", "exec", &tb.tenant(k), "python3", "-c", SCRIPT])
+            .arg(format!("10.77.0.{k}"))
+            .arg(RX)
+            .arg(seconds.to_string())
+            .arg(MAC_FLOOD_PER_S.to_string())
             .stdout(Stdio::null()),
     )
 }
