@@ -226,6 +226,9 @@ pub enum TestbedCommand {
     ///                new flows refused past its budget; tenant 1's are not);
     ///   mac-flood    tenant 2 also sends 10,000 frames a second from random source MACs
     ///                (refused past its MAC table's bound, counted and logged);
+    ///   metrics-flood
+    ///                concurrent scrapes, then idle connections held to the metrics
+    ///                endpoint while the control socket is asked; `stop` at the end;
     ///   reload       halfway, an invalid policy, then weights 1:1 -> 1:3 (nothing lost).
     ///
     /// Root only. Installs iperf3, ethtool, sockperf, memcached with apt-get when missing.

@@ -636,6 +636,10 @@ impl Child {
     }
     /// Sends SIGTERM and waits up to `grace`, then SIGKILL.
     pub fn stop(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        // Already gone (and reaped): its pid may be another process's by now.
+        if let Ok(Some(s)) = self.0.try_wait() {
+            return Some(s);
+        }
         // SAFETY: signalling our own child by its pid.
         unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
         let t = Instant::now();
@@ -713,6 +717,13 @@ pub struct Experiment {
     /// each with a new random source MAC address, [`MAC_FLOOD_PER_S`] a second
     /// (`mac-flood`: the MAC table's bound per tenant, as a switch-table flood would).
     pub mac_flood: Option<usize>,
+    /// weft only: `weft run --metrics 127.0.0.1:`[`METRICS_PORT`]; once the traffic runs,
+    /// [`METRICS_SCRAPES`] concurrent scrapes, then [`METRICS_IDLE`] idle connections held
+    /// to the metrics endpoint (each opened again when the daemon closes it) while the
+    /// control socket is asked for stats every quarter of a second, and `stop` at the end
+    /// with them still held (`metrics-flood`: the control socket's pool is not the metrics
+    /// endpoint's).
+    pub metrics_flood: bool,
     /// weft only: `weft run --max-queues` (default: the daemon's).
     pub max_queues: Option<u32>,
     /// weft only: halfway through the measurement, try an invalid policy (must be refused
@@ -782,7 +793,7 @@ pub const SOCKPERF_PORT: u16 = 11111;
 const LIMIT_PRIO_BURST: u64 = 4 * 1514;
 
 impl Experiment {
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
@@ -791,6 +802,7 @@ impl Experiment {
         "spoof",
         "flood",
         "mac-flood",
+        "metrics-flood",
         "reload",
         "latency",
         "memcached",
@@ -817,6 +829,7 @@ impl Experiment {
             spoof: None,
             flood: None,
             mac_flood: None,
+            metrics_flood: false,
             max_queues: None,
             reload_weights: None,
             latency: false,
@@ -879,6 +892,10 @@ impl Experiment {
             "mac-flood" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
                 e.mac_flood = Some(2);
+            }
+            "metrics-flood" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.metrics_flood = true;
             }
             "latency" => {
                 e.tenants = vec![t(1, 0), t(1, 8)];
@@ -1122,6 +1139,9 @@ fn setup(
                 .args(["--log-format", "json"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
+            if exp.metrics_flood {
+                c.args(["--metrics", &format!("127.0.0.1:{METRICS_PORT}")]);
+            }
             if let Some(r) = exp.rogue {
                 c.args(["--rogue", &r.to_string()]);
             }
@@ -1261,11 +1281,20 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     let mut reload = Value::Null;
     // The daemon's resident memory at the start and end of the window (kB).
     let mut rss = (None, None);
+    let mut metrics = Value::Null;
+    let mut metrics_hold = None;
+    let end = (lead + exp.warmup_s + exp.seconds) as f64;
     if daemon.is_some() {
         at((lead + exp.warmup_s) as f64 + 0.2);
         let ta = t0.elapsed().as_secs_f64();
         snaps.0 = ask(Request::Stats);
         rss.0 = pid.and_then(rss_kb);
+        if exp.metrics_flood {
+            let (m, hold) =
+                metrics_flood(exp, &tb, &sock, || t0.elapsed().as_secs_f64() < end - 0.7)?;
+            metrics = m;
+            metrics_hold = Some(hold);
+        }
         if let Some(w) = &exp.reload_weights {
             at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
             let bad = out.join(format!("{}-invalid.yaml", exp.name));
@@ -1278,7 +1307,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
             let r2 = ask(Request::Reload { policy: abs(&good) });
             reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
         }
-        at((lead + exp.warmup_s + exp.seconds) as f64 - 0.2);
+        at(end - 0.2);
         snaps.1 = ask(Request::Stats);
         rss.1 = pid.and_then(rss_kb);
         snaps.2 = t0.elapsed().as_secs_f64() - ta;
@@ -1342,6 +1371,12 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         // Traffic is over: let the NIC drain, so its counters balance exactly.
         std::thread::sleep(Duration::from_millis(300));
         stats = ask_json(&sock, &Request::Stats);
+        if let Some(hold) = metrics_hold.take() {
+            // `stop` on the control socket, the metrics endpoint's idle connections still
+            // held: answered, and the daemon gone.
+            metrics["stop"] = stop_over_ctl(&mut d, &sock);
+            metrics["hold"] = last_line(hold);
+        }
         d.stop(Duration::from_secs(3));
         weft_log = log.json();
     }
@@ -1435,6 +1470,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         "foreign_cpu": foreign_cpu,
         "tenants": tenants,
         "weft_rss_kb": {"start": rss.0, "end": rss.1},
+        "metrics_flood": metrics,
         "weft_stats": stats,
         "weft_log": weft_log,
     }))
@@ -1449,6 +1485,147 @@ fn rss_kb(pid: u32) -> Option<u64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// The port of `metrics-flood`'s metrics endpoint (on the NIC namespace's loopback).
+pub const METRICS_PORT: u16 = 9464;
+/// `metrics-flood`'s concurrent scrapes.
+pub const METRICS_SCRAPES: u32 = 200;
+/// `metrics-flood`'s idle connections to the metrics endpoint: more than it serves and
+/// queues together, so some are closed unanswered.
+pub const METRICS_IDLE: usize =
+    crate::ctl::MAX_METRICS_CONNECTIONS + crate::ctl::METRICS_QUEUE + 200;
+
+/// `metrics-flood`'s client (Python's standard library): `burst` makes [`METRICS_SCRAPES`]
+/// scrapes at once and prints how many got the metrics; `hold` keeps [`METRICS_IDLE`]
+/// connections open that send nothing, each opened again (at most 200 a second once all
+/// were open) when the daemon closes it, and prints what it holds once a second.
+const METRICS_SCRIPT: &str = "import socket,sys,threading,json,time,resource,selectors\n\
+    mode,port,n=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])\n\
+    _,hard=resource.getrlimit(resource.RLIMIT_NOFILE)\n\
+    resource.setrlimit(resource.RLIMIT_NOFILE,(hard,hard))\n\
+    addr=('127.0.0.1',port)\n\
+    if mode=='burst':\n\
+    \x20got=[];go=threading.Event()\n\
+    \x20def scrape():\n\
+    \x20\x20go.wait();b=b''\n\
+    \x20\x20try:\n\
+    \x20\x20\x20s=socket.create_connection(addr,timeout=10)\n\
+    \x20\x20\x20s.sendall(b'GET /metrics HTTP/1.0\\r\\n\\r\\n')\n\
+    \x20\x20\x20while True:\n\
+    \x20\x20\x20\x20d=s.recv(65536)\n\
+    \x20\x20\x20\x20if not d:break\n\
+    \x20\x20\x20\x20b+=d\n\
+    \x20\x20\x20s.close()\n\
+    \x20\x20except OSError:pass\n\
+    \x20\x20got.append(b.startswith(b'HTTP/1.0 200') and b'weft_dataplane_tx_frames_total' in b)\n\
+    \x20ts=[threading.Thread(target=scrape) for _ in range(n)]\n\
+    \x20for t in ts:t.start()\n\
+    \x20t0=time.time();go.set()\n\
+    \x20for t in ts:t.join()\n\
+    \x20print(json.dumps({'scrapes':n,'answered':sum(got),'seconds':round(time.time()-t0,3)}))\n\
+    \x20sys.exit(0)\n\
+    sel=selectors.DefaultSelector();held=opened=closed=refused=peak=0;last=0;cap=n\n\
+    while True:\n\
+    \x20k=0\n\
+    \x20while held<n and k<cap:\n\
+    \x20\x20k+=1;s=socket.socket();s.settimeout(1)\n\
+    \x20\x20try:s.connect(addr)\n\
+    \x20\x20except OSError:s.close();refused+=1;continue\n\
+    \x20\x20s.setblocking(False);sel.register(s,selectors.EVENT_READ);held+=1;opened+=1\n\
+    \x20cap=10;peak=max(peak,held);time.sleep(0.05)\n\
+    \x20for key,_ in sel.select(0):\n\
+    \x20\x20s=key.fileobj\n\
+    \x20\x20try:d=s.recv(4096)\n\
+    \x20\x20except BlockingIOError:continue\n\
+    \x20\x20except OSError:d=b''\n\
+    \x20\x20if not d:sel.unregister(s);s.close();held-=1;closed+=1\n\
+    \x20if time.time()-last>=1:\n\
+    \x20\x20last=time.time()\n\
+    \x20\x20print(json.dumps({'held':held,'peak':peak,'opened':opened,'closed_by_server':closed,'refused':refused}),flush=True)\n";
+
+/// `metrics-flood`'s client in the NIC's namespace, on the applications' CPUs.
+fn metrics_client(exp: &Experiment, tb: &Testbed, mode: &str, n: usize) -> Command {
+    let mut c = pinned(exp, &tb.nic());
+    c.args(["python3", "-c", METRICS_SCRIPT, mode])
+        .arg(METRICS_PORT.to_string())
+        .arg(n.to_string());
+    c
+}
+
+/// `metrics-flood` while the traffic runs: [`METRICS_SCRAPES`] scrapes at once, then
+/// [`METRICS_IDLE`] idle connections held (the returned child) while the control socket is
+/// asked for stats every quarter of a second, as long as `more()`: the scrapes' answers and
+/// the control socket's.
+fn metrics_flood(
+    exp: &Experiment,
+    tb: &Testbed,
+    sock: &Path,
+    more: impl Fn() -> bool,
+) -> R<(Value, Child)> {
+    let burst = output(
+        &mut metrics_client(exp, tb, "burst", METRICS_SCRAPES as usize),
+        &["python3 (metrics burst)"],
+    )?;
+    let burst: Value = serde_json::from_str(burst.trim()).unwrap_or(Value::Null);
+    let hold = Child::spawn(metrics_client(exp, tb, "hold", METRICS_IDLE).stdout(Stdio::piped()))?;
+    // Once the first connections are in, the control socket is asked throughout.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let (mut asked, mut answered, mut max_ms) = (0u32, 0u32, 0.0f64);
+    let mut errors = Vec::new();
+    while more() {
+        let t = Instant::now();
+        asked += 1;
+        match crate::ctl::request(sock, &Request::Stats) {
+            Ok(r) if r.to_json()["ok"] == true => answered += 1,
+            Ok(r) => errors.push(r.to_json().to_string()),
+            Err(e) => errors.push(e.to_string()),
+        }
+        max_ms = max_ms.max(t.elapsed().as_secs_f64() * 1e3);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    errors.truncate(5);
+    Ok((
+        json!({
+            "scrapes": burst,
+            "control": {"asked": asked, "answered": answered,
+                        "max_ms": (max_ms * 10.0).round() / 10.0, "errors": errors},
+        }),
+        hold,
+    ))
+}
+
+/// Asks the daemon to `stop` over its control socket: the answer, and the seconds until
+/// the daemon exited (null if it did not within 10 s).
+fn stop_over_ctl(d: &mut Child, sock: &Path) -> Value {
+    let t = Instant::now();
+    let answer = match crate::ctl::request(sock, &Request::Stop) {
+        Ok(r) => r.to_json(),
+        Err(e) => json!({"error": e.to_string()}),
+    };
+    let mut exited = Value::Null;
+    while t.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(_)) = d.0.try_wait() {
+            exited = json!((t.elapsed().as_secs_f64() * 1e3).round() / 1e3);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    json!({"answer": answer, "exited_s": exited})
+}
+
+/// Kills `c` and reads the last line it printed, as JSON (null if none).
+fn last_line(mut c: Child) -> Value {
+    let _ = c.0.kill();
+    let mut text = String::new();
+    if let Some(mut o) = c.0.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut o, &mut text);
+    }
+    let _ = c.0.wait();
+    text.lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// In tenant `k`'s namespace, a process that sends a UDP frame with tenant 1's source MAC
