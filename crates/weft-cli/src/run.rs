@@ -229,6 +229,8 @@ pub enum TestbedCommand {
     ///   metrics-flood
     ///                concurrent scrapes, then idle connections held to the metrics
     ///                endpoint while the control socket is asked; `stop` at the end;
+    ///   link-flap    the uplink's wire down for 2 s mid-run (nothing sent meanwhile;
+    ///                the outage counted and logged; shares after it);
     ///   reload       halfway, an invalid policy, then weights 1:1 -> 1:3 (nothing lost).
     ///
     /// Root only. Installs iperf3, ethtool, sockperf, memcached with apt-get when missing.

@@ -452,6 +452,69 @@ fn idle_metrics_connections_cannot_lock_out_the_control_socket() {
     assert_balanced(&s);
 }
 
+/// Real traffic across an uplink outage: while both tenants run 4 iperf3 flows each, the
+/// receiver's end of the uplink is set down for 2 s, then up. While it is down the daemon
+/// says so (`uplink_up` false) and sends nothing (its `tx_frames` and the uplink port's
+/// stand still: frames wait in the policy's queues, not counted as sent into a dead link);
+/// it counts one outage and its length (`uplink_down_ms`, within 400 ms of the outage as
+/// the testbed timed it: the link is read every 100 ms) and logs the link going down and
+/// coming back (with the seconds it was down); once TCP is back, the two tenants share
+/// within 5 % of their halves.
+#[test]
+fn frames_wait_while_the_uplink_is_down_and_shares_hold_after() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason("wtprobe") {
+        println!("skipped: {why}");
+        return;
+    }
+    let Some(r) = run_judged("link-flap", "wtu", Duration::from_secs(60)) else {
+        return;
+    };
+    let w = weft_result(&r);
+    let s = weft_stats(w);
+    let f = &w["link_flap"];
+    println!("{} {f}", w["tenants"]);
+    let d = &f["during"];
+    assert_eq!(d["uplink_up"], serde_json::json!([false, false]), "{f}");
+    assert!(d["tx_frames"][0].is_u64(), "{f}");
+    assert_eq!(d["tx_frames"][0], d["tx_frames"][1], "sent while down: {f}");
+    assert_eq!(
+        d["uplink_port_tx_frames"][0], d["uplink_port_tx_frames"][1],
+        "the uplink port sent while down: {f}"
+    );
+    assert!(s.dataplane.uplink_up);
+    assert_eq!(s.dataplane.uplink_downs, 1, "{f}");
+    let timed = f["down_ms"].as_u64().unwrap();
+    let counted = s.dataplane.uplink_down_ms;
+    assert!(
+        counted.abs_diff(timed) <= 400,
+        "down {counted} ms by the daemon's count, {timed} ms as timed"
+    );
+    let up = || ("uplink", serde_json::Value::from("up"));
+    assert!(
+        !log_lines(w, "uplink is down", &[up(), ("level", "WARN".into())]).is_empty(),
+        "no line for the link going down:\n{}",
+        log_text(w)
+    );
+    let back = log_lines(w, "uplink is up again", &[up()]);
+    assert_eq!(back.len(), 1, "{}", log_text(w));
+    let down_s = back[0]["down_s"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (down_s * 1e3 - counted as f64).abs() < 1.0,
+        "the line says {down_s} s, the counter {counted} ms"
+    );
+    let after = &f["after"]["leaf_mbps"];
+    for t in ["tenant1", "tenant2"] {
+        assert!(after[t].as_f64().is_some_and(|m| m > 10.0), "{f}");
+    }
+    let err = f["after"]["max_rel_error"].as_f64().unwrap();
+    assert!(
+        err <= 0.05,
+        "after the outage, max relative error {err} > 5%: {f}"
+    );
+    assert_balanced(&s);
+}
+
 #[test]
 fn reload_under_load_refuses_bad_policy_and_loses_nothing() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

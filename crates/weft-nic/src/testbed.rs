@@ -724,6 +724,10 @@ pub struct Experiment {
     /// with them still held (`metrics-flood`: the control socket's pool is not the metrics
     /// endpoint's).
     pub metrics_flood: bool,
+    /// weft only: the uplink's link down for [`LINK_DOWN`] (the receiver's end of the wire
+    /// set down, as a pulled cable) a second into the measurement, then up again
+    /// (`link-flap`).
+    pub link_flap: bool,
     /// weft only: `weft run --max-queues` (default: the daemon's).
     pub max_queues: Option<u32>,
     /// weft only: halfway through the measurement, try an invalid policy (must be refused
@@ -793,7 +797,7 @@ pub const SOCKPERF_PORT: u16 = 11111;
 const LIMIT_PRIO_BURST: u64 = 4 * 1514;
 
 impl Experiment {
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "fair-1v8",
         "weights-123",
         "dest-limit",
@@ -803,6 +807,7 @@ impl Experiment {
         "flood",
         "mac-flood",
         "metrics-flood",
+        "link-flap",
         "reload",
         "latency",
         "memcached",
@@ -830,6 +835,7 @@ impl Experiment {
             flood: None,
             mac_flood: None,
             metrics_flood: false,
+            link_flap: false,
             max_queues: None,
             reload_weights: None,
             latency: false,
@@ -896,6 +902,10 @@ impl Experiment {
             "metrics-flood" => {
                 e.tenants = vec![t(1, 4), t(1, 4)];
                 e.metrics_flood = true;
+            }
+            "link-flap" => {
+                e.tenants = vec![t(1, 4), t(1, 4)];
+                e.link_flap = true;
             }
             "latency" => {
                 e.tenants = vec![t(1, 0), t(1, 8)];
@@ -1283,6 +1293,8 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     let mut rss = (None, None);
     let mut metrics = Value::Null;
     let mut metrics_hold = None;
+    let mut flap = Value::Null;
+    let mut after_flap = (Value::Null, 0.0);
     let end = (lead + exp.warmup_s + exp.seconds) as f64;
     if daemon.is_some() {
         at((lead + exp.warmup_s) as f64 + 0.2);
@@ -1294,6 +1306,14 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
                 metrics_flood(exp, &tb, &sock, || t0.elapsed().as_secs_f64() < end - 0.7)?;
             metrics = m;
             metrics_hold = Some(hold);
+        }
+        if exp.link_flap {
+            at((lead + exp.warmup_s) as f64 + 1.0);
+            flap = link_flap(&tb, &sock)?;
+            // The shares once TCP is back (its retransmission timer backs off while the
+            // link is down): from three seconds after the outage to the window's end.
+            at(((lead + exp.warmup_s) as f64 + 6.0).min(end - 1.2));
+            after_flap = (ask(Request::Stats), t0.elapsed().as_secs_f64());
         }
         if let Some(w) = &exp.reload_weights {
             at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
@@ -1311,6 +1331,15 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         snaps.1 = ask(Request::Stats);
         rss.1 = pid.and_then(rss_kb);
         snaps.2 = t0.elapsed().as_secs_f64() - ta;
+        if exp.link_flap {
+            let secs = t0.elapsed().as_secs_f64() - after_flap.1;
+            let mbps = leaf_rates(&after_flap.0, &snaps.1, secs);
+            flap["after"] = json!({
+                "seconds": (secs * 100.0).round() / 100.0,
+                "leaf_mbps": mbps,
+                "max_rel_error": leaf_share_error(exp, &mbps),
+            });
+        }
     }
     let mut tenants = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
@@ -1404,24 +1433,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     // Per-leaf rates from weft's own counters over the window (not across a reload).
     let mut leaf_mbps = Value::Null;
     if exp.reload_weights.is_none() && snaps.2 > 0.0 {
-        let bytes = |v: &Value, i: usize| v["nodes"][i]["bytes"].as_u64().unwrap_or(0);
-        let m: serde_json::Map<String, Value> = snaps.1["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, nd)| {
-                let r = (bytes(&snaps.1, i) - bytes(&snaps.0, i).min(bytes(&snaps.1, i))) as f64
-                    * 8.0
-                    / snaps.2
-                    / 1e6;
-                (
-                    nd["name"].as_str().unwrap_or("").to_string(),
-                    json!((r * 100.0).round() / 100.0),
-                )
-            })
-            .collect();
-        leaf_mbps = Value::Object(m);
+        leaf_mbps = leaf_rates(&snaps.0, &snaps.1, snaps.2);
     }
     // The limited class's rate at L2 (frame bytes, as the limit counts them): weft's leaf
     // counter; for HTB, goodput × 1514/1448 (full-size TCP segments with timestamps).
@@ -1471,9 +1483,52 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
         "tenants": tenants,
         "weft_rss_kb": {"start": rss.0, "end": rss.1},
         "metrics_flood": metrics,
+        "link_flap": flap,
         "weft_stats": stats,
         "weft_log": weft_log,
     }))
+}
+
+/// Each node's rate between two `ctl stats` answers `secs` apart, Mbit/s by name (from its
+/// byte counter).
+fn leaf_rates(a: &Value, b: &Value, secs: f64) -> Value {
+    let bytes = |v: &Value, i: usize| v["nodes"][i]["bytes"].as_u64().unwrap_or(0);
+    let m: serde_json::Map<String, Value> = b["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, nd)| {
+            let r = (bytes(b, i) - bytes(a, i).min(bytes(b, i))) as f64 * 8.0 / secs / 1e6;
+            (
+                nd["name"].as_str().unwrap_or("").to_string(),
+                json!((r * 100.0).round() / 100.0),
+            )
+        })
+        .collect();
+    Value::Object(m)
+}
+
+/// The largest relative error of a tenant's leaf rate (`tenantI` in `mbps`) against its
+/// weight's share of the leaves' sum (null without traffic).
+fn leaf_share_error(exp: &Experiment, mbps: &Value) -> Value {
+    let r: Vec<f64> = (1..=exp.tenants.len())
+        .map(|i| mbps[format!("tenant{i}")].as_f64().unwrap_or(0.0))
+        .collect();
+    let total: f64 = r.iter().sum();
+    let wsum: u64 = exp.tenants.iter().map(|t| t.weight).sum();
+    if total <= 0.0 || wsum == 0 {
+        return Value::Null;
+    }
+    let err = r
+        .iter()
+        .zip(&exp.tenants)
+        .map(|(m, t)| {
+            let ideal = total * t.weight as f64 / wsum as f64;
+            (m - ideal).abs() / ideal
+        })
+        .fold(0.0f64, f64::max);
+    json!((err * 1e4).round() / 1e4)
 }
 
 /// `pid`'s resident memory (`VmRSS`), kB.
@@ -1626,6 +1681,42 @@ fn last_line(mut c: Child) -> Value {
         .last()
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or(Value::Null)
+}
+
+/// How long `link-flap`'s uplink is down.
+pub const LINK_DOWN: Duration = Duration::from_secs(2);
+
+/// `link-flap`'s outage: the receiver's end of the uplink set down (the uplink's carrier
+/// goes, as with a pulled cable) for [`LINK_DOWN`], then up. The daemon's counters half a
+/// second into the outage and at its end (what it sent meanwhile), and the outage's length
+/// as the testbed timed it (from the command that took the link down returning to the
+/// one that brought it up returning).
+fn link_flap(tb: &Testbed, sock: &Path) -> R<Value> {
+    let rx = tb.rx();
+    nsx(&rx, &["ip", "link", "set", "eth0", "down"])?;
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_millis(500));
+    let a = ask_json(sock, &Request::Stats);
+    std::thread::sleep(LINK_DOWN.saturating_sub(down.elapsed()));
+    let b = ask_json(sock, &Request::Stats);
+    let up = nsx(&rx, &["ip", "link", "set", "eth0", "up"]);
+    let down_ms = down.elapsed().as_millis() as u64;
+    up?;
+    let uplink_tx = |v: &Value| {
+        v["ports"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["iface"] == "up"))
+            .map_or(Value::Null, |p| p["tx_frames"].clone())
+    };
+    Ok(json!({
+        "down_ms": down_ms,
+        "during": {
+            "uplink_up": [a["dataplane"]["uplink_up"], b["dataplane"]["uplink_up"]],
+            "tx_frames": [a["dataplane"]["tx_frames"], b["dataplane"]["tx_frames"]],
+            "uplink_port_tx_frames": [uplink_tx(&a), uplink_tx(&b)],
+            "engine_drops": [a["dataplane"]["engine_drops"], b["dataplane"]["engine_drops"]],
+        },
+    }))
 }
 
 /// In tenant `k`'s namespace, a process that sends a UDP frame with tenant 1's source MAC
