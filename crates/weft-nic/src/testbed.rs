@@ -1551,14 +1551,17 @@ pub const METRICS_SCRAPES: u32 = 200;
 pub const METRICS_IDLE: usize =
     crate::ctl::MAX_METRICS_CONNECTIONS + crate::ctl::METRICS_QUEUE + 200;
 
-/// `metrics-flood`'s client (Python's standard library): `burst` makes [`METRICS_SCRAPES`]
+/// `metrics-flood`'s client (Python's standard library, with a descriptor limit raised
+/// to what it needs where it may): `burst` makes [`METRICS_SCRAPES`]
 /// scrapes at once and prints how many got the metrics; `hold` keeps [`METRICS_IDLE`]
 /// connections open that send nothing, each opened again (at most 200 a second once all
 /// were open) when the daemon closes it, and prints what it holds once a second.
 const METRICS_SCRIPT: &str = "import socket,sys,threading,json,time,resource,selectors\n\
     mode,port,n=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])\n\
     _,hard=resource.getrlimit(resource.RLIMIT_NOFILE)\n\
-    resource.setrlimit(resource.RLIMIT_NOFILE,(hard,hard))\n\
+    lim=max(hard,n+512)\n\
+    try:resource.setrlimit(resource.RLIMIT_NOFILE,(lim,lim))\n\
+    except (ValueError,OSError):resource.setrlimit(resource.RLIMIT_NOFILE,(hard,hard))\n\
     addr=('127.0.0.1',port)\n\
     if mode=='burst':\n\
     \x20got=[];go=threading.Event()\n\
@@ -1584,9 +1587,9 @@ const METRICS_SCRIPT: &str = "import socket,sys,threading,json,time,resource,sel
     while True:\n\
     \x20k=0\n\
     \x20while held<n and k<cap:\n\
-    \x20\x20k+=1;s=socket.socket();s.settimeout(1)\n\
-    \x20\x20try:s.connect(addr)\n\
-    \x20\x20except OSError:s.close();refused+=1;continue\n\
+    \x20\x20k+=1\n\
+    \x20\x20try:s=socket.socket();s.settimeout(1);s.connect(addr)\n\
+    \x20\x20except OSError:refused+=1;continue\n\
     \x20\x20s.setblocking(False);sel.register(s,selectors.EVENT_READ);held+=1;opened+=1\n\
     \x20cap=10;peak=max(peak,held);time.sleep(0.05)\n\
     \x20for key,_ in sel.select(0):\n\
