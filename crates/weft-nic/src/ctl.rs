@@ -74,7 +74,12 @@ pub const CTL_QUEUE: usize = 64;
 /// Metrics connections served at once; more wait in a queue of [`METRICS_QUEUE`].
 pub const MAX_METRICS_CONNECTIONS: usize = 32;
 /// Metrics connections waiting for a thread; past them a connection is closed unanswered.
+/// Fewer where the process's descriptor limit would not hold them ([`metrics_queue_for`]).
 pub const METRICS_QUEUE: usize = 1024;
+/// Descriptors kept, whatever the metrics endpoint's clients do, for the rest of the
+/// process: its rings, sockets and lock files, the control socket's connections beyond
+/// their pool's own, reloads' files.
+pub const RESERVED_FDS: u64 = 256;
 /// Connections closed unanswered are logged at most this often, each line with the count
 /// since the last ([`Server::dropped`] counts them all).
 pub const DROPPED_LOG_EVERY: Duration = Duration::from_secs(1);
@@ -397,10 +402,21 @@ impl<C: Send + 'static> Server<C> {
             let l = TcpListener::bind(&addrs[..]).map_err(at)?;
             let addr = l.local_addr()?;
             let accept = |l: &TcpListener| l.accept().map(|(s, _)| s);
+            let limit = raise_fd_limit();
+            let queue = metrics_queue_for(limit);
+            if queue < METRICS_QUEUE {
+                tracing::warn!(
+                    fd_limit = limit,
+                    queue,
+                    "the descriptor limit leaves the metrics endpoint room for {queue} \
+                     waiting connections (of {METRICS_QUEUE}); more are closed unanswered and \
+                     counted, so they cannot take the descriptors the control socket needs"
+                );
+            }
             let pool = Pool::new(
                 "weft-metrics-conn",
                 MAX_METRICS_CONNECTIONS,
-                METRICS_QUEUE,
+                queue,
                 serve_metrics,
                 server.metrics_dropped.clone(),
             );
@@ -663,6 +679,43 @@ impl<S: Send + 'static, C: Send + 'static> Pool<S, C> {
             }
         }
     }
+}
+
+/// Raises the process's soft limit on open descriptors to its hard limit, where it is
+/// lower; the soft limit then (unknown: [`METRICS_QUEUE`]'s needs, as if it were enough).
+fn raise_fd_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit of our own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return u64::MAX;
+        }
+        if l.rlim_cur < l.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: l.rlim_max,
+                rlim_max: l.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                l.rlim_cur = l.rlim_max;
+            }
+        }
+    }
+    #[allow(clippy::unnecessary_cast)] // `rlim_t` is not `u64` on every target
+    let limit = l.rlim_cur as u64;
+    limit
+}
+
+/// The metrics endpoint's queue under a limit of `fd_limit` open descriptors: at most
+/// [`METRICS_QUEUE`], and no more than the limit leaves after [`RESERVED_FDS`] and both
+/// pools' serving threads and the control queue, so that idle metrics connections are
+/// closed unanswered (counted and logged) before they could exhaust the descriptors and
+/// leave the control socket unable to accept, `stop` included.
+pub fn metrics_queue_for(fd_limit: u64) -> usize {
+    let others = RESERVED_FDS + (MAX_CONNECTIONS + CTL_QUEUE + MAX_METRICS_CONNECTIONS) as u64;
+    fd_limit.saturating_sub(others).min(METRICS_QUEUE as u64) as usize
 }
 
 /// Starts the thread that accepts `listener`'s connections (blocked in `accept(2)` until
@@ -2046,6 +2099,39 @@ pub const DEFAULT_SOCKET: &str = "/run/weft/weft.sock";
 mod tests {
     use super::*;
     use crate::stats::{AfPacketPort, AfXdpPort, NodeStats, ShaperStats, TenantStats};
+
+    /// The metrics queue fits the descriptor limit with the control socket's needs and the
+    /// reserve to spare, and is the whole queue where the limit holds it.
+    #[test]
+    fn the_metrics_queue_leaves_the_control_socket_its_descriptors() {
+        let others = RESERVED_FDS as usize + MAX_CONNECTIONS + CTL_QUEUE + MAX_METRICS_CONNECTIONS;
+        for limit in [
+            0u64,
+            64,
+            256,
+            368,
+            369,
+            1024,
+            1392,
+            1393,
+            4096,
+            1 << 20,
+            u64::MAX,
+        ] {
+            let q = metrics_queue_for(limit);
+            assert!(q <= METRICS_QUEUE, "{limit}: {q}");
+            if limit != u64::MAX {
+                assert!(
+                    (q + others) as u64 <= limit.max(others as u64),
+                    "{limit}: {q}"
+                );
+            }
+            let whole = limit >= (others + METRICS_QUEUE) as u64;
+            assert_eq!(q == METRICS_QUEUE, whole, "{limit}: {q}");
+        }
+        assert_eq!(metrics_queue_for(1024), 1024 - others);
+        assert_eq!(metrics_queue_for(100), 0);
+    }
 
     fn nothing_to_prepare() -> Prepare {
         Arc::new(|req, _| Ok(req))
