@@ -620,6 +620,7 @@ impl HeadEngine {
 
     /// Puts `x`, which holds packets and is not parked, into its parent's set, and its
     /// ancestors into theirs as far as one already was.
+    #[inline]
     fn activate(&mut self, mut x: u32) {
         loop {
             let n = self.nodes[x as usize];
@@ -740,7 +741,7 @@ impl HeadEngine {
     }
 
     /// Enqueues `pkt` into flow record `flow` of leaf node `node`.
-    #[inline]
+    #[inline(always)]
     fn enqueue_at(
         &mut self,
         pkt: &Packet,
