@@ -763,8 +763,10 @@ fn run_on(engine: &str, class: Class, sizes: Sizes, prefix: &str) {
         }
     }
     let ran = ran + failures.len();
+    // A seed given alone may be one the head engine refuses; among many, a third must run.
+    let one_seed = std::env::var_os("WEFT_FLUID_SEED").is_some();
     assert!(
-        engine != "heads" || 3 * ran >= seeds.len(),
+        engine != "heads" || one_seed || 3 * ran >= seeds.len(),
         "{test}: the head engine ran only {ran} of {} cases",
         seeds.len()
     );
