@@ -91,7 +91,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::heap::{HeapEntry, MinHeap};
-use super::key_heap::{KeyEntry, KeyHeap};
+use super::key_heap::KeyEntry;
 use super::pool::{Linked, Pool, NIL};
 use super::ring::Ring;
 use super::shared::{flow_key_of, wfq_cost, Bucket, Rank, FRAC};
@@ -101,6 +101,10 @@ use super::{
 };
 use crate::policy::program::{Algo, FlowSched, LeafSpec, Origin};
 use crate::policy::{Classification, Program};
+use sets::Children;
+
+mod build;
+mod sets;
 
 /// Why a policy cannot run on the head engine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,75 +142,6 @@ enum Under {
     Wfq,
     /// Its start tag, moved on by one unit a packet (`rr`).
     Rr,
-}
-
-/// A node's children in its set.
-#[derive(Debug, Clone)]
-enum Children {
-    /// A heap of `(key, first entry's arrival, child)`.
-    Heap(KeyHeap),
-    /// A `prio` node whose children's priorities differ (at most 64 of them): bit `i` of
-    /// `bits` is set when the child with the `i`-th smallest priority (the engine's
-    /// `by_level[at + i]`) is in the set. No ties, so no arrival numbers.
-    Levels { bits: u64, at: u32 },
-}
-
-impl Default for Children {
-    fn default() -> Children {
-        Children::Heap(KeyHeap::default())
-    }
-}
-
-impl Children {
-    #[inline(always)]
-    fn is_empty(&self) -> bool {
-        match self {
-            Children::Heap(h) => h.len() == 0,
-            Children::Levels { bits, .. } => *bits == 0,
-        }
-    }
-
-    /// The first child, given the engine's `by_level`.
-    #[inline(always)]
-    fn first(&self, by_level: &[u32]) -> Option<u32> {
-        match self {
-            Children::Heap(h) => h.peek().map(|e| e.v),
-            Children::Levels { bits, at } => {
-                (*bits != 0).then(|| by_level[*at as usize + bits.trailing_zeros() as usize])
-            }
-        }
-    }
-
-    /// Adds child `e.v`, of level `level` under a `Levels` node.
-    #[inline(always)]
-    fn push(&mut self, e: KeyEntry, level: u8) {
-        match self {
-            Children::Heap(h) => h.push(e),
-            Children::Levels { bits, .. } => *bits |= 1 << level,
-        }
-    }
-
-    /// Removes the first child.
-    #[inline(always)]
-    fn pop_first(&mut self) {
-        match self {
-            Children::Heap(h) => {
-                h.pop();
-            }
-            Children::Levels { bits, .. } => *bits &= bits.wrapping_sub(1),
-        }
-    }
-
-    /// Every child in the set (tests).
-    fn members(&self, by_level: &[u32]) -> Vec<u32> {
-        match self {
-            Children::Heap(h) => h.entries().iter().map(|e| e.v).collect(),
-            Children::Levels { bits, at } => (0..64)
-                .filter(|l| bits & (1u64 << l) != 0)
-                .map(|l| by_level[*at as usize + l])
-                .collect(),
-        }
-    }
 }
 
 /// What the hot path reads of a node: its place among its siblings in the first cache
@@ -365,217 +300,6 @@ pub struct HeadEngine {
 const PRELOAD_BYTES: usize = 1 << 20;
 
 impl HeadEngine {
-    /// An engine for `prog`, or what in it this engine does not implement.
-    pub fn new(prog: Arc<Program>) -> Result<HeadEngine, Unsupported> {
-        let refuse = |name: &str, origin: &Origin, reason| Unsupported {
-            node: name.to_string(),
-            file: origin.file.clone(),
-            line: origin.line,
-            reason,
-        };
-        let count = prog.nodes.len();
-        let mut nodes = vec![Node::default(); count];
-        let mut leaf_nodes = Vec::with_capacity(prog.leaves.len());
-        let mut specs = Vec::with_capacity(prog.leaves.len());
-        let mut classes = Vec::new();
-        let mut class_span = vec![(0u32, 0u32); count];
-        let mut weights = vec![1u64; count];
-        for (i, n) in prog.nodes.iter().enumerate() {
-            // The hot path walks down from node 0 and relies on parents coming first.
-            assert!(
-                n.parent.is_none_or(|p| (p as usize) < i),
-                "node {i} ({}): its parent {:?} comes after it; the compiler numbers parents first",
-                n.name,
-                n.parent
-            );
-            let mut queue = Leaf::default();
-            let kind = match &n.algo {
-                Algo::Fifo => Kind::Fifo,
-                Algo::Prio => Kind::Prio,
-                Algo::Wfq => Kind::Wfq,
-                Algo::Rr => Kind::Rr,
-                Algo::Leaf(spec) => {
-                    if spec.flow_sched == FlowSched::Fair {
-                        return Err(refuse(
-                            &n.name,
-                            &n.origin,
-                            "a leaf ordering its flows fairly",
-                        ));
-                    }
-                    if spec.outstanding.is_some() {
-                        return Err(refuse(&n.name, &n.origin, "`outstanding`"));
-                    }
-                    queue = Leaf {
-                        head: NIL,
-                        tail: NIL,
-                        ..Leaf::default()
-                    };
-                    queue.limits(spec);
-                    leaf_nodes.push(i as u32);
-                    specs.push(spec.clone());
-                    Kind::Leaf
-                }
-                Algo::Drr => return Err(refuse(&n.name, &n.origin, "a `drr` node")),
-                Algo::Lstf { .. } => return Err(refuse(&n.name, &n.origin, "an `lstf` node")),
-                Algo::Edf { .. } => return Err(refuse(&n.name, &n.origin, "an `edf` node")),
-                Algo::Senic { .. } => return Err(refuse(&n.name, &n.origin, "a `senic` node")),
-            };
-            if n.shaping_parents.len() > 1 {
-                return Err(refuse(
-                    &n.name,
-                    &n.origin,
-                    "parallel shaping nodes on one edge (a class chosen per packet)",
-                ));
-            }
-            let at = classes.len() as u32;
-            let mut next = n.shaping_parents.first().copied();
-            while let Some(c) = next {
-                let s = &prog.shapers[c as usize];
-                if s.shaping_parents.len() > 1 {
-                    return Err(refuse(
-                        &s.name,
-                        &s.origin,
-                        "parallel shaping nodes on one edge (a class chosen per packet)",
-                    ));
-                }
-                if !s.matches.is_any() {
-                    return Err(refuse(&s.name, &s.origin, "a shaping node with `match`"));
-                }
-                classes.push(c);
-                next = s.shaping_parents.first().copied();
-            }
-            class_span[i] = (at, classes.len() as u32 - at);
-            weights[i] = n.edge.weight.max(1);
-            nodes[i] = Node {
-                parent: n.parent.unwrap_or(NIL),
-                kind,
-                leaf: n.leaf.unwrap_or(NIL),
-                ring_up: NIL,
-                q: queue,
-                ..Node::default()
-            };
-        }
-        // A class covers one edge: a shape node over one child (a class shared by siblings
-        // would need the class-local ranks of the PIFO engines' class queues).
-        let mut edges = vec![0u32; prog.shapers.len()];
-        for &(at, len) in &class_span {
-            for &c in &classes[at as usize..(at + len) as usize] {
-                edges[c as usize] += 1;
-            }
-        }
-        if let Some(c) = edges.iter().position(|&e| e > 1) {
-            let s = &prog.shapers[c];
-            return Err(refuse(
-                &s.name,
-                &s.origin,
-                "a shaping node over several children (a class they share)",
-            ));
-        }
-        // Keys, ties and arrival rings.
-        let rings = vec![Ring::new(); count];
-        for (i, n) in prog.nodes.iter().enumerate() {
-            let Some(p) = n.parent else { continue };
-            let parent = &prog.nodes[p as usize];
-            let mut prios: Vec<u64> = parent
-                .children
-                .clone()
-                .map(|c| prog.nodes[c as usize].edge.priority)
-                .collect();
-            prios.sort_unstable();
-            prios.dedup();
-            let node = &mut nodes[i];
-            (node.under, node.start) = match nodes_kind(&prog, p) {
-                Kind::Wfq => (Under::Wfq, 0),
-                Kind::Rr => (Under::Rr, 0),
-                Kind::Prio => (
-                    Under::Fixed,
-                    prios.partition_point(|&q| q < n.edge.priority) as Rank,
-                ),
-                _ => (Under::Fixed, 0),
-            };
-            node.ties = match nodes_kind(&prog, p) {
-                Kind::Prio => parent
-                    .children
-                    .clone()
-                    .filter(|&s| s as usize != i)
-                    .any(|s| prog.nodes[s as usize].edge.priority == n.edge.priority),
-                _ => parent.children.len() > 1,
-            };
-        }
-        for (i, n) in prog.nodes.iter().enumerate() {
-            let Some(p) = n.parent else { continue };
-            let mut a = p;
-            nodes[i].ring_up = loop {
-                if nodes[a as usize].ties && nodes[a as usize].kind != Kind::Leaf {
-                    break a;
-                }
-                match prog.nodes[a as usize].parent {
-                    Some(up) => a = up,
-                    None => break NIL,
-                }
-            };
-        }
-        // Each parent's set.
-        let mut sets = vec![Children::default(); count];
-        let mut by_level = Vec::new();
-        for (i, n) in prog.nodes.iter().enumerate() {
-            if n.leaf.is_some() {
-                continue;
-            }
-            let kids: Vec<u32> = n.children.clone().collect();
-            let mut prios: Vec<u64> = kids
-                .iter()
-                .map(|&c| prog.nodes[c as usize].edge.priority)
-                .collect();
-            prios.sort_unstable();
-            let distinct = prios.windows(2).all(|w| w[0] != w[1]);
-            if nodes[i].kind == Kind::Prio && distinct && prios.len() <= 64 {
-                let at = by_level.len() as u32;
-                for (l, &q) in prios.iter().enumerate() {
-                    let c = *kids
-                        .iter()
-                        .find(|&&c| prog.nodes[c as usize].edge.priority == q)
-                        .expect("a child at each level");
-                    nodes[c as usize].level = l as u8;
-                    by_level.push(c);
-                }
-                sets[i] = Children::Levels { bits: 0, at };
-            }
-        }
-        let buckets: Vec<Bucket> = prog
-            .shapers
-            .iter()
-            .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
-            .collect();
-        let depth = prog.depth() as usize;
-        Ok(HeadEngine {
-            overhead: prog.link.counted_overhead(),
-            prog,
-            nodes,
-            sets,
-            by_level,
-            rings,
-            weights,
-            class_span,
-            leaf_nodes,
-            specs,
-            classes,
-            buckets,
-            shaping_queue: MinHeap::default(),
-            slots: Pool::default(),
-            flows: Vec::new(),
-            flow_drops: Vec::new(),
-            free_flows: Vec::new(),
-            flow_of: FxHashMap::default(),
-            drops: FxHashMap::default(),
-            seq: 0,
-            backlog: 0,
-            path: vec![NIL; depth + 1].into_boxed_slice(),
-            depth: 0,
-            preload: count * std::mem::size_of::<Node>() >= PRELOAD_BYTES,
-        })
-    }
-
     /// The program it runs.
     pub fn program(&self) -> &Program {
         &self.prog
@@ -1029,17 +753,6 @@ fn touch<T>(x: T) {
     std::hint::black_box(x);
 }
 
-/// The kind of node `p` of `prog`.
-fn nodes_kind(prog: &Program, p: u32) -> Kind {
-    match prog.nodes[p as usize].algo {
-        Algo::Fifo => Kind::Fifo,
-        Algo::Prio => Kind::Prio,
-        Algo::Wfq => Kind::Wfq,
-        Algo::Rr => Kind::Rr,
-        _ => Kind::Leaf,
-    }
-}
-
 impl Engine for HeadEngine {
     fn program(&self) -> &Program {
         &self.prog
@@ -1219,92 +932,4 @@ impl Engine for HeadEngine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::classifier::{Field, PacketMeta};
-    use crate::policy::{compile_str, LoadOptions};
-    use std::path::Path;
-
-    /// `wfq` and `rr` nodes two levels deep, weights 1 to 7, priorities that tie.
-    const POLICY: &str = "weft: 1
-name: wrap
-link: {rate: 10gbit, overhead: 24b}
-nodes:
-  - {name: root, type: wfq}
-  - {name: a, type: wfq, parent: root, weight: 3, match: {vm: 0}}
-  - {name: b, type: rr, parent: root, weight: 1, match: {vm: 1}}
-  - {name: c, type: prio, parent: root, weight: 7, match: {vm: 2}}
-  - {name: a0, type: leaf, parent: a, weight: 1, match: {tag: 0}}
-  - {name: a1, type: leaf, parent: a, weight: 5, match: {tag: 1}}
-  - {name: b0, type: leaf, parent: b, match: {tag: 0}}
-  - {name: b1, type: leaf, parent: b, match: {tag: 1}}
-  - {name: c0, type: leaf, parent: c, priority: 1, match: {tag: 0}}
-  - {name: c1, type: leaf, parent: c, priority: 1, match: {tag: 1}}
-";
-
-    /// Every packet's id, in sending order, for a run of `n` packets of mixed sizes, with
-    /// every virtual time of the engine moved on by `offset` first.
-    fn departures(offset: Rank, n: u64, preload: bool) -> Vec<u64> {
-        let prog = compile_str(Path::new("wrap.yaml"), POLICY, &LoadOptions::default())
-            .expect("the test policy compiles");
-        let mut e = HeadEngine::new(Arc::new(prog)).expect("the head engine runs it");
-        e.preload = preload;
-        for node in &mut e.nodes {
-            node.vtime += offset;
-            if node.under != Under::Fixed {
-                node.start += offset;
-            }
-        }
-        let mut out = Vec::new();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for t in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let mut m = PacketMeta::default();
-            m.set_int(Field::Vm, x % 3);
-            m.set_int(Field::Tag, (x >> 8) % 2);
-            let p = Packet::new(t, 64 + (x >> 16) as u32 % 9_000, m);
-            let class = e.program().classify(&p.meta);
-            let _ = e.enqueue_classified(p, class, t);
-            if t % 3 != 0 {
-                let mut d = Vec::new();
-                e.dequeue_batch(t, 1, &mut d);
-                out.extend(d.iter().map(|d| d.id));
-            }
-            if t % 97 == 0 {
-                e.check_invariants();
-            }
-        }
-        while let Some(d) = e.dequeue(n) {
-            out.push(d.id);
-        }
-        out
-    }
-
-    /// Start tags are kept on the circle of 2⁶⁴ in the sets: moving every virtual time on
-    /// to just before the wrap (a node's start tags then cross it within the run) changes
-    /// no departure.
-    #[test]
-    fn start_tags_keep_their_order_across_the_wrap() {
-        let n = 20_000;
-        let plain = departures(0, n, false);
-        assert!(
-            plain.len() as u64 > n * 3 / 4,
-            "{} of {n} packets left (the rest dropped at the leaves' default limits)",
-            plain.len()
-        );
-        for offset in [(1 << 64) - (1 << 40), (3 << 64) - 12_345, u64::MAX as Rank] {
-            assert_eq!(
-                departures(offset, n, false),
-                plain,
-                "virtual times moved on by {offset:#x}"
-            );
-        }
-        assert_eq!(
-            departures(0, n, true),
-            plain,
-            "records loaded ahead (as for large policies)"
-        );
-    }
-}
+mod tests;
