@@ -12,6 +12,9 @@
 //! (three comparisons per level), then sifts the last entry up (Floyd's method, as `std`
 //! does for its binary heap).
 //!
+//! The heap itself is generic over what it holds ([`Ordered`]): the head engine keeps
+//! 24-byte entries of 64-bit keys in the same heap (`super::key_heap`).
+//!
 //! Invariant: `v[i]` is not after any of its children `v[4i + 1] ..= v[4i + 4]`. Cost: push
 //! O(log₄ n), pop O(log₄ n) levels of three comparisons; no allocation once the vector has
 //! grown to its peak.
@@ -68,17 +71,39 @@ impl HeapEntry {
     }
 }
 
+impl Ordered for HeapEntry {
+    #[inline(always)]
+    fn before(&self, o: &HeapEntry) -> bool {
+        HeapEntry::before(self, o)
+    }
+}
+
+/// What a [`Heap`] orders: `before` is a strict weak order (irreflexive, transitive).
+pub(crate) trait Ordered: Copy {
+    /// Strictly before `o`.
+    fn before(&self, o: &Self) -> bool;
+}
+
 /// Children per node: a 4-ary heap is half as deep as a binary one (senic's 10k classes:
 /// 6 levels instead of 12), with three comparisons per level on the way down.
 const ARITY: usize = 4;
 
 /// The heap (see the module doc).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct MinHeap {
-    v: Vec<HeapEntry>,
+#[derive(Debug, Clone)]
+pub(crate) struct Heap<E> {
+    v: Vec<E>,
 }
 
-impl MinHeap {
+impl<E> Default for Heap<E> {
+    fn default() -> Heap<E> {
+        Heap { v: Vec::new() }
+    }
+}
+
+/// The heap of PIFO entries.
+pub(crate) type MinHeap = Heap<HeapEntry>;
+
+impl<E: Ordered> Heap<E> {
     pub fn len(&self) -> usize {
         self.v.len()
     }
@@ -94,7 +119,7 @@ impl MinHeap {
     }
 
     /// Keeps only the entries `keep` accepts, in O(n log n) (a sorted vector is a heap).
-    pub fn retain(&mut self, keep: impl FnMut(&HeapEntry) -> bool) {
+    pub fn retain(&mut self, keep: impl FnMut(&E) -> bool) {
         self.v.retain(keep);
         self.v.sort_unstable_by(|a, b| {
             if a.before(b) {
@@ -105,14 +130,19 @@ impl MinHeap {
         });
     }
 
+    /// Every entry, in no particular order.
+    pub fn entries(&self) -> &[E] {
+        &self.v
+    }
+
     /// The first entry.
     #[inline(always)]
-    pub fn peek(&self) -> Option<&HeapEntry> {
+    pub fn peek(&self) -> Option<&E> {
         self.v.first()
     }
 
     #[inline]
-    pub fn push(&mut self, e: HeapEntry) {
+    pub fn push(&mut self, e: E) {
         self.v.push(e);
         let n = self.v.len();
         Self::sift_up(&mut self.v, n - 1, e);
@@ -120,7 +150,7 @@ impl MinHeap {
 
     /// Removes and returns the first entry.
     #[inline(always)]
-    pub fn pop(&mut self) -> Option<HeapEntry> {
+    pub fn pop(&mut self) -> Option<E> {
         let last = self.v.pop()?;
         match self.v.first_mut() {
             None => Some(last),
@@ -134,7 +164,7 @@ impl MinHeap {
 
     /// Replaces the first entry (the heap is not empty) with `e`.
     #[inline]
-    pub fn replace_top(&mut self, e: HeapEntry) {
+    pub fn replace_top(&mut self, e: E) {
         debug_assert!(!self.v.is_empty(), "replace_top on an empty heap");
         Self::sift_down_to_bottom(&mut self.v, e);
     }
@@ -142,7 +172,7 @@ impl MinHeap {
     /// `e` goes to index 0's place: the hole moves down along the smallest children to the
     /// bottom, then `e` moves up from there.
     #[inline(always)]
-    fn sift_down_to_bottom(v: &mut [HeapEntry], e: HeapEntry) {
+    fn sift_down_to_bottom(v: &mut [E], e: E) {
         let n = v.len();
         let mut pos = 0;
         loop {
@@ -175,7 +205,7 @@ impl MinHeap {
 
     /// Puts `e` at `pos` or above it.
     #[inline(always)]
-    fn sift_up(v: &mut [HeapEntry], mut pos: usize, e: HeapEntry) {
+    fn sift_up(v: &mut [E], mut pos: usize, e: E) {
         while pos > 0 {
             let parent = (pos - 1) / ARITY;
             if !e.before(&v[parent]) {

@@ -11,9 +11,11 @@
 //!
 //! **Invariant.** `v[i]` is not after any of its children `v[4i + 1] ..= v[4i + 4]`.
 //!
-//! **Cost.** Push and pop O(log₄ n) levels; pop and `replace_top` move the hole to the bottom
-//! along the smallest children, three comparisons a level, then sift the entry up (Floyd).
-//! No allocation once the vector has grown to its peak.
+//! **Cost.** The 4-ary heap of [`super::heap`] (one implementation for both entry types):
+//! push and pop O(log₄ n) levels of three comparisons; no allocation once the vector has
+//! grown to its peak.
+
+use super::heap::{Heap, Ordered};
 
 /// One entry: a child's key, the arrival number that breaks ties, the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,102 +43,15 @@ impl KeyEntry {
     }
 }
 
-const ARITY: usize = 4;
-
-/// The heap (see the module doc).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct KeyHeap {
-    v: Vec<KeyEntry>,
+impl Ordered for KeyEntry {
+    #[inline(always)]
+    fn before(&self, o: &KeyEntry) -> bool {
+        KeyEntry::before(self, o)
+    }
 }
 
-impl KeyHeap {
-    #[inline(always)]
-    pub fn len(&self) -> usize {
-        self.v.len()
-    }
-
-    /// The first entry.
-    #[inline(always)]
-    pub fn peek(&self) -> Option<&KeyEntry> {
-        self.v.first()
-    }
-
-    /// Every entry, in no particular order.
-    pub fn entries(&self) -> &[KeyEntry] {
-        &self.v
-    }
-
-    #[inline]
-    pub fn push(&mut self, e: KeyEntry) {
-        self.v.push(e);
-        let n = self.v.len();
-        Self::sift_up(&mut self.v, n - 1, e);
-    }
-
-    /// Removes and returns the first entry.
-    #[inline]
-    pub fn pop(&mut self) -> Option<KeyEntry> {
-        let last = self.v.pop()?;
-        match self.v.first_mut() {
-            None => Some(last),
-            Some(top) => {
-                let e = std::mem::replace(top, last);
-                Self::sift_down_to_bottom(&mut self.v, last);
-                Some(e)
-            }
-        }
-    }
-
-    /// Replaces the first entry (the heap is not empty) with `e`.
-    #[inline]
-    pub fn replace_top(&mut self, e: KeyEntry) {
-        debug_assert!(!self.v.is_empty(), "replace_top on an empty heap");
-        Self::sift_down_to_bottom(&mut self.v, e);
-    }
-
-    #[inline(always)]
-    fn sift_down_to_bottom(v: &mut [KeyEntry], e: KeyEntry) {
-        let n = v.len();
-        let mut pos = 0;
-        loop {
-            let first = ARITY * pos + 1;
-            if first + ARITY <= n {
-                let c = &v[first..first + ARITY];
-                let a = usize::from(c[1].before(&c[0]));
-                let b = 2 + usize::from(c[3].before(&c[2]));
-                let m = if c[b].before(&c[a]) { b } else { a };
-                v[pos] = c[m];
-                pos = first + m;
-            } else {
-                if first < n {
-                    let mut m = first;
-                    for k in first + 1..n {
-                        if v[k].before(&v[m]) {
-                            m = k;
-                        }
-                    }
-                    v[pos] = v[m];
-                    pos = m;
-                }
-                break;
-            }
-        }
-        Self::sift_up(v, pos, e);
-    }
-
-    #[inline(always)]
-    fn sift_up(v: &mut [KeyEntry], mut pos: usize, e: KeyEntry) {
-        while pos > 0 {
-            let parent = (pos - 1) / ARITY;
-            if !e.before(&v[parent]) {
-                break;
-            }
-            v[pos] = v[parent];
-            pos = parent;
-        }
-        v[pos] = e;
-    }
-}
+/// The heap (see the module doc): [`super::heap::Heap`] of [`KeyEntry`].
+pub(crate) type KeyHeap = Heap<KeyEntry>;
 
 #[cfg(test)]
 mod tests {
