@@ -424,7 +424,7 @@ impl HeadEngine {
     /// Finds the next packet to send at `now`: fills `path[..depth]` (from the root's
     /// child down to the leaf, each the first of its parent's set), parking the children
     /// whose classes lack the tokens for it.
-    #[inline]
+    #[inline(always)]
     fn find<const SHAPED: bool>(&mut self, now: u64) -> bool {
         'descend: loop {
             let mut d = 0;
@@ -534,7 +534,7 @@ impl HeadEngine {
     }
 
     /// Sends the packet at the front of the leaf ending `path[..depth]`.
-    #[inline]
+    #[inline(always)]
     fn send<const SHAPED: bool>(&mut self, now: u64) -> Departure {
         let depth = self.depth;
         let leaf_node = self.path[depth - 1];
