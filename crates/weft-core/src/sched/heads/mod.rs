@@ -555,16 +555,8 @@ impl HeadEngine {
         // Up the path: each child re-keyed in its parent's set, or out of it.
         for i in (0..depth).rev() {
             let x = self.path[i];
-            let has_more = if i == depth - 1 {
-                s.next != NIL
-            } else {
-                if self.nodes[x as usize].ties {
-                    self.rings[x as usize].pop_front();
-                }
-                !self.sets[x as usize].is_empty()
-            };
             let n = &mut self.nodes[x as usize];
-            let p = n.parent;
+            let (p, ties) = (n.parent, n.ties);
             if n.under != Under::Fixed {
                 let s = n.start;
                 let cost = if n.under == Under::Rr {
@@ -586,17 +578,25 @@ impl HeadEngine {
                     self.buckets[c as usize].charge(wire, now);
                 }
             }
+            // Whether it still holds packets and, where its parent can see a tie, the
+            // arrival of its new first entry (the leaf's next packet, the ring's front).
+            let (has_more, seq) = if i == depth - 1 {
+                let more = s.next != NIL;
+                (more, if ties && more { self.slots[s.next].seq } else { 0 })
+            } else {
+                let seq = if ties {
+                    let r = &mut self.rings[x as usize];
+                    r.pop_front();
+                    r.front().copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                (!self.sets[x as usize].is_empty(), seq)
+            };
             if has_more {
-                if let Children::Heap(_) = self.sets[p as usize] {
-                    let n = &self.nodes[x as usize];
-                    let key = KeyEntry::new(
-                        n.start as u64,
-                        if n.ties { self.first_arrival(x) } else { 0 },
-                        x,
-                    );
-                    if let Children::Heap(h) = &mut self.sets[p as usize] {
-                        h.replace_top(key);
-                    }
+                if let Children::Heap(h) = &mut self.sets[p as usize] {
+                    let key = self.nodes[x as usize].start as u64;
+                    h.replace_top(KeyEntry::new(key, seq, x));
                 }
             } else {
                 self.sets[p as usize].pop_first();
