@@ -582,7 +582,12 @@ impl HeadEngine {
             // arrival of its new first entry (the leaf's next packet, the ring's front).
             let (has_more, seq) = if i == depth - 1 {
                 let more = s.next != NIL;
-                (more, if ties && more { self.slots[s.next].seq } else { 0 })
+                let seq = if ties && more {
+                    self.slots[s.next].seq
+                } else {
+                    0
+                };
+                (more, seq)
             } else {
                 let seq = if ties {
                     let r = &mut self.rings[x as usize];
