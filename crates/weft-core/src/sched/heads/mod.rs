@@ -62,7 +62,8 @@
 //! **Cost.** A node keeps its children in a 4-ary heap of 24-byte entries
 //! (`sched::key_heap`: start tags kept as their low 64 bits and compared on the circle,
 //! exact while the tags in one set span less than 2⁶³, and they span at most one packet's
-//! cost: a child enters at `max(V, F)` and leaves the set's front at `V`); a `prio` node
+//! cost, below 2⁶³ for any packet under 2 GiB: a child enters at `max(V, F)` and leaves the
+//! set's front at `V`); a `prio` node
 //! whose children's priorities differ, in a bitmap of levels (O(1)). (A calendar of rank
 //! buckets, as the fast engine keeps for wide nodes, cost more here: equal start tags are
 //! ordered by arrival, so its buckets' lists are walked.) Enqueue: O(1) into a leaf that
@@ -566,6 +567,12 @@ impl HeadEngine {
                 } else {
                     n.cost_wire = wire;
                     n.cost = wfq_cost(wire, self.weights[x as usize]) as u64;
+                    debug_assert!(
+                        n.cost < 1 << 63,
+                        "node {x}: a packet of {wire} counted bytes costs {} virtual units, \
+                         too much for start tags compared on the circle",
+                        n.cost
+                    );
                     n.cost
                 };
                 n.start = s + cost as Rank;
