@@ -55,7 +55,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::shared::{
-    corrected, flow_key, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac, Bucket,
+    corrected, flow_key, meeting, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac, Bucket,
     SenicCarry,
 };
 pub use super::shared::{Rank, FRAC};
@@ -897,25 +897,7 @@ impl ReferenceEngine {
             self.slab[a].as_ref().expect("held"),
             self.slab[b].as_ref().expect("held"),
         );
-        let depth = |n: NodeId| self.prog.nodes[n as usize].depth;
-        let parent = |n: NodeId| self.prog.nodes[n as usize].parent.expect("not the root");
-        let (mut x, mut y) = (ha.leaf_node, hb.leaf_node);
-        let (mut i, mut j) = (0, 0);
-        while depth(x) > depth(y) {
-            (x, i) = (parent(x), i + 1);
-        }
-        while depth(y) > depth(x) {
-            (y, j) = (parent(y), j + 1);
-        }
-        while x != y {
-            (x, i) = (parent(x), i + 1);
-            (y, j) = (parent(y), j + 1);
-        }
-        let own = match &self.prog.nodes[x as usize].algo {
-            Algo::Prio | Algo::Fifo | Algo::Edf { .. } | Algo::Lstf { .. } => true,
-            Algo::Leaf(l) => l.flow_sched == FlowSched::Fifo,
-            _ => false,
-        };
+        let (i, j, own) = meeting(&self.prog, ha.leaf_node, hb.leaf_node);
         own && ha.ranks[i] < hb.ranks[j]
     }
 

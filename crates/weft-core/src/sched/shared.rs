@@ -10,7 +10,8 @@ use std::hash::{Hash, Hasher};
 
 use super::Packet;
 use crate::classifier::Field;
-use crate::policy::program::{FlowKey, LeafSpec};
+use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
+use crate::policy::Program;
 
 /// A rank: smaller leaves first.
 pub type Rank = u128;
@@ -283,6 +284,36 @@ impl Bucket {
 #[inline]
 pub(crate) fn corrected(stored: Rank, off: i128) -> Rank {
     stored.saturating_add_signed(off)
+}
+
+/// Where the paths from leaf nodes `a` and `b` up to the root meet: how many levels above
+/// `a` and above `b` the meeting node stands (the index of its rank in each packet's path of
+/// ranks), and whether that node orders packets by their own ranks (`prio`, `fifo`, `edf`,
+/// `lstf`, a first-come first-served leaf) rather than sharing among its children (`wfq`,
+/// `rr`, `drr`, `senic`, a fair leaf). Both engines' shaping classes ask it when a class
+/// takes back the reservations of packets its policy ranks lower.
+pub(crate) fn meeting(prog: &Program, a: u32, b: u32) -> (usize, usize, bool) {
+    let nodes = &prog.nodes;
+    let depth = |n: u32| nodes[n as usize].depth;
+    let parent = |n: u32| nodes[n as usize].parent.expect("not the root");
+    let (mut x, mut y) = (a, b);
+    let (mut i, mut j) = (0, 0);
+    while depth(x) > depth(y) {
+        (x, i) = (parent(x), i + 1);
+    }
+    while depth(y) > depth(x) {
+        (y, j) = (parent(y), j + 1);
+    }
+    while x != y {
+        (x, i) = (parent(x), i + 1);
+        (y, j) = (parent(y), j + 1);
+    }
+    let own = match &nodes[x as usize].algo {
+        Algo::Prio | Algo::Fifo | Algo::Edf { .. } | Algo::Lstf { .. } => true,
+        Algo::Leaf(l) => l.flow_sched == FlowSched::Fifo,
+        _ => false,
+    };
+    (i, j, own)
 }
 
 /// What a `wfq` node charges a child for a packet of `bytes` wire bytes at weight `weight`,

@@ -103,8 +103,8 @@ pub use super::pifo::CalendarUse;
 use super::pifo::{switch_for, Ffs, Pifo, Popped, SlotList};
 use super::ring::Ring;
 use super::shared::{
-    corrected, flow_key_of, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac, Bucket, Rank,
-    SenicCarry, FRAC,
+    corrected, flow_key_of, meeting, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac,
+    Bucket, Rank, SenicCarry, FRAC,
 };
 use super::{
     check_update, Counters, Departure, DropReason, Engine, EngineOptions, FlowQueue, Packet,

@@ -497,29 +497,11 @@ impl FastEngine {
     /// paths meet, at a node that ranks packets by their own ranks (as the reference's
     /// `ranked_before`).
     fn ranked_before(&self, a: u32, b: u32) -> bool {
-        let nodes = &self.prog.nodes;
-        let depth = |n: u32| nodes[n as usize].depth;
-        let parent = |n: u32| nodes[n as usize].parent.expect("not the root");
-        let (mut x, mut y) = (
+        let (leaf_a, leaf_b) = (
             self.slots[a as usize].leaf_node,
             self.slots[b as usize].leaf_node,
         );
-        let (mut i, mut j) = (0, 0);
-        while depth(x) > depth(y) {
-            (x, i) = (parent(x), i + 1);
-        }
-        while depth(y) > depth(x) {
-            (y, j) = (parent(y), j + 1);
-        }
-        while x != y {
-            (x, i) = (parent(x), i + 1);
-            (y, j) = (parent(y), j + 1);
-        }
-        let own = match &nodes[x as usize].algo {
-            Algo::Prio | Algo::Fifo | Algo::Edf { .. } | Algo::Lstf { .. } => true,
-            Algo::Leaf(l) => l.flow_sched == FlowSched::Fifo,
-            _ => false,
-        };
+        let (i, j, own) = meeting(&self.prog, leaf_a, leaf_b);
         let stride = self.stride;
         own && self.ranks[a as usize * stride + i] < self.ranks[b as usize * stride + j]
     }
