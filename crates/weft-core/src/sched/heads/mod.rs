@@ -838,13 +838,15 @@ impl Engine for HeadEngine {
     ) {
         // The batch's records are loaded together before any is used, so their cache
         // misses overlap instead of following one another.
-        for (_, q) in pkts.iter().filter(|_| self.preload) {
-            if let Some(f) = self.flows.get(q.flow as usize) {
-                touch(f.generation);
-            }
-            if let Some(n) = self.nodes.get(q.node as usize) {
-                touch(n.ring_up);
-                touch(n.q.head);
+        if self.preload {
+            for (_, q) in pkts {
+                if let Some(f) = self.flows.get(q.flow as usize) {
+                    touch(f.generation);
+                }
+                if let Some(n) = self.nodes.get(q.node as usize) {
+                    touch(n.ring_up);
+                    touch(n.q.head);
+                }
             }
         }
         for (p, q) in pkts {
