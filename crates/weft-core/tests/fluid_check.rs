@@ -69,11 +69,13 @@ const DEPTH: usize = 16;
 /// releasing one packet at a time over several edges of a `wfq` node (8000217, 9000191);
 /// nested classes (11000686, 11000850); an inner class's tokens reserved by low-priority
 /// packets waiting at the outer class while its high-priority packets waited (10001404:
-/// 11.5 % of the link).
+/// 11.5 % of the link); a class's tokens reserved by a lower-ranked packet it released
+/// before its higher-ranked packets reached its queue (11001174: 6.8 %).
 const FOUND: &[u64] = &[
     8_000_707, 8_000_715, 8_000_810, 8_000_842, 8_001_256, 8_001_553, 8_001_685, 8_001_964,
     8_001_968, 8_000_217, 9_000_645, 9_000_683, 9_000_807, 9_001_361, 9_001_432, 9_001_555,
-    9_001_727, 9_000_191, 11_000_686, 11_000_850, 10_001_404,
+    9_001_727, 9_000_191, 11_000_686, 11_000_850, 10_001_404, 11_001_174, 11_001_332, 11_001_436,
+    12_001_287,
 ];
 const SIZES: [u32; 4] = [64, 200, 576, 1500];
 

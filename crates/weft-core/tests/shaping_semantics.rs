@@ -706,3 +706,43 @@ nodes:
         TOL_BPS,
     );
 }
+
+/// Nested classes, where new packets take no busy class's queue at admission: a 4.9 Gbit/s
+/// class over {a 3.5 Gbit/s class over `lo` (200-byte packets), `hi` (64-byte packets,
+/// ranked first)}, beside an unshaped 1500-byte leaf. When the outer class's queue holds
+/// only `lo`'s packets for a moment, it releases one; `hi`'s next packets, still in the
+/// tree, then reach its queue and wait for the tokens that packet reserved. The class takes
+/// the reservation back from a packet it released that its policy ranks after its queue's
+/// first (the fluid check's seed 11001174): `hi` gets the whole class, `lo` nothing (0.68
+/// Gbit/s before).
+#[test]
+fn a_class_takes_back_what_it_released_to_a_lower_ranked_packet() {
+    let yaml = "weft: 1
+link: {rate: 10gbit, overhead: 0b}
+nodes:
+  - {name: root, type: prio}
+  - {name: other, type: leaf, parent: root, priority: 2, match: {tag: 1}}
+  - {name: outer, type: shape, parent: root, rate: 4900mbit, burst: 64kb}
+  - {name: inner, type: shape, parent: outer, rate: 3500mbit, burst: 16kb}
+  - {name: lo, type: leaf, parent: inner, priority: 1, match: {tag: 2}}
+  - {name: hi, type: leaf, parent: outer, priority: 0, match: {tag: 4}}
+";
+    let feeds = [
+        Feed::new("other", "tag=1", backlog(1500)),
+        Feed::new("lo", "tag=2", backlog(200)),
+        Feed::new("hi", "tag=4", backlog(64)),
+    ];
+    let runs = both(yaml, &feeds);
+    expect(
+        "a class's released packet ranked after its queue's first",
+        yaml,
+        &feeds,
+        &runs,
+        &[
+            ("other", Measure::Frame(0), 5100e6),
+            ("lo", Measure::Frame(1), 0.0),
+            ("hi", Measure::Frame(2), 4900e6),
+        ],
+        TOL_BPS,
+    );
+}

@@ -82,6 +82,10 @@ struct Held {
     /// Bit `i`: its `i`-th shaping class's queue released it and holds a reservation for it
     /// ([`Bucket::reserve`]).
     out: u8,
+    /// Bit `i`: its `i`-th shaping class took its reservation back
+    /// (`ReferenceEngine::revoke_after`) after its queue had ranked it, so when it queues
+    /// there again its ranks at fair nodes stand (it is not charged twice).
+    revoked: u8,
     /// The class whose queue released it into the tree, until it is popped.
     from: Option<u32>,
     /// It went into its class's queue at admission: its ranks at `wfq`, `rr` and `drr`
@@ -368,6 +372,7 @@ impl ReferenceEngine {
             ranks: Vec::new(),
             passed: 0,
             out: 0,
+            revoked: 0,
             from: None,
             unranked: false,
             parked: false,
@@ -726,7 +731,7 @@ impl ReferenceEngine {
             .as_slice()
             .iter()
             .position(|&x| x == c)
-            .is_some_and(|i| h.passed & (1 << i) != 0);
+            .is_some_and(|i| (h.passed | h.revoked) & (1 << i) != 0);
         // Fair nodes rank the packet again among the class's own packets (`ClassQueue::vtime`).
         let mut child = leaf_node;
         let mut i = 1;
@@ -877,12 +882,15 @@ impl ReferenceEngine {
             let Some(j) = h.shaping.as_slice().iter().position(|&x| x == c) else {
                 continue;
             };
-            if !h.parked || h.out & (1 << j) == 0 || !self.ranked_before(front, slot) {
+            // Parked at an outer class, or released by this one into the tree.
+            let lent = h.parked || h.from == Some(c);
+            if !lent || h.out & (1 << j) == 0 || !self.ranked_before(front, slot) {
                 continue;
             }
             let h = self.slab[slot].as_mut().expect("held");
             h.out &= !(1 << j);
             h.passed &= !(1 << j);
+            h.revoked |= 1 << j;
             let bytes = h.pkt.bytes.saturating_add(self.overhead);
             self.buckets[c as usize].unreserve(bytes);
         }
@@ -1293,6 +1301,7 @@ impl Engine for ReferenceEngine {
                     let b = &mut self.buckets[shaping.as_slice()[j] as usize];
                     b.unreserve(bytes);
                 }
+                self.slab[slot].as_mut().expect("held").out = 0;
                 for &c in shaping.as_slice() {
                     self.buckets[c as usize].charge(bytes, now);
                     self.schedule(c, now);

@@ -172,6 +172,7 @@ impl FastEngine {
             if from != NO {
                 // Out of the tree: its releasing class may give out its next packet.
                 self.slots[slot as usize].from = NO;
+                self.unlink(slot, Some(from));
                 let out = &mut self.class_out[from as usize];
                 debug_assert!(
                     *out > 0 && self.classes[from as usize].state & CLASS_OUT != 0,
@@ -199,6 +200,7 @@ impl FastEngine {
                 if s.out != 0 {
                     self.give_back(slot, None);
                 }
+                self.revoked[slot as usize] = 0;
                 let (path, costs) = (self.shaping[slot as usize], self.costs);
                 for (&c, &cost) in path.as_slice().iter().zip(costs.iter()) {
                     self.classes[c as usize].b.charge_cost(cost, now);

@@ -268,6 +268,25 @@ impl FastEngine {
             &parked[..classes],
             &self.class_parked[..classes]
         );
+        // Each class's released list: exactly the packets in the tree it released.
+        for c in 0..classes {
+            let (mut at, mut prev, mut n) = (self.released_head[c], NO, 0u32);
+            while at != NO {
+                debug_assert!(
+                    self.slots[at as usize].from == c as u32 && self.park_prev[at as usize] == prev,
+                    "slot {at} on class {c}'s released list: from {}, prev {} (want {prev})",
+                    self.slots[at as usize].from,
+                    self.park_prev[at as usize]
+                );
+                n += 1;
+                (prev, at) = (at, self.park_next[at as usize]);
+            }
+            debug_assert_eq!(
+                n, self.class_out[c],
+                "class {c}: {n} packets on its released list, {} counted out",
+                self.class_out[c]
+            );
+        }
         for i in 0..self.flows.len {
             let f = self.flows.get(i);
             let (p, b) = sum[i as usize];

@@ -541,12 +541,20 @@ pub struct FastEngine {
     slots: Vec<Slot>,
     /// Per slot: its shaping classes (apart from the slot, which stays small to copy).
     shaping: Vec<ShapingPath>,
+    /// Per slot, bit `i`: its `i`-th shaping class took its reservation back after its
+    /// queue had ranked it, so its ranks at fair nodes stand when it queues there again
+    /// (the reference's `Held::revoked`; apart from the slot, as rare as it is). A shaped
+    /// packet's departure clears it, so a free slot's is 0.
+    revoked: Vec<u8>,
     ranks: Vec<Rank>,
     /// Per slot: the next slot of its FIFO leaf's list ([`SlotList`]), `NO` if last.
     links: Vec<u32>,
-    /// Per slot, while it has [`PARKED`]: the next and previous slots of the list of
-    /// packets that wait in a class's queue holding reservations at inner classes, `NO` at
-    /// its ends; `park_head` is its first (see `FastEngine::revoke_after`).
+    /// Per slot, the next and previous slots (`NO` at the ends) of the one list it is on,
+    /// if any: while it has [`PARKED`], the list of packets that wait in a class's queue
+    /// holding reservations at inner classes, which `park_head` starts; while it is in the
+    /// tree released by a class ([`Slot::from`]), that class's list of them, which
+    /// `released_head` starts. A slot is on the first only while in a class's queue, and on
+    /// the second only while in the tree (see `FastEngine::revoke_after`).
     park_next: Vec<u32>,
     park_prev: Vec<u32>,
     park_head: u32,
@@ -613,6 +621,9 @@ pub struct FastEngine {
     /// Per shaping class: how many packets of the parked list ([`PARKED`]) hold its
     /// reservation.
     class_parked: Vec<u32>,
+    /// Per shaping class: the first of the packets its queue released that are in the
+    /// tree (`class_out` of them; `NO`: none), linked through `park_next`.
+    released_head: Vec<u32>,
     /// When a node's entries are in a calendar ([`Self::with_calendar`]).
     calendar: CalendarUse,
 }
@@ -777,6 +788,7 @@ impl FastEngine {
             flow_drops: FxHashMap::default(),
             slots: Vec::new(),
             shaping: Vec::new(),
+            revoked: Vec::new(),
             ranks: Vec::new(),
             links: Vec::new(),
             park_next: Vec::new(),
@@ -814,6 +826,7 @@ impl FastEngine {
             nested: prog.nested_shapers(),
             class_out: vec![0; prog.shapers.len()],
             class_parked: vec![0; prog.shapers.len()],
+            released_head: vec![NO; prog.shapers.len()],
             calendar,
             prog,
         }
@@ -936,6 +949,7 @@ impl FastEngine {
             None => {
                 self.slots.push(s);
                 self.shaping.push(shaping);
+                self.revoked.push(0);
                 self.links.push(NO);
                 self.park_next.push(NO);
                 self.park_prev.push(NO);

@@ -229,7 +229,7 @@ impl FastEngine {
                 .as_slice()
                 .iter()
                 .position(|&x| x == c)
-                .is_some_and(|i| s.passed & (1 << i) != 0)
+                .is_some_and(|i| (s.passed | self.revoked[slot as usize]) & (1 << i) != 0)
         };
         let base = slot as usize * self.stride;
         // Each entry above the leaf links to the PIFO below it, so a walk down the class's
@@ -331,7 +331,7 @@ impl FastEngine {
     #[cold]
     #[inline(never)]
     pub(super) fn schedule_held(&mut self, c: u32, now: u64) {
-        if self.class_parked[c as usize] != 0 {
+        if self.class_parked[c as usize] != 0 || self.released_head[c as usize] != NO {
             if let Some(front) = self.class_front(c, false) {
                 self.revoke_after(c, front, now);
             }
@@ -405,13 +405,7 @@ impl FastEngine {
                 self.class_parked[x as usize] += 1;
             }
         }
-        let head = self.park_head;
-        self.park_next[slot as usize] = head;
-        self.park_prev[slot as usize] = NO;
-        if head != NO {
-            self.park_prev[head as usize] = slot;
-        }
-        self.park_head = slot;
+        self.link(slot, None);
     }
 
     /// Takes the packet in `slot` off the parked list, if it is on it, as it leaves its
@@ -428,13 +422,34 @@ impl FastEngine {
                 self.class_parked[x as usize] -= 1;
             }
         }
-        self.unlink_parked(slot);
+        self.unlink(slot, None);
     }
 
-    fn unlink_parked(&mut self, slot: u32) {
+    /// The first slot of the parked list (`None`) or of class `c`'s list of the packets it
+    /// released into the tree (`Some(c)`).
+    fn list_head(&mut self, list: Option<u32>) -> &mut u32 {
+        match list {
+            None => &mut self.park_head,
+            Some(c) => &mut self.released_head[c as usize],
+        }
+    }
+
+    /// Puts `slot` first on the parked list (`None`) or on class `c`'s released list.
+    pub(super) fn link(&mut self, slot: u32, list: Option<u32>) {
+        let head = std::mem::replace(self.list_head(list), slot);
+        self.park_next[slot as usize] = head;
+        self.park_prev[slot as usize] = NO;
+        if head != NO {
+            self.park_prev[head as usize] = slot;
+        }
+    }
+
+    /// Takes `slot` off the list it is on: the parked list (`None`) or class `c`'s released
+    /// list.
+    pub(super) fn unlink(&mut self, slot: u32, list: Option<u32>) {
         let (next, prev) = (self.park_next[slot as usize], self.park_prev[slot as usize]);
         if prev == NO {
-            self.park_head = next;
+            *self.list_head(list) = next;
         } else {
             self.park_next[prev as usize] = next;
         }
@@ -444,8 +459,9 @@ impl FastEngine {
     }
 
     /// When class `c`'s queue's first packet (in `front`) must wait for its tokens, takes
-    /// back the class's reservations for the parked packets that its policy ranks after
-    /// that packet (as the reference's `revoke_after`).
+    /// back the class's reservations for the parked packets, and for the packets it released
+    /// into the tree, that its policy ranks after that packet (as the reference's
+    /// `revoke_after`).
     #[cold]
     #[inline(never)]
     pub(super) fn revoke_after(&mut self, c: u32, front: u32, now: u64) {
@@ -456,31 +472,18 @@ impl FastEngine {
         if b.estimate_cost(b.cost(wire), now) <= now {
             return;
         }
-        // Walks the list until it has seen every packet holding `c`'s reservation.
+        // Walks the parked list until it has seen every packet holding `c`'s reservation.
         let mut left = self.class_parked[c as usize];
         let mut at = self.park_head;
         while at != NO && left != 0 {
             let next = self.park_next[at as usize];
-            let s = self.slots[at as usize];
-            let j = self.shaping[at as usize]
-                .as_slice()
-                .iter()
-                .position(|&x| x == c);
-            if let Some(j) = j.filter(|&j| s.out & (1 << j) != 0) {
+            if let Some(j) = self.out_at(at, c) {
                 left -= 1;
                 if self.ranked_before(front, at) {
-                    let sl = &mut self.slots[at as usize];
-                    sl.out &= !(1 << j);
-                    sl.passed &= !(1 << j);
-                    let out = sl.out;
-                    self.classes[c as usize]
-                        .b
-                        .unreserve(s.bytes.saturating_add(self.overhead));
                     self.class_parked[c as usize] -= 1;
-                    self.class_backlog -= 1;
-                    if out == 0 {
+                    if self.revoke(at, c, j) == 0 {
                         self.slots[at as usize].flags &= !PARKED;
-                        self.unlink_parked(at);
+                        self.unlink(at, None);
                     }
                 }
             }
@@ -491,6 +494,41 @@ impl FastEngine {
             "class {c}: {} parked packets hold its reservation, {left} of them not on the list",
             self.class_parked[c as usize]
         );
+        // Its released packets stay on its list until popped (`Slot::from`).
+        let mut at = self.released_head[c as usize];
+        while at != NO {
+            if let Some(j) = self.out_at(at, c) {
+                if self.ranked_before(front, at) {
+                    self.revoke(at, c, j);
+                }
+            }
+            at = self.park_next[at as usize];
+        }
+    }
+
+    /// The position of class `c` on the path of the packet in `slot`, if `c` holds a
+    /// reservation for it.
+    fn out_at(&self, slot: u32, c: u32) -> Option<usize> {
+        let out = self.slots[slot as usize].out;
+        self.shaping[slot as usize]
+            .as_slice()
+            .iter()
+            .position(|&x| x == c)
+            .filter(|&j| out & (1 << j) != 0)
+    }
+
+    /// Class `c`, the `j`-th of the packet in `slot`'s path, takes its reservation for it
+    /// back: the packet queues there again, ranked, if the class is busy when it comes
+    /// back. Returns the classes still holding reservations for it.
+    fn revoke(&mut self, slot: u32, c: u32, j: usize) -> u8 {
+        let sl = &mut self.slots[slot as usize];
+        sl.out &= !(1 << j);
+        sl.passed &= !(1 << j);
+        let (out, wire) = (sl.out, sl.bytes.saturating_add(self.overhead));
+        self.revoked[slot as usize] |= 1 << j;
+        self.classes[c as usize].b.unreserve(wire);
+        self.class_backlog -= 1;
+        out
     }
 
     /// Whether the policy ranks the packet in `a` strictly before the one in `b` where their
@@ -577,6 +615,7 @@ impl FastEngine {
             sl.out |= 1 << i;
             sl.from = c;
             let (wire, unranked) = (sl.bytes.saturating_add(self.overhead), sl.flags & UNRANKED);
+            self.link(slot, Some(c));
             let b = &mut self.classes[c as usize].b;
             b.reserve(wire);
             if unranked != 0 {
