@@ -1,6 +1,6 @@
 //! The report's SVG charts as a reader sees them: latency on a logarithmic axis, legends
 //! that fit, one x axis (the run's) with round ticks for every chart of a report, and a
-//! shorter last window that does not read as a drop. The geometry is report.rs's: a
+//! shorter last window that does not read as a drop. The geometry is report/svg.rs's: a
 //! 520 × 300 chart whose plot spans x 60..410 and y 28..260.
 
 use std::path::{Path, PathBuf};
