@@ -1,4 +1,4 @@
-//! The checking passes (7-9 of `Compiler::build`) on the numbered tree: each key where its
+//! The checks of `Compiler::build` on the numbered tree: each key where its
 //! reader is, the keys each node needs, SENIC's two-level form and capacities, and the
 //! shaping depth per edge and per packet.
 //!
@@ -20,9 +20,27 @@ use crate::policy::parse::{Kind, NodeDecl};
 use crate::policy::program::{Limits, Link, MAX_SHAPING_PER_PACKET};
 
 impl Compiler<'_> {
-    /// Pass 7, keys in their places: each key on a node whose parent (or own type) reads
+    /// Pass 4, the checks on the numbered tree, each reporting all it finds (a policy's
+    /// misplaced keys and its SENIC or depth errors are told at once). Establishes that
+    /// every key is read where it is, SENIC's form and the shaping depth limits, for the
+    /// layout to fill in defaults without second-guessing; `None` when any of them, or the
+    /// numbering before them, reported an error.
+    pub(super) fn check(
+        &mut self,
+        decls: &[NodeDecl],
+        t: &Tree,
+        link: &Link,
+        limits: &Limits,
+    ) -> Option<()> {
+        self.check_keys(decls, t, link);
+        self.check_senic(decls, t, link);
+        self.check_shaping_depth(decls, t, limits)
+    }
+
+    /// Check, keys in their places: each key on a node whose parent (or own type) reads
     /// it, the keys a node needs, priorities on all children of a `prio` node or none.
-    pub(super) fn check_keys(&mut self, decls: &[NodeDecl], t: &Tree, link: &Link) {
+    /// A bucket under two frames is a warning.
+    fn check_keys(&mut self, decls: &[NodeDecl], t: &Tree, link: &Link) {
         let kind = |i: usize| decls[i].kind.value;
         let (root, sched_kids) = (t.root, &t.sched_kids);
         let sched_parent = |v: usize| t.sched_parent(v);
@@ -36,42 +54,7 @@ impl Compiler<'_> {
                 sched_parent(v).map(kind)
             };
             for (key, span) in d.present_keys() {
-                let reason: Option<String> = match key {
-                    "priority" | "weight" | "quantum" => {
-                        if k == Kind::Shape {
-                            Some(format!("shaping nodes are transparent to scheduling; put `{key}` on the node below `{}`", d.name.value))
-                        } else {
-                            match parent_kind {
-                                None => Some(format!("`{key}` is read by the parent, and `{}` is the root", d.name.value)),
-                                Some(pk) if pk.child_key() == Some(key) => None,
-                                Some(pk) => Some(format!("`{key}` is read by a {} parent, but the parent of `{}` is a `{}` node{}", expected_parent(key), d.name.value, pk.name(), pk.child_key().map(|c| format!(", which reads `{c}`")).unwrap_or_default())),
-                            }
-                        }
-                    }
-                    "rate" => {
-                        if k == Kind::Shape || k == Kind::Senic || parent_kind == Some(Kind::Senic)
-                        {
-                            None
-                        } else {
-                            Some(format!("`rate` belongs to `shape` nodes, `senic` nodes and children of a `senic` node; `{}` is a {} under a `{}`", d.name.value, k.name(), parent_kind.map_or("nothing", Kind::name)))
-                        }
-                    }
-                    "burst" => {
-                        (k != Kind::Shape).then(|| "`burst` belongs to `shape` nodes".to_string())
-                    }
-                    "default_slack" => (k != Kind::Lstf)
-                        .then(|| "`default_slack` belongs to `lstf` nodes".to_string()),
-                    "default_deadline" => (k != Kind::Edf)
-                        .then(|| "`default_deadline` belongs to `edf` nodes".to_string()),
-                    "flows" | "limit" | "flow_limit" | "outstanding" => {
-                        (!matches!(k, Kind::Leaf | Kind::Attach)).then(|| {
-                            format!("`{key}` belongs to leaves (and unfilled attachment points)")
-                        })
-                    }
-                    "policy" => (k != Kind::Attach)
-                        .then(|| "`policy` belongs to `attach` nodes".to_string()),
-                    _ => None,
-                };
+                let reason = misplaced_key(key, k, parent_kind, &d.name.value);
                 if let Some(r) = reason {
                     self.diags.push(
                         Diagnostic::new(Rule::MisplacedKey, span, r).node(d.name.value.clone()),
@@ -137,9 +120,9 @@ impl Compiler<'_> {
         }
     }
 
-    /// Pass 8, SENIC's two-level form (SENIC §4.2): two levels at most, L1 rates within
+    /// Check, SENIC's two-level form (SENIC §4.2): two levels at most, L1 rates within
     /// their node's capacity.
-    pub(super) fn check_senic(&mut self, decls: &[NodeDecl], t: &Tree, link: &Link) {
+    fn check_senic(&mut self, decls: &[NodeDecl], t: &Tree, link: &Link) {
         let kind = |i: usize| decls[i].kind.value;
         let sched_kids = &t.sched_kids;
         let sched_parent = |v: usize| t.sched_parent(v);
@@ -174,13 +157,9 @@ impl Compiler<'_> {
         }
     }
 
-    /// Pass 9, shaping depth per edge and per packet, within the limits.
-    pub(super) fn check_shaping_depth(
-        &mut self,
-        decls: &[NodeDecl],
-        t: &Tree,
-        limits: &Limits,
-    ) -> Option<()> {
+    /// Check, shaping depth per edge and per packet, within the limits (what the engines'
+    /// per-packet arrays hold). `None` when any error was reported so far.
+    fn check_shaping_depth(&mut self, decls: &[NodeDecl], t: &Tree, limits: &Limits) -> Option<()> {
         let kind = |i: usize| decls[i].kind.value;
         let (root, parents, order, bfs) = (t.root, &t.parents, &t.order, &t.bfs);
         let sched_parent = |v: usize| t.sched_parent(v);
@@ -230,6 +209,54 @@ pub fn senic_oversubscribed_message(node: &str, sum_bps: u128, capacity_bps: u64
         crate::units::format_rate(sum_bps.min(u64::MAX as u128) as u64),
         crate::units::format_rate(capacity_bps)
     )
+}
+
+/// Why `key` is misplaced on node `name`, a `k` whose scheduling parent is a `parent_kind`
+/// (`None` for the root and shaping nodes); `None` when that node reads it there.
+fn misplaced_key(key: &str, k: Kind, parent_kind: Option<Kind>, name: &str) -> Option<String> {
+    match key {
+        "priority" | "weight" | "quantum" => {
+            if k == Kind::Shape {
+                Some(format!("shaping nodes are transparent to scheduling; put `{key}` on the node below `{name}`"))
+            } else {
+                match parent_kind {
+                    None => Some(format!(
+                        "`{key}` is read by the parent, and `{name}` is the root"
+                    )),
+                    Some(pk) if pk.child_key() == Some(key) => None,
+                    Some(pk) => Some(format!(
+                        "`{key}` is read by a {} parent, but the parent of `{}` is a `{}` node{}",
+                        expected_parent(key),
+                        name,
+                        pk.name(),
+                        pk.child_key()
+                            .map(|c| format!(", which reads `{c}`"))
+                            .unwrap_or_default()
+                    )),
+                }
+            }
+        }
+        "rate" => {
+            if k == Kind::Shape || k == Kind::Senic || parent_kind == Some(Kind::Senic) {
+                None
+            } else {
+                Some(format!("`rate` belongs to `shape` nodes, `senic` nodes and children of a `senic` node; `{name}` is a {} under a `{}`", k.name(), parent_kind.map_or("nothing", Kind::name)))
+            }
+        }
+        "burst" => (k != Kind::Shape).then(|| "`burst` belongs to `shape` nodes".to_string()),
+        "default_slack" => {
+            (k != Kind::Lstf).then(|| "`default_slack` belongs to `lstf` nodes".to_string())
+        }
+        "default_deadline" => {
+            (k != Kind::Edf).then(|| "`default_deadline` belongs to `edf` nodes".to_string())
+        }
+        "flows" | "limit" | "flow_limit" | "outstanding" => {
+            (!matches!(k, Kind::Leaf | Kind::Attach))
+                .then(|| format!("`{key}` belongs to leaves (and unfilled attachment points)"))
+        }
+        "policy" => (k != Kind::Attach).then(|| "`policy` belongs to `attach` nodes".to_string()),
+        _ => None,
+    }
 }
 
 fn expected_parent(key: &str) -> &'static str {

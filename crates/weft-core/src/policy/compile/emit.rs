@@ -1,4 +1,4 @@
-//! Laying out the program (pass 10 of `Compiler::build`): the program's nodes in
+//! Laying out the program (the layout pass of `Compiler::build`): the program's nodes in
 //! breadth-first order, with their algorithms, edges and defaults, and its shaping classes.
 //!
 //! Invariants of its output: node `i` is the tree's `i`th node breadth-first, so a node's
@@ -24,7 +24,9 @@ impl Compiler<'_> {
         }
     }
 
-    /// Pass 10, the program's nodes (breadth-first) and shaping classes.
+    /// Pass 5, the layout: the program's nodes (breadth-first) and shaping classes, every
+    /// default filled in. Establishes the nodes (ids, children ranges, edges, leaves) that
+    /// the classifier tables dispatch to, and the program's final node and class lists.
     pub(super) fn program_nodes(
         &self,
         decls: &[NodeDecl],
@@ -50,50 +52,7 @@ impl Compiler<'_> {
         let mut leaves = Vec::new();
         for &v in bfs {
             let d = &decls[v];
-            let algo = match kind(v) {
-                Kind::Fifo => Algo::Fifo,
-                Kind::Prio => Algo::Prio,
-                Kind::Wfq => Algo::Wfq,
-                Kind::Rr => Algo::Rr,
-                Kind::Drr => Algo::Drr,
-                Kind::Lstf => Algo::Lstf {
-                    default_slack_ps: d.default_slack.as_ref().map_or(1_000_000_000, |s| s.value),
-                },
-                Kind::Edf => Algo::Edf {
-                    default_deadline_ps: d
-                        .default_deadline
-                        .as_ref()
-                        .map_or(1_000_000_000, |s| s.value),
-                },
-                Kind::Senic => Algo::Senic {
-                    capacity_bps: d.rate.as_ref().map_or(link.rate_bps, |r| r.value),
-                },
-                Kind::Leaf | Kind::Attach => {
-                    let lim = d.limit.as_ref().map(|l| &l.value);
-                    let flim = d.flow_limit.as_ref().map(|l| &l.value);
-                    Algo::Leaf(LeafSpec {
-                        flow_key: d.flows_by.as_ref().map_or(FlowKey::FiveTuple, |s| s.value),
-                        flow_sched: d.flows_sched.as_ref().map_or(FlowSched::Fifo, |s| s.value),
-                        flow_quantum_bytes: d
-                            .flows_quantum
-                            .as_ref()
-                            .map_or(link.mtu_bytes, |s| s.value),
-                        limit_packets: lim
-                            .and_then(|l| l.packets.as_ref())
-                            .map(|s| s.value)
-                            .or(Some(10_000)),
-                        limit_bytes: lim.and_then(|l| l.bytes.as_ref()).map(|s| s.value),
-                        flow_limit_packets: flim
-                            .and_then(|l| l.packets.as_ref())
-                            .map(|s| s.value)
-                            .or(Some(1_000)),
-                        flow_limit_bytes: flim.and_then(|l| l.bytes.as_ref()).map(|s| s.value),
-                        outstanding: d.outstanding.as_ref().map(|s| s.value),
-                        unfilled_attachment: kind(v) == Kind::Attach,
-                    })
-                }
-                Kind::Shape => unreachable!("shaping nodes are not in the tree"),
-            };
+            let algo = algo(d, link);
             let is_leaf = matches!(algo, Algo::Leaf(_));
             let kids = &sched_kids[v];
             let children = if kids.is_empty() {
@@ -170,5 +129,52 @@ impl Compiler<'_> {
             })
             .collect();
         (nodes, leaves, shapers)
+    }
+}
+
+/// A scheduling node's or leaf's algorithm, with every default the file leaves out (slack
+/// and deadline 1 ms, a `senic` node's capacity the link rate, flow quantum one MTU, queue
+/// limits of 10,000 packets a leaf and 1,000 a flow).
+fn algo(d: &NodeDecl, link: &Link) -> Algo {
+    match d.kind.value {
+        Kind::Fifo => Algo::Fifo,
+        Kind::Prio => Algo::Prio,
+        Kind::Wfq => Algo::Wfq,
+        Kind::Rr => Algo::Rr,
+        Kind::Drr => Algo::Drr,
+        Kind::Lstf => Algo::Lstf {
+            default_slack_ps: d.default_slack.as_ref().map_or(1_000_000_000, |s| s.value),
+        },
+        Kind::Edf => Algo::Edf {
+            default_deadline_ps: d
+                .default_deadline
+                .as_ref()
+                .map_or(1_000_000_000, |s| s.value),
+        },
+        Kind::Senic => Algo::Senic {
+            capacity_bps: d.rate.as_ref().map_or(link.rate_bps, |r| r.value),
+        },
+        Kind::Leaf | Kind::Attach => {
+            let lim = d.limit.as_ref().map(|l| &l.value);
+            let flim = d.flow_limit.as_ref().map(|l| &l.value);
+            Algo::Leaf(LeafSpec {
+                flow_key: d.flows_by.as_ref().map_or(FlowKey::FiveTuple, |s| s.value),
+                flow_sched: d.flows_sched.as_ref().map_or(FlowSched::Fifo, |s| s.value),
+                flow_quantum_bytes: d.flows_quantum.as_ref().map_or(link.mtu_bytes, |s| s.value),
+                limit_packets: lim
+                    .and_then(|l| l.packets.as_ref())
+                    .map(|s| s.value)
+                    .or(Some(10_000)),
+                limit_bytes: lim.and_then(|l| l.bytes.as_ref()).map(|s| s.value),
+                flow_limit_packets: flim
+                    .and_then(|l| l.packets.as_ref())
+                    .map(|s| s.value)
+                    .or(Some(1_000)),
+                flow_limit_bytes: flim.and_then(|l| l.bytes.as_ref()).map(|s| s.value),
+                outstanding: d.outstanding.as_ref().map(|s| s.value),
+                unfilled_attachment: d.kind.value == Kind::Attach,
+            })
+        }
+        Kind::Shape => unreachable!("shaping nodes are not in the tree"),
     }
 }

@@ -1,5 +1,6 @@
-//! The graph passes (1-6 of `Compiler::build`): names, parents, cycles, the root, scheduling
-//! parents through shaping nodes, and the numbering of the scheduling tree into a [`Tree`].
+//! The node count and the graph passes of `Compiler::build`: names, parents, cycles, the
+//! root, scheduling parents through shaping nodes, and the numbering of the scheduling tree
+//! into a [`Tree`].
 //!
 //! Invariants of a [`Tree`] these passes return without errors: every name is unique and
 //! every parent exists and can have children; the graph is acyclic with one root, not a
@@ -15,7 +16,7 @@ use std::collections::HashMap;
 
 use super::Compiler;
 use crate::policy::error::{Diagnostic, Rule, Span};
-use crate::policy::parse::{suggest, Kind, NodeDecl};
+use crate::policy::parse::{suggest, Document, Kind, NodeDecl};
 use crate::policy::program::Limits;
 
 /// The scheduling tree that passes 4-6 derive from the declarations (indices into them).
@@ -48,8 +49,67 @@ impl Tree {
 }
 
 impl Compiler<'_> {
-    /// Pass 1, names: each declared once (a duplicate is reported at its second place).
-    pub(super) fn names<'d>(&mut self, decls: &'d [NodeDecl]) -> HashMap<&'d str, usize> {
+    /// Pass 2, the node count: the policy has nodes, and at most `max_nodes` of them.
+    /// Establishes a non-empty list within the limit, so that the graph passes' memory and
+    /// time are bounded before they start.
+    pub(super) fn count(
+        &mut self,
+        decls: &[NodeDecl],
+        top: &Document,
+        limits: &Limits,
+    ) -> Option<()> {
+        let doc_span = top.span;
+        if decls.len() > limits.max_nodes as usize {
+            self.diags.push(
+                Diagnostic::new(
+                    Rule::NodeLimit,
+                    decls[limits.max_nodes as usize].name.span,
+                    format!(
+                        "the policy has {} nodes, more than the limit of {}",
+                        decls.len(),
+                        limits.max_nodes
+                    ),
+                )
+                .help(
+                    "raise `limits: {max_nodes: N}` or pass --max-nodes if the machine can run it",
+                ),
+            );
+            return None;
+        }
+        if decls.is_empty() {
+            // At `nodes:` (its list is empty), else at the file's start.
+            let at = top
+                .nodes_span
+                .unwrap_or_else(|| self.sources.first_char(doc_span));
+            self.diags
+                .push(Diagnostic::new(Rule::NoRoot, at, "the policy has no nodes"));
+            return None;
+        }
+        Some(())
+    }
+
+    /// Pass 3, the graph: the steps below in turn, each stopping the build when it finds an
+    /// error the next would trip over. Establishes the [`Tree`] (a valid restricted DAG,
+    /// numbered) that the checks, the layout and the tables read; the numbering's own
+    /// errors (childless nodes, depth) are reported without stopping, for the checks to
+    /// report theirs too.
+    pub(super) fn tree(
+        &mut self,
+        decls: &[NodeDecl],
+        doc_span: Span,
+        limits: &Limits,
+    ) -> Option<Tree> {
+        let index = self.names(decls);
+        let parents = self.parents(decls, &index)?;
+        self.cycles(decls, &parents)?;
+        let root = self.root(decls, doc_span)?;
+        let up = self.scheduling_parents(decls, &parents, root)?;
+        Some(self.number(decls, parents, root, up, limits))
+    }
+
+    /// Graph step, names: each declared once (a duplicate is reported at its second place).
+    /// Establishes the name → declaration index that parents are resolved through.
+    fn names<'d>(&mut self, decls: &'d [NodeDecl]) -> HashMap<&'d str, usize> {
         let mut index: HashMap<&str, usize> = HashMap::with_capacity(decls.len());
         for (i, d) in decls.iter().enumerate() {
             if let Some(&first) = index.get(d.name.value.as_str()) {
@@ -69,9 +129,10 @@ impl Compiler<'_> {
         index
     }
 
-    /// Pass 2, parents: each names a node that can have children, once; only parallel
-    /// shaping nodes share a child. Each declaration's parents, as indices.
-    pub(super) fn parents(
+    /// Graph step, parents: each names a node that can have children, once; only parallel
+    /// shaping nodes share a child. Establishes each declaration's parents as indices, every
+    /// one an inner node.
+    fn parents(
         &mut self,
         decls: &[NodeDecl],
         index: &HashMap<&str, usize>,
@@ -170,8 +231,9 @@ impl Compiler<'_> {
         self.diags.is_empty().then_some(parents)
     }
 
-    /// Pass 3, cycles: an iterative depth-first search over the parent edges.
-    pub(super) fn cycles(&mut self, decls: &[NodeDecl], parents: &[Vec<usize>]) -> Option<()> {
+    /// Graph step, cycles: an iterative depth-first search over the parent edges.
+    /// Establishes that the graph is acyclic, so the walks from the root down terminate.
+    fn cycles(&mut self, decls: &[NodeDecl], parents: &[Vec<usize>]) -> Option<()> {
         let mut color = vec![0u8; decls.len()]; // 0 new, 1 on stack, 2 done
         for start in 0..decls.len() {
             if color[start] != 0 {
@@ -220,8 +282,9 @@ impl Compiler<'_> {
         self.diags.is_empty().then_some(())
     }
 
-    /// Pass 4, the root: exactly one node without a parent, and not a shaping node.
-    pub(super) fn root(&mut self, decls: &[NodeDecl], doc_span: Span) -> Option<usize> {
+    /// Graph step, the root: exactly one node without a parent, and not a shaping node.
+    /// Establishes the one node every walk from the top starts at.
+    fn root(&mut self, decls: &[NodeDecl], doc_span: Span) -> Option<usize> {
         let kind = |i: usize| decls[i].kind.value;
         let roots: Vec<usize> = (0..decls.len())
             .filter(|&i| decls[i].parents.is_empty())
@@ -266,11 +329,13 @@ impl Compiler<'_> {
         Some(root)
     }
 
-    /// Pass 5, scheduling parents through shaping nodes (memoized; the graph is acyclic):
-    /// the declarations from the root down (parents first) and each one's scheduling
-    /// parents, one when the policy is valid.
+    /// Graph step, scheduling parents through shaping nodes (memoized; the graph is
+    /// acyclic): the declarations from the root down (parents first) and each one's
+    /// scheduling parents. Establishes that removing shaping nodes leaves a tree: every
+    /// node but the root has exactly one scheduling parent (`parallel-shaping`), and every
+    /// shaping node has children.
     #[allow(clippy::type_complexity)]
-    pub(super) fn scheduling_parents(
+    fn scheduling_parents(
         &mut self,
         decls: &[NodeDecl],
         parents: &[Vec<usize>],
@@ -357,9 +422,12 @@ impl Compiler<'_> {
         self.diags.is_empty().then_some((order, sched_up))
     }
 
-    /// Pass 6, numbering: scheduling children in declaration order, node ids breadth-first
-    /// (within the depth limit), shaping classes in declaration order.
-    pub(super) fn number(
+    /// Graph step, numbering: scheduling children in declaration order, node ids
+    /// breadth-first (within the depth limit), shaping classes in declaration order.
+    /// Establishes the [`Tree`]: ids such that a node's children are consecutive, depths,
+    /// default priorities (positions among siblings); scheduling nodes without children and
+    /// nodes past `max_depth` are reported.
+    fn number(
         &mut self,
         decls: &[NodeDecl],
         parents: Vec<Vec<usize>>,

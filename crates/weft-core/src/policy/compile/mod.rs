@@ -285,6 +285,9 @@ impl<'o> Compiler<'o> {
         }
     }
 
+    /// Settings: the limits in force, the file's `limits:` under the command line's
+    /// overrides, over the defaults. Establishes the bounds every later pass checks against
+    /// (and composition's node budget).
     fn limits(&self, top: &Document) -> Limits {
         let mut l = Limits::default();
         if let Some(d) = &top.limits {
@@ -304,10 +307,10 @@ impl<'o> Compiler<'o> {
         l
     }
 
-    /// Builds the program from the spliced declarations, pass by pass (each pass's
-    /// diagnostics; a pass whose errors would mislead the next stops the build).
-    fn build(&mut self, top: &Document, path: &Path) -> Option<Program> {
-        let limits = self.limits(top);
+    /// Settings: the link the policy schedules onto, the file's `link:` (its rate under
+    /// `--link`) over the defaults. Establishes the rate, MTU and overhead that the checks
+    /// (SENIC capacities, bucket sizes) and the program's defaults read.
+    fn link(&self, top: &Document) -> Link {
         let mut link = Link::default();
         if let Some(l) = &top.link {
             if let Some(r) = &l.rate {
@@ -326,57 +329,33 @@ impl<'o> Compiler<'o> {
         if let Some(r) = self.opts.link_rate_bps {
             link.rate_bps = r;
         }
-        let decls = std::mem::take(&mut self.nodes);
-        let doc_span = top.span;
-        if decls.len() > limits.max_nodes as usize {
-            self.diags.push(
-                Diagnostic::new(
-                    Rule::NodeLimit,
-                    decls[limits.max_nodes as usize].name.span,
-                    format!(
-                        "the policy has {} nodes, more than the limit of {}",
-                        decls.len(),
-                        limits.max_nodes
-                    ),
-                )
-                .help(
-                    "raise `limits: {max_nodes: N}` or pass --max-nodes if the machine can run it",
-                ),
-            );
-            return None;
-        }
-        if decls.is_empty() {
-            // At `nodes:` (its list is empty), else at the file's start.
-            let at = top
-                .nodes_span
-                .unwrap_or_else(|| self.sources.first_char(doc_span));
-            self.diags
-                .push(Diagnostic::new(Rule::NoRoot, at, "the policy has no nodes"));
-            return None;
-        }
+        link
+    }
 
-        let index = self.names(&decls);
-        let parents = self.parents(&decls, &index)?;
-        self.cycles(&decls, &parents)?;
-        let root = self.root(&decls, doc_span)?;
-        let up = self.scheduling_parents(&decls, &parents, root)?;
-        let t = self.number(&decls, parents, root, up, &limits);
-        self.check_keys(&decls, &t, &link);
-        self.check_senic(&decls, &t, &link);
-        self.check_shaping_depth(&decls, &t, &limits)?;
+    /// Builds the program from the spliced declarations, in named passes:
+    ///
+    /// 1. settings: [`Self::limits`] and [`Self::link`];
+    /// 2. the node count ([`Self::count`]): some nodes, and no more than the limit;
+    /// 3. the graph ([`Self::tree`]): names, parents, cycles, the root and scheduling parents,
+    ///    then the numbered scheduling [`Tree`](graph::Tree);
+    /// 4. the checks on it ([`Self::check`]): keys in their places, SENIC's form, shaping
+    ///    depth;
+    /// 5. the layout ([`Self::program_nodes`]): the program's nodes and shaping classes;
+    /// 6. the classifier tables ([`Self::classifier_tables`]), with the shadowed-match checks.
+    ///
+    /// Each pass reports its diagnostics; one whose errors would mislead the next (an unknown
+    /// parent makes every later rule's message wrong) stops the build with `None`.
+    fn build(&mut self, top: &Document, path: &Path) -> Option<Program> {
+        let limits = self.limits(top);
+        let link = self.link(top);
+        let decls = std::mem::take(&mut self.nodes);
+        self.count(&decls, top, &limits)?;
+        let t = self.tree(&decls, top.span, &limits)?;
+        self.check(&decls, &t, &link, &limits)?;
         let (nodes, leaves, shapers) = self.program_nodes(&decls, &t, &link);
         let tables = self.classifier_tables(&decls, &t, &nodes, shapers.len(), &limits)?;
-        let name = top
-            .name
-            .as_ref()
-            .map(|n| n.value.clone())
-            .unwrap_or_else(|| {
-                path.file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            });
         Some(Program {
-            name,
+            name: program_name(top, path),
             link,
             limits,
             nodes,
@@ -386,4 +365,16 @@ impl<'o> Compiler<'o> {
             tables,
         })
     }
+}
+
+/// The program's name: the file's `name:`, else its file's stem.
+fn program_name(top: &Document, path: &Path) -> String {
+    top.name
+        .as_ref()
+        .map(|n| n.value.clone())
+        .unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
 }

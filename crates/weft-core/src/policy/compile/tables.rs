@@ -1,4 +1,4 @@
-//! The classifier tables (pass 11 of `Compiler::build`): per node, the dispatch of its
+//! The classifier tables (the last pass of `Compiler::build`): per node, the dispatch of its
 //! children and of the parallel shaping nodes above it, first match in declaration order;
 //! and the checks that every rule can be chosen.
 //!
@@ -19,9 +19,10 @@ use crate::policy::parse::{Kind, NodeDecl};
 use crate::policy::program::{HotNode, Limits, Node, Tables, NO_ID};
 
 impl Compiler<'_> {
-    /// Pass 11, classifier tables: children and shaping dispatch per node, first match in
+    /// Pass 6, classifier tables: children and shaping dispatch per node, first match in
     /// declaration order; a rule shadowed by earlier ones, or unreachable under the
-    /// matches above it, is refused.
+    /// matches above it, is refused. Establishes the program's tables: every packet that
+    /// reaches a node is dispatched to one child (or none) by the first rule it matches.
     pub(super) fn classifier_tables(
         &mut self,
         decls: &[NodeDecl],
