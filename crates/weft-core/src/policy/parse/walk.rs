@@ -412,40 +412,7 @@ impl<'a> Parser<'a> {
                 "burst" => d.burst = self.size(v, "burst", true),
                 "default_slack" => d.default_slack = self.time(v, "default_slack"),
                 "default_deadline" => d.default_deadline = self.time(v, "default_deadline"),
-                "flows" => {
-                    d.flows_span = Some(self.span(v));
-                    if let Some(es) = self.mapping(v, "`flows`", FLOWS_KEYS) {
-                        for (k, _, fv) in es {
-                            match k.as_ref() {
-                                "by" => {
-                                    if let Some(s) = self.string(fv, "`flows.by`") {
-                                        let key = match s.value.as_str() {
-                                            "five-tuple" | "5-tuple" => Some(FlowKey::FiveTuple),
-                                            "flow" => Some(FlowKey::Flow),
-                                            "none" => Some(FlowKey::None),
-                                            _ => None,
-                                        };
-                                        match key {
-                                            Some(k) => d.flows_by = Some(Spanned::new(k, s.span)),
-                                            None => self.err(Rule::BadValue, s.span, format!("`flows.by` is `five-tuple`, `flow` or `none`, not `{}`", s.value)),
-                                        }
-                                    }
-                                }
-                                "sched" => {
-                                    if let Some(s) = self.string(fv, "`flows.sched`") {
-                                        match s.value.as_str() {
-                                            "fifo" => d.flows_sched = Some(Spanned::new(FlowSched::Fifo, s.span)),
-                                            "fair" => d.flows_sched = Some(Spanned::new(FlowSched::Fair, s.span)),
-                                            _ => self.diags.push(Diagnostic::new(Rule::UnknownAlgorithm, s.span, format!("unknown flow scheduler `{}`", s.value)).help("per-flow queues are scheduled `fifo` or `fair`")),
-                                        }
-                                    }
-                                }
-                                "quantum" => d.flows_quantum = self.size(fv, "flows.quantum", true),
-                                _ => unreachable!(),
-                            }
-                        }
-                    }
-                }
+                "flows" => self.flows(v, &mut d),
                 "limit" => d.limit = self.queue_limit(v, "limit"),
                 "flow_limit" => d.flow_limit = self.queue_limit(v, "flow_limit"),
                 "outstanding" => {
@@ -484,6 +451,61 @@ impl<'a> Parser<'a> {
             }
         }
         Some(d)
+    }
+
+    /// A node's `flows:` section (the leaf's per-flow queues: `by`, `sched`, `quantum`) into
+    /// `d`, with its span for the placement check.
+    fn flows(&mut self, v: &Node, d: &mut NodeDecl) {
+        d.flows_span = Some(self.span(v));
+        if let Some(es) = self.mapping(v, "`flows`", FLOWS_KEYS) {
+            for (k, _, fv) in es {
+                match k.as_ref() {
+                    "by" => {
+                        if let Some(s) = self.string(fv, "`flows.by`") {
+                            let key = match s.value.as_str() {
+                                "five-tuple" | "5-tuple" => Some(FlowKey::FiveTuple),
+                                "flow" => Some(FlowKey::Flow),
+                                "none" => Some(FlowKey::None),
+                                _ => None,
+                            };
+                            match key {
+                                Some(k) => d.flows_by = Some(Spanned::new(k, s.span)),
+                                None => self.err(
+                                    Rule::BadValue,
+                                    s.span,
+                                    format!(
+                                        "`flows.by` is `five-tuple`, `flow` or `none`, not `{}`",
+                                        s.value
+                                    ),
+                                ),
+                            }
+                        }
+                    }
+                    "sched" => {
+                        if let Some(s) = self.string(fv, "`flows.sched`") {
+                            match s.value.as_str() {
+                                "fifo" => {
+                                    d.flows_sched = Some(Spanned::new(FlowSched::Fifo, s.span))
+                                }
+                                "fair" => {
+                                    d.flows_sched = Some(Spanned::new(FlowSched::Fair, s.span))
+                                }
+                                _ => self.diags.push(
+                                    Diagnostic::new(
+                                        Rule::UnknownAlgorithm,
+                                        s.span,
+                                        format!("unknown flow scheduler `{}`", s.value),
+                                    )
+                                    .help("per-flow queues are scheduled `fifo` or `fair`"),
+                                ),
+                            }
+                        }
+                    }
+                    "quantum" => d.flows_quantum = self.size(fv, "flows.quantum", true),
+                    _ => unreachable!(),
+                }
+            }
+        }
     }
 
     fn queue_limit(&mut self, n: &Node, key: &str) -> Option<Box<Spanned<QueueLimit>>> {
