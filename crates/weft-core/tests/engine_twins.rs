@@ -858,51 +858,70 @@ fn fast_engine_matches_reference_when_a_class_takes_back_a_released_packet() {
         ),
     ];
     for (text, offered) in cases {
-        let p = Arc::new(
-            compile_str(Path::new("released.yaml"), text, &LoadOptions::default()).unwrap(),
-        );
-        let mut arrivals = Vec::new();
-        let mut id = 0u64;
-        for &(tag, gbps, bytes) in offered {
-            let gap = (bytes as f64 * 8.0 / gbps * 1e3) as u64;
-            let mut meta = PacketMeta::default();
-            meta.set_int(weft_core::classifier::Field::Tag, tag);
-            for k in 0..1_000_000_000 / gap {
-                id += 1;
-                arrivals.push((k * gap, Input::Packet(Packet::new(id, bytes, meta))));
-            }
+        offered_twins(text, offered);
+    }
+}
+
+/// Both engines alike on `text` with each leaf offered a constant rate for 1 ms (`offered`:
+/// tag, Gbit/s, bytes), packet by packet and in bursts, with and without Loom's "currently
+/// limited" fast path.
+fn offered_twins(text: &str, offered: &[(u64, f64, u32)]) {
+    let p =
+        Arc::new(compile_str(Path::new("offered.yaml"), text, &LoadOptions::default()).unwrap());
+    let mut arrivals = Vec::new();
+    let mut id = 0u64;
+    for &(tag, gbps, bytes) in offered {
+        let gap = (bytes as f64 * 8.0 / gbps * 1e3) as u64;
+        let mut meta = PacketMeta::default();
+        meta.set_int(weft_core::classifier::Field::Tag, tag);
+        for k in 0..1_000_000_000 / gap {
+            id += 1;
+            arrivals.push((k * gap, Input::Packet(Packet::new(id, bytes, meta))));
         }
-        arrivals.sort_by_key(|&(t, _)| t);
-        for options in [
-            EngineOptions::default(),
-            EngineOptions {
-                limited_fast_path: true,
-                ..EngineOptions::default()
-            },
-        ] {
-            let inputs = || arrivals.clone();
-            let want = events(
+    }
+    arrivals.sort_by_key(|&(t, _)| t);
+    for options in [
+        EngineOptions::default(),
+        EngineOptions {
+            limited_fast_path: true,
+            ..EngineOptions::default()
+        },
+    ] {
+        let inputs = || arrivals.clone();
+        let want = events(
+            ReferenceEngine::with_options(p.clone(), options),
+            &p,
+            inputs(),
+        );
+        let got = events(FastEngine::with_options(p.clone(), options), &p, inputs());
+        assert_eq!(got, want, "{options:?}\n{text}");
+        for burst in [5, 40] {
+            let want_b = events_in_bursts(
                 ReferenceEngine::with_options(p.clone(), options),
                 &p,
                 inputs(),
+                burst,
             );
-            let got = events(FastEngine::with_options(p.clone(), options), &p, inputs());
-            assert_eq!(got, want, "{options:?}\n{text}");
-            for burst in [5, 40] {
-                let want_b = events_in_bursts(
-                    ReferenceEngine::with_options(p.clone(), options),
-                    &p,
-                    inputs(),
-                    burst,
-                );
-                let got_b = events_in_bursts(
-                    FastEngine::with_options(p.clone(), options),
-                    &p,
-                    inputs(),
-                    burst,
-                );
-                assert_eq!(got_b, want_b, "{options:?}, bursts of {burst}\n{text}");
-            }
+            let got_b = events_in_bursts(
+                FastEngine::with_options(p.clone(), options),
+                &p,
+                inputs(),
+                burst,
+            );
+            assert_eq!(got_b, want_b, "{options:?}, bursts of {burst}\n{text}");
         }
     }
+}
+
+/// A backlogged leaf absent from its class's queue for a moment keeps its place at the
+/// class's `wfq` node (the fluid check's seeds 11001774 and 12001442): both engines alike.
+#[test]
+fn fast_engine_matches_reference_when_a_backlogged_leaf_rejoins_a_class_queue() {
+    let per_leaf = "weft: 1\nlink: {rate: 10gbit, overhead: 0b}\nnodes:\n  - {name: root, type: prio}\n  - {name: outer, type: shape, parent: root, rate: 6700mbit, burst: 16kb}\n  - {name: inner, type: shape, parent: outer, rate: 7400mbit, burst: 64kb}\n  - {name: n, type: wfq, parent: inner, priority: 0, match: {tag: [1, 2, 3]}}\n  - {name: small, type: leaf, parent: n, weight: 7, match: {tag: 1}}\n  - {name: large, type: leaf, parent: n, weight: 1, match: {tag: 2}}\n  - {name: paced, type: leaf, parent: n, weight: 5, match: {tag: 3}}\n  - {name: other, type: leaf, parent: root, priority: 1, match: {tag: 4}}\n";
+    offered_twins(
+        per_leaf,
+        &[(1, 5.0, 64), (2, 1.0, 576), (3, 2.0, 200), (4, 6.0, 1500)],
+    );
+    let two_wfq = "weft: 1\nlink: {rate: 10gbit, overhead: 0b}\nnodes:\n  - {name: root, type: wfq}\n  - {name: s1, type: shape, parent: root, rate: 7600mbit, burst: 16kb}\n  - {name: s0, type: shape, parent: s1, rate: 6200mbit, burst: 32kb}\n  - {name: n1, type: wfq, parent: s0, weight: 3, match: {tag: [0, 1]}}\n  - {name: l0, type: leaf, parent: n1, weight: 4, match: {tag: 0}}\n  - {name: l1, type: leaf, parent: n1, weight: 2, match: {tag: 1}}\n  - {name: l2, type: leaf, parent: s1, weight: 6, match: {tag: 2}}\n";
+    offered_twins(two_wfq, &[(0, 5.3, 64), (1, 3.0, 1500), (2, 2.0, 576)]);
 }

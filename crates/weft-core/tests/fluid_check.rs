@@ -70,7 +70,9 @@ const DEPTH: usize = 16;
 /// nested classes (11000686, 11000850); an inner class's tokens reserved by low-priority
 /// packets waiting at the outer class while its high-priority packets waited (10001404:
 /// 11.5 % of the link); a class's tokens reserved by a lower-ranked packet it released
-/// before its higher-ranked packets reached its queue (11001174: 6.8 %).
+/// before its higher-ranked packets reached its queue (11001174: 6.8 %); a backlogged leaf
+/// that left a class's queue for a moment starting again at its virtual time (11001774,
+/// 12001442: 2.2 and 2.6 %).
 const FOUND: &[u64] = &[
     8_000_707, 8_000_715, 8_000_810, 8_000_842, 8_001_256, 8_001_553, 8_001_685, 8_001_964,
     8_001_968, 8_000_217, 9_000_645, 9_000_683, 9_000_807, 9_001_361, 9_001_432, 9_001_555,

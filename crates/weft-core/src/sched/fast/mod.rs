@@ -581,6 +581,11 @@ pub struct FastEngine {
     /// at the class's PIFO of the parent (see the reference's `ClassQueue`).
     class_vtime: Vec<u128>,
     class_last: Vec<u128>,
+    /// Per class PIFO at a `wfq`, `rr` or `drr` node: the largest cost a packet of the
+    /// class's queue has been charged there (virtual bytes, FRAC fractional bits), how far
+    /// behind `class_vtime` a backlogged leaf's packet may start (the reference's
+    /// `ClassQueue::max_cost`).
+    class_max_cost: Vec<u128>,
     /// Every class PIFO's entries, in one pool.
     class_pifos: PairingHeaps,
     /// Packets in the classes' queues, plus those they released that are still in the tree.
@@ -810,6 +815,7 @@ impl FastEngine {
             class_parents: Vec::new(),
             class_vtime: Vec::new(),
             class_last: Vec::new(),
+            class_max_cost: Vec::new(),
             class_pifos: PairingHeaps::default(),
             class_backlog: 0,
             overhead: prog.link.counted_overhead(),

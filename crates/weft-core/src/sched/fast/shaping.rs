@@ -99,6 +99,7 @@ impl FastEngine {
         self.class_parents.push(parent);
         self.class_vtime.push(0);
         self.class_last.push(0);
+        self.class_max_cost.push(0);
         i
     }
 
@@ -232,6 +233,7 @@ impl FastEngine {
                 .is_some_and(|i| (s.passed | self.revoked[slot as usize]) & (1 << i) != 0)
         };
         let base = slot as usize * self.stride;
+        let backlogged = self.leaves[self.slots[slot as usize].leaf as usize].held_packets > 1;
         // Each entry above the leaf links to the PIFO below it, so a walk down the class's
         // tree looks up only its root.
         let mut at = self.class_pifo(c, leaf_node);
@@ -254,10 +256,19 @@ impl FastEngine {
                 // Fair shares among the class's own packets, on the class's virtual time.
                 Kind::Wfq | Kind::Rr | Kind::Drr if again => self.class_vtime[up as usize],
                 kind @ (Kind::Wfq | Kind::Rr | Kind::Drr) => {
-                    let start = self.class_vtime[up as usize].max(self.class_last[at as usize]);
                     let cost = match kind {
                         Kind::Rr => 1u128 << FRAC,
                         _ => Self::cost(wire, self.nodes[child as usize].param),
+                    };
+                    let max_cost = &mut self.class_max_cost[up as usize];
+                    *max_cost = (*max_cost).max(cost);
+                    let (vt, last) = (self.class_vtime[up as usize], self.class_last[at as usize]);
+                    // A backlogged leaf starts where it last finished, at most one largest
+                    // cost behind (see the reference's `hold`).
+                    let start = if i == 1 && backlogged {
+                        last.max(vt.saturating_sub(*max_cost))
+                    } else {
+                        vt.max(last)
                     };
                     let finish = start + cost;
                     self.class_last[at as usize] = finish;
