@@ -182,51 +182,25 @@ pub struct Group {
 /// A group that does not exist is `NotFound`, naming it.
 pub fn lookup_group(name: &str) -> io::Result<Group> {
     let what = |m: String| format!("--ctl-group `{name}`: {m}");
-    let c = std::ffi::CString::new(name).map_err(|_| {
-        io::Error::new(
+    if name.contains('\0') {
+        return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             what("a NUL in the name".into()),
-        )
-    })?;
-    let mut buf: Vec<libc::c_char> = vec![0; 4096];
-    loop {
-        let mut grp = std::mem::MaybeUninit::<libc::group>::zeroed();
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        // SAFETY: getgrnam_r reads the NUL-terminated `c` and writes the entry into `grp`,
-        // its strings into `buf` (whose length it is given), and `found` (null or `grp`);
-        // only the gid is read back, and only when `found` says `grp` was filled.
-        let rc = unsafe {
-            libc::getgrnam_r(
-                c.as_ptr(),
-                grp.as_mut_ptr(),
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut found,
-            )
-        };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 2, 0);
-            continue;
-        }
-        if rc != 0 {
-            let e = io::Error::from_raw_os_error(rc);
-            return Err(io::Error::new(
-                e.kind(),
-                what(format!("cannot look it up: {e}")),
-            ));
-        }
-        if found.is_null() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                what("no such group (`getent group NAME` lists the groups there are)".into()),
-            ));
-        }
-        // SAFETY: `found` is not null, so getgrnam_r filled `grp`.
-        let gid = unsafe { grp.assume_init_ref() }.gr_gid;
-        return Ok(Group {
+        ));
+    }
+    match weft_sys::process::group_id(name) {
+        Ok(Some(gid)) => Ok(Group {
             name: name.to_string(),
             gid,
-        });
+        }),
+        Ok(None) => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            what("no such group (`getent group NAME` lists the groups there are)".into()),
+        )),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            what(format!("cannot look it up: {e}")),
+        )),
     }
 }
 
@@ -684,28 +658,7 @@ impl<S: Send + 'static, C: Send + 'static> Pool<S, C> {
 /// Raises the process's soft limit on open descriptors to its hard limit, where it is
 /// lower; the soft limit then (unknown: [`METRICS_QUEUE`]'s needs, as if it were enough).
 fn raise_fd_limit() -> u64 {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit of our own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
-            return u64::MAX;
-        }
-        if l.rlim_cur < l.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: l.rlim_max,
-                rlim_max: l.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                l.rlim_cur = l.rlim_max;
-            }
-        }
-    }
-    #[allow(clippy::unnecessary_cast)] // `rlim_t` is not `u64` on every target
-    let limit = l.rlim_cur as u64;
-    limit
+    weft_sys::process::raise_fd_limit()
 }
 
 /// The metrics endpoint's queue under a limit of `fd_limit` open descriptors: at most
@@ -1057,27 +1010,8 @@ impl Peer {
 
 /// The credentials of the process at the other end of `s`.
 fn peer_of(s: &UnixStream) -> Option<Peer> {
-    let mut c = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `c` is a valid ucred of `len` bytes; the kernel writes at most `len`.
-    let r = unsafe {
-        libc::getsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(s),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut c as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (r == 0).then_some(Peer {
-        pid: c.pid as u32,
-        uid: c.uid,
-        gid: c.gid,
-    })
+    let (pid, uid, gid) = weft_sys::net::peer_credentials(s)?;
+    Some(Peer { pid, uid, gid })
 }
 
 /// Whether `peer` may read the file of metadata `m` by its mode bits (owner, group with

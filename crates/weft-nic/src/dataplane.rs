@@ -78,7 +78,7 @@ use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::{DropReason, Engine, FlowHandle, FlowQueue, Packet, Update};
 
-use crate::afpacket::{PacketSocket, RingConfig};
+use crate::afpacket::{PacketSocket, PacketSocketStats, RingConfig};
 use crate::isolation::{
     fmt_mac, source_ip, Budget, Destination, Mac, MacTable, Prefix, SourceReject,
 };
@@ -205,7 +205,6 @@ pub fn claim_prefix(netns: u64) -> String {
 fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::MetadataExt;
-    use std::os::unix::io::AsRawFd;
     // No such interface: nothing to claim (opening its port says why).
     let Ok(ifindex) = crate::afpacket::ifindex(ifname) else {
         return Ok(None);
@@ -227,8 +226,7 @@ fn claim_interface(ifname: &str, what: &str) -> Result<Option<Claim>, RunError> 
         else {
             return Ok(None);
         };
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if !matches!(weft_sys::fs::try_lock_exclusive(&f), Ok(true)) {
             let mut pid = String::new();
             let _ = f.read_to_string(&mut pid);
             return Err(RunError::Config(format!(
@@ -315,7 +313,7 @@ impl Port for PacketSocket {
         Some(PortStats::AfPacket(self.port_stats()))
     }
     fn link_up(&self) -> Option<bool> {
-        self.link.up()
+        PacketSocket::link_up(self)
     }
 }
 use crate::ctl::{self, Reply, Request};
@@ -925,10 +923,6 @@ struct Offers {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 /// Stops `run` at its next control poll (also set by SIGINT, SIGTERM and SIGHUP).
 pub fn request_stop() {
     STOP.store(true, Ordering::Relaxed);
@@ -1110,14 +1104,9 @@ pub fn run(
             }
         }
     });
-    // SAFETY: installs an async-signal-safe handler (one atomic store).
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        // The terminal it was started from closing (SSH dropped): stop cleanly too, not die
-        // with the socket left behind and no final stats.
-        libc::signal(libc::SIGHUP, on_signal as *const () as libc::sighandler_t);
-    }
+    // SIGHUP: the terminal it was started from closing (SSH dropped): stop cleanly too, not
+    // die with the socket left behind and no final stats.
+    weft_sys::process::stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], &STOP);
     run_ports(cfg, tenants, uplink, &STOP, ready)
 }
 
@@ -1180,8 +1169,8 @@ fn loop_ports(
     };
     let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref(), prepare)?;
     if cfg.idle_sleep_us > 0 {
-        // SAFETY: prctl(PR_SET_TIMERSLACK) takes a plain integer; 1 µs of slack.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        // 1 µs of slack (best effort, as before).
+        let _ = weft_sys::sched::set_timer_slack(1000);
     }
     let (nodes, shapers) = (prog.nodes.len(), prog.shapers.len());
     let mut configured = cfg.isolation.macs.clone();
@@ -1406,20 +1395,7 @@ pub fn check_balance(stats: &Value) -> Result<(), String> {
 
 /// Waits until one of `fds` is readable or `ns` nanoseconds have passed (`ppoll(2)`).
 fn wait_readable(fds: &mut [libc::pollfd], ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: `fds` is a valid array of `fds.len()` pollfd; `ts` a valid timespec; no
-    // signal mask is passed.
-    unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
+    weft_sys::sched::wait_readable(fds, ns)
 }
 
 /// The CPUs the control threads run on once the loop is pinned ([`pin_to_cpu`]): those the
@@ -1429,17 +1405,7 @@ static CONTROL_CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new(
 
 /// The CPUs the calling thread may run on (`sched_getaffinity(2)`).
 pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is the empty set; the kernel fills at most its size, and
-    // CPU_ISSET reads within it (i < CPU_SETSIZE).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&i| libc::CPU_ISSET(i, &set))
-            .collect())
-    }
+    weft_sys::sched::allowed_cpus()
 }
 
 /// Moves the calling thread off the loop's CPU, onto the CPUs the process could use before
@@ -1453,36 +1419,19 @@ pub fn away_from_the_loop() {
     let Some(cpus) = CONTROL_CPUS.get() else {
         return;
     };
-    // SAFETY: as in `pin_to_cpu`: CPU_SET writes inside the zeroed set (ids come from
-    // `allowed_cpus`, below CPU_SETSIZE).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        // Best effort: a refusal leaves the thread where it was.
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    // Best effort: a refusal leaves the thread where it was.
+    let _ = weft_sys::sched::set_cpus(cpus);
 }
 
 /// Pins the calling thread to CPU `cpu` (`sched_setaffinity(2)`); the control threads it
 /// starts afterwards move to the other CPUs it could use ([`away_from_the_loop`]).
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     let before = allowed_cpus().unwrap_or_default();
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} out of range"),
-        ));
-    }
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (checked above).
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = weft_sys::sched::set_cpus(&[cpu]) {
+        if e.kind() == std::io::ErrorKind::InvalidInput && e.raw_os_error().is_none() {
+            // Out of the set's range: refused before the call.
+            return Err(e);
+        }
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         // EINVAL: no CPU of the set is one this process may run on.
         let why = if e.raw_os_error() == Some(libc::EINVAL) {
@@ -1511,40 +1460,7 @@ pub fn set_slice(us: u64) -> std::io::Result<()> {
 /// [`set_slice`] without allocating (only system calls: usable between `fork` and `exec`,
 /// e.g. in `CommandExt::pre_exec`; the slice is inherited across `exec`).
 pub fn set_slice_raw(us: u64) -> std::io::Result<()> {
-    #[repr(C)]
-    struct SchedAttr {
-        size: u32,
-        policy: u32,
-        flags: u64,
-        nice: i32,
-        priority: u32,
-        runtime: u64,
-        deadline: u64,
-        period: u64,
-    }
-    // SAFETY: getpriority has no memory arguments; errno is cleared first since -1 is a
-    // valid nice value.
-    let nice = unsafe {
-        *libc::__errno_location() = 0;
-        libc::getpriority(libc::PRIO_PROCESS, 0)
-    };
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: libc::SCHED_OTHER as u32,
-        flags: 0,
-        nice,
-        priority: 0,
-        runtime: us.saturating_mul(1000),
-        deadline: 0,
-        period: 0,
-    };
-    // SAFETY: `attr` is a valid `struct sched_attr` (SCHED_ATTR_SIZE_VER0 layout) of the
-    // size it declares, alive for the call.
-    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    weft_sys::sched::set_slice_raw(us)
 }
 
 impl State {

@@ -16,10 +16,12 @@
 //! * [`stats`]: the typed answer of `weft ctl stats`.
 //! * [`testbed`]: network namespaces, veth pairs, real applications, Linux HTB baselines.
 
+#![forbid(unsafe_code)]
+
 pub mod afpacket;
 #[cfg(feature = "af-xdp")]
 pub mod afxdp;
-pub mod clock;
+pub use weft_sys::clock;
 pub mod ctl;
 pub mod dataplane;
 pub mod fuzzing;

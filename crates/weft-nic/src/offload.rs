@@ -42,6 +42,10 @@
 //!   TPACKET header does not carry). Fragments, other protocols, IPv6 jumbograms, a routing
 //!   header with segments left, and frames shorter than their headers say are refused.
 //!
+//! The ioctl itself ([`weft_sys::ethtool`]) and the checksum code ([`weft_sys::csum`], beside
+//! the receive ring that calls it; re-exported here) are weft-sys's; this module decides which
+//! features matter and what to do about them.
+//!
 //! Invariants: no ioctl is made on a name longer than 15 bytes or containing a NUL (the
 //! `ifreq` name stays NUL-terminated); every ethtool buffer is as long as the kernel is told
 //! it is and lives for the whole call; [`complete_checksum`] never reads or writes outside
@@ -53,19 +57,8 @@
 //! bit test in the receive ring.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// `SIOCETHTOOL` (`<linux/sockios.h>`).
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-/// `<linux/ethtool.h>` commands and constants.
-const ETHTOOL_GSTRINGS: u32 = 0x1b;
-const ETHTOOL_GSSET_INFO: u32 = 0x37;
-const ETHTOOL_GFEATURES: u32 = 0x3a;
-const ETHTOOL_SFEATURES: u32 = 0x3b;
-const ETH_SS_FEATURES: u32 = 4;
-const ETH_GSTRING_LEN: usize = 32;
-/// More feature names than any kernel has (about 70 today): a bound on what is allocated.
-const MAX_FEATURES: u32 = 1024;
+use weft_sys::ethtool::{Ethtool, EthtoolError, Feature};
 
 /// An offload, as `ethtool -k` groups features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -297,149 +290,30 @@ fn hint(e: i32) -> &'static str {
     }
 }
 
-/// One kernel feature of an interface (`ETH_SS_FEATURES` entry and its bits).
-#[derive(Debug, Clone)]
-struct Feature {
-    name: String,
-    /// Changeable (`available`: in the device's `hw_features`).
-    available: bool,
-    active: bool,
-}
-
-/// `struct ethtool_sset_info` with room for one `data` word.
-#[repr(C)]
-struct SsetInfo {
-    cmd: u32,
-    reserved: u32,
-    sset_mask: u64,
-    data: u32,
-}
-
-/// A socket for the ethtool ioctl on one interface (also AF_XDP's channel count,
-/// `afxdp::rx_queues`).
-pub(crate) struct Ethtool<'a> {
-    fd: OwnedFd,
-    iface: &'a str,
-}
-
-impl<'a> Ethtool<'a> {
-    pub(crate) fn open(iface: &'a str) -> Result<Ethtool<'a>, OffloadError> {
-        if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
-            return Err(OffloadError::BadName {
-                iface: iface.to_string(),
-            });
+impl From<EthtoolError> for OffloadError {
+    fn from(e: EthtoolError) -> OffloadError {
+        let errno = |e: &io::Error| e.raw_os_error().unwrap_or(0);
+        match e {
+            EthtoolError::BadName { iface } => OffloadError::BadName { iface },
+            EthtoolError::Socket { iface, source } => OffloadError::Socket {
+                iface,
+                errno: errno(&source),
+                source,
+            },
+            EthtoolError::Ioctl {
+                iface,
+                ioctl,
+                source,
+            } => OffloadError::Ioctl {
+                iface,
+                ioctl,
+                errno: errno(&source),
+                source,
+            },
+            EthtoolError::Answer { iface, ioctl, what } => {
+                OffloadError::Answer { iface, ioctl, what }
+            }
         }
-        // SAFETY: plain system call.
-        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            return Err(OffloadError::Socket {
-                iface: iface.to_string(),
-                errno: e.raw_os_error().unwrap_or(0),
-                source: e,
-            });
-        }
-        // SAFETY: `raw` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        Ok(Ethtool { fd, iface })
-    }
-
-    /// One `SIOCETHTOOL` whose argument is at `arg`: an ethtool structure that starts with
-    /// its command word, writable and as long as that command makes the kernel read and
-    /// write. Returns the ioctl's (non-negative) result.
-    pub(crate) fn ioctl(
-        &self,
-        arg: *mut libc::c_void,
-        name: &'static str,
-    ) -> Result<i32, OffloadError> {
-        // SAFETY: all-zero is a valid `ifreq`.
-        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-        // The name is at most 15 bytes without NUL (checked in `open`): the 16th stays 0.
-        for (d, b) in ifr.ifr_name.iter_mut().zip(self.iface.bytes()) {
-            *d = b as libc::c_char;
-        }
-        ifr.ifr_ifru.ifru_data = arg.cast();
-        // SAFETY: `ifr` is a valid `ifreq` naming the interface (NUL-terminated) whose
-        // `ifru_data` is `arg`, which the callers keep live for the call and size for what
-        // the command reads and writes (the lengths they put in it match its allocation).
-        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return Err(OffloadError::Ioctl {
-                iface: self.iface.to_string(),
-                ioctl: name,
-                errno: e.raw_os_error().unwrap_or(0),
-                source: e,
-            });
-        }
-        Ok(r)
-    }
-
-    fn answer(&self, ioctl: &'static str, what: String) -> OffloadError {
-        OffloadError::Answer {
-            iface: self.iface.to_string(),
-            ioctl,
-            what,
-        }
-    }
-
-    /// Every feature of the interface: names, then their state.
-    fn features(&self) -> Result<Vec<Feature>, OffloadError> {
-        let mut info = SsetInfo {
-            cmd: ETHTOOL_GSSET_INFO,
-            reserved: 0,
-            sset_mask: 1 << ETH_SS_FEATURES,
-            data: 0,
-        };
-        self.ioctl((&mut info as *mut SsetInfo).cast(), "ETHTOOL_GSSET_INFO")?;
-        let n = info.data;
-        if info.sset_mask & (1 << ETH_SS_FEATURES) == 0 || n == 0 || n > MAX_FEATURES {
-            return Err(self.answer(
-                "ETHTOOL_GSSET_INFO",
-                format!("{n} feature names (mask {:#x})", info.sset_mask),
-            ));
-        }
-        let n = n as usize;
-        // `struct ethtool_gstrings`: cmd, string_set, len, then `len` names of 32 bytes.
-        let mut strings = vec![0u32; 3 + n * ETH_GSTRING_LEN / 4];
-        strings[..3].copy_from_slice(&[ETHTOOL_GSTRINGS, ETH_SS_FEATURES, n as u32]);
-        self.ioctl(strings.as_mut_ptr().cast(), "ETHTOOL_GSTRINGS")?;
-        if strings[2] as usize != n {
-            return Err(self.answer("ETHTOOL_GSTRINGS", format!("{} names, not {n}", strings[2])));
-        }
-        let bytes: Vec<u8> = strings[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
-        // `struct ethtool_gfeatures`: cmd, size, then `size` blocks of 32 features.
-        let blocks = n.div_ceil(32);
-        let mut g = vec![0u32; 2 + 4 * blocks];
-        g[..2].copy_from_slice(&[ETHTOOL_GFEATURES, blocks as u32]);
-        self.ioctl(g.as_mut_ptr().cast(), "ETHTOOL_GFEATURES")?;
-        Ok((0..n)
-            .map(|i| {
-                let name = &bytes[i * ETH_GSTRING_LEN..(i + 1) * ETH_GSTRING_LEN];
-                let end = name.iter().position(|&b| b == 0).unwrap_or(ETH_GSTRING_LEN);
-                // Block {available, requested, active, never_changed}.
-                let (block, bit) = (2 + 4 * (i / 32), 1u32 << (i % 32));
-                Feature {
-                    name: String::from_utf8_lossy(&name[..end]).into_owned(),
-                    available: g[block] & bit != 0,
-                    active: g[block + 2] & bit != 0,
-                }
-            })
-            .collect())
-    }
-
-    /// Turns the features at `off` (indices into [`Ethtool::features`]) off.
-    fn turn_off(&self, n: usize, off: &[usize]) -> Result<(), OffloadError> {
-        // `struct ethtool_sfeatures`: cmd, size, then `size` blocks {valid, requested}.
-        let blocks = n.div_ceil(32);
-        let mut s = vec![0u32; 2 + 2 * blocks];
-        s[..2].copy_from_slice(&[ETHTOOL_SFEATURES, blocks as u32]);
-        for &i in off {
-            s[2 + 2 * (i / 32)] |= 1 << (i % 32);
-        }
-        // A positive answer (ETHTOOL_F_WISH: not all applied) is judged by reading back.
-        self.ioctl(s.as_mut_ptr().cast(), "ETHTOOL_SFEATURES")
-            .map(|_| ())
     }
 }
 
@@ -598,156 +472,9 @@ pub fn prepare_ports<S: AsRef<str>>(ifaces: &[S], fix: bool) -> Result<Vec<Strin
         .collect())
 }
 
-// ---------------------------------------------------------------------------------------
-// Completing a partial checksum.
-// ---------------------------------------------------------------------------------------
-
-/// The transport of a frame whose checksum was completed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum L4 {
-    Tcp,
-    Udp,
-}
-
-/// Why a checksum could not be completed (the frame is dropped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CsumError {
-    #[error("neither IPv4 nor IPv6")]
-    NotIp,
-    #[error("neither TCP nor UDP")]
-    NotTcpUdp,
-    #[error("an IP fragment")]
-    Fragment,
-    #[error("IP headers not handled (IPv6 jumbogram, routing header with segments left, or too many extension headers)")]
-    Unsupported,
-    #[error("shorter than its headers say")]
-    Truncated,
-}
-
-fn be16(b: &[u8], at: usize) -> usize {
-    u16::from_be_bytes([b[at], b[at + 1]]) as usize
-}
-
-/// The ones'-complement sum of `b` as big-endian 16-bit words (an odd last byte padded with
-/// zero), added to `sum` without folding.
-fn sum_words(mut sum: u64, b: &[u8]) -> u64 {
-    let mut chunks = b.chunks_exact(4);
-    for c in &mut chunks {
-        sum += u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as u64;
-    }
-    let rest = chunks.remainder();
-    let mut tail = [0u8; 4];
-    tail[..rest.len()].copy_from_slice(rest);
-    sum + u32::from_be_bytes(tail) as u64
-}
-
-fn fold(mut sum: u64) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// Computes the TCP or UDP checksum of Ethernet frame `frame` and writes it into the
-/// frame's checksum field (see the module's documentation for the frames it takes and why
-/// recomputing is the kernel's completion). Bytes after the IP packet (Ethernet padding)
-/// are left out. Never panics; on `Err` the frame is unchanged.
-pub fn complete_checksum(frame: &mut [u8]) -> Result<L4, CsumError> {
-    let (mut ethertype, mut l3) = (frame.get(12..14).ok_or(CsumError::Truncated)?, 14);
-    // Up to two VLAN tags (802.1Q, 802.1ad).
-    for _ in 0..2 {
-        if ethertype == [0x81, 0x00] || ethertype == [0x88, 0xa8] {
-            ethertype = frame.get(l3 + 2..l3 + 4).ok_or(CsumError::Truncated)?;
-            l3 += 4;
-        }
-    }
-    // Pseudo-header sum (without the length), protocol, L4 start and end.
-    let (pseudo, proto, l4, end) = match *ethertype {
-        [0x08, 0x00] => {
-            let ip = frame.get(l3..l3 + 20).ok_or(CsumError::Truncated)?;
-            let ihl = (ip[0] & 0x0f) as usize * 4;
-            if ip[0] >> 4 != 4 || ihl < 20 {
-                return Err(CsumError::NotIp);
-            }
-            let total = be16(ip, 2);
-            if be16(ip, 6) & 0x3fff != 0 {
-                return Err(CsumError::Fragment);
-            }
-            if total < ihl || l3 + total > frame.len() {
-                return Err(CsumError::Truncated);
-            }
-            let proto = ip[9];
-            (sum_words(0, &ip[12..20]), proto, l3 + ihl, l3 + total)
-        }
-        [0x86, 0xdd] => {
-            let ip = frame.get(l3..l3 + 40).ok_or(CsumError::Truncated)?;
-            if ip[0] >> 4 != 6 {
-                return Err(CsumError::NotIp);
-            }
-            let payload = be16(ip, 4);
-            if payload == 0 {
-                return Err(CsumError::Unsupported);
-            }
-            let end = l3 + 40 + payload;
-            if end > frame.len() {
-                return Err(CsumError::Truncated);
-            }
-            let pseudo = sum_words(0, &ip[8..40]);
-            let (mut next, mut at) = (ip[6], l3 + 40);
-            // Extension headers: hop-by-hop, routing (none left to visit), destination options.
-            for _ in 0..8 {
-                match next {
-                    0 | 43 | 60 => {
-                        let h = frame.get(at..at + 8).ok_or(CsumError::Truncated)?;
-                        if next == 43 && h[3] != 0 {
-                            return Err(CsumError::Unsupported);
-                        }
-                        next = h[0];
-                        at += (h[1] as usize + 1) * 8;
-                        if at > end {
-                            return Err(CsumError::Truncated);
-                        }
-                    }
-                    44 => return Err(CsumError::Fragment),
-                    _ => break,
-                }
-            }
-            if matches!(next, 0 | 43 | 60) {
-                return Err(CsumError::Unsupported);
-            }
-            (pseudo, next, at, end)
-        }
-        _ => return Err(CsumError::NotIp),
-    };
-    let (kind, field, len) = match proto {
-        6 => {
-            if end - l4 < 20 {
-                return Err(CsumError::Truncated);
-            }
-            (L4::Tcp, l4 + 16, end - l4)
-        }
-        17 => {
-            if end - l4 < 8 {
-                return Err(CsumError::Truncated);
-            }
-            let ulen = be16(frame, l4 + 4);
-            if ulen < 8 || ulen > end - l4 {
-                return Err(CsumError::Truncated);
-            }
-            (L4::Udp, l4 + 6, ulen)
-        }
-        _ => return Err(CsumError::NotTcpUdp),
-    };
-    frame[field] = 0;
-    frame[field + 1] = 0;
-    let sum = sum_words(pseudo + proto as u64 + len as u64, &frame[l4..l4 + len]);
-    let mut c = !fold(sum);
-    if kind == L4::Udp && c == 0 {
-        c = 0xffff;
-    }
-    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
-    Ok(kind)
-}
+/// Completing a partial checksum: in weft-sys, beside the AF_PACKET receive ring that calls
+/// it; here too, where weft has always had it.
+pub use weft_sys::csum::{complete_checksum, CsumError, L4};
 
 #[cfg(test)]
 mod tests {

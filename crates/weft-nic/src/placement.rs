@@ -96,24 +96,7 @@ impl Drop for Mounted {
 
 /// Mounts a cgroup file system of `fstype` (`cgroup2`, or `cgroup` with `options`) at `at`.
 fn mount(fstype: &str, options: &str, at: &Path) -> io::Result<()> {
-    let c = |s: &[u8]| std::ffi::CString::new(s).map_err(|e| io::Error::other(e.to_string()));
-    let (src, ty, opts) = (c(b"cgroup")?, c(fstype.as_bytes())?, c(options.as_bytes())?);
-    let target = c(at.as_os_str().as_encoded_bytes())?;
-    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            ty.as_ptr(),
-            0,
-            opts.as_ptr() as *const libc::c_void,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    weft_sys::fs::mount_cgroup(fstype, options, at)
 }
 
 /// The CPU controller: under `/sys/fs/cgroup`, or, when this mount namespace has none
@@ -237,10 +220,7 @@ fn remove_stale(dir: &Path, prefix: &str) {
 
 /// Detaches the mount at `at` (errors ignored: nothing may be mounted there any more).
 fn umount(at: &Path) {
-    if let Ok(c) = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()) {
-        // SAFETY: `c` is a valid NUL-terminated path.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    }
+    let _ = weft_sys::fs::detach(at);
 }
 
 #[cfg(test)]
@@ -284,8 +264,7 @@ mod tests {
     /// weight asked for, and back out (the group removed) on drop.
     #[test]
     fn a_process_is_placed_and_put_back() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !weft_sys::process::is_root() {
             eprintln!("skipped: needs root to make a cgroup");
             return;
         }

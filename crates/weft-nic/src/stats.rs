@@ -318,7 +318,7 @@ pub enum AfXdpBackend {
     AfXdp,
 }
 
-/// An AF_PACKET port ([`crate::afpacket::PacketSocket::port_stats`]). Not
+/// An AF_PACKET port ([`crate::afpacket::PacketSocketStats::port_stats`]). Not
 /// [`crate::afpacket::TxCounters`] with the receive side beside it: the answer names the
 /// transmit counters `tx_*` and orders them among the rest.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -355,7 +355,7 @@ pub struct AfPacketPort {
     pub tx_skipped_bytes: u64,
 }
 
-/// An AF_XDP port (`afxdp::XdpPort::port_stats`), summed over its receive
+/// An AF_XDP port (`afxdp::XdpPortStats::port_stats`), summed over its receive
 /// queues. Its own counters are kept per queue and per side; this is their sum, named as
 /// answered.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -78,14 +78,12 @@ pub fn check_prefix(p: &str) -> Result<(), String> {
 
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    weft_sys::process::is_root()
 }
 
 /// Why the testbed cannot run here, if it cannot (not root, no `ip netns`, tools missing).
 pub fn missing_prerequisite() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         return Some("not root".into());
     }
     for t in ["ip", "tc", "ethtool", "iperf3"] {
@@ -157,8 +155,7 @@ pub fn down(prefix: &str) -> Removed {
                 let mut killed = Vec::new();
                 for pid in pids.split_whitespace() {
                     if let Ok(p) = pid.parse::<u32>() {
-                        // SAFETY: plain system call on a pid living in our own namespace.
-                        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+                        weft_sys::process::kill(p);
                         killed.push(p);
                     }
                 }
@@ -177,10 +174,6 @@ pub fn down(prefix: &str) -> Removed {
 
 /// The signal that interrupted this process's testbed ([`tear_down_on_signal`]; 0: none).
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_interrupt(sig: libc::c_int) {
-    INTERRUPTED.store(sig, Ordering::Relaxed);
-}
 
 /// SIGKILLs every descendant of this process (found through /proc), children first;
 /// returns how many.
@@ -217,8 +210,7 @@ fn kill_descendants() -> usize {
     }
     let mut killed = Vec::new();
     for &pid in &found[1..] {
-        // SAFETY: plain system call on a descendant of this process.
-        if unsafe { libc::kill(pid as i32, libc::SIGKILL) } == 0 {
+        if weft_sys::process::kill(pid) {
             killed.push(pid);
         }
     }
@@ -299,12 +291,7 @@ pub fn tear_down_on_signal(prefix: &str) -> R<()> {
             std::process::exit(128 + sig);
         })
         .map_err(|e| TestbedError(format!("cannot start the signal thread: {e}")))?;
-    // SAFETY: installs an async-signal-safe handler (one atomic store).
-    unsafe {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::signal(sig, on_interrupt as *const () as libc::sighandler_t);
-        }
-    }
+    weft_sys::process::record_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], &INTERRUPTED);
     Ok(())
 }
 
@@ -640,8 +627,8 @@ impl Child {
         if let Ok(Some(s)) = self.0.try_wait() {
             return Some(s);
         }
-        // SAFETY: signalling our own child by its pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        // Our own child, not yet reaped: its pid is still its own.
+        weft_sys::process::terminate(self.0.id());
         let t = Instant::now();
         while t.elapsed() < grace {
             if let Ok(Some(s)) = self.0.try_wait() {
@@ -1382,8 +1369,7 @@ fn run_mode(exp: &Experiment, prefix: &str, mode: Mode, weft: &Path, out: &Path)
     let elapsed = t0.elapsed().as_secs_f64();
     let foreign_cpu = foreign.stop();
     let cpu1 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = weft_sys::process::clock_ticks_per_second() as f64;
     let weft_cpu = match (cpu0.0, cpu1.0) {
         (Some(a), Some(b)) => json!(((b - a) as f64 / hz / elapsed * 1000.0).round() / 10.0),
         _ => Value::Null,
@@ -1874,12 +1860,7 @@ fn app_command(exp: &Experiment, ns: &str) -> Command {
     let mut c = pinned(exp, ns);
     c.args(["nice", "-n", &exp.app_nice.to_string()]);
     if let Some(us) = exp.app_slice_us {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: the hook only makes system calls (no allocation, no locks), as required
-        // between fork and exec.
-        unsafe {
-            c.pre_exec(move || crate::dataplane::set_slice_raw(us));
-        }
+        weft_sys::sched::slice_in_child(&mut c, us);
     }
     c
 }
@@ -1983,8 +1964,7 @@ impl ForeignCpu {
         let thread = std::thread::Builder::new()
             .name("weft-testbed-cpu".into())
             .spawn(move || {
-                // SAFETY: sysconf has no preconditions.
-                let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+                let hz = weft_sys::process::clock_ticks_per_second() as f64;
                 let uptime = || {
                     std::fs::read_to_string("/proc/uptime")
                         .ok()

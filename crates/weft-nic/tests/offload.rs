@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{ip, Ns};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice, UdpHeader, VlanId};
-use weft_nic::afpacket::{PacketSocket, RingConfig, RingVersion};
+use weft_nic::afpacket::{PacketSocket, PacketSocketStats, RingConfig, RingVersion};
 use weft_nic::offload::{self, complete_checksum, CsumError, Offload, PrepareError, L4};
 
 // ------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@
 //! near zero). So a process may run for 213 days; past that, [`now_ps`] panics with a
 //! message saying so rather than hand the engine a time that went backwards. Every read takes
 //! the origin before its own reading (whichever thread set it), so no reading is older than
-//! the origin it is counted from. Cost: one vDSO call per read.
+//! the origin it is counted from. Cost: one vDSO call per read (rustix's `clock_gettime`,
+//! which calls the vDSO as libc does; no unsafe here).
 
 use std::sync::OnceLock;
 
@@ -26,12 +27,7 @@ pub fn now_ps() -> u64 {
 
 /// `CLOCK_MONOTONIC_RAW` as (seconds, nanoseconds).
 fn monotonic_raw() -> (u64, u64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_RAW exists on Linux ≥ 2.6.28.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicRaw);
     (ts.tv_sec as u64, ts.tv_nsec as u64)
 }
 
@@ -55,12 +51,14 @@ fn since(origin: (u64, u64), now: (u64, u64)) -> u64 {
 /// Nanoseconds since the epoch from `CLOCK_REALTIME`: the clock of the kernel's receive
 /// timestamps in TPACKET ring headers (used to measure how long a frame waited in a ring).
 pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds of CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`): what a
+/// benchmark charges to the code it runs on one thread.
+pub fn thread_cpu_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
