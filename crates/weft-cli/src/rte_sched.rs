@@ -502,13 +502,7 @@ impl Workload {
 
 /// The calling thread's CPU time, seconds.
 pub fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the call to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    weft_sys::clock::thread_cpu_ns() as f64 * 1e-9
 }
 
 /// What one run measured.
