@@ -545,8 +545,7 @@ impl Three {
         if std::env::var_os("WEFT_SKIP_NETNS").is_some() {
             return Err("WEFT_SKIP_NETNS is set".into());
         }
-        // SAFETY: plain system call.
-        if unsafe { libc::geteuid() } != 0 {
+        if !weft_sys::process::is_root() {
             return Err("not root (namespaces and packet sockets need it)".into());
         }
         let t = Three(format!("wo{}{tag}", std::process::id() % 100_000));
@@ -706,8 +705,8 @@ fn tcp_connects_through_the_dataplane_with_the_peers_offloads_on() {
             Ok(())
         });
         if client.is_err() {
-            // SAFETY: shutting down a socket this test owns (unblocks `accept`).
-            unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&listener), libc::SHUT_RDWR) };
+            // Unblocks `accept`.
+            let _ = weft_sys::net::shutdown(&listener);
         }
         let server = server.join().unwrap();
         stop.store(true, Ordering::SeqCst);

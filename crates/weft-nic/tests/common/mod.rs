@@ -45,8 +45,7 @@ impl Ns {
         if std::env::var_os("WEFT_SKIP_NETNS").is_some() {
             return Err("WEFT_SKIP_NETNS is set".into());
         }
-        // SAFETY: plain system call.
-        if unsafe { libc::geteuid() } != 0 {
+        if !weft_sys::process::is_root() {
             return Err("not root (namespaces and packet sockets need it)".into());
         }
         let name = format!("wx{}{tag}", std::process::id() % 100_000);
@@ -149,10 +148,8 @@ pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| {
         s.spawn(|| {
             let file = std::fs::File::open(&path).expect("namespace file");
-            // SAFETY: moves only this thread into the namespace `file` refers to.
-            let r =
-                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            // Moves only this thread into the namespace `file` refers to.
+            weft_sys::net::enter_netns(&file).unwrap_or_else(|e| panic!("setns: {e}"));
             f()
         })
         .join()
