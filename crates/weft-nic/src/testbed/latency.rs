@@ -1,0 +1,279 @@
+//! The latency experiments: `limit-priority` (sockperf alone, then beside a bulk flow
+//! under one destination limit) and `latency` (sockperf under the other tenants' load).
+//!
+//! Invariants: both schedulers run the same phases for the same time. Cost: the
+//! experiment's duration.
+
+use super::*;
+
+/// Seconds of `limit-priority`'s first phase (sockperf alone, iperf3 off).
+pub(super) const BULK_OFF_S: u32 = 4;
+
+/// `limit-priority`: tenant 1's sockperf ping-pong alone for [`BULK_OFF_S`], then with
+/// tenant 1's iperf3 to the same address saturating the per-destination limit (after the
+/// warm-up) for `seconds`; sockperf has strict priority under the limit
+/// ([`Experiment::limit_prio`]). Reports both phases' percentiles, iperf3's goodput, the
+/// limited destination's wire rate at the receiver (frames + 20 bytes, as the limit counts
+/// them) and the CPU the processes outside the testbed took in each phase ([`ForeignCpu`]).
+pub(super) fn run_limit_prio(
+    exp: &Experiment,
+    prefix: &str,
+    mode: Mode,
+    weft: &Path,
+    out: &Path,
+    sock: &Path,
+) -> R<Value> {
+    ensure_tool("sockperf", &["sockperf"]);
+    let (tb, daemon, _log) = setup(exp, prefix, mode, weft, out, sock)?;
+    let t1 = &exp.tenants[0];
+    let dst = t1.dst.clone();
+    let limit_bps = exp.limit.as_ref().map_or(0, |l| l.1);
+    let port = SOCKPERF_PORT.to_string();
+    let _server = Child::spawn(
+        app_command(exp, &tb.rx())
+            .args(["sockperf", "server", "-i", &dst, "-p", &port])
+            .stdout(Stdio::null()),
+    )?;
+    let _iperf_server = Child::spawn(
+        pinned(exp, &tb.rx())
+            .args(["iperf3", "-s", "-1", "-p", "5201"])
+            .stdout(Stdio::null()),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let namespaces = tb.namespaces();
+    // Phase 1: sockperf alone.
+    let cpu = ForeignCpu::start(&namespaces);
+    let off = sockperf(&tb, exp, &dst, BULK_OFF_S)?;
+    let foreign_off = cpu.stop();
+    // Phase 2: iperf3 on (after its warm-up), sockperf again.
+    let mut client = Child::spawn(
+        pinned(exp, &tb.tenant(1))
+            .args(["iperf3", "-J", "-c", &dst, "-p", "5201"])
+            .args(["-P", &t1.flows.to_string()])
+            // Beyond the probe, which spends about 2 s in its own warm-up before its test's
+            // `seconds` begin; the client's report is read once it ends.
+            .args(["-t", &(exp.seconds + exp.warmup_s + 5).to_string()])
+            .args(["-O", &exp.warmup_s.to_string()])
+            .stdout(Stdio::piped()),
+    )?;
+    std::thread::sleep(Duration::from_secs(exp.warmup_s as u64));
+    let cpu = ForeignCpu::start(&namespaces);
+    let (on_text, w0, w1) = sockperf_windowed(&tb, exp, &dst, exp.seconds, || {
+        (
+            weft_stats(daemon.is_some(), sock),
+            rx_counters(&tb.rx(), "eth0"),
+            udp_in(&tb.rx()),
+            Instant::now(),
+        )
+    })?;
+    let on = sockperf_percentiles(&on_text);
+    let foreign_on = cpu.stop();
+    let mut stdout = Vec::new();
+    if let Some(mut so) = client.0.stdout.take() {
+        let _ = std::io::Read::read_to_end(&mut so, &mut stdout);
+    }
+    let _ = client.0.wait();
+    let v: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
+    if v.is_null() || !v["error"].is_null() {
+        return Err(TestbedError(format!(
+            "{}: iperf3 of tenant 1 failed: {}",
+            mode.name(),
+            v["error"]
+        )));
+    }
+    // iperf3's own goodput, over its whole measured run (which began with sockperf's warm-up
+    // and outlasts its test).
+    let goodput = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    let retransmits = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let stats = match daemon {
+        Some(mut d) => {
+            // Traffic is over: let the NIC drain, so its counters balance exactly.
+            std::thread::sleep(Duration::from_millis(300));
+            let s = weft_stats(true, sock);
+            d.stop(Duration::from_secs(3));
+            s
+        }
+        None => Value::Null,
+    };
+    drop(tb);
+    let r2 = |x: f64| (x * 100.0).round() / 100.0;
+    // What reached the receiver while sockperf's test ran, at the limit's measure (frame +
+    // 20 bytes of preamble and gap): tenant 2 is idle, so all of it is tenant 1's traffic to
+    // the limited destination; sockperf's requests are its UDP datagrams, the rest is
+    // iperf3's. The share the limit leaves iperf3 is the limit less sockperf's requests.
+    let (s0, rx0, udp0, t0) = w0;
+    let (s1, rx1, udp1, t1w) = w1;
+    let dt = t1w.duration_since(t0).as_secs_f64().max(1e-3);
+    let (db, dp) = (rx1.0.saturating_sub(rx0.0), rx1.1.saturating_sub(rx0.1));
+    let wire = (db + 20 * dp) as f64 * 8.0 / dt / 1e6;
+    let latency_wire =
+        udp1.saturating_sub(udp0) as f64 * (SOCKPERF_FRAME + 20) as f64 * 8.0 / dt / 1e6;
+    let lim = limit_bps as f64 / 1e6;
+    let (bulk_wire, share) = (wire - latency_wire, lim - latency_wire);
+    // weft's own counters over the same window: each leaf's frame bytes.
+    let leaf_mbps: serde_json::Map<String, Value> = s1["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["leaf"] == true)
+        .map(|n| {
+            let before = s0["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| m["name"] == n["name"])
+                .and_then(|m| m["bytes"].as_u64())
+                .unwrap_or(0);
+            let b = n["bytes"].as_u64().unwrap_or(0).saturating_sub(before);
+            (
+                n["name"].as_str().unwrap_or("").to_string(),
+                json!(r2(b as f64 * 8.0 / dt / 1e6)),
+            )
+        })
+        .collect();
+    let p99 = |p: &Value| p["p99_us"].as_f64();
+    let ratio = match (p99(&on), p99(&off)) {
+        (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "scheduler": mode.name(),
+        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
+        "app": "sockperf ping-pong",
+        "latency_bulk_off": off,
+        "latency_bulk_on": on,
+        "p99_on_over_off": ratio,
+        "window_s": r2(dt),
+        "latency_app_wire_mbps": r2(latency_wire),
+        "bulk": {"app": "iperf3", "flows": t1.flows, "mbps": r2(goodput),
+                 "retransmits": retransmits, "wire_mbps": r2(bulk_wire),
+                 "share_mbps": r2(share),
+                 "share_rel_error": (((bulk_wire - share) / share.max(1e-9)).abs() * 1e4).round() / 1e4},
+        "limit": {"dst": dst, "limit_mbps": lim, "burst_bytes": LIMIT_PRIO_BURST,
+                  "wire_mbps": r2(wire),
+                  "rel_error": (((wire - lim) / lim.max(1e-9)).abs() * 1e4).round() / 1e4},
+        "leaf_mbps": if mode == Mode::Weft { Value::Object(leaf_mbps) } else { Value::Null },
+        "foreign_cpu": {"bulk_off": foreign_off, "bulk_on": foreign_on},
+        "weft_stats": stats,
+    }))
+}
+
+/// The latency experiment: tenant 1's sockperf ping-pong (UDP; `--mps` from
+/// [`Experiment::sockperf_mps`], a closed loop by default) alone, then
+/// under the other tenants' iperf3 load; tenant 1 has strict priority.
+pub(super) fn run_latency(
+    exp: &Experiment,
+    prefix: &str,
+    mode: Mode,
+    weft: &Path,
+    out: &Path,
+    sock: &Path,
+) -> R<Value> {
+    if exp.memcached {
+        ensure_tool("memcaslap", &["memcached", "libmemcached-tools"]);
+    } else {
+        ensure_tool("sockperf", &["sockperf"]);
+    }
+    let (tb, daemon, _log) = setup(exp, prefix, mode, weft, out, sock)?;
+    let dst = exp.tenants[0].dst.clone();
+    let mut server = app_command(exp, &tb.rx());
+    if exp.memcached {
+        server.args([
+            "memcached",
+            "-u",
+            "root",
+            "-l",
+            &dst,
+            "-p",
+            "11211",
+            "-t",
+            "1",
+        ]);
+    } else {
+        server.args([
+            "sockperf",
+            "server",
+            "-i",
+            &dst,
+            "-p",
+            &SOCKPERF_PORT.to_string(),
+        ]);
+    }
+    let _server = Child::spawn(server.stdout(Stdio::null()))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let probe = |s: u32| {
+        if exp.memcached {
+            memaslap(&tb, exp, &dst, s)
+        } else {
+            sockperf(&tb, exp, &dst, s)
+        }
+    };
+    let namespaces = tb.namespaces();
+    let cpu = ForeignCpu::start(&namespaces);
+    let idle = probe(4)?;
+    let foreign_idle = cpu.stop();
+    // weft's timing histograms of the idle phase; then a fresh start for the loaded one.
+    let timing_idle = match daemon {
+        Some(_) => {
+            let t = ask_json(sock, &Request::Stats)["timing"].clone();
+            let _ = crate::ctl::request(sock, &Request::ResetTiming);
+            t
+        }
+        None => Value::Null,
+    };
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for (i, t) in exp.tenants.iter().enumerate().skip(1) {
+        let port = format!("{}", 5201 + i);
+        servers.push(Child::spawn(
+            pinned(exp, &tb.rx())
+                .args(["iperf3", "-s", "-1", "-p", &port])
+                .stdout(Stdio::null()),
+        )?);
+        std::thread::sleep(Duration::from_millis(200));
+        clients.push(Child::spawn(
+            pinned(exp, &tb.tenant(i + 1))
+                .args(["iperf3", "-c", &t.dst])
+                .args(["-p", &port, "-P", &t.flows.to_string()])
+                // Longer than the probe, which takes a second or two beyond its measured
+                // seconds (start, sockperf's own warm-up); the clients are killed after it.
+                .args(["-t", &(exp.seconds + exp.warmup_s + 10).to_string()])
+                .stdout(Stdio::null()),
+        )?);
+    }
+    std::thread::sleep(Duration::from_secs(exp.warmup_s as u64));
+    let cpu = ForeignCpu::start(&namespaces);
+    let loaded = probe(exp.seconds)?;
+    let foreign_loaded = cpu.stop();
+    let stats = match daemon {
+        Some(mut d) => {
+            let s = ask_json(sock, &Request::Stats);
+            d.stop(Duration::from_secs(3));
+            s
+        }
+        None => Value::Null,
+    };
+    drop(clients);
+    drop(servers);
+    drop(tb);
+    let key = if exp.memcached { "avg_us" } else { "p99_us" };
+    let ratio = match (loaded[key].as_f64(), idle[key].as_f64()) {
+        (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "scheduler": mode.name(),
+        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
+        "latency_idle": idle,
+        "latency_loaded": loaded,
+        "app": if exp.memcached { "memcached (memaslap)" } else { "sockperf ping-pong" },
+        "loaded_over_idle": key,
+        "p99_loaded_over_idle": ratio,
+        "foreign_cpu": {"idle": foreign_idle, "loaded": foreign_loaded},
+        "weft_timing_idle": timing_idle,
+        "weft_stats": stats,
+    }))
+}
