@@ -324,7 +324,7 @@ impl Tables {
     /// Turns every node's own shaping dispatch (`shape_dispatch`, as set by the compiler)
     /// into the effective one (its own, or the nearest ancestor's) and fills `shape_up`, given
     /// the parents (`parent(i)`; ids are breadth-first, so parents come first).
-    pub fn link_shaping(&mut self, parent: impl Fn(usize) -> Option<u32>) {
+    pub(crate) fn link_shaping(&mut self, parent: impl Fn(usize) -> Option<u32>) {
         // at[i]: the nearest node at or above i with a shaping set of its own.
         let mut at = vec![NO_ID; self.hot.len()];
         for i in 0..self.hot.len() {
@@ -350,7 +350,7 @@ impl Tables {
     }
 
     /// Stores a dispatch and returns its index (0 for an empty one).
-    pub fn intern(&mut self, d: Dispatch) -> u32 {
+    pub(crate) fn intern(&mut self, d: Dispatch) -> u32 {
         if d.rules() == 0 {
             return 0;
         }

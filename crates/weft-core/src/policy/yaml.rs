@@ -31,11 +31,11 @@ use saphyr::Scalar;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput, Tag};
 
 /// Nodes that aliases may add to a file, beyond those it writes out.
-pub const MAX_EXPANSION: usize = 1_000_000;
+pub(super) const MAX_EXPANSION: usize = 1_000_000;
 
 /// One YAML value and where it was written.
 #[derive(Debug, Clone)]
-pub struct Node<'i> {
+pub(super) struct Node<'i> {
     pub data: Data<'i>,
     /// Character index of the first character.
     pub start: usize,
@@ -45,15 +45,15 @@ pub struct Node<'i> {
 }
 
 /// The core schema's scalar tags, the only ones a policy may use (`!!str`, ...).
-pub const CORE_TAGS: [&str; 5] = ["str", "int", "float", "bool", "null"];
+pub(super) const CORE_TAGS: [&str; 5] = ["str", "int", "float", "bool", "null"];
 
 /// Whether `t` is one of [`CORE_TAGS`].
-pub fn is_core_tag(t: &Tag) -> bool {
+pub(super) fn is_core_tag(t: &Tag) -> bool {
     t.is_yaml_core_schema() && CORE_TAGS.contains(&t.suffix.as_str())
 }
 
 /// `t` as written in a file: `!!int` for the core schema's, else handle and suffix.
-pub fn tag_text(t: &Tag) -> String {
+pub(super) fn tag_text(t: &Tag) -> String {
     if t.is_yaml_core_schema() {
         format!("!!{}", t.suffix)
     } else {
@@ -63,7 +63,7 @@ pub fn tag_text(t: &Tag) -> String {
 
 /// What a [`Node`] holds.
 #[derive(Debug, Clone)]
-pub enum Data<'i> {
+pub(super) enum Data<'i> {
     /// A scalar: its core-schema value (`None` when a core tag such as `!!int` does not fit
     /// the text) and how it was written.
     Value(Option<Scalar<'i>>, Box<Written<'i>>),
@@ -76,7 +76,7 @@ pub enum Data<'i> {
 
 /// A scalar as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written<'i> {
+pub(super) struct Written<'i> {
     /// The value's text, without quotes, tag or anchor.
     pub text: Cow<'i, str>,
     /// Neither single- nor double-quoted, nor a block scalar.
@@ -87,7 +87,7 @@ pub struct Written<'i> {
 
 impl<'i> Node<'i> {
     /// The scalar's core-schema value, if it is a scalar that has one.
-    pub fn scalar(&self) -> Option<&Scalar<'i>> {
+    pub(super) fn scalar(&self) -> Option<&Scalar<'i>> {
         match &self.data {
             Data::Value(v, _) => v.as_ref(),
             _ => None,
@@ -95,7 +95,7 @@ impl<'i> Node<'i> {
     }
 
     /// How the scalar was written, if it is one.
-    pub fn written(&self) -> Option<&Written<'i>> {
+    pub(super) fn written(&self) -> Option<&Written<'i>> {
         match &self.data {
             Data::Value(_, w) => Some(w),
             _ => None,
@@ -114,7 +114,7 @@ impl<'i> Node<'i> {
 
 /// An error while reading: the parser's, or one of this reader's rules, at a character index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadError {
+pub(super) struct ReadError {
     /// Character index.
     pub at: usize,
     pub message: String,
@@ -130,7 +130,7 @@ impl From<ScanError> for ReadError {
 }
 
 /// The start of a value: what [`Reader::next`] gives at a value's first event.
-pub enum Start<'i> {
+pub(super) enum Start<'i> {
     /// A list starts; its items follow (read them with [`Reader::next`] until
     /// [`Start::End`]), or read it whole with [`Reader::finish`].
     Sequence(Event<'i>, usize),
@@ -143,7 +143,7 @@ pub enum Start<'i> {
 }
 
 /// Reads values from a YAML text (see the module doc).
-pub struct Reader<'i> {
+pub(super) struct Reader<'i> {
     parser: Parser<'i, StrInput<'i>>,
     /// Anchored values by anchor id, and their sizes in nodes.
     anchors: HashMap<usize, (Node<'i>, usize)>,
@@ -167,7 +167,7 @@ struct Open<'i> {
 /// (type). A linear scan while the mapping is small, a hash set beyond [`Keys::SCAN`] keys (a
 /// mapping of 100,000 keys would otherwise take 10^10 comparisons).
 #[derive(Default)]
-pub struct Keys {
+pub(super) struct Keys {
     /// Keys while there are at most [`Keys::SCAN`]: (text, value type).
     few: Vec<(String, u8)>,
     /// All keys once there are more.
@@ -179,7 +179,7 @@ impl Keys {
 
     /// Adds `key`; false if the mapping already has it (keys that are not scalars are never
     /// compared).
-    pub fn insert(&mut self, key: &Node) -> bool {
+    pub(super) fn insert(&mut self, key: &Node) -> bool {
         let (Some(w), Data::Value(value, _)) = (key.written(), &key.data) else {
             return true;
         };
@@ -208,7 +208,7 @@ impl Keys {
 }
 
 impl<'i> Reader<'i> {
-    pub fn new(text: &'i str) -> Reader<'i> {
+    pub(super) fn new(text: &'i str) -> Reader<'i> {
         Reader {
             parser: Parser::new_from_str(text),
             anchors: HashMap::new(),
@@ -218,7 +218,7 @@ impl<'i> Reader<'i> {
 
     /// The next event with its start and end character indices; the end of the stream
     /// repeats [`Event::StreamEnd`].
-    pub fn event(&mut self) -> Result<(Event<'i>, usize, usize), ReadError> {
+    pub(super) fn event(&mut self) -> Result<(Event<'i>, usize, usize), ReadError> {
         match self.parser.next_event() {
             None => Ok((Event::StreamEnd, 0, 0)),
             Some(Err(e)) => Err(e.into()),
@@ -227,7 +227,7 @@ impl<'i> Reader<'i> {
     }
 
     /// The next event, classified as the start of a value or the end of a container.
-    pub fn next(&mut self) -> Result<Start<'i>, ReadError> {
+    pub(super) fn next(&mut self) -> Result<Start<'i>, ReadError> {
         let (ev, start, end) = self.event()?;
         Ok(match ev {
             Event::SequenceStart(..) => Start::Sequence(ev, start),
@@ -238,7 +238,7 @@ impl<'i> Reader<'i> {
     }
 
     /// Reads the value that `first` starts, whole.
-    pub fn finish(&mut self, first: Start<'i>) -> Result<Node<'i>, ReadError> {
+    pub(super) fn finish(&mut self, first: Start<'i>) -> Result<Node<'i>, ReadError> {
         let (mut ev, mut start, mut end) = match first {
             Start::Sequence(ev, at) | Start::Mapping(ev, at) => (ev, at, at),
             Start::Other(ev, s, e) => (ev, s, e),
@@ -376,7 +376,7 @@ impl<'i> Reader<'i> {
     /// Within a mapping read one entry at a time: its next key, whole, or `Err(at)` at its
     /// end (character index). `seen` holds the keys read before; a key equal to one of them
     /// is an error.
-    pub fn key(&mut self, seen: &mut Keys) -> Result<Result<Node<'i>, usize>, ReadError> {
+    pub(super) fn key(&mut self, seen: &mut Keys) -> Result<Result<Node<'i>, usize>, ReadError> {
         match self.next()? {
             Start::End(at) => Ok(Err(at)),
             s => {

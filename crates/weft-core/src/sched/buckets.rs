@@ -150,7 +150,7 @@ impl BucketQueue {
     /// every push, its window lying beyond every rank), so a node that never uses its
     /// calendar pays nothing for it. A rebuild makes about one bucket per child, 64 to
     /// 4,096 (see [`Self::buckets_for`]).
-    pub fn new(children: usize) -> BucketQueue {
+    pub(super) fn new(children: usize) -> BucketQueue {
         BucketQueue {
             ends: Box::new([]),
             words: Box::new([]),
@@ -190,7 +190,7 @@ impl BucketQueue {
     /// A queue for a node with `children` children holding `entries`, its calendar built
     /// to fit them (tests; the engine refills a queue it keeps, [`Self::refill`]).
     #[cfg(test)]
-    pub fn with_entries(children: usize, entries: Vec<HeapEntry>) -> BucketQueue {
+    pub(super) fn with_entries(children: usize, entries: Vec<HeapEntry>) -> BucketQueue {
         let mut q = BucketQueue::new(children);
         q.scratch = entries;
         q.rebuild_from_scratch();
@@ -199,14 +199,14 @@ impl BucketQueue {
 
     /// Adds the entries `fill` puts in a vector (the queue's own scratch, so no allocation
     /// once it has grown) to those held, and rebuilds the calendar to fit them all.
-    pub fn refill(&mut self, fill: impl FnOnce(&mut Vec<HeapEntry>)) {
+    pub(super) fn refill(&mut self, fill: impl FnOnce(&mut Vec<HeapEntry>)) {
         self.gather();
         fill(&mut self.scratch);
         self.rebuild_from_scratch();
     }
 
     /// Entries held.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.bucketed + self.over.len()
     }
 
@@ -263,7 +263,7 @@ impl BucketQueue {
 
     /// The first entry (tests: the engine only pops).
     #[cfg(test)]
-    pub fn peek(&mut self) -> Option<HeapEntry> {
+    pub(super) fn peek(&mut self) -> Option<HeapEntry> {
         let min = self.calendar_min();
         let over = self.over.peek();
         match min {
@@ -280,7 +280,7 @@ impl BucketQueue {
 
     /// Removes and returns the first entry.
     #[inline(always)]
-    pub fn pop(&mut self) -> Option<HeapEntry> {
+    pub(super) fn pop(&mut self) -> Option<HeapEntry> {
         let Some((b, i)) = self.calendar_min() else {
             return self.pop_over();
         };
@@ -311,7 +311,7 @@ impl BucketQueue {
 
     /// Replaces the first entry (the queue is not empty) with `e` (tests, as the heap's).
     #[cfg(test)]
-    pub fn replace_top(&mut self, e: HeapEntry) {
+    pub(super) fn replace_top(&mut self, e: HeapEntry) {
         let popped = self.pop();
         debug_assert!(popped.is_some(), "replace_top on an empty queue");
         self.push(e);
@@ -319,7 +319,7 @@ impl BucketQueue {
 
     /// Adds `e`.
     #[inline(always)]
-    pub fn push(&mut self, e: HeapEntry) {
+    pub(super) fn push(&mut self, e: HeapEntry) {
         self.pushes += 1;
         match self.bucket_of(e.rank()) {
             Some(b) => {
@@ -615,19 +615,19 @@ impl BucketQueue {
 
     /// Buckets (tests).
     #[cfg(test)]
-    pub fn buckets(&self) -> usize {
+    pub(super) fn buckets(&self) -> usize {
         self.mask + 1
     }
 
     /// Rebuilds so far (tests).
     #[cfg(test)]
-    pub fn rebuilds(&self) -> usize {
+    pub(super) fn rebuilds(&self) -> usize {
         self.rebuilds
     }
 
     /// Pushes that walked too far into a bucket and went to the heap (tests).
     #[cfg(test)]
-    pub fn cut_short(&self) -> usize {
+    pub(super) fn cut_short(&self) -> usize {
         self.cut_short
     }
 

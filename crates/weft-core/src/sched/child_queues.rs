@@ -59,7 +59,7 @@ pub(crate) struct ChildQueues {
 
 impl ChildQueues {
     /// Empty queues for `children` children.
-    pub fn new(children: usize) -> ChildQueues {
+    pub(super) fn new(children: usize) -> ChildQueues {
         ChildQueues {
             ends: vec![(NIL, NIL); children],
             pool: Pool::default(),
@@ -67,13 +67,13 @@ impl ChildQueues {
     }
 
     /// Children.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.ends.len()
     }
 
     /// Child `c`'s first entry.
     #[inline(always)]
-    pub fn front(&self, c: usize) -> Option<(Rank, u64)> {
+    pub(super) fn front(&self, c: usize) -> Option<(Rank, u64)> {
         match self.ends[c].0 {
             NIL => None,
             i => {
@@ -85,7 +85,7 @@ impl ChildQueues {
 
     /// Child `c`'s last entry.
     #[inline(always)]
-    pub fn back(&self, c: usize) -> Option<(Rank, u64)> {
+    pub(super) fn back(&self, c: usize) -> Option<(Rank, u64)> {
         match self.ends[c] {
             (NIL, _) => None,
             (_, last) => {
@@ -109,7 +109,7 @@ impl ChildQueues {
     /// Appends `(rank, seq)` of a packet of `bytes` to child `c`'s list (the caller knows it
     /// goes last).
     #[inline(always)]
-    pub fn push_back(&mut self, c: usize, rank: Rank, seq: u64, bytes: u32) {
+    pub(super) fn push_back(&mut self, c: usize, rank: Rank, seq: u64, bytes: u32) {
         debug_assert!(
             self.back(c).is_none_or(|last| last <= (rank, seq)),
             "child queue {c}: push_back of ({rank}, {seq}) after {:?}",
@@ -127,7 +127,7 @@ impl ChildQueues {
 
     /// Inserts `(rank, seq)` of a packet of `bytes` into child `c`'s list in order; whether
     /// it went first.
-    pub fn insert(&mut self, c: usize, rank: Rank, seq: u64, bytes: u32) -> bool {
+    pub(super) fn insert(&mut self, c: usize, rank: Rank, seq: u64, bytes: u32) -> bool {
         let mut prev = NIL;
         let mut at = self.ends[c].0;
         while at != NIL {
@@ -153,7 +153,7 @@ impl ChildQueues {
 
     /// Takes child `c`'s first entry: `(rank, seq, bytes)`.
     #[inline(always)]
-    pub fn pop_front(&mut self, c: usize) -> Option<(Rank, u64, u32)> {
+    pub(super) fn pop_front(&mut self, c: usize) -> Option<(Rank, u64, u32)> {
         let i = self.ends[c].0;
         if i == NIL {
             return None;

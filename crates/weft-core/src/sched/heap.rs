@@ -38,7 +38,7 @@ pub(crate) struct HeapEntry {
 
 impl HeapEntry {
     #[inline(always)]
-    pub fn new(rank: Rank, seq: u64, v: u32) -> HeapEntry {
+    pub(super) fn new(rank: Rank, seq: u64, v: u32) -> HeapEntry {
         HeapEntry {
             hi: (rank >> 64) as u64,
             lo: rank as u64,
@@ -50,18 +50,18 @@ impl HeapEntry {
 
     /// The same entry with `link`.
     #[inline(always)]
-    pub fn linked(self, link: u32) -> HeapEntry {
+    pub(super) fn linked(self, link: u32) -> HeapEntry {
         HeapEntry { link, ..self }
     }
 
     #[inline(always)]
-    pub fn rank(&self) -> Rank {
+    pub(super) fn rank(&self) -> Rank {
         ((self.hi as u128) << 64) | self.lo as u128
     }
 
     /// `(rank, seq)` strictly before `o`'s.
     #[inline(always)]
-    pub fn before(&self, o: &HeapEntry) -> bool {
+    pub(super) fn before(&self, o: &HeapEntry) -> bool {
         if self.hi != o.hi {
             self.hi < o.hi
         } else {
@@ -104,22 +104,22 @@ impl<E> Default for Heap<E> {
 pub(crate) type MinHeap = Heap<HeapEntry>;
 
 impl<E: Ordered> Heap<E> {
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.v.len()
     }
 
     #[inline(always)]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.v.is_empty()
     }
 
     /// Removes every entry (keeping the capacity).
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.v.clear();
     }
 
     /// Keeps only the entries `keep` accepts, in O(n log n) (a sorted vector is a heap).
-    pub fn retain(&mut self, keep: impl FnMut(&E) -> bool) {
+    pub(super) fn retain(&mut self, keep: impl FnMut(&E) -> bool) {
         self.v.retain(keep);
         self.v.sort_unstable_by(|a, b| {
             if a.before(b) {
@@ -131,18 +131,18 @@ impl<E: Ordered> Heap<E> {
     }
 
     /// Every entry, in no particular order.
-    pub fn entries(&self) -> &[E] {
+    pub(super) fn entries(&self) -> &[E] {
         &self.v
     }
 
     /// The first entry.
     #[inline(always)]
-    pub fn peek(&self) -> Option<&E> {
+    pub(super) fn peek(&self) -> Option<&E> {
         self.v.first()
     }
 
     #[inline]
-    pub fn push(&mut self, e: E) {
+    pub(super) fn push(&mut self, e: E) {
         self.v.push(e);
         let n = self.v.len();
         Self::sift_up(&mut self.v, n - 1, e);
@@ -150,7 +150,7 @@ impl<E: Ordered> Heap<E> {
 
     /// Removes and returns the first entry.
     #[inline(always)]
-    pub fn pop(&mut self) -> Option<E> {
+    pub(super) fn pop(&mut self) -> Option<E> {
         let last = self.v.pop()?;
         match self.v.first_mut() {
             None => Some(last),
@@ -164,7 +164,7 @@ impl<E: Ordered> Heap<E> {
 
     /// Replaces the first entry (the heap is not empty) with `e`.
     #[inline]
-    pub fn replace_top(&mut self, e: E) {
+    pub(super) fn replace_top(&mut self, e: E) {
         debug_assert!(!self.v.is_empty(), "replace_top on an empty heap");
         Self::sift_down_to_bottom(&mut self.v, e);
     }

@@ -30,13 +30,13 @@ pub(crate) struct KeyEntry {
 
 impl KeyEntry {
     #[inline(always)]
-    pub fn new(key: u64, seq: u64, v: u32) -> KeyEntry {
+    pub(super) fn new(key: u64, seq: u64, v: u32) -> KeyEntry {
         KeyEntry { key, seq, v }
     }
 
     /// `(key, seq)` strictly before `o`'s, keys compared on the circle.
     #[inline(always)]
-    pub fn before(&self, o: &KeyEntry) -> bool {
+    pub(super) fn before(&self, o: &KeyEntry) -> bool {
         let d = self.key.wrapping_sub(o.key) as i64;
         // (d, seq) < (0, o.seq) as one 128-bit comparison: d · 2⁶⁴ + seq < o.seq.
         (((d as i128) << 64) | self.seq as i128) < o.seq as i128

@@ -423,7 +423,7 @@ pub(crate) struct Params {
 }
 
 impl Params {
-    pub fn new(prog: &crate::policy::Program) -> Params {
+    pub(crate) fn new(prog: &crate::policy::Program) -> Params {
         use crate::policy::Algo;
         Params {
             edges: prog.nodes.iter().map(|n| n.edge).collect(),
@@ -449,7 +449,7 @@ impl Params {
     /// Applies the parameter part of a checked update. The engine does the rest first or
     /// after: recomputing φ at the old rate (`Rate`), its token buckets (`Shaper`), admitting
     /// waiting packets (`LeafLimits`).
-    pub fn apply(&mut self, u: &Update, is_senic: bool) {
+    pub(crate) fn apply(&mut self, u: &Update, is_senic: bool) {
         match *u {
             Update::Weight { node, weight } => self.edges[node as usize].weight = weight,
             Update::Priority { node, priority } => self.edges[node as usize].priority = priority,

@@ -46,18 +46,18 @@ impl Default for PairingHeaps {
 impl PairingHeaps {
     /// Entries held in all heaps.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.used
     }
 
     /// The first entry of the heap rooted at `root`.
     #[inline]
-    pub fn peek(&self, root: u32) -> Option<&HeapEntry> {
+    pub(super) fn peek(&self, root: u32) -> Option<&HeapEntry> {
         (root != NO).then(|| &self.nodes[root as usize].e)
     }
 
     /// Adds `e` to the heap rooted at `*root`.
-    pub fn push(&mut self, root: &mut u32, e: HeapEntry) {
+    pub(super) fn push(&mut self, root: &mut u32, e: HeapEntry) {
         let node = Node {
             e,
             child: NO,
@@ -77,7 +77,7 @@ impl PairingHeaps {
     }
 
     /// Removes and returns the first entry of the heap rooted at `*root`.
-    pub fn pop(&mut self, root: &mut u32) -> Option<HeapEntry> {
+    pub(super) fn pop(&mut self, root: &mut u32) -> Option<HeapEntry> {
         let r = *root;
         if r == NO {
             return None;

@@ -38,7 +38,7 @@ impl<T> Default for Pool<T> {
 impl<T: Linked> Pool<T> {
     /// Stores `t` in a free entry (or a new one); its index.
     #[inline(always)]
-    pub fn take(&mut self, t: T) -> u32 {
+    pub(super) fn take(&mut self, t: T) -> u32 {
         match self.free {
             NIL => {
                 self.items.push(t);
@@ -54,20 +54,20 @@ impl<T: Linked> Pool<T> {
 
     /// Returns entry `i` to the free list (its contents are dead from here on).
     #[inline(always)]
-    pub fn give(&mut self, i: u32) {
+    pub(super) fn give(&mut self, i: u32) {
         self.items[i as usize].set_next(self.free);
         self.free = i;
     }
 
     /// Entries made so far, free or not (tests).
     #[cfg(test)]
-    pub fn made(&self) -> usize {
+    pub(super) fn made(&self) -> usize {
         self.items.len()
     }
 
     /// Entries on the free list (tests).
     #[cfg(test)]
-    pub fn free_entries(&self) -> usize {
+    pub(super) fn free_entries(&self) -> usize {
         let (mut n, mut at) = (0, self.free);
         while at != NIL {
             n += 1;

@@ -21,7 +21,7 @@ pub(crate) struct Ring<T: Copy + Default> {
 }
 
 impl<T: Copy + Default> Ring<T> {
-    pub fn new() -> Ring<T> {
+    pub(super) fn new() -> Ring<T> {
         Ring {
             buf: Box::default(),
             head: 0,
@@ -41,23 +41,23 @@ impl<T: Copy + Default> Ring<T> {
     }
 
     #[inline(always)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len as usize
     }
 
     /// The first entry.
     #[inline(always)]
-    pub fn front(&self) -> Option<&T> {
+    pub(super) fn front(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.head as usize])
     }
 
     #[inline(always)]
-    pub fn back(&self) -> Option<&T> {
+    pub(super) fn back(&self) -> Option<&T> {
         (self.len > 0).then(|| &self.buf[self.at(self.len as usize - 1)])
     }
 
     #[inline(always)]
-    pub fn push_back(&mut self, x: T) {
+    pub(super) fn push_back(&mut self, x: T) {
         if self.len as usize == self.buf.len() {
             self.grow();
         }
@@ -67,7 +67,7 @@ impl<T: Copy + Default> Ring<T> {
     }
 
     #[inline(always)]
-    pub fn pop_front(&mut self) -> Option<T> {
+    pub(super) fn pop_front(&mut self) -> Option<T> {
         if self.len == 0 {
             return None;
         }
@@ -78,7 +78,7 @@ impl<T: Copy + Default> Ring<T> {
     }
 
     /// The number of leading entries for which `pred` holds (they must come first).
-    pub fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
+    pub(super) fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
         let (mut lo, mut hi) = (0, self.len as usize);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -92,7 +92,7 @@ impl<T: Copy + Default> Ring<T> {
     }
 
     /// Inserts `x` before entry `at` (`at ≤ len`).
-    pub fn insert(&mut self, at: usize, x: T) {
+    pub(super) fn insert(&mut self, at: usize, x: T) {
         debug_assert!(at <= self.len(), "ring insert at {at} of {}", self.len);
         self.push_back(x);
         let mut i = self.len as usize - 1;

@@ -83,7 +83,7 @@ pub(super) struct WfqQueues {
 impl WfqQueues {
     /// Empty queues for children `first..first + children`, moving to a calendar as
     /// `switch` says.
-    pub fn new(first: u32, children: usize, switch: Switch) -> WfqQueues {
+    pub(super) fn new(first: u32, children: usize, switch: Switch) -> WfqQueues {
         WfqQueues {
             first,
             queues: ChildQueues::new(children),
@@ -100,13 +100,13 @@ impl WfqQueues {
 
     /// Whether the entries are in one calendar (tests).
     #[cfg(test)]
-    pub fn on_calendar(&self) -> bool {
+    pub(super) fn on_calendar(&self) -> bool {
         self.on_calendar
     }
 
     /// Child `v`'s correction.
     #[inline(always)]
-    pub fn offset(&self, v: u32) -> i128 {
+    pub(super) fn offset(&self, v: u32) -> i128 {
         self.off[(v - self.first) as usize]
     }
 
@@ -114,7 +114,7 @@ impl WfqQueues {
     /// of `bytes` wire bytes (a new packet's, or a re-entered one's with its old stored
     /// rank).
     #[inline(always)]
-    pub fn push(&mut self, rank: Rank, seq: u64, v: u32, bytes: u32) {
+    pub(super) fn push(&mut self, rank: Rank, seq: u64, v: u32, bytes: u32) {
         debug_assert!(
             self.pending.0 == NO,
             "wfq node: a push before the charge of child {}",
@@ -179,7 +179,7 @@ impl WfqQueues {
     /// [`Popped::Charged`], and [`Self::charge`] ranks that head again if the packet cost
     /// otherwise.
     #[inline(always)]
-    pub fn pop(&mut self) -> Option<Popped> {
+    pub(super) fn pop(&mut self) -> Option<Popped> {
         if self.on_calendar {
             return self.calendar_pop();
         }
@@ -240,7 +240,7 @@ impl WfqQueues {
     /// stale). When the child has no entry left, returns its correction (reset here) for the
     /// caller to fold into the child's last finish tag, as the reference does.
     #[inline(always)]
-    pub fn charge(&mut self, sent: u32, weight: u64) -> Option<i128> {
+    pub(super) fn charge(&mut self, sent: u32, weight: u64) -> Option<i128> {
         let (c, charged, emptied) = self.pending;
         debug_assert!(c != NO, "wfq node: a charge without a pop");
         self.pending.0 = NO;

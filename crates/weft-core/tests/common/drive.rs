@@ -24,7 +24,7 @@ use weft_core::sched::{Engine, Packet, Update};
 /// then spends a 64 KiB burst over milliseconds, which a short run would measure as rate.
 /// Starting empty, the steady state begins at once. `fluid_check`'s
 /// `premise_emptied_buckets_start_empty` checks the premise on both engines.
-pub fn empty_buckets<E: Engine>(engine: &mut E, prog: &Program) {
+pub(crate) fn empty_buckets<E: Engine>(engine: &mut E, prog: &Program) {
     for (i, s) in prog.shapers.iter().enumerate() {
         for burst_bytes in [1, s.burst_bytes] {
             let u = Update::Shaper {
@@ -41,7 +41,7 @@ pub fn empty_buckets<E: Engine>(engine: &mut E, prog: &Program) {
 
 /// How a leaf's packets arrive.
 #[derive(Debug, Clone)]
-pub enum Source {
+pub(crate) enum Source {
     /// Always `depth` packets held by the engine: one arrives as soon as one leaves (the
     /// first `depth` at time 0). Sizes cycle through the list.
     Backlog { depth: usize, sizes: Vec<u32> },
@@ -55,14 +55,14 @@ pub enum Source {
 /// One leaf's traffic: which leaf (by node name), the packet fields that classify to it, and
 /// its source.
 #[derive(Debug, Clone)]
-pub struct Feed {
+pub(crate) struct Feed {
     pub leaf: String,
     pub meta: PacketMeta,
     pub source: Source,
 }
 
 impl Feed {
-    pub fn new(leaf: &str, meta: &str, source: Source) -> Feed {
+    pub(crate) fn new(leaf: &str, meta: &str, source: Source) -> Feed {
         Feed {
             leaf: leaf.into(),
             meta: meta
@@ -75,7 +75,7 @@ impl Feed {
 
 /// What one leaf did.
 #[derive(Debug, Clone, Default)]
-pub struct LeafResult {
+pub(crate) struct LeafResult {
     /// Frame bytes of the packets that started in the window.
     pub bytes: u64,
     /// Those packets.
@@ -90,7 +90,7 @@ pub struct LeafResult {
 
 /// What a run did: per feed, in the order given.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub leaves: Vec<LeafResult>,
     /// The measurement window, ps.
     pub window_ps: u64,
@@ -100,17 +100,17 @@ pub struct Outcome {
 
 impl Outcome {
     /// Feed `i`'s frame throughput over the window, bits/s.
-    pub fn frame_bps(&self, i: usize) -> f64 {
+    pub(crate) fn frame_bps(&self, i: usize) -> f64 {
         self.leaves[i].bytes as f64 * 8.0 / (self.window_ps as f64 * 1e-12)
     }
     /// Feed `i`'s wire throughput (frames + the link's per-frame overhead), bits/s.
-    pub fn wire_bps(&self, i: usize) -> f64 {
+    pub(crate) fn wire_bps(&self, i: usize) -> f64 {
         let l = &self.leaves[i];
         (l.bytes + l.packets * self.overhead) as f64 * 8.0 / (self.window_ps as f64 * 1e-12)
     }
     /// Median delay of feed `i`'s packets: those sent in the window and, as lower bounds,
     /// those still held at the end (a class never served has the run's length as its delay).
-    pub fn median_delay_ps(&self, i: usize) -> Option<u64> {
+    pub(crate) fn median_delay_ps(&self, i: usize) -> Option<u64> {
         let l = &self.leaves[i];
         let mut all: Vec<u64> = l.delays_ps.iter().chain(&l.held_ages_ps).copied().collect();
         all.sort_unstable();
@@ -143,7 +143,7 @@ impl State {
 }
 
 /// Runs `feeds` through `engine` (running `prog`) for `run_ps`, measuring from `warm_ps` on.
-pub fn drive<E: Engine>(
+pub(crate) fn drive<E: Engine>(
     engine: &mut E,
     prog: &Arc<Program>,
     feeds: &[Feed],

@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 
 /// A scheduling discipline of an inner node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sched {
+pub(crate) enum Sched {
     /// Strict priority, smaller `priority` first.
     Prio,
     /// Weighted max-min share by `weight`.
@@ -45,7 +45,7 @@ pub enum Sched {
 
 /// A node of the scheduling tree.
 #[derive(Debug, Clone)]
-pub struct Node {
+pub(crate) struct Node {
     pub name: String,
     /// Read by a `wfq` parent.
     pub weight: u64,
@@ -55,7 +55,7 @@ pub struct Node {
 }
 
 #[derive(Debug, Clone)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Where packets enter; `demand_bps` = `f64::INFINITY` when backlogged.
     Leaf { demand_bps: f64 },
     /// A scheduling node.
@@ -64,7 +64,7 @@ pub enum Kind {
 
 /// What hangs below a scheduling node (or a shaping class).
 #[derive(Debug, Clone)]
-pub enum Item {
+pub(crate) enum Item {
     Node(Node),
     /// A shaping class: the total of `children` is at most `rate_bps`.
     Shape {
@@ -75,7 +75,7 @@ pub enum Item {
 }
 
 impl Node {
-    pub fn leaf(name: &str, demand_bps: f64) -> Node {
+    pub(crate) fn leaf(name: &str, demand_bps: f64) -> Node {
         Node {
             name: name.into(),
             weight: 1,
@@ -83,7 +83,7 @@ impl Node {
             kind: Kind::Leaf { demand_bps },
         }
     }
-    pub fn inner(name: &str, sched: Sched, children: Vec<Item>) -> Node {
+    pub(crate) fn inner(name: &str, sched: Sched, children: Vec<Item>) -> Node {
         Node {
             name: name.into(),
             weight: 1,
@@ -91,20 +91,20 @@ impl Node {
             kind: Kind::Inner { sched, children },
         }
     }
-    pub fn weight(mut self, w: u64) -> Node {
+    pub(crate) fn weight(mut self, w: u64) -> Node {
         self.weight = w;
         self
     }
-    pub fn priority(mut self, p: u64) -> Node {
+    pub(crate) fn priority(mut self, p: u64) -> Node {
         self.priority = p;
         self
     }
     /// This node as an item.
-    pub fn item(self) -> Item {
+    pub(crate) fn item(self) -> Item {
         Item::Node(self)
     }
     /// This node below a shaping class of `rate_bps`.
-    pub fn shaped(self, name: &str, rate_bps: f64) -> Item {
+    pub(crate) fn shaped(self, name: &str, rate_bps: f64) -> Item {
         Item::Shape {
             name: name.into(),
             rate_bps,
@@ -114,10 +114,10 @@ impl Node {
 }
 
 /// A backlogged leaf's demand.
-pub const BACKLOGGED: f64 = f64::INFINITY;
+pub(crate) const BACKLOGGED: f64 = f64::INFINITY;
 
 /// What `n` sends alone on an infinite link.
-pub fn demand(n: &Node) -> f64 {
+pub(crate) fn demand(n: &Node) -> f64 {
     match &n.kind {
         Kind::Leaf { demand_bps } => *demand_bps,
         Kind::Inner { children, .. } => children.iter().map(item_demand).sum(),
@@ -134,14 +134,14 @@ fn item_demand(it: &Item) -> f64 {
 }
 
 /// Every leaf's steady rate (bits/s of wire time) when `root` runs on a link of `link_bps`.
-pub fn rates(root: &Node, link_bps: f64) -> BTreeMap<String, f64> {
+pub(crate) fn rates(root: &Node, link_bps: f64) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     allocate(root, link_bps, &mut out);
     out
 }
 
 /// Gives `n`'s leaves their rates when `n` may send at most `cap`.
-pub fn allocate(n: &Node, cap: f64, out: &mut BTreeMap<String, f64>) {
+pub(crate) fn allocate(n: &Node, cap: f64, out: &mut BTreeMap<String, f64>) {
     match &n.kind {
         Kind::Leaf { demand_bps } => {
             out.insert(n.name.clone(), cap.min(*demand_bps));

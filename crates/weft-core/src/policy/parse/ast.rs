@@ -20,7 +20,7 @@ pub(crate) struct Spanned<T> {
 }
 
 impl<T> Spanned<T> {
-    pub fn new(value: T, span: Span) -> Spanned<T> {
+    pub(crate) fn new(value: T, span: Span) -> Spanned<T> {
         Spanned { value, span }
     }
 }
@@ -170,7 +170,7 @@ pub(crate) struct NodeDecl {
 
 impl NodeDecl {
     /// (key, span) of every optional key present, for placement checks.
-    pub fn present_keys(&self) -> Vec<(&'static str, Span)> {
+    pub(crate) fn present_keys(&self) -> Vec<(&'static str, Span)> {
         let mut v = Vec::new();
         let mut add = |k: &'static str, s: Option<Span>| {
             if let Some(s) = s {
@@ -236,7 +236,7 @@ pub(crate) struct Document {
 
 impl Document {
     /// A copy of everything but the nodes (cheap, whatever the policy's size).
-    pub fn clone_sections(&self) -> Document {
+    pub(crate) fn clone_sections(&self) -> Document {
         Document {
             file: self.file,
             name: self.name.clone(),
