@@ -155,90 +155,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Replay {
-            policy: file,
-            trace,
-            out,
-            json: j,
-            quiet,
-            progress,
-            engine,
-            limited_fast_path,
-            burst,
-            update,
-            tenant,
-            reorder_window,
-            max_interfaces,
-            max_trace_row_bytes,
-            load: l,
-        } => {
-            if file == std::path::Path::new("-") && replay::is_stdin(&trace) {
-                return Err(Failure::usage(
-                    "--policy - and --trace -: standard input can give only one of them",
-                ));
-            }
-            let p = std::sync::Arc::new(load(&file, &l)?);
-            let updates = updates::parse_all(&p, &update).map_err(Failure::usage)?;
-            let tenants = tenant_pairs(&tenant).map_err(Failure::usage)?;
-            let progress =
-                progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            let opts = replay::Options {
-                engine,
-                progress,
-                quiet,
-                // A replay streams: flows are forgotten once they hold nothing, so memory
-                // follows the packets queued, not the trace's distinct flows (exact: see
-                // `forget_idle_flows`; the summary reports no per-flow counters).
-                engine_options: weft_core::sched::EngineOptions {
-                    limited_fast_path,
-                    forget_idle_flows: true,
-                },
-                burst: burst.into(),
-                updates,
-                tenants,
-                reorder_window: reorder_window as usize,
-                max_interfaces: max_interfaces as usize,
-                max_row_bytes: max_trace_row_bytes as usize,
-                inputs: std::iter::once(file.clone())
-                    .chain(options(&l)?.attach.into_iter().map(|(_, f)| f))
-                    .collect(),
-            };
-            let summary = replay::replay(p, &trace, &out, opts)?;
-            if let Some(held) = summary.head["held_at_end"].as_u64().filter(|&h| h > 0) {
-                out::errln!(
-                    "warning: {held} packets were still queued when the 64-bit picosecond clock \
-                     ran out (213.5 days; a class too slow for its backlog): neither sent nor \
-                     dropped (summary.json: held_at_end)"
-                );
-            }
-            // The files first: a reader of the table that stops early (`| head`) must not
-            // cost the summary.
-            let summary_path = out.join("summary.json");
-            // The other outputs go too (see `replay::discard`).
-            let cannot = |e: std::io::Error| {
-                let e =
-                    replay::Error::Output(format!("cannot write {}: {e}", summary_path.display()));
-                Failure::from(replay::discard(&out, &summary.created, e))
-            };
-            if j {
-                // The text once, for the file and for stdout.
-                let text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
-                std::fs::write(&summary_path, &text).map_err(cannot)?;
-                out::print(&text)?;
-            } else {
-                // Straight to the file (the summary of 100,000 classes is 44 MB of text).
-                let mut file =
-                    std::io::BufWriter::new(std::fs::File::create(&summary_path).map_err(cannot)?);
-                serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
-                file.write_all(b"\n").map_err(cannot)?;
-                file.into_inner().map_err(|e| cannot(e.into_error()))?;
-                if !quiet {
-                    out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
-                }
-                print_summary(&summary)?;
-            }
-            Ok(())
-        }
+        command @ Command::Replay { .. } => replay_command(command),
         Command::Policy(cmd) => match cmd {
             PolicyCommand::Check {
                 files,
@@ -281,6 +198,95 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
         },
     }
+}
+
+/// `weft replay`: loads the policy, replays the trace into `--out`, writes `summary.json`
+/// (removing the other outputs if it cannot) and prints the table or the JSON.
+fn replay_command(command: Command) -> Result<(), Failure> {
+    let Command::Replay {
+        policy: file,
+        trace,
+        out,
+        json: j,
+        quiet,
+        progress,
+        engine,
+        limited_fast_path,
+        burst,
+        update,
+        tenant,
+        reorder_window,
+        max_interfaces,
+        max_trace_row_bytes,
+        load: l,
+    } = command
+    else {
+        unreachable!("replay_command is given `weft replay`'s arguments")
+    };
+    if file == std::path::Path::new("-") && replay::is_stdin(&trace) {
+        return Err(Failure::usage(
+            "--policy - and --trace -: standard input can give only one of them",
+        ));
+    }
+    let p = std::sync::Arc::new(load(&file, &l)?);
+    let updates = updates::parse_all(&p, &update).map_err(Failure::usage)?;
+    let tenants = tenant_pairs(&tenant).map_err(Failure::usage)?;
+    let progress = progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let opts = replay::Options {
+        engine,
+        progress,
+        quiet,
+        // A replay streams: flows are forgotten once they hold nothing, so memory
+        // follows the packets queued, not the trace's distinct flows (exact: see
+        // `forget_idle_flows`; the summary reports no per-flow counters).
+        engine_options: weft_core::sched::EngineOptions {
+            limited_fast_path,
+            forget_idle_flows: true,
+        },
+        burst: burst.into(),
+        updates,
+        tenants,
+        reorder_window: reorder_window as usize,
+        max_interfaces: max_interfaces as usize,
+        max_row_bytes: max_trace_row_bytes as usize,
+        inputs: std::iter::once(file.clone())
+            .chain(options(&l)?.attach.into_iter().map(|(_, f)| f))
+            .collect(),
+    };
+    let summary = replay::replay(p, &trace, &out, opts)?;
+    if let Some(held) = summary.head["held_at_end"].as_u64().filter(|&h| h > 0) {
+        out::errln!(
+            "warning: {held} packets were still queued when the 64-bit picosecond clock \
+             ran out (213.5 days; a class too slow for its backlog): neither sent nor \
+             dropped (summary.json: held_at_end)"
+        );
+    }
+    // The files first: a reader of the table that stops early (`| head`) must not
+    // cost the summary.
+    let summary_path = out.join("summary.json");
+    // The other outputs go too (see `replay::discard`).
+    let cannot = |e: std::io::Error| {
+        let e = replay::Error::Output(format!("cannot write {}: {e}", summary_path.display()));
+        Failure::from(replay::discard(&out, &summary.created, e))
+    };
+    if j {
+        // The text once, for the file and for stdout.
+        let text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
+        std::fs::write(&summary_path, &text).map_err(cannot)?;
+        out::print(&text)?;
+    } else {
+        // Straight to the file (the summary of 100,000 classes is 44 MB of text).
+        let mut file =
+            std::io::BufWriter::new(std::fs::File::create(&summary_path).map_err(cannot)?);
+        serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
+        file.write_all(b"\n").map_err(cannot)?;
+        file.into_inner().map_err(|e| cannot(e.into_error()))?;
+        if !quiet {
+            out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
+        }
+        print_summary(&summary)?;
+    }
+    Ok(())
 }
 
 /// `--tenant NAME=IFACE` flags (of `weft run` and `weft replay`) as (NAME, IFACE) pairs, in
