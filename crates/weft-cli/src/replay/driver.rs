@@ -51,6 +51,16 @@ fn progress_message(rows: u64, p: &crate::sim::Progress) -> String {
     format!("{rows} rows read, {:.0} packets/s", rows as f64 / secs)
 }
 
+/// Replays the trace through `engine` into `out` (see the module doc): opens the trace,
+/// streams its rows through the link driver, writing and tallying every event, then warns
+/// ([`capture_warnings`], [`end_warnings`]), writes the timeline ([`write_timeline`]) and
+/// builds the summary and `index.html`.
+///
+/// Long on purpose: the row iterator and the event callback handed together to
+/// [`link::run_bursts`] share the row count, the first arrival and the shaped packets'
+/// classes (hence the `Cell`s and the `RefCell`), and the callback updates a dozen tallies
+/// that the summary then reads. Cutting the loop into functions means first gathering that
+/// state into a struct of its own, a change of more than place, kept out of a pure split.
 pub(super) fn run<E: Engine>(
     mut engine: E,
     prog: Arc<Program>,
@@ -310,45 +320,15 @@ pub(super) fn run<E: Engine>(
     if let Some(e) = error {
         return Err(Error::Input(e));
     }
-    if rows == 0 {
-        // A header alone, an empty capture: the outputs are written, empty, but the likely
-        // cause is the wrong file (or a filter that kept nothing).
-        crate::out::errln!(
-            "warning: {trace_name} holds no packets ({}): the outputs are empty",
-            if matches!(source, Source::Capture(_)) {
-                "a capture without records"
-            } else {
-                "a header and no rows"
-            }
-        );
-    }
-    let (n, largest) = oversize.get();
-    if n > 0 {
-        crate::out::errln!(
-            "warning: {n} packets of {trace_name} are larger than the link's MTU ({} B; the \
-             largest {largest} B): replayed as single frames of their size (segmentation \
-             offload in a capture, or a `bytes` column in another unit?)",
-            prog.link.mtu_bytes
-        );
-    }
-    // An update after the last frame has left is applied to an idle scheduler: a time
-    // given in the wrong unit, most likely.
-    let late: Vec<&str> = opts
-        .updates
-        .iter()
-        .filter(|u| rows > 0 && u.at_ps > end_ps)
-        .map(|u| u.text.as_str())
-        .collect();
-    if !late.is_empty() {
-        crate::out::errln!(
-            "warning: --update {}: after the last frame left ({end_ps} ps on the trace's \
-             clock), so it changed nothing",
-            late.iter()
-                .map(|t| format!("`{t}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    end_warnings(
+        &prog,
+        &opts,
+        &trace_name,
+        matches!(source, Source::Capture(_)),
+        rows,
+        oversize.get(),
+        end_ps,
+    );
     check("departures.csv", deps.flush());
     check("drops.csv", drops.flush());
     if let Some((file, e)) = write_error {
@@ -356,15 +336,7 @@ pub(super) fn run<E: Engine>(
     }
     let timeline =
         timeline.unwrap_or_else(|| Timeline::new(series_names, first_t.get().unwrap_or(0)));
-    let (rate_svg, delay_svg) = timeline.charts(&prog.name);
-    for (name, text) in [
-        ("timeseries.csv", timeline.csv()),
-        ("throughput.svg", rate_svg),
-        ("delay.svg", delay_svg),
-    ] {
-        let path = out.join(name);
-        std::fs::write(&path, text).map_err(|e| cannot_write(&path, e))?;
-    }
+    write_timeline(out, &timeline, &prog.name)?;
 
     let start_ps = first_t.get().unwrap_or(0);
     let span_ps = end_ps.saturating_sub(start_ps);
@@ -456,6 +428,73 @@ pub(super) fn run<E: Engine>(
     let path = out.join("index.html");
     std::fs::write(&path, index_html(&summary)).map_err(|e| cannot_write(&path, e))?;
     Ok(summary)
+}
+
+/// The run's warnings about its input once the trace is read: a trace without packets, rows
+/// larger than the link's MTU (`oversize`: how many, the largest), and `--update`s after the
+/// last frame left (at `end_ps`).
+fn end_warnings(
+    prog: &Program,
+    opts: &Options,
+    trace_name: &str,
+    is_capture: bool,
+    rows: u64,
+    oversize: (u64, u32),
+    end_ps: u64,
+) {
+    if rows == 0 {
+        // A header alone, an empty capture: the outputs are written, empty, but the likely
+        // cause is the wrong file (or a filter that kept nothing).
+        crate::out::errln!(
+            "warning: {trace_name} holds no packets ({}): the outputs are empty",
+            if is_capture {
+                "a capture without records"
+            } else {
+                "a header and no rows"
+            }
+        );
+    }
+    let (n, largest) = oversize;
+    if n > 0 {
+        crate::out::errln!(
+            "warning: {n} packets of {trace_name} are larger than the link's MTU ({} B; the \
+             largest {largest} B): replayed as single frames of their size (segmentation \
+             offload in a capture, or a `bytes` column in another unit?)",
+            prog.link.mtu_bytes
+        );
+    }
+    // An update after the last frame has left is applied to an idle scheduler: a time
+    // given in the wrong unit, most likely.
+    let late: Vec<&str> = opts
+        .updates
+        .iter()
+        .filter(|u| rows > 0 && u.at_ps > end_ps)
+        .map(|u| u.text.as_str())
+        .collect();
+    if !late.is_empty() {
+        crate::out::errln!(
+            "warning: --update {}: after the last frame left ({end_ps} ps on the trace's \
+             clock), so it changed nothing",
+            late.iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
+
+/// Writes the timeline's outputs: `timeseries.csv`, `throughput.svg` and `delay.svg`.
+fn write_timeline(out: &Path, timeline: &Timeline, policy: &str) -> Result<(), Error> {
+    let (rate_svg, delay_svg) = timeline.charts(policy);
+    for (name, text) in [
+        ("timeseries.csv", timeline.csv()),
+        ("throughput.svg", rate_svg),
+        ("delay.svg", delay_svg),
+    ] {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| cannot_write(&path, e))?;
+    }
+    Ok(())
 }
 
 /// One `departures.csv` row: `depart_ps,id,leaf,flow,bytes`. The integers go through
