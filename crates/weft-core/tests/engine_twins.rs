@@ -925,3 +925,15 @@ fn fast_engine_matches_reference_when_a_backlogged_leaf_rejoins_a_class_queue() 
     let two_wfq = "weft: 1\nlink: {rate: 10gbit, overhead: 0b}\nnodes:\n  - {name: root, type: wfq}\n  - {name: s1, type: shape, parent: root, rate: 7600mbit, burst: 16kb}\n  - {name: s0, type: shape, parent: s1, rate: 6200mbit, burst: 32kb}\n  - {name: n1, type: wfq, parent: s0, weight: 3, match: {tag: [0, 1]}}\n  - {name: l0, type: leaf, parent: n1, weight: 4, match: {tag: 0}}\n  - {name: l1, type: leaf, parent: n1, weight: 2, match: {tag: 1}}\n  - {name: l2, type: leaf, parent: s1, weight: 6, match: {tag: 2}}\n";
     offered_twins(two_wfq, &[(0, 5.3, 64), (1, 3.0, 1500), (2, 2.0, 576)]);
 }
+
+/// A class that takes back a released packet's reservation when a packet its queue holds
+/// outranks it below a `wfq` node, though the queue's first packet is another child's
+/// (the fluid check's seed 11003825): both engines alike.
+#[test]
+fn fast_engine_matches_reference_when_a_queued_packet_outranks_a_released_one() {
+    let text = "weft: 1\nlink: {rate: 10gbit, overhead: 0b}\nnodes:\n  - {name: root, type: wfq}\n  - {name: outer, type: shape, parent: root, rate: 7800mbit, burst: 16kb}\n  - {name: bulk, type: leaf, parent: outer, weight: 7, match: {tag: 1}}\n  - {name: app, type: prio, parent: outer, weight: 6, match: {tag: [2, 3]}}\n  - {name: inner, type: shape, parent: app, rate: 6900mbit, burst: 16kb}\n  - {name: hi, type: leaf, parent: inner, priority: 0, match: {tag: 2}}\n  - {name: lo, type: leaf, parent: inner, priority: 1, match: {tag: 3}}\n  - {name: other, type: leaf, parent: root, weight: 2, match: {tag: 4}}\n";
+    offered_twins(
+        text,
+        &[(1, 6.0, 1500), (2, 4.0, 64), (3, 2.0, 576), (4, 3.0, 64)],
+    );
+}

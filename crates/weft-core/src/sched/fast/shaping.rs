@@ -471,8 +471,8 @@ impl FastEngine {
 
     /// When class `c`'s queue's first packet (in `front`) must wait for its tokens, takes
     /// back the class's reservations for the parked packets, and for the packets it released
-    /// into the tree, that its policy ranks after that packet (as the reference's
-    /// `revoke_after`).
+    /// into the tree, that its policy ranks after a packet its queue holds (as the
+    /// reference's `revoke_after`).
     #[cold]
     #[inline(never)]
     pub(super) fn revoke_after(&mut self, c: u32, front: u32, now: u64) {
@@ -490,7 +490,7 @@ impl FastEngine {
             let next = self.park_next[at as usize];
             if let Some(j) = self.out_at(at, c) {
                 left -= 1;
-                if self.ranked_before(front, at) {
+                if self.outranked(c, at) {
                     self.class_parked[c as usize] -= 1;
                     if self.revoke(at, c, j) == 0 {
                         self.slots[at as usize].flags &= !PARKED;
@@ -509,7 +509,7 @@ impl FastEngine {
         let mut at = self.released_head[c as usize];
         while at != NO {
             if let Some(j) = self.out_at(at, c) {
-                if self.ranked_before(front, at) {
+                if self.outranked(c, at) {
                     self.revoke(at, c, j);
                 }
             }
@@ -542,17 +542,45 @@ impl FastEngine {
         out
     }
 
-    /// Whether the policy ranks the packet in `a` strictly before the one in `b` where their
-    /// paths meet, at a node that ranks packets by their own ranks (as the reference's
-    /// `ranked_before`).
-    fn ranked_before(&self, a: u32, b: u32) -> bool {
-        let (leaf_a, leaf_b) = (
-            self.slots[a as usize].leaf_node,
-            self.slots[b as usize].leaf_node,
-        );
-        let (i, j, own) = meeting(&self.prog, leaf_a, leaf_b);
+    /// Whether class `c`'s queue holds a packet that the policy ranks strictly before the
+    /// one in `slot` where their paths meet, at a node that ranks packets by their own ranks
+    /// (the reference's `outranked`: at each node above the packet's leaf, the queue's first
+    /// packet below that node).
+    fn outranked(&self, c: u32, slot: u32) -> bool {
         let stride = self.stride;
-        own && self.ranks[a as usize * stride + i] < self.ranks[b as usize * stride + j]
+        let leaf_r = self.slots[slot as usize].leaf_node;
+        let (mut m, mut j) = (leaf_r, 0usize);
+        loop {
+            if let Some(q) = self.class_first_below(c, m).filter(|&q| q != slot) {
+                let leaf_q = self.slots[q as usize].leaf_node;
+                let (i, jj, own) = meeting(&self.prog, leaf_q, leaf_r);
+                if jj == j
+                    && own
+                    && self.ranks[q as usize * stride + i] < self.ranks[slot as usize * stride + j]
+                {
+                    return true;
+                }
+            }
+            let p = self.nodes[m as usize].parent;
+            if p == NO {
+                return false;
+            }
+            (m, j) = (p, j + 1);
+        }
+    }
+
+    /// The first packet of class `c`'s queue below node `m` (its class PIFOs followed down
+    /// from `m`), without taking it.
+    fn class_first_below(&self, c: u32, m: u32) -> Option<u32> {
+        let mut n = m;
+        let mut i = *self.class_pifo_of.get(&(c, n))?;
+        loop {
+            let e = *self.class_pifos.peek(self.class_roots[i as usize])?;
+            if self.nodes[n as usize].kind == Kind::Leaf {
+                return Some(e.v);
+            }
+            (n, i) = (e.v, e.link);
+        }
     }
 
     pub(super) fn push_entries(&mut self, slot: u32) {

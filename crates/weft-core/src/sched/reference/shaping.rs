@@ -222,8 +222,13 @@ impl ReferenceEngine {
 
     /// The packet at the front of class `c`'s queue: its PIFO tree followed from the top.
     pub(super) fn class_head(&self, c: u32) -> Option<usize> {
+        self.class_head_below(c, 0)
+    }
+
+    /// The first packet of class `c`'s queue below node `n`: its PIFO tree followed from
+    /// `n`.
+    pub(super) fn class_head_below(&self, c: u32, mut n: NodeId) -> Option<usize> {
         let q = &self.classes[c as usize];
-        let mut n: NodeId = 0;
         loop {
             let (_, &v) = q.tree.get(&n)?.first_key_value()?;
             if self.prog.nodes[n as usize].leaf.is_some() {
@@ -290,11 +295,11 @@ impl ReferenceEngine {
     }
 
     /// When class `c`'s queue's first packet (in `front`) must wait for its tokens: takes
-    /// back the class's reservations for the packets it passed that wait at an outer class
-    /// and that its policy ranks after that packet, so its next token goes to the packet it
-    /// ranks first. Such a packet keeps its place in the outer class's queue; no longer
-    /// passed here, it queues at `c` again (ranked there with the others) if `c` is busy
-    /// when the outer class gives it out.
+    /// back the class's reservations for the packets it passed that wait at an outer class,
+    /// and for those it released that are still in the tree, that its policy ranks after a
+    /// packet its queue holds ([`Self::outranked`]), so its next token goes to the packet it
+    /// ranks first. Such a packet keeps its place where it is; no longer passed here, it
+    /// queues at `c` again (ranked there with the others) if `c` is busy when it comes out.
     pub(super) fn revoke_after(&mut self, c: u32, front: usize, now: u64) {
         let bytes = self.slab[front]
             .as_ref()
@@ -315,7 +320,7 @@ impl ReferenceEngine {
             };
             // Parked at an outer class, or released by this one into the tree.
             let lent = h.parked || h.from == Some(c);
-            if !lent || h.out & (1 << j) == 0 || !self.ranked_before(front, slot) {
+            if !lent || h.out & (1 << j) == 0 || !self.outranked(c, slot) {
                 continue;
             }
             let h = self.slab[slot].as_mut().expect("held");
@@ -327,17 +332,29 @@ impl ReferenceEngine {
         }
     }
 
-    /// Whether the policy ranks the packet in `a` strictly before the one in `b` where
-    /// their paths meet, at a node that ranks packets by their own ranks (`prio`, `fifo`,
-    /// `edf`, `lstf`, a first-come first-served leaf). Never at a node that shares (`wfq`,
-    /// `rr`, `drr`, `senic`, a fair leaf).
-    pub(super) fn ranked_before(&self, a: usize, b: usize) -> bool {
-        let (ha, hb) = (
-            self.slab[a].as_ref().expect("held"),
-            self.slab[b].as_ref().expect("held"),
-        );
-        let (i, j, own) = meeting(&self.prog, ha.leaf_node, hb.leaf_node);
-        own && ha.ranks[i] < hb.ranks[j]
+    /// Whether class `c`'s queue holds a packet that the policy ranks strictly before the
+    /// one in `slot` where their paths meet, at a node that ranks packets by their own ranks
+    /// (`prio`, `fifo`, `edf`, `lstf`, a first-come first-served leaf; never at a node that
+    /// shares: `wfq`, `rr`, `drr`, `senic`, a fair leaf). At each node above the packet's
+    /// leaf it asks the queue's first packet below that node, so a higher-priority packet
+    /// counts even when the queue's first packet is another child's of a `wfq` node above.
+    pub(super) fn outranked(&self, c: u32, slot: usize) -> bool {
+        let r = self.slab[slot].as_ref().expect("held");
+        let mut m = r.leaf_node;
+        let mut j = 0;
+        loop {
+            if let Some(q) = self.class_head_below(c, m).filter(|&q| q != slot) {
+                let hq = self.slab[q].as_ref().expect("held");
+                let (i, jj, own) = meeting(&self.prog, hq.leaf_node, r.leaf_node);
+                if jj == j && own && hq.ranks[i] < r.ranks[j] {
+                    return true;
+                }
+            }
+            match self.prog.nodes[m as usize].parent {
+                Some(p) => (m, j) = (p, j + 1),
+                None => return false,
+            }
+        }
     }
 
     /// Moves due packets back into the tree: the first packet of each shaping class whose
