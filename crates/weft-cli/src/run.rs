@@ -499,7 +499,9 @@ fn run(a: RunArgs) -> Result<(), Fail> {
         dataplane::RunError::Backend(m) => usage(m),
         e => (1, e.to_string()),
     })?;
-    crate::out::outln!("{stats}")?;
+    // As the control socket answers `stats`: one line of `Stats`'s serde form.
+    let line = serde_json::to_string(&stats).map_err(|e| (1, e.to_string()))?;
+    crate::out::outln!("{line}")?;
     Ok(())
 }
 

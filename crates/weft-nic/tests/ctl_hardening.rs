@@ -48,7 +48,7 @@ struct Daemon {
     sock: PathBuf,
     metrics: Option<std::net::SocketAddr>,
     stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<Value>>,
+    handle: Option<std::thread::JoinHandle<Stats>>,
     dir: TempDir,
 }
 

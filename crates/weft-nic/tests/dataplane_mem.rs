@@ -17,12 +17,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use weft_core::policy::LoadOptions;
 use weft_nic::afpacket::RingVersion;
-use weft_nic::ctl::{self, Request};
+use weft_nic::ctl::{self, Reloaded, Reply, Request};
 use weft_nic::dataplane::{self, Port};
+use weft_nic::iface::Reject;
 use weft_nic::parse;
+use weft_nic::stats::{Stats, TenantStats, TENANT_DROPS};
 
 /// Every send of every port, numbered in the order they happened (across ports).
 static SENDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -86,7 +87,7 @@ struct Running {
     tenants: Vec<MemPort>,
     uplink: MemPort,
     stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<Value>>,
+    handle: Option<std::thread::JoinHandle<Stats>>,
     sock: PathBuf,
     dir: PathBuf,
 }
@@ -193,27 +194,35 @@ impl Running {
         self.tenants[t].rx.lock().unwrap().extend(frames);
     }
 
-    fn stats(&self) -> Value {
-        ctl::request(&self.sock, &Request::Stats).unwrap().to_json()
+    fn stats(&self) -> Stats {
+        match ctl::request(&self.sock, &Request::Stats).unwrap() {
+            Reply::Stats(s) => *s,
+            other => panic!("not a stats answer: {other:?}"),
+        }
+    }
+
+    /// The answer to reloading `policy`.
+    fn reload(&self, policy: &std::path::Path) -> Reply {
+        let req = Request::Reload {
+            policy: policy.to_path_buf(),
+        };
+        ctl::request(&self.sock, &req).unwrap()
     }
 
     /// Waits (bounded) until every received frame is accounted for and nothing is held.
-    fn settle(&self, expect_rx: u64) -> Value {
+    fn settle(&self, expect_rx: u64) -> Stats {
         let t = Instant::now();
         loop {
             let s = self.stats();
-            let rx: u64 = s["tenants"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["rx_frames"].as_u64().unwrap())
-                .sum();
-            let i = &s["iface"];
-            let done = i["sent"].as_u64().unwrap() + i["dropped"].as_u64().unwrap();
-            if rx == expect_rx && done == i["posted"].as_u64().unwrap() {
+            let rx: u64 = s.tenants.iter().map(|t| t.rx_frames).sum();
+            let i = &s.iface;
+            if rx == expect_rx && i.sent + i.dropped == i.posted {
                 return s;
             }
-            assert!(t.elapsed() < Duration::from_secs(30), "did not settle: {s}");
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "did not settle: {s:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -225,8 +234,8 @@ impl Running {
         &self,
         every: Duration,
         mut tick: impl FnMut(&Running),
-        done: impl Fn(&Value) -> bool,
-    ) -> Value {
+        done: impl Fn(&Stats) -> bool,
+    ) -> Stats {
         let t = Instant::now();
         loop {
             tick(self);
@@ -238,7 +247,7 @@ impl Running {
         }
     }
 
-    fn finish(mut self) -> Value {
+    fn finish(mut self) -> Stats {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.handle.take().unwrap().join().unwrap()
     }
@@ -305,9 +314,29 @@ impl Log {
     }
 }
 
-fn balanced(s: &Value) {
-    if let Err(e) = weft_nic::dataplane::check_balance(s) {
-        panic!("{e}: {s}");
+fn balanced(s: &Stats) {
+    if let Err(e) = s.check_balance() {
+        panic!("{e}: {s:?}");
+    }
+}
+
+/// Tenant `t`'s frames dropped for `reason` (one of [`TENANT_DROPS`]).
+fn dropped(t: &TenantStats, reason: &str) -> u64 {
+    let i = TENANT_DROPS.iter().position(|&n| n == reason);
+    t.drops[i.unwrap_or_else(|| panic!("no drop reason `{reason}`"))]
+}
+
+/// Tenant `t`'s driver's requests the interface refused for `reason` (a [`Reject`]'s name).
+fn rejected(t: &TenantStats, reason: &str) -> u64 {
+    let i = Reject::ALL.iter().position(|r| r.name() == reason);
+    t.rejects[i.unwrap_or_else(|| panic!("no reject reason `{reason}`"))]
+}
+
+/// `reply` as a reload carried out.
+fn reloaded(reply: Reply) -> Reloaded {
+    match reply {
+        Reply::Reloaded(a) => a,
+        other => panic!("not reloaded: {other:?}"),
     }
 }
 
@@ -352,13 +381,13 @@ fn bad_frames_are_counted_and_everything_balances() {
     }
     let s = r.settle(n + 100);
     balanced(&s);
-    assert_eq!(s["dataplane"]["parse_errors"], expect_parse_errors, "{s}");
-    assert_eq!(s["dataplane"]["oversize"], 1);
+    assert_eq!(s.dataplane.parse_errors, expect_parse_errors, "{s:?}");
+    assert_eq!(s.dataplane.oversize, 1);
     // Every well-formed frame came out on the uplink, byte for byte, per flow in order.
     let out = r.uplink.tx.lock().unwrap().clone();
     let from_a: Vec<&Vec<u8>> = out.iter().filter(|f| f[11] == 1).collect();
-    let sent_ok = s["iface"]["sent"].as_u64().unwrap();
-    assert!(sent_ok >= 300, "{s}");
+    let sent_ok = s.iface.sent;
+    assert!(sent_ok >= 300, "{s:?}");
     for sport in 1000..1007u16 {
         let want: Vec<&Vec<u8>> = frames
             .iter()
@@ -398,47 +427,25 @@ fn reload_refuses_invalid_and_swaps_valid_without_loss() {
     r.inject(1, (0..300u16).map(|i| tcp(2, 4000 + i % 5, 800)));
     let bad = r.dir.join("bad.yaml");
     std::fs::write(&bad, "weft: 1\nnodes:\n  - {name: root, type: wfq\n").unwrap();
-    let a = ctl::request(
-        &r.sock,
-        &Request::Reload {
-            policy: bad.clone(),
-        },
-    )
-    .unwrap()
-    .to_json();
-    assert_eq!(a["ok"], false, "{a}");
-    assert_eq!(r.stats()["generation"], 1);
+    let a = r.reload(&bad);
+    assert!(matches!(a, Reply::Refused(_)), "{a:?}");
+    assert_eq!(r.stats().generation, 1);
     let good = policy(&r.dir, "p2.yaml", 3);
-    let a = ctl::request(
-        &r.sock,
-        &Request::Reload {
-            policy: good.clone(),
-        },
-    )
-    .unwrap()
-    .to_json();
-    assert_eq!(a["ok"], true, "{a}");
-    assert_eq!(a["generation"], 2);
+    let a = r.reload(&good);
+    assert_eq!(reloaded(a).generation, 2);
     r.inject(0, (0..200u16).map(|i| tcp(1, 3000 + i % 5, 800)));
     r.inject(1, (0..200u16).map(|i| tcp(2, 4000 + i % 5, 800)));
     let s = r.settle(1000);
     balanced(&s);
     // Nothing admitted was lost in the swap (rings hold 256, so no burst here overflows).
-    assert_eq!(s["iface"]["dropped"], 0, "{s}");
-    assert_eq!(s["dataplane"]["ring_full"], 0, "{s}");
-    assert_eq!(s["dataplane"]["tx_frames"], 1000, "{s}");
-    assert_eq!(s["policy"], "p2.yaml");
+    assert_eq!(s.iface.dropped, 0, "{s:?}");
+    assert_eq!(s.dataplane.ring_full, 0, "{s:?}");
+    assert_eq!(s.dataplane.tx_frames, 1000, "{s:?}");
+    assert_eq!(s.policy, "p2.yaml");
     // The nodes both policies have count across the reload: every packet sent.
-    let packets = |name: &str| {
-        s["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["name"] == name)
-            .map(|n| n["packets"].as_u64().unwrap())
-    };
-    assert_eq!(packets("root"), Some(1000), "{s}");
-    assert_eq!(packets("a").unwrap() + packets("b").unwrap(), 1000, "{s}");
+    let packets = |name: &str| s.nodes.iter().find(|n| n.name == name).map(|n| n.packets);
+    assert_eq!(packets("root"), Some(1000), "{s:?}");
+    assert_eq!(packets("a").unwrap() + packets("b").unwrap(), 1000, "{s:?}");
 }
 
 /// A reload answers with the warnings `weft run` gives at start, for the new policy and the
@@ -453,21 +460,8 @@ fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
         "weft: 1\nname: only3\nnodes:\n  - {name: root, type: wfq}\n  - {name: c, type: leaf, parent: root, match: {tenant: 3}}\n",
     )
     .unwrap();
-    let a = ctl::request(
-        &r.sock,
-        &Request::Reload {
-            policy: only3.clone(),
-        },
-    )
-    .unwrap()
-    .to_json();
-    assert_eq!(a["ok"], true, "{a}");
-    let w: Vec<&str> = a["warnings"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no warnings in {a}"))
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let a = r.reload(&only3);
+    let w = reloaded(a).warnings;
     assert_eq!(w.len(), 3, "{w:?}");
     assert!(
         w[0].contains("no leaf of only3 takes tenant 1 (a on m1)"),
@@ -479,15 +473,8 @@ fn reload_answers_with_the_tenant_warnings_of_the_new_policy() {
         "{w:?}"
     );
     let good = policy(&r.dir, "p2.yaml", 3);
-    let a = ctl::request(
-        &r.sock,
-        &Request::Reload {
-            policy: good.clone(),
-        },
-    )
-    .unwrap()
-    .to_json();
-    assert_eq!(a["warnings"], json!([]), "{a}");
+    let a = r.reload(&good);
+    assert_eq!(reloaded(a).warnings, Vec::<String>::new());
 }
 
 #[test]
@@ -500,26 +487,17 @@ fn rogue_driver_is_refused_and_counted_against_itself_only() {
     let t = Instant::now();
     let s = loop {
         let s2 = r.stats();
-        if s2["tenants"][0]["rejects"]["foreign_queue"]
-            .as_u64()
-            .unwrap_or(0)
-            > 10
-        {
+        if rejected(&s2.tenants[0], "foreign_queue") > 10 {
             break s2;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "{s}");
+        assert!(t.elapsed() < Duration::from_secs(20), "{s:?}");
         std::thread::sleep(Duration::from_millis(20));
     };
     balanced(&s);
-    assert!(
-        s["tenants"][0]["rejects"]["unknown_queue"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
-    assert_eq!(s["tenants"][1]["rejects"], json!({}), "{s}");
-    assert_eq!(s["dataplane"]["tx_frames"], 250, "{s}");
-    assert_eq!(s["iface"]["dropped"], 0);
+    assert!(rejected(&s.tenants[0], "unknown_queue") > 0);
+    assert!(s.tenants[1].rejects.iter().all(|&n| n == 0), "{s:?}");
+    assert_eq!(s.dataplane.tx_frames, 250, "{s:?}");
+    assert_eq!(s.iface.dropped, 0);
 }
 
 #[test]
@@ -594,8 +572,8 @@ fn reverse_path_serves_tenants_round_robin() {
         "only {after} of tenant 2's frames went after tenant 1's"
     );
     let s = r.stats();
-    assert_eq!(s["dataplane"]["reverse_frames"], 201, "{s}");
-    assert_eq!(s["dataplane"]["reverse_dropped"], 0, "{s}");
+    assert_eq!(s.dataplane.reverse_frames, 201, "{s:?}");
+    assert_eq!(s.dataplane.reverse_dropped, 0, "{s:?}");
 }
 
 /// A leaf that holds at most 4 packets, on a slow uplink, offered 300 frames at once: the
@@ -613,17 +591,17 @@ fn engine_drops_complete_their_descriptors() {
     r.inject(0, frames.clone());
     let s = r.settle(300);
     balanced(&s);
-    let engine_drops = s["dataplane"]["engine_drops"].as_u64().unwrap();
-    let sent = s["iface"]["sent"].as_u64().unwrap();
-    assert!(engine_drops > 0, "the 4-packet leaf dropped nothing: {s}");
+    let engine_drops = s.dataplane.engine_drops;
+    let sent = s.iface.sent;
+    assert!(engine_drops > 0, "the 4-packet leaf dropped nothing: {s:?}");
     assert_eq!(
         sent + engine_drops,
-        s["iface"]["posted"].as_u64().unwrap(),
-        "every posted frame is sent or dropped by the engine: {s}"
+        s.iface.posted,
+        "every posted frame is sent or dropped by the engine: {s:?}"
     );
     // What was sent is, per flow, a subsequence of what was offered, in order.
     let out = r.uplink.tx.lock().unwrap().clone();
-    assert_eq!(out.len() as u64, sent, "{s}");
+    assert_eq!(out.len() as u64, sent, "{s:?}");
     for sport in 1000..1003u16 {
         let of_flow = |f: &&Vec<u8>| u16::from_be_bytes([f[34], f[35]]) == sport;
         let offered: Vec<&Vec<u8>> = frames.iter().filter(of_flow).collect();
@@ -660,19 +638,16 @@ fn a_remarked_flow_moves_to_its_new_class() {
     // DSCP 46 (EF) goes to `ef`, under a shaping class; anything else to `be`.
     let text = "weft: 1\nname: remark\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: prio}\n  - {name: cap, type: shape, parent: root, rate: 5gbit, burst: 64kb}\n  - {name: ef, type: leaf, parent: [cap], priority: 0, match: {dscp: 46}}\n  - {name: be, type: leaf, parent: root, priority: 1}\n";
     let r = Running::start_with("remark", None, None, Some(text));
-    let leaf_packets = |s: &Value, name: &str| -> u64 {
-        s["nodes"]
-            .as_array()
-            .unwrap()
+    let leaf_packets = |s: &Stats, name: &str| -> u64 {
+        s.nodes
             .iter()
-            .find(|n| n["name"] == name)
-            .unwrap_or_else(|| panic!("no node {name}: {s}"))["packets"]
-            .as_u64()
-            .unwrap()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no node {name}: {s:?}"))
+            .packets
     };
     // Packets of `be` and `ef`, and class moves so far.
-    let counts = |s: &Value| {
-        let moves = s["dataplane"]["class_moves"].as_u64().unwrap();
+    let counts = |s: &Stats| {
+        let moves = s.dataplane.class_moves;
         (leaf_packets(s, "be"), leaf_packets(s, "ef"), moves)
     };
     // One flow (one five-tuple): 10 best-effort frames, 20 re-marked EF, 5 back to 0. A
@@ -680,32 +655,29 @@ fn a_remarked_flow_moves_to_its_new_class() {
     r.inject(0, (0..10).map(|_| tcp_dscp(1, 1000, 100, 0)));
     r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
     let s = r.settle(14);
-    assert_eq!(counts(&s), (14, 0, 0), "{s}");
+    assert_eq!(counts(&s), (14, 0, 0), "{s:?}");
     r.inject(0, (0..20).map(|_| tcp_dscp(1, 1000, 100, 46)));
     let s = r.settle(34);
-    assert_eq!(counts(&s), (14, 20, 1), "{s}");
+    assert_eq!(counts(&s), (14, 20, 1), "{s:?}");
     // The moved flow's queue is bound to `ef`'s shaping class (counted from the binding).
-    assert_eq!(s["shapers"][0]["name"], "cap", "{s}");
-    assert_eq!(s["shapers"][0]["packets"], 20, "{s}");
-    assert_eq!(s["shapers"][0]["bytes"], 20 * 154, "{s}");
-    assert_eq!(s["shapers"][0]["limit_bps"], 5_000_000_000u64, "{s}");
+    assert_eq!(s.shapers[0].name, "cap", "{s:?}");
+    assert_eq!(s.shapers[0].packets, 20, "{s:?}");
+    assert_eq!(s.shapers[0].bytes, 20 * 154, "{s:?}");
+    assert_eq!(s.shapers[0].limit_bps, 5_000_000_000u64, "{s:?}");
     r.inject(0, (0..5).map(|_| tcp_dscp(1, 1000, 100, 0)));
     r.inject(0, (0..4).map(|_| tcp_dscp(1, 2000, 100, 0)));
     let s = r.settle(43);
-    assert_eq!(counts(&s), (23, 20, 2), "{s}");
-    assert_eq!(
-        s["shapers"][0]["packets"], 20,
-        "back in `be`, unshaped: {s}"
-    );
+    assert_eq!(counts(&s), (23, 20, 2), "{s:?}");
+    assert_eq!(s.shapers[0].packets, 20, "back in `be`, unshaped: {s:?}");
     // The moves went through the tenant's doorbells as metadata updates, and the flow kept
     // its queue (no new queue per class).
-    assert_eq!(s["iface"]["meta_updates"], 2, "{s}");
-    assert_eq!(s["dataplane"]["queues_live"], 2, "{s}");
+    assert_eq!(s.iface.meta_updates, 2, "{s:?}");
+    assert_eq!(s.dataplane.queues_live, 2, "{s:?}");
     // Each move left the flow's record at its old leaf idle, and the engine forgot it: two
     // flows open in the engine, not one per leaf each has been in.
-    assert_eq!(s["dataplane"]["flows_closed"], 2, "{s}");
-    assert_eq!(s["dataplane"]["engine_flows"], 2, "{s}");
-    assert_eq!(r.uplink.tx.lock().unwrap().len(), 43, "{s}");
+    assert_eq!(s.dataplane.flows_closed, 2, "{s:?}");
+    assert_eq!(s.dataplane.engine_flows, 2, "{s:?}");
+    assert_eq!(r.uplink.tx.lock().unwrap().len(), 43, "{s:?}");
     balanced(&s);
     // Flipping on every frame, ending best effort (20 frames: one receive batch, so one
     // doorbell carries every move): the flow ends in `be`, so the next frames, unchanged,
@@ -718,8 +690,8 @@ fn a_remarked_flow_moves_to_its_new_class() {
     let ef = leaf_packets(&s, "ef");
     r.inject(0, (0..5).map(|_| tcp_dscp(1, 1000, 100, 0)));
     let s = r.settle(68);
-    assert_eq!(leaf_packets(&s, "ef"), ef, "{s}");
-    assert_eq!(leaf_packets(&s, "be") + ef, 68, "{s}");
+    assert_eq!(leaf_packets(&s, "ef"), ef, "{s:?}");
+    assert_eq!(leaf_packets(&s, "be") + ef, 68, "{s:?}");
     balanced(&r.finish());
 }
 
@@ -733,21 +705,21 @@ fn reclaimed_queues_close_their_flows_in_the_engine() {
     // Twelve connections (source ports), three frames each.
     r.inject(0, (0..36).map(|i| tcp(1, 3000 + (i % 12) as u16, 100)));
     let s = r.settle(36);
-    assert_eq!(s["dataplane"]["engine_flows"], 12, "{s}");
+    assert_eq!(s.dataplane.engine_flows, 12, "{s:?}");
     // After a second of silence every queue is reclaimed (bounded wait).
     let s = r.wait_until(
         Duration::from_millis(100),
         |_| {},
-        |s| s["dataplane"]["queues_reclaimed"] == 12,
+        |s| s.dataplane.queues_reclaimed == 12,
     );
-    assert_eq!(s["dataplane"]["queues_reclaimed"], 12, "{s}");
-    assert_eq!(s["dataplane"]["flows_closed"], 12, "{s}");
-    assert_eq!(s["dataplane"]["engine_flows"], 0, "{s}");
-    assert_eq!(s["dataplane"]["queues_live"], 0, "{s}");
+    assert_eq!(s.dataplane.queues_reclaimed, 12, "{s:?}");
+    assert_eq!(s.dataplane.flows_closed, 12, "{s:?}");
+    assert_eq!(s.dataplane.engine_flows, 0, "{s:?}");
+    assert_eq!(s.dataplane.queues_live, 0, "{s:?}");
     // A connection seen again is a new flow, with a new queue.
     r.inject(0, (0..3).map(|_| tcp(1, 3000, 100)));
     let s = r.settle(39);
-    assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
+    assert_eq!(s.dataplane.engine_flows, 1, "{s:?}");
     balanced(&s);
 }
 
@@ -770,10 +742,10 @@ fn a_flow_shared_by_connections_outlives_one_connections_reclaim() {
             rx += 1;
             r.settle(rx);
         },
-        |s| s["dataplane"]["queues_reclaimed"] == 1,
+        |s| s.dataplane.queues_reclaimed == 1,
     );
-    assert_eq!(s["dataplane"]["queues_reclaimed"], 1, "{s}");
-    assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
+    assert_eq!(s.dataplane.queues_reclaimed, 1, "{s:?}");
+    assert_eq!(s.dataplane.engine_flows, 1, "{s:?}");
     r.inject(0, (0..5).map(|_| tcp(1, 4000, 100)));
     rx += 5;
     let s = r.settle(rx);
@@ -782,11 +754,11 @@ fn a_flow_shared_by_connections_outlives_one_connections_reclaim() {
     let s = r.wait_until(
         Duration::from_millis(100),
         |_| {},
-        |s| s["dataplane"]["queues_reclaimed"] == 2,
+        |s| s.dataplane.queues_reclaimed == 2,
     );
-    assert_eq!(s["dataplane"]["queues_reclaimed"], 2, "{s}");
-    assert_eq!(s["dataplane"]["engine_flows"], 0, "{s}");
-    assert_eq!(s["dataplane"]["flows_closed"], 1, "{s}");
+    assert_eq!(s.dataplane.queues_reclaimed, 2, "{s:?}");
+    assert_eq!(s.dataplane.engine_flows, 0, "{s:?}");
+    assert_eq!(s.dataplane.flows_closed, 1, "{s:?}");
 }
 
 /// A flow moved to another class while its packets still wait at its old leaf (here behind
@@ -802,16 +774,13 @@ fn a_moved_flows_old_record_is_closed_once_its_packets_have_left() {
     let s = r.wait_until(
         Duration::from_millis(2),
         |_| {},
-        |s| s["dataplane"]["backlog"].as_u64().unwrap() >= 5,
+        |s| s.dataplane.backlog >= 5,
     );
-    assert!(
-        s["dataplane"]["backlog"].as_u64().unwrap() >= 5,
-        "never held: {s}"
-    );
+    assert!(s.dataplane.backlog >= 5, "never held: {s:?}");
     r.inject(0, [tcp_dscp(1, 1000, 100, 0)]);
     let mut rx = 21;
     let s = r.settle(rx);
-    assert_eq!(s["dataplane"]["class_moves"], 1, "{s}");
+    assert_eq!(s.dataplane.class_moves, 1, "{s:?}");
     // The connection keeps sending (its queue is not reclaimed) until the old record is
     // closed (bounded wait: the retry runs every second).
     let s = r.wait_until(
@@ -821,11 +790,11 @@ fn a_moved_flows_old_record_is_closed_once_its_packets_have_left() {
             rx += 1;
             r.settle(rx);
         },
-        |s| s["dataplane"]["flows_closed"] == 1,
+        |s| s.dataplane.flows_closed == 1,
     );
-    assert_eq!(s["dataplane"]["flows_closed"], 1, "{s}");
-    assert_eq!(s["dataplane"]["engine_flows"], 1, "{s}");
-    assert_eq!(s["dataplane"]["queues_reclaimed"], 0, "{s}");
+    assert_eq!(s.dataplane.flows_closed, 1, "{s:?}");
+    assert_eq!(s.dataplane.engine_flows, 1, "{s:?}");
+    assert_eq!(s.dataplane.queues_reclaimed, 0, "{s:?}");
     balanced(&r.finish());
 }
 
@@ -868,9 +837,9 @@ fn a_spoofed_source_address_is_dropped_and_the_victim_keeps_its_traffic() {
     r.settle(1);
     r.inject(1, [tcp_from(a, 200), tcp_from([2, 0, 0, 0, 0, 2], 201)]);
     let s = r.settle(3);
-    assert_eq!(s["tenants"][1]["drops"]["spoofed_source"], 1, "{s}");
-    assert_eq!(s["tenants"][0]["drops"]["spoofed_source"], 0, "{s}");
-    assert_eq!(s["dataplane"]["source_rejected"], 1, "{s}");
+    assert_eq!(dropped(&s.tenants[1], "spoofed_source"), 1, "{s:?}");
+    assert_eq!(dropped(&s.tenants[0], "spoofed_source"), 0, "{s:?}");
+    assert_eq!(s.dataplane.source_rejected, 1, "{s:?}");
     balanced(&s);
     r.uplink
         .rx
@@ -917,8 +886,8 @@ fn a_spoofed_address_is_logged_once_per_address_and_port_by_itself() {
     r.inject(1, (0..3).map(|i| tcp_from(a, 211 + i)));
     let s = r.settle(9);
     wait_for_summaries(2);
-    assert_eq!(s["tenants"][1]["drops"]["spoofed_source"], 6, "{s}");
-    assert_eq!(s["tenants"][1]["drops"]["group_source"], 2, "{s}");
+    assert_eq!(dropped(&s.tenants[1], "spoofed_source"), 6, "{s:?}");
+    assert_eq!(dropped(&s.tenants[1], "group_source"), 2, "{s:?}");
     // The address and its owner, named once.
     let spoofs = log.lines_with(&["02:00:00:00:00:01", "belongs to tenant 1 (a)"]);
     assert_eq!(spoofs.len(), 1, "{spoofs:?}");
@@ -950,10 +919,10 @@ fn unknown_unicast_is_dropped_and_broadcast_reaches_every_tenant() {
     let s = r.wait_until(
         Duration::from_millis(10),
         |_| {},
-        |s| s["dataplane"]["reverse_unknown"] == 20,
+        |s| s.dataplane.reverse_unknown == 20,
     );
-    assert_eq!(s["dataplane"]["reverse_unknown"], 20, "{s}");
-    assert_eq!(s["dataplane"]["reverse_flooded"], 1, "{s}");
+    assert_eq!(s.dataplane.reverse_unknown, 20, "{s:?}");
+    assert_eq!(s.dataplane.reverse_flooded, 1, "{s:?}");
 }
 
 /// A tenant sending from thousands of random source addresses learns at most
@@ -978,10 +947,10 @@ fn a_random_source_flood_is_bounded_per_tenant() {
     );
     let s = r.settle(5_001);
     balanced(&s);
-    assert_eq!(s["tenants"][1]["macs"], 8, "{s}");
-    assert_eq!(s["tenants"][1]["drops"]["mac_table_full"], 5_000 - 8, "{s}");
-    assert_eq!(s["tenants"][0]["macs"], 1, "{s}");
-    assert_eq!(s["tenants"][0]["drops"]["mac_table_full"], 0, "{s}");
+    assert_eq!(s.tenants[1].macs, 8, "{s:?}");
+    assert_eq!(dropped(&s.tenants[1], "mac_table_full"), 5_000 - 8, "{s:?}");
+    assert_eq!(s.tenants[0].macs, 1, "{s:?}");
+    assert_eq!(dropped(&s.tenants[0], "mac_table_full"), 0, "{s:?}");
 }
 
 /// A tenant opening flows without end (random five-tuples, as `hping3 --flood
@@ -999,22 +968,19 @@ fn a_flow_flood_leaves_the_other_tenant_its_reserved_queues() {
     let s = r.wait_until(
         Duration::from_millis(10),
         |_| {},
-        |s| s["tenants"][1]["rx_frames"] == 1_000,
+        |s| s.tenants[1].rx_frames == 1_000,
     );
-    assert!(
-        s["tenants"][1]["drops"]["no_queue"].as_u64().unwrap() > 0,
-        "{s}"
-    );
+    assert!(dropped(&s.tenants[1], "no_queue") > 0, "{s:?}");
     // Tenant 1: 16 new flows, each gets a queue (16 = its reservation, a quarter of 64).
     r.inject(0, (0..16u16).map(|i| tcp(1, 100 + i, 64)));
     let s = r.wait_until(
         Duration::from_millis(10),
         |_| {},
-        |s| s["tenants"][0]["rx_frames"] == 16,
+        |s| s.tenants[0].rx_frames == 16,
     );
-    assert_eq!(s["tenants"][0]["drops"]["no_queue"], 0, "{s}");
-    assert_eq!(s["tenants"][0]["queues"], 16, "{s}");
-    assert_eq!(s["dataplane"]["reserved_queues"], 16, "{s}");
+    assert_eq!(dropped(&s.tenants[0], "no_queue"), 0, "{s:?}");
+    assert_eq!(s.tenants[0].queues, 16, "{s:?}");
+    assert_eq!(s.dataplane.reserved_queues, 16, "{s:?}");
 }
 
 /// A tenant flooding frames on a slow link fills at most what the other tenant leaves
@@ -1030,20 +996,17 @@ fn a_frame_flood_leaves_the_other_tenant_its_reserved_buffers() {
     let s = r.wait_until(
         Duration::from_millis(10),
         |_| {},
-        |s| s["tenants"][1]["rx_frames"] == 2_000,
+        |s| s.tenants[1].rx_frames == 2_000,
     );
-    assert!(
-        s["tenants"][1]["drops"]["no_buffer"].as_u64().unwrap() > 0,
-        "{s}"
-    );
+    assert!(dropped(&s.tenants[1], "no_buffer") > 0, "{s:?}");
     r.inject(0, (0..32u16).map(|i| tcp(1, 100 + i % 4, 64)));
     let s = r.wait_until(
         Duration::from_millis(10),
         |_| {},
-        |s| s["tenants"][0]["rx_frames"] == 32,
+        |s| s.tenants[0].rx_frames == 32,
     );
-    assert_eq!(s["tenants"][0]["drops"]["no_buffer"], 0, "{s}");
-    assert_eq!(s["dataplane"]["reserved_buffers"], 64, "{s}");
+    assert_eq!(dropped(&s.tenants[0], "no_buffer"), 0, "{s:?}");
+    assert_eq!(s.dataplane.reserved_buffers, 64, "{s:?}");
 }
 
 /// While the uplink's link is down nothing is sent into it (before, frames were counted as
@@ -1056,29 +1019,26 @@ fn departures_wait_while_the_uplink_is_down() {
     let s = r.wait_until(
         Duration::from_millis(20),
         |_| {},
-        |s| s["dataplane"]["uplink_up"] == false,
+        |s| !s.dataplane.uplink_up,
     );
-    assert_eq!(s["dataplane"]["uplink_downs"], 1, "{s}");
+    assert_eq!(s.dataplane.uplink_downs, 1, "{s:?}");
     r.inject(0, (0..50u16).map(|i| tcp(1, 100 + i % 3, 64)));
     let s = r.wait_until(
         Duration::from_millis(20),
         |_| {},
-        |s| s["tenants"][0]["rx_frames"] == 50,
+        |s| s.tenants[0].rx_frames == 50,
     );
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         r.uplink.tx.lock().unwrap().is_empty(),
-        "sent into a dead link: {s}"
+        "sent into a dead link: {s:?}"
     );
-    assert_eq!(r.stats()["dataplane"]["tx_frames"], 0);
+    assert_eq!(r.stats().dataplane.tx_frames, 0);
     r.uplink.down.store(false, Relaxed);
     let s = r.settle(50);
-    assert_eq!(s["dataplane"]["tx_frames"], 50, "{s}");
-    assert_eq!(s["dataplane"]["uplink_up"], true, "{s}");
-    assert!(
-        s["dataplane"]["uplink_down_ms"].as_u64().unwrap() >= 100,
-        "{s}"
-    );
+    assert_eq!(s.dataplane.tx_frames, 50, "{s:?}");
+    assert!(s.dataplane.uplink_up, "{s:?}");
+    assert!(s.dataplane.uplink_down_ms >= 100, "{s:?}");
     balanced(&s);
 }
 
@@ -1096,8 +1056,8 @@ fn a_port_sends_only_from_its_configured_prefixes() {
     other[29] = 9; // source 10.77.0.9
     r.inject(0, [tcp(1, 100, 64), other, tcp(1, 101, 64)]);
     let s = r.settle(3);
-    assert_eq!(s["tenants"][0]["drops"]["ip_source"], 1, "{s}");
-    assert_eq!(s["dataplane"]["tx_frames"], 2, "{s}");
+    assert_eq!(dropped(&s.tenants[0], "ip_source"), 1, "{s:?}");
+    assert_eq!(s.dataplane.tx_frames, 2, "{s:?}");
     balanced(&s);
 }
 
@@ -1117,7 +1077,7 @@ fn a_frame_with_two_vlan_tags_is_checked_against_the_prefixes_too() {
     tagged.extend_from_slice(&other[12..]);
     r.inject(0, [tcp(1, 100, 64), tagged]);
     let s = r.settle(2);
-    assert_eq!(s["tenants"][0]["drops"]["ip_source"], 1, "{s}");
+    assert_eq!(dropped(&s.tenants[0], "ip_source"), 1, "{s:?}");
     balanced(&s);
 }
 
@@ -1136,28 +1096,18 @@ fn renamed(dir: &std::path::Path, file: &str, leaf: &str, class: &str) -> PathBu
 }
 
 /// A node's and a shaping class's packets in `s`, by name (`None`: not in the policy).
-fn packets_of(s: &Value, node: &str, class: &str) -> (Option<u64>, Option<u64>) {
-    let find = |list: &str, name: &str| {
-        s[list]
-            .as_array()
-            .unwrap()
+fn packets_of(s: &Stats, node: &str, class: &str) -> (Option<u64>, Option<u64>) {
+    (
+        s.nodes.iter().find(|n| n.name == node).map(|n| n.packets),
+        s.shapers
             .iter()
-            .find(|n| n["name"] == name)
-            .map(|n| n["packets"].as_u64().unwrap())
-    };
-    (find("nodes", node), find("shapers", class))
+            .find(|c| c.name == class)
+            .map(|c| c.packets),
+    )
 }
 
 fn reload(r: &Running, policy: &std::path::Path) {
-    let a = ctl::request(
-        &r.sock,
-        &Request::Reload {
-            policy: policy.to_path_buf(),
-        },
-    )
-    .unwrap()
-    .to_json();
-    assert_eq!(a["ok"], true, "{a}");
+    reloaded(r.reload(policy));
 }
 
 /// Counters were carried across reloads for every node and shaping class name ever
@@ -1173,21 +1123,21 @@ fn counters_are_carried_only_for_the_names_the_running_policy_has() {
     reload(&r, &x);
     r.inject(0, (0..50u16).map(|i| tcp(1, 100 + i % 3, 64)));
     let s = r.settle(50);
-    assert_eq!(packets_of(&s, "x", "sx"), (Some(50), Some(50)), "{s}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(50), Some(50)), "{s:?}");
     reload(&r, &y);
     r.inject(0, (0..30u16).map(|i| tcp(1, 100 + i % 3, 64)));
     let s = r.settle(80);
-    assert_eq!(packets_of(&s, "y", "sy"), (Some(30), Some(30)), "{s}");
-    assert_eq!(packets_of(&s, "x", "sx"), (None, None), "{s}");
+    assert_eq!(packets_of(&s, "y", "sy"), (Some(30), Some(30)), "{s:?}");
+    assert_eq!(packets_of(&s, "x", "sx"), (None, None), "{s:?}");
     // `x` and `sx` come back: from zero.
     reload(&r, &x);
     let s = r.settle(80);
-    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s}");
-    assert_eq!(packets_of(&s, "root", "").0, Some(80), "{s}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s:?}");
+    assert_eq!(packets_of(&s, "root", "").0, Some(80), "{s:?}");
     r.inject(0, (0..10u16).map(|i| tcp(1, 100 + i % 3, 64)));
     let s = r.settle(90);
-    assert_eq!(packets_of(&s, "x", "sx"), (Some(10), Some(10)), "{s}");
-    assert_eq!(packets_of(&s, "root", "").0, Some(90), "{s}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(10), Some(10)), "{s:?}");
+    assert_eq!(packets_of(&s, "root", "").0, Some(90), "{s:?}");
     balanced(&s);
 }
 
@@ -1205,25 +1155,25 @@ fn a_draining_engine_counts_only_for_names_kept_since() {
     r.wait_until(
         Duration::from_millis(20),
         |_| {},
-        |s| s["dataplane"]["uplink_up"] == false,
+        |s| !s.dataplane.uplink_up,
     );
     r.inject(0, (0..20u16).map(|i| tcp(1, 100 + i % 3, 64)));
     let s = r.wait_until(
         Duration::from_millis(20),
         |_| {},
-        |s| s["dataplane"]["backlog"] == 20,
+        |s| s.dataplane.backlog == 20,
     );
-    assert_eq!(s["dataplane"]["backlog"], 20, "{s}");
+    assert_eq!(s.dataplane.backlog, 20, "{s:?}");
     reload(&r, &y);
     reload(&r, &x);
     let s = r.stats();
-    assert_eq!(s["dataplane"]["backlog"], 20, "still draining: {s}");
-    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s}");
+    assert_eq!(s.dataplane.backlog, 20, "still draining: {s:?}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s:?}");
     r.uplink.down.store(false, Relaxed);
     let s = r.settle(20);
-    assert_eq!(s["dataplane"]["tx_frames"], 20, "{s}");
-    assert_eq!(s["dataplane"]["backlog"], 0, "{s}");
-    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s}");
-    assert_eq!(packets_of(&s, "root", "").0, Some(20), "{s}");
+    assert_eq!(s.dataplane.tx_frames, 20, "{s:?}");
+    assert_eq!(s.dataplane.backlog, 0, "{s:?}");
+    assert_eq!(packets_of(&s, "x", "sx"), (Some(0), Some(0)), "{s:?}");
+    assert_eq!(packets_of(&s, "root", "").0, Some(20), "{s:?}");
     balanced(&s);
 }

@@ -20,6 +20,7 @@ use common::{ip, Ns};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice, UdpHeader, VlanId};
 use weft_nic::afpacket::{PacketSocket, PacketSocketStats, RingConfig, RingVersion};
 use weft_nic::offload::{self, complete_checksum, CsumError, Offload, PrepareError, L4};
+use weft_nic::stats::PortStats;
 
 // ------------------------------------------------------------------------------------------
 // The checksum, without root.
@@ -714,15 +715,19 @@ fn tcp_connects_through_the_dataplane_with_the_peers_offloads_on() {
         (stats, client.and(server))
     });
     let _ = std::fs::remove_dir_all(&dir);
-    let ports = &stats["ports"];
-    result.unwrap_or_else(|e| panic!("{e}\nports: {ports}"));
-    for (i, name) in [(0, "t1"), (1, "up")] {
-        assert_eq!(ports[i]["iface"], name, "{ports}");
+    let ports = &stats.ports;
+    result.unwrap_or_else(|e| panic!("{e}\nports: {ports:?}"));
+    assert_eq!(ports.len(), 2, "{ports:?}");
+    for (p, name) in ports.iter().zip(["t1", "up"]) {
+        let PortStats::AfPacket(p) = p else {
+            panic!("{name}: not an AF_PACKET port: {ports:?}")
+        };
+        assert_eq!(p.iface, name, "{ports:?}");
         assert!(
-            ports[i]["rx_csum_completed"].as_u64().unwrap_or(0) >= 50,
-            "{name}: each request or response was an unfinished checksum: {ports}"
+            p.rx_csum_completed >= 50,
+            "{name}: each request or response was an unfinished checksum: {ports:?}"
         );
-        assert_eq!(ports[i]["rx_csum_dropped"], 0, "{ports}");
+        assert_eq!(p.rx_csum_dropped, 0, "{ports:?}");
     }
     drop(three);
 }

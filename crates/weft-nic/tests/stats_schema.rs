@@ -164,7 +164,7 @@ fn answers_round_trip(tag: &str, open: fn(&str) -> Box<dyn Port>, backend: &str)
         })
     });
     let stats = round_trips(&line);
-    round_trips(&last.to_string());
+    round_trips(&serde_json::to_string(&last).unwrap());
     assert!(stats.dataplane.tx_frames > 0, "{line}");
     assert!(stats.tenants[0].rejects.iter().any(|&n| n > 0), "{line}");
     assert!(stats.timing.busy_iteration.n > 0, "{line}");

@@ -120,11 +120,11 @@ pub(super) fn prepare_reload(
 
 /// Runs the software NIC until SIGINT/SIGTERM/SIGHUP (or [`request_stop`]); `ready` is called once
 /// the sockets are open, with the metrics endpoint's address if there is one (its port, when
-/// the system chose it). Returns the final stats.
+/// the system chose it). Returns the final stats (what `ctl stats` would have answered).
 pub fn run(
     cfg: Config,
     ready: impl FnOnce(Option<std::net::SocketAddr>),
-) -> Result<Value, RunError> {
+) -> Result<Stats, RunError> {
     if cfg.tenants.is_empty() {
         return Err(RunError::Config("at least one --tenant NAME=IFACE".into()));
     }
@@ -205,7 +205,7 @@ pub fn run_ports(
     uplink: Box<dyn Port>,
     stop: &AtomicBool,
     ready: impl FnOnce(Option<std::net::SocketAddr>),
-) -> Result<Value, RunError> {
+) -> Result<Stats, RunError> {
     let mut ready = Some(ready);
     loop_ports(cfg, tenants, uplink, stop, &mut |metrics| {
         if let Some(f) = ready.take() {
@@ -223,7 +223,7 @@ pub(super) fn loop_ports(
     mut uplink: Box<dyn Port>,
     stop: &AtomicBool,
     ready: &mut dyn FnMut(Option<std::net::SocketAddr>),
-) -> Result<Value, RunError> {
+) -> Result<Stats, RunError> {
     if tenants.len() != cfg.tenants.len() || tenants.is_empty() {
         return Err(RunError::Config("one port per tenant".into()));
     }
@@ -447,13 +447,7 @@ pub(super) fn loop_ports(
         }
     }
     let ports = port_stats(&tenants, &*uplink);
-    Ok(answer(&st.stats(clock::now_ps(), ports, server.dropped())))
-}
-
-/// `stats` as the JSON the control socket answers.
-pub(super) fn answer(stats: &Stats) -> Value {
-    // Cannot fail: every map's keys are strings.
-    serde_json::to_value(stats).unwrap_or_default()
+    Ok(st.stats(clock::now_ps(), ports, server.dropped()))
 }
 
 /// Adds a finished engine's node counters to `carried`, by node name, for the nodes `kept`
@@ -469,13 +463,4 @@ pub(super) fn carry(
             carried.entry(n.name.clone()).or_default().add(c);
         }
     }
-}
-
-/// [`Stats::check_balance`] on a `ctl stats` answer as JSON: the dataplane's conservation
-/// laws, on a snapshot taken at quiescence. `Err` names the law that failed, with its
-/// figures, or says why `stats` is not a stats answer.
-pub fn check_balance(stats: &Value) -> Result<(), String> {
-    Stats::from_json(stats)
-        .map_err(|e| format!("not a stats answer: {e}"))?
-        .check_balance()
 }

@@ -87,26 +87,6 @@ fn link_state_is_read_from_sysfs() {
     assert_eq!(link_up("../lo"), None);
 }
 
-/// The laws themselves are tested on [`Stats`] (`stats::tests`); here, that they are
-/// read from the JSON answer, and that what is not one is named.
-#[test]
-fn check_balance_reads_the_json_answer() {
-    let mut s = answer(&Stats {
-        ok: true,
-        ..Stats::default()
-    });
-    assert_eq!(check_balance(&s), Ok(()));
-    s["tenants"] = serde_json::json!([serde_json::to_value(TenantStats::default()).unwrap()]);
-    s["tenants"][0]["rx_frames"] = serde_json::json!(3);
-    assert!(check_balance(&s).unwrap_err().starts_with("received 3"));
-    s["iface"].as_object_mut().unwrap().remove("sent");
-    let e = check_balance(&s).unwrap_err();
-    assert!(
-        e.starts_with("not a stats answer: iface: missing field `sent`"),
-        "{e}"
-    );
-}
-
 /// A flow let go of while it still held packets waits to be closed, once, and only
 /// while no queue uses it: let go of twice (opened again in between, as a flow moved
 /// away, back and away again), or opened again and then closed at once, a second try
