@@ -5,8 +5,6 @@
 //! Invariants and costs are the ring's (see weft-sys); reading the stats is one
 //! `getsockopt(PACKET_STATISTICS)`.
 
-use serde_json::Value;
-
 use crate::stats::{AfPacketBackend, AfPacketPort};
 
 pub use weft_sys::afpacket::*;
@@ -15,10 +13,6 @@ pub use weft_sys::afpacket::*;
 pub trait PacketSocketStats {
     /// This socket's counters for `ctl stats` (`ports`).
     fn port_stats(&self) -> AfPacketPort;
-    /// [`PacketSocketStats::port_stats`] as JSON.
-    fn counters_json(&self) -> Value {
-        serde_json::to_value(self.port_stats()).unwrap_or_default()
-    }
 }
 
 impl PacketSocketStats for PacketSocket {

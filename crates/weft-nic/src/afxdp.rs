@@ -9,8 +9,6 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use serde_json::Value;
-
 use crate::dataplane::Port;
 use crate::stats::{AfXdpBackend, AfXdpPort, PortStats, XdpKernelStats};
 
@@ -21,10 +19,6 @@ pub trait XdpPortStats {
     /// The port's counters and the kernel's per-socket statistics (`XDP_STATISTICS`),
     /// summed over queues (`ctl stats`, `ports`).
     fn port_stats(&self) -> AfXdpPort;
-    /// [`XdpPortStats::port_stats`] as JSON.
-    fn counters_json(&self) -> Value {
-        serde_json::to_value(self.port_stats()).unwrap_or_default()
-    }
 }
 
 impl XdpPortStats for XdpPort {

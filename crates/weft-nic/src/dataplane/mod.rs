@@ -77,7 +77,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde_json::Value;
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{self, Classification, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;

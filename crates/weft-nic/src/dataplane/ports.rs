@@ -34,12 +34,6 @@ pub trait Port {
     fn stats(&self) -> Option<PortStats> {
         None
     }
-    /// [`Port::stats`] as JSON, `Null` when it has none.
-    fn counters(&self) -> Value {
-        self.stats()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or_default()
-    }
 }
 
 /// Where `weft run` gets and puts frames (`--backend`).

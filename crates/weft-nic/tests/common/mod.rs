@@ -135,12 +135,6 @@ pub fn test_frame_index(f: &[u8]) -> Option<u32> {
         .then(|| u32::from_be_bytes(f[14..18].try_into().unwrap()))
 }
 
-pub fn n(v: &serde_json::Value, p: &str) -> u64 {
-    v.pointer(p)
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or_else(|| panic!("{p}: {v}"))
-}
-
 /// Runs `f` on a thread inside network namespace `name` (`ip netns` name; the calling thread
 /// keeps its own).
 pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
