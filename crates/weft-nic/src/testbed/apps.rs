@@ -270,11 +270,11 @@ pub(super) fn foreign_ticks(own: &[u64], me: u32) -> Vec<(u32, u64, u64)> {
 }
 
 /// weft's counters (`ctl stats`), or null without a daemon.
-pub(super) fn weft_stats(daemon: bool, sock: &Path) -> Value {
+pub(super) fn weft_stats(daemon: bool, sock: &Path) -> Option<Stats> {
     if !daemon {
-        return Value::Null;
+        return None;
     }
-    ask_json(sock, &Request::Stats)
+    ask_stats(sock)
 }
 
 /// (bytes, packets) received on `dev` in namespace `ns`.

@@ -196,11 +196,11 @@ pub fn bench(
             let fwd = rx_packets(&rx, "eth0").saturating_sub(before);
             let stats = match daemon.as_mut() {
                 Some(d) => {
-                    let s = ask_json(&sock, &Request::Stats);
+                    let s = ask_stats(&sock);
                     d.stop(Duration::from_secs(3));
                     s
                 }
-                None => Value::Null,
+                None => None,
             };
             drop(tb);
             let row = json!({
@@ -208,10 +208,10 @@ pub fn bench(
                 "frame_bytes": size,
                 "offered_pps": (sent as f64 / dt).round(),
                 "forwarded_pps": (fwd as f64 / dt).round(),
-                "weft_drops": stats["iface"]["dropped"],
-                "weft_ring_full": stats["dataplane"]["ring_full"],
-                "weft_no_buffer": stats["dataplane"]["no_buffer"],
-                "weft_ports": stats["ports"],
+                "weft_drops": stats.as_ref().map(|s| s.iface.dropped),
+                "weft_ring_full": stats.as_ref().map(|s| s.dataplane.ring_full),
+                "weft_no_buffer": stats.as_ref().map(|s| s.dataplane.no_buffer),
+                "weft_ports": stats.as_ref().map(|s| &s.ports),
             });
             eprintln!("{row}");
             rows.push(row);

@@ -96,7 +96,7 @@ pub(super) fn run_limit_prio(
             d.stop(Duration::from_secs(3));
             s
         }
-        None => Value::Null,
+        None => None,
     };
     drop(tb);
     let r2 = |x: f64| (x * 100.0).round() / 100.0;
@@ -114,24 +114,18 @@ pub(super) fn run_limit_prio(
     let lim = limit_bps as f64 / 1e6;
     let (bulk_wire, share) = (wire - latency_wire, lim - latency_wire);
     // weft's own counters over the same window: each leaf's frame bytes.
-    let leaf_mbps: serde_json::Map<String, Value> = s1["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|n| n["leaf"] == true)
+    let leaf_mbps: serde_json::Map<String, Value> = s1
+        .iter()
+        .flat_map(|s| &s.nodes)
+        .filter(|n| n.leaf)
         .map(|n| {
-            let before = s0["nodes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|m| m["name"] == n["name"])
-                .and_then(|m| m["bytes"].as_u64())
-                .unwrap_or(0);
-            let b = n["bytes"].as_u64().unwrap_or(0).saturating_sub(before);
-            (
-                n["name"].as_str().unwrap_or("").to_string(),
-                json!(r2(b as f64 * 8.0 / dt / 1e6)),
-            )
+            let before = s0
+                .iter()
+                .flat_map(|s| &s.nodes)
+                .find(|m| m.name == n.name)
+                .map_or(0, |m| m.bytes);
+            let b = n.bytes.saturating_sub(before);
+            (n.name.clone(), json!(r2(b as f64 * 8.0 / dt / 1e6)))
         })
         .collect();
     let p99 = |p: &Value| p["p99_us"].as_f64();
@@ -218,11 +212,11 @@ pub(super) fn run_latency(
     // weft's timing histograms of the idle phase; then a fresh start for the loaded one.
     let timing_idle = match daemon {
         Some(_) => {
-            let t = ask_json(sock, &Request::Stats)["timing"].clone();
+            let t = ask_stats(sock).map(|s| s.timing);
             let _ = crate::ctl::request(sock, &Request::ResetTiming);
             t
         }
-        None => Value::Null,
+        None => None,
     };
     let mut servers = Vec::new();
     let mut clients = Vec::new();
@@ -250,11 +244,11 @@ pub(super) fn run_latency(
     let foreign_loaded = cpu.stop();
     let stats = match daemon {
         Some(mut d) => {
-            let s = ask_json(sock, &Request::Stats);
+            let s = ask_stats(sock);
             d.stop(Duration::from_secs(3));
             s
         }
-        None => Value::Null,
+        None => None,
     };
     drop(clients);
     drop(servers);

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use weft_core::stats::jain;
 
-use crate::ctl::Request;
+use crate::ctl::{Reply, Request};
+use crate::stats::{PortStats, Stats};
 
 mod apps;
 mod bench;
@@ -58,6 +59,15 @@ pub use self::topo::*;
 /// the reports keep), or null without an answer that reads.
 fn ask_json(sock: &Path, req: &Request) -> Value {
     crate::ctl::request(sock, req).map_or(Value::Null, |r| r.to_json())
+}
+
+/// The daemon's stats (`ctl stats`), or `None` without an answer that reads as them (the
+/// reports keep them as the daemon sent them: `Stats`'s serde form, or null).
+fn ask_stats(sock: &Path) -> Option<Stats> {
+    match crate::ctl::request(sock, &Request::Stats) {
+        Ok(Reply::Stats(s)) => Some(*s),
+        _ => None,
+    }
 }
 
 /// A command's failure.

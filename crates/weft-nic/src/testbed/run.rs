@@ -259,19 +259,19 @@ pub(super) fn run_mode(
         let d = Duration::from_secs_f64(s).saturating_sub(t0.elapsed());
         std::thread::sleep(d);
     };
-    let mut snaps = (Value::Null, Value::Null, 0.0);
+    let mut snaps = (None, None, 0.0);
     let mut reload = Value::Null;
     // The daemon's resident memory at the start and end of the window (kB).
     let mut rss = (None, None);
     let mut metrics = Value::Null;
     let mut metrics_hold = None;
     let mut flap = Value::Null;
-    let mut after_flap = (Value::Null, 0.0);
+    let mut after_flap = (None, 0.0);
     let end = (lead + exp.warmup_s + exp.seconds) as f64;
     if daemon.is_some() {
         at((lead + exp.warmup_s) as f64 + 0.2);
         let ta = t0.elapsed().as_secs_f64();
-        snaps.0 = ask(Request::Stats);
+        snaps.0 = ask_stats(&sock);
         rss.0 = pid.and_then(rss_kb);
         if exp.metrics_flood {
             let (m, hold) =
@@ -285,7 +285,7 @@ pub(super) fn run_mode(
             // The shares once TCP is back (its retransmission timer backs off while the
             // link is down): from three seconds after the outage to the window's end.
             at(((lead + exp.warmup_s) as f64 + 6.0).min(end - 1.2));
-            after_flap = (ask(Request::Stats), t0.elapsed().as_secs_f64());
+            after_flap = (ask_stats(&sock), t0.elapsed().as_secs_f64());
         }
         if let Some(w) = &exp.reload_weights {
             at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
@@ -295,17 +295,17 @@ pub(super) fn run_mode(
             let _ = std::fs::write(&good, exp.policy_with(w));
             let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
             let r1 = ask(Request::Reload { policy: abs(&bad) });
-            let g1 = ask(Request::Stats)["generation"].clone();
+            let g1 = ask_stats(&sock).map(|s| s.generation);
             let r2 = ask(Request::Reload { policy: abs(&good) });
             reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
         }
         at(end - 0.2);
-        snaps.1 = ask(Request::Stats);
+        snaps.1 = ask_stats(&sock);
         rss.1 = pid.and_then(rss_kb);
         snaps.2 = t0.elapsed().as_secs_f64() - ta;
         if exp.link_flap {
             let secs = t0.elapsed().as_secs_f64() - after_flap.1;
-            let mbps = leaf_rates(&after_flap.0, &snaps.1, secs);
+            let mbps = leaf_rates(after_flap.0.as_ref(), snaps.1.as_ref(), secs);
             flap["after"] = json!({
                 "seconds": (secs * 100.0).round() / 100.0,
                 "leaf_mbps": mbps,
@@ -365,12 +365,12 @@ pub(super) fn run_mode(
         }
         _ => Value::Null,
     };
-    let mut stats = Value::Null;
+    let mut stats = None;
     let mut weft_log = Value::Null;
     if let Some(mut d) = daemon {
         // Traffic is over: let the NIC drain, so its counters balance exactly.
         std::thread::sleep(Duration::from_millis(300));
-        stats = ask_json(&sock, &Request::Stats);
+        stats = ask_stats(&sock);
         if let Some(hold) = metrics_hold.take() {
             // `stop` on the control socket, the metrics endpoint's idle connections still
             // held: answered, and the daemon gone.
@@ -404,7 +404,7 @@ pub(super) fn run_mode(
     // Per-leaf rates from weft's own counters over the window (not across a reload).
     let mut leaf_mbps = Value::Null;
     if exp.reload_weights.is_none() && snaps.2 > 0.0 {
-        leaf_mbps = leaf_rates(&snaps.0, &snaps.1, snaps.2);
+        leaf_mbps = leaf_rates(snaps.0.as_ref(), snaps.1.as_ref(), snaps.2);
     }
     // The limited class's rate at L2 (frame bytes, as the limit counts them): weft's leaf
     // counter; for HTB, goodput × 1514/1448 (full-size TCP segments with timestamps).
@@ -462,19 +462,15 @@ pub(super) fn run_mode(
 
 /// Each node's rate between two `ctl stats` answers `secs` apart, Mbit/s by name (from its
 /// byte counter).
-pub(super) fn leaf_rates(a: &Value, b: &Value, secs: f64) -> Value {
-    let bytes = |v: &Value, i: usize| v["nodes"][i]["bytes"].as_u64().unwrap_or(0);
-    let m: serde_json::Map<String, Value> = b["nodes"]
-        .as_array()
+pub(super) fn leaf_rates(a: Option<&Stats>, b: Option<&Stats>, secs: f64) -> Value {
+    let bytes = |s: Option<&Stats>, i: usize| s.and_then(|s| s.nodes.get(i)).map_or(0, |n| n.bytes);
+    let m: serde_json::Map<String, Value> = b
         .into_iter()
-        .flatten()
+        .flat_map(|s| &s.nodes)
         .enumerate()
         .map(|(i, nd)| {
             let r = (bytes(b, i) - bytes(a, i).min(bytes(b, i))) as f64 * 8.0 / secs / 1e6;
-            (
-                nd["name"].as_str().unwrap_or("").to_string(),
-                json!((r * 100.0).round() / 100.0),
-            )
+            (nd.name.clone(), json!((r * 100.0).round() / 100.0))
         })
         .collect();
     Value::Object(m)

@@ -163,25 +163,30 @@ pub(super) fn link_flap(tb: &Testbed, sock: &Path) -> R<Value> {
     nsx(&rx, &["ip", "link", "set", "eth0", "down"])?;
     let down = Instant::now();
     std::thread::sleep(Duration::from_millis(500));
-    let a = ask_json(sock, &Request::Stats);
+    let a = ask_stats(sock);
     std::thread::sleep(LINK_DOWN.saturating_sub(down.elapsed()));
-    let b = ask_json(sock, &Request::Stats);
+    let b = ask_stats(sock);
     let up = nsx(&rx, &["ip", "link", "set", "eth0", "up"]);
     let down_ms = down.elapsed().as_millis() as u64;
     up?;
-    let uplink_tx = |v: &Value| {
-        v["ports"]
-            .as_array()
-            .and_then(|p| p.iter().find(|p| p["iface"] == "up"))
-            .map_or(Value::Null, |p| p["tx_frames"].clone())
+    let uplink_tx = |s: &Option<Stats>| {
+        let p = s.as_ref()?.ports.iter().find(|p| p.iface() == "up")?;
+        Some(match p {
+            PortStats::AfPacket(p) => p.tx_frames,
+            PortStats::AfXdp(p) => p.tx_frames,
+        })
     };
+    let (da, db) = (
+        a.as_ref().map(|s| &s.dataplane),
+        b.as_ref().map(|s| &s.dataplane),
+    );
     Ok(json!({
         "down_ms": down_ms,
         "during": {
-            "uplink_up": [a["dataplane"]["uplink_up"], b["dataplane"]["uplink_up"]],
-            "tx_frames": [a["dataplane"]["tx_frames"], b["dataplane"]["tx_frames"]],
+            "uplink_up": [da.map(|d| d.uplink_up), db.map(|d| d.uplink_up)],
+            "tx_frames": [da.map(|d| d.tx_frames), db.map(|d| d.tx_frames)],
             "uplink_port_tx_frames": [uplink_tx(&a), uplink_tx(&b)],
-            "engine_drops": [a["dataplane"]["engine_drops"], b["dataplane"]["engine_drops"]],
+            "engine_drops": [da.map(|d| d.engine_drops), db.map(|d| d.engine_drops)],
         },
     }))
 }
