@@ -1177,3 +1177,52 @@ fn a_draining_engine_counts_only_for_names_kept_since() {
     assert_eq!(packets_of(&s, "root", "").0, Some(20), "{s:?}");
     balanced(&s);
 }
+
+/// The answer line to `{"cmd":"stats"}` on `sock`, as the daemon wrote it (without its
+/// line feed).
+fn stats_line(sock: &std::path::Path) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(sock).expect("control socket");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"{\"cmd\":\"stats\"}\n").unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).expect("the answer");
+    text.strip_suffix('\n').expect("one line").to_string()
+}
+
+/// `ctl stats` of the running loop, the very bytes it answered: they read into [`Stats`]
+/// and serialize back to themselves; read as the [`Reply`] to `{"cmd":"stats"}` they are
+/// that `Stats`; and the final stats the loop returns are the same type, balanced.
+#[test]
+fn a_running_loops_stats_answer_reads_into_stats_byte_for_byte() {
+    let r = Running::start("schema", None);
+    r.inject(0, (0..40u16).map(|i| tcp(1, 7000 + i % 4, 200)));
+    r.inject(1, (0..20u16).map(|i| tcp(2, 8000 + i % 2, 300)));
+    r.settle(60);
+    let line = stats_line(&r.sock);
+    let stats: Stats = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(serde_json::to_string(&stats).unwrap(), line);
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        Reply::read(&Request::Stats, &v),
+        Ok(Reply::Stats(Box::new(stats.clone())))
+    );
+    assert!(stats.ok && stats.generation == 1, "{line}");
+    assert_eq!(stats.dataplane.tx_frames, 60, "{line}");
+    assert_eq!(stats.tenants.len(), 2, "{line}");
+    assert_eq!(stats.tenants[0].rx_frames, 40, "{line}");
+    assert_eq!(
+        stats
+            .nodes
+            .iter()
+            .filter(|n| n.leaf)
+            .map(|n| n.packets)
+            .sum::<u64>(),
+        60,
+        "{line}"
+    );
+    assert!(stats.timing.busy_iteration.n > 0, "{line}");
+    let fin = r.finish();
+    balanced(&fin);
+    assert_eq!(fin.dataplane.tx_frames, 60, "{fin:?}");
+}
