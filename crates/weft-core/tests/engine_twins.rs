@@ -793,14 +793,7 @@ fn fast_engine_matches_reference_when_a_class_takes_back_reservations() {
             ..EngineOptions::default()
         },
     ] {
-        let inputs = || arrivals.clone();
-        let want = events(
-            ReferenceEngine::with_options(p.clone(), options),
-            &p,
-            inputs(),
-        );
-        let got = events(FastEngine::with_options(p.clone(), options), &p, inputs());
-        assert_eq!(got, want, "{options:?}");
+        let want = twins_alike(&p, options, &arrivals, "");
         // hi's packets (ids 1 to 342, the last at 998 µs) leave as they come (at 1,351 µs
         // when the bulk packets waiting at the outer class kept the inner class's tokens).
         let last_hi = want
@@ -815,22 +808,42 @@ fn fast_engine_matches_reference_when_a_class_takes_back_reservations() {
             last_hi.is_some_and(|t| t < 1_010_000_000),
             "{options:?}: hi's last packet sent at {last_hi:?} ps"
         );
-        for burst in [5, 40] {
-            let want_b = events_in_bursts(
-                ReferenceEngine::with_options(p.clone(), options),
-                &p,
-                inputs(),
-                burst,
-            );
-            let got_b = events_in_bursts(
-                FastEngine::with_options(p.clone(), options),
-                &p,
-                inputs(),
-                burst,
-            );
-            assert_eq!(got_b, want_b, "{options:?}, bursts of {burst}");
-        }
     }
+}
+
+/// Both engines' events alike on `arrivals` with `options`, dequeuing one packet at a time
+/// and in bursts of 5 and 40 (`label` names the case in a failure); the reference's events
+/// one at a time.
+fn twins_alike(
+    p: &Arc<Program>,
+    options: EngineOptions,
+    arrivals: &[(u64, Input)],
+    label: &str,
+) -> Vec<String> {
+    let inputs = || arrivals.to_vec();
+    let want = events(
+        ReferenceEngine::with_options(p.clone(), options),
+        p,
+        inputs(),
+    );
+    let got = events(FastEngine::with_options(p.clone(), options), p, inputs());
+    assert_eq!(got, want, "{options:?}\n{label}");
+    for burst in [5, 40] {
+        let want_b = events_in_bursts(
+            ReferenceEngine::with_options(p.clone(), options),
+            p,
+            inputs(),
+            burst,
+        );
+        let got_b = events_in_bursts(
+            FastEngine::with_options(p.clone(), options),
+            p,
+            inputs(),
+            burst,
+        );
+        assert_eq!(got_b, want_b, "{options:?}, bursts of {burst}\n{label}");
+    }
+    want
 }
 
 /// A class that takes back the reservation of a packet it released into the tree, when its
@@ -887,29 +900,7 @@ fn offered_twins(text: &str, offered: &[(u64, f64, u32)]) {
             ..EngineOptions::default()
         },
     ] {
-        let inputs = || arrivals.clone();
-        let want = events(
-            ReferenceEngine::with_options(p.clone(), options),
-            &p,
-            inputs(),
-        );
-        let got = events(FastEngine::with_options(p.clone(), options), &p, inputs());
-        assert_eq!(got, want, "{options:?}\n{text}");
-        for burst in [5, 40] {
-            let want_b = events_in_bursts(
-                ReferenceEngine::with_options(p.clone(), options),
-                &p,
-                inputs(),
-                burst,
-            );
-            let got_b = events_in_bursts(
-                FastEngine::with_options(p.clone(), options),
-                &p,
-                inputs(),
-                burst,
-            );
-            assert_eq!(got_b, want_b, "{options:?}, bursts of {burst}\n{text}");
-        }
+        twins_alike(&p, options, &arrivals, text);
     }
 }
 
