@@ -549,12 +549,10 @@ pub struct FastEngine {
     ranks: Vec<Rank>,
     /// Per slot: the next slot of its FIFO leaf's list ([`SlotList`]), `NO` if last.
     links: Vec<u32>,
-    /// Per slot, the next and previous slots (`NO` at the ends) of the one list it is on,
-    /// if any: while it has [`PARKED`], the list of packets that wait in a class's queue
-    /// holding reservations at inner classes, which `park_head` starts; while it is in the
-    /// tree released by a class ([`Slot::from`]), that class's list of them, which
-    /// `released_head` starts. A slot is on the first only while in a class's queue, and on
-    /// the second only while in the tree (see `FastEngine::revoke_after`).
+    /// Per slot, its next and previous slots (`NO` at the ends) on the one list it is on:
+    /// the parked list (`park_head`) while it has [`PARKED`] (in a class's queue, holding
+    /// reservations at inner classes), or, while it is in the tree, its releasing class's
+    /// list ([`Slot::from`], `released_head`); see `FastEngine::revoke_after`.
     park_next: Vec<u32>,
     park_prev: Vec<u32>,
     park_head: u32,
@@ -581,10 +579,8 @@ pub struct FastEngine {
     /// at the class's PIFO of the parent (see the reference's `ClassQueue`).
     class_vtime: Vec<u128>,
     class_last: Vec<u128>,
-    /// Per class PIFO at a `wfq`, `rr` or `drr` node: the largest cost a packet of the
-    /// class's queue has been charged there (virtual bytes, FRAC fractional bits), how far
-    /// behind `class_vtime` a backlogged leaf's packet may start (the reference's
-    /// `ClassQueue::max_cost`).
+    /// Per class PIFO at a fair node: the largest cost charged there (virtual bytes, FRAC
+    /// bits), how far behind `class_vtime` a backlogged leaf may start (`ClassQueue::max_cost`).
     class_max_cost: Vec<u128>,
     /// Every class PIFO's entries, in one pool.
     class_pifos: PairingHeaps,
@@ -626,8 +622,8 @@ pub struct FastEngine {
     /// Per shaping class: how many packets of the parked list ([`PARKED`]) hold its
     /// reservation.
     class_parked: Vec<u32>,
-    /// Per shaping class: the first of the packets its queue released that are in the
-    /// tree (`class_out` of them; `NO`: none), linked through `park_next`.
+    /// Per shaping class: the first packet its queue released that is still in the tree
+    /// (`NO`: none); the `class_out` of them are linked through `park_next`.
     released_head: Vec<u32>,
     /// When a node's entries are in a calendar ([`Self::with_calendar`]).
     calendar: CalendarUse,
