@@ -292,6 +292,142 @@ fn setopt<T>(fd: i32, level: i32, name: i32, v: &T, what: &str) -> io::Result<()
     }
 }
 
+/// Sets up the socket `raw` as `cfg` says: the TPACKET version, outgoing frames ignored
+/// and the qdisc bypassed where the kernel allows, refused transmit slots given back, and
+/// the receive ring (and the transmit ring if asked). Returns the transmit ring's blocks.
+fn set_ring_options(raw: libc::c_int, cfg: &RingConfig) -> io::Result<u32> {
+    let v: libc::c_int = match cfg.version {
+        RingVersion::V3 => TPACKET_V3,
+        RingVersion::V2 => TPACKET_V2,
+    };
+    setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &v, "PACKET_VERSION")?;
+    let one: libc::c_int = 1;
+    let _ = setopt(
+        raw,
+        libc::SOL_PACKET,
+        PACKET_IGNORE_OUTGOING,
+        &one,
+        "ignore outgoing",
+    );
+    let _ = setopt(
+        raw,
+        libc::SOL_PACKET,
+        PACKET_QDISC_BYPASS,
+        &one,
+        "qdisc bypass",
+    );
+    // Before any ring exists (the kernel refuses it after): a transmit slot the kernel
+    // refuses is given back rather than stalling the ring behind it.
+    setopt(raw, libc::SOL_PACKET, PACKET_LOSS, &one, "PACKET_LOSS")?;
+    let frame = 2048u32;
+    let req = TpacketReq3 {
+        tp_block_size: cfg.block_bytes,
+        tp_block_nr: cfg.blocks,
+        tp_frame_size: frame,
+        tp_frame_nr: cfg.block_bytes / frame * cfg.blocks,
+        tp_retire_blk_tov: cfg.retire_ms,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    match cfg.version {
+        RingVersion::V3 => {
+            setopt(
+                raw,
+                libc::SOL_PACKET,
+                PACKET_RX_RING,
+                &req,
+                "PACKET_RX_RING",
+            )?;
+        }
+        RingVersion::V2 => {
+            // `struct tpacket_req`: the first four fields of tpacket_req3.
+            let req2 = [
+                cfg.block_bytes,
+                cfg.blocks,
+                V2_FRAME,
+                cfg.block_bytes / V2_FRAME * cfg.blocks,
+            ];
+            setopt(
+                raw,
+                libc::SOL_PACKET,
+                PACKET_RX_RING,
+                &req2,
+                "PACKET_RX_RING",
+            )?;
+        }
+    }
+    // The transmit ring, in the same version: `struct tpacket_req` for V2; for V3
+    // `tpacket_req3` with the receive-only fields zero (the kernel insists).
+    let tx_req = TpacketReq3 {
+        tp_block_size: TX_BLOCK,
+        tp_block_nr: TX_SLOTS / (TX_BLOCK / TX_FRAME),
+        tp_frame_size: TX_FRAME,
+        tp_frame_nr: TX_SLOTS,
+        tp_retire_blk_tov: 0,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    match cfg.version {
+        _ if !cfg.tx_ring => {}
+        RingVersion::V3 => setopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_TX_RING,
+            &tx_req,
+            "PACKET_TX_RING",
+        )?,
+        RingVersion::V2 => {
+            let req2 = [
+                tx_req.tp_block_size,
+                tx_req.tp_block_nr,
+                tx_req.tp_frame_size,
+                tx_req.tp_frame_nr,
+            ];
+            setopt(
+                raw,
+                libc::SOL_PACKET,
+                PACKET_TX_RING,
+                &req2,
+                "PACKET_TX_RING",
+            )?
+        }
+    }
+    Ok(tx_req.tp_block_nr)
+}
+
+/// Binds the socket `raw` to interface `ifindex` for every protocol and puts the interface
+/// in promiscuous mode.
+fn bind_promisc(raw: libc::c_int, ifindex: libc::c_int) -> io::Result<()> {
+    // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ALL.to_be();
+    sll.sll_ifindex = ifindex;
+    // SAFETY: `sll` is a valid sockaddr_ll of the given length.
+    let r = unsafe {
+        libc::bind(
+            raw,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(last_err("bind(AF_PACKET)"));
+    }
+    // SAFETY: zeroed packet_mreq is valid; fields filled below.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = ifindex;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    setopt(
+        raw,
+        libc::SOL_PACKET,
+        libc::PACKET_ADD_MEMBERSHIP,
+        &mr,
+        "PACKET_ADD_MEMBERSHIP(promisc)",
+    )?;
+    Ok(())
+}
+
 impl PacketSocket {
     /// Opens a socket on interface `name` with a receive ring of `cfg`; the interface is put
     /// in promiscuous mode (frames for other MACs cross the software NIC).
@@ -307,105 +443,10 @@ impl PacketSocket {
         )
         .map_err(|e| named_err("socket(AF_PACKET)", e.into()))?;
         let raw = fd.as_raw_fd();
-        let v: libc::c_int = match cfg.version {
-            RingVersion::V3 => TPACKET_V3,
-            RingVersion::V2 => TPACKET_V2,
-        };
-        setopt(raw, libc::SOL_PACKET, PACKET_VERSION, &v, "PACKET_VERSION")?;
-        let one: libc::c_int = 1;
-        let _ = setopt(
-            raw,
-            libc::SOL_PACKET,
-            PACKET_IGNORE_OUTGOING,
-            &one,
-            "ignore outgoing",
-        );
-        let _ = setopt(
-            raw,
-            libc::SOL_PACKET,
-            PACKET_QDISC_BYPASS,
-            &one,
-            "qdisc bypass",
-        );
-        // Before any ring exists (the kernel refuses it after): a transmit slot the kernel
-        // refuses is given back rather than stalling the ring behind it.
-        setopt(raw, libc::SOL_PACKET, PACKET_LOSS, &one, "PACKET_LOSS")?;
-        let frame = 2048u32;
-        let req = TpacketReq3 {
-            tp_block_size: cfg.block_bytes,
-            tp_block_nr: cfg.blocks,
-            tp_frame_size: frame,
-            tp_frame_nr: cfg.block_bytes / frame * cfg.blocks,
-            tp_retire_blk_tov: cfg.retire_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        match cfg.version {
-            RingVersion::V3 => {
-                setopt(
-                    raw,
-                    libc::SOL_PACKET,
-                    PACKET_RX_RING,
-                    &req,
-                    "PACKET_RX_RING",
-                )?;
-            }
-            RingVersion::V2 => {
-                // `struct tpacket_req`: the first four fields of tpacket_req3.
-                let req2 = [
-                    cfg.block_bytes,
-                    cfg.blocks,
-                    V2_FRAME,
-                    cfg.block_bytes / V2_FRAME * cfg.blocks,
-                ];
-                setopt(
-                    raw,
-                    libc::SOL_PACKET,
-                    PACKET_RX_RING,
-                    &req2,
-                    "PACKET_RX_RING",
-                )?;
-            }
-        }
-        // The transmit ring, in the same version: `struct tpacket_req` for V2; for V3
-        // `tpacket_req3` with the receive-only fields zero (the kernel insists).
-        let tx_req = TpacketReq3 {
-            tp_block_size: TX_BLOCK,
-            tp_block_nr: TX_SLOTS / (TX_BLOCK / TX_FRAME),
-            tp_frame_size: TX_FRAME,
-            tp_frame_nr: TX_SLOTS,
-            tp_retire_blk_tov: 0,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        match cfg.version {
-            _ if !cfg.tx_ring => {}
-            RingVersion::V3 => setopt(
-                raw,
-                libc::SOL_PACKET,
-                PACKET_TX_RING,
-                &tx_req,
-                "PACKET_TX_RING",
-            )?,
-            RingVersion::V2 => {
-                let req2 = [
-                    tx_req.tp_block_size,
-                    tx_req.tp_block_nr,
-                    tx_req.tp_frame_size,
-                    tx_req.tp_frame_nr,
-                ];
-                setopt(
-                    raw,
-                    libc::SOL_PACKET,
-                    PACKET_TX_RING,
-                    &req2,
-                    "PACKET_TX_RING",
-                )?
-            }
-        }
+        let tx_blocks = set_ring_options(raw, &cfg)?;
         let rx_bytes = cfg.block_bytes as usize * cfg.blocks as usize;
         let tx_bytes = if cfg.tx_ring {
-            (TX_BLOCK * tx_req.tp_block_nr) as usize
+            (TX_BLOCK * tx_blocks) as usize
         } else {
             0
         };
@@ -459,33 +500,7 @@ impl PacketSocket {
             name: name.to_string(),
             link: crate::link::LinkState::new(name),
         };
-        // SAFETY: zeroed sockaddr_ll is valid; we fill the fields bind needs.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex;
-        // SAFETY: `sll` is a valid sockaddr_ll of the given length.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(last_err("bind(AF_PACKET)"));
-        }
-        // SAFETY: zeroed packet_mreq is valid; fields filled below.
-        let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
-        mr.mr_ifindex = ifindex;
-        mr.mr_type = libc::PACKET_MR_PROMISC as u16;
-        setopt(
-            raw,
-            libc::SOL_PACKET,
-            libc::PACKET_ADD_MEMBERSHIP,
-            &mr,
-            "PACKET_ADD_MEMBERSHIP(promisc)",
-        )?;
+        bind_promisc(raw, ifindex)?;
         Ok(sock)
     }
 
