@@ -112,7 +112,109 @@ pub(super) fn setsockopt<T>(fd: RawFd, name: i32, v: &T) -> io::Result<()> {
     }
 }
 
+/// A step of opening a queue that failed: the call, and the error it returned.
+type Step<T> = Result<T, (&'static str, io::Error)>;
+
+/// The geometry `cfg` asks for, if its sizes are powers of two and a frame holds 2048 bytes.
+fn geometry(cfg: &XdpConfig, tx: bool) -> Step<Geometry> {
+    let pow2 = |n: u32| n.is_power_of_two();
+    if !pow2(cfg.frame_size)
+        || cfg.frame_size < 2048
+        || !pow2(cfg.rx_frames)
+        || !pow2(cfg.tx_frames)
+    {
+        return Err((
+            "ring geometry",
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame size (≥ 2048) and frame counts must be powers of two",
+            ),
+        ));
+    }
+    Ok(Geometry {
+        chunk: cfg.frame_size,
+        rx_chunks: cfg.rx_frames,
+        tx_chunks: if tx { cfg.tx_frames } else { 0 },
+    })
+}
+
+/// Maps the UMEM of `geo` and registers it with the socket `raw`.
+fn register_umem(raw: libc::c_int, geo: &Geometry) -> Step<Mmap> {
+    let umem = Mmap::map(
+        geo.umem_bytes() as usize,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+        -1,
+        0,
+    )
+    .map_err(|e| ("mmap(UMEM)", e))?;
+    let reg = libc::xdp_umem_reg {
+        addr: umem.ptr.as_ptr() as u64,
+        len: umem.len as u64,
+        chunk_size: geo.chunk,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    setsockopt(raw, libc::XDP_UMEM_REG, &reg).map_err(|e| ("setsockopt(XDP_UMEM_REG)", e))?;
+    Ok(umem)
+}
+
+/// Where the kernel put the rings of socket `raw` (a kernel from 5.4 on).
+fn ring_offsets(raw: libc::c_int) -> Step<libc::xdp_mmap_offsets> {
+    // SAFETY: all-zero is a valid `xdp_mmap_offsets` (plain integers).
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: `off` is writable for `len` bytes; the kernel writes at most that many.
+    let r = unsafe {
+        libc::getsockopt(
+            raw,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            &mut off as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(("getsockopt(XDP_MMAP_OFFSETS)", io::Error::last_os_error()));
+    }
+    if len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+        return Err((
+            "getsockopt(XDP_MMAP_OFFSETS)",
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "old offsets layout (kernel before 5.4)",
+            ),
+        ));
+    }
+    Ok(off)
+}
+
+/// Binds the socket `raw` to queue `queue_id` of interface `ifindex`, in copy mode.
+fn bind_queue(raw: libc::c_int, ifindex: u32, queue_id: u32) -> Step<()> {
+    // SAFETY: all-zero is a valid `sockaddr_xdp`; the fields bind needs are set below.
+    let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+    sa.sxdp_family = libc::AF_XDP as u16;
+    sa.sxdp_flags = libc::XDP_COPY;
+    sa.sxdp_ifindex = ifindex;
+    sa.sxdp_queue_id = queue_id;
+    // SAFETY: `sa` is a valid `sockaddr_xdp` of the given length.
+    let r = unsafe {
+        libc::bind(
+            raw,
+            &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(("bind(AF_XDP, XDP_COPY)", io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 impl Queue {
+    /// Opens queue `queue_id` of interface `iface` (index `ifindex`): a socket, its UMEM,
+    /// its fill, completion and receive rings (and transmit ring if `tx`), every receive
+    /// chunk given to the fill ring, then the bind.
     pub(super) fn open(
         iface: &str,
         ifindex: u32,
@@ -120,110 +222,73 @@ impl Queue {
         cfg: &XdpConfig,
         tx: bool,
     ) -> R<Queue> {
-        let q = queue_id;
-        let err = |step: &str, e: io::Error| XdpError::new(iface, format!("{step} (queue {q})"), e);
-        let pow2 = |n: u32| n.is_power_of_two();
-        if !pow2(cfg.frame_size)
-            || cfg.frame_size < 2048
-            || !pow2(cfg.rx_frames)
-            || !pow2(cfg.tx_frames)
-        {
-            return Err(err(
-                "ring geometry",
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "frame size (≥ 2048) and frame counts must be powers of two",
-                ),
-            ));
-        }
-        let geo = Geometry {
-            chunk: cfg.frame_size,
-            rx_chunks: cfg.rx_frames,
-            tx_chunks: if tx { cfg.tx_frames } else { 0 },
+        let err = |(step, e): (&str, io::Error)| {
+            XdpError::new(iface, format!("{step} (queue {queue_id})"), e)
         };
+        let geo = geometry(cfg, tx).map_err(err)?;
         // SAFETY: plain system call.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
-            return Err(err("socket(AF_XDP)", io::Error::last_os_error()));
+            return Err(err(("socket(AF_XDP)", io::Error::last_os_error())));
         }
         // SAFETY: `raw` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let umem = Mmap::map(
-            geo.umem_bytes() as usize,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-            -1,
-            0,
-        )
-        .map_err(|e| err("mmap(UMEM)", e))?;
-        let reg = libc::xdp_umem_reg {
-            addr: umem.ptr.as_ptr() as u64,
-            len: umem.len as u64,
-            chunk_size: geo.chunk,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        setsockopt(raw, libc::XDP_UMEM_REG, &reg)
-            .map_err(|e| err("setsockopt(XDP_UMEM_REG)", e))?;
+        let umem = register_umem(raw, &geo).map_err(err)?;
         let fill_n = geo.rx_chunks * 2;
         let comp_n = geo.tx_chunks.max(64);
         let rx_n = geo.rx_chunks;
         let tx_n = geo.tx_chunks * 2;
-        setsockopt(raw, libc::XDP_UMEM_FILL_RING, &fill_n)
-            .map_err(|e| err("setsockopt(XDP_UMEM_FILL_RING)", e))?;
-        setsockopt(raw, libc::XDP_UMEM_COMPLETION_RING, &comp_n)
-            .map_err(|e| err("setsockopt(XDP_UMEM_COMPLETION_RING)", e))?;
-        setsockopt(raw, libc::XDP_RX_RING, &rx_n).map_err(|e| err("setsockopt(XDP_RX_RING)", e))?;
+        let size = |name, opt, n: &u32| setsockopt(raw, opt, n).map_err(|e| (name, e));
+        size(
+            "setsockopt(XDP_UMEM_FILL_RING)",
+            libc::XDP_UMEM_FILL_RING,
+            &fill_n,
+        )
+        .map_err(err)?;
+        size(
+            "setsockopt(XDP_UMEM_COMPLETION_RING)",
+            libc::XDP_UMEM_COMPLETION_RING,
+            &comp_n,
+        )
+        .map_err(err)?;
+        size("setsockopt(XDP_RX_RING)", libc::XDP_RX_RING, &rx_n).map_err(err)?;
         if tx {
-            setsockopt(raw, libc::XDP_TX_RING, &tx_n)
-                .map_err(|e| err("setsockopt(XDP_TX_RING)", e))?;
+            size("setsockopt(XDP_TX_RING)", libc::XDP_TX_RING, &tx_n).map_err(err)?;
         }
-        // SAFETY: all-zero is a valid `xdp_mmap_offsets` (plain integers).
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-        // SAFETY: `off` is writable for `len` bytes; the kernel writes at most that many.
-        let r = unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                &mut off as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if r < 0 {
-            return Err(err(
-                "getsockopt(XDP_MMAP_OFFSETS)",
-                io::Error::last_os_error(),
-            ));
-        }
-        if len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
-            return Err(err(
-                "getsockopt(XDP_MMAP_OFFSETS)",
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "old offsets layout (kernel before 5.4)",
-                ),
-            ));
-        }
+        let off = ring_offsets(raw).map_err(err)?;
         let desc = std::mem::size_of::<libc::xdp_desc>();
-        let fill = Ring::map(raw, &off.fr, libc::XDP_UMEM_PGOFF_FILL_RING, fill_n, 8)
-            .map_err(|e| err("mmap(fill ring)", e))?;
-        let comp = Ring::map(
-            raw,
+        let map = |name, o, pgoff, n, entry| {
+            Ring::map(raw, o, pgoff, n, entry).map_err(|e| err((name, e)))
+        };
+        let fill = map(
+            "mmap(fill ring)",
+            &off.fr,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            fill_n,
+            8,
+        )?;
+        let comp = map(
+            "mmap(completion ring)",
             &off.cr,
             libc::XDP_UMEM_PGOFF_COMPLETION_RING,
             comp_n,
             8,
-        )
-        .map_err(|e| err("mmap(completion ring)", e))?;
-        let rx = Ring::map(raw, &off.rx, libc::XDP_PGOFF_RX_RING as u64, rx_n, desc)
-            .map_err(|e| err("mmap(RX ring)", e))?;
+        )?;
+        let rx = map(
+            "mmap(RX ring)",
+            &off.rx,
+            libc::XDP_PGOFF_RX_RING as u64,
+            rx_n,
+            desc,
+        )?;
         let txr = if tx {
-            Some(
-                Ring::map(raw, &off.tx, libc::XDP_PGOFF_TX_RING as u64, tx_n, desc)
-                    .map_err(|e| err("mmap(TX ring)", e))?,
-            )
+            Some(map(
+                "mmap(TX ring)",
+                &off.tx,
+                libc::XDP_PGOFF_TX_RING as u64,
+                tx_n,
+                desc,
+            )?)
         } else {
             None
         };
@@ -255,23 +320,7 @@ impl Queue {
         };
         // Every receive chunk to the fill ring before the socket is bound.
         q.refill_pending();
-        // SAFETY: all-zero is a valid `sockaddr_xdp`; the fields bind needs are set below.
-        let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
-        sa.sxdp_family = libc::AF_XDP as u16;
-        sa.sxdp_flags = libc::XDP_COPY;
-        sa.sxdp_ifindex = ifindex;
-        sa.sxdp_queue_id = queue_id;
-        // SAFETY: `sa` is a valid `sockaddr_xdp` of the given length.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(err("bind(AF_XDP, XDP_COPY)", io::Error::last_os_error()));
-        }
+        bind_queue(raw, ifindex, queue_id).map_err(err)?;
         Ok(q)
     }
 
