@@ -16,8 +16,9 @@
 //!   outside it passes it (Loom Fig. 6 vs Fig. 8). A `senic` node's ineligible packets wait in
 //!   their group's queue. Classes are charged when a packet is sent, so the shaping bound
 //!   holds at the wire. Shares and classes count frame + link overhead (`link.count`).
-//! * Rank functions per node type are documented on [`reference::Rank`].
+//! * What each node type's rank means: `sched/algo/`, one file per algorithm.
 
+pub(crate) mod algo;
 mod buckets;
 mod child_queues;
 pub mod fast;
@@ -32,7 +33,7 @@ mod pool;
 pub mod reference;
 mod ring;
 mod shared;
-mod wfq;
+mod wfq_queues;
 
 use crate::classifier::PacketMeta;
 

@@ -9,7 +9,7 @@
 //! * [`PerChild`]: a FIFO per child (in one pool per node, [`ChildQueues`]) and a heap of the
 //!   children's heads ([`MinHeap`]). O(log₄ children) a push that backlogs a child or a pop.
 //! * [`WfqQueues`]: a `wfq` node's: a FIFO per child with a correction per child, and a heap
-//!   of heads (`super::wfq`).
+//!   of heads (`super::wfq_queues`).
 //! * [`Wide`]: a node of 32 children or more (by default) that moves all its entries to one calendar of
 //!   rank buckets ([`BucketQueue`], O(1)) while its heads pile up, and back when they thin
 //!   out ([`CalendarUse`]); both forms pop in the same order.
@@ -32,7 +32,7 @@ use super::fast::NO;
 use super::heap::{HeapEntry, MinHeap};
 use super::ring::Ring;
 use super::shared::Rank;
-use super::wfq::WfqQueues;
+use super::wfq_queues::WfqQueues;
 
 /// A PIFO entry: rank, global sequence number (tie break), payload (child node or slot).
 pub(super) type Entry = (Rank, u64, u32);

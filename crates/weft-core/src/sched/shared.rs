@@ -1,16 +1,12 @@
-//! The arithmetic both engines share, defined once so that they agree to the bit: ranks
-//! and their fractional bits, wire times at a rate, SENIC's virtual time and waits, the
-//! `wfq` charge and its per-child correction, the token bucket of a shaping class, and a
-//! packet's flow key. What a node's rank *means* is documented in [`super::reference`];
-//! the reference engine restates everything else (its PIFOs, queues and tags) in its own,
-//! plainer form, so that the fast engine is checked against it, not against itself.
-//! Integer arithmetic only; no allocation.
+//! The arithmetic every engine shares beyond the node algorithms' own (those are in
+//! [`super::algo`], one file each), defined once so that the engines agree to the bit:
+//! ranks and their fractional bits, wire times at a rate, `⌊a × b / c⌋` without overflow,
+//! the token bucket of a shaping class, and where two packets' paths meet. The reference
+//! engine restates everything else (its PIFOs, queues and tags) in its own, plainer form,
+//! so that the fast engine is checked against it, not against itself. Integer arithmetic
+//! only; no allocation.
 
-use std::hash::{Hash, Hasher};
-
-use super::Packet;
-use crate::classifier::Field;
-use crate::policy::program::{Algo, FlowKey, FlowSched, LeafSpec};
+use crate::policy::program::{Algo, FlowSched};
 use crate::policy::Program;
 
 /// A rank: smaller leaves first.
@@ -24,24 +20,6 @@ const PS_PER_S: u128 = 1_000_000_000_000;
 /// Picoseconds to send `bytes` at `rate_bps`, with [`FRAC`] fractional bits.
 pub(crate) fn wire_ps_frac(bytes: u32, rate_bps: u64) -> u128 {
     ((bytes as u128 * 8 * PS_PER_S) << FRAC) / rate_bps.max(1) as u128
-}
-
-/// How long, ps, until a senic group's system time `v` reaches a start tag `s > v` (both ps
-/// with [`FRAC`] fractional bits) at capacity `cap` with backlogged rates summing to
-/// `backlog_rate` (bits/s): the virtual time still to go, × max(1, φ), rounded up; at least
-/// 1, and `u64::MAX` (never within the clock) when it does not fit in 64 bits (a 1 bit/s
-/// class behind many packets of an oversubscribed node). No division while φ ≤ 1. One
-/// definition for both engines.
-#[inline]
-pub(crate) fn senic_wait_ps(s: u128, v: u128, cap: u128, backlog_rate: u128) -> u64 {
-    let gap = s - v;
-    let ahead = if backlog_rate <= cap {
-        gap
-    } else {
-        mul_div(gap, backlog_rate, cap)
-    };
-    let dt = ahead.div_ceil(1u128 << FRAC);
-    u64::try_from(dt).unwrap_or(u64::MAX).max(1)
 }
 
 /// `⌊a × b / c⌋` for `c ≤ 2^64`, exact however large `a × b`, saturating at `u128::MAX`
@@ -66,87 +44,6 @@ fn mul_div_wide(a: u128, b: u128, c: u128) -> u128 {
     q.saturating_mul(b)
         .saturating_add(r.saturating_mul(bq))
         .saturating_add(r * br / c)
-}
-
-/// What a senic group's system virtual time carries from one advance to the next while
-/// φ > 2^32:
-/// the remainder of the last division, and the rate sum it was a remainder of. Without it,
-/// each advance rounded down on its own, and a group advanced at many close instants (the
-/// wakeups of several deferred packets) could lose all of the time between them: with φ above
-/// 2^32 (a class rate 2^32 times its node's capacity) `V` then never reached a waiting
-/// packet's tag, and both engines deferred it by slivers for ever.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct SenicCarry {
-    /// `(dt × cap + rem) mod backlog_rate` of the last advance, in units of 1/`rate` of V.
-    rem: u128,
-    /// The rate sum `rem` is a remainder of (a change of the sum drops it: less than one
-    /// unit of V).
-    rate: u128,
-}
-
-/// How far a senic group's system virtual time moves in `dt` (ps with [`FRAC`] fractional
-/// bits) at capacity `cap` (bits/s) while its backlogged classes' rates sum to
-/// `backlog_rate` (bits/s): SENIC §4's `dt / max(1, φ)`, `φ = backlog_rate / cap`, rounded
-/// down; with φ above 2^32 the remainder is carried to the next advance (`carry`), so that
-/// advancing in pieces moves `V` as far as advancing at once. Exact without overflow: `dt` itself while φ ≤ 1
-/// (an idle or undersubscribed group, however long the gap: `dt × cap` in 128 bits
-/// overflowed after about nine idle days at 100 Gbit/s), else `(dt × cap + carry) /
-/// backlog_rate`, split into quotient and remainder when the product would not fit (then
-/// exact while `backlog_rate × cap` fits in 128 bits, and rounded down further beyond: rates
-/// summing past 10^19 bit/s). One definition for both engines.
-#[inline]
-pub(crate) fn senic_advance_by(
-    carry: &mut SenicCarry,
-    dt: u128,
-    cap: u128,
-    backlog_rate: u128,
-) -> u128 {
-    if backlog_rate <= cap {
-        return dt;
-    }
-    // While φ ≤ 2^32 every picosecond moves V by at least one unit, so what rounding
-    // loses is made up by the next wait; only beyond does the remainder need carrying.
-    if backlog_rate >> 32 > cap {
-        return senic_advance_carried(carry, dt, cap, backlog_rate);
-    }
-    match dt.checked_mul(cap) {
-        Some(p) => p / backlog_rate,
-        None => senic_advance_wide(dt, cap, backlog_rate),
-    }
-}
-
-/// [`senic_advance_by`] with φ above 2^32: the remainder carried (out of line: rare).
-#[cold]
-#[inline(never)]
-fn senic_advance_carried(carry: &mut SenicCarry, dt: u128, cap: u128, backlog_rate: u128) -> u128 {
-    if carry.rate != backlog_rate {
-        *carry = SenicCarry {
-            rem: 0,
-            rate: backlog_rate,
-        };
-    }
-    match dt.checked_mul(cap).and_then(|p| p.checked_add(carry.rem)) {
-        Some(p) => {
-            let q = p / backlog_rate;
-            carry.rem = p - q * backlog_rate;
-            q
-        }
-        None => {
-            carry.rem = 0;
-            senic_advance_wide(dt, cap, backlog_rate)
-        }
-    }
-}
-
-/// [`senic_advance_by`] when `dt × cap` does not fit in 128 bits (out of line: rare).
-#[cold]
-#[inline(never)]
-fn senic_advance_wide(dt: u128, cap: u128, backlog_rate: u128) -> u128 {
-    let (q, r) = (dt / backlog_rate, dt % backlog_rate);
-    let part = r
-        .checked_mul(cap)
-        .map_or(r / (backlog_rate / cap), |p| p / backlog_rate);
-    q * cap + part
 }
 
 /// A token bucket kept as a generic cell rate algorithm (GCRA): its whole state is the time
@@ -280,12 +177,6 @@ impl Bucket {
     }
 }
 
-/// `stored + off`, clamped to the ranks (an old rank re-entering after a large correction).
-#[inline]
-pub(crate) fn corrected(stored: Rank, off: i128) -> Rank {
-    stored.saturating_add_signed(off)
-}
-
 /// Where the paths from leaf nodes `a` and `b` up to the root meet: how many levels above
 /// `a` and above `b` the meeting node stands (the index of its rank in each packet's path of
 /// ranks), and whether that node orders packets by their own ranks (`prio`, `fifo`, `edf`,
@@ -314,88 +205,4 @@ pub(crate) fn meeting(prog: &Program, a: u32, b: u32) -> (usize, usize, bool) {
         _ => false,
     };
     (i, j, own)
-}
-
-/// What a `wfq` node charges a child for a packet of `bytes` wire bytes at weight `weight`,
-/// virtual bytes with [`FRAC`] fractional bits. One definition for both engines.
-#[inline]
-pub(crate) fn wfq_cost(bytes: u32, weight: u64) -> u128 {
-    (((bytes as u64) << FRAC) / weight.max(1)) as u128
-}
-
-pub(crate) fn flow_key(spec: &LeafSpec, pkt: &Packet) -> u64 {
-    flow_key_of(spec.flow_key, pkt)
-}
-
-/// A packet's flow key within a leaf that groups flows `by`.
-pub(crate) fn flow_key_of(by: FlowKey, pkt: &Packet) -> u64 {
-    match by {
-        FlowKey::Flow => pkt.flow,
-        FlowKey::None => 0,
-        FlowKey::FiveTuple => {
-            let m = &pkt.meta;
-            let mut h = rustc_hash::FxHasher::default();
-            (m.src, m.dst, m.sport, m.dport, m.proto).hash(&mut h);
-            // Packets without addresses or ports fall back to the host's flow id.
-            if m.present
-                & (Field::Src.bit() | Field::Dst.bit() | Field::Sport.bit() | Field::Dport.bit())
-                == 0
-            {
-                pkt.flow.hash(&mut h);
-            }
-            h.finish()
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// [`senic_advance_by`]: `dt` while φ ≤ 1, else `⌊dt × cap / backlog_rate⌋`, whether
-        /// the product fits in 128 bits or is split into quotient and remainder.
-        #[test]
-        fn senic_advance_by_is_dt_over_phi(
-            dt in any::<u64>(), shift in 0u32..65, cap in 1u64..1 << 63, extra in 0u64..1 << 63
-        ) {
-            let dt = (dt as u128) << shift;
-            let cap = cap as u128;
-            let adv = |dt, cap, br| senic_advance_by(&mut SenicCarry::default(), dt, cap, br);
-            // Far past any real rates: no panic, and no more than `dt`.
-            prop_assert_eq!(adv(u128::MAX, u128::MAX >> 1, u128::MAX), u128::MAX >> 1);
-            prop_assert!(adv(dt, u64::MAX as u128, u128::MAX >> 2) <= dt);
-            prop_assert_eq!(adv(dt, cap, cap - extra as u128 % cap), dt);
-            // φ above 2^32: in pieces as far as at once (dt split in three, the remainder
-            // carried).
-            let huge = (cap << 33) + extra as u128;
-            let small = dt >> 64;
-            let mut carry = SenicCarry::default();
-            let (a, b) = (small / 3, small / 3);
-            let pieces = senic_advance_by(&mut carry, a, cap, huge)
-                + senic_advance_by(&mut carry, b, cap, huge)
-                + senic_advance_by(&mut carry, small - a - b, cap, huge);
-            prop_assert_eq!(pieces, small * cap / huge);
-            let br = cap + extra as u128 + 1;
-            // mul_div: the product when it fits; past it, q × b + ⌊r × b / c⌋ by hand.
-            let b = cap + extra as u128;
-            let c = (extra as u128 % cap) + 1;
-            match dt.checked_mul(b) {
-                Some(p) => prop_assert_eq!(mul_div(dt, b, c), p / c),
-                None => {
-                    let (q, r) = (dt / c, dt % c);
-                    let want = q.checked_mul(b).and_then(|x| x.checked_add(r * b / c));
-                    prop_assert_eq!(mul_div(dt, b, c), want.unwrap_or(u128::MAX));
-                }
-            }
-            // Quotient and remainder by hand: floor(dt × cap / br) = q × cap + ⌊r × cap / br⌋.
-            let (q, r) = (dt / br, dt % br);
-            let want = q * cap + r * cap / br;
-            prop_assert_eq!(adv(dt, cap, br), want);
-            if let Some(p) = dt.checked_mul(cap) {
-                prop_assert_eq!(want, p / br);
-            }
-        }
-    }
 }

@@ -11,7 +11,7 @@ impl FastEngine {
         let g = &mut senic[top as usize];
         if now > g.t {
             let dt = ((now - g.t) as u128) << FRAC;
-            g.v += senic_advance_by(&mut g.carry, dt, g.capacity as u128, g.backlog_rate);
+            g.v += senic::advance_by(&mut g.carry, dt, g.capacity as u128, g.backlog_rate);
             g.t = now;
         }
     }
@@ -32,42 +32,24 @@ impl FastEngine {
         now: u64,
     ) -> (Rank, Option<u128>) {
         match node.kind {
-            Kind::Fifo => (now as u128, None),
-            Kind::Prio => (c_param as u128, None),
+            Kind::Fifo => (fifo::rank(now), None),
+            Kind::Prio => (prio::rank(c_param), None),
             Kind::Wfq => {
-                // In the child's stored ranks: `max(V, last + off) - off`.
-                let start = corrected(node.vtime, -c_off).max(c_last);
-                (start, Some(start + wfq_cost(bytes, c_param)))
+                let (start, finish) = wfq::tags(node.vtime, c_last, c_off, bytes, c_param);
+                (start, Some(finish))
             }
-            kind @ (Kind::Rr | Kind::Drr) => {
-                let start = node.vtime.max(c_last);
-                let cost = match kind {
-                    Kind::Rr => 1u128 << FRAC,
-                    _ => Self::cost(bytes, c_param),
-                };
-                let finish = start + cost;
-                let rank = if kind == Kind::Drr {
-                    let one = 1u128 << FRAC;
-                    finish.div_ceil(one) * one
-                } else {
-                    start
-                };
-                (rank, Some(finish))
+            Kind::Rr => {
+                let (start, finish) = rr::tags(node.vtime, c_last);
+                (start, Some(finish))
             }
-            Kind::Lstf => (now as u128 + s.slack().unwrap_or(node.own) as u128, None),
-            Kind::Edf => (
-                s.deadline().unwrap_or(now.saturating_add(node.own)) as u128,
-                None,
-            ),
+            Kind::Drr => {
+                let (round, finish) = drr::tags(node.vtime, c_last, bytes, c_param);
+                (round, Some(finish))
+            }
+            Kind::Lstf => (lstf::rank(now, s.slack(), node.own), None),
+            Kind::Edf => (edf::rank(now, s.deadline(), node.own), None),
             Kind::Senic | Kind::Leaf => unreachable!("plain_rank: a {:?} node", node.kind),
         }
-    }
-
-    /// `bytes << FRAC` divided by `by` (exact: `bytes` has 32 bits, so the dividend fits in
-    /// 64).
-    #[inline]
-    pub(super) fn cost(bytes: u32, by: u64) -> u128 {
-        (((bytes as u64) << FRAC) / by.max(1)) as u128
     }
 
     /// Computes the packet's ranks at every level (stored in `ranks` for a re-entry) and
@@ -114,8 +96,8 @@ impl FastEngine {
                 self.fair_last.push(0);
             }
             let last = &mut self.fair_last[f.fair as usize];
-            let start = vtime.max(*last);
-            *last = start + Self::cost(wire, quantum);
+            let start;
+            (start, *last) = leaf::fair_tags(vtime, *last, wire, quantum);
             let max = &mut self.fair_max[leaf as usize];
             *max = (*max).max(*last);
             start
@@ -269,15 +251,11 @@ impl FastEngine {
                         _ => {
                             let g = &senic[si];
                             let eff = if si as u32 != top {
-                                let cap = g.capacity as u128;
-                                let active = g.backlog_rate.max(1);
-                                (rate as u128).min(cap * rate as u128 / active).max(1) as u64
+                                senic::inner_rate(rate, g.capacity as u128, g.backlog_rate)
                             } else {
                                 rate
                             };
-                            let v = senic[top as usize].v;
-                            let st = v.max(cn.last);
-                            let f = st + wire_ps_frac(wire, eff);
+                            let (st, f) = senic::tags(senic[top as usize].v, cn.last, wire, eff);
                             cn.last = f;
                             (st, f)
                         }

@@ -154,7 +154,7 @@ fn senic_groups(kind: &[Kind], parent: &[u32], params: &Params) -> (Vec<u32>, Ve
             senic.push(SenicRt {
                 v: 0,
                 backlog_rate: 0,
-                carry: SenicCarry::default(),
+                carry: senic::Carry::default(),
                 t: 0,
                 capacity: params.capacities[v],
                 top,

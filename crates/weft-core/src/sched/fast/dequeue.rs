@@ -19,7 +19,7 @@ impl FastEngine {
             match rt.on_send {
                 OnSend::Nothing => {}
                 OnSend::Vtime => rt.vtime = rt.vtime.max(rank),
-                OnSend::DrrVtime => rt.vtime = rt.vtime.max(rank.saturating_sub(1 << FRAC)),
+                OnSend::DrrVtime => rt.vtime = drr::sent(rt.vtime, rank),
                 OnSend::Senic => {
                     // V was advanced to `now` by the eligibility check, at the old φ.
                     let si = rt.senic as usize;
@@ -47,7 +47,7 @@ impl FastEngine {
             Self::advance_group(&mut self.senic, top, now);
             let g = &self.senic[top as usize];
             if g.v < st {
-                let wait = senic_wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
+                let wait = senic::wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
                 let t = now.saturating_add(wait);
                 if bind.is_none_or(|(_, _, b)| t > b) {
                     bind = Some((top, st, t));
@@ -114,7 +114,7 @@ impl FastEngine {
 
     /// The `wfq` levels of a path just popped (`popped[at..at + tracked]`, those `charged`
     /// marks: see `pop_path`) learn the packet that left their child: `slot`'s
-    /// ([`WfqQueues::charge`](crate::sched::wfq::WfqQueues::charge)).
+    /// ([`WfqQueues::charge`](crate::sched::wfq_queues::WfqQueues::charge)).
     #[inline(always)]
     pub(super) fn charge_path(&mut self, slot: u32, at: usize, tracked: usize, charged: u64) {
         let wire = self.slots[slot as usize]
@@ -149,7 +149,7 @@ impl FastEngine {
         let weight = self.nodes[c as usize].param;
         if let Some(off) = self.pifo[n as usize].charge(wire, weight) {
             let last = &mut self.nodes[c as usize].last;
-            *last = corrected(*last, off);
+            *last = wfq::corrected(*last, off);
         }
     }
 

@@ -217,7 +217,7 @@ impl Engine for FastEngine {
             Some(if st <= g.v {
                 g.t
             } else {
-                let wait = senic_wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
+                let wait = senic::wait_ps(st, g.v, g.capacity as u128, g.backlog_rate);
                 g.t.saturating_add(wait)
             })
         });

@@ -11,7 +11,7 @@
 //!   of its own) and a heap over the children's heads
 //!   ([`PerChild`](super::pifo::PerChild)); a `wfq` node the same with a correction per
 //!   child, charged once the packet a pop sends is known, while its packets are of mixed
-//!   sizes ([`WfqQueues`](super::wfq::WfqQueues)); a leaf whose flows are served first-come
+//!   sizes ([`WfqQueues`](super::wfq_queues::WfqQueues)); a leaf whose flows are served first-come
 //!   first-served keeps its packets in one sorted list linked through their slots
 //!   ([`SlotList`]: 24 bytes and no buffer per leaf); `lstf`, `edf` and fair leaves keep a
 //!   heap. The heaps are [`MinHeap`]s (4-ary, 32-byte entries, the 128-bit rank compared in
@@ -96,16 +96,15 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHasher};
 
+use super::algo::leaf::flow_key_of;
+use super::algo::{drr, edf, fifo, leaf, lstf, prio, rr, senic, wfq};
 use super::flow_index::FlowIndex;
 use super::heap::{HeapEntry, MinHeap};
 use super::pairing::PairingHeaps;
 pub use super::pifo::CalendarUse;
 use super::pifo::{switch_for, Ffs, Pifo, Popped, SlotList};
 use super::ring::Ring;
-use super::shared::{
-    corrected, flow_key_of, meeting, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac,
-    Bucket, Rank, SenicCarry, FRAC,
-};
+use super::shared::{meeting, Bucket, Rank, FRAC};
 use super::{
     check_update, Counters, Departure, DropReason, Engine, EngineOptions, FlowQueue, Packet,
     Params, Stats, Update, UpdateError,
@@ -184,8 +183,8 @@ struct SenicRt {
     v: u128,
     /// Sum of the backlogged children's rates, bits/s (φ × capacity).
     backlog_rate: u128,
-    /// What `v`'s advance carries while φ > 1 ([`SenicCarry`]).
-    carry: SenicCarry,
+    /// What `v`'s advance carries while φ > 1 (`senic::Carry`).
+    carry: senic::Carry,
     /// When `v` was last advanced, ps.
     t: u64,
     /// Capacity, bits/s (a live `Rate` update changes it).

@@ -257,8 +257,8 @@ impl FastEngine {
                 Kind::Wfq | Kind::Rr | Kind::Drr if again => self.class_vtime[up as usize],
                 kind @ (Kind::Wfq | Kind::Rr | Kind::Drr) => {
                     let cost = match kind {
-                        Kind::Rr => 1u128 << FRAC,
-                        _ => Self::cost(wire, self.nodes[child as usize].param),
+                        Kind::Rr => rr::COST,
+                        _ => wfq::cost(wire, self.nodes[child as usize].param),
                     };
                     let max_cost = &mut self.class_max_cost[up as usize];
                     *max_cost = (*max_cost).max(cost);
@@ -273,8 +273,7 @@ impl FastEngine {
                     let finish = start + cost;
                     self.class_last[at as usize] = finish;
                     if kind == Kind::Drr {
-                        let one = 1u128 << FRAC;
-                        finish.div_ceil(one) * one
+                        drr::round(finish)
                     } else {
                         start
                     }

@@ -393,7 +393,7 @@ fn a_wide_node_switches_between_heap_and_calendar() {
 
 /// `synth::scaled`'s Loom Fig. 1 shape with `vms` tenants (two applications each, no
 /// shaping), its node of tenants a `drr` node (quanta of 1 to 4 frames) instead of
-/// `wfq` (which keeps a heap of heads: [`super::super::wfq`]), and that node's id.
+/// `wfq` (which keeps a heap of heads: [`super::super::wfq_queues`]), and that node's id.
 fn scaled_tenants(vms: u32) -> (Arc<Program>, usize) {
     let text = synth::scaled(vms, 2, 0)
         .replace("{name: tenants, type: wfq,", "{name: tenants, type: drr,")

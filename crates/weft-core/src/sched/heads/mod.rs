@@ -91,11 +91,13 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::algo::leaf::flow_key_of;
+use super::algo::wfq::cost as wfq_cost;
 use super::heap::{HeapEntry, MinHeap};
 use super::key_heap::KeyEntry;
 use super::pool::{Linked, Pool, NIL};
 use super::ring::Ring;
-use super::shared::{flow_key_of, wfq_cost, Bucket, Rank, FRAC};
+use super::shared::{Bucket, Rank, FRAC};
 use super::{
     check_update, Counters, Departure, DropReason, Engine, FlowQueue, Packet, Stats, Update,
     UpdateError,

@@ -3,28 +3,11 @@
 //! map as the global shaping queue, hash maps for per-child and per-flow state. It allocates
 //! freely and is slow; it is the yardstick the fast engine is checked against.
 //!
-//! [`Rank`]s (smaller leaves first; equal ranks in arrival order) per node type, for a packet
-//! of `L` bytes arriving from child `c` at time `now`:
-//! * `fifo`: `now`.
-//! * `prio`: `c`'s `priority`.
-//! * `wfq`: start-time fair queuing (STFQ) on the bytes each child *sends*: `S = max(V,
-//!   last[c])`, `last[c] = S + L/weight`, rank `S`; `V` becomes the rank of each packet sent
-//!   through the node. A child's entries keep their order under a correction per child
-//!   (`ChildEntries`): a pop that takes an entry charged `L` while the packet leaving the
-//!   child has `L'` bytes moves the child's later entries by `(L' - L)/weight`.
-//! * `rr`: as `wfq` with every packet costing one unit: one packet per child per round.
-//! * `drr`: as `wfq` with `weight = quantum`, the rank rounded up to a whole round, so
-//!   packets are served round by round, each child sending its quantum's worth per round.
-//! * `lstf`: `now + slack` (packet's `slack_ps`, else the node's `default_slack`).
-//! * `edf`: the packet's `deadline_ps`, else `now + default_deadline`.
-//! * `senic` (SENIC §4.1–4.2): WF2Q+ tags `S = max(V, lastF[c])`, `F = S + L·8/rate_c`, rank
-//!   `F`; a packet may leave only once `S ≤ V(now)`. `V` advances with real time slowed by
-//!   `max(1, φ)`, φ the backlogged children's rates over the capacity, so limits hold and
-//!   fall back to sharing in the ratio of the limits. In the two-level form, an inner `senic`
-//!   node (an L1 class) scales its children's rates to `min(r_i, r_L1 · r_i / Σ active r_j)`
-//!   and both levels order by the same `F` against the top's `V`.
-//! * leaves: `fifo` flows rank by `now`; `fair` flows by STFQ across flows with the leaf's
-//!   flow quantum.
+//! [`Rank`]s (smaller leaves first; equal ranks in arrival order) per node type are defined
+//! once for every engine, one file per algorithm under `sched/algo/` (`fifo`, `prio`,
+//! `wfq`, `rr`, `drr`, `lstf`, `edf`, `senic`, `leaf`), with the arithmetic the engines
+//! share. This engine restates the rest: where the entries live (a sorted map per node),
+//! each `wfq` child's correction, SENIC's groups and their queues, the shaping classes.
 //!
 //! A packet popped before `S ≤ V` waits in its senic group's own queue, ordered by `S`, and
 //! goes back into the tree once the group's `V` has reached its `S`: how soon depends on φ
@@ -54,10 +37,9 @@ use std::sync::Arc;
 // instructions.
 use rustc_hash::FxHashMap as HashMap;
 
-use super::shared::{
-    corrected, flow_key, meeting, senic_advance_by, senic_wait_ps, wfq_cost, wire_ps_frac, Bucket,
-    SenicCarry,
-};
+use super::algo::leaf::flow_key;
+use super::algo::{self, drr, edf, fifo, leaf, lstf, prio, rr, wfq};
+use super::shared::{meeting, Bucket};
 pub use super::shared::{Rank, FRAC};
 mod senic;
 mod shaping;
@@ -110,7 +92,7 @@ struct SenicState {
     /// Sum of the rates of backlogged children, bps.
     backlog_rate: u128,
     /// What `v`'s advance carries while φ > 1.
-    carry: SenicCarry,
+    carry: algo::senic::Carry,
     /// Packets held per child.
     child_backlog: HashMap<NodeId, u64>,
     /// Last finish tag per child.
@@ -171,7 +153,7 @@ impl ChildEntries {
     /// Child `c`'s first entry as a head: (corrected rank, seq, `c`).
     fn head(&self, c: NodeId) -> Option<(Rank, u64, NodeId)> {
         let (&(r, s), _) = self.entries.first_key_value()?;
-        Some((corrected(r, self.off), s, c))
+        Some((wfq::corrected(r, self.off), s, c))
     }
 }
 
@@ -431,15 +413,15 @@ impl ReferenceEngine {
         let mut ranks = Vec::new();
         // Leaf rank: flow scheduling.
         let leaf_rank = match spec.flow_sched {
-            FlowSched::Fifo => now as u128,
+            FlowSched::Fifo => fifo::rank(now),
             FlowSched::Fair => {
                 let st = &mut self.nodes[leaf_node as usize];
                 let last = st.last.get(&flow).copied().unwrap_or(0);
-                let start = st.vtime.max(last);
-                let cost = (((pkt.bytes.saturating_add(self.overhead)) as u128) << FRAC)
-                    / spec.flow_quantum_bytes.max(1) as u128;
-                st.last.insert(flow, start + cost);
-                st.max_finish = st.max_finish.max(start + cost);
+                let bytes = pkt.bytes.saturating_add(self.overhead);
+                let (start, finish) =
+                    leaf::fair_tags(st.vtime, last, bytes, spec.flow_quantum_bytes);
+                st.last.insert(flow, finish);
+                st.max_finish = st.max_finish.max(finish);
                 start
             }
         };
@@ -453,20 +435,15 @@ impl ReferenceEngine {
             let algo = self.prog.nodes[n as usize].algo.clone();
             let bytes = pkt.bytes.saturating_add(self.overhead);
             let rank = match algo {
-                Algo::Fifo => now as u128,
-                Algo::Prio => edge.priority as u128,
+                Algo::Fifo => fifo::rank(now),
+                Algo::Prio => prio::rank(edge.priority),
                 // Ranked when its class releases it: see `Held::unranked`.
                 Algo::Wfq | Algo::Rr | Algo::Drr if queued.is_some() => 0,
                 Algo::Wfq | Algo::Rr | Algo::Drr => self.fair_rank(n, child, bytes),
-                Algo::Lstf { default_slack_ps } => {
-                    now as u128 + pkt.slack_ps.unwrap_or(default_slack_ps) as u128
-                }
+                Algo::Lstf { default_slack_ps } => lstf::rank(now, pkt.slack_ps, default_slack_ps),
                 Algo::Edf {
                     default_deadline_ps,
-                } => pkt
-                    .deadline_ps
-                    .unwrap_or(now.saturating_add(default_deadline_ps))
-                    as u128,
+                } => edf::rank(now, pkt.deadline_ps, default_deadline_ps),
                 Algo::Senic { .. } => {
                     let top = self.senic_top(n);
                     self.senic_advance(top, now);
@@ -485,16 +462,18 @@ impl ReferenceEngine {
                             let eff = if n != top {
                                 // Inner node (L1 class): scale its children's rates.
                                 let cap = self.senic_capacity(n) as u128;
-                                let active = self.nodes[n as usize].senic.backlog_rate.max(1);
-                                (rate as u128).min(cap * rate as u128 / active).max(1) as u64
+                                algo::senic::inner_rate(
+                                    rate,
+                                    cap,
+                                    self.nodes[n as usize].senic.backlog_rate,
+                                )
                             } else {
                                 rate
                             };
                             let v = self.nodes[top as usize].senic.v;
                             let st = &mut self.nodes[n as usize].senic;
                             let last = st.last_f.get(&child).copied().unwrap_or(0);
-                            let s = v.max(last);
-                            let f = s + wire_ps_frac(bytes, eff);
+                            let (s, f) = algo::senic::tags(v, last, bytes, eff);
                             st.last_f.insert(child, f);
                             (s, f)
                         }
@@ -542,28 +521,20 @@ impl ReferenceEngine {
         let last = st.last.get(&(child as u64)).copied().unwrap_or(0);
         match algo {
             Algo::Wfq => {
-                // In the child's stored ranks: `max(V, last + off) - off`.
                 let off = st.by_child.get(&child).map_or(0, |q| q.off);
-                let start = corrected(st.vtime, -off).max(last);
-                st.last
-                    .insert(child as u64, start + wfq_cost(bytes, edge.weight));
+                let (start, finish) = wfq::tags(st.vtime, last, off, bytes, edge.weight);
+                st.last.insert(child as u64, finish);
                 start
             }
-            Algo::Rr | Algo::Drr => {
-                let start = st.vtime.max(last);
-                let cost = match algo {
-                    Algo::Rr => 1u128 << FRAC,
-                    _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
-                };
-                let finish = start + cost;
+            Algo::Rr => {
+                let (start, finish) = rr::tags(st.vtime, last);
                 st.last.insert(child as u64, finish);
-                if algo == Algo::Drr {
-                    // The round in which the child's quanta cover this packet.
-                    let one = 1u128 << FRAC;
-                    finish.div_ceil(one) * one
-                } else {
-                    start
-                }
+                start
+            }
+            Algo::Drr => {
+                let (round, finish) = drr::tags(st.vtime, last, bytes, edge.quantum_bytes);
+                st.last.insert(child as u64, finish);
+                round
             }
             _ => unreachable!("fair_rank at a {algo:?} node"),
         }
@@ -620,7 +591,7 @@ impl ReferenceEngine {
         let st = &mut self.nodes[n as usize];
         let q = st.by_child.get_mut(&c).expect("a child just popped");
         let old = q.head(c);
-        q.off += wfq_cost(sent, w) as i128 - wfq_cost(charged, w) as i128;
+        q.off += wfq::cost(sent, w) as i128 - wfq::cost(charged, w) as i128;
         if let Some(h) = old {
             st.heads.remove(&h);
             st.heads.extend(q.head(c));
@@ -628,7 +599,7 @@ impl ReferenceEngine {
         if q.entries.is_empty() {
             let off = std::mem::take(&mut q.off);
             let last = st.last.entry(c as u64).or_insert(0);
-            *last = corrected(*last, off);
+            *last = wfq::corrected(*last, off);
         }
     }
 
@@ -644,7 +615,7 @@ impl ReferenceEngine {
             match &self.prog.nodes[n as usize].algo {
                 Algo::Wfq | Algo::Rr => st.vtime = st.vtime.max(rank),
                 // A drr rank is the round a packet is served in; V is that round's start.
-                Algo::Drr => st.vtime = st.vtime.max(rank.saturating_sub(1 << FRAC)),
+                Algo::Drr => st.vtime = drr::sent(st.vtime, rank),
                 Algo::Leaf(l) if is_leaf && l.flow_sched == FlowSched::Fair => {
                     st.vtime = st.vtime.max(rank)
                 }
@@ -891,7 +862,7 @@ impl Engine for ReferenceEngine {
             Some(if s <= st.v {
                 st.t
             } else {
-                st.t.saturating_add(senic_wait_ps(s, st.v, cap, st.backlog_rate))
+                st.t.saturating_add(algo::senic::wait_ps(s, st.v, cap, st.backlog_rate))
             })
         });
         shaping.into_iter().chain(senic).min()

@@ -32,7 +32,7 @@ impl ReferenceEngine {
         let s = &mut self.nodes[top as usize].senic;
         if now > s.t {
             let dt = ((now - s.t) as u128) << FRAC;
-            s.v += senic_advance_by(&mut s.carry, dt, cap, s.backlog_rate);
+            s.v += algo::senic::advance_by(&mut s.carry, dt, cap, s.backlog_rate);
             s.t = now;
         }
     }
@@ -52,7 +52,7 @@ impl ReferenceEngine {
             let st = &self.nodes[top as usize].senic;
             if st.v < s {
                 let cap = self.senic_capacity(top) as u128;
-                let at = now.saturating_add(senic_wait_ps(s, st.v, cap, st.backlog_rate));
+                let at = now.saturating_add(algo::senic::wait_ps(s, st.v, cap, st.backlog_rate));
                 if bind.is_none_or(|(_, _, b)| at > b) {
                     bind = Some((top, s, at));
                 }

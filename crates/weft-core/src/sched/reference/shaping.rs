@@ -165,9 +165,9 @@ impl ReferenceEngine {
                     continue;
                 }
                 let cost = match algo {
-                    Algo::Wfq => ((bytes as u128) << FRAC) / edge.weight.max(1) as u128,
-                    Algo::Rr => 1u128 << FRAC,
-                    _ => ((bytes as u128) << FRAC) / edge.quantum_bytes.max(1) as u128,
+                    Algo::Wfq => wfq::cost(bytes, edge.weight),
+                    Algo::Rr => rr::COST,
+                    _ => wfq::cost(bytes, edge.quantum_bytes),
                 };
                 let max_cost = q.max_cost.entry(n).or_insert(0);
                 *max_cost = (*max_cost).max(cost);
@@ -187,8 +187,7 @@ impl ReferenceEngine {
                 let finish = start + cost;
                 q.last.insert(child, finish);
                 ranks[i] = if *algo == Algo::Drr {
-                    let one = 1u128 << FRAC;
-                    finish.div_ceil(one) * one
+                    drr::round(finish)
                 } else {
                     start
                 };
@@ -256,7 +255,7 @@ impl ReferenceEngine {
             let vt = q.vtime.entry(n).or_insert(0);
             match self.prog.nodes[n as usize].algo {
                 Algo::Wfq | Algo::Rr => *vt = (*vt).max(rank),
-                Algo::Drr => *vt = (*vt).max(rank.saturating_sub(1 << FRAC)),
+                Algo::Drr => *vt = drr::sent(*vt, rank),
                 _ => {}
             }
             n = v as NodeId;

@@ -38,12 +38,13 @@
 //! nothing more when the sizes agree, else two divisions and a heap push. Hand-written: no
 //! crate offers it.
 
+use super::algo::wfq::{corrected, cost as wfq_cost};
 use super::buckets::BucketQueue;
 use super::child_queues::ChildQueues;
 use super::fast::NO;
 use super::heap::{HeapEntry, MinHeap};
 use super::pifo::{Popped, Switch};
-use super::shared::{corrected, wfq_cost, Rank};
+use super::shared::Rank;
 
 /// [`WfqQueues::size`] of a node with no entries.
 const EMPTY: u32 = u32::MAX;
