@@ -11,14 +11,21 @@ pub mod error;
 pub mod parse;
 pub mod program;
 pub mod show;
+#[doc(hidden)]
 pub mod synth;
 mod yaml;
 
 pub use compile::{
-    compile_str, file_kind, load, load_bytes, LoadOptions, PolicyReader, MAX_POLICY_FILE_BYTES,
+    compile_str, default_burst_bytes, file_kind, load, load_bytes, senic_oversubscribed_message,
+    LoadOptions, PolicyReader, ReadFile, MAX_POLICY_FILE_BYTES,
 };
-pub use error::{Diagnostic, PolicyError, Rule, Severity, Warnings};
+pub use error::{
+    render_line, Diagnostic, FileId, Label, PolicyError, Rule, Severity, SourceFile, Sources, Span,
+    Warnings,
+};
+pub use parse::names;
+pub use parse::{FORMAT_VERSION, MAX_WEIGHT, NODE_KEYS, TOP_KEYS};
 pub use program::{
-    Algo, Classification, Edge, LeafId, LeafSpec, Limits, Link, Node, NodeId, Program, Shaper,
-    ShaperId, ShapingPath,
+    Algo, Classification, Edge, FlowKey, FlowSched, Kind, LeafId, LeafSpec, Limits, Link, Node,
+    NodeId, Origin, Program, Shaper, ShaperId, ShapingPath, MAX_SHAPING_PER_PACKET,
 };

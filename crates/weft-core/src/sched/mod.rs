@@ -35,6 +35,10 @@ mod ring;
 mod shared;
 mod wfq_queues;
 
+pub use fast::{CalendarUse, FastEngine};
+pub use heads::HeadEngine;
+pub use reference::ReferenceEngine;
+
 use crate::classifier::PacketMeta;
 
 /// The latest arrival time drivers accept, ps: 2^63, about 106.7 days. Times are 64-bit

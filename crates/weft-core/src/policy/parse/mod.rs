@@ -18,7 +18,7 @@
 //! file holds the parser's state, its spans and `parse_document`.
 
 mod ast;
-mod names;
+pub mod names;
 #[cfg(test)]
 mod tests;
 mod values;
