@@ -1,0 +1,312 @@
+//! The event loop: the timed events ([`Ev`]) in a binary heap ordered by (time, insertion
+//! order), the simulator's state ([`Sim`]), and the loop that handles every event due, visits
+//! the NIC model and the link at each instant, and jumps to the next instant anything
+//! happens (a timed event, the link becoming free, the model's own `next_event`). At the end
+//! of the run the requests and packets still open count as their ages.
+//!
+//! Invariants: time never goes back; ties are broken by insertion order, so a run is a
+//! pure function of its scenario and seed; the event count is checked against the budget
+//! after every timed event and every instant.
+//!
+//! Cost: one heap operation per timed event, one NIC visit per instant; the end of the run
+//! is one pass over the request slots and the packets still queued.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
+use weft_core::sched::link::wire_ps;
+use weft_core::sched::LAST_ARRIVAL_PS;
+
+use super::apps::{Flow, FlowsAt, Req};
+use super::measure::{Gaps, NicRun};
+use super::BudgetExceeded;
+use crate::metrics::Latency;
+use crate::nic::{Nic, NicCounters, NicKind, Pkt};
+use crate::rng::Rng;
+use crate::scenario::{AppKind, Scenario, MAX_WINDOWS, MAX_WINDOW_CELLS};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ev {
+    Step {
+        app: u32,
+        step: u32,
+    },
+    Request {
+        app: u32,
+    },
+    /// The next request of a closed-loop flow.
+    ClosedRequest {
+        flow: u32,
+    },
+    Udp {
+        flow: u32,
+    },
+    Retry {
+        flow: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Timed {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(o.t, o.seq))
+    }
+}
+
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// The state of one run of one NIC model: the scenario, the model, the applications' flows
+/// and requests (`apps.rs`), the timed events, and the results so far ([`NicRun`]).
+pub(super) struct Sim<'a, N: Nic> {
+    pub(super) sc: &'a Scenario,
+    pub(super) nic: N,
+    pub(super) flows: Vec<Flow>,
+    /// First flow index of each application.
+    pub(super) app_flow0: Vec<u32>,
+    pub(super) app_next_flow: Vec<u32>,
+    heap: BinaryHeap<Reverse<Timed>>,
+    seq: u64,
+    pub(super) rngs: Vec<Rng>,
+    pub(super) reqs: Vec<Req>,
+    pub(super) free_reqs: Vec<u32>,
+    pub(super) drops: Vec<Pkt>,
+    /// Per application, packets written outside requests (bulk, UDP) and not yet sent or
+    /// dropped, counted by the time they were written, ps: at the end each counts as its
+    /// age then (`duration − written`), a lower bound of its packet delay. A write's
+    /// packets share one count: O(1) a packet, memory per write still queued.
+    pub(super) queued: Vec<FxHashMap<u64, u64>>,
+    /// Per application: its flow counts over time ([`FlowsAt`]), and the flows its steps
+    /// have made active so far (flows `0..n` of the application are).
+    pub(super) flows_at: Vec<FlowsAt>,
+    pub(super) app_active: Vec<u32>,
+    /// Events so far ([`NicRun::events`]), and the budget.
+    pub(super) events: u64,
+    budget: u64,
+    pub(super) out: NicRun,
+}
+
+impl<'a, N: Nic> Sim<'a, N> {
+    pub(super) fn new(sc: &'a Scenario, kind: NicKind, nic: N, flows: Vec<Flow>) -> Sim<'a, N> {
+        // `load_str` and `Scenario::set_duration` enforce these; a scenario changed in code
+        // (`duration_ps` set directly) is checked here, before the windows are allocated.
+        assert!(
+            sc.duration_ps > 0 && sc.duration_ps <= LAST_ARRIVAL_PS,
+            "{}: duration {} ps: a run lasts 1..=2^63 ps (Scenario::set_duration says why)",
+            sc.path,
+            sc.duration_ps
+        );
+        assert!(
+            sc.duration_ps.div_ceil(sc.window_ps) <= MAX_WINDOWS
+                && sc.duration_ps.div_ceil(sc.latency_window_ps) <= MAX_WINDOWS
+                && crate::scenario::check_cells(
+                    sc.duration_ps,
+                    sc.window_ps,
+                    sc.latency_window_ps,
+                    sc.apps.len()
+                )
+                .is_ok(),
+            "{}: duration {} ps in windows of {} ps (latency {} ps): more than {MAX_WINDOWS} \
+             windows, or {MAX_WINDOW_CELLS} windows × applications (Scenario::set_duration \
+             says why)",
+            sc.path,
+            sc.duration_ps,
+            sc.window_ps,
+            sc.latency_window_ps
+        );
+        let napps = sc.apps.len();
+        let mut app_flow0 = vec![0u32; napps];
+        let mut seen = vec![false; napps];
+        for (i, f) in flows.iter().enumerate() {
+            if !seen[f.app as usize] {
+                seen[f.app as usize] = true;
+                app_flow0[f.app as usize] = i as u32;
+            }
+        }
+        let nwin = sc.duration_ps.div_ceil(sc.window_ps) as usize;
+        let nlat = sc.duration_ps.div_ceil(sc.latency_window_ps) as usize;
+        let is_rr: Vec<bool> = sc
+            .apps
+            .iter()
+            .map(|a| matches!(a.kind, AppKind::RequestResponse { .. }))
+            .collect();
+        Sim {
+            sc,
+            nic,
+            flows,
+            app_flow0,
+            app_next_flow: vec![0; napps],
+            heap: BinaryHeap::new(),
+            seq: 0,
+            rngs: (0..napps)
+                .map(|i| Rng::new(sc.seed, 1 + i as u64))
+                .collect(),
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            drops: Vec::new(),
+            queued: vec![FxHashMap::default(); napps],
+            flows_at: sc.apps.iter().map(FlowsAt::new).collect(),
+            app_active: vec![0; napps],
+            events: 0,
+            budget: sc.max_events,
+            out: NicRun {
+                kind,
+                duration_ps: sc.duration_ps,
+                window_bytes: vec![vec![0; napps]; nwin],
+                app_packets: vec![0; napps],
+                app_bytes: vec![0; napps],
+                app_drops: vec![0; napps],
+                app_latency: vec![Latency::default(); napps],
+                app_queued: vec![0; napps],
+                window_latency: (0..nlat)
+                    .map(|_| is_rr.iter().map(|&r| r.then(Latency::default)).collect())
+                    .collect(),
+                wire_bytes: 0,
+                wire_busy_ps: 0,
+                packets: 0,
+                counters: NicCounters::default(),
+                requests_issued: vec![0; napps],
+                requests_done: vec![0; napps],
+                app_gaps: vec![Gaps::default(); napps],
+                events: 0,
+            },
+        }
+    }
+
+    /// The error for a run past its budget at `now`.
+    fn over_budget(&self, now: u64) -> BudgetExceeded {
+        BudgetExceeded {
+            path: self.sc.path.clone(),
+            model: self.out.kind,
+            budget: self.budget,
+            from: self.sc.max_events_from.clone(),
+            events: self.events,
+            at_ps: now,
+            duration_ps: self.sc.duration_ps,
+        }
+    }
+
+    pub(super) fn at(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse(Timed {
+            t,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    pub(super) fn run(
+        mut self,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<NicRun, BudgetExceeded> {
+        let sc = self.sc;
+        for (ai, a) in sc.apps.iter().enumerate() {
+            for (si, &(t, _)) in a.schedule.iter().enumerate() {
+                if t < sc.duration_ps {
+                    self.at(
+                        t,
+                        Ev::Step {
+                            app: ai as u32,
+                            step: si as u32,
+                        },
+                    );
+                }
+            }
+        }
+        let end = sc.duration_ps;
+        let link = sc.program.link;
+        let mut now = 0u64;
+        let mut link_free = 0u64;
+        let mut next_progress = 0u64;
+        const PROGRESS_EVERY: u64 = 1 << 16;
+        // Wire time of the last frame size seen (most frames are MTU-sized; saves a u128
+        // division per packet).
+        let mut wire_cache = (u32::MAX, 0u64);
+        loop {
+            while let Some(Reverse(top)) = self.heap.peek() {
+                if top.t > now {
+                    break;
+                }
+                let ev = top.ev;
+                self.heap.pop();
+                self.nic.advance(now);
+                self.events += 1;
+                self.handle(now, ev);
+                if self.events > self.budget {
+                    return Err(self.over_budget(now));
+                }
+            }
+            self.events += 1;
+            self.nic.advance(now);
+            self.drain_drops(now);
+            if now >= link_free {
+                if let Some(p) = self.nic.poll(now) {
+                    if wire_cache.0 != p.bytes {
+                        wire_cache = (p.bytes, wire_ps(p.bytes, &link));
+                    }
+                    let w = wire_cache.1;
+                    link_free = now + w;
+                    self.depart(now, w, p);
+                    self.drain_drops(now);
+                }
+            }
+            if self.events > self.budget {
+                return Err(self.over_budget(now));
+            }
+            if now >= end {
+                break;
+            }
+            if self.events >= next_progress {
+                progress(now, self.events);
+                next_progress = self.events + PROGRESS_EVERY;
+            }
+            let mut next = end;
+            if let Some(Reverse(top)) = self.heap.peek() {
+                next = next.min(top.t);
+            }
+            if link_free > now {
+                next = next.min(link_free);
+            }
+            if let Some(t) = self.nic.next_event(now) {
+                next = next.min(t);
+            }
+            debug_assert!(next > now || next == end, "time must advance at {now}");
+            now = next.max(now + 1).min(end.max(now + 1));
+        }
+        progress(end, self.events);
+        self.count_unfinished();
+        for (app, q) in self.queued.iter().enumerate() {
+            let ages = &mut self.out.app_latency[app].unfinished;
+            for (&written_ps, &n) in q {
+                ages.record_n(self.sc.duration_ps.saturating_sub(written_ps), n);
+            }
+            self.out.app_queued[app] = q.values().sum();
+        }
+        self.out.counters = self.nic.counters();
+        self.out.events = self.events;
+        Ok(self.out)
+    }
+
+    /// Requests still open at the end (responses queued or on the wire) count as their age.
+    fn count_unfinished(&mut self) {
+        let mut free = vec![false; self.reqs.len()];
+        for &s in &self.free_reqs {
+            free[s as usize] = true;
+        }
+        for (slot, free) in free.into_iter().enumerate() {
+            if !free {
+                self.unfinished(slot as u32);
+            }
+        }
+    }
+}
