@@ -17,6 +17,10 @@ use super::raw::RawApp;
 use super::ScenarioError;
 use super::{MAX_OFFERED_LOAD, MAX_SIZE_BYTES};
 
+/// An application's flow counts over time, `(time ps, flows)` steps, and where each step was
+/// written ([`App::schedule`], [`App::schedule_at`]).
+type Schedule = (Vec<(u64, u32)>, Vec<Option<String>>);
+
 /// Where values are checked: the scenario file and the link its rates are checked against.
 pub(super) struct Ctx<'a> {
     pub(super) path: &'a str,
@@ -257,6 +261,8 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// An application of tenant number `tenant` (`tmeta` its packet metadata): its kind's
+    /// keys, metadata, cores, schedule and DCB class, checked in that order.
     pub(super) fn app(
         &self,
         ra: &RawApp,
@@ -266,126 +272,11 @@ impl Ctx<'_> {
         duration_ps: u64,
     ) -> Result<App, ScenarioError> {
         self.misplaced_keys(ra)?;
-        let mut meta = *tmeta;
-        for (k, v) in &ra.meta {
-            meta.set_field(k, &v.value.text())
-                .map_err(|m| self.err(&v.referenced, format!("meta `{k}`: {m}")))?;
-        }
+        let meta = self.app_meta(ra, tmeta)?;
         let kind = match ra.kind.value.as_str() {
-            "bulk" => AppKind::Bulk {
-                window_bytes: match &ra.window {
-                    Some(w) => self.bounded_size(w, "window")?,
-                    None => 2 * host.segment_bytes,
-                },
-            },
-            "request-response" => {
-                let closed_loop = ra.closed_loop.as_ref().is_some_and(|c| c.value);
-                let rate =
-                    match (&ra.rate, closed_loop) {
-                        (Some(r), _) => r.clone(),
-                        (None, true) => Spanned {
-                            value: "1/s".to_string(),
-                            referenced: ra.kind.referenced,
-                            defined: ra.kind.defined,
-                        },
-                        (None, false) => return Err(self.err(
-                            &ra.kind.referenced,
-                            "request-response needs `rate` (e.g. 10000/s) or `closed_loop: true`"
-                                .into(),
-                        )),
-                    };
-                let rate = &rate;
-                let rate_per_s = rate
-                    .value
-                    .trim_end_matches("/s")
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| *r > 0.0 && r.is_finite())
-                    .ok_or_else(|| {
-                        self.err(
-                            &rate.referenced,
-                            format!(
-                                "rate `{}`: expected requests per second, e.g. `10000/s`",
-                                rate.value
-                            ),
-                        )
-                    })?;
-                let bytes = match &ra.size {
-                    Some(s) => self.bounded_size(s, "size")?,
-                    None => 1000,
-                };
-                let size = match ra.size_dist.as_ref().map(|d| d.value.as_str()) {
-                    None | Some("fixed") => SizeDist::Fixed(bytes),
-                    Some("exponential") => SizeDist::Exponential(bytes),
-                    Some(other) => {
-                        return Err(self.err(
-                            &ra.size_dist.as_ref().expect("some").referenced,
-                            format!("size_dist `{other}`: expected `fixed` or `exponential`"),
-                        ))
-                    }
-                };
-                if size.max_bytes() > MAX_SIZE_BYTES {
-                    // Only an exponential size gets here: its draws reach 36.7 means.
-                    let s = ra.size.as_ref().expect("a size past the bound was given");
-                    let max_mean = (MAX_SIZE_BYTES as f64 / EXP_MAX_OVER_MEAN) as u64;
-                    return Err(self.err(
-                        &s.referenced,
-                        format!(
-                            "size `{}` ({bytes} B): exponential sizes are drawn up to \
-                             {EXP_MAX_OVER_MEAN:.1} times their mean ({} B), and a response \
-                             is at most {} ({MAX_SIZE_BYTES} B): the mean is at most \
-                             {max_mean} B",
-                            s.value,
-                            size.max_bytes(),
-                            units::format_size(MAX_SIZE_BYTES)
-                        ),
-                    ));
-                }
-                if !closed_loop {
-                    // The responses on the wire, frame overhead included, as a UDP flow's
-                    // rate is: at most MAX_OFFERED_LOAD times the link rate.
-                    let mean = size.mean_bytes();
-                    let mtu = u64::from(host.mtu_bytes);
-                    let wire_bytes = mean.saturating_add(
-                        mean.div_ceil(mtu).saturating_mul(self.link.overhead_bytes),
-                    );
-                    let offered = rate_per_s * wire_bytes as f64 * 8.0;
-                    let max = self.link.rate_bps as f64 * MAX_OFFERED_LOAD as f64;
-                    if offered > max {
-                        let max_rate = (max / (wire_bytes as f64 * 8.0) * 1000.0).floor() / 1000.0;
-                        return Err(self.err(
-                            &rate.referenced,
-                            format!(
-                                "rate `{}` of {mean} B responses ({wire_bytes} B on the wire \
-                                 with {} B of overhead a frame) offers {offered:.0} bit/s, more than \
-                                 {MAX_OFFERED_LOAD} times the link rate, {}: an application \
-                                 offers at most that, as `unlimited` UDP does; at most \
-                                 {max_rate}/s here",
-                                rate.value,
-                                self.link.overhead_bytes,
-                                self.link_text()
-                            ),
-                        ));
-                    }
-                }
-                AppKind::RequestResponse {
-                    rate_per_s,
-                    size,
-                    closed_loop,
-                }
-            }
-            "udp" => AppKind::Udp {
-                rate_bps: match &ra.rate {
-                    Some(r) if r.value == "unlimited" => None,
-                    Some(r) => Some(self.udp_rate(r)?),
-                    None => None,
-                },
-                socket_limit_bytes: match &ra.socket_limit {
-                    Some(s) => self.bounded_size(s, "socket_limit")?,
-                    None => 212_992,
-                },
-            },
+            "bulk" => self.bulk(ra, host)?,
+            "request-response" => self.request_response(ra, host)?,
+            "udp" => self.udp(ra)?,
             other => {
                 return Err(self.err(
                     &ra.kind.referenced,
@@ -393,7 +284,189 @@ impl Ctx<'_> {
                 ))
             }
         };
-        let cores = match &ra.cores {
+        let cores = self.app_cores(ra, tenant, host)?;
+        let (schedule, schedule_at) = self.schedule(ra, &kind, duration_ps)?;
+        let dcb_class = match &ra.dcb_class {
+            Some(c) if c.value > 7 => {
+                return Err(self.err(&c.referenced, "dcb_class must be 0..=7".into()))
+            }
+            Some(c) => Some(c.value),
+            None => None,
+        };
+        Ok(App {
+            name: ra.name.value.clone(),
+            tenant,
+            meta,
+            kind,
+            cores,
+            schedule,
+            schedule_at,
+            prioritized: ra.prioritized,
+            dcb_class,
+        })
+    }
+
+    /// The application's packet metadata: its tenant's, with its own `meta` over it.
+    fn app_meta(&self, ra: &RawApp, tmeta: &PacketMeta) -> Result<PacketMeta, ScenarioError> {
+        let mut meta = *tmeta;
+        for (k, v) in &ra.meta {
+            meta.set_field(k, &v.value.text())
+                .map_err(|m| self.err(&v.referenced, format!("meta `{k}`: {m}")))?;
+        }
+        Ok(meta)
+    }
+
+    /// A `bulk` application: its `window` (two segments without one).
+    fn bulk(&self, ra: &RawApp, host: &Host) -> Result<AppKind, ScenarioError> {
+        Ok(AppKind::Bulk {
+            window_bytes: match &ra.window {
+                Some(w) => self.bounded_size(w, "window")?,
+                None => 2 * host.segment_bytes,
+            },
+        })
+    }
+
+    /// A `request-response` application: its request rate (1/s for a closed loop without
+    /// one), its responses' size, and, open loop, the load the responses offer.
+    fn request_response(&self, ra: &RawApp, host: &Host) -> Result<AppKind, ScenarioError> {
+        let closed_loop = ra.closed_loop.as_ref().is_some_and(|c| c.value);
+        let rate = match (&ra.rate, closed_loop) {
+            (Some(r), _) => r.clone(),
+            (None, true) => Spanned {
+                value: "1/s".to_string(),
+                referenced: ra.kind.referenced,
+                defined: ra.kind.defined,
+            },
+            (None, false) => {
+                return Err(self.err(
+                    &ra.kind.referenced,
+                    "request-response needs `rate` (e.g. 10000/s) or `closed_loop: true`".into(),
+                ))
+            }
+        };
+        let rate = &rate;
+        let rate_per_s = rate
+            .value
+            .trim_end_matches("/s")
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|r| *r > 0.0 && r.is_finite())
+            .ok_or_else(|| {
+                self.err(
+                    &rate.referenced,
+                    format!(
+                        "rate `{}`: expected requests per second, e.g. `10000/s`",
+                        rate.value
+                    ),
+                )
+            })?;
+        let size = self.response_size(ra)?;
+        if !closed_loop {
+            self.response_load(rate, rate_per_s, &size, host)?;
+        }
+        Ok(AppKind::RequestResponse {
+            rate_per_s,
+            size,
+            closed_loop,
+        })
+    }
+
+    /// A request/response application's `size` and `size_dist`: an exponential size's
+    /// largest draw within [`MAX_SIZE_BYTES`].
+    fn response_size(&self, ra: &RawApp) -> Result<SizeDist, ScenarioError> {
+        let bytes = match &ra.size {
+            Some(s) => self.bounded_size(s, "size")?,
+            None => 1000,
+        };
+        let size = match ra.size_dist.as_ref().map(|d| d.value.as_str()) {
+            None | Some("fixed") => SizeDist::Fixed(bytes),
+            Some("exponential") => SizeDist::Exponential(bytes),
+            Some(other) => {
+                return Err(self.err(
+                    &ra.size_dist.as_ref().expect("some").referenced,
+                    format!("size_dist `{other}`: expected `fixed` or `exponential`"),
+                ))
+            }
+        };
+        if size.max_bytes() > MAX_SIZE_BYTES {
+            // Only an exponential size gets here: its draws reach 36.7 means.
+            let s = ra.size.as_ref().expect("a size past the bound was given");
+            let max_mean = (MAX_SIZE_BYTES as f64 / EXP_MAX_OVER_MEAN) as u64;
+            return Err(self.err(
+                &s.referenced,
+                format!(
+                    "size `{}` ({bytes} B): exponential sizes are drawn up to \
+                     {EXP_MAX_OVER_MEAN:.1} times their mean ({} B), and a response \
+                     is at most {} ({MAX_SIZE_BYTES} B): the mean is at most \
+                     {max_mean} B",
+                    s.value,
+                    size.max_bytes(),
+                    units::format_size(MAX_SIZE_BYTES)
+                ),
+            ));
+        }
+        Ok(size)
+    }
+
+    /// An open-loop request/response application's responses on the wire, frame overhead
+    /// included, as a UDP flow's rate is: at most [`MAX_OFFERED_LOAD`] times the link rate.
+    fn response_load(
+        &self,
+        rate: &Spanned<String>,
+        rate_per_s: f64,
+        size: &SizeDist,
+        host: &Host,
+    ) -> Result<(), ScenarioError> {
+        let mean = size.mean_bytes();
+        let mtu = u64::from(host.mtu_bytes);
+        let wire_bytes =
+            mean.saturating_add(mean.div_ceil(mtu).saturating_mul(self.link.overhead_bytes));
+        let offered = rate_per_s * wire_bytes as f64 * 8.0;
+        let max = self.link.rate_bps as f64 * MAX_OFFERED_LOAD as f64;
+        if offered > max {
+            let max_rate = (max / (wire_bytes as f64 * 8.0) * 1000.0).floor() / 1000.0;
+            return Err(self.err(
+                &rate.referenced,
+                format!(
+                    "rate `{}` of {mean} B responses ({wire_bytes} B on the wire \
+                     with {} B of overhead a frame) offers {offered:.0} bit/s, more than \
+                     {MAX_OFFERED_LOAD} times the link rate, {}: an application \
+                     offers at most that, as `unlimited` UDP does; at most \
+                     {max_rate}/s here",
+                    rate.value,
+                    self.link.overhead_bytes,
+                    self.link_text()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A `udp` application: its rate per flow (`unlimited` without one) and socket limit.
+    fn udp(&self, ra: &RawApp) -> Result<AppKind, ScenarioError> {
+        Ok(AppKind::Udp {
+            rate_bps: match &ra.rate {
+                Some(r) if r.value == "unlimited" => None,
+                Some(r) => Some(self.udp_rate(r)?),
+                None => None,
+            },
+            socket_limit_bytes: match &ra.socket_limit {
+                Some(s) => self.bounded_size(s, "socket_limit")?,
+                None => 212_992,
+            },
+        })
+    }
+
+    /// The application's `cores`, each on the host (without the key, one core: the tenant's
+    /// number modulo the cores).
+    fn app_cores(
+        &self,
+        ra: &RawApp,
+        tenant: usize,
+        host: &Host,
+    ) -> Result<Vec<u16>, ScenarioError> {
+        Ok(match &ra.cores {
             Some(c) => {
                 if c.value.is_empty() {
                     return Err(self.err(&c.referenced, "`cores` is empty".into()));
@@ -410,7 +483,17 @@ impl Ctx<'_> {
                 c.value.clone()
             }
             None => vec![(tenant as u16) % host.cores],
-        };
+        })
+    }
+
+    /// The application's flow counts over time (`start`, `schedule`, `stop`), and where
+    /// each step was written (`None` for a default or the stop).
+    fn schedule(
+        &self,
+        ra: &RawApp,
+        kind: &AppKind,
+        duration_ps: u64,
+    ) -> Result<Schedule, ScenarioError> {
         let start = match &ra.start {
             Some(s) => self.time(s, false)?,
             None => 0,
@@ -464,23 +547,6 @@ impl Ctx<'_> {
             schedule.push((stop, 0));
             schedule_at.push(None);
         }
-        let dcb_class = match &ra.dcb_class {
-            Some(c) if c.value > 7 => {
-                return Err(self.err(&c.referenced, "dcb_class must be 0..=7".into()))
-            }
-            Some(c) => Some(c.value),
-            None => None,
-        };
-        Ok(App {
-            name: ra.name.value.clone(),
-            tenant,
-            meta,
-            kind,
-            cores,
-            schedule,
-            schedule_at,
-            prioritized: ra.prioritized,
-            dcb_class,
-        })
+        Ok((schedule, schedule_at))
     }
 }
