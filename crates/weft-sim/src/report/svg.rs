@@ -332,7 +332,8 @@ pub(super) fn drawn_series(series: &[Series]) -> Vec<usize> {
     idx
 }
 
-/// A line chart of `series` as SVG text, its axes as `ax` says.
+/// A line chart of `series` as SVG text, its axes as `ax` says: the frame and the axes,
+/// the notes and the legend's room, then each line with its legend entry.
 pub(super) fn chart(
     title: &str,
     xlabel: &str,
@@ -340,130 +341,222 @@ pub(super) fn chart(
     series: &[Series],
     ax: &Axes,
 ) -> String {
-    let lower = |k: usize, j: usize| ax.at_least.get(k).and_then(|v| v.get(j)) == Some(&true);
-    let (w, h, l, r, t, b) = CHART;
-    let pw = w - l - r;
-    let ph = h - t - b;
     let drawn = drawn_series(series);
-    let points = || drawn.iter().flat_map(|&k| series[k].points.iter().copied());
-    let xmax = match ax.xmax {
-        Some(x) if x.is_finite() && x > 0.0 => x,
-        _ => Some(points().map(|p| p.0).fold(0.0f64, f64::max))
-            .filter(|&x| x > 0.0)
-            .unwrap_or(1.0),
-    };
-    let (xlo, xhi) = decades(points().map(|p| p.0));
-    let ys = || points().map(|p| p.1).filter(|v| v.is_finite());
-    let (lo, hi) = decades(ys());
-    let (ymax, ystep) = match ax.ymax {
-        Some(m) => (m, ax.ystep.unwrap_or_else(|| tick_step(m))),
-        None => nice_top(ys().fold(0.0f64, f64::max)),
-    };
+    let plot = Plot::new(series, &drawn, ax);
     let reference = ax
         .reference
         .filter(|r| r.0.is_finite() && r.0 > 0.0)
-        .map(|r| (r, r.0 <= ymax * (1.0 + 1e-9)));
-    // The fraction of the plot's height at which a value lies.
-    let yfrac = |y: f64| {
-        if !ax.log_y {
-            y / ymax
+        .map(|r| (r, r.0 <= plot.ymax * (1.0 + 1e-9)));
+    let mut s = String::new();
+    chart_head(&mut s, title);
+    if ax.log_y {
+        log_y_ticks(&mut s, plot.y_decades.0, plot.y_decades.1);
+    } else {
+        linear_y_ticks(&mut s, &plot);
+        if let Some(((level, label), true)) = reference {
+            reference_line(&mut s, plot.py(level), label);
+        }
+    }
+    if ax.log_x {
+        log_x_ticks(&mut s, plot.x_decades.0, plot.x_decades.1);
+    } else {
+        x_ticks(&mut s, plot.xmax);
+    }
+    let scale = |label: &str, log: bool| {
+        if log {
+            format!("{label} (log scale)")
+        } else {
+            label.to_string()
+        }
+    };
+    chart_frame(&mut s, &scale(xlabel, ax.log_x), &scale(ylabel, ax.log_y));
+    let notes = chart_notes(series, &drawn, ax, reference);
+    let (shown, more) = legend_room(series, &drawn, ax, notes.len());
+    for (pos, &k) in drawn.iter().enumerate() {
+        draw_series(
+            &mut s,
+            &plot,
+            &series[k],
+            |j| ax.lower(k, j),
+            pos,
+            pos < shown,
+        );
+    }
+    side_text(&mut s, shown, more.iter().chain(&notes));
+    s.push_str("</svg>\n");
+    s
+}
+
+impl Axes<'_> {
+    /// Whether point `j` of series `k` is only a lower bound.
+    fn lower(&self, k: usize, j: usize) -> bool {
+        self.at_least.get(k).and_then(|v| v.get(j)) == Some(&true)
+    }
+}
+
+/// The points of the series a chart draws, in drawing order.
+fn drawn_points<'s>(
+    series: &'s [Series],
+    drawn: &'s [usize],
+) -> impl Iterator<Item = (f64, f64)> + 's {
+    drawn.iter().flat_map(|&k| series[k].points.iter().copied())
+}
+
+/// Where a chart's values land: its axes' ranges and scales, and the pixels of a value.
+struct Plot {
+    /// A linear x axis's end, and a logarithmic one's decades.
+    xmax: f64,
+    x_decades: (i32, i32),
+    /// A linear y axis's top and tick step, and a logarithmic one's decades.
+    ymax: f64,
+    ystep: f64,
+    y_decades: (i32, i32),
+    log_x: bool,
+    log_y: bool,
+}
+
+impl Plot {
+    /// The axes of a chart of `series` (those `drawn`) as `ax` says.
+    fn new(series: &[Series], drawn: &[usize], ax: &Axes) -> Plot {
+        let points = || drawn_points(series, drawn);
+        let xmax = match ax.xmax {
+            Some(x) if x.is_finite() && x > 0.0 => x,
+            _ => Some(points().map(|p| p.0).fold(0.0f64, f64::max))
+                .filter(|&x| x > 0.0)
+                .unwrap_or(1.0),
+        };
+        let ys = || points().map(|p| p.1).filter(|v| v.is_finite());
+        let (ymax, ystep) = match ax.ymax {
+            Some(m) => (m, ax.ystep.unwrap_or_else(|| tick_step(m))),
+            None => nice_top(ys().fold(0.0f64, f64::max)),
+        };
+        Plot {
+            xmax,
+            x_decades: decades(points().map(|p| p.0)),
+            ymax,
+            ystep,
+            y_decades: decades(ys()),
+            log_x: ax.log_x,
+            log_y: ax.log_y,
+        }
+    }
+
+    /// The fraction of the plot's height at which a value lies.
+    fn yfrac(&self, y: f64) -> f64 {
+        let (lo, hi) = self.y_decades;
+        if !self.log_y {
+            y / self.ymax
         } else if y > 0.0 {
             (y.log10() - lo as f64) / (hi - lo) as f64
         } else {
             0.0
         }
-    };
-    let py = |y: f64| t + ph - ph * yfrac(y).clamp(0.0, 1.05);
-    let px = |x: f64| {
-        if !ax.log_x {
-            l + pw * x / xmax
+    }
+
+    /// The y pixel of a value (a little above the frame at most).
+    fn py(&self, y: f64) -> f64 {
+        let (_, h, _, _, t, b) = CHART;
+        let ph = h - t - b;
+        t + ph - ph * self.yfrac(y).clamp(0.0, 1.05)
+    }
+
+    /// The x pixel of a value (a logarithmic axis's left edge for one at or below 0).
+    fn px(&self, x: f64) -> f64 {
+        let (w, _, l, r, _, _) = CHART;
+        let pw = w - l - r;
+        let (xlo, xhi) = self.x_decades;
+        if !self.log_x {
+            l + pw * x / self.xmax
         } else if x > 0.0 {
             l + pw * ((x.log10() - xlo as f64) / (xhi - xlo) as f64).clamp(0.0, 1.0)
         } else {
             l
         }
-    };
-    let mut s = String::new();
-    chart_head(&mut s, title);
-    if ax.log_y {
-        // A grid line per decade, labelled (every other one, or sparser, past 8 decades),
-        // and marks at 2..9 times each while they stay apart.
-        let n = (hi - lo) as usize;
-        let every = n.div_ceil(8);
-        for (i, k) in (lo..=hi).enumerate() {
-            let y = t + ph - ph * i as f64 / n as f64;
+    }
+}
+
+/// A logarithmic y axis's decades from 10^`lo` to 10^`hi`: a grid line per decade,
+/// labelled (every other one, or sparser, past 8 decades), and marks at 2..9 times each
+/// while they stay apart.
+fn log_y_ticks(s: &mut String, lo: i32, hi: i32) {
+    let (w, h, l, r, t, b) = CHART;
+    let (pw, ph) = (w - l - r, h - t - b);
+    let n = (hi - lo) as usize;
+    let every = n.div_ceil(8);
+    for (i, k) in (lo..=hi).enumerate() {
+        let y = t + ph - ph * i as f64 / n as f64;
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
+            l + pw
+        );
+        if i % every == 0 {
             let _ = write!(
                 s,
-                r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
-                l + pw
-            );
-            if i % every == 0 {
-                let _ = write!(
-                    s,
-                    r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-                    l - 4.0,
-                    y + 4.0,
-                    decade_label(k)
-                );
-            }
-            if k < hi && n <= 6 {
-                for m in 2..10 {
-                    let my = y - ph * (m as f64).log10() / n as f64;
-                    let _ = write!(
-                        s,
-                        r##"<line x1="{l}" y1="{my:.1}" x2="{:.1}" y2="{my:.1}" stroke="#444"/>"##,
-                        l + 4.0
-                    );
-                }
-            }
-        }
-    } else {
-        // A grid line and a label at every round step up to the top.
-        for v in ticks_every(ymax, ystep) {
-            let y = py(v);
-            let _ = write!(
-                s,
-                r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                l + pw,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
                 l - 4.0,
                 y + 4.0,
-                round(v, 3)
+                decade_label(k)
             );
         }
-        if let Some(((level, label), true)) = reference {
-            // Dashed, grey and thin: no series looks like it.
-            let y = py(level);
-            let _ = write!(
-                s,
-                r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#666" stroke-width="1" stroke-dasharray="4 4"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="#555">{}</text>"##,
-                l + pw,
-                l + pw - 4.0,
-                y - 3.0,
-                esc(label)
-            );
+        if k < hi && n <= 6 {
+            for m in 2..10 {
+                let my = y - ph * (m as f64).log10() / n as f64;
+                let _ = write!(
+                    s,
+                    r##"<line x1="{l}" y1="{my:.1}" x2="{:.1}" y2="{my:.1}" stroke="#444"/>"##,
+                    l + 4.0
+                );
+            }
         }
     }
-    if ax.log_x {
-        log_x_ticks(&mut s, xlo, xhi);
-    } else {
-        x_ticks(&mut s, xmax);
+}
+
+/// A linear y axis: a grid line and a label at every round step up to the top.
+fn linear_y_ticks(s: &mut String, plot: &Plot) {
+    let (w, _, l, r, _, _) = CHART;
+    let pw = w - l - r;
+    for v in ticks_every(plot.ymax, plot.ystep) {
+        let y = plot.py(v);
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            l + pw,
+            l - 4.0,
+            y + 4.0,
+            round(v, 3)
+        );
     }
-    let ylabel = if ax.log_y {
-        format!("{ylabel} (log scale)")
-    } else {
-        ylabel.to_string()
-    };
-    let xlabel = if ax.log_x {
-        format!("{xlabel} (log scale)")
-    } else {
-        xlabel.to_string()
-    };
-    chart_frame(&mut s, &xlabel, &ylabel);
-    // Notes under the legend: lower bounds, points clamped to a logarithmic axis's floor.
+}
+
+/// The reference level's line at pixel `y`, labelled: dashed, grey and thin, so that no
+/// series looks like it.
+fn reference_line(s: &mut String, y: f64, label: &str) {
+    let (w, _, l, r, _, _) = CHART;
+    let pw = w - l - r;
+    let _ = write!(
+        s,
+        r##"<line x1="{l}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#666" stroke-width="1" stroke-dasharray="4 4"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="#555">{}</text>"##,
+        l + pw,
+        l + pw - 4.0,
+        y - 3.0,
+        esc(label)
+    );
+}
+
+/// The notes under the legend, a short line each (escaped): lower bounds, a reference level
+/// above the axis, points clamped to a logarithmic axis's floor or left edge, then the
+/// chart's own ([`Axes::notes`]).
+fn chart_notes(
+    series: &[Series],
+    drawn: &[usize],
+    ax: &Axes,
+    reference: Option<((f64, &str), bool)>,
+) -> Vec<String> {
     let mut notes: Vec<String> = Vec::new();
     if drawn
         .iter()
-        .any(|&k| (0..series[k].points.len()).any(|j| lower(k, j)))
+        .any(|&k| (0..series[k].points.len()).any(|j| ax.lower(k, j)))
     {
         notes.extend(
             [
@@ -481,7 +574,11 @@ pub(super) fn chart(
         notes.push("above the axis".into());
     }
     let clamped = if ax.log_y {
-        ys().filter(|&y| y <= 0.0).count()
+        drawn_points(series, drawn)
+            .map(|p| p.1)
+            .filter(|v| v.is_finite())
+            .filter(|&y| y <= 0.0)
+            .count()
     } else {
         0
     };
@@ -493,7 +590,9 @@ pub(super) fn chart(
         notes.push("on the axis floor".into());
     }
     let left = if ax.log_x {
-        points().filter(|p| p.1.is_finite() && p.0 <= 0.0).count()
+        drawn_points(series, drawn)
+            .filter(|p| p.1.is_finite() && p.0 <= 0.0)
+            .count()
     } else {
         0
     };
@@ -505,8 +604,19 @@ pub(super) fn chart(
         notes.push("drawn on the left edge".into());
     }
     notes.extend(ax.notes.iter().map(|n| esc(n)));
-    // The legend: an entry per line while they fit above the notes (16 px each, the
-    // notes 13 px a line after 20 px), then how many series it leaves out.
+    notes
+}
+
+/// How many legend entries fit above `notes` lines of notes (16 px each, the notes 13 px a
+/// line after 20 px), and the lines that say how many series the legend leaves out (none
+/// when every series has its entry).
+fn legend_room(
+    series: &[Series],
+    drawn: &[usize],
+    ax: &Axes,
+    notes: usize,
+) -> (usize, Vec<String>) {
+    let (_, h, _, _, t, _) = CHART;
     let fits = |entries: usize, lines: usize| {
         let bottom = if lines > 0 {
             t + 16.0 * entries as f64 + 20.0 + 13.0 * (lines - 1) as f64
@@ -516,90 +626,108 @@ pub(super) fn chart(
         bottom <= h - 4.0
     };
     let mut more: Vec<String> = Vec::new();
-    let shown = if drawn.len() == series.len() && fits(drawn.len(), notes.len()) {
-        drawn.len()
-    } else {
-        let lines = if drawn.len() < series.len() { 2 } else { 0 }
-            + if ax.data_file.is_some() { 2 } else { 1 };
-        let shown = (0..=drawn.len())
-            .rev()
-            .find(|&m| fits(m, lines + notes.len()))
-            .unwrap_or(0);
-        let hidden = series.len() - shown;
-        match ax.data_file {
-            Some(f) => {
-                more.push(format!("+ {hidden} more (see"));
-                more.push(format!("{})", esc(f)));
-            }
-            None => more.push(format!("+ {hidden} more")),
+    if drawn.len() == series.len() && fits(drawn.len(), notes) {
+        return (drawn.len(), more);
+    }
+    let lines =
+        if drawn.len() < series.len() { 2 } else { 0 } + if ax.data_file.is_some() { 2 } else { 1 };
+    let shown = (0..=drawn.len())
+        .rev()
+        .find(|&m| fits(m, lines + notes))
+        .unwrap_or(0);
+    let hidden = series.len() - shown;
+    match ax.data_file {
+        Some(f) => {
+            more.push(format!("+ {hidden} more (see"));
+            more.push(format!("{})", esc(f)));
         }
-        if drawn.len() < series.len() {
-            more.push(format!("{} not drawn", series.len() - drawn.len()));
-            more.push(format!("({} largest are)", drawn.len()));
+        None => more.push(format!("+ {hidden} more")),
+    }
+    if drawn.len() < series.len() {
+        more.push(format!("{} not drawn", series.len() - drawn.len()));
+        more.push(format!("({} largest are)", drawn.len()));
+    }
+    (shown, more)
+}
+
+/// The chart's line number `pos`: its path through the finite points, a dot when it has
+/// only one, a triangle on each point that is only a lower bound (`lower(j)`), and its
+/// legend entry when it has one (`in_legend`).
+fn draw_series(
+    s: &mut String,
+    plot: &Plot,
+    se: &Series,
+    lower: impl Fn(usize) -> bool,
+    pos: usize,
+    in_legend: bool,
+) {
+    let (w, _, l, r, t, _) = CHART;
+    let pw = w - l - r;
+    let (color, dash) = line_style(pos);
+    let dash = dash_attr(dash);
+    let mut d = String::new();
+    for &(x, y) in &se.points {
+        if !y.is_finite() {
+            continue;
         }
-        shown
-    };
-    for (pos, &k) in drawn.iter().enumerate() {
-        let se = &series[k];
-        let (color, dash) = line_style(pos);
-        let dash = dash_attr(dash);
-        let mut d = String::new();
-        for &(x, y) in &se.points {
-            if !y.is_finite() {
-                continue;
-            }
-            let (x, y) = (px(x), py(y));
-            let _ = write!(d, "{}{x:.1},{y:.1}", if d.is_empty() { "M" } else { " L" });
-        }
+        let (x, y) = (plot.px(x), plot.py(y));
+        let _ = write!(d, "{}{x:.1},{y:.1}", if d.is_empty() { "M" } else { " L" });
+    }
+    let _ = write!(
+        s,
+        r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>"#
+    );
+    let finite: Vec<(f64, f64)> = se
+        .points
+        .iter()
+        .copied()
+        .filter(|p| p.1.is_finite())
+        .collect();
+    if let [(x, y)] = finite[..] {
+        // A line of one point has no length: a dot shows it.
         let _ = write!(
             s,
-            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>"#
+            r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{color}"/>"#,
+            plot.px(x),
+            plot.py(y)
         );
-        let finite: Vec<(f64, f64)> = se
-            .points
-            .iter()
-            .copied()
-            .filter(|p| p.1.is_finite())
-            .collect();
-        if let [(x, y)] = finite[..] {
-            // A line of one point has no length: a dot shows it.
-            let _ = write!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{color}"/>"#,
-                px(x),
-                py(y)
-            );
-        }
-        for (j, &(x, y)) in se.points.iter().enumerate() {
-            if !y.is_finite() || !lower(k, j) {
-                continue;
-            }
-            let (x, y) = (px(x), py(y));
-            let _ = write!(
-                s,
-                r#"<path d="M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{color}"/>"#,
-                y - 5.0,
-                x - 4.0,
-                y + 2.0,
-                x + 4.0,
-                y + 2.0
-            );
-        }
-        if pos < shown {
-            let ly = t + 12.0 + 16.0 * pos as f64;
-            let _ = write!(
-                s,
-                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
-                l + pw + 8.0,
-                l + pw + 26.0,
-                l + pw + 30.0,
-                ly + 4.0,
-                esc(&se.name)
-            );
-        }
     }
+    for (j, &(x, y)) in se.points.iter().enumerate() {
+        if !y.is_finite() || !lower(j) {
+            continue;
+        }
+        let (x, y) = (plot.px(x), plot.py(y));
+        let _ = write!(
+            s,
+            r#"<path d="M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{color}"/>"#,
+            y - 5.0,
+            x - 4.0,
+            y + 2.0,
+            x + 4.0,
+            y + 2.0
+        );
+    }
+    if in_legend {
+        let ly = t + 12.0 + 16.0 * pos as f64;
+        let _ = write!(
+            s,
+            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            l + pw + 8.0,
+            l + pw + 26.0,
+            l + pw + 30.0,
+            ly + 4.0,
+            esc(&se.name)
+        );
+    }
+}
+
+/// The grey lines under the legend's `shown` entries: how many series it leaves out, then
+/// the notes.
+fn side_text<'l>(s: &mut String, shown: usize, lines: impl Iterator<Item = &'l String>) {
+    let (w, _, l, r, t, _) = CHART;
+    let pw = w - l - r;
     let y = t + 12.0 + 16.0 * shown as f64 + 8.0;
-    for (k, line) in more.iter().chain(&notes).enumerate() {
+    for (k, line) in lines.enumerate() {
         let _ = write!(
             s,
             r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#555">{line}</text>"##,
@@ -607,8 +735,6 @@ pub(super) fn chart(
             y + 13.0 * k as f64
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// A chart without data as SVG text: the title, the x axis from 0 to `xmax` (no scale when
