@@ -1,11 +1,12 @@
 //! The report's figures: throughput per tenant (and per application) on an axis shared by
-//! every model's chart, the headline application's latency CDF, and Jain's index over
-//! time, each from the analysed runs.
+//! every model's chart, the headline application's p90 latency over time and its latency
+//! CDF, and Jain's index over time, each from the analysed runs.
 //!
 //! Cost: linear in windows × applications × models (the CDF, in latency samples).
 
 use super::svg::{chart, drawn_series, nice_top, no_points, note_chart, Axes, Series, TimeAxis};
 use super::{round, Analysed};
+use crate::metrics;
 use crate::scenario::{AppKind, Scenario};
 use crate::sim::NicRun;
 
@@ -131,6 +132,113 @@ pub fn jain_chart(series: &[Series], time: &TimeAxis) -> String {
             ..Axes::default()
         },
     )
+}
+
+/// The p90 latency of application `hl` (the headline one) per latency window, per model,
+/// on a logarithmic axis (the models' latencies differ by orders of magnitude, Loom
+/// Fig. 10), a triangle on each p90 that is a lower bound; without a point, a note saying
+/// why. `window(w, len_ps)` is window w's point on `time`'s axis (and its length).
+pub(super) fn latency_chart(
+    sc: &Scenario,
+    an: &[Analysed],
+    hl: usize,
+    time: &TimeAxis,
+    window: &dyn Fn(usize, u64) -> (f64, f64),
+) -> String {
+    let mut lat_at_least = Vec::new();
+    let lat_series: Vec<Series> = an
+        .iter()
+        .map(|a| {
+            let p90: Vec<(f64, metrics::Quantile)> = a
+                .run
+                .window_latency
+                .iter()
+                .enumerate()
+                .filter_map(|(w, row)| {
+                    row.get(hl)
+                        .and_then(|h| h.as_ref())
+                        .and_then(|h| h.quantile(0.9))
+                        .map(|q| (window(w, sc.latency_window_ps).0, q))
+                })
+                .collect();
+            lat_at_least.push(p90.iter().map(|(_, q)| q.at_least).collect());
+            Series {
+                name: a.run.kind.name().to_string(),
+                points: p90
+                    .iter()
+                    .map(|(x, q)| (*x, q.value as f64 / 1e6))
+                    .collect(),
+            }
+        })
+        .collect();
+    let hl_name = format!(
+        "{}/{}",
+        sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name
+    );
+    let lat_title = format!("p90 latency of {hl_name}");
+    if !no_points(&lat_series) {
+        // Logarithmic: the models' latencies differ by orders of magnitude (Loom Fig. 10).
+        chart(
+            &lat_title,
+            &time.label,
+            "µs",
+            &lat_series,
+            &Axes {
+                xmax: Some(time.end),
+                log_y: true,
+                at_least: &lat_at_least,
+                data_file: Some("latency.csv"),
+                ..Axes::default()
+            },
+        )
+    } else if matches!(sc.apps[hl].kind, AppKind::RequestResponse { .. }) {
+        note_chart(
+            &lat_title,
+            &time.label,
+            "µs",
+            time.end,
+            &[
+                "No data: no request arrived within the run".into(),
+                "(latency.csv counts none).".into(),
+            ],
+        )
+    } else {
+        // Response times per window are kept for request/response applications only.
+        note_chart(
+            &lat_title,
+            &time.label,
+            "µs",
+            time.end,
+            &[
+                "No data: this scenario has no request/response".into(),
+                "application, whose response times this charts".into(),
+                "per window (latency.csv has no rows either).".into(),
+                format!("The tables' p90 is {hl_name}'s packet delay"),
+                "(write to wire) over the whole run.".into(),
+            ],
+        )
+    }
+}
+
+/// Jain's index per window of each model's run, a point at each window's middle
+/// (`window(w, len_ps)`), none for a window without one.
+pub(super) fn jain_series(
+    sc: &Scenario,
+    an: &[Analysed],
+    window: &dyn Fn(usize, u64) -> (f64, f64),
+) -> Vec<Series> {
+    an.iter()
+        .map(|a| Series {
+            name: a.run.kind.name().to_string(),
+            points: a
+                .windows
+                .jain
+                .iter()
+                .enumerate()
+                .filter_map(|(w, j)| j.map(|j| (window(w, sc.window_ps).0, j)))
+                .collect(),
+        })
+        .collect()
 }
 
 /// The throughput of applications `apps` together per window, bit/s: over the window's

@@ -58,9 +58,9 @@
 //!
 //! Layout: this file holds the list of files, the analysis of the runs and [`write()`];
 //! `data` builds summary.json and the CSV files, `svg` draws SVG line charts (axes, ticks,
-//! legends, styles), `figures` the report's figures (throughput, latency CDF, Jain's index),
-//! `pages` the report's and the top page's HTML, and `text` the number and text formatting
-//! they share.
+//! legends, styles), `figures` the report's figures (throughput, p90 latency, latency CDF,
+//! Jain's index), `pages` the report's and the top page's HTML, and `text` the number and
+//! text formatting they share.
 
 mod data;
 mod figures;
@@ -79,9 +79,8 @@ use crate::nic::NicKind;
 use crate::scenario::{AppKind, Scenario};
 use crate::sim::NicRun;
 
-use figures::{rate_series, throughput_chart};
+use figures::{jain_series, latency_chart, rate_series, throughput_chart};
 use pages::html;
-use svg::{chart, no_points, Axes};
 
 pub use data::{jain_csv, latency_cdf_csv, latency_csv, summary, timeseries_csv};
 pub use figures::{jain_chart, latency_cdf_chart, UNIT_TOP};
@@ -168,20 +167,13 @@ pub fn headline_app(sc: &Scenario) -> usize {
 }
 
 /// Writes every file of the report into `dir`, after removing those an earlier report left
-/// there ([`remove_outputs`]), and returns the summary.
+/// there ([`remove_outputs`]), and returns the summary: the data files, then the charts
+/// (throughput, latency, its CDF, Jain's index), then the page that shows them.
 pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Value> {
     std::fs::create_dir_all(dir)?;
     remove_outputs(dir)?;
     let an = analyse(sc, runs);
-    let sum = summary(sc, &an);
-    std::fs::write(
-        dir.join("summary.json"),
-        serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n",
-    )?;
-    std::fs::write(dir.join("timeseries.csv"), timeseries_csv(sc, &an))?;
-    std::fs::write(dir.join("latency.csv"), latency_csv(sc, &an))?;
-    std::fs::write(dir.join("latency-cdf.csv"), latency_cdf_csv(sc, &an))?;
-    std::fs::write(dir.join("jain.csv"), jain_csv(sc, &an))?;
+    let sum = write_data(dir, sc, &an)?;
     // Every chart's x axis is the run's, in paper seconds where the scenario scales time;
     // a window's point sits at its middle, a shorter last window's at the middle of what
     // the run holds of it. (Its length, for rates, stays simulated.)
@@ -194,14 +186,52 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
             (to - from) as f64 / 1e12,
         )
     };
-    // Throughput per tenant, and per application when a tenant has several (Loom Fig. 11:
-    // the jobs of T1), on one axis for every model, so that the charts compare.
+    let (figs, app_figs) = write_throughput(dir, sc, &an, &time, &window)?;
+    let hl = headline_app(sc);
+    std::fs::write(
+        dir.join("latency.svg"),
+        latency_chart(sc, &an, hl, &time, &window),
+    )?;
+    std::fs::write(dir.join("latency-cdf.svg"), latency_cdf_chart(sc, &an, hl))?;
+    std::fs::write(
+        dir.join("jain.svg"),
+        jain_chart(&jain_series(sc, &an, &window), &time),
+    )?;
+    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs, &app_figs))?;
+    Ok(sum)
+}
+
+/// Writes summary.json and the CSV files, and returns the summary.
+fn write_data(dir: &Path, sc: &Scenario, an: &[Analysed]) -> std::io::Result<Value> {
+    let sum = summary(sc, an);
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&sum).unwrap_or_default() + "\n",
+    )?;
+    std::fs::write(dir.join("timeseries.csv"), timeseries_csv(sc, an))?;
+    std::fs::write(dir.join("latency.csv"), latency_csv(sc, an))?;
+    std::fs::write(dir.join("latency-cdf.csv"), latency_cdf_csv(sc, an))?;
+    std::fs::write(dir.join("jain.csv"), jain_csv(sc, an))?;
+    Ok(sum)
+}
+
+/// Writes the throughput charts: per tenant, and per application when a tenant has
+/// several (Loom Fig. 11: the jobs of T1), one per model, every model's on the same axis
+/// so that the charts compare; returns their file names (per tenant, per application).
+/// `window(w, len_ps)` is window w's point on the time axis and its length, s.
+fn write_throughput(
+    dir: &Path,
+    sc: &Scenario,
+    an: &[Analysed],
+    time: &TimeAxis,
+    window: &dyn Fn(usize, u64) -> (f64, f64),
+) -> std::io::Result<(Vec<String>, Vec<String>)> {
     let per_tenant: Vec<Vec<Series>> = an
         .iter()
         .map(|a| {
             sc.tenants
                 .iter()
-                .map(|t| rate_series(t.name.clone(), &t.apps, a.run, sc, &window))
+                .map(|t| rate_series(t.name.clone(), &t.apps, a.run, sc, window))
                 .collect()
         })
         .collect();
@@ -215,7 +245,7 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                 let title = format!("{}: throughput per {what}", a.run.kind.name());
                 std::fs::write(
                     dir.join(&name),
-                    throughput_chart(&title, series, per_model, link, &time),
+                    throughput_chart(&title, series, per_model, link, time),
                 )?;
                 Ok(name)
             })
@@ -232,103 +262,12 @@ pub fn write(dir: &Path, sc: &Scenario, runs: &[NicRun]) -> std::io::Result<Valu
                     .enumerate()
                     .map(|(i, app)| {
                         let name = format!("{}/{}", sc.tenants[app.tenant].name, app.name);
-                        rate_series(name, &[i], a.run, sc, &window)
+                        rate_series(name, &[i], a.run, sc, window)
                     })
                     .collect()
             })
             .collect();
         app_figs = charts(&per_app, "throughput-apps", "application")?;
     }
-    let hl = headline_app(sc);
-    let mut lat_at_least = Vec::new();
-    let lat_series: Vec<Series> = an
-        .iter()
-        .map(|a| {
-            let p90: Vec<(f64, metrics::Quantile)> = a
-                .run
-                .window_latency
-                .iter()
-                .enumerate()
-                .filter_map(|(w, row)| {
-                    row.get(hl)
-                        .and_then(|h| h.as_ref())
-                        .and_then(|h| h.quantile(0.9))
-                        .map(|q| (window(w, sc.latency_window_ps).0, q))
-                })
-                .collect();
-            lat_at_least.push(p90.iter().map(|(_, q)| q.at_least).collect());
-            Series {
-                name: a.run.kind.name().to_string(),
-                points: p90
-                    .iter()
-                    .map(|(x, q)| (*x, q.value as f64 / 1e6))
-                    .collect(),
-            }
-        })
-        .collect();
-    let hl_name = format!(
-        "{}/{}",
-        sc.tenants[sc.apps[hl].tenant].name, sc.apps[hl].name
-    );
-    let lat_title = format!("p90 latency of {hl_name}");
-    let lat_chart = if !no_points(&lat_series) {
-        // Logarithmic: the models' latencies differ by orders of magnitude (Loom Fig. 10).
-        chart(
-            &lat_title,
-            &time.label,
-            "µs",
-            &lat_series,
-            &Axes {
-                xmax: Some(time.end),
-                log_y: true,
-                at_least: &lat_at_least,
-                data_file: Some("latency.csv"),
-                ..Axes::default()
-            },
-        )
-    } else if matches!(sc.apps[hl].kind, AppKind::RequestResponse { .. }) {
-        note_chart(
-            &lat_title,
-            &time.label,
-            "µs",
-            time.end,
-            &[
-                "No data: no request arrived within the run".into(),
-                "(latency.csv counts none).".into(),
-            ],
-        )
-    } else {
-        // Response times per window are kept for request/response applications only.
-        note_chart(
-            &lat_title,
-            &time.label,
-            "µs",
-            time.end,
-            &[
-                "No data: this scenario has no request/response".into(),
-                "application, whose response times this charts".into(),
-                "per window (latency.csv has no rows either).".into(),
-                format!("The tables' p90 is {hl_name}'s packet delay"),
-                "(write to wire) over the whole run.".into(),
-            ],
-        )
-    };
-    std::fs::write(dir.join("latency.svg"), lat_chart)?;
-    std::fs::write(dir.join("latency-cdf.svg"), latency_cdf_chart(sc, &an, hl))?;
-    let jain_series: Vec<Series> = an
-        .iter()
-        .map(|a| Series {
-            name: a.run.kind.name().to_string(),
-            points: a
-                .windows
-                .jain
-                .iter()
-                .enumerate()
-                .filter_map(|(w, j)| j.map(|j| (window(w, sc.window_ps).0, j)))
-                .collect(),
-        })
-        .collect();
-    std::fs::write(dir.join("jain.svg"), jain_chart(&jain_series, &time))?;
-    std::fs::write(dir.join("index.html"), html(sc, &sum, &figs, &app_figs))?;
-    Ok(sum)
+    Ok((figs, app_figs))
 }
