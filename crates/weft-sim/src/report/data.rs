@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::{headline_app, round, Analysed};
 use crate::metrics::Latency;
-use crate::scenario::{AppKind, Scenario};
+use crate::scenario::{AppKind, Scenario, Tenant};
 
 /// `{p50, p50_at_least, p90, .., p99, .., samples, unfinished}`, µs.
 fn lat_json(h: &Latency) -> Value {
@@ -35,148 +35,12 @@ fn lat_json(h: &Latency) -> Value {
     Value::Object(v)
 }
 
-/// The summary of all runs.
+/// The summary of all runs: the scenario's facts, then a summary per model.
 pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
     let dur_s = sc.duration_ps as f64 / 1e12;
     let mut nics = Map::new();
     for a in an {
-        let r = a.run;
-        let jains: Vec<f64> = a.windows.jain.iter().flatten().copied().collect();
-        let jain_min = jains.iter().copied().fold(f64::INFINITY, f64::min);
-        let jain_mean = jains.iter().sum::<f64>() / jains.len().max(1) as f64;
-        let total: f64 = r.app_bytes.iter().sum::<u64>() as f64;
-        let ideal_tot: Vec<f64> = (0..sc.apps.len())
-            .map(|i| a.windows.ideal.iter().map(|w| w[i]).sum())
-            .collect();
-        let ideal_sum: f64 = ideal_tot.iter().sum();
-        let share = |b: f64| if total > 0.0 { b / total } else { 0.0 };
-        let ishare = |b: f64| if ideal_sum > 0.0 { b / ideal_sum } else { 0.0 };
-        let rel = |s: f64, i: f64| {
-            if i > 0.0 {
-                json!(round((s - i).abs() / i, 6))
-            } else {
-                Value::Null
-            }
-        };
-        let mut tenants = Map::new();
-        for t in &sc.tenants {
-            let bytes: f64 = t.apps.iter().map(|&i| r.app_bytes[i] as f64).sum();
-            let ideal: f64 = t.apps.iter().map(|&i| ideal_tot[i]).sum();
-            let mut lat = Latency::default();
-            let lat_app = t
-                .apps
-                .iter()
-                .copied()
-                .find(|&i| matches!(sc.apps[i].kind, AppKind::RequestResponse { .. }));
-            match lat_app {
-                Some(i) => lat.merge(&r.app_latency[i]),
-                None => t.apps.iter().for_each(|&i| lat.merge(&r.app_latency[i])),
-            }
-            let mut apps = Map::new();
-            for &i in &t.apps {
-                let app = &sc.apps[i];
-                let b = r.app_bytes[i] as f64;
-                let mut v = json!({
-                    "kind": match app.kind {
-                        AppKind::Bulk { .. } => "bulk",
-                        AppKind::RequestResponse { .. } => "request-response",
-                        AppKind::Udp { .. } => "udp",
-                    },
-                    "mean_bps": (b * 8.0 / dur_s).round(),
-                    "share": round(share(b), 6),
-                    "ideal_share": round(ishare(ideal_tot[i]), 6),
-                    "rel_error": rel(share(b), ishare(ideal_tot[i])),
-                    "latency_us": lat_json(&r.app_latency[i]),
-                    "drops": r.app_drops[i],
-                });
-                if matches!(app.kind, AppKind::RequestResponse { .. }) {
-                    let (issued, done) = (r.requests_issued[i], r.requests_done[i]);
-                    v["requests"] = json!({
-                        "issued": issued,
-                        "completed": done,
-                        "unfinished": issued - done,
-                    });
-                } else {
-                    // Their delays' lower bounds (`latency_us.unfinished`) are these.
-                    v["packets"] = json!({
-                        "sent": r.app_packets[i],
-                        "queued_at_end": r.app_queued[i],
-                    });
-                }
-                // Jitter: the gaps between the application's consecutive departures.
-                let g = &r.app_gaps[i];
-                if let (Some(m), Some(sd), Some(dev)) =
-                    (g.mean_ps(), g.std_ps(), g.abs_dev_quantile_ps(0.99))
-                {
-                    v["interdeparture_us"] = json!({
-                        "mean": round(m / 1e6, 6),
-                        "std": round(sd / 1e6, 6),
-                        "p99_abs_dev": round(dev / 1e6, 6),
-                        "gaps": g.n,
-                    });
-                }
-                apps.insert(app.name.clone(), v);
-            }
-            tenants.insert(
-                t.name.clone(),
-                json!({
-                    "mean_bps": (bytes * 8.0 / dur_s).round(),
-                    "share": round(share(bytes), 6),
-                    "ideal_share": round(ishare(ideal), 6),
-                    "rel_error": rel(share(bytes), ishare(ideal)),
-                    "latency_us": lat_json(&lat),
-                    "drops": t.apps.iter().map(|&i| r.app_drops[i]).sum::<u64>(),
-                    "apps": apps,
-                }),
-            );
-        }
-        // Jain's index grouped by which tenants are backlogged (the phases of Loom Fig. 9).
-        let mut phases: Vec<(String, Vec<f64>)> = Vec::new();
-        for (w, j) in a.windows.jain.iter().enumerate() {
-            let Some(j) = j else { continue };
-            let key = a.windows.backlogged[w]
-                .iter()
-                .map(|&t| sc.tenants[t].name.as_str())
-                .collect::<Vec<_>>()
-                .join("+");
-            match phases.iter_mut().find(|p| p.0 == key) {
-                Some(p) => p.1.push(*j),
-                None => phases.push((key, vec![*j])),
-            }
-        }
-        let mut by_backlog = Map::new();
-        for (k, js) in phases {
-            let min = js.iter().copied().fold(f64::INFINITY, f64::min);
-            let mean = js.iter().sum::<f64>() / js.len() as f64;
-            by_backlog.insert(
-                k,
-                json!({"windows": js.len(), "jain_min": round(min, 6), "jain_mean": round(mean, 6)}),
-            );
-        }
-        let c = r.counters;
-        // The fraction of the run the link was busy (a frame still on the wire at the end
-        // counts only up to the end): at most 1.
-        let util = r.wire_busy_ps as f64 / sc.duration_ps as f64;
-        nics.insert(
-            r.kind.name().to_string(),
-            json!({
-                "jain_min": if jains.is_empty() { Value::Null } else { json!(round(jain_min, 6)) },
-                "jain_mean": if jains.is_empty() { Value::Null } else { json!(round(jain_mean, 6)) },
-                "jain_windows": jains.len(),
-                "jain_by_backlogged_tenants": by_backlog,
-                "link_utilization": round(util, 6),
-                "throughput_bps": (total * 8.0 / dur_s).round(),
-                "packets": r.packets,
-                "drops": r.app_drops.iter().sum::<u64>(),
-                "doorbell_writes_per_s": (c.doorbell_writes as f64 / dur_s).round(),
-                "dma_reads_per_s": ((c.descriptor_reads + c.payload_reads) as f64 / dur_s).round(),
-                "descriptor_reads_per_s": (c.descriptor_reads as f64 / dur_s).round(),
-                "payload_reads_per_s": (c.payload_reads as f64 / dur_s).round(),
-                "cpu_s": round(c.cpu_ps as f64 / 1e12, 6),
-                "cpu_cores_busy": round(c.cpu_ps as f64 / 1e12 / dur_s, 6),
-                "tenants": tenants,
-            }),
-        );
+        nics.insert(a.run.kind.name().to_string(), nic_summary(sc, a, dur_s));
     }
     json!({
         "scenario": sc.name,
@@ -193,6 +57,200 @@ pub fn summary(sc: &Scenario, an: &[Analysed]) -> Value {
         "headline_app": format!("{}/{}", sc.tenants[sc.apps[headline_app(sc)].tenant].name, sc.apps[headline_app(sc)].name),
         "nics": nics,
     })
+}
+
+/// What a run sent set against its ideal: each application's bytes over the run's total,
+/// and its ideal bytes ([`crate::metrics::Windows::ideal`]) over the ideal total.
+struct Shares {
+    /// Bytes sent by every application.
+    total: f64,
+    /// Per application: its ideal bytes over the run, and their sum.
+    ideal: Vec<f64>,
+    ideal_sum: f64,
+}
+
+impl Shares {
+    fn new(sc: &Scenario, a: &Analysed) -> Shares {
+        let ideal: Vec<f64> = (0..sc.apps.len())
+            .map(|i| a.windows.ideal.iter().map(|w| w[i]).sum())
+            .collect();
+        Shares {
+            total: a.run.app_bytes.iter().sum::<u64>() as f64,
+            ideal_sum: ideal.iter().sum(),
+            ideal,
+        }
+    }
+
+    /// The share of the run's bytes that `b` bytes are.
+    fn share(&self, b: f64) -> f64 {
+        if self.total > 0.0 {
+            b / self.total
+        } else {
+            0.0
+        }
+    }
+
+    /// The share of the ideal total that `b` ideal bytes are.
+    fn ideal_share(&self, b: f64) -> f64 {
+        if self.ideal_sum > 0.0 {
+            b / self.ideal_sum
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The relative error of share `s` against the ideal `i` (null without an ideal share).
+fn rel_error(s: f64, i: f64) -> Value {
+    if i > 0.0 {
+        json!(round((s - i).abs() / i, 6))
+    } else {
+        Value::Null
+    }
+}
+
+/// One model's summary: Jain's index (over all windows, and per set of backlogged
+/// tenants), the link's and the model's work per second, and its tenants'.
+fn nic_summary(sc: &Scenario, a: &Analysed, dur_s: f64) -> Value {
+    let r = a.run;
+    let jains: Vec<f64> = a.windows.jain.iter().flatten().copied().collect();
+    let jain_min = jains.iter().copied().fold(f64::INFINITY, f64::min);
+    let jain_mean = jains.iter().sum::<f64>() / jains.len().max(1) as f64;
+    let shares = Shares::new(sc, a);
+    let mut tenants = Map::new();
+    for t in &sc.tenants {
+        tenants.insert(t.name.clone(), tenant_summary(sc, a, t, &shares, dur_s));
+    }
+    let c = r.counters;
+    // The fraction of the run the link was busy (a frame still on the wire at the end
+    // counts only up to the end): at most 1.
+    let util = r.wire_busy_ps as f64 / sc.duration_ps as f64;
+    json!({
+        "jain_min": if jains.is_empty() { Value::Null } else { json!(round(jain_min, 6)) },
+        "jain_mean": if jains.is_empty() { Value::Null } else { json!(round(jain_mean, 6)) },
+        "jain_windows": jains.len(),
+        "jain_by_backlogged_tenants": jain_by_backlog(sc, a),
+        "link_utilization": round(util, 6),
+        "throughput_bps": (shares.total * 8.0 / dur_s).round(),
+        "packets": r.packets,
+        "drops": r.app_drops.iter().sum::<u64>(),
+        "doorbell_writes_per_s": (c.doorbell_writes as f64 / dur_s).round(),
+        "dma_reads_per_s": ((c.descriptor_reads + c.payload_reads) as f64 / dur_s).round(),
+        "descriptor_reads_per_s": (c.descriptor_reads as f64 / dur_s).round(),
+        "payload_reads_per_s": (c.payload_reads as f64 / dur_s).round(),
+        "cpu_s": round(c.cpu_ps as f64 / 1e12, 6),
+        "cpu_cores_busy": round(c.cpu_ps as f64 / 1e12 / dur_s, 6),
+        "tenants": tenants,
+    })
+}
+
+/// Jain's index grouped by which tenants are backlogged (the phases of Loom Fig. 9), in
+/// the order the phases first occur: `{"T1+T2": {windows, jain_min, jain_mean}, ..}`.
+fn jain_by_backlog(sc: &Scenario, a: &Analysed) -> Map<String, Value> {
+    let mut phases: Vec<(String, Vec<f64>)> = Vec::new();
+    for (w, j) in a.windows.jain.iter().enumerate() {
+        let Some(j) = j else { continue };
+        let key = a.windows.backlogged[w]
+            .iter()
+            .map(|&t| sc.tenants[t].name.as_str())
+            .collect::<Vec<_>>()
+            .join("+");
+        match phases.iter_mut().find(|p| p.0 == key) {
+            Some(p) => p.1.push(*j),
+            None => phases.push((key, vec![*j])),
+        }
+    }
+    let mut by_backlog = Map::new();
+    for (k, js) in phases {
+        let min = js.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = js.iter().sum::<f64>() / js.len() as f64;
+        by_backlog.insert(
+            k,
+            json!({"windows": js.len(), "jain_min": round(min, 6), "jain_mean": round(mean, 6)}),
+        );
+    }
+    by_backlog
+}
+
+/// A tenant's summary: its applications' bytes and shares together, its latency (its
+/// first request/response application's, else every application's), and each
+/// application's.
+fn tenant_summary(sc: &Scenario, a: &Analysed, t: &Tenant, shares: &Shares, dur_s: f64) -> Value {
+    let r = a.run;
+    let bytes: f64 = t.apps.iter().map(|&i| r.app_bytes[i] as f64).sum();
+    let ideal: f64 = t.apps.iter().map(|&i| shares.ideal[i]).sum();
+    let mut lat = Latency::default();
+    let lat_app = t
+        .apps
+        .iter()
+        .copied()
+        .find(|&i| matches!(sc.apps[i].kind, AppKind::RequestResponse { .. }));
+    match lat_app {
+        Some(i) => lat.merge(&r.app_latency[i]),
+        None => t.apps.iter().for_each(|&i| lat.merge(&r.app_latency[i])),
+    }
+    let mut apps = Map::new();
+    for &i in &t.apps {
+        apps.insert(
+            sc.apps[i].name.clone(),
+            app_summary(sc, a, i, shares, dur_s),
+        );
+    }
+    json!({
+        "mean_bps": (bytes * 8.0 / dur_s).round(),
+        "share": round(shares.share(bytes), 6),
+        "ideal_share": round(shares.ideal_share(ideal), 6),
+        "rel_error": rel_error(shares.share(bytes), shares.ideal_share(ideal)),
+        "latency_us": lat_json(&lat),
+        "drops": t.apps.iter().map(|&i| r.app_drops[i]).sum::<u64>(),
+        "apps": apps,
+    })
+}
+
+/// Application `i`'s summary: its bytes and shares, latency, drops, its requests (or
+/// packets), and the jitter of its departures when it sent two packets or more.
+fn app_summary(sc: &Scenario, a: &Analysed, i: usize, shares: &Shares, dur_s: f64) -> Value {
+    let r = a.run;
+    let app = &sc.apps[i];
+    let b = r.app_bytes[i] as f64;
+    let mut v = json!({
+        "kind": match app.kind {
+            AppKind::Bulk { .. } => "bulk",
+            AppKind::RequestResponse { .. } => "request-response",
+            AppKind::Udp { .. } => "udp",
+        },
+        "mean_bps": (b * 8.0 / dur_s).round(),
+        "share": round(shares.share(b), 6),
+        "ideal_share": round(shares.ideal_share(shares.ideal[i]), 6),
+        "rel_error": rel_error(shares.share(b), shares.ideal_share(shares.ideal[i])),
+        "latency_us": lat_json(&r.app_latency[i]),
+        "drops": r.app_drops[i],
+    });
+    if matches!(app.kind, AppKind::RequestResponse { .. }) {
+        let (issued, done) = (r.requests_issued[i], r.requests_done[i]);
+        v["requests"] = json!({
+            "issued": issued,
+            "completed": done,
+            "unfinished": issued - done,
+        });
+    } else {
+        // Their delays' lower bounds (`latency_us.unfinished`) are these.
+        v["packets"] = json!({
+            "sent": r.app_packets[i],
+            "queued_at_end": r.app_queued[i],
+        });
+    }
+    // Jitter: the gaps between the application's consecutive departures.
+    let g = &r.app_gaps[i];
+    if let (Some(m), Some(sd), Some(dev)) = (g.mean_ps(), g.std_ps(), g.abs_dev_quantile_ps(0.99)) {
+        v["interdeparture_us"] = json!({
+            "mean": round(m / 1e6, 6),
+            "std": round(sd / 1e6, 6),
+            "p99_abs_dev": round(dev / 1e6, 6),
+            "gaps": g.n,
+        });
+    }
+    v
 }
 
 /// The tidy throughput series: `window_start_s,nic,tenant,app,bytes`.
