@@ -57,14 +57,16 @@
 
 //!
 //! Layout: this file holds the list of files, the analysis of the runs and [`write()`];
-//! `data` builds summary.json and the CSV files, `svg` draws SVG line charts (axes, ticks,
-//! legends, styles), `figures` the report's figures (throughput, p90 latency, latency CDF,
-//! Jain's index), `pages` the report's and the top page's HTML, and `text` the number and
-//! text formatting they share.
+//! `summary` builds summary.json, whose schema its types write down ([`Summary`] and what
+//! it holds), `data` the CSV files, `svg` draws SVG line charts (axes, ticks, legends,
+//! styles), `figures` the report's figures (throughput, p90 latency, latency CDF, Jain's
+//! index), `pages` the report's and the top page's HTML, and `text` the number and text
+//! formatting they share.
 
 mod data;
 mod figures;
 mod pages;
+mod summary;
 mod svg;
 #[cfg(test)]
 mod tests;
@@ -82,9 +84,13 @@ use crate::sim::NicRun;
 use figures::{jain_series, latency_chart, rate_series, throughput_chart};
 use pages::html;
 
-pub use data::{jain_csv, latency_cdf_csv, latency_csv, summary, timeseries_csv};
+pub use data::{jain_csv, latency_cdf_csv, latency_csv, timeseries_csv};
 pub use figures::{jain_chart, latency_cdf_chart, UNIT_TOP};
 pub use pages::{headline_cells, report_charts, top_page, TopScenario, DATA_FILES};
+pub use summary::{
+    summary, AppSummary, ByName, Interdeparture, JainPhase, Kind, LatencySummary, NicSummary,
+    Packets, Requests, Summary, TenantSummary,
+};
 pub use svg::{line_chart, note_chart, Series, TimeAxis, TIME_AXIS};
 pub use text::{count, esc, number};
 
