@@ -16,8 +16,13 @@
 //! confidence, t(0.975, ν) the 97.5th percentile of Student's t distribution with ν
 //! degrees of freedom ([`t_975`]). With one seed there is no interval (null). Numbers are
 //! rounded to 6 significant digits, as in the summaries.
+//!
+//! The schema of aggregate.json is written down once, as the types [`Aggregate`],
+//! [`MetricStats`] and [`FlagCount`] (serialized in their fields' order); under `nics` it
+//! follows the summaries' own ([`crate::report::Summary`]), whatever keys they have.
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::report::round;
 
@@ -89,21 +94,52 @@ impl Stat {
         })
     }
 
-    /// As aggregate.json writes it.
+    /// As aggregate.json writes it ([`MetricStats`]).
     pub fn to_json(&self) -> Value {
-        let r = |x: f64| round(x, 6);
-        let hw = self.half_width;
-        json!({
-            "n": self.n,
-            "mean": r(self.mean),
-            "ci95_low": hw.map(|h| r(self.mean - h)),
-            "ci95_high": hw.map(|h| r(self.mean + h)),
-            "ci95_half_width": hw.map(r),
-            "std": r(self.std),
-            "min": r(self.min),
-            "max": r(self.max),
-        })
+        serde_json::to_value(MetricStats::from(*self)).expect("statistics have string keys")
     }
+}
+
+/// A metric's statistics over the seeds as aggregate.json writes them, rounded to 6
+/// significant digits; the interval's fields are null with one seed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MetricStats {
+    /// Seeds with a value.
+    pub n: u64,
+    pub mean: f64,
+    /// The 95 % confidence interval of the mean (Student's t), and its half width.
+    pub ci95_low: Option<f64>,
+    pub ci95_high: Option<f64>,
+    pub ci95_half_width: Option<f64>,
+    /// Sample standard deviation, minimum and maximum.
+    pub std: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl From<Stat> for MetricStats {
+    fn from(s: Stat) -> MetricStats {
+        let r = |x: f64| round(x, 6);
+        let hw = s.half_width;
+        MetricStats {
+            n: s.n,
+            mean: r(s.mean),
+            ci95_low: hw.map(|h| r(s.mean - h)),
+            ci95_high: hw.map(|h| r(s.mean + h)),
+            ci95_half_width: hw.map(r),
+            std: r(s.std),
+            min: r(s.min),
+            max: r(s.max),
+        }
+    }
+}
+
+/// A flag (such as `p90_at_least`) over the seeds: in how many of the `n` seeds that have
+/// it it was set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FlagCount {
+    pub n: usize,
+    pub true_in: usize,
 }
 
 /// The statistics of the values at one place in every seed's summary (`None` where a seed
@@ -133,7 +169,11 @@ fn combine(values: &[Option<&Value>]) -> Value {
     }
     let flags: Vec<bool> = present.iter().filter_map(|v| v.as_bool()).collect();
     if !flags.is_empty() {
-        return json!({"n": flags.len(), "true_in": flags.iter().filter(|&&b| b).count()});
+        let flags = FlagCount {
+            n: flags.len(),
+            true_in: flags.iter().filter(|&&b| b).count(),
+        };
+        return serde_json::to_value(flags).expect("a flag count has string keys");
     }
     match present.first() {
         Some(first) if first.is_string() && present.iter().all(|v| v == first) => (*first).clone(),
@@ -141,47 +181,67 @@ fn combine(values: &[Option<&Value>]) -> Value {
     }
 }
 
+/// How aggregate.json's statistics are computed, as its `statistics` says.
+pub const STATISTICS: &str = "per metric over the seeds with a value (n): mean, 95 % \
+     confidence interval of the mean by Student's t, mean ± t(0.975, n - 1) * s / sqrt(n) with \
+     s the sample standard deviation (std, n - 1 in the denominator; no interval with n = 1), \
+     min and max; flags: in how many seeds they were set (true_in)";
+
+/// aggregate.json: the scenario's facts from the first seed's summary (each null where it
+/// has none), the seeds, how the statistics are computed, and every metric's statistics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Aggregate {
+    /// As in the summaries ([`crate::report::Summary`]), from the first seed's.
+    pub scenario: Option<String>,
+    pub description: Option<String>,
+    pub policy: Option<String>,
+    pub duration_s: Option<f64>,
+    pub window_s: Option<f64>,
+    pub latency_window_s: Option<f64>,
+    pub time_scale: Option<String>,
+    pub time_scale_ratio: Option<f64>,
+    pub link_rate_bps: Option<u64>,
+    pub headline_app: Option<String>,
+    /// The seeds, in the order run.
+    pub seeds: Vec<u64>,
+    /// [`STATISTICS`].
+    pub statistics: &'static str,
+    /// The summaries' `nics`, each place holding the seeds' values there combined: a
+    /// number's [`MetricStats`], a flag's [`FlagCount`], text every seed has alike, else
+    /// null; keys in the order of their first appearance.
+    pub nics: Value,
+}
+
 /// The aggregate of `runs`, `(seed, summary)` each in the order run: the scenario's
 /// description from the first summary, the seeds, how the statistics are computed, and
-/// under `nics` every metric's statistics over the seeds.
+/// under `nics` every metric's statistics over the seeds ([`Aggregate`]).
 pub fn aggregate(runs: &[(u64, Value)]) -> Value {
     let first = runs.first().map(|r| &r.1).unwrap_or(&Value::Null);
-    let mut out = Map::new();
-    for k in [
-        "scenario",
-        "description",
-        "policy",
-        "duration_s",
-        "window_s",
-        "latency_window_s",
-        "time_scale",
-        "time_scale_ratio",
-        "link_rate_bps",
-        "headline_app",
-    ] {
-        out.insert(k.into(), first.get(k).cloned().unwrap_or(Value::Null));
-    }
-    out.insert(
-        "seeds".into(),
-        json!(runs.iter().map(|r| r.0).collect::<Vec<u64>>()),
-    );
-    out.insert(
-        "statistics".into(),
-        json!(
-            "per metric over the seeds with a value (n): mean, 95 % confidence interval of \
-             the mean by Student's t, mean ± t(0.975, n - 1) * s / sqrt(n) with s the sample \
-             standard deviation (std, n - 1 in the denominator; no interval with n = 1), \
-             min and max; flags: in how many seeds they were set (true_in)"
-        ),
-    );
+    let text = |k: &str| first.get(k).and_then(Value::as_str).map(String::from);
+    let number = |k: &str| first.get(k).and_then(Value::as_f64);
     let nics: Vec<Option<&Value>> = runs.iter().map(|r| r.1.get("nics")).collect();
-    out.insert("nics".into(), combine(&nics));
-    Value::Object(out)
+    let agg = Aggregate {
+        scenario: text("scenario"),
+        description: text("description"),
+        policy: text("policy"),
+        duration_s: number("duration_s"),
+        window_s: number("window_s"),
+        latency_window_s: number("latency_window_s"),
+        time_scale: text("time_scale"),
+        time_scale_ratio: number("time_scale_ratio"),
+        link_rate_bps: first.get("link_rate_bps").and_then(Value::as_u64),
+        headline_app: text("headline_app"),
+        seeds: runs.iter().map(|r| r.0).collect(),
+        statistics: STATISTICS,
+        nics: combine(&nics),
+    };
+    serde_json::to_value(agg).expect("an aggregate's keys are strings")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn student_t_quantiles() {
@@ -240,5 +300,49 @@ mod tests {
         assert_eq!(l["phase"]["A+B"]["w"]["n"], 1);
         let keys: Vec<&String> = l.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["jain_min", "kind", "lat", "phase"]);
+    }
+
+    /// aggregate.json's keys are in the schema's order, each statistic's and flag's too.
+    #[test]
+    fn aggregate_keys_follow_the_schema() {
+        let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+        let s = json!({"scenario": "s", "nics": {"loom": {"x": 1.0, "f": true}}});
+        let g = aggregate(&[(1, s.clone()), (2, s)]);
+        assert_eq!(
+            keys(&g),
+            [
+                "scenario",
+                "description",
+                "policy",
+                "duration_s",
+                "window_s",
+                "latency_window_s",
+                "time_scale",
+                "time_scale_ratio",
+                "link_rate_bps",
+                "headline_app",
+                "seeds",
+                "statistics",
+                "nics"
+            ]
+        );
+        assert_eq!(
+            (&g["statistics"], &g["policy"]),
+            (&json!(STATISTICS), &Value::Null)
+        );
+        assert_eq!(
+            keys(&g["nics"]["loom"]["x"]),
+            [
+                "n",
+                "mean",
+                "ci95_low",
+                "ci95_high",
+                "ci95_half_width",
+                "std",
+                "min",
+                "max"
+            ]
+        );
+        assert_eq!(keys(&g["nics"]["loom"]["f"]), ["n", "true_in"]);
     }
 }
