@@ -523,6 +523,108 @@ fn a_jain_line_at_one_is_inside_the_plot() {
     );
 }
 
+/// The markers a chart draws: `(colour, shape, x of its centre, y of its centre)`, shape
+/// `circle`, `square`, `diamond` or `triangle` (filled paths, the lines' own are not).
+fn markers(svg: &str) -> Vec<(String, &'static str, f64, f64)> {
+    let num = |el: &str, a: &str| attr(el, a).unwrap().parse::<f64>().unwrap();
+    let mut out = Vec::new();
+    for (tag, shape) in [("<circle", "circle"), ("<rect", "square"), ("<path", "")] {
+        for el in svg.split(tag).skip(1) {
+            let el = format!(" {}", el.split("/>").next().unwrap());
+            let colour = match (attr(&el, "fill"), attr(&el, "stroke")) {
+                (Some("white"), Some(c)) => c.to_string(),
+                (Some(c), _) if c != "none" => c.to_string(),
+                _ => continue,
+            };
+            let (shape, x, y) = match shape {
+                "circle" => (shape, num(&el, "cx"), num(&el, "cy")),
+                "square" if attr(&el, "width") == Some("6") => {
+                    (shape, num(&el, "x") + 3.0, num(&el, "y") + 3.0)
+                }
+                "square" => continue,
+                _ => {
+                    let d = attr(&el, "d").unwrap();
+                    let first = d[1..].split(' ').next().unwrap();
+                    let (x, y) = first.split_once(',').unwrap();
+                    let (x, y): (f64, f64) = (x.parse().unwrap(), y.parse().unwrap());
+                    // A diamond starts at its top, a downward triangle at its top left.
+                    match d.matches('L').count() {
+                        3 => ("diamond", x, y + 4.0),
+                        _ => ("triangle", x + 4.0, y + 3.0),
+                    }
+                }
+            };
+            out.push((colour, shape, x, y));
+        }
+    }
+    out
+}
+
+/// Models at the same index drew as one line: of sq, tonic and loom at 1.0 in Loom Fig. 9,
+/// only loom's showed. Every line of a Jain chart carries markers of its own colour and
+/// shape, each line in slots of its own along x, so that lines that overlap all show (the
+/// legend drawn alike), and a note under the legend names the lines that coincide
+/// throughout; the 1.0 line stays strictly inside the plot.
+#[test]
+fn overlapping_jain_lines_each_show_and_are_named() {
+    const PLOT_TOP: f64 = 28.0;
+    let at = |name: &str, v: f64| Series {
+        name: name.into(),
+        points: (0..40).map(|w| (w as f64 * 0.025 + 0.0125, v)).collect(),
+    };
+    let series = [at("sq", 1.0), at("mq", 0.5), at("loom", 1.0)];
+    let svg = report::jain_chart(&series, &report::TimeAxis::simulated(1.0));
+    let ls = lines(&svg);
+    assert_eq!(ls.len(), 3, "{svg}");
+    for &(_, y) in ls[0].iter().chain(&ls[2]) {
+        assert!(y > PLOT_TOP + 5.0 && y < PLOT_BOTTOM, "{y}: {svg}");
+    }
+    let all = markers(&svg);
+    let in_plot = |x: f64| x < PLOT_LEFT + PLOT_WIDTH;
+    let styles: Vec<(String, &str)> = (0..3)
+        .map(|k| {
+            let line = format!(" {}", svg.split("<path ").nth(k + 1).unwrap());
+            let colour = attr(&line, "stroke").unwrap();
+            let mine: Vec<_> = all.iter().filter(|m| m.0 == colour).collect();
+            let plotted = mine.iter().filter(|m| in_plot(m.2)).count();
+            assert!(plotted >= 3, "line {k}: {mine:?}");
+            // And one in the legend, beside its name.
+            assert_eq!(mine.len() - plotted, 1, "{mine:?}");
+            assert!(mine.iter().all(|m| m.1 == mine[0].1), "{mine:?}");
+            (colour.to_string(), mine[0].1)
+        })
+        .collect();
+    let mut shapes: Vec<&str> = styles.iter().map(|s| s.1).collect();
+    shapes.sort();
+    shapes.dedup();
+    assert_eq!(shapes.len(), 3, "{styles:?}");
+    // sq's and loom's markers on the shared line never stand on one another.
+    let xs = |k: usize| -> Vec<f64> {
+        all.iter()
+            .filter(|m| m.0 == styles[k].0 && in_plot(m.2))
+            .map(|m| m.2)
+            .collect()
+    };
+    for a in xs(0) {
+        assert!(
+            xs(2).iter().all(|b| (a - b).abs() >= 6.0),
+            "{a}: {:?}",
+            xs(2)
+        );
+    }
+    let note: Vec<&str> = texts(&svg)
+        .into_iter()
+        .filter(|(h, _)| h.contains(r##"fill="#555""##))
+        .map(|t| t.1)
+        .collect();
+    assert_eq!(note.join(" "), "sq and loom coincide at 1.0", "{svg}");
+    // Lines that part anywhere are not named.
+    let mut apart = at("loom", 1.0);
+    apart.points[20].1 = 0.9;
+    let svg = report::jain_chart(&[at("sq", 1.0), apart], &report::TimeAxis::simulated(1.0));
+    assert!(!svg.contains("coincide"), "{svg}");
+}
+
 /// Papers give latency as a CDF (TONIC's query completion times): latency-cdf.csv has every
 /// application's distribution per model, tidy, a row per histogram bucket, its fraction
 /// rising to 1; latency-cdf.svg draws the headline application's per model on a

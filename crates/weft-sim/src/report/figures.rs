@@ -102,7 +102,10 @@ pub fn latency_cdf_chart(sc: &Scenario, an: &[Analysed], app: usize) -> String {
 
 /// The Jain chart of `series` (one per model: Jain's index per window, at the window's
 /// middle, in `time`'s seconds) over the run, `time`: y from 0 to [`UNIT_TOP`], ticks
-/// every 0.25 up to 1; without a point, a note saying why.
+/// every 0.25 up to 1. Models often share an index (several at 1, the policy held), so
+/// each line carries markers of its own shape, side by side where lines overlap, and a
+/// note names the models whose lines coincide throughout (`sq and loom coincide at
+/// 1.0`). Without a point, a note saying why.
 pub fn jain_chart(series: &[Series], time: &TimeAxis) -> String {
     let title = "Jain's index (throughput / ideal share, backlogged tenants)";
     if no_points(series) {
@@ -129,6 +132,7 @@ pub fn jain_chart(series: &[Series], time: &TimeAxis) -> String {
             ymax: Some(UNIT_TOP),
             ystep: Some(0.25),
             data_file: Some("jain.csv"),
+            mark_lines: true,
             ..Axes::default()
         },
     )

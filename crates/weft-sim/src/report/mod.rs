@@ -36,9 +36,11 @@
 //! the fraction of samples at most x, x on a logarithmic axis likewise (a value at or
 //! below 0 on its left edge, a note saying how many) and y up to 1.05.
 //! Throughput and Jain are linear; Jain's axis runs to 1.05 (ticks to 1), so that a model
-//! at exactly 1 is a line inside the plot, not hidden on its frame. Throughput is drawn per
-//! tenant, and per application (`tenant/app`) when a tenant has several (Loom Fig. 11's
-//! jobs); its y axis is shared by every model's chart of the kind, runs 5 % above the
+//! at exactly 1 is a line inside the plot, not hidden on its frame, and as models often
+//! share an index (several at 1), each Jain line carries markers of its own shape, side
+//! by side where lines overlap, and a note names the models whose lines coincide.
+//! Throughput is drawn per tenant, and per application (`tenant/app`) when a tenant has
+//! several (Loom Fig. 11's jobs); its y axis is shared by every model's chart of the kind, runs 5 % above the
 //! largest rate drawn in round ticks and a unit that reads (Gbit/s, Mbit/s, kbit/s), and
 //! includes the link rate, a dashed line, when the rates reach half of it; below that a
 //! note says the link is above the axis, so that low rates are not flat on the floor. A

@@ -1,10 +1,13 @@
 //! SVG line charts, drawn here without a plotting dependency: the frame, round ticks on
 //! linear and whole-decade logarithmic axes, lines in 10 colours times 4 dash styles, the
 //! legend (as many names as fit, then how many more), and notes for what is not drawn.
+//! A chart may mark its lines ([`Axes::mark_lines`]): a marker shape per line, placed in
+//! slots of its own along x, so that lines that overlap each still show, and a note that
+//! names the lines that coincide throughout.
 //!
 //! Invariants: at most [`MAX_LINES`] lines a chart (the largest totals); no two lines look
-//! the same; a chart with nothing to draw says so and why; the same series give the same
-//! bytes.
+//! the same; on a marked chart, no two lines' markers share a place; a chart with nothing
+//! to draw says so and why; the same series give the same bytes.
 //!
 //! Cost: linear in the points drawn.
 
@@ -314,6 +317,10 @@ pub(super) struct Axes<'a> {
     pub(super) at_least: &'a [Vec<bool>],
     /// The file holding every series, named when the legend leaves some out.
     pub(super) data_file: Option<&'a str>,
+    /// Marks each line with a shape of its own ([`marker`]) at points staggered along x,
+    /// in the plot and in the legend, so that lines that overlap (models at the same
+    /// index) each still show; a note names the lines that coincide throughout.
+    pub(super) mark_lines: bool,
 }
 
 /// The indices of the series a chart draws: all, or of more than [`MAX_LINES`], those
@@ -370,17 +377,20 @@ pub(super) fn chart(
         }
     };
     chart_frame(&mut s, &scale(xlabel, ax.log_x), &scale(ylabel, ax.log_y));
-    let notes = chart_notes(series, &drawn, ax, reference);
+    let mut notes = chart_notes(series, &drawn, ax, reference);
+    if ax.mark_lines {
+        notes.extend(coincidence_notes(series, &drawn, &plot));
+    }
     let (shown, more) = legend_room(series, &drawn, ax, notes.len());
     for (pos, &k) in drawn.iter().enumerate() {
-        draw_series(
-            &mut s,
-            &plot,
-            &series[k],
-            |j| ax.lower(k, j),
-            pos,
-            pos < shown,
-        );
+        let legend = (pos < shown).then_some(ax.mark_lines);
+        draw_series(&mut s, &plot, &series[k], |j| ax.lower(k, j), pos, legend);
+    }
+    if ax.mark_lines {
+        // After every line, so that no line covers another's markers.
+        for (pos, &k) in drawn.iter().enumerate() {
+            draw_markers(&mut s, &plot, &series[k], pos, drawn.len());
+        }
     }
     side_text(&mut s, shown, more.iter().chain(&notes));
     s.push_str("</svg>\n");
@@ -652,14 +662,14 @@ fn legend_room(
 
 /// The chart's line number `pos`: its path through the finite points, a dot when it has
 /// only one, a triangle on each point that is only a lower bound (`lower(j)`), and its
-/// legend entry when it has one (`in_legend`).
+/// legend entry when it has one (`legend`: `Some(true)` with its [`marker`]).
 fn draw_series(
     s: &mut String,
     plot: &Plot,
     se: &Series,
     lower: impl Fn(usize) -> bool,
     pos: usize,
-    in_legend: bool,
+    legend: Option<bool>,
 ) {
     let (w, _, l, r, t, _) = CHART;
     let pw = w - l - r;
@@ -707,7 +717,7 @@ fn draw_series(
             y + 2.0
         );
     }
-    if in_legend {
+    if let Some(marked) = legend {
         let ly = t + 12.0 + 16.0 * pos as f64;
         let _ = write!(
             s,
@@ -718,7 +728,140 @@ fn draw_series(
             ly + 4.0,
             esc(&se.name)
         );
+        if marked {
+            marker(s, pos, l + pw + 17.0, ly, color);
+        }
     }
+}
+
+/// The width of a line's slot for a marker, px, and the least distance between two
+/// markers of one line ([`draw_markers`]).
+const MARK_GAP: f64 = 12.0;
+const MARK_EVERY_MIN: f64 = 48.0;
+
+/// The markers of the chart's line number `pos` of `n`: the plot is cut into periods of
+/// max(`MARK_GAP` × n, `MARK_EVERY_MIN`) px from its left edge, each holding a slot
+/// `MARK_GAP` wide per line (line `pos`'s from `MARK_GAP` × pos), and a line has a marker
+/// at its first point in each of its slots. The slots of two lines never meet, so where
+/// lines overlap their markers stand side by side; a slot without a point (a gap, points
+/// sparser than the slots) has none.
+fn draw_markers(s: &mut String, plot: &Plot, se: &Series, pos: usize, n: usize) {
+    let (_, _, l, _, _, _) = CHART;
+    let (color, _) = line_style(pos);
+    let every = (MARK_GAP * n as f64).max(MARK_EVERY_MIN);
+    let from = l + MARK_GAP * pos as f64;
+    let mut last = None;
+    for &(x, y) in se.points.iter().filter(|p| p.1.is_finite()) {
+        let (x, y) = (plot.px(x), plot.py(y));
+        if x < from {
+            continue;
+        }
+        let period = ((x - from) / every).floor();
+        if x - (from + period * every) < MARK_GAP && last != Some(period) {
+            marker(s, pos, x, y, color);
+            last = Some(period);
+        }
+    }
+}
+
+/// Marker number `k` (of a chart's line `k`) centred at (`x`, `y`): a circle, square,
+/// diamond or downward triangle, filled in `color`, then the same four hollow; past eight
+/// lines the shapes repeat, their colours and dashes still telling the lines apart.
+fn marker(s: &mut String, k: usize, x: f64, y: f64, color: &str) {
+    let paint = if k % 8 < 4 {
+        format!(r#" fill="{color}""#)
+    } else {
+        format!(r#" fill="white" stroke="{color}" stroke-width="1.2""#)
+    };
+    let _ = match k % 4 {
+        0 => write!(s, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.2"{paint}/>"#),
+        1 => write!(
+            s,
+            r#"<rect x="{:.1}" y="{:.1}" width="6" height="6"{paint}/>"#,
+            x - 3.0,
+            y - 3.0
+        ),
+        2 => write!(
+            s,
+            r#"<path d="M{x:.1},{:.1} L{:.1},{y:.1} L{x:.1},{:.1} L{:.1},{y:.1} Z"{paint}/>"#,
+            y - 4.0,
+            x + 4.0,
+            y + 4.0,
+            x - 4.0
+        ),
+        _ => write!(
+            s,
+            r#"<path d="M{:.1},{:.1} L{:.1},{:.1} L{x:.1},{:.1} Z"{paint}/>"#,
+            x - 4.0,
+            y - 3.0,
+            x + 4.0,
+            y - 3.0,
+            y + 4.0
+        ),
+    };
+}
+
+/// Notes naming the lines that coincide throughout (the same points, as drawn, to 0.1 px):
+/// `sq, tonic and loom coincide at 1.0` (the level when the lines are flat), wrapped to the
+/// legend's column and escaped.
+fn coincidence_notes(series: &[Series], drawn: &[usize], plot: &Plot) -> Vec<String> {
+    // Each line's points as drawn: `x,y`, to 0.1 px.
+    let pixels = |k: usize| -> Vec<String> {
+        series[k]
+            .points
+            .iter()
+            .filter(|p| p.1.is_finite())
+            .map(|&(x, y)| format!("{:.1},{:.1}", plot.px(x), plot.py(y)))
+            .collect()
+    };
+    let mut groups: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+    for &k in drawn {
+        let p = pixels(k);
+        if p.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|g| g.0 == p) {
+            Some(g) => g.1.push(k),
+            None => groups.push((p, vec![k])),
+        }
+    }
+    let mut notes = Vec::new();
+    for (p, members) in groups.iter().filter(|g| g.1.len() > 1) {
+        let names: Vec<&str> = members.iter().map(|&k| series[k].name.as_str()).collect();
+        let names = match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => continue,
+        };
+        let height = |q: &String| q.split_once(',').map(|(_, y)| y.to_string());
+        let flat = p.iter().all(|q| height(q) == height(&p[0]));
+        let level = series[members[0]]
+            .points
+            .iter()
+            .find(|q| q.1.is_finite())
+            .filter(|_| flat)
+            .map(|q| format!("at {:?}", round(q.1, 3)));
+        // `at 1.0` stays on one line.
+        let words = names.split(' ').chain(["coincide"]).map(String::from);
+        notes.extend(wrap(words.chain(level), 18).iter().map(|l| esc(l)));
+    }
+    notes
+}
+
+/// `words` joined by spaces in lines of at most `width` characters, broken between words
+/// (a longer word on a line of its own).
+fn wrap(words: impl Iterator<Item = String>, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in words.filter(|w| !w.is_empty()) {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(&word);
+            }
+            _ => lines.push(word),
+        }
+    }
+    lines
 }
 
 /// The grey lines under the legend's `shown` entries: how many series it leaves out, then

@@ -103,3 +103,31 @@ fn log_axis_puts_zero_on_its_floor_and_says_so() {
     let svg = one(vec![(0.5, 2.0), (1.5, 20.0)]);
     assert!(!svg.contains("axis floor"), "{svg}");
 }
+
+/// Lines that coincide throughout are named in a note, with their level when they are
+/// flat (not here: they rise), wrapped to the legend's column; lines that do not are not.
+#[test]
+fn marked_charts_name_the_lines_that_coincide() {
+    let rising = |name: &str, k: f64| Series {
+        name: name.into(),
+        points: (0..10).map(|w| (w as f64, k * w as f64)).collect(),
+    };
+    let s = [
+        rising("alpha", 1.0),
+        rising("beta", 1.0),
+        rising("d", 2.0),
+        rising("gamma", 1.0),
+    ];
+    let ax = Axes {
+        mark_lines: true,
+        ..Axes::default()
+    };
+    let svg = chart("t", "x", "y", &s, &ax);
+    for line in [">alpha, beta and</text>", ">gamma coincide</text>"] {
+        assert!(svg.contains(line), "{line}: {svg}");
+    }
+    assert!(
+        !svg.contains(" at ") && !svg.contains("d coincide"),
+        "{svg}"
+    );
+}
