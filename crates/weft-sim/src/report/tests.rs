@@ -2,7 +2,8 @@
 //! segments.
 
 use super::pages::url_segment;
-use super::svg::{chart, decade_label, decades, nice_top, ticks, Axes, Series};
+use super::svg::axes::{decade_label, decades, nice_top, ticks};
+use super::svg::{chart, Axes, Series};
 
 /// A report's x axis is the run's with round ticks: 0, 0.5, 1, 1.5 for 1.8 s (the
 /// charts read 0, 0.449, 0.898, 1.35, 1.8).
