@@ -230,114 +230,45 @@ pub(super) fn loop_ports(
     cfg.check_reservations().map_err(RunError::Config)?;
     let prog = Arc::new(load(&cfg, &cfg.policy).map_err(RunError::Policy)?);
     let classes = (prog.leaves.len() as u32).max(4096);
-    let mut iface = Interface::new(iface::Config {
-        max_queues: cfg.max_queues,
-        ring_capacity: cfg.ring,
-        cores: 1,
-        doorbell_capacity: 8192,
-        classes,
-        outstanding_per_class: cfg.outstanding,
-    });
-    let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
-    // A reload's policy is read, compiled and given its engine on the control connection's
-    // thread; the loop only swaps it in.
-    let prepare: ctl::Prepare<Command> = {
-        let cfg = cfg.clone();
-        Arc::new(move |req: Request, client: &ctl::Client| match req {
-            Request::Stats => Ok(Command::Stats),
-            Request::Reload { policy } => {
-                let files = ctl::ReloadReader::new(client);
-                let r = prepare_reload(&cfg, classes, &policy, &files)?;
-                Ok(Command::Reload(Box::new(r)))
-            }
-            Request::ResetTiming => Ok(Command::ResetTiming),
-            Request::Stop => Ok(Command::Stop),
-        })
-    };
-    let server = ctl::Server::bind(cfg.ctl.as_deref(), cfg.metrics.as_deref(), prepare)?;
+    let server = ctl::Server::bind(
+        cfg.ctl.as_deref(),
+        cfg.metrics.as_deref(),
+        reload_hook(&cfg, classes),
+    )?;
     if cfg.idle_sleep_us > 0 {
         // 1 µs of slack (best effort, as before).
         let _ = weft_sys::sched::set_timer_slack(1000);
     }
-    let (nodes, shapers) = (prog.nodes.len(), prog.shapers.len());
-    let mut configured = cfg.isolation.macs.clone();
-    configured.resize(cfg.tenants.len(), Vec::new());
-    let macs = MacTable::new(
-        &configured,
-        cfg.isolation.macs_per_tenant,
-        cfg.isolation.mac_age_s.saturating_mul(1_000_000_000_000),
-    )
-    .map_err(RunError::Config)?;
     let now = clock::now_ps();
-    let mut st = State {
-        engine: FastEngine::new(prog.clone()),
-        prog,
-        draining: Vec::new(),
-        carried: HashMap::new(),
-        shaped_carried: HashMap::new(),
-        engine_flows: EngineFlows::default(),
-        generation: 1,
-        iface,
-        kicks: vec![Vec::new(); cfg.tenants.len()],
-        drivers,
-        flows: HashMap::new(),
-        queues: HashMap::new(),
-        pool: vec![0; cfg.buffers as usize * BUF_BYTES],
-        lens: vec![0; cfg.buffers as usize],
-        free: (0..cfg.buffers).rev().collect(),
-        macs,
-        queue_budget: Budget::new(
-            cfg.max_queues,
-            cfg.tenants.len(),
-            cfg.isolation
-                .reserved_queues
-                .unwrap_or_else(|| Budget::default_reserve(cfg.max_queues, cfg.tenants.len())),
-        ),
-        buffer_budget: Budget::new(
-            cfg.buffers,
-            cfg.tenants.len(),
-            cfg.isolation
-                .reserved_buffers
-                .unwrap_or_else(|| Budget::default_reserve(cfg.buffers, cfg.tenants.len())),
-        ),
-        source_logged_ps: vec![0; cfg.tenants.len()],
-        uplink_down_since: None,
-        drops_logged: vec![[0; 8]; cfg.tenants.len()],
-        rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
-        reverse_turn: false,
-        c: DpCounters {
-            rx_frames: vec![0; cfg.tenants.len()],
-            rx_bytes: vec![0; cfg.tenants.len()],
-            source_rejects: vec![[0; 4]; cfg.tenants.len()],
-            ip_rejects: vec![0; cfg.tenants.len()],
-            tenant_no_queue: vec![0; cfg.tenants.len()],
-            tenant_no_buffer: vec![0; cfg.tenants.len()],
-            tenant_reverse_dropped: vec![0; cfg.tenants.len()],
-            ..DpCounters::default()
-        },
-        timing: Timing::new(cfg.tenants.len(), cfg.buffers as usize),
-        next_free_ps: now,
-        started_ps: now,
-        samples: [
-            (now, vec![0; nodes + shapers]),
-            (now, vec![0; nodes + shapers]),
-        ],
-        shaped: vec![(0, 0); shapers],
-        cfg,
-    };
+    let mut st = State::new(cfg, prog, classes, now)?;
     // Said before `ready`: an uplink down at start is not a running NIC's normal state.
     st.check_link(&*uplink, now);
     ready(server.metrics_addr());
-    let mut next_link_ps = now + LINK_CHECK_PS;
-    let mut fetched = Vec::with_capacity(256);
-    let mut offers = Offers::default();
-    let mut completions = Vec::with_capacity(256);
-    let mut next_ctl_ps = now;
-    let mut next_sample_ps = now;
-    let mut next_rogue_ps = now;
-    let mut idle_iters = 0u32;
-    // What an idle loop waits on: every port's descriptor (all or none).
-    let mut pollfds: Option<Vec<libc::pollfd>> = tenants
+    poll(&mut st, &mut tenants, &mut *uplink, &server, stop, now);
+    let ports = port_stats(&tenants, &*uplink);
+    Ok(st.stats(clock::now_ps(), ports, server.dropped()))
+}
+
+/// The control server's hook: a reload's policy is read, compiled and given its engine on
+/// the control connection's thread ([`prepare_reload`], for at most `classes` leaves); the
+/// loop only swaps it in.
+fn reload_hook(cfg: &Config, classes: u32) -> ctl::Prepare<Command> {
+    let cfg = cfg.clone();
+    Arc::new(move |req: Request, client: &ctl::Client| match req {
+        Request::Stats => Ok(Command::Stats),
+        Request::Reload { policy } => {
+            let files = ctl::ReloadReader::new(client);
+            let r = prepare_reload(&cfg, classes, &policy, &files)?;
+            Ok(Command::Reload(Box::new(r)))
+        }
+        Request::ResetTiming => Ok(Command::ResetTiming),
+        Request::Stop => Ok(Command::Stop),
+    })
+}
+
+/// What an idle loop waits on: every port's descriptor (all or none).
+fn wait_fds(tenants: &[Box<dyn Port>], uplink: &dyn Port) -> Option<Vec<libc::pollfd>> {
+    tenants
         .iter()
         .map(|p| p.wait_fd())
         .chain(std::iter::once(uplink.wait_fd()))
@@ -348,7 +279,32 @@ pub(super) fn loop_ports(
                 revents: 0,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The polling loop itself (the module doc of `dataplane` gives its passes), from `now`
+/// until `stop` (or SIGINT/SIGTERM, or `ctl stop`) is seen at a control poll.
+///
+/// One function on purpose: it is the hot loop, one pass per iteration, and its numbered
+/// steps share the pass's `now`, its work count and the timers; each step is a call into
+/// [`State`] already, and what is left here is the order of the steps and their schedule.
+fn poll(
+    st: &mut State,
+    tenants: &mut [Box<dyn Port>],
+    uplink: &mut dyn Port,
+    server: &ctl::Server<Command>,
+    stop: &AtomicBool,
+    now: u64,
+) {
+    let mut next_link_ps = now + LINK_CHECK_PS;
+    let mut fetched = Vec::with_capacity(256);
+    let mut offers = Offers::default();
+    let mut completions = Vec::with_capacity(256);
+    let mut next_ctl_ps = now;
+    let mut next_sample_ps = now;
+    let mut next_rogue_ps = now;
+    let mut idle_iters = 0u32;
+    let mut pollfds = wait_fds(tenants, &*uplink);
     loop {
         let now = clock::now_ps();
         let mut work = 0usize;
@@ -376,7 +332,7 @@ pub(super) fn loop_ports(
         //    frames this pass received, at most: one in the paced steady state (a frame that
         //    arrives meanwhile is seen before the next), as many as arrive when the loop is
         //    the bottleneck (unpaced, or catching up), so receiving cannot outrun sending.
-        let stepped = st.expensive_step(&tenants, &*uplink, now, received);
+        let stepped = st.expensive_step(tenants, uplink, now, received);
         work += stepped as usize;
         // 3. Completions.
         for (t, &d) in st.drivers.iter().enumerate() {
@@ -401,12 +357,12 @@ pub(super) fn loop_ports(
         // 5. Housekeeping.
         if now >= next_link_ps {
             next_link_ps = now + LINK_CHECK_PS;
-            st.check_link(&*uplink, now);
+            st.check_link(uplink, now);
         }
         if now >= next_ctl_ps {
             next_ctl_ps = now + 1_000_000_000;
             server.poll(|cmd| {
-                let ports = || port_stats(&tenants, &*uplink);
+                let ports = || port_stats(tenants, uplink);
                 st.handle(cmd, now, ports, server.dropped())
             });
             if now >= next_sample_ps {
@@ -446,8 +402,6 @@ pub(super) fn loop_ports(
             idle_iters = 0;
         }
     }
-    let ports = port_stats(&tenants, &*uplink);
-    Ok(st.stats(clock::now_ps(), ports, server.dropped()))
 }
 
 /// Adds a finished engine's node counters to `carried`, by node name, for the nodes `kept`

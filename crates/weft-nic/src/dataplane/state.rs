@@ -389,6 +389,93 @@ pub(super) struct State {
     pub(super) shaped: Vec<(u64, u64)>,
 }
 
+impl State {
+    /// The loop's state at `now`, for the policy `prog` on `cfg`'s ports: the OS/NIC
+    /// interface with one driver per tenant and room for `classes` classes, the pool of
+    /// frame buffers, the tenants' budgets and their MAC tables, every counter at zero.
+    pub(super) fn new(
+        cfg: Config,
+        prog: Arc<Program>,
+        classes: u32,
+        now: u64,
+    ) -> Result<State, RunError> {
+        let mut iface = Interface::new(iface::Config {
+            max_queues: cfg.max_queues,
+            ring_capacity: cfg.ring,
+            cores: 1,
+            doorbell_capacity: 8192,
+            classes,
+            outstanding_per_class: cfg.outstanding,
+        });
+        let drivers: Vec<_> = cfg.tenants.iter().map(|_| iface.add_driver(None)).collect();
+        let (nodes, shapers) = (prog.nodes.len(), prog.shapers.len());
+        let mut configured = cfg.isolation.macs.clone();
+        configured.resize(cfg.tenants.len(), Vec::new());
+        let macs = MacTable::new(
+            &configured,
+            cfg.isolation.macs_per_tenant,
+            cfg.isolation.mac_age_s.saturating_mul(1_000_000_000_000),
+        )
+        .map_err(RunError::Config)?;
+        Ok(State {
+            engine: FastEngine::new(prog.clone()),
+            prog,
+            draining: Vec::new(),
+            carried: HashMap::new(),
+            shaped_carried: HashMap::new(),
+            engine_flows: EngineFlows::default(),
+            generation: 1,
+            iface,
+            kicks: vec![Vec::new(); cfg.tenants.len()],
+            drivers,
+            flows: HashMap::new(),
+            queues: HashMap::new(),
+            pool: vec![0; cfg.buffers as usize * BUF_BYTES],
+            lens: vec![0; cfg.buffers as usize],
+            free: (0..cfg.buffers).rev().collect(),
+            macs,
+            queue_budget: Budget::new(
+                cfg.max_queues,
+                cfg.tenants.len(),
+                cfg.isolation
+                    .reserved_queues
+                    .unwrap_or_else(|| Budget::default_reserve(cfg.max_queues, cfg.tenants.len())),
+            ),
+            buffer_budget: Budget::new(
+                cfg.buffers,
+                cfg.tenants.len(),
+                cfg.isolation
+                    .reserved_buffers
+                    .unwrap_or_else(|| Budget::default_reserve(cfg.buffers, cfg.tenants.len())),
+            ),
+            source_logged_ps: vec![0; cfg.tenants.len()],
+            uplink_down_since: None,
+            drops_logged: vec![[0; 8]; cfg.tenants.len()],
+            rev: Reverse::new(cfg.tenants.len(), REVERSE_BUFFERS),
+            reverse_turn: false,
+            c: DpCounters {
+                rx_frames: vec![0; cfg.tenants.len()],
+                rx_bytes: vec![0; cfg.tenants.len()],
+                source_rejects: vec![[0; 4]; cfg.tenants.len()],
+                ip_rejects: vec![0; cfg.tenants.len()],
+                tenant_no_queue: vec![0; cfg.tenants.len()],
+                tenant_no_buffer: vec![0; cfg.tenants.len()],
+                tenant_reverse_dropped: vec![0; cfg.tenants.len()],
+                ..DpCounters::default()
+            },
+            timing: Timing::new(cfg.tenants.len(), cfg.buffers as usize),
+            next_free_ps: now,
+            started_ps: now,
+            samples: [
+                (now, vec![0; nodes + shapers]),
+                (now, vec![0; nodes + shapers]),
+            ],
+            shaped: vec![(0, 0); shapers],
+            cfg,
+        })
+    }
+}
+
 /// Scratch for [`State::nic_side`]: one fetch's packets and the engine's outcomes.
 #[derive(Default)]
 pub(super) struct Offers {
