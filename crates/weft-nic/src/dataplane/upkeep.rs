@@ -148,6 +148,25 @@ impl State {
         ports: Vec<PortStats>,
         dropped: ctl::DroppedConnections,
     ) -> Stats {
+        Stats {
+            ok: true,
+            policy: self.prog.name.clone(),
+            generation: self.generation,
+            uptime_s: now.saturating_sub(self.started_ps) as f64 / 1e12,
+            rate_bps: self.cfg.rate_bps,
+            nodes: self.node_stats(),
+            shapers: self.shaper_stats(),
+            tenants: self.tenant_stats(),
+            dataplane: self.dataplane_stats(now, dropped),
+            timing: self.timing.stats(),
+            iface: self.iface.counters().clone(),
+            ports,
+        }
+    }
+
+    /// Each node's counters: the running engine's, plus what earlier engines counted for the
+    /// nodes this policy shares with them (by name), drained or still draining.
+    fn node_counters(&self) -> Vec<weft_core::sched::Counters> {
         let mut s = self.engine.stats();
         // Counters of the nodes this policy shares with earlier ones (by name): what their
         // engines counted, drained or still draining.
@@ -176,17 +195,32 @@ impl State {
                 }
             }
         }
+        s.nodes
+    }
+
+    /// The rate of the `i`th sampled counter (nodes, then shaping classes) between the last
+    /// two samples, bits per second, rounded (0 before there are two).
+    fn sampled_rate_bps(&self, i: usize) -> f64 {
         let (t0, b0) = &self.samples[0];
         let (t1, b1) = &self.samples[1];
         let dt = t1.saturating_sub(*t0).max(1) as f64 / 1e12;
-        let nodes: Vec<NodeStats> = self
-            .prog
+        let rate = (b1[i].saturating_sub(b0[i])) as f64 * 8.0 / dt;
+        if *t1 > *t0 {
+            rate.round()
+        } else {
+            0.0
+        }
+    }
+
+    /// Per node of the running policy: its counters ([`State::node_counters`]) and rate.
+    fn node_stats(&self) -> Vec<NodeStats> {
+        let counters = self.node_counters();
+        self.prog
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let c = &s.nodes[i];
-                let rate = (b1[i].saturating_sub(b0[i])) as f64 * 8.0 / dt;
+                let c = &counters[i];
                 NodeStats {
                     id: i,
                     name: n.name.clone(),
@@ -195,13 +229,17 @@ impl State {
                     packets: c.packets,
                     bytes: c.bytes,
                     drops: DropReason::ALL.map(|r| c.drops[r.index()]),
-                    rate_bps: if *t1 > *t0 { rate.round() } else { 0.0 },
+                    rate_bps: self.sampled_rate_bps(i),
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// Per shaping class of the running policy: what passed it (with what earlier policies'
+    /// classes of its name counted) and its rate.
+    fn shaper_stats(&self) -> Vec<ShaperStats> {
         let n = self.prog.nodes.len();
-        let shapers: Vec<ShaperStats> = self
-            .prog
+        self.prog
             .shapers
             .iter()
             .zip(&self.shaped)
@@ -212,7 +250,6 @@ impl State {
                     .get(&sh.name)
                     .copied()
                     .unwrap_or_default();
-                let rate = (b1[n + i].saturating_sub(b0[n + i])) as f64 * 8.0 / dt;
                 ShaperStats {
                     id: i,
                     name: sh.name.clone(),
@@ -220,12 +257,15 @@ impl State {
                     burst_bytes: sh.burst_bytes,
                     packets: packets + p0,
                     bytes: bytes + b0_,
-                    rate_bps: if *t1 > *t0 { rate.round() } else { 0.0 },
+                    rate_bps: self.sampled_rate_bps(n + i),
                 }
             })
-            .collect();
-        let tenants: Vec<TenantStats> = self
-            .cfg
+            .collect()
+    }
+
+    /// Per `--tenant`: what it sent, dropped and holds, and what its driver had refused.
+    fn tenant_stats(&self) -> Vec<TenantStats> {
+        self.cfg
             .tenants
             .iter()
             .enumerate()
@@ -245,9 +285,14 @@ impl State {
                     .copied()
                     .unwrap_or_default(),
             })
-            .collect();
+            .collect()
+    }
+
+    /// The loop's own counters, with what it holds now (queues, backlog, free buffers) and
+    /// the control connections closed unanswered (`dropped`).
+    fn dataplane_stats(&self, now: u64, dropped: ctl::DroppedConnections) -> DataplaneStats {
         let c = &self.c;
-        let dataplane = DataplaneStats {
+        DataplaneStats {
             parse_errors: c.parse_errors,
             oversize: c.oversize,
             no_buffer: c.tenant_no_buffer.iter().sum(),
@@ -290,20 +335,6 @@ impl State {
             reserved_buffers: self.buffer_budget.reserve().into(),
             ctl_dropped: dropped.ctl,
             metrics_dropped: dropped.metrics,
-        };
-        Stats {
-            ok: true,
-            policy: self.prog.name.clone(),
-            generation: self.generation,
-            uptime_s: now.saturating_sub(self.started_ps) as f64 / 1e12,
-            rate_bps: self.cfg.rate_bps,
-            nodes,
-            shapers,
-            tenants,
-            dataplane,
-            timing: self.timing.stats(),
-            iface: self.iface.counters().clone(),
-            ports,
         }
     }
 }
