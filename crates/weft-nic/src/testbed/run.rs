@@ -182,6 +182,11 @@ pub(super) fn setup(
     Ok((tb, daemon, log))
 }
 
+/// Runs `exp` under `mode` on a fresh testbed: the latency experiments apart
+/// ([`run_latency`], [`run_limit_prio`]); else iperf3 from every tenant (with the
+/// experiment's attackers), the daemon watched through the measured window, and the
+/// tenants' rates weighed against their weights' shares. The mode's result, as the report
+/// keeps it.
 pub(super) fn run_mode(
     exp: &Experiment,
     prefix: &str,
@@ -190,7 +195,6 @@ pub(super) fn run_mode(
     out: &Path,
 ) -> R<Value> {
     let exp = &exp.for_mode(mode);
-    let n = exp.tenants.len();
     let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
     if exp.latency {
         return run_latency(exp, prefix, mode, weft, out, &sock);
@@ -199,22 +203,13 @@ pub(super) fn run_mode(
         return run_limit_prio(exp, prefix, mode, weft, out, &sock);
     }
     let (tb, daemon, log) = setup(exp, prefix, mode, weft, out, &sock)?;
-    let mut servers = Vec::new();
-    for i in 1..=n {
-        let port = format!("{}", 5200 + i);
-        servers.push(Child::spawn(
-            pinned(exp, &tb.rx())
-                .args(["iperf3", "-s", "-1", "-p", &port])
-                .stdout(Stdio::null()),
-        )?);
-    }
+    let servers = iperf3_servers(exp, &tb)?;
     std::thread::sleep(Duration::from_millis(300));
     let pid = daemon.as_ref().map(|d| d.0.id());
     let cpu0 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
     // What processes outside the testbed take meanwhile: a run they starve measures them.
     let foreign = ForeignCpu::start(&tb.namespaces());
     let t0 = Instant::now();
-    let mut clients = Vec::new();
     let _spoofer = match exp.spoof {
         Some(k) => Some(spoofer(&tb, k, exp.seconds + exp.warmup_s + 2)?),
         None => None,
@@ -228,6 +223,86 @@ pub(super) fn run_mode(
     // into it, `lead` seconds later; the flooding tenant's run is longer by as much, so
     // every tenant's measured seconds are the same.
     let lead: u32 = if exp.flood.is_some() { 2 } else { 0 };
+    let (mut clients, _flooder) = iperf3_clients(exp, &tb, lead)?;
+    let mut window = Window::default();
+    if daemon.is_some() {
+        window = watch_window(exp, &tb, &sock, out, pid, t0, lead)?;
+    }
+    let mut tenants = iperf3_results(exp, mode, &mut clients)?;
+    let elapsed = t0.elapsed().as_secs_f64();
+    let foreign_cpu = foreign.stop();
+    let cpu1 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
+    let (weft_cpu, sys_cpu) = cpu_pct(cpu0, cpu1, elapsed);
+    let mut stats = None;
+    let mut weft_log = Value::Null;
+    if let Some(mut d) = daemon {
+        // Traffic is over: let the NIC drain, so its counters balance exactly.
+        std::thread::sleep(Duration::from_millis(300));
+        stats = ask_stats(&sock);
+        if let Some(hold) = window.metrics_hold.take() {
+            // `stop` on the control socket, the metrics endpoint's idle connections still
+            // held: answered, and the daemon gone.
+            window.metrics["stop"] = stop_over_ctl(&mut d, &sock);
+            window.metrics["hold"] = last_line(hold);
+        }
+        d.stop(Duration::from_secs(3));
+        weft_log = log.json();
+    }
+    // Before its namespace goes.
+    drop(mac_flooder);
+    drop(servers);
+    drop(tb);
+    let (norm, total, max_rel_err) = weigh_shares(exp, &mut tenants);
+    // Per-leaf rates from weft's own counters over the window (not across a reload).
+    let mut leaf_mbps = Value::Null;
+    let snaps = &window.snaps;
+    if exp.reload_weights.is_none() && snaps.2 > 0.0 {
+        leaf_mbps = leaf_rates(snaps.0.as_ref(), snaps.1.as_ref(), snaps.2);
+    }
+    let limit = limit_rate(exp, mode, &leaf_mbps, &tenants);
+    let after_reload = after_reload(exp, &tenants);
+    Ok(json!({
+        "scheduler": mode.name(),
+        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
+        "leaf_mbps": leaf_mbps,
+        "limit": limit,
+        "reload": window.reload,
+        "after_reload": after_reload,
+        "jain": jain(&norm).map(|j| (j * 1e4).round() / 1e4),
+        "total_mbps": (total * 10.0).round() / 10.0,
+        "max_rel_error": (max_rel_err * 1e4).round() / 1e4,
+        "weft_cpu_pct": weft_cpu,
+        "system_cpu_pct": sys_cpu,
+        "foreign_cpu": foreign_cpu,
+        "tenants": tenants,
+        "weft_rss_kb": {"start": window.rss.0, "end": window.rss.1},
+        "metrics_flood": window.metrics,
+        "link_flap": window.flap,
+        "weft_stats": stats,
+        "weft_log": weft_log,
+    }))
+}
+
+/// One iperf3 server a tenant in the receiver's namespace (tenant i on port 5200 + i), each
+/// for one test.
+fn iperf3_servers(exp: &Experiment, tb: &Testbed) -> R<Vec<Child>> {
+    let mut servers = Vec::new();
+    for i in 1..=exp.tenants.len() {
+        let port = format!("{}", 5200 + i);
+        servers.push(Child::spawn(
+            pinned(exp, &tb.rx())
+                .args(["iperf3", "-s", "-1", "-p", &port])
+                .stdout(Stdio::null()),
+        )?);
+    }
+    Ok(servers)
+}
+
+/// Every tenant's iperf3 client, in tenant order, with the flow flooder if the experiment
+/// has one: the flooding tenant connects first, its flood starts, and the others connect
+/// `lead` seconds after it (its run longer by as much). The clients' JSON reports come on
+/// their stdout.
+fn iperf3_clients(exp: &Experiment, tb: &Testbed, lead: u32) -> R<(Vec<Child>, Option<Child>)> {
     let client = |i: usize, t: &TenantSpec, extra: u32| {
         Child::spawn(
             pinned(exp, &tb.tenant(i))
@@ -238,12 +313,13 @@ pub(super) fn run_mode(
                 .stdout(Stdio::piped()),
         )
     };
+    let mut clients = Vec::new();
     let mut early = None;
-    let mut _flooder = None;
+    let mut flooder_child = None;
     if let Some(k) = exp.flood {
         early = Some(client(k, &exp.tenants[k - 1], lead)?);
         std::thread::sleep(Duration::from_millis(1_500));
-        _flooder = Some(flooder(&tb, k, exp.seconds + exp.warmup_s + lead + 2)?);
+        flooder_child = Some(flooder(tb, k, exp.seconds + exp.warmup_s + lead + 2)?);
         std::thread::sleep(Duration::from_millis(500));
     }
     for (i, t) in exp.tenants.iter().enumerate() {
@@ -253,66 +329,97 @@ pub(super) fn run_mode(
             None => client(i, t, 0)?,
         });
     }
+    Ok((clients, flooder_child))
+}
+
+/// What the daemon and the host said during the measured window ([`watch_window`]).
+#[derive(Default)]
+struct Window {
+    /// `ctl stats` at the window's start and end, and the seconds between them.
+    snaps: (Option<Stats>, Option<Stats>, f64),
+    /// A reload halfway: the invalid policy's answer, the generation after it, the valid
+    /// policy's answer.
+    reload: Value,
+    /// The daemon's resident memory at the start and end of the window (kB).
+    rss: (Option<u64>, Option<u64>),
+    /// `metrics-flood`'s scrapes and control-socket answers.
+    metrics: Value,
+    /// `metrics-flood`'s idle connections, still held.
+    metrics_hold: Option<Child>,
+    /// `link-flap`'s outage and the shares after it.
+    flap: Value,
+}
+
+/// The measured window, with the daemon running (started at `t0`, the window `lead` +
+/// warm-up seconds later): counters at its start and end, and what the experiment does
+/// meanwhile: the metrics flood, the link flap, a reload halfway.
+fn watch_window(
+    exp: &Experiment,
+    tb: &Testbed,
+    sock: &Path,
+    out: &Path,
+    pid: Option<u32>,
+    t0: Instant,
+    lead: u32,
+) -> R<Window> {
+    let mut w = Window::default();
     // The timeline: counters at the start and end of the measured window; a reload halfway.
-    let ask = |req: Request| ask_json(&sock, &req);
+    let ask = |req: Request| ask_json(sock, &req);
     let at = |s: f64| {
         let d = Duration::from_secs_f64(s).saturating_sub(t0.elapsed());
         std::thread::sleep(d);
     };
-    let mut snaps = (None, None, 0.0);
-    let mut reload = Value::Null;
-    // The daemon's resident memory at the start and end of the window (kB).
-    let mut rss = (None, None);
-    let mut metrics = Value::Null;
-    let mut metrics_hold = None;
-    let mut flap = Value::Null;
     let mut after_flap = (None, 0.0);
     let end = (lead + exp.warmup_s + exp.seconds) as f64;
-    if daemon.is_some() {
-        at((lead + exp.warmup_s) as f64 + 0.2);
-        let ta = t0.elapsed().as_secs_f64();
-        snaps.0 = ask_stats(&sock);
-        rss.0 = pid.and_then(rss_kb);
-        if exp.metrics_flood {
-            let (m, hold) =
-                metrics_flood(exp, &tb, &sock, || t0.elapsed().as_secs_f64() < end - 0.7)?;
-            metrics = m;
-            metrics_hold = Some(hold);
-        }
-        if exp.link_flap {
-            at((lead + exp.warmup_s) as f64 + 1.0);
-            flap = link_flap(&tb, &sock)?;
-            // The shares once TCP is back (its retransmission timer backs off while the
-            // link is down): from three seconds after the outage to the window's end.
-            at(((lead + exp.warmup_s) as f64 + 6.0).min(end - 1.2));
-            after_flap = (ask_stats(&sock), t0.elapsed().as_secs_f64());
-        }
-        if let Some(w) = &exp.reload_weights {
-            at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
-            let bad = out.join(format!("{}-invalid.yaml", exp.name));
-            let good = out.join(format!("{}-reloaded.yaml", exp.name));
-            let _ = std::fs::write(&bad, exp.policy_with(&[1, 0]));
-            let _ = std::fs::write(&good, exp.policy_with(w));
-            let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
-            let r1 = ask(Request::Reload { policy: abs(&bad) });
-            let g1 = ask_stats(&sock).map(|s| s.generation);
-            let r2 = ask(Request::Reload { policy: abs(&good) });
-            reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
-        }
-        at(end - 0.2);
-        snaps.1 = ask_stats(&sock);
-        rss.1 = pid.and_then(rss_kb);
-        snaps.2 = t0.elapsed().as_secs_f64() - ta;
-        if exp.link_flap {
-            let secs = t0.elapsed().as_secs_f64() - after_flap.1;
-            let mbps = leaf_rates(after_flap.0.as_ref(), snaps.1.as_ref(), secs);
-            flap["after"] = json!({
-                "seconds": (secs * 100.0).round() / 100.0,
-                "leaf_mbps": mbps,
-                "max_rel_error": leaf_share_error(exp, &mbps),
-            });
-        }
+    at((lead + exp.warmup_s) as f64 + 0.2);
+    let ta = t0.elapsed().as_secs_f64();
+    w.snaps.0 = ask_stats(sock);
+    w.rss.0 = pid.and_then(rss_kb);
+    if exp.metrics_flood {
+        let (m, hold) = metrics_flood(exp, tb, sock, || t0.elapsed().as_secs_f64() < end - 0.7)?;
+        w.metrics = m;
+        w.metrics_hold = Some(hold);
     }
+    if exp.link_flap {
+        at((lead + exp.warmup_s) as f64 + 1.0);
+        w.flap = link_flap(tb, sock)?;
+        // The shares once TCP is back (its retransmission timer backs off while the
+        // link is down): from three seconds after the outage to the window's end.
+        at(((lead + exp.warmup_s) as f64 + 6.0).min(end - 1.2));
+        after_flap = (ask_stats(sock), t0.elapsed().as_secs_f64());
+    }
+    if let Some(weights) = &exp.reload_weights {
+        at((lead + exp.warmup_s) as f64 + exp.seconds as f64 / 2.0);
+        let bad = out.join(format!("{}-invalid.yaml", exp.name));
+        let good = out.join(format!("{}-reloaded.yaml", exp.name));
+        let _ = std::fs::write(&bad, exp.policy_with(&[1, 0]));
+        let _ = std::fs::write(&good, exp.policy_with(weights));
+        let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+        let r1 = ask(Request::Reload { policy: abs(&bad) });
+        let g1 = ask_stats(sock).map(|s| s.generation);
+        let r2 = ask(Request::Reload { policy: abs(&good) });
+        w.reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
+    }
+    at(end - 0.2);
+    w.snaps.1 = ask_stats(sock);
+    w.rss.1 = pid.and_then(rss_kb);
+    w.snaps.2 = t0.elapsed().as_secs_f64() - ta;
+    if exp.link_flap {
+        let secs = t0.elapsed().as_secs_f64() - after_flap.1;
+        let mbps = leaf_rates(after_flap.0.as_ref(), w.snaps.1.as_ref(), secs);
+        w.flap["after"] = json!({
+            "seconds": (secs * 100.0).round() / 100.0,
+            "leaf_mbps": mbps,
+            "max_rel_error": leaf_share_error(exp, &mbps),
+        });
+    }
+    Ok(w)
+}
+
+/// Each tenant's iperf3 report, once its client has ended: its goodput, its series per
+/// second (after the warm-up) and its retransmissions; a client that failed is the mode's
+/// error.
+fn iperf3_results(exp: &Experiment, mode: Mode, clients: &mut [Child]) -> R<Vec<Value>> {
     let mut tenants = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
         let mut stdout = Vec::new();
@@ -351,9 +458,16 @@ pub(super) fn run_mode(
             "mbps": (bps / 1e5).round() / 10.0, "mbps_per_second": series, "retransmits": retr,
         }));
     }
-    let elapsed = t0.elapsed().as_secs_f64();
-    let foreign_cpu = foreign.stop();
-    let cpu1 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
+    Ok(tenants)
+}
+
+/// The daemon's share of a CPU and the system's busy share, percent, between the tick
+/// counts `cpu0` and `cpu1` taken `elapsed` seconds apart (null where not known).
+fn cpu_pct(
+    cpu0: (Option<u64>, Option<(u64, u64)>),
+    cpu1: (Option<u64>, Option<(u64, u64)>),
+    elapsed: f64,
+) -> (Value, Value) {
     let hz = weft_sys::process::clock_ticks_per_second() as f64;
     let weft_cpu = match (cpu0.0, cpu1.0) {
         (Some(a), Some(b)) => json!(((b - a) as f64 / hz / elapsed * 1000.0).round() / 10.0),
@@ -365,25 +479,13 @@ pub(super) fn run_mode(
         }
         _ => Value::Null,
     };
-    let mut stats = None;
-    let mut weft_log = Value::Null;
-    if let Some(mut d) = daemon {
-        // Traffic is over: let the NIC drain, so its counters balance exactly.
-        std::thread::sleep(Duration::from_millis(300));
-        stats = ask_stats(&sock);
-        if let Some(hold) = metrics_hold.take() {
-            // `stop` on the control socket, the metrics endpoint's idle connections still
-            // held: answered, and the daemon gone.
-            metrics["stop"] = stop_over_ctl(&mut d, &sock);
-            metrics["hold"] = last_line(hold);
-        }
-        d.stop(Duration::from_secs(3));
-        weft_log = log.json();
-    }
-    // Before its namespace goes.
-    drop(mac_flooder);
-    drop(servers);
-    drop(tb);
+    (weft_cpu, sys_cpu)
+}
+
+/// The tenants' rates against their weights: each tenant's ideal share of the total and
+/// its relative error are added to its result; returns the rates over the weights (for
+/// Jain's index), the total and the largest relative error.
+fn weigh_shares(exp: &Experiment, tenants: &mut [Value]) -> (Vec<f64>, f64, f64) {
     let norm: Vec<f64> = tenants
         .iter()
         .map(|t| t["mbps"].as_f64().unwrap_or(0.0) / t["weight"].as_f64().unwrap_or(1.0))
@@ -401,14 +503,13 @@ pub(super) fn run_mode(
         t["ideal_mbps"] = json!((ideal * 10.0).round() / 10.0);
         t["rel_error"] = json!((err * 1e4).round() / 1e4);
     }
-    // Per-leaf rates from weft's own counters over the window (not across a reload).
-    let mut leaf_mbps = Value::Null;
-    if exp.reload_weights.is_none() && snaps.2 > 0.0 {
-        leaf_mbps = leaf_rates(snaps.0.as_ref(), snaps.1.as_ref(), snaps.2);
-    }
-    // The limited class's rate at L2 (frame bytes, as the limit counts them): weft's leaf
-    // counter; for HTB, goodput × 1514/1448 (full-size TCP segments with timestamps).
-    let limit = exp.limit.as_ref().map(|(dst, rate)| {
+    (norm, total, max_rel_err)
+}
+
+/// The limited class's rate at L2 (frame bytes, as the limit counts them): weft's leaf
+/// counter; for HTB, goodput × 1514/1448 (full-size TCP segments with timestamps).
+fn limit_rate(exp: &Experiment, mode: Mode, leaf_mbps: &Value, tenants: &[Value]) -> Option<Value> {
+    exp.limit.as_ref().map(|(dst, rate)| {
         let i = exp.tenants.iter().position(|t| &t.dst == dst).unwrap_or(0);
         let l2 = match mode {
             Mode::Weft => leaf_mbps[format!("tenant{}", i + 1)]
@@ -419,9 +520,12 @@ pub(super) fn run_mode(
         let lim = *rate as f64 / 1e6;
         json!({"dst": dst, "limit_mbps": lim, "l2_mbps": (l2 * 100.0).round() / 100.0,
                "rel_error": (((l2 - lim) / lim).abs() * 1e4).round() / 1e4})
-    });
-    // After a reload: the shares over the second half's last seconds.
-    let after_reload = exp.reload_weights.as_ref().map(|w| {
+    })
+}
+
+/// After a reload: the shares over the second half's last seconds.
+fn after_reload(exp: &Experiment, tenants: &[Value]) -> Option<Value> {
+    exp.reload_weights.as_ref().map(|w| {
         let k = (exp.seconds / 2).saturating_sub(1).max(1) as usize;
         let means: Vec<f64> = tenants
             .iter()
@@ -437,27 +541,7 @@ pub(super) fn run_mode(
             })
             .collect();
         json!({"weights": w, "mbps_last_seconds": means})
-    });
-    Ok(json!({
-        "scheduler": mode.name(),
-        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
-        "leaf_mbps": leaf_mbps,
-        "limit": limit,
-        "reload": reload,
-        "after_reload": after_reload,
-        "jain": jain(&norm).map(|j| (j * 1e4).round() / 1e4),
-        "total_mbps": (total * 10.0).round() / 10.0,
-        "max_rel_error": (max_rel_err * 1e4).round() / 1e4,
-        "weft_cpu_pct": weft_cpu,
-        "system_cpu_pct": sys_cpu,
-        "foreign_cpu": foreign_cpu,
-        "tenants": tenants,
-        "weft_rss_kb": {"start": rss.0, "end": rss.1},
-        "metrics_flood": metrics,
-        "link_flap": flap,
-        "weft_stats": stats,
-        "weft_log": weft_log,
-    }))
+    })
 }
 
 /// Each node's rate between two `ctl stats` answers `secs` apart, Mbit/s by name (from its
