@@ -1,12 +1,19 @@
 //! `weft replay`: a trace replayed through the scheduling core in virtual time.
 //!
+//! As a library: open a trace with [`TraceSource::open`] (an iterator of packets in time
+//! order, CSV or capture), make a [`Replay`] of a compiled policy and an engine for it
+//! ([`Replay::new`]), and [`Replay::run`] it into an output directory; it returns the
+//! [`ReplaySummary`] (`summary.json` is the caller's to write). [`replay`] does all of it
+//! for the CLI, with the engine `--engine` names, and cleans up after a failure.
+//!
 //! * **Engines.** `--engine fast` (default) runs [`FastEngine`], `--engine reference` the
-//!   obviously-correct [`ReferenceEngine`]; both implement [`Engine`](weft_core::sched::Engine) and
+//!   obviously-correct [`ReferenceEngine`]; both implement [`Engine`] and
 //!   give identical departures (the CLI test replays every example trace through both and compares
 //!   the files byte for byte).
-//! * **Streaming.** The trace is read row by row through an iterator that the link driver
-//!   ([`link::run`](weft_core::sched::link::run)) pulls one arrival ahead, and departures and drops
-//!   are written as they happen, so memory is bounded by what the scheduler holds (plus the
+//! * **Streaming.** The trace is read row by row through an iterator ([`TraceSource`]) that
+//!   the link driver ([`link::run_bursts`](weft_core::sched::link::run_bursts)) pulls one
+//!   arrival ahead, and departures and drops are written as they happen ([`Replay`]), so
+//!   memory is bounded by what the scheduler holds (plus the
 //!   per-leaf delay histograms, and the flows of fair leaves: the engine forgets other flows once
 //!   they hold nothing, `EngineOptions::forget_idle_flows`), not by the trace's length or its
 //!   flows. `max_backlog_packets` in the summary records the largest occupancy seen (rows read −
@@ -52,11 +59,21 @@
 //! replay that fails once `--out` is ready removes the outputs it wrote ([`discard`]), and
 //! the directories it created for `--out`: no partial `departures.csv` that looks complete,
 //! no empty directory left by a run that kept nothing.
+//!
+//! The files: `source.rs` ([`TraceSource`]: where rows come from), `trace.rs` (a CSV
+//! trace's columns and rows), `row_limit.rs` (rows bounded as they are read), `driver.rs`
+//! ([`Replay`]: the run's steps, the arrivals as the link takes them, the summary's
+//! header), `ledger.rs` (each event written and tallied, the timeline's series),
+//! `summary.rs` (the figures per leaf, node and class), `warnings.rs` (what stderr says
+//! about the input), `html.rs` (`index.html`) and `outdir.rs` (`--out`, made ready and
+//! cleaned up).
 
 mod driver;
 mod html;
+mod ledger;
 mod outdir;
 mod row_limit;
+mod source;
 mod summary;
 mod trace;
 mod warnings;
@@ -69,15 +86,15 @@ use weft_core::policy::Program;
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::heads::HeadEngine;
 use weft_core::sched::reference::ReferenceEngine;
-use weft_core::sched::EngineOptions;
+use weft_core::sched::{Engine, EngineOptions};
 
-use driver::run;
 use outdir::prepare_out;
 
+pub use driver::Replay;
 pub use outdir::discard;
 pub use row_limit::DEFAULT_MAX_ROW_BYTES;
+pub use source::{is_stdin, TraceSource};
 pub use summary::ReplaySummary;
-pub use trace::is_stdin;
 
 /// Which engine replays the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -205,4 +222,16 @@ pub fn replay(
         ..s
     })
     .map_err(|e| discard(out, &created, e))
+}
+
+/// Opens `trace` and replays it through `engine` into `out` ([`Replay::run`]).
+fn run<E: Engine>(
+    engine: E,
+    prog: Arc<Program>,
+    trace: &Path,
+    out: &Path,
+    opts: Options,
+) -> Result<ReplaySummary, Error> {
+    let source = TraceSource::open(trace, &opts)?;
+    Replay::new(engine, prog, opts).run(source, out)
 }

@@ -7,7 +7,7 @@
 //! directories it created for `--out` behind, so a partial `departures.csv` never looks
 //! complete.
 
-use super::trace::is_stdin;
+use super::source::is_stdin;
 use super::{Error, OUTPUTS};
 use std::path::{Path, PathBuf};
 

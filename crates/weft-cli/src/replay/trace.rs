@@ -1,15 +1,13 @@
-//! Reading the trace: a CSV trace or a pcap/pcapng capture, from a file or standard input,
-//! told apart by its first bytes, as a [`Source`] of rows in time order.
+//! A CSV trace's rows: its header's columns ([`columns`]), each row's values as a packet and
+//! its arrival time ([`parse_row`]), and the line an error names ([`line_at`]). Where the
+//! rows come from (a file or standard input, CSV or a capture) is `source.rs`'s.
 //!
-//! Invariants: the trace is read once, front to back (a pipe will do); a CSV row becomes a
-//! packet only once its columns parse and its time is not earlier than the previous row's;
-//! every error names the trace and its line (`t.csv:3: ...`) and quotes at most 64
-//! characters of a value. Cost: one pass over the input; a row is parsed in place into one
-//! reused record (fields are trimmed per field, not per record).
+//! Invariants: a CSV row becomes a packet only once its columns parse; every error names
+//! the trace's line (`t.csv:3: ...`) and quotes at most 64 characters of a value. Cost: a
+//! row is parsed in place from one reused record (fields are trimmed per field, not per
+//! record).
 
-use super::row_limit::{RowLimit, MAX_CELL_BYTES};
-use super::{Error, Options};
-use crate::capture::{self, Capture};
+use super::row_limit::MAX_CELL_BYTES;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
@@ -34,18 +32,6 @@ const META_COLUMNS: &[&str] = &[
     "deadline_ps",
     "slack_ps",
 ];
-
-/// The compression a file's first bytes announce (gzip, zstd, xz, bzip2), if any: such a
-/// trace would otherwise read as "not UTF-8".
-fn compressed(head: &[u8]) -> Option<&'static str> {
-    match head {
-        [0x1f, 0x8b, ..] => Some("gzip"),
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => Some("zstd"),
-        [0xfd, b'7', b'z', b'X', ..] => Some("xz"),
-        [b'B', b'Z', b'h', ..] => Some("bzip2"),
-        _ => None,
-    }
-}
 
 /// A trace problem, with its line.
 #[derive(Debug)]
@@ -228,77 +214,6 @@ pub(super) fn parse_row(
     Ok((t, pkt))
 }
 
-/// Opens the trace (a file, or standard input for `-`): a pcap/pcapng capture or a CSV
-/// trace, told apart by its first bytes, which the reader gets back (the trace is read
-/// once, so a pipe will do). Returns its name for messages, its size in bytes (0 when
-/// unknown) for progress, and the source of its rows.
-pub(super) fn open_source(trace: &Path, opts: &Options) -> Result<(String, u64, Source), Error> {
-    let (trace_name, mut file, size) = if is_stdin(trace) {
-        ("<stdin>".to_string(), TraceFile::Stdin(std::io::stdin()), 0)
-    } else {
-        let file = File::open(trace)
-            .map_err(|e| Error::Input(format!("cannot read {}: {e}", trace.display())))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        (trace.display().to_string(), TraceFile::File(file), size)
-    };
-    let mut head = Vec::with_capacity(4);
-    (&mut file)
-        .take(4)
-        .read_to_end(&mut head)
-        .map_err(|e| Error::Input(format!("cannot read {trace_name}: {e}")))?;
-    if let Some(kind) = compressed(&head) {
-        return Err(Error::Input(format!(
-            "{trace_name}: a {kind}-compressed file; weft reads CSV traces and pcap/pcapng \
-             captures as they are: decompress it first, or give it through a pipe \
-             (`--trace <(zcat FILE)` for gzip, `<(zstd -dc FILE)`, `<(xzcat FILE)`)"
-        )));
-    }
-    let is_capture = capture::is_capture(&head);
-    let input = std::io::Cursor::new(head).chain(file);
-    let source = if is_capture {
-        Source::Capture(
-            Capture::open(
-                trace_name.clone(),
-                input,
-                &opts.tenants,
-                opts.reorder_window,
-                opts.max_interfaces,
-            )
-            .map_err(Error::Input)?,
-        )
-    } else if let Some((name, iface)) = opts.tenants.first() {
-        return Err(Error::Input(format!(
-            "--tenant {name}={iface}: tenants are given to a packet capture's interfaces, and \
-             {trace_name} is a CSV trace (give it a `tenant` column)"
-        )));
-    } else {
-        let mut rdr = csv::ReaderBuilder::new()
-            .comment(Some(b'#'))
-            // Fields are trimmed in `parse_row` (trimming whole records here cost 10% of a
-            // replay).
-            .trim(csv::Trim::Headers)
-            .from_reader(RowLimit::new(input, opts.max_row_bytes));
-        let headers = rdr.headers().cloned().map_err(|e| {
-            if let Some((byte, message)) = rdr.get_ref().refusal() {
-                let line = line_at(trace, Some(byte), 1);
-                return Error::Input(format!("{trace_name}:{line}: {message}"));
-            }
-            let line = line_at(trace, e.position().map(|p| p.byte()), 1);
-            Error::Input(format!("{trace_name}:{line}: {}", csv_error(&e)))
-        })?;
-        let cols = columns(&headers).map_err(|e| {
-            let line = line_at(trace, headers.position().map(|p| p.byte()), e.line);
-            Error::Input(format!("{trace_name}:{line}: {}", e.message))
-        })?;
-        Source::Csv {
-            rdr,
-            cols,
-            record: csv::StringRecord::new(),
-        }
-    };
-    Ok((trace_name, size, source))
-}
-
 /// A CSV reader's error in the trace's terms (the reader's own message names a record
 /// counted from 0 and a byte offset; the caller prefixes the file and line).
 /// The line (1-based) of the record the csv reader places at byte `byte` of the trace
@@ -349,48 +264,5 @@ pub(super) fn csv_error(e: &csv::Error) -> String {
             err.valid_up_to()
         ),
         _ => e.to_string(),
-    }
-}
-
-/// A trace's bytes: the first few, read to tell its format, then the rest of the file.
-type TraceInput = std::io::Chain<std::io::Cursor<Vec<u8>>, TraceFile>;
-
-/// Whether `--trace` names standard input (`-`, as `--policy -` does).
-pub fn is_stdin(trace: &Path) -> bool {
-    trace == Path::new("-")
-}
-
-/// Where a trace is read from: a file, or standard input (`--trace -`).
-pub(super) enum TraceFile {
-    File(File),
-    Stdin(std::io::Stdin),
-}
-
-impl Read for TraceFile {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            TraceFile::File(f) => f.read(buf),
-            TraceFile::Stdin(s) => s.read(buf),
-        }
-    }
-}
-
-/// Where a replay's packets come from: a CSV trace or a packet capture.
-pub(super) enum Source {
-    Csv {
-        rdr: csv::Reader<RowLimit<TraceInput>>,
-        cols: Vec<(usize, Col, String)>,
-        record: csv::StringRecord,
-    },
-    Capture(Capture),
-}
-
-impl Source {
-    /// Bytes of the file read so far (for progress).
-    pub(super) fn position(&self) -> u64 {
-        match self {
-            Source::Csv { record, .. } => record.position().map_or(0, |p| p.byte()),
-            Source::Capture(c) => c.position(),
-        }
     }
 }

@@ -5,7 +5,8 @@
 //! Invariants: warnings are printed always, notes (nothing lost) not with `--quiet`; a
 //! warning names at most [`WARNED_INTERFACES`] interfaces and counts the rest.
 
-use super::trace::{Col, Source};
+use super::source::{Source, TraceSource};
+use super::trace::Col;
 use super::Options;
 use crate::capture::{self, Capture};
 use weft_core::classifier::{Field, FieldMask, FIELDS};
@@ -17,10 +18,10 @@ use weft_core::policy::Program;
 /// takes no packet, and every packet may end up dropped as `unclassified` without a word.
 pub(super) fn unmatched_fields(
     prog: &Program,
-    source: &Source,
+    trace: &TraceSource,
     tenants: bool,
-    trace_name: &str,
 ) -> Option<String> {
+    let (source, trace_name) = (&trace.source, trace.name());
     let carried: FieldMask = match source {
         Source::Csv { cols, .. } => cols
             .iter()
