@@ -254,7 +254,7 @@ fn replay_command(command: Command) -> Result<(), Failure> {
             .collect(),
     };
     let summary = replay::replay(p, &trace, &out, opts)?;
-    if let Some(held) = summary.head["held_at_end"].as_u64().filter(|&h| h > 0) {
+    if let Some(held) = Some(summary.head.held_at_end).filter(|&h| h > 0) {
         out::errln!(
             "warning: {held} packets were still queued when the 64-bit picosecond clock \
              ran out (213.5 days; a class too slow for its backlog): neither sent nor \

@@ -6,6 +6,8 @@
 //! one sort per list.
 
 use super::{delays, out, replay, Failure};
+use replay::CaptureInterface;
+use weft_core::sched::DropReason;
 use weft_core::units::format_rate;
 
 /// A span of picoseconds in the largest unit it reaches, to 3 decimals: `1.950 ms`,
@@ -22,11 +24,11 @@ fn span_text(ps: u64) -> String {
 
 /// What the rate columns of a replay's tables are measured over: `mean` over the whole span
 /// (`span_ps`, the drain of every queue included), `active` over each row's own span.
-pub(super) fn rates_note(span_ps: &serde_json::Value) -> String {
+pub(super) fn rates_note(span_ps: u64) -> String {
     format!(
         "mean Mbit/s: over the whole {}, the drain of every queue included; active Mbit/s:\n\
          over each row's own span, from its first packet's arrival to the end of its last frame",
-        span_text(span_ps.as_u64().unwrap_or(0))
+        span_text(span_ps)
     )
 }
 
@@ -106,15 +108,15 @@ impl<T> Shown<'_, T> {
 }
 
 /// A capture interface of the summary (`capture_interfaces`): its name, or `interface N`.
-pub(super) fn interface_name(i: &serde_json::Value) -> String {
-    i["name"]
-        .as_str()
-        .map_or(format!("interface {}", i["index"]), String::from)
+pub(super) fn interface_name(i: &CaptureInterface) -> String {
+    i.name
+        .as_ref()
+        .map_or(format!("interface {}", i.index), String::clone)
 }
 
 /// A capture interface's tenant id and name, if `--tenant` gave it one.
-pub(super) fn interface_tenant(i: &serde_json::Value) -> Option<(u64, &str)> {
-    Some((i["tenant"].as_u64()?, i["tenant_name"].as_str()?))
+pub(super) fn interface_tenant(i: &CaptureInterface) -> Option<(u32, &str)> {
+    Some((i.tenant?, i.tenant_name.as_deref()?))
 }
 
 /// The replay summary as a table: one row per leaf, then one per shaping class (in a large
@@ -122,57 +124,52 @@ pub(super) fn interface_tenant(i: &serde_json::Value) -> Option<(u64, &str)> {
 pub(super) fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failure> {
     let s = &summary.head;
     // Drops by reason, the nonzero ones: "3 dropped (unclassified 2, leaf_packets 1)".
-    let reasons: Vec<String> = s["drops"]
-        .as_object()
-        .map(|d| {
-            d.iter()
-                .filter_map(|(r, n)| n.as_u64().filter(|&n| n > 0).map(|n| format!("{r} {n}")))
-                .collect()
-        })
-        .unwrap_or_default();
+    let reasons: Vec<String> = DropReason::ALL
+        .iter()
+        .zip(s.drops.0)
+        .filter(|&(_, n)| n > 0)
+        .map(|(r, n)| format!("{} {n}", r.name()))
+        .collect();
     let why = if reasons.is_empty() {
         String::new()
     } else {
         format!(" ({})", reasons.join(", "))
     };
     // Packets the clock ran out on, when there are any (packets = sent + dropped + held).
-    let held = match s["held_at_end"].as_u64().unwrap_or(0) {
+    let held = match s.held_at_end {
         0 => String::new(),
         n => format!(", {n} held at the end"),
     };
     // The span the mean rates are over: the first arrival to the end of the last frame (not
     // `end_ps`, a time on the trace's clock: a trace may start at 1 s).
-    let span = match s["packets"].as_u64().unwrap_or(0) {
+    let span = match s.packets {
         0 => String::new(),
-        _ => format!(
-            ", {} from the first arrival",
-            span_text(s["span_ps"].as_u64().unwrap_or(0))
-        ),
+        _ => format!(", {} from the first arrival", span_text(s.span_ps)),
     };
-    let n = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), out::count);
     out::outln!(
         "{} packets, {} sent, {} dropped{why}{held}{span}",
-        n(&s["packets"]),
-        n(&s["sent"]),
-        n(&s["dropped"]),
+        out::count(s.packets),
+        out::count(s.sent),
+        out::count(s.dropped),
     )?;
     // A capture's interfaces: "capture: ta (tenant 1, a): 1100 records, tb ...".
-    if let Some(ifaces) = s["capture_interfaces"].as_array() {
+    if let Some(ifaces) = &s.capture_interfaces {
         let mut list: Vec<String> = ifaces
             .iter()
             .map(|i| {
                 let tenant = interface_tenant(i)
                     .map_or(String::new(), |(t, n)| format!(" (tenant {t}, {n})"));
-                format!("{}{tenant}: {} records", interface_name(i), i["records"])
+                format!("{}{tenant}: {} records", interface_name(i), i.records)
             })
             .collect();
         // The interfaces the summary does not list (see `capture::listed`).
-        let more = &s["capture_interfaces_unlisted"];
-        if let Some(n) = more["interfaces"].as_u64().filter(|&n| n > 0) {
-            list.push(format!(
-                "and {n} more interfaces: {} records",
-                more["records"]
-            ));
+        if let Some(more) = s.capture_interfaces_unlisted.as_ref() {
+            if more.interfaces > 0 {
+                list.push(format!(
+                    "and {} more interfaces: {} records",
+                    more.interfaces, more.records
+                ));
+            }
         }
         out::outln!("capture: {}", list.join(", "))?;
     }
@@ -248,8 +245,8 @@ pub(super) fn print_summary(summary: &replay::ReplaySummary) -> Result<(), Failu
     if let Some(out) = shapers.left_out("shaping classes", "without packets") {
         out::outln!("(not shown: {out}; summary.json has every one)")?;
     }
-    if s["sent"].as_u64().unwrap_or(0) > 0 {
-        out::outln!("({})", rates_note(&s["span_ps"]))?;
+    if s.sent > 0 {
+        out::outln!("({})", rates_note(s.span_ps))?;
     }
     Ok(())
 }

@@ -13,16 +13,18 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
 use weft_core::policy::{Classification, Program};
 use weft_core::sched::link::{self, Input};
-use weft_core::sched::{DropReason, Engine};
+use weft_core::sched::Engine;
 
 use super::html::index_html;
 use super::ledger::{InFlight, Ledger};
 use super::outdir::cannot_write;
 use super::source::TraceSource;
-use super::summary::{shaper_figures, tree_figures, ReplaySummary};
+use super::summary::{
+    shaper_figures, tree_figures, CaptureInterface, Drops, ReplaySummary, SummaryHead,
+    TimelineShape, UnlistedInterfaces, UpdateApplied,
+};
 use super::warnings::{capture_warnings, unmatched_fields};
 use super::{Error, Options};
 use crate::capture;
@@ -259,69 +261,62 @@ fn summarize<E: Engine>(
     let trace_format = if capture.is_some() { "capture" } else { "csv" };
     // The interfaces the summary lists, and what the rest add up to (`capture::listed`).
     let listed = capture.map(|c| capture::listed(c.interfaces()));
-    let head = json!({
-        "policy": prog.name,
-        "trace": source.name(),
-        "trace_format": trace_format,
-        "engine": opts.engine.name(),
-        "limited_fast_path": opts.engine_options.limited_fast_path,
-        "burst": opts.burst,
-        "link_bps": prog.link.rate_bps,
-        "packets": source.rows(),
-        "sent": ledger.sent,
-        "dropped": ledger.dropped,
-        // The same drops by reason (every reason, zeros included).
-        "drops": DropReason::ALL
+    let head = SummaryHead {
+        policy: prog.name.clone(),
+        trace: source.name().to_string(),
+        trace_format,
+        engine: opts.engine.name(),
+        limited_fast_path: opts.engine_options.limited_fast_path,
+        burst: opts.burst,
+        link_bps: prog.link.rate_bps,
+        packets: source.rows(),
+        sent: ledger.sent,
+        dropped: ledger.dropped,
+        drops: Drops(ledger.dropped_by),
+        held_at_end: engine.backlog(),
+        first_arrival_ps: start_ps,
+        end_ps,
+        span_ps,
+        duration_ps: end_ps,
+        max_backlog_packets: ledger.max_backlog,
+        updates: opts
+            .updates
             .iter()
-            .map(|r| (r.name().to_string(), json!(ledger.dropped_by[r.index()])))
-            .collect::<Map<String, Value>>(),
-        // Packets the engine still held when the clock ran out (2^64 ps): a class too slow
-        // for its backlog. Packets = sent + dropped + held_at_end.
-        "held_at_end": engine.backlog(),
-        "first_arrival_ps": start_ps,
-        "end_ps": end_ps,
-        "span_ps": span_ps,
-        "duration_ps": end_ps,
-        "max_backlog_packets": ledger.max_backlog,
-        // `--update`s: when, what, and whether the engine took it.
-        "updates": opts.updates.iter().map(|u| json!({
-            "at_ps": u.at_ps,
-            "update": u.text,
-            "applied": !ledger.rejected.contains(&(u.at_ps, u.update)),
-        })).collect::<Vec<_>>(),
-        // Captures only: records earlier than one before them in the file; those of them
-        // further away than the reorder window, replayed at a later time than their
-        // timestamp; the record inside which the file ended (1-based), if it did.
-        "capture_out_of_order": capture.map(|c| c.out_of_order()),
-        "capture_reordered": capture.map(|c| c.reordered()),
-        "capture_truncated_at": capture.map(|c| c.truncated_at()),
-        // Captures only: its interfaces (at most 64: those with a tenant, then the busiest),
-        // each with its packet records and its tenant (`--tenant`); then what the interfaces
-        // not listed add up to.
-        "capture_interfaces": listed.as_ref().map(|(is, _)| is.iter().map(|i| json!({
-            "section": i.section,
-            "index": i.index,
-            "name": i.name,
-            "link_type": i.linktype,
-            "records": i.records,
-            "skipped": i.skipped,
-            "tenant": i.tenant,
-            "tenant_name": i.tenant.map(|t| &opts.tenants[t as usize - 1].0),
-        })).collect::<Vec<_>>()),
-        "capture_interfaces_unlisted": listed.as_ref().map(|(_, u)| json!({
-            "interfaces": u.interfaces,
-            "records": u.records,
-            "skipped": u.skipped,
-        })),
-        // How the `queueing_delay_ps` figures below were measured.
-        "queueing_delay_precision": delays::PRECISION,
-        // timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
-        "timeline": {
-            "series": ledger.series_kind,
-            "window_ps": timeline.window_ps(),
-            "windows": timeline.windows(),
+            .map(|u| UpdateApplied {
+                at_ps: u.at_ps,
+                update: u.text.clone(),
+                applied: !ledger.rejected.contains(&(u.at_ps, u.update)),
+            })
+            .collect(),
+        capture_out_of_order: capture.map(|c| c.out_of_order()),
+        capture_reordered: capture.map(|c| c.reordered()),
+        capture_truncated_at: capture.and_then(|c| c.truncated_at()),
+        capture_interfaces: listed.as_ref().map(|(is, _)| {
+            is.iter()
+                .map(|i| CaptureInterface {
+                    section: i.section,
+                    index: i.index,
+                    name: i.name.clone(),
+                    link_type: i.linktype,
+                    records: i.records,
+                    skipped: i.skipped,
+                    tenant: i.tenant,
+                    tenant_name: i.tenant.map(|t| opts.tenants[t as usize - 1].0.clone()),
+                })
+                .collect()
+        }),
+        capture_interfaces_unlisted: listed.as_ref().map(|(_, u)| UnlistedInterfaces {
+            interfaces: u.interfaces,
+            records: u.records,
+            skipped: u.skipped,
+        }),
+        queueing_delay_precision: delays::PRECISION,
+        timeline: TimelineShape {
+            series: ledger.series_kind,
+            window_ps: timeline.window_ps(),
+            windows: timeline.windows(),
         },
-    });
+    };
     ReplaySummary {
         head,
         leaves,

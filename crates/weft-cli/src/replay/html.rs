@@ -6,14 +6,12 @@
 //! the number of leaves, nodes and classes.
 
 use super::summary::ReplaySummary;
-use serde_json::Value;
 
 /// `index.html`: the replay's summary tables and its two charts, for a browser.
 pub(super) fn index_html(summary: &ReplaySummary) -> String {
     use std::fmt::Write as _;
     use weft_sim::report::esc;
     let s = &summary.head;
-    let text = |v: &Value| esc(v.as_str().unwrap_or_default());
     let us = crate::delay_us;
     let mbps = |bps: u64| format!("{:.1}", bps as f64 / 1e6);
     let mut h = String::new();
@@ -25,28 +23,24 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
          th:first-child{{text-align:left}}</style></head><body>\
          <h1>{0}</h1><p>Trace <code>{1}</code> ({2}), {3} engine, link {4} Gbit/s: {5} packets, \
          {6} sent, {7} dropped, {8} held at the end.</p>",
-        text(&s["policy"]),
-        text(&s["trace"]),
-        text(&s["trace_format"]),
-        text(&s["engine"]),
-        s["link_bps"].as_f64().unwrap_or(0.0) / 1e9,
-        s["packets"],
-        s["sent"],
-        s["dropped"],
-        s["held_at_end"],
+        esc(&s.policy),
+        esc(&s.trace),
+        esc(s.trace_format),
+        esc(s.engine),
+        s.link_bps as f64 / 1e9,
+        s.packets,
+        s.sent,
+        s.dropped,
+        s.held_at_end,
     );
-    if let Some(ups) = s["updates"].as_array().filter(|u| !u.is_empty()) {
+    if !s.updates.is_empty() {
         h.push_str("<p>Updates:");
-        for u in ups {
+        for u in &s.updates {
             let _ = write!(
                 h,
                 " <code>{}</code>{}",
-                text(&u["update"]),
-                if u["applied"] == true {
-                    ""
-                } else {
-                    " (refused)"
-                }
+                esc(&u.update),
+                if u.applied { "" } else { " (refused)" }
             );
         }
         h.push_str("</p>");
@@ -71,7 +65,7 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
         );
     }
     h.push_str("</table>");
-    let _ = write!(h, "<p>{}</p>", esc(&crate::rates_note(&s["span_ps"])));
+    let _ = write!(h, "<p>{}</p>", esc(&crate::rates_note(s.span_ps)));
     if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
         let _ = write!(h, "<p>Not shown: {out} (summary.json has every leaf).</p>");
     }
@@ -105,7 +99,7 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
     if let Some(out) = shapers.left_out("shaping classes", "without packets") {
         let _ = write!(h, "<p>Not shown: {out} (summary.json has every one).</p>");
     }
-    if let Some(ifaces) = s["capture_interfaces"].as_array() {
+    if let Some(ifaces) = &s.capture_interfaces {
         h.push_str("<h2>Capture interfaces</h2><table><tr><th>interface</th><th>section</th><th>link type</th><th>records</th><th>tenant</th></tr>");
         for i in ifaces {
             let name = esc(&crate::interface_name(i));
@@ -114,16 +108,19 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
             let _ = write!(
                 h,
                 "<tr><th>{name}</th><td>{}</td><td>{}</td><td>{}</td><td>{tenant}</td></tr>",
-                i["section"], i["link_type"], i["records"]
+                i.section, i.link_type, i.records
             );
         }
         h.push_str("</table>");
-        let more = &s["capture_interfaces_unlisted"];
-        if let Some(n) = more["interfaces"].as_u64().filter(|&n| n > 0) {
+        if let Some(more) = s
+            .capture_interfaces_unlisted
+            .as_ref()
+            .filter(|m| m.interfaces > 0)
+        {
             let _ = write!(
                 h,
-                "<p>Not listed: {n} more interfaces, {} records ({} skipped).</p>",
-                more["records"], more["skipped"]
+                "<p>Not listed: {} more interfaces, {} records ({} skipped).</p>",
+                more.interfaces, more.records, more.skipped
             );
         }
     }

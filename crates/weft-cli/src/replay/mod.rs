@@ -94,7 +94,7 @@ pub use driver::Replay;
 pub use outdir::discard;
 pub use row_limit::DEFAULT_MAX_ROW_BYTES;
 pub use source::{is_stdin, TraceSource};
-pub use summary::ReplaySummary;
+pub use summary::{CaptureInterface, ReplaySummary};
 
 /// Which engine replays the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -1,30 +1,143 @@
-//! The replay's summary (`summary.json`): per leaf, per scheduling node (aggregating its
-//! subtree) and per shaping class, packets, bytes, drops by reason, mean rate and queueing
-//! delay percentiles.
+//! The replay's summary (`summary.json`), its schema written down as types: the header
+//! ([`SummaryHead`]: the run's totals, updates, a capture's interfaces, the timeline), then
+//! per leaf, per scheduling node (aggregating its subtree) and per shaping class, packets,
+//! bytes, drops by reason, mean rate and queueing delay percentiles.
 //!
 //! Invariants: deterministic output (objects in policy order, integers only); a node's figures
 //! are its subtree's. Cost: one histogram merge per node, once, at the end of the replay.
 
 use super::Options;
 use crate::delays::{Delays, Series, Summary};
-use serde_json::Value;
 use std::path::PathBuf;
 use weft_core::policy::Program;
 use weft_core::sched::{Counters, DropReason, Update};
 
-/// A replay's summary, as `summary.json` has it: a small header (every key but the three
-/// below, in order) and typed figures per leaf, node and shaping class, in policy order. A
-/// JSON object per row took about 3 KB: 300 MB for 100,000 SENIC classes.
+/// A replay's summary, as `summary.json` has it: its header ([`SummaryHead`], every key but
+/// the three below, in order) and typed figures per leaf, node and shaping class, in policy
+/// order. A JSON object per row took about 3 KB: 300 MB for 100,000 SENIC classes.
+#[derive(serde::Serialize)]
 pub struct ReplaySummary {
-    /// The header, an object: policy, trace, totals, updates, capture interfaces, timeline.
-    pub head: Value,
+    /// The header: policy, trace, totals, updates, capture interfaces, timeline.
+    #[serde(flatten)]
+    pub head: SummaryHead,
+    /// Per leaf, by name.
+    #[serde(serialize_with = "rows")]
     pub leaves: Vec<(String, NodeFigures)>,
     /// Nodes that are not leaves.
+    #[serde(serialize_with = "rows")]
     pub nodes: Vec<(String, NodeFigures)>,
+    /// Per shaping class, by name.
+    #[serde(serialize_with = "rows")]
     pub shapers: Vec<(String, ShaperFigures)>,
     /// The directories the replay created for `--out`, deepest first (none when it was there): a
     /// failure after the run ([`discard`](super::discard)) removes them too. Not in `summary.json`.
+    #[serde(skip)]
     pub created: Vec<PathBuf>,
+}
+
+/// `summary.json`'s header: what was replayed and how, the run's totals, the `--update`s, a
+/// capture's order and interfaces, and the timeline's shape; then come the figures per leaf,
+/// node and shaping class ([`ReplaySummary`]).
+#[derive(serde::Serialize)]
+pub struct SummaryHead {
+    /// The policy's name.
+    pub policy: String,
+    /// The trace: its path, or `<stdin>`.
+    pub trace: String,
+    /// `csv` or `capture`.
+    pub trace_format: &'static str,
+    /// The engine: `fast`, `reference` or `heads`.
+    pub engine: &'static str,
+    /// `--limited-fast-path`.
+    pub limited_fast_path: bool,
+    /// Frames the link takes at once (`--burst`).
+    pub burst: usize,
+    /// The link's rate, bits per second.
+    pub link_bps: u64,
+    /// Packets read from the trace: sent + dropped + held_at_end.
+    pub packets: u64,
+    pub sent: u64,
+    pub dropped: u64,
+    /// The same drops by reason (every reason, zeros included).
+    pub drops: Drops,
+    /// Packets the engine still held when the clock ran out (2^64 ps): a class too slow
+    /// for its backlog. Packets = sent + dropped + held_at_end.
+    pub held_at_end: usize,
+    /// The first arrival on the trace's clock, ps.
+    pub first_arrival_ps: u64,
+    /// The end of the last frame on the wire, on the trace's clock, ps.
+    pub end_ps: u64,
+    /// From the first arrival to the end of the last frame, ps: what the mean rates are over.
+    pub span_ps: u64,
+    /// `end_ps` again (the span from the trace clock's 0).
+    pub duration_ps: u64,
+    /// The largest occupancy seen: rows read − sent − dropped, sampled at every departure
+    /// (it may count the one row read ahead).
+    pub max_backlog_packets: u64,
+    /// `--update`s: when, what, and whether the engine took it.
+    pub updates: Vec<UpdateApplied>,
+    /// Captures only: records earlier than one before them in the file; those of them
+    /// further away than the reorder window, replayed at a later time than their
+    /// timestamp; the record inside which the file ended (1-based), if it did.
+    pub capture_out_of_order: Option<u64>,
+    pub capture_reordered: Option<u64>,
+    pub capture_truncated_at: Option<u64>,
+    /// Captures only: its interfaces (at most 64: those with a tenant, then the busiest),
+    /// each with its packet records and its tenant (`--tenant`); then what the interfaces
+    /// not listed add up to.
+    pub capture_interfaces: Option<Vec<CaptureInterface>>,
+    pub capture_interfaces_unlisted: Option<UnlistedInterfaces>,
+    /// How the `queueing_delay_ps` figures below were measured.
+    pub queueing_delay_precision: &'static str,
+    /// timeseries.csv, throughput.svg and delay.svg: what a series is, the windows' width.
+    pub timeline: TimelineShape,
+}
+
+/// An `--update` of the replay, as the summary lists it.
+#[derive(serde::Serialize)]
+pub struct UpdateApplied {
+    /// When it was due, on the trace's clock, ps.
+    pub at_ps: u64,
+    /// As given (`WHEN:NAME.FIELD=VALUE`).
+    pub update: String,
+    /// Whether the engine took it.
+    pub applied: bool,
+}
+
+/// A capture's interface, as the summary lists it.
+#[derive(serde::Serialize)]
+pub struct CaptureInterface {
+    /// pcapng section, from 0.
+    pub section: u32,
+    /// Its number in its section.
+    pub index: u32,
+    /// `if_name`, if the capture gives one.
+    pub name: Option<String>,
+    pub link_type: i32,
+    /// Packet records captured on it, and of them those skipped (a link type weft does not
+    /// read).
+    pub records: u64,
+    pub skipped: u64,
+    /// Its tenant's id and name (`--tenant`), if it has one.
+    pub tenant: Option<u32>,
+    pub tenant_name: Option<String>,
+}
+
+/// What a capture's interfaces not listed add up to.
+#[derive(serde::Serialize)]
+pub struct UnlistedInterfaces {
+    pub interfaces: u64,
+    pub records: u64,
+    pub skipped: u64,
+}
+
+/// The timeline's shape: what a series is (`leaves`, `root children` or `link`), the
+/// windows' width (ps) and how many there are.
+#[derive(serde::Serialize)]
+pub struct TimelineShape {
+    pub series: &'static str,
+    pub window_ps: u64,
+    pub windows: usize,
 }
 
 /// A leaf's or node's figures over its subtree.
@@ -85,33 +198,17 @@ impl serde::Serialize for Drops {
     }
 }
 
-/// Named rows written as one JSON object.
-pub(super) struct Rows<'a, T>(&'a [(String, T)]);
-
-impl<T: serde::Serialize> serde::Serialize for Rows<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (name, row) in self.0 {
-            m.serialize_entry(name, row)?;
-        }
-        m.end()
+/// Named rows written as one JSON object, in their order.
+fn rows<T: serde::Serialize, S: serde::Serializer>(
+    rows: &[(String, T)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(rows.len()))?;
+    for (name, row) in rows {
+        m.serialize_entry(name, row)?;
     }
-}
-
-impl serde::Serialize for ReplaySummary {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let head = self.head.as_object().expect("the header is an object");
-        let mut m = s.serialize_map(Some(head.len() + 3))?;
-        for (k, v) in head {
-            m.serialize_entry(k, v)?;
-        }
-        m.serialize_entry("leaves", &Rows(&self.leaves))?;
-        m.serialize_entry("nodes", &Rows(&self.nodes))?;
-        m.serialize_entry("shapers", &Rows(&self.shapers))?;
-        m.end()
-    }
+    m.end()
 }
 
 /// A row's span: the earliest arrival and the latest end of transmission of its packets sent.
