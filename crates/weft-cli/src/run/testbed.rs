@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
 use weft_core::policy::{self, LoadOptions};
 use weft_core::units;
 use weft_nic::testbed;
@@ -230,7 +229,7 @@ fn run_bench(
     backends: &[String],
     sizes: &[usize],
     seconds: f64,
-) -> Result<Value, Fail> {
+) -> Result<testbed::BenchReport, Fail> {
     let dir = testbed::bench_dir(prefix);
     std::fs::create_dir_all(&dir).map_err(|e| (1, e.to_string()))?;
     let fifo = dir.join("fifo.yaml");
@@ -245,25 +244,27 @@ fn run_bench(
     r.map_err(|e| (1, e.to_string()))
 }
 
-/// A row's number, NaN if it has none.
-fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(f64::NAN)
+/// A row's number as the benchmark's JSON reads it: NaN for one that is not finite (which
+/// the JSON writes null).
+fn num(x: f64) -> f64 {
+    testbed::finite(x).unwrap_or(f64::NAN)
 }
 
 /// The ratios of forwarded packets per second, per frame size and weft backend, from this
 /// run's rows (the backend named as in the configurations' labels): weft's Fig. 1 policy
 /// over HTB with 1 and 1,000 classes, and over weft's FIFO policy. A size or backend
 /// missing a configuration has none.
-fn bench_ratios(rows: &[Value], sizes: &[usize], backends: &[String]) -> Vec<Value> {
+fn bench_ratios(
+    rows: &[testbed::BenchRow],
+    sizes: &[usize],
+    backends: &[String],
+) -> Vec<testbed::BenchRatio> {
     let mut ratios = Vec::new();
     for &size in sizes {
         let fwd = |config: &str| {
             rows.iter()
-                .find(|r| {
-                    r["frame_bytes"].as_u64() == Some(size as u64)
-                        && r["config"].as_str() == Some(config)
-                })
-                .map(|r| num(&r["forwarded_pps"]))
+                .find(|r| r.frame_bytes == size && r.config == config)
+                .map(|r| num(r.forwarded_pps))
         };
         for b in backends {
             let tag = backend_tag(b);
@@ -273,12 +274,13 @@ fn bench_ratios(rows: &[Value], sizes: &[usize], backends: &[String]) -> Vec<Val
                 fwd("htb 1 class"),
                 fwd("htb 1000 classes"),
             ) {
-                ratios.push(serde_json::json!({
-                    "frame_bytes": size, "backend": b,
-                    "fig1_over_htb_1_class": fig1 / h1,
-                    "fig1_over_htb_1000_classes": fig1 / h1000,
-                    "fig1_over_fifo": fig1 / fifo,
-                }));
+                ratios.push(testbed::BenchRatio {
+                    frame_bytes: size,
+                    backend: b.clone(),
+                    fig1_over_htb_1_class: fig1 / h1,
+                    fig1_over_htb_1000_classes: fig1 / h1000,
+                    fig1_over_fifo: fig1 / fifo,
+                });
             }
         }
     }
@@ -287,11 +289,15 @@ fn bench_ratios(rows: &[Value], sizes: &[usize], backends: &[String]) -> Vec<Val
 
 /// The benchmark's result on stdout: with `json`, its report with the ratios
 /// ([`bench_ratios`]) added; else a table of its rows, then the ratios in words.
-fn print_bench(mut r: Value, sizes: &[usize], backends: &[String], json: bool) -> Result<(), Fail> {
-    let rows: Vec<Value> = r["rows"].as_array().cloned().unwrap_or_default();
-    let ratios = bench_ratios(&rows, sizes, backends);
+fn print_bench(
+    mut r: testbed::BenchReport,
+    sizes: &[usize],
+    backends: &[String],
+    json: bool,
+) -> Result<(), Fail> {
+    let ratios = bench_ratios(&r.rows, sizes, backends);
     if json {
-        r["ratios"] = Value::Array(ratios);
+        r.ratios = Some(ratios);
         crate::out::outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default())?;
         return Ok(());
     }
@@ -302,26 +308,26 @@ fn print_bench(mut r: Value, sizes: &[usize], backends: &[String], json: bool) -
         "offered pps",
         "forwarded pps"
     )?;
-    for row in &rows {
+    for row in &r.rows {
         crate::out::outln!(
             "{:<22} {:>6} {:>14.0} {:>14.0}",
-            row["config"].as_str().unwrap_or(""),
-            row["frame_bytes"].as_u64().unwrap_or(0),
-            num(&row["offered_pps"]),
-            num(&row["forwarded_pps"])
+            row.config,
+            row.frame_bytes,
+            num(row.offered_pps),
+            num(row.forwarded_pps)
         )?;
     }
     for q in &ratios {
-        let said = match q["backend"].as_str() {
-            Some("af-packet") | None => String::new(),
-            Some(b) => format!(" ({b})"),
+        let said = match q.backend.as_str() {
+            "af-packet" => String::new(),
+            b => format!(" ({b})"),
         };
         crate::out::outln!(
             "{} B, forwarded{said}: weft Fig. 1 / HTB 1 class {:.2}, / HTB 1,000 classes {:.2}; weft Fig. 1 / weft FIFO {:.2}",
-            q["frame_bytes"],
-            num(&q["fig1_over_htb_1_class"]),
-            num(&q["fig1_over_htb_1000_classes"]),
-            num(&q["fig1_over_fifo"])
+            q.frame_bytes,
+            num(q.fig1_over_htb_1_class),
+            num(q.fig1_over_htb_1000_classes),
+            num(q.fig1_over_fifo)
         )?;
     }
     Ok(())
@@ -340,7 +346,7 @@ fn backend_tag(backend: &str) -> String {
 /// The testbed report's per-tenant throughput over time as `throughput.svg` (one line per
 /// scheduler and tenant), linked from `report.md`. Nothing is written when the report has no
 /// per-second series.
-fn write_throughput_chart(out: &std::path::Path, report: &Value) {
+fn write_throughput_chart(out: &std::path::Path, report: &testbed::Report) {
     let Some(svg) = throughput_chart(report) else {
         return;
     };
@@ -354,21 +360,22 @@ fn write_throughput_chart(out: &std::path::Path, report: &Value) {
 }
 
 /// The chart's SVG text, if the report has per-second throughput.
-fn throughput_chart(report: &Value) -> Option<String> {
+fn throughput_chart(report: &testbed::Report) -> Option<String> {
     let mut series = Vec::new();
-    for m in report["results"].as_array().into_iter().flatten() {
-        let scheduler = m["scheduler"].as_str().unwrap_or("?");
-        for t in m["tenants"].as_array().into_iter().flatten() {
-            let points: Vec<(f64, f64)> = t["mbps_per_second"]
-                .as_array()
-                .into_iter()
-                .flatten()
+    for m in &report.results {
+        let testbed::ModeResult::Throughput(m) = m else {
+            continue;
+        };
+        for t in &m.tenants {
+            let points: Vec<(f64, f64)> = t
+                .mbps_per_second
+                .iter()
                 .enumerate()
-                .filter_map(|(i, v)| Some(((i + 1) as f64, v.as_f64()?)))
+                .filter_map(|(i, &v)| Some(((i + 1) as f64, testbed::finite(v)?)))
                 .collect();
             if !points.is_empty() {
                 series.push(weft_sim::report::Series {
-                    name: format!("{scheduler} t{}", t["tenant"]),
+                    name: format!("{} t{}", m.scheduler, t.tenant),
                     points,
                 });
             }
@@ -377,10 +384,7 @@ fn throughput_chart(report: &Value) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    let title = format!(
-        "{}: per-tenant throughput",
-        report["experiment"].as_str().unwrap_or("testbed")
-    );
+    let title = format!("{}: per-tenant throughput", report.experiment);
     Some(weft_sim::report::line_chart(
         &title, "second", "Mbit/s", &series, None,
     ))
@@ -389,23 +393,65 @@ fn throughput_chart(report: &Value) -> Option<String> {
 #[cfg(test)]
 mod chart_tests {
     use super::*;
-    use serde_json::json;
+    use testbed::{ModeResult, Report, ThroughputResult};
+
+    /// A throughput result of `scheduler` whose tenants' per-second rates are `series`.
+    fn result(scheduler: &str, series: &[&[f64]]) -> ModeResult {
+        let tenants = series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| testbed::TenantResult {
+                tenant: i + 1,
+                weight: 1,
+                flows: 1,
+                mbps: 0.0,
+                mbps_per_second: s.to_vec(),
+                retransmits: 0,
+                ideal_mbps: 0.0,
+                rel_error: 0.0,
+            })
+            .collect();
+        ModeResult::Throughput(Box::new(ThroughputResult {
+            scheduler: scheduler.into(),
+            app_cpus: "all".into(),
+            leaf_mbps: None,
+            limit: None,
+            reload: None,
+            after_reload: None,
+            jain: None,
+            total_mbps: 0.0,
+            max_rel_error: 0.0,
+            weft_cpu_pct: None,
+            system_cpu_pct: None,
+            foreign_cpu: None,
+            tenants,
+            weft_rss_kb: testbed::Rss::default(),
+            metrics_flood: None,
+            link_flap: None,
+            weft_stats: None,
+            weft_log: None,
+        }))
+    }
 
     #[test]
     fn throughput_chart_has_a_line_per_scheduler_and_tenant() {
-        let r = json!({"experiment": "fair-1v8", "results": [
-            {"scheduler": "weft", "tenants": [
-                {"tenant": 1, "mbps_per_second": [240.0, 250.5, 249.0]},
-                {"tenant": 2, "mbps_per_second": [250.0, 249.5, 251.0]}]},
-            {"scheduler": "htb", "tenants": [
-                {"tenant": 1, "mbps_per_second": [245.0, 248.0]},
-                {"tenant": 2, "mbps_per_second": []}]}]});
+        let report = |results| Report {
+            experiment: "fair-1v8".into(),
+            rate_bps: 500_000_000,
+            seconds: 3,
+            tenants: Vec::new(),
+            results,
+        };
+        let r = report(vec![
+            result("weft", &[&[240.0, 250.5, 249.0], &[250.0, 249.5, 251.0]]),
+            result("htb", &[&[245.0, 248.0], &[]]),
+        ]);
         let svg = throughput_chart(&r).expect("a chart");
         assert!(svg.starts_with("<svg"), "{svg}");
         assert_eq!(svg.matches("<path").count(), 3, "{svg}");
         for name in ["weft t1", "weft t2", "htb t1"] {
             assert!(svg.contains(name), "{name} missing: {svg}");
         }
-        assert!(throughput_chart(&json!({"results": []})).is_none());
+        assert!(throughput_chart(&report(Vec::new())).is_none());
     }
 }

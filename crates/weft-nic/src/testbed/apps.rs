@@ -7,32 +7,33 @@
 
 use super::*;
 
-/// Percentiles (µs) from sockperf's summary.
-pub(super) fn sockperf_percentiles(text: &str) -> Value {
-    let mut m = serde_json::Map::new();
+/// Percentiles (µs) from sockperf's summary: its 99.9th, 99th, 90th and 50th, those it gave.
+pub(super) fn sockperf_percentiles(text: &str) -> Percentiles {
+    let mut p = Percentiles::default();
     for l in text.lines() {
         if let Some(rest) = l.split("percentile ").nth(1) {
             let mut it = rest.split('=');
-            let (Some(p), Some(v)) = (it.next(), it.next()) else {
+            let (Some(q), Some(v)) = (it.next(), it.next()) else {
                 continue;
             };
-            let key = match p.trim() {
-                "50.000" => "p50_us",
-                "90.000" => "p90_us",
-                "99.000" => "p99_us",
-                "99.900" => "p999_us",
+            let slot = match q.trim() {
+                "50.000" => &mut p.p50_us,
+                "90.000" => &mut p.p90_us,
+                "99.000" => &mut p.p99_us,
+                "99.900" => &mut p.p999_us,
                 _ => continue,
             };
             if let Ok(x) = v.trim().parse::<f64>() {
-                m.insert(key.into(), json!(x));
+                *slot = Some(x);
             }
         }
     }
-    Value::Object(m)
+    p
 }
 
-/// memaslap's "Total Statistics" global line: operations/s and latency (µs).
-pub(super) fn memaslap_totals(text: &str) -> Value {
+/// memaslap's "Total Statistics" global line: operations/s and latency (µs); `None` if its
+/// output has none.
+pub(super) fn memaslap_totals(text: &str) -> Option<MemaslapTotals> {
     let mut in_total = false;
     for l in text.lines() {
         if l.starts_with("Total Statistics") {
@@ -46,11 +47,17 @@ pub(super) fn memaslap_totals(text: &str) -> Value {
                 .collect();
             // Time, Ops, TPS, Net, Get_miss, Min, Max, Avg, Std_dev, Geo_dist
             if f.len() >= 9 {
-                return json!({"ops_per_s": f[2], "min_us": f[5], "max_us": f[6], "avg_us": f[7], "std_us": f[8]});
+                return Some(MemaslapTotals {
+                    ops_per_s: f[2],
+                    min_us: f[5],
+                    max_us: f[6],
+                    avg_us: f[7],
+                    std_us: f[8],
+                });
             }
         }
     }
-    Value::Null
+    None
 }
 
 /// `ip netns exec NS` with the applications' CPUs ([`pinned`]), `nice -n N`
@@ -70,7 +77,12 @@ pub(super) fn app_output(exp: &Experiment, ns: &str, args: &[&str]) -> R<String>
     output(app_command(exp, ns).args(args), args)
 }
 
-pub(super) fn memaslap(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
+pub(super) fn memaslap(
+    tb: &Testbed,
+    exp: &Experiment,
+    dst: &str,
+    seconds: u32,
+) -> R<Option<MemaslapTotals>> {
     let (server, t) = (format!("{dst}:11211"), format!("{seconds}s"));
     let args = [
         "memcaslap",
@@ -89,7 +101,7 @@ pub(super) fn memaslap(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) 
     Ok(memaslap_totals(&o))
 }
 
-pub(super) fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Value> {
+pub(super) fn sockperf(tb: &Testbed, exp: &Experiment, dst: &str, seconds: u32) -> R<Percentiles> {
     Ok(sockperf_percentiles(&sockperf_output(
         tb, exp, dst, seconds,
     )?))

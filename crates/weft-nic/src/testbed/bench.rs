@@ -100,7 +100,7 @@ pub fn bench(
     configs: &[BenchConfig],
     sizes: &[usize],
     seconds: f64,
-) -> R<Value> {
+) -> R<BenchReport> {
     install_tools();
     if let Some(why) = missing_prerequisite() {
         return Err(TestbedError(format!("cannot run the benchmark: {why}")));
@@ -203,21 +203,25 @@ pub fn bench(
                 None => None,
             };
             drop(tb);
-            let row = json!({
-                "config": label,
-                "frame_bytes": size,
-                "offered_pps": (sent as f64 / dt).round(),
-                "forwarded_pps": (fwd as f64 / dt).round(),
-                "weft_drops": stats.as_ref().map(|s| s.iface.dropped),
-                "weft_ring_full": stats.as_ref().map(|s| s.dataplane.ring_full),
-                "weft_no_buffer": stats.as_ref().map(|s| s.dataplane.no_buffer),
-                "weft_ports": stats.as_ref().map(|s| &s.ports),
-            });
-            eprintln!("{row}");
+            let row = BenchRow {
+                config: label,
+                frame_bytes: size,
+                offered_pps: (sent as f64 / dt).round(),
+                forwarded_pps: (fwd as f64 / dt).round(),
+                weft_drops: stats.as_ref().map(|s| s.iface.dropped),
+                weft_ring_full: stats.as_ref().map(|s| s.dataplane.ring_full),
+                weft_no_buffer: stats.as_ref().map(|s| s.dataplane.no_buffer),
+                weft_ports: stats.map(|s| s.ports),
+            };
+            eprintln!("{}", serde_json::to_string(&row).unwrap_or_default());
             rows.push(row);
         }
     }
-    Ok(json!({"seconds": seconds, "rows": rows}))
+    Ok(BenchReport {
+        seconds,
+        rows,
+        ratios: None,
+    })
 }
 
 impl Testbed {

@@ -22,7 +22,7 @@ pub(super) fn run_limit_prio(
     weft: &Path,
     out: &Path,
     sock: &Path,
-) -> R<Value> {
+) -> R<ModeResult> {
     ensure_tool("sockperf", &["sockperf"]);
     let (tb, daemon, _log) = setup(exp, prefix, mode, weft, out, sock)?;
     let t1 = &exp.tenants[0];
@@ -68,26 +68,7 @@ pub(super) fn run_limit_prio(
     })?;
     let on = sockperf_percentiles(&on_text);
     let foreign_on = cpu.stop();
-    let mut stdout = Vec::new();
-    if let Some(mut so) = client.0.stdout.take() {
-        let _ = std::io::Read::read_to_end(&mut so, &mut stdout);
-    }
-    let _ = client.0.wait();
-    let v: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
-    if v.is_null() || !v["error"].is_null() {
-        return Err(TestbedError(format!(
-            "{}: iperf3 of tenant 1 failed: {}",
-            mode.name(),
-            v["error"]
-        )));
-    }
-    // iperf3's own goodput, over its whole measured run (which began with sockperf's warm-up
-    // and outlasts its test).
-    let goodput = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
-    let retransmits = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let (goodput, retransmits) = iperf3_goodput(&mut client, mode)?;
     let stats = match daemon {
         Some(mut d) => {
             // Traffic is over: let the NIC drain, so its counters balance exactly.
@@ -114,45 +95,92 @@ pub(super) fn run_limit_prio(
     let lim = limit_bps as f64 / 1e6;
     let (bulk_wire, share) = (wire - latency_wire, lim - latency_wire);
     // weft's own counters over the same window: each leaf's frame bytes.
-    let leaf_mbps: serde_json::Map<String, Value> = s1
-        .iter()
-        .flat_map(|s| &s.nodes)
-        .filter(|n| n.leaf)
-        .map(|n| {
-            let before = s0
-                .iter()
-                .flat_map(|s| &s.nodes)
-                .find(|m| m.name == n.name)
-                .map_or(0, |m| m.bytes);
-            let b = n.bytes.saturating_sub(before);
-            (n.name.clone(), json!(r2(b as f64 * 8.0 / dt / 1e6)))
-        })
-        .collect();
-    let p99 = |p: &Value| p["p99_us"].as_f64();
+    let leaf_mbps = leaf_rates_between(s0.as_ref(), s1.as_ref(), dt);
+    let p99 = |p: &Percentiles| p.p99_us.and_then(finite);
     let ratio = match (p99(&on), p99(&off)) {
-        (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
-        _ => Value::Null,
+        (Some(l), Some(i)) if i > 0.0 => Some((l / i * 1000.0).round() / 1000.0),
+        _ => None,
     };
-    Ok(json!({
-        "scheduler": mode.name(),
-        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
-        "app": "sockperf ping-pong",
-        "latency_bulk_off": off,
-        "latency_bulk_on": on,
-        "p99_on_over_off": ratio,
-        "window_s": r2(dt),
-        "latency_app_wire_mbps": r2(latency_wire),
-        "bulk": {"app": "iperf3", "flows": t1.flows, "mbps": r2(goodput),
-                 "retransmits": retransmits, "wire_mbps": r2(bulk_wire),
-                 "share_mbps": r2(share),
-                 "share_rel_error": (((bulk_wire - share) / share.max(1e-9)).abs() * 1e4).round() / 1e4},
-        "limit": {"dst": dst, "limit_mbps": lim, "burst_bytes": LIMIT_PRIO_BURST,
-                  "wire_mbps": r2(wire),
-                  "rel_error": (((wire - lim) / lim.max(1e-9)).abs() * 1e4).round() / 1e4},
-        "leaf_mbps": if mode == Mode::Weft { Value::Object(leaf_mbps) } else { Value::Null },
-        "foreign_cpu": {"bulk_off": foreign_off, "bulk_on": foreign_on},
-        "weft_stats": stats,
-    }))
+    Ok(ModeResult::LimitPriority(Box::new(LimitPriorityResult {
+        scheduler: mode.name().to_string(),
+        app_cpus: exp.app_cpus.as_deref().unwrap_or("all").to_string(),
+        app: "sockperf ping-pong".to_string(),
+        latency_bulk_off: off,
+        latency_bulk_on: on,
+        p99_on_over_off: ratio,
+        window_s: r2(dt),
+        latency_app_wire_mbps: r2(latency_wire),
+        bulk: BulkRate {
+            app: "iperf3".to_string(),
+            flows: t1.flows,
+            mbps: r2(goodput),
+            retransmits,
+            wire_mbps: r2(bulk_wire),
+            share_mbps: r2(share),
+            share_rel_error: (((bulk_wire - share) / share.max(1e-9)).abs() * 1e4).round() / 1e4,
+        },
+        limit: WireLimit {
+            dst,
+            limit_mbps: lim,
+            burst_bytes: LIMIT_PRIO_BURST,
+            wire_mbps: r2(wire),
+            rel_error: (((wire - lim) / lim.max(1e-9)).abs() * 1e4).round() / 1e4,
+        },
+        leaf_mbps: (mode == Mode::Weft).then_some(leaf_mbps),
+        foreign_cpu: BulkCpu {
+            bulk_off: foreign_off,
+            bulk_on: foreign_on,
+        },
+        weft_stats: stats,
+    })))
+}
+
+/// Tenant 1's iperf3 client's report, once it has ended: its goodput (Mbit/s) over its whole
+/// measured run (which began with sockperf's warm-up and outlasts its test), and its
+/// retransmissions; a client that failed is the mode's error.
+fn iperf3_goodput(client: &mut Child, mode: Mode) -> R<(f64, u64)> {
+    let mut stdout = Vec::new();
+    if let Some(mut so) = client.0.stdout.take() {
+        let _ = std::io::Read::read_to_end(&mut so, &mut stdout);
+    }
+    let _ = client.0.wait();
+    let v: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
+    if v.is_null() || !v["error"].is_null() {
+        return Err(TestbedError(format!(
+            "{}: iperf3 of tenant 1 failed: {}",
+            mode.name(),
+            v["error"]
+        )));
+    }
+    let goodput = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    let retransmits = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    Ok((goodput, retransmits))
+}
+
+/// Each leaf's rate between weft's counters `s0` and `s1`, `dt` seconds apart, Mbit/s to a
+/// hundredth, by name (from its frame bytes; a leaf new since `s0` counts from 0).
+fn leaf_rates_between(s0: Option<&Stats>, s1: Option<&Stats>, dt: f64) -> Rates {
+    Rates(
+        s1.iter()
+            .flat_map(|s| &s.nodes)
+            .filter(|n| n.leaf)
+            .map(|n| {
+                let before = s0
+                    .iter()
+                    .flat_map(|s| &s.nodes)
+                    .find(|m| m.name == n.name)
+                    .map_or(0, |m| m.bytes);
+                let b = n.bytes.saturating_sub(before);
+                (
+                    n.name.clone(),
+                    (b as f64 * 8.0 / dt / 1e6 * 100.0).round() / 100.0,
+                )
+            })
+            .collect(),
+    )
 }
 
 /// The latency experiment: tenant 1's sockperf ping-pong (UDP; `--mps` from
@@ -165,7 +193,7 @@ pub(super) fn run_latency(
     weft: &Path,
     out: &Path,
     sock: &Path,
-) -> R<Value> {
+) -> R<ModeResult> {
     if exp.memcached {
         ensure_tool("memcaslap", &["memcached", "libmemcached-tools"]);
     } else {
@@ -200,9 +228,9 @@ pub(super) fn run_latency(
     std::thread::sleep(Duration::from_millis(300));
     let probe = |s: u32| {
         if exp.memcached {
-            memaslap(&tb, exp, &dst, s)
+            memaslap(&tb, exp, &dst, s).map(Probe::Memaslap)
         } else {
-            sockperf(&tb, exp, &dst, s)
+            sockperf(&tb, exp, &dst, s).map(Probe::Sockperf)
         }
     };
     let namespaces = tb.namespaces();
@@ -254,20 +282,28 @@ pub(super) fn run_latency(
     drop(servers);
     drop(tb);
     let key = if exp.memcached { "avg_us" } else { "p99_us" };
-    let ratio = match (loaded[key].as_f64(), idle[key].as_f64()) {
-        (Some(l), Some(i)) if i > 0.0 => json!((l / i * 1000.0).round() / 1000.0),
-        _ => Value::Null,
+    let ratio = match (loaded.get(key), idle.get(key)) {
+        (Some(l), Some(i)) if i > 0.0 => Some((l / i * 1000.0).round() / 1000.0),
+        _ => None,
     };
-    Ok(json!({
-        "scheduler": mode.name(),
-        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
-        "latency_idle": idle,
-        "latency_loaded": loaded,
-        "app": if exp.memcached { "memcached (memaslap)" } else { "sockperf ping-pong" },
-        "loaded_over_idle": key,
-        "p99_loaded_over_idle": ratio,
-        "foreign_cpu": {"idle": foreign_idle, "loaded": foreign_loaded},
-        "weft_timing_idle": timing_idle,
-        "weft_stats": stats,
-    }))
+    let app = if exp.memcached {
+        "memcached (memaslap)"
+    } else {
+        "sockperf ping-pong"
+    };
+    Ok(ModeResult::Latency(Box::new(LatencyResult {
+        scheduler: mode.name().to_string(),
+        app_cpus: exp.app_cpus.as_deref().unwrap_or("all").to_string(),
+        latency_idle: idle,
+        latency_loaded: loaded,
+        app: app.to_string(),
+        loaded_over_idle: key.to_string(),
+        p99_loaded_over_idle: ratio,
+        foreign_cpu: LatencyCpu {
+            idle: foreign_idle,
+            loaded: foreign_loaded,
+        },
+        weft_timing_idle: timing_idle,
+        weft_stats: stats,
+    })))
 }

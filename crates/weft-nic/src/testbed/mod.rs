@@ -18,8 +18,9 @@
 //! The files: `topo.rs` (the namespaces and links, the children), `teardown.rs` (removing
 //! them, also on a signal), `experiment.rs` (what an experiment is), `run.rs` (running one
 //! and writing its report), `apps.rs` (sockperf, memaslap, the CPU others take), `stress.rs`
-//! (the robustness experiments' tools), `latency.rs` (the latency experiments), `report.rs`
-//! (the report as Markdown), `bench.rs` (the forwarding benchmark).
+//! (the robustness experiments' tools), `latency.rs` (the latency experiments), `results.rs`
+//! (what `report.json` and the benchmark's JSON hold, as types), `report.rs` (the report as
+//! Markdown), `bench.rs` (the forwarding benchmark).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -38,6 +39,7 @@ mod bench;
 mod experiment;
 mod latency;
 mod report;
+mod results;
 mod run;
 mod stress;
 mod teardown;
@@ -50,6 +52,7 @@ pub use self::bench::*;
 pub use self::experiment::*;
 use self::latency::*;
 pub use self::report::*;
+pub use self::results::*;
 pub use self::run::*;
 pub use self::stress::*;
 pub use self::teardown::*;

@@ -8,7 +8,7 @@
 use super::*;
 
 /// Runs `exp` once per mode on a fresh testbed; writes `out/report.json` and `report.md`.
-pub fn run(exp: &Experiment, prefix: &str, modes: &[Mode], weft: &Path, out: &Path) -> R<Value> {
+pub fn run(exp: &Experiment, prefix: &str, modes: &[Mode], weft: &Path, out: &Path) -> R<Report> {
     install_tools();
     if let Some(why) = missing_prerequisite() {
         return Err(TestbedError(format!("cannot run the testbed: {why}")));
@@ -18,13 +18,20 @@ pub fn run(exp: &Experiment, prefix: &str, modes: &[Mode], weft: &Path, out: &Pa
     for &m in modes {
         results.push(run_mode(exp, prefix, m, weft, out)?);
     }
-    let report = json!({
-        "experiment": exp.name,
-        "rate_bps": exp.rate_bps,
-        "seconds": exp.seconds,
-        "tenants": exp.tenants.iter().map(|t| json!({"weight": t.weight, "flows": t.flows})).collect::<Vec<_>>(),
-        "results": results,
-    });
+    let report = Report {
+        experiment: exp.name.clone(),
+        rate_bps: exp.rate_bps,
+        seconds: exp.seconds,
+        tenants: exp
+            .tenants
+            .iter()
+            .map(|t| TenantSetup {
+                weight: t.weight,
+                flows: t.flows,
+            })
+            .collect(),
+        results,
+    };
     let _ = std::fs::write(
         out.join("report.json"),
         serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
@@ -65,7 +72,7 @@ impl WeftLog {
 
     /// The lines so far, once the daemon has exited: each as the JSON object it is, or as
     /// a string (`ready`, a start-up line).
-    fn json(&self) -> Value {
+    fn json(&self) -> Vec<Value> {
         let t = self.0.lock().unwrap_or_else(|e| e.into_inner()).1.take();
         if let Some(t) = t {
             let _ = t.join();
@@ -193,7 +200,7 @@ pub(super) fn run_mode(
     mode: Mode,
     weft: &Path,
     out: &Path,
-) -> R<Value> {
+) -> R<ModeResult> {
     let exp = &exp.for_mode(mode);
     let sock = std::env::temp_dir().join(format!("weft-testbed-{prefix}.sock"));
     if exp.latency {
@@ -234,19 +241,26 @@ pub(super) fn run_mode(
     let cpu1 = (pid.and_then(cpu_ticks_pid), cpu_ticks_system());
     let (weft_cpu, sys_cpu) = cpu_pct(cpu0, cpu1, elapsed);
     let mut stats = None;
-    let mut weft_log = Value::Null;
+    let mut weft_log = None;
+    let mut metrics_flood = None;
     if let Some(mut d) = daemon {
         // Traffic is over: let the NIC drain, so its counters balance exactly.
         std::thread::sleep(Duration::from_millis(300));
         stats = ask_stats(&sock);
-        if let Some(hold) = window.metrics_hold.take() {
+        if let Some((hold, (scrapes, control))) = window.metrics_hold.take().zip(window.metrics) {
             // `stop` on the control socket, the metrics endpoint's idle connections still
             // held: answered, and the daemon gone.
-            window.metrics["stop"] = stop_over_ctl(&mut d, &sock);
-            window.metrics["hold"] = last_line(hold);
+            let stop = stop_over_ctl(&mut d, &sock);
+            let hold = last_line(hold);
+            metrics_flood = Some(MetricsFlood {
+                scrapes,
+                control,
+                stop,
+                hold,
+            });
         }
         d.stop(Duration::from_secs(3));
-        weft_log = log.json();
+        weft_log = Some(log.json());
     }
     // Before its namespace goes.
     drop(mac_flooder);
@@ -254,33 +268,36 @@ pub(super) fn run_mode(
     drop(tb);
     let (norm, total, max_rel_err) = weigh_shares(exp, &mut tenants);
     // Per-leaf rates from weft's own counters over the window (not across a reload).
-    let mut leaf_mbps = Value::Null;
+    let mut leaf_mbps = None;
     let snaps = &window.snaps;
     if exp.reload_weights.is_none() && snaps.2 > 0.0 {
-        leaf_mbps = leaf_rates(snaps.0.as_ref(), snaps.1.as_ref(), snaps.2);
+        leaf_mbps = Some(leaf_rates(snaps.0.as_ref(), snaps.1.as_ref(), snaps.2));
     }
-    let limit = limit_rate(exp, mode, &leaf_mbps, &tenants);
+    let limit = limit_rate(exp, mode, leaf_mbps.as_ref(), &tenants);
     let after_reload = after_reload(exp, &tenants);
-    Ok(json!({
-        "scheduler": mode.name(),
-        "app_cpus": exp.app_cpus.as_deref().unwrap_or("all"),
-        "leaf_mbps": leaf_mbps,
-        "limit": limit,
-        "reload": window.reload,
-        "after_reload": after_reload,
-        "jain": jain(&norm).map(|j| (j * 1e4).round() / 1e4),
-        "total_mbps": (total * 10.0).round() / 10.0,
-        "max_rel_error": (max_rel_err * 1e4).round() / 1e4,
-        "weft_cpu_pct": weft_cpu,
-        "system_cpu_pct": sys_cpu,
-        "foreign_cpu": foreign_cpu,
-        "tenants": tenants,
-        "weft_rss_kb": {"start": window.rss.0, "end": window.rss.1},
-        "metrics_flood": window.metrics,
-        "link_flap": window.flap,
-        "weft_stats": stats,
-        "weft_log": weft_log,
-    }))
+    Ok(ModeResult::Throughput(Box::new(ThroughputResult {
+        scheduler: mode.name().to_string(),
+        app_cpus: exp.app_cpus.as_deref().unwrap_or("all").to_string(),
+        leaf_mbps,
+        limit,
+        reload: window.reload,
+        after_reload,
+        jain: jain(&norm).map(|j| (j * 1e4).round() / 1e4),
+        total_mbps: (total * 10.0).round() / 10.0,
+        max_rel_error: (max_rel_err * 1e4).round() / 1e4,
+        weft_cpu_pct: weft_cpu,
+        system_cpu_pct: sys_cpu,
+        foreign_cpu,
+        tenants,
+        weft_rss_kb: Rss {
+            start: window.rss.0,
+            end: window.rss.1,
+        },
+        metrics_flood,
+        link_flap: window.flap,
+        weft_stats: stats,
+        weft_log,
+    })))
 }
 
 /// One iperf3 server a tenant in the receiver's namespace (tenant i on port 5200 + i), each
@@ -339,15 +356,15 @@ struct Window {
     snaps: (Option<Stats>, Option<Stats>, f64),
     /// A reload halfway: the invalid policy's answer, the generation after it, the valid
     /// policy's answer.
-    reload: Value,
+    reload: Option<ReloadAnswers>,
     /// The daemon's resident memory at the start and end of the window (kB).
     rss: (Option<u64>, Option<u64>),
     /// `metrics-flood`'s scrapes and control-socket answers.
-    metrics: Value,
+    metrics: Option<(Value, ControlAnswers)>,
     /// `metrics-flood`'s idle connections, still held.
     metrics_hold: Option<Child>,
     /// `link-flap`'s outage and the shares after it.
-    flap: Value,
+    flap: Option<LinkFlap>,
 }
 
 /// The measured window, with the daemon running (started at `t0`, the window `lead` +
@@ -370,19 +387,21 @@ fn watch_window(
         std::thread::sleep(d);
     };
     let mut after_flap = (None, 0.0);
+    let mut outage = None;
     let end = (lead + exp.warmup_s + exp.seconds) as f64;
     at((lead + exp.warmup_s) as f64 + 0.2);
     let ta = t0.elapsed().as_secs_f64();
     w.snaps.0 = ask_stats(sock);
     w.rss.0 = pid.and_then(rss_kb);
     if exp.metrics_flood {
-        let (m, hold) = metrics_flood(exp, tb, sock, || t0.elapsed().as_secs_f64() < end - 0.7)?;
-        w.metrics = m;
+        let (scrapes, control, hold) =
+            metrics_flood(exp, tb, sock, || t0.elapsed().as_secs_f64() < end - 0.7)?;
+        w.metrics = Some((scrapes, control));
         w.metrics_hold = Some(hold);
     }
     if exp.link_flap {
         at((lead + exp.warmup_s) as f64 + 1.0);
-        w.flap = link_flap(tb, sock)?;
+        outage = Some(link_flap(tb, sock)?);
         // The shares once TCP is back (its retransmission timer backs off while the
         // link is down): from three seconds after the outage to the window's end.
         at(((lead + exp.warmup_s) as f64 + 6.0).min(end - 1.2));
@@ -398,19 +417,28 @@ fn watch_window(
         let r1 = ask(Request::Reload { policy: abs(&bad) });
         let g1 = ask_stats(sock).map(|s| s.generation);
         let r2 = ask(Request::Reload { policy: abs(&good) });
-        w.reload = json!({"invalid": r1, "generation_after_invalid": g1, "valid": r2});
+        w.reload = Some(ReloadAnswers {
+            invalid: r1,
+            generation_after_invalid: g1,
+            valid: r2,
+        });
     }
     at(end - 0.2);
     w.snaps.1 = ask_stats(sock);
     w.rss.1 = pid.and_then(rss_kb);
     w.snaps.2 = t0.elapsed().as_secs_f64() - ta;
-    if exp.link_flap {
+    if let Some((down_ms, during)) = outage {
         let secs = t0.elapsed().as_secs_f64() - after_flap.1;
         let mbps = leaf_rates(after_flap.0.as_ref(), w.snaps.1.as_ref(), secs);
-        w.flap["after"] = json!({
-            "seconds": (secs * 100.0).round() / 100.0,
-            "leaf_mbps": mbps,
-            "max_rel_error": leaf_share_error(exp, &mbps),
+        let max_rel_error = leaf_share_error(exp, &mbps);
+        w.flap = Some(LinkFlap {
+            down_ms,
+            during,
+            after: AfterFlap {
+                seconds: (secs * 100.0).round() / 100.0,
+                leaf_mbps: mbps,
+                max_rel_error,
+            },
         });
     }
     Ok(w)
@@ -419,7 +447,7 @@ fn watch_window(
 /// Each tenant's iperf3 report, once its client has ended: its goodput, its series per
 /// second (after the warm-up) and its retransmissions; a client that failed is the mode's
 /// error.
-fn iperf3_results(exp: &Experiment, mode: Mode, clients: &mut [Child]) -> R<Vec<Value>> {
+fn iperf3_results(exp: &Experiment, mode: Mode, clients: &mut [Child]) -> R<Vec<TenantResult>> {
     let mut tenants = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
         let mut stdout = Vec::new();
@@ -453,10 +481,17 @@ fn iperf3_results(exp: &Experiment, mode: Mode, clients: &mut [Child]) -> R<Vec<
             .map(|b| (b / 1e6 * 10.0).round() / 10.0)
             .collect();
         let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
-        tenants.push(json!({
-            "tenant": i + 1, "weight": exp.tenants[i].weight, "flows": exp.tenants[i].flows,
-            "mbps": (bps / 1e5).round() / 10.0, "mbps_per_second": series, "retransmits": retr,
-        }));
+        tenants.push(TenantResult {
+            tenant: i + 1,
+            weight: exp.tenants[i].weight,
+            flows: exp.tenants[i].flows,
+            mbps: (bps / 1e5).round() / 10.0,
+            mbps_per_second: series,
+            retransmits: retr,
+            // Set once every tenant's rate is known (`weigh_shares`).
+            ideal_mbps: 0.0,
+            rel_error: 0.0,
+        });
     }
     Ok(tenants)
 }
@@ -467,17 +502,17 @@ fn cpu_pct(
     cpu0: (Option<u64>, Option<(u64, u64)>),
     cpu1: (Option<u64>, Option<(u64, u64)>),
     elapsed: f64,
-) -> (Value, Value) {
+) -> (Option<f64>, Option<f64>) {
     let hz = weft_sys::process::clock_ticks_per_second() as f64;
     let weft_cpu = match (cpu0.0, cpu1.0) {
-        (Some(a), Some(b)) => json!(((b - a) as f64 / hz / elapsed * 1000.0).round() / 10.0),
-        _ => Value::Null,
+        (Some(a), Some(b)) => Some(((b - a) as f64 / hz / elapsed * 1000.0).round() / 10.0),
+        _ => None,
     };
     let sys_cpu = match (cpu0.1, cpu1.1) {
         (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
-            json!(((b1 - b0) as f64 / (t1 - t0) as f64 * 1000.0).round() / 10.0)
+            Some(((b1 - b0) as f64 / (t1 - t0) as f64 * 1000.0).round() / 10.0)
         }
-        _ => Value::Null,
+        _ => None,
     };
     (weft_cpu, sys_cpu)
 }
@@ -485,91 +520,98 @@ fn cpu_pct(
 /// The tenants' rates against their weights: each tenant's ideal share of the total and
 /// its relative error are added to its result; returns the rates over the weights (for
 /// Jain's index), the total and the largest relative error.
-fn weigh_shares(exp: &Experiment, tenants: &mut [Value]) -> (Vec<f64>, f64, f64) {
-    let norm: Vec<f64> = tenants
-        .iter()
-        .map(|t| t["mbps"].as_f64().unwrap_or(0.0) / t["weight"].as_f64().unwrap_or(1.0))
-        .collect();
-    let total: f64 = tenants
-        .iter()
-        .map(|t| t["mbps"].as_f64().unwrap_or(0.0))
-        .sum();
+fn weigh_shares(exp: &Experiment, tenants: &mut [TenantResult]) -> (Vec<f64>, f64, f64) {
+    let mbps = |t: &TenantResult| finite(t.mbps).unwrap_or(0.0);
+    let norm: Vec<f64> = tenants.iter().map(|t| mbps(t) / t.weight as f64).collect();
+    let total: f64 = tenants.iter().map(mbps).sum();
     let wsum: u64 = exp.tenants.iter().map(|t| t.weight).sum();
     let mut max_rel_err = 0.0f64;
     for (t, spec) in tenants.iter_mut().zip(&exp.tenants) {
         let ideal = total * spec.weight as f64 / wsum as f64;
-        let err = (t["mbps"].as_f64().unwrap_or(0.0) - ideal).abs() / ideal.max(1e-9);
+        let err = (mbps(t) - ideal).abs() / ideal.max(1e-9);
         max_rel_err = max_rel_err.max(err);
-        t["ideal_mbps"] = json!((ideal * 10.0).round() / 10.0);
-        t["rel_error"] = json!((err * 1e4).round() / 1e4);
+        t.ideal_mbps = (ideal * 10.0).round() / 10.0;
+        t.rel_error = (err * 1e4).round() / 1e4;
     }
     (norm, total, max_rel_err)
 }
 
 /// The limited class's rate at L2 (frame bytes, as the limit counts them): weft's leaf
 /// counter; for HTB, goodput × 1514/1448 (full-size TCP segments with timestamps).
-fn limit_rate(exp: &Experiment, mode: Mode, leaf_mbps: &Value, tenants: &[Value]) -> Option<Value> {
+fn limit_rate(
+    exp: &Experiment,
+    mode: Mode,
+    leaf_mbps: Option<&Rates>,
+    tenants: &[TenantResult],
+) -> Option<LimitRate> {
     exp.limit.as_ref().map(|(dst, rate)| {
         let i = exp.tenants.iter().position(|t| &t.dst == dst).unwrap_or(0);
         let l2 = match mode {
-            Mode::Weft => leaf_mbps[format!("tenant{}", i + 1)]
-                .as_f64()
+            Mode::Weft => leaf_mbps
+                .and_then(|r| r.get(&format!("tenant{}", i + 1)))
                 .unwrap_or(0.0),
-            Mode::Htb => tenants[i]["mbps"].as_f64().unwrap_or(0.0) * 1514.0 / 1448.0,
+            Mode::Htb => finite(tenants[i].mbps).unwrap_or(0.0) * 1514.0 / 1448.0,
         };
         let lim = *rate as f64 / 1e6;
-        json!({"dst": dst, "limit_mbps": lim, "l2_mbps": (l2 * 100.0).round() / 100.0,
-               "rel_error": (((l2 - lim) / lim).abs() * 1e4).round() / 1e4})
+        LimitRate {
+            dst: dst.clone(),
+            limit_mbps: lim,
+            l2_mbps: (l2 * 100.0).round() / 100.0,
+            rel_error: (((l2 - lim) / lim).abs() * 1e4).round() / 1e4,
+        }
     })
 }
 
 /// After a reload: the shares over the second half's last seconds.
-fn after_reload(exp: &Experiment, tenants: &[Value]) -> Option<Value> {
+fn after_reload(exp: &Experiment, tenants: &[TenantResult]) -> Option<AfterReload> {
     exp.reload_weights.as_ref().map(|w| {
         let k = (exp.seconds / 2).saturating_sub(1).max(1) as usize;
         let means: Vec<f64> = tenants
             .iter()
             .map(|t| {
-                let v: Vec<f64> = t["mbps_per_second"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_f64)
+                let v: Vec<f64> = t
+                    .mbps_per_second
+                    .iter()
+                    .copied()
+                    .filter_map(finite)
                     .collect();
                 let tail = &v[v.len().saturating_sub(k)..];
                 tail.iter().sum::<f64>() / tail.len().max(1) as f64
             })
             .collect();
-        json!({"weights": w, "mbps_last_seconds": means})
+        AfterReload {
+            weights: w.clone(),
+            mbps_last_seconds: means,
+        }
     })
 }
 
 /// Each node's rate between two `ctl stats` answers `secs` apart, Mbit/s by name (from its
 /// byte counter).
-pub(super) fn leaf_rates(a: Option<&Stats>, b: Option<&Stats>, secs: f64) -> Value {
+pub(super) fn leaf_rates(a: Option<&Stats>, b: Option<&Stats>, secs: f64) -> Rates {
     let bytes = |s: Option<&Stats>, i: usize| s.and_then(|s| s.nodes.get(i)).map_or(0, |n| n.bytes);
-    let m: serde_json::Map<String, Value> = b
-        .into_iter()
-        .flat_map(|s| &s.nodes)
-        .enumerate()
-        .map(|(i, nd)| {
-            let r = (bytes(b, i) - bytes(a, i).min(bytes(b, i))) as f64 * 8.0 / secs / 1e6;
-            (nd.name.clone(), json!((r * 100.0).round() / 100.0))
-        })
-        .collect();
-    Value::Object(m)
+    Rates(
+        b.into_iter()
+            .flat_map(|s| &s.nodes)
+            .enumerate()
+            .map(|(i, nd)| {
+                let r = (bytes(b, i) - bytes(a, i).min(bytes(b, i))) as f64 * 8.0 / secs / 1e6;
+                (nd.name.clone(), (r * 100.0).round() / 100.0)
+            })
+            .collect(),
+    )
 }
 
 /// The largest relative error of a tenant's leaf rate (`tenantI` in `mbps`) against its
 /// weight's share of the leaves' sum (null without traffic).
-pub(super) fn leaf_share_error(exp: &Experiment, mbps: &Value) -> Value {
+pub(super) fn leaf_share_error(exp: &Experiment, mbps: &Rates) -> Option<f64> {
     let r: Vec<f64> = (1..=exp.tenants.len())
-        .map(|i| mbps[format!("tenant{i}")].as_f64().unwrap_or(0.0))
+        .map(|i| mbps.get(&format!("tenant{i}")).unwrap_or(0.0))
         .collect();
     let total: f64 = r.iter().sum();
     let wsum: u64 = exp.tenants.iter().map(|t| t.weight).sum();
     if total <= 0.0 || wsum == 0 {
-        return Value::Null;
+        return None;
     }
     let err = r
         .iter()
@@ -579,7 +621,7 @@ pub(super) fn leaf_share_error(exp: &Experiment, mbps: &Value) -> Value {
             (m - ideal).abs() / ideal
         })
         .fold(0.0f64, f64::max);
-    json!((err * 1e4).round() / 1e4)
+    Some((err * 1e4).round() / 1e4)
 }
 
 /// `pid`'s resident memory (`VmRSS`), kB.

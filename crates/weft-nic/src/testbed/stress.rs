@@ -77,14 +77,14 @@ pub(super) fn metrics_client(exp: &Experiment, tb: &Testbed, mode: &str, n: usiz
 
 /// `metrics-flood` while the traffic runs: [`METRICS_SCRAPES`] scrapes at once, then
 /// [`METRICS_IDLE`] idle connections held (the returned child) while the control socket is
-/// asked for stats every quarter of a second, as long as `more()`: the scrapes' answers and
-/// the control socket's.
+/// asked for stats every quarter of a second, as long as `more()`: the scrapes' answers (as
+/// their client printed them) and the control socket's.
 pub(super) fn metrics_flood(
     exp: &Experiment,
     tb: &Testbed,
     sock: &Path,
     more: impl Fn() -> bool,
-) -> R<(Value, Child)> {
+) -> R<(Value, ControlAnswers, Child)> {
     let burst = output(
         &mut metrics_client(exp, tb, "burst", METRICS_SCRAPES as usize),
         &["python3 (metrics burst)"],
@@ -107,33 +107,32 @@ pub(super) fn metrics_flood(
         std::thread::sleep(Duration::from_millis(250));
     }
     errors.truncate(5);
-    Ok((
-        json!({
-            "scrapes": burst,
-            "control": {"asked": asked, "answered": answered,
-                        "max_ms": (max_ms * 10.0).round() / 10.0, "errors": errors},
-        }),
-        hold,
-    ))
+    let control = ControlAnswers {
+        asked,
+        answered,
+        max_ms: (max_ms * 10.0).round() / 10.0,
+        errors,
+    };
+    Ok((burst, control, hold))
 }
 
 /// Asks the daemon to `stop` over its control socket: the answer, and the seconds until
 /// the daemon exited (null if it did not within 10 s).
-pub(super) fn stop_over_ctl(d: &mut Child, sock: &Path) -> Value {
+pub(super) fn stop_over_ctl(d: &mut Child, sock: &Path) -> StopAnswer {
     let t = Instant::now();
     let answer = match crate::ctl::request(sock, &Request::Stop) {
         Ok(r) => r.to_json(),
         Err(e) => json!({"error": e.to_string()}),
     };
-    let mut exited = Value::Null;
+    let mut exited_s = None;
     while t.elapsed() < Duration::from_secs(10) {
         if let Ok(Some(_)) = d.0.try_wait() {
-            exited = json!((t.elapsed().as_secs_f64() * 1e3).round() / 1e3);
+            exited_s = Some((t.elapsed().as_secs_f64() * 1e3).round() / 1e3);
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    json!({"answer": answer, "exited_s": exited})
+    StopAnswer { answer, exited_s }
 }
 
 /// Kills `c` and reads the last line it printed, as JSON (null if none).
@@ -154,11 +153,11 @@ pub(super) fn last_line(mut c: Child) -> Value {
 pub const LINK_DOWN: Duration = Duration::from_secs(2);
 
 /// `link-flap`'s outage: the receiver's end of the uplink set down (the uplink's carrier
-/// goes, as with a pulled cable) for [`LINK_DOWN`], then up. The daemon's counters half a
-/// second into the outage and at its end (what it sent meanwhile), and the outage's length
-/// as the testbed timed it (from the command that took the link down returning to the
-/// one that brought it up returning).
-pub(super) fn link_flap(tb: &Testbed, sock: &Path) -> R<Value> {
+/// goes, as with a pulled cable) for [`LINK_DOWN`], then up. The outage's length as the
+/// testbed timed it (ms: from the command that took the link down returning to the one that
+/// brought it up returning), and the daemon's counters half a second into the outage and
+/// at its end (what it sent meanwhile).
+pub(super) fn link_flap(tb: &Testbed, sock: &Path) -> R<(u64, FlapCounters)> {
     let rx = tb.rx();
     nsx(&rx, &["ip", "link", "set", "eth0", "down"])?;
     let down = Instant::now();
@@ -180,15 +179,13 @@ pub(super) fn link_flap(tb: &Testbed, sock: &Path) -> R<Value> {
         a.as_ref().map(|s| &s.dataplane),
         b.as_ref().map(|s| &s.dataplane),
     );
-    Ok(json!({
-        "down_ms": down_ms,
-        "during": {
-            "uplink_up": [da.map(|d| d.uplink_up), db.map(|d| d.uplink_up)],
-            "tx_frames": [da.map(|d| d.tx_frames), db.map(|d| d.tx_frames)],
-            "uplink_port_tx_frames": [uplink_tx(&a), uplink_tx(&b)],
-            "engine_drops": [da.map(|d| d.engine_drops), db.map(|d| d.engine_drops)],
-        },
-    }))
+    let during = FlapCounters {
+        uplink_up: [da.map(|d| d.uplink_up), db.map(|d| d.uplink_up)],
+        tx_frames: [da.map(|d| d.tx_frames), db.map(|d| d.tx_frames)],
+        uplink_port_tx_frames: [uplink_tx(&a), uplink_tx(&b)],
+        engine_drops: [da.map(|d| d.engine_drops), db.map(|d| d.engine_drops)],
+    };
+    Ok((down_ms, during))
 }
 
 /// In tenant `k`'s namespace, a process that sends a UDP frame with tenant 1's source MAC
