@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use weft_core::policy::compile::default_burst_bytes;
+use weft_core::policy::default_burst_bytes;
 use weft_core::policy::{compile_str, show, LoadOptions, Program, Rule, Severity};
 
 fn compile(text: &str) -> Program {

@@ -22,7 +22,7 @@ pub mod engine;
 pub mod hwq;
 
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::parse::suggest;
+use weft_core::policy::names::suggest;
 
 /// A packet as the simulator tracks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -63,13 +63,13 @@ impl Ctx<'_> {
     }
 
     /// A tenant's or application's name, refused unless a policy node could have it
-    /// ([`policy::parse::valid_name`]): names are columns of the CSV files (written
+    /// ([`policy::names::valid_name`]): names are columns of the CSV files (written
     /// unquoted) and cells of the terminal table. A tenant's name has no `/` either, which
     /// joins it to its applications' names (`T1/kv`).
     pub(super) fn name(&self, name: &Spanned<String>, tenant: bool) -> Result<(), ScenarioError> {
         let n = &name.value;
-        let q = policy::parse::excerpt(n);
-        let message = if let Some(problem) = policy::parse::name_problem(n) {
+        let q = policy::names::excerpt(n);
+        let message = if let Some(problem) = policy::names::name_problem(n) {
             format!(
                 "{} name {q} {problem}: names are columns of timeseries.csv and the other CSV \
                  files (written unquoted) and cells of the terminal table, as policy node \
@@ -93,8 +93,8 @@ impl Ctx<'_> {
         let n = &name.value;
         let why = "as tenant names: it heads the terminal table and summary.json, and `weft \
                    demo` writes a directory of that name";
-        let q = policy::parse::excerpt(n);
-        let message = if let Some(problem) = policy::parse::name_problem(n) {
+        let q = policy::names::excerpt(n);
+        let message = if let Some(problem) = policy::names::name_problem(n) {
             format!("scenario name {q} {problem}, {why}")
         } else if n.contains('/') {
             format!("scenario name {q} must not contain `/`, {why}")
@@ -125,7 +125,7 @@ impl Ctx<'_> {
             .value
             .chars()
             .enumerate()
-            .find(|&(_, c)| (c.is_control() && !allowed(c)) || policy::parse::bidi_control(c));
+            .find(|&(_, c)| (c.is_control() && !allowed(c)) || policy::names::bidi_control(c));
         let Some((i, c)) = bad else {
             return Ok(());
         };

@@ -562,12 +562,12 @@ impl<'a> Loader<'a> {
 fn default_name(path: &Path) -> String {
     let stem = path
         .file_stem()
-        .map(|s| policy::parse::to_nfc(&s.to_string_lossy()).into_owned())
+        .map(|s| policy::names::to_nfc(&s.to_string_lossy()).into_owned())
         .unwrap_or_default();
     let name: String = stem
         .chars()
         .map(|c| {
-            if c == '/' || !policy::parse::name_char(c) {
+            if c == '/' || !policy::names::name_char(c) {
                 '_'
             } else {
                 c
@@ -626,7 +626,7 @@ fn block_origin(text: &str, inline: &Spanned<String>) -> Option<(usize, usize)> 
 /// it starts.
 fn inline_diagnostics(
     diagnostics: &[policy::Diagnostic],
-    sources: &policy::error::Sources,
+    sources: &policy::Sources,
     path: &str,
     text: &str,
     inline: &Spanned<String>,
@@ -635,7 +635,7 @@ fn inline_diagnostics(
     diagnostics
         .iter()
         .map(|d| {
-            let one = policy::error::render_line(sources, d);
+            let one = policy::render_line(sources, d);
             if d.span.file != 0 {
                 // A sub-policy file the inline policy attaches names its own place.
                 return one;

@@ -5,7 +5,7 @@
 //!
 //! Cost: linear in the text up to the error's place.
 
-use weft_core::policy::parse::suggest;
+use weft_core::policy::names::suggest;
 
 use crate::nic::NicKind;
 

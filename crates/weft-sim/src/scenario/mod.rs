@@ -45,7 +45,7 @@
 //! twice; start < stop, and every schedule step before a written `stop`; the policy compiled.
 //!
 //! Tenant and application names are non-empty, without whitespace, commas, double quotes
-//! or control characters, as policy node names are (`weft_core::policy::parse::valid_name`):
+//! or control characters, as policy node names are (`weft_core::policy::names::valid_name`):
 //! they are columns of the CSV files, written unquoted, and cells of the terminal table. A
 //! tenant's name has no `/` either: `tenant/app` names an application (summary.json's
 //! `headline_app`, the terminal table, messages).
