@@ -7,7 +7,7 @@ use std::fmt;
 use std::io::IsTerminal;
 
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
-use weft_core::policy::error::Sources;
+use weft_core::policy::Sources;
 use weft_core::policy::{Diagnostic, PolicyError, Program, Severity, Warnings};
 
 #[derive(Debug)]

@@ -19,8 +19,8 @@
 //!
 //! Cost: O(nodes) per flag to find its name, once.
 
-use weft_core::policy::compile::senic_oversubscribed_message;
-use weft_core::policy::parse::suggest;
+use weft_core::policy::names::suggest;
+use weft_core::policy::senic_oversubscribed_message;
 use weft_core::policy::{Algo, Program};
 use weft_core::sched::{check_update, Update, LAST_ARRIVAL_PS};
 use weft_core::units::{parse_rate, parse_size, parse_time};

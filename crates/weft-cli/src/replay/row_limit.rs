@@ -8,7 +8,7 @@
 //! of plain bytes that count as every step would (the tests check both agree).
 
 use std::io::Read;
-use weft_core::policy::parse::excerpt;
+use weft_core::policy::names::excerpt;
 
 /// The longest row of a CSV trace read by default (`--max-trace-row-bytes`), bytes: a row of
 /// every column is a few hundred bytes, so this leaves room for any padding, and a file that

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use weft_core::classifier::{Field, PacketMeta};
-use weft_core::policy::parse::excerpt;
+use weft_core::policy::names::excerpt;
 use weft_core::sched::{Packet, LAST_ARRIVAL_PS};
 
 /// Columns a trace may carry besides `arrive_ps` and `bytes`.

@@ -6,10 +6,10 @@
 //! (immutable, index-addressed). `show` renders a program as a tree, JSON or Graphviz.
 //! The format is documented in `docs/policy.md`.
 
-pub mod compile;
-pub mod error;
-pub mod parse;
-pub mod program;
+pub(crate) mod compile;
+pub(crate) mod error;
+pub(crate) mod parse;
+pub(crate) mod program;
 pub mod show;
 #[doc(hidden)]
 pub mod synth;

@@ -669,7 +669,7 @@ impl Program {
     }
 
     /// Looks a node up by name, typed in either Unicode form (names are kept composed, NFC:
-    /// [`super::parse::valid_name`]).
+    /// [`super::names::valid_name`]).
     pub fn node_id(&self, name: &str) -> Option<NodeId> {
         let name = super::parse::to_nfc(name);
         self.nodes

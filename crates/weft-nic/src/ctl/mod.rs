@@ -60,8 +60,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use weft_core::policy::parse::{self, Kind};
 use weft_core::policy::Rule;
+use weft_core::policy::{Kind, NODE_KEYS, TOP_KEYS};
 use weft_core::sched::DropReason;
 
 use crate::iface::Reject;

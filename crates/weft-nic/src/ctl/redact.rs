@@ -14,8 +14,8 @@ pub(super) fn vocabulary() -> &'static HashSet<&'static str> {
     static WORDS: std::sync::OnceLock<HashSet<&'static str>> = std::sync::OnceLock::new();
     WORDS.get_or_init(|| {
         let mut w: HashSet<&'static str> = HashSet::new();
-        w.extend(parse::TOP_KEYS.iter().copied());
-        w.extend(parse::NODE_KEYS.iter().copied());
+        w.extend(TOP_KEYS.iter().copied());
+        w.extend(NODE_KEYS.iter().copied());
         w.extend(Kind::ALL.map(Kind::name));
         w.extend(weft_core::classifier::FIELDS.map(|f| f.name()));
         w.extend(Rule::ALL.map(Rule::name));

@@ -34,10 +34,7 @@ use super::yaml::{Data, Node, Reader};
 pub(crate) use ast::{Document, NodeDecl, Spanned};
 pub use ast::{FlowKey, FlowSched, Kind, FORMAT_VERSION, MAX_WEIGHT, NODE_KEYS, TOP_KEYS};
 use names::excerpt_plain;
-pub use names::{
-    bidi_control, excerpt, invisible_formatting, name_char, name_problem, suggest, to_nfc,
-    valid_name, MAX_NAME_BYTES,
-};
+pub(crate) use names::{excerpt, suggest, to_nfc};
 
 struct Parser<'a> {
     file: FileId,
