@@ -423,7 +423,7 @@ fn idle_metrics_connections_cannot_lock_out_the_control_socket() {
     println!("{} {m}", w["tenants"]);
     assert_eq!(
         m["scrapes"]["answered"],
-        weft_nic::testbed::METRICS_SCRAPES,
+        weft_testbed::METRICS_SCRAPES,
         "concurrent scrapes unanswered: {m}"
     );
     let asked = m["control"]["asked"].as_u64().unwrap();
@@ -432,7 +432,7 @@ fn idle_metrics_connections_cannot_lock_out_the_control_socket() {
     assert!(
         m["hold"]["opened"]
             .as_u64()
-            .is_some_and(|n| n >= weft_nic::testbed::METRICS_IDLE as u64),
+            .is_some_and(|n| n >= weft_testbed::METRICS_IDLE as u64),
         "the idle connections were not all opened: {m}"
     );
     assert_eq!(m["stop"]["answer"]["ok"], true, "{m}");
@@ -843,7 +843,7 @@ fn bench_measures_every_configuration_and_cleans_up() {
         return;
     }
     let prefix = format!("wtbb{}", std::process::id() % 10_000);
-    let dir = weft_nic::testbed::bench_dir(&prefix);
+    let dir = weft_testbed::bench_dir(&prefix);
     let _down = common::Down(prefix.clone(), dir.clone());
     // Both backends where the build has AF_XDP: each gets its own ratio line.
     let xdp = cfg!(feature = "af-xdp");

@@ -14,7 +14,6 @@
 //! * [`dataplane`]: the busy-polling loop: receive, post, doorbell, fetch, schedule, pace,
 //!   transmit, complete; live stats and reload over a Unix socket ([`ctl`]).
 //! * [`stats`]: the typed answer of `weft ctl stats`.
-//! * [`testbed`]: network namespaces, veth pairs, real applications, Linux HTB baselines.
 
 #![forbid(unsafe_code)]
 
@@ -32,5 +31,4 @@ pub mod offload;
 pub mod parse;
 pub mod placement;
 pub mod stats;
-pub mod testbed;
 pub mod timing;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use weft_core::policy::{self, LoadOptions};
 use weft_core::units;
-use weft_nic::testbed;
+use weft_testbed as testbed;
 
 use super::args::TestbedCommand;
 use super::{usage, Fail};

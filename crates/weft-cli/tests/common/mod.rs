@@ -22,11 +22,11 @@ pub fn skip_reason(probe: &str) -> Option<String> {
     if std::env::var_os("WEFT_SKIP_NETNS").is_some() {
         return Some("WEFT_SKIP_NETNS is set".into());
     }
-    if !weft_nic::testbed::is_root() {
+    if !weft_testbed::is_root() {
         return Some("not root (network namespaces need CAP_SYS_ADMIN)".into());
     }
-    weft_nic::testbed::install_tools();
-    if let Some(r) = weft_nic::testbed::missing_prerequisite() {
+    weft_testbed::install_tools();
+    if let Some(r) = weft_testbed::missing_prerequisite() {
         return Some(r);
     }
     let probe = format!("{probe}{}", std::process::id() % 100_000);

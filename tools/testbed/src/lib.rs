@@ -1,4 +1,6 @@
-//! A testbed of network namespaces for real-traffic experiments: tenant
+//! weft-testbed: a testbed of network namespaces for real-traffic experiments, behind
+//! `weft testbed` (a tool of the repository, not published: it runs `ip`, `tc`, `apt-get`
+//! and real applications, which no library user of weft wants linked in). Tenant
 //! namespaces `P-t1..P-tN` → software-NIC namespace `P-nic` → uplink → receiver namespace
 //! `P-rx`, one veth pair per link, all on 10.77.0.0/24 (tenant i is 10.77.0.i, the
 //! receiver 10.77.0.100). Tenant and receiver links have checksum offload, TSO and GSO off
@@ -22,6 +24,8 @@
 //! (what `report.json` and the benchmark's JSON hold, as types), `report.rs` (the report as
 //! Markdown), `bench.rs` (the forwarding benchmark).
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -30,9 +34,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use weft_core::stats::jain;
-
-use crate::ctl::{Reply, Request};
-use crate::stats::{PortStats, Stats};
+use weft_nic::ctl::{Reply, Request};
+use weft_nic::stats::{PortStats, Stats};
 
 mod apps;
 mod bench;
@@ -61,13 +64,13 @@ pub use self::topo::*;
 /// The daemon's answer to `req` on its control socket `sock`, as the JSON it sent (what
 /// the reports keep), or null without an answer that reads.
 fn ask_json(sock: &Path, req: &Request) -> Value {
-    crate::ctl::request(sock, req).map_or(Value::Null, |r| r.to_json())
+    weft_nic::ctl::request(sock, req).map_or(Value::Null, |r| r.to_json())
 }
 
 /// The daemon's stats (`ctl stats`), or `None` without an answer that reads as them (the
 /// reports keep them as the daemon sent them: `Stats`'s serde form, or null).
 fn ask_stats(sock: &Path) -> Option<Stats> {
-    match crate::ctl::request(sock, &Request::Stats) {
+    match weft_nic::ctl::request(sock, &Request::Stats) {
         Ok(Reply::Stats(s)) => Some(*s),
         _ => None,
     }

@@ -135,7 +135,7 @@ pub(super) fn setup(
                 c.args(["--slice-us", &us.to_string()]);
             }
             // Its own cgroup and CPU weight (`weft run`'s default 10,000; 0: none), so a
-            // busy host's other sessions cannot take its core (`crate::placement`).
+            // busy host's other sessions cannot take its core (`weft_nic::placement`).
             if let Ok(w) = std::env::var("WEFT_TESTBED_CPU_WEIGHT") {
                 c.args(["--cpu-weight", &w]);
             }
@@ -150,7 +150,7 @@ pub(super) fn setup(
                 log.follow(e);
             }
             let t = Instant::now();
-            while crate::ctl::request(sock, &Request::Stats).is_err() {
+            while weft_nic::ctl::request(sock, &Request::Stats).is_err() {
                 if t.elapsed() > Duration::from_secs(10) {
                     return Err(TestbedError("weft run did not start within 10 s".into()));
                 }

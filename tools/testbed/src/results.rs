@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::stats::{PortStats, Stats, TimingStats};
+use weft_nic::stats::{PortStats, Stats, TimingStats};
 
 /// `x` as the JSON has it: `None` for a number that is not finite (written `null`).
 pub fn finite(x: f64) -> Option<f64> {

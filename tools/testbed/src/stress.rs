@@ -13,7 +13,7 @@ pub const METRICS_SCRAPES: u32 = 200;
 /// `metrics-flood`'s idle connections to the metrics endpoint: more than it serves and
 /// queues together, so some are closed unanswered.
 pub const METRICS_IDLE: usize =
-    crate::ctl::MAX_METRICS_CONNECTIONS + crate::ctl::METRICS_QUEUE + 200;
+    weft_nic::ctl::MAX_METRICS_CONNECTIONS + weft_nic::ctl::METRICS_QUEUE + 200;
 
 /// `metrics-flood`'s client (Python's standard library, with a descriptor limit raised
 /// to what it needs where it may): `burst` makes [`METRICS_SCRAPES`]
@@ -98,7 +98,7 @@ pub(super) fn metrics_flood(
     while more() {
         let t = Instant::now();
         asked += 1;
-        match crate::ctl::request(sock, &Request::Stats) {
+        match weft_nic::ctl::request(sock, &Request::Stats) {
             Ok(r) if r.to_json()["ok"] == true => answered += 1,
             Ok(r) => errors.push(r.to_json().to_string()),
             Err(e) => errors.push(e.to_string()),
@@ -120,7 +120,7 @@ pub(super) fn metrics_flood(
 /// the daemon exited (null if it did not within 10 s).
 pub(super) fn stop_over_ctl(d: &mut Child, sock: &Path) -> StopAnswer {
     let t = Instant::now();
-    let answer = match crate::ctl::request(sock, &Request::Stop) {
+    let answer = match weft_nic::ctl::request(sock, &Request::Stop) {
         Ok(r) => r.to_json(),
         Err(e) => json!({"error": e.to_string()}),
     };

@@ -21,7 +21,7 @@ pub fn blast(
     flows: u16,
     seconds: f64,
 ) -> std::io::Result<u64> {
-    use crate::afpacket::{PacketSocket, RingConfig, RingVersion};
+    use weft_nic::afpacket::{PacketSocket, RingConfig, RingVersion};
     let sock = PacketSocket::open(
         iface,
         RingConfig {
@@ -140,7 +140,7 @@ pub fn bench(
                         .stderr(Stdio::null());
                     let d = Child::spawn(&mut c)?;
                     let t = Instant::now();
-                    while crate::ctl::request(&sock, &Request::Stats).is_err() {
+                    while weft_nic::ctl::request(&sock, &Request::Stats).is_err() {
                         if t.elapsed() > Duration::from_secs(10) {
                             return Err(TestbedError("weft run did not start".into()));
                         }

@@ -241,7 +241,7 @@ pub(super) fn run_latency(
     let timing_idle = match daemon {
         Some(_) => {
             let t = ask_stats(sock).map(|s| s.timing);
-            let _ = crate::ctl::request(sock, &Request::ResetTiming);
+            let _ = weft_nic::ctl::request(sock, &Request::ResetTiming);
             t
         }
         None => None,

@@ -26,9 +26,9 @@ fn down_removes_the_claim_lock_files_of_its_namespaces() {
     let ino = std::os::unix::fs::MetadataExt::ino(
         &std::fs::metadata(Path::new("/run/netns").join(&ns)).unwrap(),
     );
-    std::fs::create_dir_all(crate::dataplane::CLAIM_DIR).unwrap();
-    let lock = Path::new(crate::dataplane::CLAIM_DIR)
-        .join(format!("{}7.lock", crate::dataplane::claim_prefix(ino)));
+    std::fs::create_dir_all(weft_nic::dataplane::CLAIM_DIR).unwrap();
+    let lock = Path::new(weft_nic::dataplane::CLAIM_DIR)
+        .join(format!("{}7.lock", weft_nic::dataplane::claim_prefix(ino)));
     std::fs::write(&lock, "1").unwrap();
     guard.1 = Some(lock.clone());
     let r = down(&prefix);
@@ -100,7 +100,7 @@ fn latency_result(
     let stats = nodes.map(|nodes| Stats {
         nodes: nodes
             .iter()
-            .map(|&(name, leaf, rate_bps)| crate::stats::NodeStats {
+            .map(|&(name, leaf, rate_bps)| weft_nic::stats::NodeStats {
                 name: name.into(),
                 leaf,
                 rate_bps,

@@ -180,8 +180,8 @@ pub fn tear_down_on_signal(prefix: &str) -> R<()> {
 
 /// Removes the interface claims' lock files of the network namespace with inode `ino`.
 pub(super) fn remove_claims(ino: u64) {
-    let start = crate::dataplane::claim_prefix(ino);
-    for e in std::fs::read_dir(crate::dataplane::CLAIM_DIR)
+    let start = weft_nic::dataplane::claim_prefix(ino);
+    for e in std::fs::read_dir(weft_nic::dataplane::CLAIM_DIR)
         .into_iter()
         .flatten()
         .flatten()

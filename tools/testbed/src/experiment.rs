@@ -97,7 +97,7 @@ pub struct Experiment {
     /// both schedulers, or `all`. Resolved per scheduler by [`Experiment::for_mode`].
     pub app_cpus: Option<String>,
     /// With `latency`: the latency-sensitive application's scheduler slice, µs (see
-    /// [`crate::dataplane::set_slice`]), the same under weft and HTB (env
+    /// [`weft_nic::dataplane::set_slice`]), the same under weft and HTB (env
     /// `WEFT_TESTBED_APP_SLICE_US`).
     pub app_slice_us: Option<u64>,
     /// `weft run --cpu`: the last CPU when there are several (env `WEFT_TESTBED_CPU`: a
