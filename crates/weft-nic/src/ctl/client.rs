@@ -85,7 +85,11 @@ pub(super) fn request_within(
         _ => e,
     }
     };
-    writeln!(s, "{line}").map_err(closed)?;
+    // One write: `writeln!` would send the line and its end in two, and a peer that reads
+    // once and closes leaves the end unread, which resets the connection before its answer.
+    let mut request = line.into_bytes();
+    request.push(b'\n');
+    s.write_all(&request).map_err(closed)?;
     // One line, within the deadline and the size limit in all.
     let deadline = Instant::now() + answer_deadline;
     let mut line = Vec::new();
