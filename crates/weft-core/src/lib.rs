@@ -118,7 +118,8 @@
 //! assert_eq!(engine.flow_counters().len(), 1);
 //! ```
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod classifier;

@@ -30,6 +30,7 @@ pub mod link;
 mod pairing;
 mod pifo;
 mod pool;
+mod prefetch;
 pub mod reference;
 mod ring;
 mod shared;

@@ -75,12 +75,14 @@
 //! time, cached `wfq` cost, parent and flags in one cache line, and a leaf's queue, limits
 //! and counters in the next (one 128-byte record, whose two lines memory gives together); a
 //! flow's in 48 bytes; sets, rings, weights and shaping spans in
-//! vectors of their own, read only by the nodes that have them. A batch's misses overlap:
-//! [`Engine::enqueue_flow_batch`] loads every packet's flow, leaf and node record before it
-//! queues any, and [`Engine::dequeue_batch`], after each departure, the records of the
-//! root's first child and of the heap entries that may follow it (plain loads kept by
-//! `black_box`: no `unsafe` prefetch), when the records are larger than a core's cache
-//! (`PRELOAD_BYTES`). No allocation in steady
+//! vectors of their own, read only by the nodes that have them. A batch's misses overlap,
+//! when the records are larger than a core's cache (`PRELOAD_BYTES`), through prefetch
+//! hints (`sched::prefetch`, weft-core's one `unsafe` block): [`Engine::enqueue_flow_batch`]
+//! prefetches every packet's flow and leaf record before it queues any, then the slot each
+//! packet is appended after (or an empty leaf's parent); [`Engine::dequeue_batch`], after
+//! each departure, the records and sets of the heap entries that may leave next, a level
+//! below them, and the front packet of the next (docs/perf/2026-11-29-prefetch.md has what
+//! that buys). No allocation in steady
 //! state: packets live in a pool of slots, heaps and rings keep their capacity. Departures
 //! are counted at the leaf and summed over the tree when [`Engine::stats`] is asked. Flow
 //! records are kept until the driver closes them ([`Engine::close_flow`]), as the fast
@@ -96,6 +98,7 @@ use super::algo::wfq::cost as wfq_cost;
 use super::heap::{HeapEntry, MinHeap};
 use super::key_heap::KeyEntry;
 use super::pool::{Linked, Pool, NIL};
+use super::prefetch::prefetch;
 use super::ring::Ring;
 use super::shared::{Bucket, Rank, FRAC};
 use super::{
@@ -674,14 +677,27 @@ impl HeadEngine {
         match &self.sets[0] {
             Children::Heap(h) => {
                 for e in h.entries().iter().take(5) {
-                    touch(self.nodes[e.v as usize].ring_up);
-                    touch(self.sets[e.v as usize].is_empty());
+                    prefetch(&self.nodes[e.v as usize]);
+                    prefetch(&self.sets[e.v as usize]);
+                }
+                // A level further for those that may leave next, whose sets earlier
+                // departures' prefetches brought in, and the front packet of the next.
+                for (i, e) in h.entries().iter().take(5).enumerate() {
+                    if let Some(c) = self.sets[e.v as usize].first(&self.by_level) {
+                        let n = &self.nodes[c as usize];
+                        prefetch(n);
+                        prefetch(&n.q);
+                        prefetch(&self.sets[c as usize]);
+                        if i == 0 && n.leaf != NIL && n.q.head != NIL {
+                            prefetch(&self.slots[n.q.head]);
+                        }
+                    }
                 }
             }
             levels => {
                 if let Some(c) = levels.first(&self.by_level) {
-                    touch(self.nodes[c as usize].ring_up);
-                    touch(self.sets[c as usize].is_empty());
+                    prefetch(&self.nodes[c as usize]);
+                    prefetch(&self.sets[c as usize]);
                 }
             }
         }
@@ -760,13 +776,6 @@ impl HeadEngine {
     }
 }
 
-/// Loads `x` and keeps it (a value the optimizer may not drop): said of a field, starts
-/// loading its cache line ahead of the work that needs it, with no `unsafe` prefetch.
-#[inline(always)]
-fn touch<T>(x: T) {
-    std::hint::black_box(x);
-}
-
 impl Engine for HeadEngine {
     fn program(&self) -> &Program {
         &self.prog
@@ -843,11 +852,23 @@ impl Engine for HeadEngine {
         if self.preload {
             for (_, q) in pkts {
                 if let Some(f) = self.flows.get(q.flow as usize) {
-                    touch(f.generation);
+                    prefetch(f);
                 }
                 if let Some(n) = self.nodes.get(q.node as usize) {
-                    touch(n.ring_up);
-                    touch(n.q.head);
+                    prefetch(n);
+                    prefetch(&n.q);
+                }
+            }
+            // Then what those records point to: the slot a packet is appended after, or,
+            // for an empty leaf, the parent's record and set it enters.
+            for (_, q) in pkts {
+                if let Some(n) = self.nodes.get(q.node as usize) {
+                    if n.q.tail != NIL {
+                        prefetch(&self.slots[n.q.tail]);
+                    } else if n.parent != NIL {
+                        prefetch(&self.nodes[n.parent as usize]);
+                        prefetch(&self.sets[n.parent as usize]);
+                    }
                 }
             }
         }

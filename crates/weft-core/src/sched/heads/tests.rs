@@ -88,3 +88,55 @@ fn start_tags_keep_their_order_across_the_wrap() {
         "records loaded ahead (as for large policies)"
     );
 }
+
+/// Batches of flow queues, with the records prefetched ahead (as for large policies) and
+/// without: the same departures, and the same verdicts at the leaves' limits.
+#[test]
+fn prefetching_a_batch_changes_no_departure() {
+    let run = |preload: bool| {
+        let prog = compile_str(Path::new("wrap.yaml"), POLICY, &LoadOptions::default())
+            .expect("the test policy compiles");
+        let mut e = HeadEngine::new(Arc::new(prog)).expect("the head engine runs it");
+        e.preload = preload;
+        let queues: Vec<FlowQueue> = (0..6u64)
+            .map(|q| {
+                let mut m = PacketMeta::default();
+                m.set_int(Field::Vm, q % 3);
+                m.set_int(Field::Tag, q / 3);
+                let p = Packet::new(0, 100, m);
+                let class = e.program().classify(&p.meta);
+                e.open_flow(&p, class).expect("every queue is classified")
+            })
+            .collect();
+        let (mut verdicts, mut sent) = (Vec::new(), Vec::new());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for t in 0..3_000u64 {
+            let batch: Vec<(Packet, FlowQueue)> = (0..8)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let p = Packet::new(
+                        t * 8 + i,
+                        64 + (x >> 20) as u32 % 1_500,
+                        PacketMeta::default(),
+                    );
+                    (p, queues[(x % 6) as usize])
+                })
+                .collect();
+            e.enqueue_flow_batch(&batch, t, &mut verdicts);
+            let mut d = Vec::new();
+            e.dequeue_batch(t, 1 + (x >> 40) as usize % 10, &mut d);
+            sent.extend(d.iter().map(|d| d.id));
+        }
+        e.check_invariants();
+        (verdicts, sent)
+    };
+    let (plain, ahead) = (run(false), run(true));
+    assert!(plain.1.len() > 10_000, "{} packets sent", plain.1.len());
+    assert!(
+        plain.0.iter().any(|v| v.is_err()),
+        "some packets meet a full leaf"
+    );
+    assert_eq!(plain, ahead);
+}
