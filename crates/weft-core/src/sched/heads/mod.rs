@@ -33,9 +33,10 @@
 //! a saturated class hands each token to the packet the policy beneath it ranks first (the
 //! subtree below the class chooses it, by its own ranks), and packets outside the class
 //! pass it (HTB's and HFSC's semantics: no packet is popped early and held, so no class
-//! needs a queue of its own). Eligibility is checked on the way down, for the packet found at the leaf:
-//! a child that lacks tokens leaves its parent's set (it is *parked*) until its classes'
-//! tokens are due, in one queue of edges ordered by that time (the global shaping queue of
+//! needs a queue of its own). Eligibility is checked after a child sends, for the packet it
+//! would send next, and again on the way down, for the packet found at the leaf: a child
+//! that lacks tokens leaves its parent's set (it is *parked*) until its classes' tokens are
+//! due, in one queue of edges ordered by that time (the global shaping queue of
 //! Loom §4.2.2, holding edges instead of packets); then it re-enters like a child that
 //! becomes backlogged (`S = max(V, S_parked)`). Classes are charged when a packet is sent,
 //! with the link's counted bytes. This is not the PIFO engines' shaping (see
@@ -427,6 +428,17 @@ impl HeadEngine {
             .unwrap_or(now)
     }
 
+    /// The frame bytes of the packet `x`, which holds packets, would send next.
+    #[inline(always)]
+    fn next_bytes(&self, mut x: u32) -> u32 {
+        while self.nodes[x as usize].leaf == NIL {
+            x = self.sets[x as usize]
+                .first(&self.by_level)
+                .expect("a node holding packets has a child in its set");
+        }
+        self.slots[self.nodes[x as usize].q.head].bytes
+    }
+
     /// Finds the next packet to send at `now`: fills `path[..depth]` (from the root's
     /// child down to the leaf, each the first of its parent's set), parking the children
     /// whose classes lack the tokens for it.
@@ -610,14 +622,30 @@ impl HeadEngine {
                 };
                 (!self.sets[x as usize].is_empty(), seq)
             };
-            if has_more {
+            // A shaped child whose classes lack the tokens for its next packet is parked
+            // now, rather than re-keyed and parked when it next comes first: the same
+            // order, one heap operation fewer.
+            let due = if SHAPED && has_more && self.class_span[x as usize].1 != 0 {
+                let bytes = self.next_bytes(x).saturating_add(self.overhead);
+                self.due(x, bytes, now)
+            } else {
+                now
+            };
+            if has_more && due <= now {
                 if let Children::Heap(h) = &mut self.sets[p as usize] {
                     let key = self.nodes[x as usize].start as u64;
                     h.replace_top(KeyEntry::new(key, seq, x));
                 }
             } else {
                 self.sets[p as usize].pop_first();
-                self.nodes[x as usize].in_set = false;
+                let n = &mut self.nodes[x as usize];
+                n.in_set = false;
+                if has_more {
+                    n.parked = true;
+                    self.seq += 1;
+                    self.shaping_queue
+                        .push(HeapEntry::new(due as Rank, self.seq, x));
+                }
             }
         }
         let f = &mut self.flows[s.flow as usize];
