@@ -1,4 +1,4 @@
-//! A packet capture as `weft replay --trace` reads it (`weft_cli::capture`, the same code):
+//! A packet capture as `weft replay --trace` reads it (`weft_replay::capture`, the same code):
 //! any bytes, most of them refused. Nothing may panic or hang; every error names the file and
 //! is short (an error once quoted the parser's whole buffer); arrival times come out in
 //! order and every packet has a size; the interfaces stay within `--max-interfaces` (small
@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_cli::capture::{self, Capture};
+use weft_replay::capture::{self, Capture};
 
 /// `--max-interfaces` for the run.
 const MAX_INTERFACES: usize = 8;

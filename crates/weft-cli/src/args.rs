@@ -4,10 +4,10 @@
 //! Invariants: definitions only (no behaviour beyond clap's parsing and its value ranges);
 //! what a command does is `main.rs`'s dispatch and the driver modules'.
 
-use super::{replay, rte_sched, run};
+use super::{rte_sched, run};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
-use weft_cli::capture;
+use weft_replay::{self as replay, capture};
 
 const ABOUT: &str = "weft: programmable NIC packet scheduling in software.
 
@@ -100,8 +100,8 @@ pub(super) enum Command {
         /// ranks only each queue's first packet, gives the same departures on policies
         /// without shaping, shapes like HTB, and refuses (naming the node) the policies it
         /// cannot run (docs/scheduling.md, "The head engine").
-        #[arg(long, value_enum, default_value_t = replay::EngineKind::Fast)]
-        engine: replay::EngineKind,
+        #[arg(long, value_enum, default_value_t = ReplayEngine::Fast)]
+        engine: ReplayEngine,
         /// Loom's "currently limited" fast path for nested shaping classes too: a packet
         /// whose class is busy goes straight into the class's queue at admission (by
         /// default only packets of a single, non-nested class do; docs/scheduling.md).
@@ -488,3 +488,25 @@ const REPLAY_EXAMPLES: &str = "Examples:
       --trace examples/traces/loom-fig11.csv --update 500us:dst2-limit.rate=5gbit
   weft replay --policy examples/policies/two-tenants.yaml \\
       --trace examples/traces/two-tenants.pcapng --tenant a=ta --tenant b=tb";
+
+/// `weft replay --engine`: the engine that replays the trace ([`replay::EngineKind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayEngine {
+    /// The fast engine (arenas, heap PIFOs).
+    Fast,
+    /// The reference engine (per-packet entries at every level).
+    Reference,
+    /// The head engine (ranks only each queue's first packet; the same departures without
+    /// shaping, its own shaping semantics, and it refuses what it cannot run).
+    Heads,
+}
+
+impl From<ReplayEngine> for replay::EngineKind {
+    fn from(e: ReplayEngine) -> replay::EngineKind {
+        match e {
+            ReplayEngine::Fast => replay::EngineKind::Fast,
+            ReplayEngine::Reference => replay::EngineKind::Reference,
+            ReplayEngine::Heads => replay::EngineKind::Heads,
+        }
+    }
+}

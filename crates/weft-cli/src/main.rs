@@ -6,17 +6,13 @@
 
 mod args;
 mod bench;
-mod delays;
 mod diagnostics;
 mod out;
 mod policy_cmd;
-mod replay;
 mod replay_table;
 mod rte_sched;
 mod run;
 mod sim;
-mod timeline;
-mod updates;
 
 /// mimalloc (compiling a 100,000-leaf policy allocates and frees millions of small YAML
 /// nodes; it halves the allocator's share of compile time), counting live bytes for
@@ -29,14 +25,12 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
-use weft_cli::capture;
 use weft_core::policy::show;
+use weft_replay::{self as replay, updates};
 
 use args::{BenchWorkload, Cli, Command, PolicyCommand, RteSchedArgs};
 use policy_cmd::{check, classify, load, options};
-use replay_table::{
-    delay_us, interface_name, interface_tenant, limit_mbit, print_summary, rates_note, shown_rows,
-};
+use replay_table::print_summary;
 
 /// A failure with its exit code; the message has already been printed or is printed by main.
 struct Failure {
@@ -233,8 +227,7 @@ fn replay_command(command: Command) -> Result<(), Failure> {
     let tenants = tenant_pairs(&tenant).map_err(Failure::usage)?;
     let progress = progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let opts = replay::Options {
-        engine,
-        progress,
+        engine: engine.into(),
         quiet,
         // A replay streams: flows are forgotten once they hold nothing, so memory
         // follows the packets queued, not the trace's distinct flows (exact: see
@@ -253,7 +246,14 @@ fn replay_command(command: Command) -> Result<(), Failure> {
             .chain(options(&l)?.attach.into_iter().map(|(_, f)| f))
             .collect(),
     };
-    let summary = replay::replay(p, &trace, &out, opts)?;
+    let mut bar = sim::ReplayProgress::default();
+    let summary = replay::replay(
+        p,
+        &trace,
+        &out,
+        opts,
+        progress.then_some(&mut bar as &mut dyn replay::Progress),
+    )?;
     if let Some(held) = Some(summary.head.held_at_end).filter(|&h| h > 0) {
         out::errln!(
             "warning: {held} packets were still queued when the 64-bit picosecond clock \

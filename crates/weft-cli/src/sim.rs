@@ -122,6 +122,43 @@ impl Progress {
     }
 }
 
+/// `weft replay`'s progress ([`weft_replay::Progress`]) on a [`Progress`]: its bytes of the
+/// trace read and its rows read a second, from the replay's start.
+#[derive(Default)]
+pub(crate) struct ReplayProgress(Option<Progress>);
+
+impl ReplayProgress {
+    /// The message: rows read and their rate.
+    fn message(rows: u64, p: &Progress) -> String {
+        let secs = p.elapsed_s().max(1e-9);
+        format!("{rows} rows read, {:.0} packets/s", rows as f64 / secs)
+    }
+}
+
+impl weft_replay::Progress for ReplayProgress {
+    fn start(&mut self, total_bytes: u64) {
+        self.0 = Some(Progress::new(
+            "replay",
+            total_bytes,
+            "{prefix} {bar:30} {bytes}/{total_bytes} {msg} ({eta})",
+            true,
+            true,
+        ));
+    }
+
+    fn rows(&mut self, rows: u64, bytes: u64) {
+        if let Some(p) = self.0.as_mut() {
+            p.tick(bytes, |p| Self::message(rows, p));
+        }
+    }
+
+    fn finish(&mut self, rows: u64) {
+        if let Some(p) = &self.0 {
+            p.finish(|p| Self::message(rows, p));
+        }
+    }
+}
+
 /// A failure: exit code and message.
 pub type Fail = (u8, String);
 

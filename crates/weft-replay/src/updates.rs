@@ -14,7 +14,7 @@
 //!   or a value a policy file could not hold is a usage error (exit 2) naming the flag, and
 //!   [`check_update`] is asked what the engines would refuse; so is a `senic` rate that
 //!   breaks rule senic-oversubscribed with the rates the earlier flags left
-//!   ([`check_senic`]). An update applies to packets that arrive at its time or later (it
+//!   (`check_senic`). An update applies to packets that arrive at its time or later (it
 //!   goes before them), and changes nothing queued.
 //!
 //! Cost: O(nodes) per flag to find its name, once.

@@ -26,10 +26,9 @@ use super::summary::{
     TimelineShape, UnlistedInterfaces, UpdateApplied,
 };
 use super::warnings::{capture_warnings, unmatched_fields};
-use super::{Error, Options};
+use super::{Error, Options, Progress};
 use crate::capture;
 use crate::delays;
-use crate::sim::Progress;
 use crate::timeline::Timeline;
 use crate::updates::Scheduled;
 
@@ -40,7 +39,7 @@ use crate::updates::Scheduled;
 /// let prog = Arc::new(weft_core::policy::load(policy, &Default::default())?);
 /// let engine = FastEngine::with_options(prog.clone(), opts.engine_options);
 /// let source = TraceSource::open(trace, &opts)?;
-/// let summary = Replay::new(engine, prog, opts).run(source, out)?;
+/// let summary = Replay::new(engine, prog, opts).run(source, out, None)?;
 /// ```
 pub struct Replay<E: Engine> {
     engine: E,
@@ -56,10 +55,15 @@ impl<E: Engine> Replay<E> {
 
     /// Replays `source` into the directory `out` (which must exist; see the module doc of
     /// `replay` for what is written there, `summary.json` apart: the caller writes it from
-    /// the summary returned). Warns on stderr about the input ([`unmatched_fields`] first,
-    /// [`capture_warnings`] and [`end_warnings`] once the trace is read); a bad row of the
-    /// trace stops the replay with its error.
-    pub fn run(self, mut source: TraceSource, out: &Path) -> Result<ReplaySummary, Error> {
+    /// the summary returned). Warns on stderr about the input (policy fields no packet
+    /// carries first, the capture and the run's end once the trace is read); a bad row of the
+    /// trace stops the replay with its error. `progress`, if given, hears of the rows read.
+    pub fn run(
+        self,
+        mut source: TraceSource,
+        out: &Path,
+        mut progress: Option<&mut dyn Progress>,
+    ) -> Result<ReplaySummary, Error> {
         let Replay {
             mut engine,
             prog,
@@ -69,22 +73,16 @@ impl<E: Engine> Replay<E> {
             crate::out::errln!("warning: {w}");
         }
         let mut ledger = Ledger::create(&prog, out)?;
-        let mut progress = opts.progress.then(|| {
-            Progress::new(
-                "replay",
-                source.size(),
-                "{prefix} {bar:30} {bytes}/{total_bytes} {msg} ({eta})",
-                true,
-                true,
-            )
-        });
+        if let Some(p) = progress.as_mut() {
+            p.start(source.size());
+        }
         let (in_flight, oversize) = drive(
             &mut engine,
             &prog,
             &opts,
             &mut source,
             &mut ledger,
-            progress.as_mut(),
+            progress.as_mut().map(|p| &mut **p as &mut dyn Progress),
         );
         let rows = source.rows();
         // A capture's records out of order, its end, its interfaces and their tenants.
@@ -94,8 +92,8 @@ impl<E: Engine> Replay<E> {
             "shaped packets neither sent nor dropped: {:?}",
             in_flight.paths.keys().take(8).collect::<Vec<_>>()
         );
-        if let Some(p) = &progress {
-            p.finish(|p| progress_message(rows, p));
+        if let Some(p) = progress {
+            p.finish(rows);
         }
         if let Some(e) = source.error() {
             return Err(Error::Input(e.to_string()));
@@ -138,14 +136,14 @@ fn drive<E: Engine>(
     opts: &Options,
     source: &mut TraceSource,
     ledger: &mut Ledger,
-    progress: Option<&mut Progress>,
+    progress: Option<&mut dyn Progress>,
 ) -> (InFlight, (u64, u32)) {
     let in_flight = RefCell::new(InFlight::default());
     let mut arrivals = Arrivals {
         source,
         prog,
         in_flight: &in_flight,
-        progress,
+        progress: progress.map(|p| p as &mut dyn Progress),
         oversize: (0, 0),
     };
     let inputs = with_updates(&opts.updates, &mut arrivals);
@@ -164,7 +162,7 @@ struct Arrivals<'a> {
     source: &'a mut TraceSource,
     prog: &'a Program,
     in_flight: &'a RefCell<InFlight>,
-    progress: Option<&'a mut Progress>,
+    progress: Option<&'a mut dyn Progress>,
     /// Rows larger than the link's MTU (a capture of TSO segments, say): replayed as they
     /// are, and counted for a warning (count, largest).
     oversize: (u64, u32),
@@ -182,7 +180,7 @@ impl Iterator for Arrivals<'_> {
         in_flight.first_arrival_ps.get_or_insert(t);
         if let Some(pr) = self.progress.as_mut() {
             if rows.is_multiple_of(65_536) {
-                pr.tick(self.source.bytes_read(), |p| progress_message(rows, p));
+                pr.rows(rows, self.source.bytes_read());
             }
         }
         if p.bytes as u64 > self.prog.link.mtu_bytes {
@@ -218,13 +216,6 @@ fn with_updates<'a>(
         (Some(_), None) => ups.next(),
         _ => packets.next(),
     })
-}
-
-/// The replay's progress message: rows read and their rate ([`Progress`] shows it: a bar
-/// on a terminal, else a line at most once a second with `--progress`).
-fn progress_message(rows: u64, p: &Progress) -> String {
-    let secs = p.elapsed_s().max(1e-9);
-    format!("{rows} rows read, {:.0} packets/s", rows as f64 / secs)
 }
 
 /// The replay's summary: the header (the run's totals, updates, capture and timeline) and

@@ -12,7 +12,7 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
     use std::fmt::Write as _;
     use weft_sim::report::esc;
     let s = &summary.head;
-    let us = crate::delay_us;
+    let us = crate::text::delay_us;
     let mbps = |bps: u64| format!("{:.1}", bps as f64 / 1e6);
     let mut h = String::new();
     let _ = write!(
@@ -47,7 +47,7 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
     }
     h.push_str("<p><img src=\"throughput.svg\" alt=\"throughput\"> <img src=\"delay.svg\" alt=\"delay\"></p>");
     h.push_str("<h2>Leaves</h2><table><tr><th>leaf</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>active Mbit/s</th><th>drops</th><th>p50 delay µs</th><th>p99 delay µs</th><th>max delay µs</th></tr>");
-    let leaves = crate::shown_rows(&summary.leaves, |v| v.packets + v.dropped);
+    let leaves = crate::text::shown_rows(&summary.leaves, |v| v.packets + v.dropped);
     for (name, v) in &leaves.rows {
         let d = v.queueing_delay_ps.as_ref();
         let _ = write!(
@@ -65,21 +65,21 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
         );
     }
     h.push_str("</table>");
-    let _ = write!(h, "<p>{}</p>", esc(&crate::rates_note(s.span_ps)));
+    let _ = write!(h, "<p>{}</p>", esc(&crate::text::rates_note(s.span_ps)));
     if let Some(out) = leaves.left_out("leaves", "without packets or drops") {
         let _ = write!(h, "<p>Not shown: {out} (summary.json has every leaf).</p>");
     }
-    let shapers = crate::shown_rows(&summary.shapers, |v| v.packets);
+    let shapers = crate::text::shown_rows(&summary.shapers, |v| v.packets);
     if !shapers.rows.is_empty() {
         h.push_str("<h2>Shaping classes</h2><table><tr><th>class</th><th>limit Mbit/s</th><th>packets</th><th>bytes</th><th>mean Mbit/s</th><th>active Mbit/s</th><th>p50 delay µs</th><th>p99 delay µs</th></tr>");
         for (name, v) in &shapers.rows {
             let limit = match v.rate_bps_at_end {
                 Some(end) => format!(
                     "{} → {}",
-                    crate::limit_mbit(v.rate_bps),
-                    crate::limit_mbit(end)
+                    crate::text::limit_mbit(v.rate_bps),
+                    crate::text::limit_mbit(end)
                 ),
-                None => crate::limit_mbit(v.rate_bps),
+                None => crate::text::limit_mbit(v.rate_bps),
             };
             let d = v.queueing_delay_ps.as_ref();
             let _ = write!(
@@ -102,8 +102,8 @@ pub(super) fn index_html(summary: &ReplaySummary) -> String {
     if let Some(ifaces) = &s.capture_interfaces {
         h.push_str("<h2>Capture interfaces</h2><table><tr><th>interface</th><th>section</th><th>link type</th><th>records</th><th>tenant</th></tr>");
         for i in ifaces {
-            let name = esc(&crate::interface_name(i));
-            let tenant = crate::interface_tenant(i)
+            let name = esc(&crate::text::interface_name(i));
+            let tenant = crate::text::interface_tenant(i)
                 .map_or("–".to_string(), |(t, n)| format!("{t} ({})", esc(n)));
             let _ = write!(
                 h,

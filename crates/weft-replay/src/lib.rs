@@ -37,7 +37,7 @@
 //!   occupancy.
 //! * **Progress.** With `progress` a bar on stderr (rows read, packets/s) when stderr is a
 //!   terminal; otherwise a plain line at most once a second, and a final line
-//!   ([`crate::sim::Progress`], `weft sim`'s too).
+//!   (through the caller's [`Progress`]).
 //! * **Stderr.** `warning: ...` lines about the input (fields no packet carries, rows over the
 //!   MTU, a capture cut short or far out of order, an update too late or refused, ...),
 //!   always; `note: ...` lines (a capture's records sorted back into time order: nothing
@@ -45,13 +45,13 @@
 //!   list of files written).
 //!
 //! * **Limits.** A CSV row is read whole by the csv reader, so rows are bounded as they are read
-//!   ([`RowLimit`](row_limit::RowLimit)): one longer than `--max-trace-row-bytes`
+//!   (`RowLimit`, `row_limit.rs`): one longer than `--max-trace-row-bytes`
 //!   ([`DEFAULT_MAX_ROW_BYTES`], 64 KiB, by default; a row is a few hundred bytes) is refused at
 //!   its line once that many of its bytes are read, and a value longer than
-//!   [`MAX_CELL_BYTES`](row_limit::MAX_CELL_BYTES) (256) is refused with an excerpt. A 50 MB cell
+//!   `MAX_CELL_BYTES` (256) is refused with an excerpt. A 50 MB cell
 //!   was read whole and quoted whole in its error. A capture's limits are [`crate::capture`]'s (a
 //!   block of at most 64 MiB, `--max-interfaces`); its summary lists at most 64 interfaces and
-//!   counts the rest, and stderr names at most [`WARNED_INTERFACES`](warnings::WARNED_INTERFACES)
+//!   counts the rest, and stderr names at most `WARNED_INTERFACES` (8)
 //!   of them per warning.
 //!
 //! Errors name the trace file and line (`t.csv:3: ...`), quoting at most 64 characters of a
@@ -68,14 +68,20 @@
 //! about the input), `html.rs` (`index.html`) and `outdir.rs` (`--out`, made ready and
 //! cleaned up).
 
+pub mod capture;
+pub mod delays;
 mod driver;
 mod html;
 mod ledger;
+mod out;
 mod outdir;
 mod row_limit;
 mod source;
 mod summary;
+pub mod text;
+mod timeline;
 mod trace;
+pub mod updates;
 mod warnings;
 
 use std::path::{Path, PathBuf};
@@ -94,10 +100,13 @@ pub use driver::Replay;
 pub use outdir::discard;
 pub use row_limit::DEFAULT_MAX_ROW_BYTES;
 pub use source::{is_stdin, TraceSource};
-pub use summary::{CaptureInterface, ReplaySummary};
+pub use summary::{
+    CaptureInterface, Drops, NodeFigures, ReplaySummary, ShaperFigures, SummaryHead, TimelineShape,
+    UnlistedInterfaces, UpdateApplied,
+};
 
 /// Which engine replays the trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
     /// The fast engine (arenas, heap PIFOs).
     Fast,
@@ -123,8 +132,6 @@ impl EngineKind {
 pub struct Options {
     /// The engine.
     pub engine: EngineKind,
-    /// Report progress on stderr.
-    pub progress: bool,
     /// `--quiet`: no informational notes on stderr (warnings and errors still).
     pub quiet: bool,
     /// Engine options (both engines honour them identically).
@@ -188,6 +195,17 @@ impl Error {
     }
 }
 
+/// Where a replay reports its progress (a bar, a line now and then: the caller's to show).
+pub trait Progress {
+    /// The trace is opened: `total_bytes` long (0 when its size is not known, as for
+    /// standard input). Called once, before the first row.
+    fn start(&mut self, total_bytes: u64);
+    /// `rows` rows read so far, `bytes` bytes of the trace; called every 65,536 rows.
+    fn rows(&mut self, rows: u64, bytes: u64);
+    /// The trace is read: `rows` rows in all. Called once, last.
+    fn finish(&mut self, rows: u64);
+}
+
 /// Runs the replay; returns the summary (`summary.json` is the caller's to write, and on a
 /// failure to write it, to [`discard`] the rest). A replay that fails removes what it wrote.
 pub fn replay(
@@ -195,17 +213,18 @@ pub fn replay(
     trace: &Path,
     out: &Path,
     opts: Options,
+    progress: Option<&mut dyn Progress>,
 ) -> Result<ReplaySummary, Error> {
     // Refused here, nothing is touched (an output that would replace an input among them).
     let created = prepare_out(out, trace, &opts.inputs)?;
     match opts.engine {
         EngineKind::Fast => {
             let e = FastEngine::with_options(prog.clone(), opts.engine_options);
-            run(e, prog, trace, out, opts)
+            run(e, prog, trace, out, opts, progress)
         }
         EngineKind::Reference => {
             let e = ReferenceEngine::with_options(prog.clone(), opts.engine_options);
-            run(e, prog, trace, out, opts)
+            run(e, prog, trace, out, opts, progress)
         }
         EngineKind::Heads if opts.engine_options.limited_fast_path => Err(Error::Input(
             "--limited-fast-path is an option of the fast and reference engines, not of \
@@ -213,7 +232,7 @@ pub fn replay(
                 .into(),
         )),
         EngineKind::Heads => match HeadEngine::new(prog.clone()) {
-            Ok(e) => run(e, prog, trace, out, opts),
+            Ok(e) => run(e, prog, trace, out, opts, progress),
             Err(e) => Err(Error::Input(format!("{e}; run it with --engine fast"))),
         },
     }
@@ -231,7 +250,8 @@ fn run<E: Engine>(
     trace: &Path,
     out: &Path,
     opts: Options,
+    progress: Option<&mut dyn Progress>,
 ) -> Result<ReplaySummary, Error> {
     let source = TraceSource::open(trace, &opts)?;
-    Replay::new(engine, prog, opts).run(source, out)
+    Replay::new(engine, prog, opts).run(source, out, progress)
 }
