@@ -51,9 +51,13 @@ impl From<(u8, String)> for Failure {
 /// A replay's failure: its input (exit 2) or its outputs (exit 1).
 impl From<replay::Error> for Failure {
     fn from(e: replay::Error) -> Failure {
+        let code = match e {
+            replay::Error::Input(_) => 2,
+            replay::Error::Output(_) => 1,
+        };
         Failure {
-            code: e.code(),
-            message: Some(e.message().to_string()),
+            code,
+            message: Some(e.to_string()),
         }
     }
 }
@@ -228,7 +232,6 @@ fn replay_command(command: Command) -> Result<(), Failure> {
     let progress = progress || (!quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let opts = replay::Options {
         engine: engine.into(),
-        quiet,
         // A replay streams: flows are forgotten once they hold nothing, so memory
         // follows the packets queued, not the trace's distinct flows (exact: see
         // `forget_idle_flows`; the summary reports no per-flow counters).
@@ -253,6 +256,7 @@ fn replay_command(command: Command) -> Result<(), Failure> {
         &out,
         opts,
         progress.then_some(&mut bar as &mut dyn replay::Progress),
+        &mut Stderr { quiet },
     )?;
     if let Some(held) = Some(summary.head.held_at_end).filter(|&h| h > 0) {
         out::errln!(
@@ -263,30 +267,37 @@ fn replay_command(command: Command) -> Result<(), Failure> {
     }
     // The files first: a reader of the table that stops early (`| head`) must not
     // cost the summary.
-    let summary_path = out.join("summary.json");
-    // The other outputs go too (see `replay::discard`).
-    let cannot = |e: std::io::Error| {
-        let e = replay::Error::Output(format!("cannot write {}: {e}", summary_path.display()));
-        Failure::from(replay::discard(&out, &summary.created, e))
-    };
     if j {
         // The text once, for the file and for stdout.
-        let text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
-        std::fs::write(&summary_path, &text).map_err(cannot)?;
+        let text = summary.json();
+        summary.write(&out, Some(&text))?;
         out::print(&text)?;
     } else {
-        // Straight to the file (the summary of 100,000 classes is 44 MB of text).
-        let mut file =
-            std::io::BufWriter::new(std::fs::File::create(&summary_path).map_err(cannot)?);
-        serde_json::to_writer_pretty(&mut file, &summary).map_err(|e| cannot(e.into()))?;
-        file.write_all(b"\n").map_err(cannot)?;
-        file.into_inner().map_err(|e| cannot(e.into_error()))?;
+        summary.write(&out, None)?;
         if !quiet {
             out::errln!("wrote {}/{}", out.display(), replay::OUTPUTS.join(", "));
         }
         print_summary(&summary)?;
     }
     Ok(())
+}
+
+/// A replay's warnings and notes on stderr: `warning: ...` always, `note: ...` not with
+/// `--quiet`.
+struct Stderr {
+    quiet: bool,
+}
+
+impl replay::Diagnostics for Stderr {
+    fn warning(&mut self, message: &str) {
+        out::errln!("warning: {message}");
+    }
+
+    fn note(&mut self, message: &str) {
+        if !self.quiet {
+            out::errln!("note: {message}");
+        }
+    }
 }
 
 /// `--tenant NAME=IFACE` flags (of `weft run` and `weft replay`) as (NAME, IFACE) pairs, in

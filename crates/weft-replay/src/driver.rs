@@ -26,7 +26,7 @@ use super::summary::{
     TimelineShape, UnlistedInterfaces, UpdateApplied,
 };
 use super::warnings::{capture_warnings, unmatched_fields};
-use super::{Error, Options, Progress};
+use super::{Diagnostics, Error, Options, Progress};
 use crate::capture;
 use crate::delays;
 use crate::timeline::Timeline;
@@ -39,7 +39,7 @@ use crate::updates::Scheduled;
 /// let prog = Arc::new(weft_core::policy::load(policy, &Default::default())?);
 /// let engine = FastEngine::with_options(prog.clone(), opts.engine_options);
 /// let source = TraceSource::open(trace, &opts)?;
-/// let summary = Replay::new(engine, prog, opts).run(source, out, None)?;
+/// let summary = Replay::new(engine, prog, opts).run(source, out, None, &mut diagnostics)?;
 /// ```
 pub struct Replay<E: Engine> {
     engine: E,
@@ -53,9 +53,9 @@ impl<E: Engine> Replay<E> {
         Replay { engine, prog, opts }
     }
 
-    /// Replays `source` into the directory `out` (which must exist; see the module doc of
-    /// `replay` for what is written there, `summary.json` apart: the caller writes it from
-    /// the summary returned). Warns on stderr about the input (policy fields no packet
+    /// Replays `source` into the directory `out` (which must exist; see the crate doc for
+    /// what is written there, `summary.json` apart: [`ReplaySummary::write`] writes it from
+    /// the summary returned). Tells `diagnostics` about the input (policy fields no packet
     /// carries first, the capture and the run's end once the trace is read); a bad row of the
     /// trace stops the replay with its error. `progress`, if given, hears of the rows read.
     pub fn run(
@@ -63,6 +63,7 @@ impl<E: Engine> Replay<E> {
         mut source: TraceSource,
         out: &Path,
         mut progress: Option<&mut dyn Progress>,
+        diagnostics: &mut dyn Diagnostics,
     ) -> Result<ReplaySummary, Error> {
         let Replay {
             mut engine,
@@ -70,7 +71,7 @@ impl<E: Engine> Replay<E> {
             opts,
         } = self;
         if let Some(w) = unmatched_fields(&prog, &source, !opts.tenants.is_empty()) {
-            crate::out::errln!("warning: {w}");
+            diagnostics.warning(&w);
         }
         let mut ledger = Ledger::create(&prog, out)?;
         if let Some(p) = progress.as_mut() {
@@ -83,10 +84,11 @@ impl<E: Engine> Replay<E> {
             &mut source,
             &mut ledger,
             progress.as_mut().map(|p| &mut **p as &mut dyn Progress),
+            diagnostics,
         );
         let rows = source.rows();
         // A capture's records out of order, its end, its interfaces and their tenants.
-        capture_warnings(source.capture(), source.name(), &opts);
+        capture_warnings(source.capture(), source.name(), &opts, diagnostics);
         debug_assert!(
             source.error().is_some() || in_flight.paths.len() <= engine.backlog(),
             "shaped packets neither sent nor dropped: {:?}",
@@ -98,16 +100,7 @@ impl<E: Engine> Replay<E> {
         if let Some(e) = source.error() {
             return Err(Error::Input(e.to_string()));
         }
-        let is_capture = source.capture().is_some();
-        end_warnings(
-            &prog,
-            &opts,
-            source.name(),
-            is_capture,
-            rows,
-            oversize,
-            ledger.end_ps,
-        );
+        end_warnings(&prog, &opts, &source, oversize, ledger.end_ps, diagnostics);
         ledger.close_files(out)?;
         let timeline = ledger.take_timeline(in_flight.first_arrival_ps);
         write_timeline(out, &timeline, &prog.name)?;
@@ -127,9 +120,9 @@ impl<E: Engine> Replay<E> {
 }
 
 /// Runs the link: `source`'s packets ([`Arrivals`]) with `opts`' updates merged in, through
-/// `engine`, every event into `ledger`. Returns what the arrivals left in flight (the rows
-/// read, the first arrival, shaped packets not sent or dropped) and the rows larger than
-/// the link's MTU (how many, the largest).
+/// `engine`, every event into `ledger` (an update refused told to `diagnostics`). Returns
+/// what the arrivals left in flight (the rows read, the first arrival, shaped packets not
+/// sent or dropped) and the rows larger than the link's MTU (how many, the largest).
 fn drive<E: Engine>(
     engine: &mut E,
     prog: &Program,
@@ -137,6 +130,7 @@ fn drive<E: Engine>(
     source: &mut TraceSource,
     ledger: &mut Ledger,
     progress: Option<&mut dyn Progress>,
+    diagnostics: &mut dyn Diagnostics,
 ) -> (InFlight, (u64, u32)) {
     let in_flight = RefCell::new(InFlight::default());
     let mut arrivals = Arrivals {
@@ -148,7 +142,7 @@ fn drive<E: Engine>(
     };
     let inputs = with_updates(&opts.updates, &mut arrivals);
     link::run_bursts(engine, &prog.link, inputs, u64::MAX, opts.burst, |ev| {
-        ledger.event(ev, &mut in_flight.borrow_mut())
+        ledger.event(ev, &mut in_flight.borrow_mut(), diagnostics)
     });
     let oversize = arrivals.oversize;
     (in_flight.into_inner(), oversize)
@@ -317,38 +311,39 @@ fn summarize<E: Engine>(
     }
 }
 
-/// The run's warnings about its input once the trace is read: a trace without packets, rows
-/// larger than the link's MTU (`oversize`: how many, the largest), and `--update`s after the
-/// last frame left (at `end_ps`).
+/// The run's warnings about its input once `source` is read, to `diagnostics`: a trace
+/// without packets, rows larger than the link's MTU (`oversize`: how many, the largest),
+/// and `--update`s after the last frame left (at `end_ps`).
 fn end_warnings(
     prog: &Program,
     opts: &Options,
-    trace_name: &str,
-    is_capture: bool,
-    rows: u64,
+    source: &TraceSource,
     oversize: (u64, u32),
     end_ps: u64,
+    diagnostics: &mut dyn Diagnostics,
 ) {
+    let (trace_name, rows) = (source.name(), source.rows());
+    let is_capture = source.capture().is_some();
     if rows == 0 {
         // A header alone, an empty capture: the outputs are written, empty, but the likely
         // cause is the wrong file (or a filter that kept nothing).
-        crate::out::errln!(
-            "warning: {trace_name} holds no packets ({}): the outputs are empty",
+        diagnostics.warning(&format!(
+            "{trace_name} holds no packets ({}): the outputs are empty",
             if is_capture {
                 "a capture without records"
             } else {
                 "a header and no rows"
             }
-        );
+        ));
     }
     let (n, largest) = oversize;
     if n > 0 {
-        crate::out::errln!(
-            "warning: {n} packets of {trace_name} are larger than the link's MTU ({} B; the \
+        diagnostics.warning(&format!(
+            "{n} packets of {trace_name} are larger than the link's MTU ({} B; the \
              largest {largest} B): replayed as single frames of their size (segmentation \
              offload in a capture, or a `bytes` column in another unit?)",
             prog.link.mtu_bytes
-        );
+        ));
     }
     // An update after the last frame has left is applied to an idle scheduler: a time
     // given in the wrong unit, most likely.
@@ -359,14 +354,14 @@ fn end_warnings(
         .map(|u| u.text.as_str())
         .collect();
     if !late.is_empty() {
-        crate::out::errln!(
-            "warning: --update {}: after the last frame left ({end_ps} ps on the trace's \
+        diagnostics.warning(&format!(
+            "--update {}: after the last frame left ({end_ps} ps on the trace's \
              clock), so it changed nothing",
             late.iter()
                 .map(|t| format!("`{t}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        ));
     }
 }
 

@@ -18,7 +18,7 @@ use weft_core::sched::{Counters, Departure, DropReason, Update};
 
 use super::outdir::cannot_write;
 use super::summary::Span;
-use super::Error;
+use super::{Diagnostics, Error};
 use crate::delays::Delays;
 use crate::timeline::Timeline;
 
@@ -138,8 +138,14 @@ impl<'p> Ledger<'p> {
         })
     }
 
-    /// One event of the link: written, tallied, and (a shaped packet's) its classes let go.
-    pub(super) fn event(&mut self, ev: Event, in_flight: &mut InFlight) {
+    /// One event of the link: written, tallied, and (a shaped packet's) its classes let go;
+    /// an update refused is told to `diagnostics`.
+    pub(super) fn event(
+        &mut self,
+        ev: Event,
+        in_flight: &mut InFlight,
+        diagnostics: &mut dyn Diagnostics,
+    ) {
         match ev {
             Event::Sent { at_ps, departure } => self.sent(at_ps, &departure, in_flight),
             Event::Dropped {
@@ -153,7 +159,7 @@ impl<'p> Ledger<'p> {
                 update,
                 error,
             } => {
-                crate::out::errln!("warning: an update at {at_ps} ps was refused: {error}");
+                diagnostics.warning(&format!("an update at {at_ps} ps was refused: {error}"));
                 self.rejected.push((at_ps, update));
             }
         }

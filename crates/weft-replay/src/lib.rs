@@ -1,15 +1,74 @@
-//! `weft replay`: a trace replayed through the scheduling core in virtual time.
+//! Trace replay: a packet trace (CSV or a pcap/pcapng capture) replayed through weft's
+//! scheduling core in virtual time, on the policy's link, with its departures, drops,
+//! timeline, charts and summary written to an output directory. `weft replay` is this crate
+//! with arguments and printing around it; anything else that replays a trace (a test, a
+//! tool, a fuzz target of the capture reader) uses it the same way.
 //!
-//! As a library: open a trace with [`TraceSource::open`] (an iterator of packets in time
-//! order, CSV or capture), make a [`Replay`] of a compiled policy and an engine for it
-//! ([`Replay::new`]), and [`Replay::run`] it into an output directory; it returns the
-//! [`ReplaySummary`] (`summary.json` is the caller's to write). [`replay`] does all of it
-//! for the CLI, with the engine `--engine` names, and cleans up after a failure.
+//! Open a trace with [`TraceSource::open`] (an iterator of packets in time order, CSV or
+//! capture), make a [`Replay`] of a compiled policy and an engine for it ([`Replay::new`]),
+//! [`Replay::run`] it into an output directory, and write `summary.json` from the
+//! [`ReplaySummary`] it returns ([`ReplaySummary::write`]). [`replay`] does all of it with
+//! the engine [`EngineKind`] names, and cleans up after a failure.
 //!
-//! * **Engines.** `--engine fast` (default) runs [`FastEngine`], `--engine reference` the
-//!   obviously-correct [`ReferenceEngine`]; both implement [`Engine`] and
-//!   give identical departures (the CLI test replays every example trace through both and compares
-//!   the files byte for byte).
+//! ```
+//! use std::path::Path;
+//! use std::sync::Arc;
+//! use weft_core::policy::{compile_str, LoadOptions};
+//! use weft_core::sched::fast::FastEngine;
+//! use weft_replay::{Diagnostics, Options, Replay, TraceSource};
+//!
+//! /// Warnings and notes kept as lines.
+//! struct Lines(Vec<String>);
+//! impl Diagnostics for Lines {
+//!     fn warning(&mut self, m: &str) { self.0.push(format!("warning: {m}")) }
+//!     fn note(&mut self, m: &str) { self.0.push(format!("note: {m}")) }
+//! }
+//!
+//! let policy = "weft: 1\nname: two\nlink:\n  rate: 10gbit\nnodes:\n  \
+//!     - {name: root, type: prio}\n  \
+//!     - {name: high, type: leaf, parent: root, priority: 0, match: {tag: 1}}\n  \
+//!     - {name: low, type: leaf, parent: root, priority: 1, match: {tag: 2}}\n";
+//! let prog = Arc::new(compile_str(Path::new("two.yaml"), policy, &LoadOptions::default())?);
+//! let dir = std::env::temp_dir().join(format!("weft-replay-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let trace = dir.join("t.csv");
+//! // Two 1500-byte packets at once: the high one leaves first.
+//! std::fs::write(&trace, "arrive_ps,bytes,tag\n0,1500,2\n0,1500,1\n")?;
+//! let out = dir.join("out");
+//! std::fs::create_dir_all(&out)?;
+//!
+//! let opts = Options::default();
+//! let engine = FastEngine::with_options(prog.clone(), opts.engine_options);
+//! let source = TraceSource::open(&trace, &opts)?;
+//! let mut said = Lines(Vec::new());
+//! let summary = Replay::new(engine, prog, opts).run(source, &out, None, &mut said)?;
+//! summary.write(&out, None)?;
+//!
+//! assert_eq!((summary.head.packets, summary.head.sent), (2, 2));
+//! assert!(said.0.is_empty(), "{:?}", said.0);
+//! // departures.csv: depart_ps,id,leaf,flow,bytes
+//! let departures = std::fs::read_to_string(out.join("departures.csv"))?;
+//! let rows = departures.lines().skip(1);
+//! let leaves: Vec<&str> = rows.filter_map(|l| l.split(',').nth(2)).collect();
+//! assert_eq!(leaves, ["high", "low"]);
+//! assert!(out.join("summary.json").is_file());
+//! std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The library prints nothing: progress goes to the caller's [`Progress`], warnings and
+//! notes about the input to its [`Diagnostics`], failures come back as [`Error`]s.
+//!
+//! Invariants: the replay streams (bounded memory, below); outputs are deterministic (the
+//! same trace, policy and options give the same files byte for byte, and the fast and
+//! reference engines the same departures); a failed replay leaves no outputs behind. Cost:
+//! per packet, the engine's enqueue and dequeue, one CSV line written and O(1) tallies; at
+//! the end, one histogram merge per node and the summary, charts and page written once.
+//!
+//! * **Engines.** [`EngineKind::Fast`] (`weft replay`'s default) runs [`FastEngine`],
+//!   [`EngineKind::Reference`] the obviously-correct [`ReferenceEngine`]; both implement
+//!   [`Engine`] and give identical departures (the CLI test replays every example trace
+//!   through both and compares the files byte for byte).
 //! * **Streaming.** The trace is read row by row through an iterator ([`TraceSource`]) that
 //!   the link driver ([`link::run_bursts`](weft_core::sched::link::run_bursts)) pulls one
 //!   arrival ahead, and departures and drops are written as they happen ([`Replay`]), so
@@ -35,14 +94,14 @@
 //!   (`link::Input::Classified`: the engine does not classify it again), keeping a shaped
 //!   packet's classes from its arrival to its departure or drop: memory bounded by
 //!   occupancy.
-//! * **Progress.** With `progress` a bar on stderr (rows read, packets/s) when stderr is a
-//!   terminal; otherwise a plain line at most once a second, and a final line
-//!   (through the caller's [`Progress`]).
-//! * **Stderr.** `warning: ...` lines about the input (fields no packet carries, rows over the
-//!   MTU, a capture cut short or far out of order, an update too late or refused, ...),
-//!   always; `note: ...` lines (a capture's records sorted back into time order: nothing
-//!   lost), not with `quiet` (`--quiet`, which also drops the progress, the table and the
-//!   list of files written).
+//! * **Progress.** The caller's [`Progress`], if any, hears of the trace's size, the rows
+//!   and bytes read every 65,536 rows, and the end (`weft replay` shows a bar on a terminal,
+//!   else with `--progress` a line at most once a second, and a final line).
+//! * **Diagnostics.** Warnings about the input (fields no packet carries, rows over the
+//!   MTU, a capture cut short or far out of order, an update too late or refused, ...) and
+//!   notes (a capture's records sorted back into time order: nothing lost) go to the
+//!   caller's [`Diagnostics`] as they are found (`weft replay` prints them on stderr, the
+//!   notes not with `--quiet`).
 //!
 //! * **Limits.** A CSV row is read whole by the csv reader, so rows are bounded as they are read
 //!   (`RowLimit`, `row_limit.rs`): one longer than `--max-trace-row-bytes`
@@ -51,16 +110,20 @@
 //!   `MAX_CELL_BYTES` (256) is refused with an excerpt. A 50 MB cell
 //!   was read whole and quoted whole in its error. A capture's limits are [`crate::capture`]'s (a
 //!   block of at most 64 MiB, `--max-interfaces`); its summary lists at most 64 interfaces and
-//!   counts the rest, and stderr names at most `WARNED_INTERFACES` (8)
+//!   counts the rest, and a warning names at most `WARNED_INTERFACES` (8)
 //!   of them per warning.
 //!
 //! Errors name the trace file and line (`t.csv:3: ...`), quoting at most 64 characters of a
-//! value; the CLI exits 2 on them, and 1 when an output cannot be written ([`Error`]). A
+//! value: [`Error::Input`] (the CLI exits 2 on it), or [`Error::Output`] when an output
+//! cannot be written (exit 1). A
 //! replay that fails once `--out` is ready removes the outputs it wrote ([`discard`]), and
 //! the directories it created for `--out`: no partial `departures.csv` that looks complete,
 //! no empty directory left by a run that kept nothing.
 //!
-//! The files: `source.rs` ([`TraceSource`]: where rows come from), `trace.rs` (a CSV
+//! The modules: [`capture`] (the capture reader), [`updates`] (`--update` flags parsed and
+//! checked), [`delays`] (the queueing-delay histograms), [`text`] (the summary's figures as
+//! text, for `index.html` and a caller's table), `timeline.rs` (the timeline's windows and
+//! charts), `source.rs` ([`TraceSource`]: where rows come from), `trace.rs` (a CSV
 //! trace's columns and rows), `row_limit.rs` (rows bounded as they are read), `driver.rs`
 //! ([`Replay`]: the run's steps, the arrivals as the link takes them, the summary's
 //! header), `ledger.rs` (each event written and tallied, the timeline's series),
@@ -73,7 +136,6 @@ pub mod delays;
 mod driver;
 mod html;
 mod ledger;
-mod out;
 mod outdir;
 mod row_limit;
 mod source;
@@ -127,13 +189,11 @@ impl EngineKind {
     }
 }
 
-/// How a replay runs.
+/// How a replay runs ([`Default`]: `weft replay`'s defaults).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// The engine.
     pub engine: EngineKind,
-    /// `--quiet`: no informational notes on stderr (warnings and errors still).
-    pub quiet: bool,
     /// Engine options (both engines honour them identically).
     pub engine_options: EngineOptions,
     /// Frames the link takes per burst (1: one at a time; see
@@ -153,7 +213,26 @@ pub struct Options {
     pub inputs: Vec<PathBuf>,
 }
 
-/// What a replay writes in its `--out` directory (`summary.json` by the caller, last).
+impl Default for Options {
+    /// The fast engine, one frame at a time, no updates or tenants, a reorder window of
+    /// 65,536 records, and the default limits.
+    fn default() -> Options {
+        Options {
+            engine: EngineKind::Fast,
+            engine_options: EngineOptions::default(),
+            burst: 1,
+            updates: Vec::new(),
+            tenants: Vec::new(),
+            reorder_window: 65_536,
+            max_interfaces: capture::DEFAULT_MAX_INTERFACES,
+            max_row_bytes: DEFAULT_MAX_ROW_BYTES,
+            inputs: Vec::new(),
+        }
+    }
+}
+
+/// What a replay writes in its `--out` directory (`summary.json` last, by
+/// [`ReplaySummary::write`]).
 pub const OUTPUTS: [&str; 7] = [
     "departures.csv",
     "drops.csv",
@@ -164,29 +243,21 @@ pub const OUTPUTS: [&str; 7] = [
     "summary.json",
 ];
 
-/// Why a replay failed: what it was given (the trace, `--out`, `--tenant`), which the CLI
-/// exits 2 on, or writing its outputs (a full disk, a file size limit), exit 1.
-#[derive(Debug)]
+/// Why a replay failed: what it was given (the trace, `--out`, `--tenant`, an engine that
+/// cannot run the policy), or writing its outputs (a full disk, a file size limit). The
+/// message is whole: it names the file (and the line, or the record), and after a failure
+/// once `--out` was ready it ends with a `note: ...` line on what was removed ([`discard`]).
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The replay's input: `weft replay` exits 2.
+    #[error("{0}")]
     Input(String),
+    /// Writing an output: `weft replay` exits 1.
+    #[error("{0}")]
     Output(String),
 }
 
 impl Error {
-    /// The exit status (see the CLI's module doc).
-    pub fn code(&self) -> u8 {
-        match self {
-            Error::Input(_) => 2,
-            Error::Output(_) => 1,
-        }
-    }
-
-    pub fn message(&self) -> &str {
-        match self {
-            Error::Input(m) | Error::Output(m) => m,
-        }
-    }
-
     fn map(self, f: impl FnOnce(String) -> String) -> Error {
         match self {
             Error::Input(m) => Error::Input(f(m)),
@@ -206,25 +277,39 @@ pub trait Progress {
     fn finish(&mut self, rows: u64);
 }
 
-/// Runs the replay; returns the summary (`summary.json` is the caller's to write, and on a
-/// failure to write it, to [`discard`] the rest). A replay that fails removes what it wrote.
+/// Where a replay says what it finds in its input (the library prints nothing itself).
+/// Messages are whole sentences without a prefix or a newline; `weft replay` prints
+/// `warning: MESSAGE` and `note: MESSAGE` lines on stderr.
+pub trait Diagnostics {
+    /// Something about the input that the outputs may not show: fields no packet carries,
+    /// rows over the link's MTU, a capture cut short or far out of order, an update refused
+    /// or after the end, a trace without packets.
+    fn warning(&mut self, message: &str);
+    /// Something done to the input that lost nothing (a capture's records sorted back into
+    /// time order); `weft replay --quiet` leaves notes out.
+    fn note(&mut self, message: &str);
+}
+
+/// Runs the replay; returns the summary ([`ReplaySummary::write`] writes `summary.json`, and
+/// on a failure removes the rest). A replay that fails removes what it wrote.
 pub fn replay(
     prog: Arc<Program>,
     trace: &Path,
     out: &Path,
     opts: Options,
     progress: Option<&mut dyn Progress>,
+    diagnostics: &mut dyn Diagnostics,
 ) -> Result<ReplaySummary, Error> {
     // Refused here, nothing is touched (an output that would replace an input among them).
     let created = prepare_out(out, trace, &opts.inputs)?;
     match opts.engine {
         EngineKind::Fast => {
             let e = FastEngine::with_options(prog.clone(), opts.engine_options);
-            run(e, prog, trace, out, opts, progress)
+            run(e, prog, trace, out, opts, progress, diagnostics)
         }
         EngineKind::Reference => {
             let e = ReferenceEngine::with_options(prog.clone(), opts.engine_options);
-            run(e, prog, trace, out, opts, progress)
+            run(e, prog, trace, out, opts, progress, diagnostics)
         }
         EngineKind::Heads if opts.engine_options.limited_fast_path => Err(Error::Input(
             "--limited-fast-path is an option of the fast and reference engines, not of \
@@ -232,7 +317,7 @@ pub fn replay(
                 .into(),
         )),
         EngineKind::Heads => match HeadEngine::new(prog.clone()) {
-            Ok(e) => run(e, prog, trace, out, opts, progress),
+            Ok(e) => run(e, prog, trace, out, opts, progress, diagnostics),
             Err(e) => Err(Error::Input(format!("{e}; run it with --engine fast"))),
         },
     }
@@ -251,7 +336,8 @@ fn run<E: Engine>(
     out: &Path,
     opts: Options,
     progress: Option<&mut dyn Progress>,
+    diagnostics: &mut dyn Diagnostics,
 ) -> Result<ReplaySummary, Error> {
     let source = TraceSource::open(trace, &opts)?;
-    Replay::new(engine, prog, opts).run(source, out, progress)
+    Replay::new(engine, prog, opts).run(source, out, progress, diagnostics)
 }

@@ -4,11 +4,14 @@
 //! bytes, drops by reason, mean rate and queueing delay percentiles.
 //!
 //! Invariants: deterministic output (objects in policy order, integers only); a node's figures
-//! are its subtree's. Cost: one histogram merge per node, once, at the end of the replay.
+//! are its subtree's. Cost: one histogram merge per node, once, at the end of the replay;
+//! writing the file streams it (no copy of its text unless the caller asks for one).
 
-use super::Options;
+use super::outdir::{cannot_write, discard};
+use super::{Error, Options};
 use crate::delays::{Delays, Series, Summary};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use weft_core::policy::Program;
 use weft_core::sched::{Counters, DropReason, Update};
 
@@ -33,6 +36,30 @@ pub struct ReplaySummary {
     /// failure after the run ([`discard`](super::discard)) removes them too. Not in `summary.json`.
     #[serde(skip)]
     pub created: Vec<PathBuf>,
+}
+
+impl ReplaySummary {
+    /// `summary.json`'s text: pretty-printed, with a final newline.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+    }
+
+    /// Writes `summary.json` into `out`, the last of the replay's outputs: `text` when the
+    /// caller has it already ([`json`](Self::json)'s, to print it too), else streamed to
+    /// the file (the summary of 100,000 classes is 44 MB of text). If it cannot be
+    /// written, the other outputs go too ([`discard`]), and the error says so.
+    pub fn write(&self, out: &Path, text: Option<&str>) -> Result<(), Error> {
+        let path = out.join("summary.json");
+        let cannot = |e: std::io::Error| discard(out, &self.created, cannot_write(&path, e));
+        let Some(text) = text else {
+            let mut file = std::io::BufWriter::new(std::fs::File::create(&path).map_err(cannot)?);
+            serde_json::to_writer_pretty(&mut file, self).map_err(|e| cannot(e.into()))?;
+            file.write_all(b"\n").map_err(cannot)?;
+            file.into_inner().map_err(|e| cannot(e.into_error()))?;
+            return Ok(());
+        };
+        std::fs::write(&path, text).map_err(cannot)
+    }
 }
 
 /// `summary.json`'s header: what was replayed and how, the run's totals, the `--update`s, a

@@ -1,13 +1,12 @@
-//! What a replay warns about on stderr about its input: policy fields that no packet of the
+//! What a replay warns about its input (to the caller's [`Diagnostics`]): policy fields that no packet of the
 //! trace carries, and a capture's records out of order, its truncation, interfaces of link
 //! types weft does not read and `--tenant` interfaces it does not have.
 //!
-//! Invariants: warnings are printed always, notes (nothing lost) not with `--quiet`; a
-//! warning names at most [`WARNED_INTERFACES`] interfaces and counts the rest.
+//! Invariants: a note only for what lost nothing, a warning for the rest; a warning names at most [`WARNED_INTERFACES`] interfaces and counts the rest.
 
 use super::source::{Source, TraceSource};
 use super::trace::Col;
-use super::Options;
+use super::{Diagnostics, Options};
 use crate::capture::{self, Capture};
 use weft_core::classifier::{Field, FieldMask, FIELDS};
 use weft_core::policy::Program;
@@ -86,10 +85,15 @@ pub(super) fn unmatched_fields(
     ))
 }
 
-/// What a capture's replay warns about on stderr: records out of order (a note when the
+/// What a capture's replay tells `diagnostics`: records out of order (a note when the
 /// reorder window put them back in order), a file that ends inside a record, interfaces of
 /// link types weft does not read, and `--tenant` interfaces the capture does not have.
-pub(super) fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts: &Options) {
+pub(super) fn capture_warnings(
+    capture: Option<&Capture>,
+    trace_name: &str,
+    opts: &Options,
+    diagnostics: &mut dyn Diagnostics,
+) {
     let interfaces = capture.map(|c| c.interfaces());
     if let Some(c) = capture {
         let window = match opts.reorder_window {
@@ -98,27 +102,26 @@ pub(super) fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts
         };
         match (c.out_of_order(), c.reordered()) {
             (0, _) => {}
-            // Nothing lost: a note (not with `--quiet`).
-            (_, 0) if opts.quiet => {}
-            (n, 0) => crate::out::errln!(
-                "note: {n} records of {trace_name} were earlier than one before them in the \
+            // Nothing lost: a note.
+            (n, 0) => diagnostics.note(&format!(
+                "{n} records of {trace_name} were earlier than one before them in the \
                  file (as in a capture of several interfaces); the reorder window ({window}) \
                  replayed them in time order (summary.json: capture_out_of_order)"
-            ),
-            (n, late) => crate::out::errln!(
-                "warning: {n} records of {trace_name} were earlier than one before them in the \
+            )),
+            (n, late) => diagnostics.warning(&format!(
+                "{n} records of {trace_name} were earlier than one before them in the \
                  file, {late} of them more than the reorder window ({window}) away: \
                  each of those was replayed at the latest time seen so far \
                  (summary.json: capture_reordered; a larger --reorder-window sorts them)"
-            ),
+            )),
         }
         if let Some(r) = c.truncated_at() {
-            crate::out::errln!(
-                "warning: {trace_name}: record {r}: the file ends inside this record (a \
+            diagnostics.warning(&format!(
+                "{trace_name}: record {r}: the file ends inside this record (a \
                  capture still being written, or cut short); the {} records before it were \
                  replayed (summary.json: capture_truncated_at)",
                 r - 1
-            );
+            ));
         }
     }
     // At most `WARNED_INTERFACES` lines, then one for the rest.
@@ -128,8 +131,8 @@ pub(super) fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts
         .filter(|i| i.skipped > 0)
         .collect();
     for i in skipped.iter().take(WARNED_INTERFACES) {
-        crate::out::errln!(
-            "warning: {trace_name}: interface {}{} has link type {}, which weft does not read \
+        diagnostics.warning(&format!(
+            "{trace_name}: interface {}{} has link type {}, which weft does not read \
              ({}): its {} records were skipped (summary.json: capture_interfaces)",
             i.index,
             i.name
@@ -138,17 +141,17 @@ pub(super) fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts
             i.linktype,
             capture::LINK_TYPES,
             i.skipped
-        );
+        ));
     }
     if let Some(rest) = skipped.get(WARNED_INTERFACES..).filter(|r| !r.is_empty()) {
-        crate::out::errln!(
-            "warning: {trace_name}: {} more interfaces have link types weft does not read \
+        diagnostics.warning(&format!(
+            "{trace_name}: {} more interfaces have link types weft does not read \
              ({}): their {} records were skipped (summary.json: capture_interfaces, \
              capture_interfaces_unlisted)",
             rest.len(),
             capture::LINK_TYPES,
             rest.iter().map(|i| i.skipped).sum::<u64>()
-        );
+        ));
     }
     for (k, (name, iface)) in opts.tenants.iter().enumerate() {
         let tenant = Some(k as u32 + 1);
@@ -162,12 +165,12 @@ pub(super) fn capture_warnings(capture: Option<&Capture>, trace_name: &str, opts
             if all.len() > WARNED_INTERFACES {
                 names.push(format!("and {} more", all.len() - WARNED_INTERFACES));
             }
-            crate::out::errln!(
-                "warning: --tenant {name}={iface}: {trace_name} has no interface {iface} \
+            diagnostics.warning(&format!(
+                "--tenant {name}={iface}: {trace_name} has no interface {iface} \
                  (its interfaces: {}); no packet has tenant {k_1}",
                 names.join(", "),
                 k_1 = k + 1
-            );
+            ));
         }
     }
 }
