@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
 use weft_core::classifier::{Field, PacketMeta};
 use weft_core::policy::{compile_str, synth, Classification, LoadOptions, Program};
 use weft_core::sched::fast::FastEngine;
@@ -26,6 +25,90 @@ use weft_core::sched::link::wire_ps;
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::{Engine, FlowQueue, Packet};
 use weft_core::stats::median;
+
+/// One scenario's row of `weft bench --json` (a JSON object a line, its keys in this
+/// order). Throughputs are medians over the rounds, packets per second of wall time,
+/// rounded to the packet; memory figures are heap bytes, rounded to the byte.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Row {
+    /// The scenario (the table's first column).
+    pub scenario: String,
+    /// Flows the packets are drawn from, flows.
+    pub flows: u64,
+    /// The engine of the row's own figures: always `fast` (the reference's have `reference`
+    /// in their names).
+    pub engine: &'static str,
+    /// Rounds run, each every mode and the reference once, rounds.
+    pub rounds: usize,
+    /// The fast engine classifying every packet, packets/s.
+    pub packets_per_s: f64,
+    /// The same, its best round, packets/s.
+    pub packets_per_s_best: f64,
+    /// The same as time per packet, nanoseconds, to 0.1.
+    pub ns_per_packet: f64,
+    /// The reference engine classifying every packet, packets/s.
+    pub reference_packets_per_s: f64,
+    /// `packets_per_s` over `reference_packets_per_s`, times, to 0.01.
+    pub ratio_vs_reference: f64,
+    /// The fast engine in bursts and batches of 16, packets/s.
+    pub batch16_packets_per_s: f64,
+    /// The fast engine with per-flow queues (no classification), packets/s.
+    pub per_flow_queues_packets_per_s: f64,
+    /// The same as time per packet, nanoseconds, to 0.1.
+    pub per_flow_queues_ns_per_packet: f64,
+    /// The reference engine with per-flow queues, packets/s.
+    pub reference_per_flow_queues_packets_per_s: f64,
+    /// `per_flow_queues_packets_per_s` over the reference's, times, to 0.01.
+    pub per_flow_queues_ratio_vs_reference: f64,
+    /// The fast engine with per-flow queues, in bursts and batches of 16, packets/s.
+    pub per_flow_batch16_packets_per_s: f64,
+    /// Heap growth per flow that has had a packet and holds none, bytes.
+    pub bytes_per_idle_flow: f64,
+    /// Shaping classes of the row's policy, classes.
+    pub shaping_classes: usize,
+    /// Engine state per shaping class (4,096 classes against none), bytes; the same for
+    /// every row.
+    pub bytes_per_rate_limiter: f64,
+    /// Compiled policy per shaping class (names, classifier tables), bytes; every row.
+    pub policy_bytes_per_rate_limiter: f64,
+    /// Engine state per `senic` class before its first packet, bytes; every row.
+    pub engine_bytes_per_senic_class: f64,
+    /// Packets kept queued in every run, packets.
+    pub backlog_packets: u64,
+    /// The smallest backlog any run of the row ended with, packets.
+    pub backlog_at_end_min: usize,
+}
+
+/// A row as `--json` prints it: one line of JSON.
+impl std::fmt::Display for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+/// A figure as the table and the targets read it: a number that JSON cannot carry (NaN,
+/// an infinity; `null` in `--json`) is none.
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// `weft bench --json`'s last line: the scheduling core's targets ([`targets`]).
+#[derive(Debug, serde::Serialize)]
+pub struct Targets {
+    /// In the table's order.
+    pub targets: Vec<Target>,
+}
+
+/// One target of the scheduling core against this run.
+#[derive(Debug, serde::Serialize)]
+pub struct Target {
+    /// What is aimed at, in words, with its figure and unit (`>= 8.13 M pkt/s`).
+    pub target: String,
+    /// What this run measured, with its unit (`6.20 M (per-flow batch 16)`, `58 B`).
+    pub measured: String,
+    /// Whether it is met; `null` for a distance asked for, not a target.
+    pub met: Option<bool>,
+}
 
 /// mimalloc with a running count of live heap bytes.
 pub struct CountingAlloc;
@@ -324,7 +407,7 @@ pub fn run(
     progress: bool,
     backlog: Option<u64>,
     only: Option<&str>,
-) -> Result<Vec<Value>, Vec<String>> {
+) -> Result<Vec<Row>, Vec<String>> {
     let all = scenarios(quick);
     // Case aside: `--only SENIC` is `senic`.
     let only = only.map(str::to_lowercase);
@@ -418,38 +501,39 @@ pub fn run(
             .map(|v| median(v).expect("one round at least"));
         let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
         let flows_for_memory = s.flows.min(if quick { 10_000 } else { 100_000 });
-        rows.push(json!({
-            "scenario": s.name,
-            "flows": s.flows,
-            "engine": "fast",
-            "rounds": rounds.max(1),
-            "packets_per_s": fast.round(),
-            "packets_per_s_best": best(&samples[0]).round(),
-            "ns_per_packet": (1e9 / fast * 10.0).round() / 10.0,
-            "reference_packets_per_s": reference.round(),
-            "ratio_vs_reference": (fast / reference * 100.0).round() / 100.0,
-            "batch16_packets_per_s": batched.round(),
-            "per_flow_queues_packets_per_s": per_flow.round(),
-            "per_flow_queues_ns_per_packet": (1e9 / per_flow * 10.0).round() / 10.0,
-            "reference_per_flow_queues_packets_per_s": reference_per_flow.round(),
-            "per_flow_queues_ratio_vs_reference": (per_flow / reference_per_flow * 100.0).round() / 100.0,
-            "per_flow_batch16_packets_per_s": per_flow_batched.round(),
-            "bytes_per_idle_flow": bytes_per_flow(&s, flows_for_memory).round(),
+        rows.push(Row {
+            scenario: s.name.clone(),
+            flows: s.flows,
+            engine: "fast",
+            rounds: rounds.max(1),
+            packets_per_s: fast.round(),
+            packets_per_s_best: best(&samples[0]).round(),
+            ns_per_packet: (1e9 / fast * 10.0).round() / 10.0,
+            reference_packets_per_s: reference.round(),
+            ratio_vs_reference: (fast / reference * 100.0).round() / 100.0,
+            batch16_packets_per_s: batched.round(),
+            per_flow_queues_packets_per_s: per_flow.round(),
+            per_flow_queues_ns_per_packet: (1e9 / per_flow * 10.0).round() / 10.0,
+            reference_per_flow_queues_packets_per_s: reference_per_flow.round(),
+            per_flow_queues_ratio_vs_reference: (per_flow / reference_per_flow * 100.0).round()
+                / 100.0,
+            per_flow_batch16_packets_per_s: per_flow_batched.round(),
+            bytes_per_idle_flow: bytes_per_flow(&s, flows_for_memory).round(),
             // Shaping classes of this row's policy (B/limit is shown for rows that have them;
             // the figure itself comes from one comparison for every row, above).
-            "shaping_classes": s.prog.shapers.len(),
-            "bytes_per_rate_limiter": engine_per_limiter.round(),
-            "policy_bytes_per_rate_limiter": policy_per_limiter.round(),
-            "engine_bytes_per_senic_class": engine_per_senic_class.round(),
-            "backlog_packets": backlog,
-            "backlog_at_end_min": backlog_at_end,
-        }));
+            shaping_classes: s.prog.shapers.len(),
+            bytes_per_rate_limiter: engine_per_limiter.round(),
+            policy_bytes_per_rate_limiter: policy_per_limiter.round(),
+            engine_bytes_per_senic_class: engine_per_senic_class.round(),
+            backlog_packets: backlog,
+            backlog_at_end_min: backlog_at_end,
+        });
     }
     Ok(rows)
 }
 
 /// Prints the rows as a table.
-pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
+pub fn print_table(rows: &[Row]) -> Result<(), (u8, String)> {
     crate::out::outln!(
         "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>8} {:>12} {:>7} {:>7}",
         "scenario",
@@ -465,33 +549,33 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
         "B/limit"
     )?;
     for r in rows {
-        let f = |k: &str, digits: usize| crate::out::number(r[k].as_f64().unwrap_or(0.0), digits);
+        let f = |v: f64, digits: usize| crate::out::number(finite(v).unwrap_or(0.0), digits);
         // Only a policy with shaping classes has rate limiters to count.
-        let limit = if r["shaping_classes"].as_f64().unwrap_or(0.0) > 0.0 {
-            f("bytes_per_rate_limiter", 0)
+        let limit = if r.shaping_classes > 0 {
+            f(r.bytes_per_rate_limiter, 0)
         } else {
             "-".to_string()
         };
         crate::out::outln!(
             "{:<44} {:>11} {:>7} {:>11} {:>6} {:>11} {:>12} {:>8} {:>12} {:>7} {:>7}",
-            r["scenario"].as_str().unwrap_or(""),
-            f("packets_per_s", 0),
-            f("ns_per_packet", 1),
-            f("reference_packets_per_s", 0),
-            f("ratio_vs_reference", 2),
-            f("batch16_packets_per_s", 0),
-            f("per_flow_queues_packets_per_s", 0),
-            f("per_flow_queues_ratio_vs_reference", 2),
-            f("per_flow_batch16_packets_per_s", 0),
-            f("bytes_per_idle_flow", 0),
+            r.scenario,
+            f(r.packets_per_s, 0),
+            f(r.ns_per_packet, 1),
+            f(r.reference_packets_per_s, 0),
+            f(r.ratio_vs_reference, 2),
+            f(r.batch16_packets_per_s, 0),
+            f(r.per_flow_queues_packets_per_s, 0),
+            f(r.per_flow_queues_ratio_vs_reference, 2),
+            f(r.per_flow_batch16_packets_per_s, 0),
+            f(r.bytes_per_idle_flow, 0),
             limit
         )?;
     }
-    let first = |k: &str| rows.first().map_or(0.0, |r| r[k].as_f64().unwrap_or(0.0));
-    let rounds = match first("rounds") {
-        1.0 => "one round, running every mode and the reference once per mode".into(),
+    let first = |k: fn(&Row) -> f64| rows.first().map_or(0.0, |r| finite(k(r)).unwrap_or(0.0));
+    let rounds = match rows.first().map_or(0, |r| r.rounds) {
+        1 => "one round, running every mode and the reference once per mode".into(),
         r => format!(
-            "medians of {r:.0} rounds, each running every mode and the reference once per mode"
+            "medians of {r} rounds, each running every mode and the reference once per mode"
         ),
     };
     crate::out::outln!(
@@ -499,40 +583,36 @@ pub fn print_table(rows: &[Value]) -> Result<(), (u8, String)> {
     )?;
     crate::out::outln!(
         "(B/limit: engine state per shaping class; the compiled policy adds {:.0} B per class: names and classifier tables)",
-        first("policy_bytes_per_rate_limiter")
+        first(|r| r.policy_bytes_per_rate_limiter)
     )?;
     crate::out::outln!(
         "(a senic class is a leaf node: {:.0} B of engine state before its first packet, plus its B/flow once used)",
-        first("engine_bytes_per_senic_class")
+        first(|r| r.engine_bytes_per_senic_class)
     )?;
     Ok(())
 }
 
 /// The fastest of a row's four fast-engine modes, packets/s, and the mode's name.
-fn best_mode(r: &Value) -> (f64, &'static str) {
+fn best_mode(r: &Row) -> (f64, &'static str) {
     [
-        ("packets_per_s", "classifying"),
-        ("batch16_packets_per_s", "batch 16"),
-        ("per_flow_queues_packets_per_s", "per-flow queues"),
-        ("per_flow_batch16_packets_per_s", "per-flow batch 16"),
+        (r.packets_per_s, "classifying"),
+        (r.batch16_packets_per_s, "batch 16"),
+        (r.per_flow_queues_packets_per_s, "per-flow queues"),
+        (r.per_flow_batch16_packets_per_s, "per-flow batch 16"),
     ]
     .into_iter()
-    .map(|(k, name)| (r[k].as_f64().unwrap_or(0.0), name))
+    .map(|(v, name)| (finite(v).unwrap_or(0.0), name))
     .fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a })
 }
 
 /// The scheduling core's targets against these rows, one line each: `(target,
 /// measured, met)` (`met` is `None` for a distance asked for, not a target). A row the run
 /// did not measure (`--quick`, `--only`) leaves its target out.
-pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
+pub fn targets(rows: &[Row]) -> Vec<(String, String, Option<bool>)> {
     let mut out = Vec::new();
     let fig1 = |flows: u64| {
-        rows.iter().find(|r| {
-            r["flows"] == flows
-                && r["scenario"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with("loom-fig1"))
-        })
+        rows.iter()
+            .find(|r| r.flows == flows && r.scenario.starts_with("loom-fig1"))
     };
     let mpps = |v: f64| format!("{:.2} M", v / 1e6);
     let mut best_64k = None;
@@ -564,7 +644,7 @@ pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
     }
     let idle: Vec<f64> = [65_536, 1_048_576]
         .into_iter()
-        .filter_map(|f| fig1(f).and_then(|r| r["bytes_per_idle_flow"].as_f64()))
+        .filter_map(|f| fig1(f).and_then(|r| finite(r.bytes_per_idle_flow)))
         .collect();
     if let Some(worst) = idle.iter().copied().reduce(f64::max) {
         out.push((
@@ -574,15 +654,13 @@ pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
         ));
     }
     if let Some(r) = rows.first() {
-        let limiter = r["bytes_per_rate_limiter"].as_f64().unwrap_or(f64::MAX);
+        let limiter = finite(r.bytes_per_rate_limiter).unwrap_or(f64::MAX);
         out.push((
             "<= 32 B per rate limiter".into(),
             format!("{limiter:.0} B"),
             Some(limiter <= 32.0),
         ));
-        let class = r["engine_bytes_per_senic_class"]
-            .as_f64()
-            .unwrap_or(f64::MAX);
+        let class = finite(r.engine_bytes_per_senic_class).unwrap_or(f64::MAX);
         out.push((
             "SENIC: 30 B per class".into(),
             format!("{class:.0} B before its first packet"),
@@ -592,12 +670,12 @@ pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
     let lowest = rows
         .iter()
         .flat_map(|r| {
-            let name = r["scenario"].as_str().unwrap_or("");
-            let ratio = |k: &str| r[k].as_f64().unwrap_or(0.0);
+            let name = r.scenario.as_str();
+            let ratio = |v: f64| finite(v).unwrap_or(0.0);
             [
-                (ratio("ratio_vs_reference"), name, "classifying"),
+                (ratio(r.ratio_vs_reference), name, "classifying"),
                 (
-                    ratio("per_flow_queues_ratio_vs_reference"),
+                    ratio(r.per_flow_queues_ratio_vs_reference),
                     name,
                     "per-flow queues",
                 ),
@@ -616,16 +694,27 @@ pub fn targets(rows: &[Value]) -> Vec<(String, String, Option<bool>)> {
 
 /// [`targets`] as one JSON object, the last line of `weft bench --json`:
 /// `{"targets": [{"target", "measured", "met"}, ...]}` (`met` null for a distance).
-pub fn targets_json(rows: &[Value]) -> Value {
-    let t: Vec<Value> = targets(rows)
+pub fn targets_json(rows: &[Row]) -> Targets {
+    let targets = targets(rows)
         .into_iter()
-        .map(|(target, measured, met)| json!({"target": target, "measured": measured, "met": met}))
+        .map(|(target, measured, met)| Target {
+            target,
+            measured,
+            met,
+        })
         .collect();
-    json!({ "targets": t })
+    Targets { targets }
+}
+
+/// The targets as `--json` prints them: one line of JSON.
+impl std::fmt::Display for Targets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
 }
 
 /// Prints [`targets`] under the table, in columns as wide as their longest entry.
-pub fn print_targets(rows: &[Value]) -> Result<(), (u8, String)> {
+pub fn print_targets(rows: &[Row]) -> Result<(), (u8, String)> {
     let t = targets(rows);
     if t.is_empty() {
         return Ok(());
@@ -649,20 +738,21 @@ pub fn print_targets(rows: &[Value]) -> Result<(), (u8, String)> {
 #[cfg(test)]
 mod tests {
     /// A row as `run` makes it, with the fields `targets` reads.
-    fn row(flows: u64, modes: [f64; 4], ratios: (f64, f64), idle: f64) -> serde_json::Value {
-        serde_json::json!({
-            "scenario": format!("loom-fig1 {flows} flows, 4096 shaping classes"),
-            "flows": flows,
-            "packets_per_s": modes[0],
-            "batch16_packets_per_s": modes[1],
-            "per_flow_queues_packets_per_s": modes[2],
-            "per_flow_batch16_packets_per_s": modes[3],
-            "ratio_vs_reference": ratios.0,
-            "per_flow_queues_ratio_vs_reference": ratios.1,
-            "bytes_per_idle_flow": idle,
-            "bytes_per_rate_limiter": 32.0,
-            "engine_bytes_per_senic_class": 168.0,
-        })
+    fn row(flows: u64, modes: [f64; 4], ratios: (f64, f64), idle: f64) -> super::Row {
+        super::Row {
+            scenario: format!("loom-fig1 {flows} flows, 4096 shaping classes"),
+            flows,
+            packets_per_s: modes[0],
+            batch16_packets_per_s: modes[1],
+            per_flow_queues_packets_per_s: modes[2],
+            per_flow_batch16_packets_per_s: modes[3],
+            ratio_vs_reference: ratios.0,
+            per_flow_queues_ratio_vs_reference: ratios.1,
+            bytes_per_idle_flow: idle,
+            bytes_per_rate_limiter: 32.0,
+            engine_bytes_per_senic_class: 168.0,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -722,7 +812,8 @@ mod tests {
     #[test]
     fn targets_as_json_match_the_table() {
         let rows = [row(65_536, [9e6; 4], (6.0, 7.0), 50.0)];
-        let j = super::targets_json(&rows);
+        let j: serde_json::Value =
+            serde_json::from_str(&super::targets_json(&rows).to_string()).unwrap();
         let t = super::targets(&rows);
         let list = j["targets"].as_array().unwrap();
         assert_eq!(list.len(), t.len());

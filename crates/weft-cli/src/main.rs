@@ -24,7 +24,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
-use serde_json::json;
 use weft_core::policy::show;
 use weft_replay::{self as replay, updates};
 
@@ -365,11 +364,15 @@ fn rte_sched_bench(a: RteSchedArgs) -> Result<(), Failure> {
             a.log.as_deref().expect("clap: --drain requires --log"),
             &log,
         )?;
-        out::outln!(
-            "{}",
-            json!({"bench": "weft", "drain": k, "pipes": cfg.pipes, "packets": got,
-                   "empty_dequeues": w.empty_dequeues(), "drops": w.drops()})
-        )?;
+        let row = rte_sched::DrainRow {
+            bench: "weft",
+            drain: k,
+            pipes: cfg.pipes,
+            packets: got,
+            empty_dequeues: w.empty_dequeues(),
+            drops: w.drops(),
+        };
+        out::outln!("{row}")?;
         return Ok(());
     }
     let mut log = Vec::new();
@@ -385,10 +388,10 @@ fn rte_sched_bench(a: RteSchedArgs) -> Result<(), Failure> {
         out::outln!(
             "weft rte-sched: {} pipes, {} arrivals, {}: {:.3} Mpps by CPU time ({:.1} ns a packet), {} packets after {} warm-up, {} drops, {} empty dequeues, seq_checksum {}",
             cfg.pipes,
-            row["arrivals"].as_str().unwrap_or(""),
-            row["profile"].as_str().unwrap_or(""),
-            row["cpu_mpps"].as_f64().unwrap_or(0.0),
-            row["cpu_ns_per_packet"].as_f64().unwrap_or(0.0),
+            row.arrivals,
+            row.profile,
+            finite(row.cpu_mpps),
+            finite(row.cpu_ns_per_packet),
             m.packets,
             m.start,
             m.drops,
@@ -397,6 +400,16 @@ fn rte_sched_bench(a: RteSchedArgs) -> Result<(), Failure> {
         )?;
     }
     Ok(())
+}
+
+/// A figure of a JSON row for a line of text: one that JSON cannot carry (NaN, an infinity;
+/// `null` in `--json`) reads 0.
+fn finite(v: f64) -> f64 {
+    if v.is_finite() {
+        v
+    } else {
+        0.0
+    }
 }
 
 /// The command line's grammar: `Cli`'s, with negative numbers taken as values everywhere, so

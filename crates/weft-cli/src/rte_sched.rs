@@ -586,36 +586,120 @@ pub fn count(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}`: a whole number, optionally with k or m (3m, 100k)"))
 }
 
-/// One run's JSON object (the harness's fields, `"bench": "weft"`).
-pub fn json_row(cfg: &Config, m: &Measured, logged: bool) -> serde_json::Value {
+/// One run's JSON object (`--json`: the harness's fields, in its order). Rates are of the
+/// timed loop, after the warm-up.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// Which driver ran: always `weft` (the harness's rows say `rte_sched`).
+    pub bench: &'static str,
+    /// The engine: `fast` or `heads`.
+    pub engine: &'static str,
+    /// Pipes (16 queues each), pipes.
+    pub pipes: u32,
+    /// `noshape` or `shape`.
+    pub profile: &'static str,
+    /// `uniform` or `pipe`.
+    pub arrivals: &'static str,
+    /// Packets kept queued, packets.
+    pub backlog: u32,
+    /// Most packets dequeued (and then enqueued) at once, packets.
+    pub burst: u32,
+    /// The arrival stream's seed.
+    pub seed: u64,
+    /// Departures timed, packets.
+    pub packets: u64,
+    /// Departures before the timed loop (check.py's `--start`), packets.
+    pub start_departures: u64,
+    /// Wall time of the timed loop, seconds, to 0.0001.
+    pub seconds: f64,
+    /// Packets by wall time, millions a second, to 0.001.
+    pub mpps: f64,
+    /// Wall time per packet, nanoseconds, to 0.01.
+    pub ns_per_packet: f64,
+    /// The thread's CPU time over the timed loop, seconds, to 0.0001.
+    pub cpu_seconds: f64,
+    /// Packets by CPU time, millions a second, to 0.001.
+    pub cpu_mpps: f64,
+    /// CPU time per packet, nanoseconds, to 0.01.
+    pub cpu_ns_per_packet: f64,
+    /// Setup (the policy compiled, the queues opened, the stream built, the fill), seconds,
+    /// to 0.001.
+    pub setup_seconds: f64,
+    /// Dequeues that found nothing to send in the timed loop, dequeues.
+    pub empty_dequeues: u64,
+    /// Packets dropped, packets.
+    pub drops: u64,
+    /// Packets queued at the end, packets.
+    pub backlog_at_end: usize,
+    /// Nodes of the compiled policy, nodes.
+    pub policy_nodes: usize,
+    /// Whether the departures were logged (`--log`) for check.py.
+    pub check: bool,
+    /// The arrival stream's checksum (the harness's own for the same seed and pipes).
+    pub seq_checksum: u64,
+}
+
+/// One run's [`Row`] (`"bench": "weft"`).
+pub fn json_row(cfg: &Config, m: &Measured, logged: bool) -> Row {
     let mpps = m.packets as f64 / m.seconds / 1e6;
     let cpu_mpps = m.packets as f64 / m.cpu_seconds / 1e6;
     let round = |v: f64, d: i32| (v * 10f64.powi(d)).round() / 10f64.powi(d);
-    serde_json::json!({
-        "bench": "weft",
-        "engine": cfg.engine.name(),
-        "pipes": cfg.pipes,
-        "profile": cfg.profile.name(),
-        "arrivals": cfg.arrivals.name(),
-        "backlog": cfg.backlog,
-        "burst": cfg.burst,
-        "seed": cfg.seed,
-        "packets": m.packets,
-        "start_departures": m.start,
-        "seconds": round(m.seconds, 4),
-        "mpps": round(mpps, 3),
-        "ns_per_packet": round(1e3 / mpps, 2),
-        "cpu_seconds": round(m.cpu_seconds, 4),
-        "cpu_mpps": round(cpu_mpps, 3),
-        "cpu_ns_per_packet": round(1e3 / cpu_mpps, 2),
-        "setup_seconds": round(m.setup_seconds, 3),
-        "empty_dequeues": m.empty_dequeues,
-        "drops": m.drops,
-        "backlog_at_end": m.backlog_at_end,
-        "policy_nodes": m.nodes,
-        "check": logged,
-        "seq_checksum": m.seq_checksum,
-    })
+    Row {
+        bench: "weft",
+        engine: cfg.engine.name(),
+        pipes: cfg.pipes,
+        profile: cfg.profile.name(),
+        arrivals: cfg.arrivals.name(),
+        backlog: cfg.backlog,
+        burst: cfg.burst,
+        seed: cfg.seed,
+        packets: m.packets,
+        start_departures: m.start,
+        seconds: round(m.seconds, 4),
+        mpps: round(mpps, 3),
+        ns_per_packet: round(1e3 / mpps, 2),
+        cpu_seconds: round(m.cpu_seconds, 4),
+        cpu_mpps: round(cpu_mpps, 3),
+        cpu_ns_per_packet: round(1e3 / cpu_mpps, 2),
+        setup_seconds: round(m.setup_seconds, 3),
+        empty_dequeues: m.empty_dequeues,
+        drops: m.drops,
+        backlog_at_end: m.backlog_at_end,
+        policy_nodes: m.nodes,
+        check: logged,
+        seq_checksum: m.seq_checksum,
+    }
+}
+
+/// `--drain`'s JSON object: the queues filled and drained once.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DrainRow {
+    /// Which driver ran: always `weft`.
+    pub bench: &'static str,
+    /// Packets each queue was filled with, packets.
+    pub drain: u32,
+    /// Pipes (16 queues each), pipes.
+    pub pipes: u32,
+    /// Packets drained, packets.
+    pub packets: u64,
+    /// Dequeues that found nothing to send, dequeues.
+    pub empty_dequeues: u64,
+    /// Packets dropped, packets.
+    pub drops: u64,
+}
+
+/// A row as `--json` prints it: one line of JSON.
+impl std::fmt::Display for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+/// A row as `--drain` prints it: one line of JSON.
+impl std::fmt::Display for DrainRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
 }
 
 #[cfg(test)]
