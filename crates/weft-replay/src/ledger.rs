@@ -33,7 +33,7 @@ pub(super) struct InFlight {
     /// The first row's arrival, ps: the timeline's start.
     pub(super) first_arrival_ps: Option<u64>,
     /// The shaping classes of each shaped packet still held, by packet id (a policy with
-    /// shaping classes only: see the module doc of `replay`).
+    /// shaping classes only: see the crate doc, "Summary").
     pub(super) paths: rustc_hash::FxHashMap<u64, ShapingPath>,
 }
 
