@@ -82,7 +82,7 @@
 //! prefetches every packet's flow and leaf record before it queues any, then the slot each
 //! packet is appended after (or an empty leaf's parent); [`Engine::dequeue_batch`], after
 //! each departure, the records and sets of the heap entries that may leave next, a level
-//! below them, and the front packet of the next (docs/perf/2026-11-29-prefetch.md has what
+//! below them, and the front packet of the next (docs/perf/2026-11-29-head-engine.md has what
 //! that buys). No allocation in steady
 //! state: packets live in a pool of slots, heaps and rings keep their capacity. Departures
 //! are counted at the leaf and summed over the tree when [`Engine::stats`] is asked. Flow
