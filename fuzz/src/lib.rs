@@ -107,12 +107,12 @@ pub fn describe(p: &Program, c: &Classification) -> String {
             let sh: Vec<&str> = shaping
                 .as_slice()
                 .iter()
-                .map(|&s| p.shapers[s as usize].name.as_str())
+                .map(|&s| p.shaper(s).name.as_str())
                 .collect();
-            format!("leaf#{leaf} `{}` via {sh:?}", p.nodes[*node as usize].name)
+            format!("leaf#{leaf} `{}` via {sh:?}", p.node(*node).name)
         }
         Classification::Unclassified { at } => {
-            format!("unclassified at `{}`", p.nodes[*at as usize].name)
+            format!("unclassified at `{}`", p.node(*at).name)
         }
     }
 }
@@ -262,10 +262,10 @@ fn probe_packets(prog: &Program, extra: &[u8]) -> Vec<PacketMeta> {
         let mut ms: Vec<&Match> = Vec::new();
         let mut cur = Some(n);
         while let Some(i) = cur {
-            let node = &prog.nodes[i as usize];
+            let node = prog.node(i);
             ms.push(&node.matches);
             if let Some(&s) = node.shaping_parents.first() {
-                ms.push(&prog.shapers[s as usize].matches);
+                ms.push(&prog.shaper(s).matches);
             }
             cur = node.parent;
         }

@@ -183,12 +183,8 @@ pub(super) fn classify(p: &Program, packets: &[String], json_out: bool) -> Resul
         );
         match result {
             Classification::Leaf { node, shaping, .. } => {
-                let n = &p.nodes[node as usize];
-                let shaping: Vec<_> = shaping
-                    .as_slice()
-                    .iter()
-                    .map(|&s| &p.shapers[s as usize])
-                    .collect();
+                let n = p.node(node);
+                let shaping: Vec<_> = shaping.as_slice().iter().map(|&s| p.shaper(s)).collect();
                 if json_out {
                     let v = json!({
                         "packet": pkt.to_string(),
@@ -224,7 +220,7 @@ pub(super) fn classify(p: &Program, packets: &[String], json_out: bool) -> Resul
                 }
             }
             Classification::Unclassified { at } => {
-                let name = &p.nodes[at as usize].name;
+                let name = &p.node(at).name;
                 if json_out {
                     writeln!(
                         out,

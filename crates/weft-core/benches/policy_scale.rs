@@ -12,7 +12,7 @@ use std::time::Instant;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use weft_core::policy::{compile_str, synth, LoadOptions};
+use weft_core::policy::{compile_str, synth, LoadOptions, NodeId};
 use weft_core::stats::median;
 
 fn main() {
@@ -58,7 +58,7 @@ fn main() {
     let fast_median = n_packets as f64 / median(&round_s).expect("rounds were run");
 
     // The same packets through the batch interface (16 packets descend together).
-    let mut out = vec![weft_core::policy::Classification::Unclassified { at: 0 }; 4096];
+    let mut out = vec![weft_core::policy::Classification::Unclassified { at: NodeId::ROOT }; 4096];
     let mut batch_s = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let t = Instant::now();

@@ -5,7 +5,7 @@
 //! run's instruction count and divide by `packets` for the cost of one classification;
 //! `null` runs the same loop with a fixed answer instead of `classify`: the loop's own cost).
 use weft_core::classifier::{Field, PacketMeta};
-use weft_core::policy::{compile_str, synth, Classification};
+use weft_core::policy::{compile_str, synth, Classification, NodeId};
 
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -42,12 +42,12 @@ fn main() {
     // Cheap on purpose: `black_box` makes the whole answer (shaping classes included) real;
     // the sum of leaves is the checksum.
     let fold = |acc: u64, c: &Classification| match std::hint::black_box(c) {
-        Classification::Leaf { leaf, .. } => acc.wrapping_add(u64::from(*leaf)),
-        Classification::Unclassified { at } => acc.wrapping_add(u64::from(*at) << 32),
+        Classification::Leaf { leaf, .. } => acc.wrapping_add(u64::from(leaf.get())),
+        Classification::Unclassified { at } => acc.wrapping_add(u64::from(at.get()) << 32),
     };
     let mut acc = 0u64;
     if mode == "batch" {
-        let mut out = vec![Classification::Unclassified { at: 0 }; pool.len()];
+        let mut out = vec![Classification::Unclassified { at: NodeId::ROOT }; pool.len()];
         prog.classify_batch(&pool, &mut out);
         for c in &out {
             acc = fold(acc, c);
@@ -58,7 +58,7 @@ fn main() {
             let c = if std::hint::black_box(p).present != 0 {
                 fixed
             } else {
-                Classification::Unclassified { at: 0 }
+                Classification::Unclassified { at: NodeId::ROOT }
             };
             acc = fold(acc, &c);
         }

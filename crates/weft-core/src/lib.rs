@@ -22,7 +22,7 @@
 //! ```
 //! use std::{path::Path, sync::Arc};
 //! use weft_core::classifier::{Field, PacketMeta};
-//! use weft_core::policy::{compile_str, LoadOptions};
+//! use weft_core::policy::{compile_str, LeafId, LoadOptions};
 //! use weft_core::sched::{fast::FastEngine, Engine, Packet};
 //!
 //! let policy = "weft: 1
@@ -44,7 +44,7 @@
 //!
 //! // Strict priority: the DNS packet leaves first, though it came second.
 //! let first = engine.dequeue(0).unwrap();
-//! assert_eq!((first.id, first.leaf), (2, 0));
+//! assert_eq!((first.id, first.leaf), (2, LeafId::new(0)));
 //! assert_eq!(engine.dequeue(0).unwrap().id, 1);
 //! assert!(engine.dequeue(0).is_none());
 //! ```
@@ -59,7 +59,7 @@
 //! ```
 //! use std::{path::Path, sync::Arc};
 //! use weft_core::classifier::{Field, PacketMeta};
-//! use weft_core::policy::{compile_str, LoadOptions};
+//! use weft_core::policy::{compile_str, LeafId, LoadOptions};
 //! use weft_core::sched::{fast::FastEngine, link::wire_ps, Engine, Packet, Update};
 //!
 //! let policy = "weft: 1
@@ -104,7 +104,7 @@
 //! }
 //! assert_eq!(sent.len(), 16);
 //! // While both are backlogged, gold (leaf 0) sends three packets for bronze's one.
-//! let gold = sent[..8].iter().filter(|d| d.leaf == 0).count();
+//! let gold = sent[..8].iter().filter(|d| d.leaf == LeafId::new(0)).count();
 //! assert_eq!(gold, 6);
 //!
 //! // A live update applies to later packets; counters per node, leaf and flow.

@@ -55,14 +55,11 @@ fn sub_policy_takes_the_points_place() {
     let vm1 = p
         .node_id("vm1")
         .expect("the sub-policy root is named after the point");
-    assert_eq!(
-        p.nodes[vm1 as usize].edge.weight, 3,
-        "edge keys come from the point"
-    );
+    assert_eq!(p.node(vm1).edge.weight, 3, "edge keys come from the point");
     assert!(p.node_id("vm1/kvs").is_some() && p.node_id("vm1/rest").is_some());
     // The point's match scopes the whole sub-policy; vm2 stays a FIFO leaf.
     let leaf_of = |pkt: &str| match p.classify(&pkt.parse().unwrap()) {
-        Classification::Leaf { node, .. } => p.nodes[node as usize].name.clone(),
+        Classification::Leaf { node, .. } => p.node(node).name.clone(),
         Classification::Unclassified { .. } => "-".into(),
     };
     assert_eq!(leaf_of("vm=1,dport=11211"), "vm1/kvs");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use weft_core::classifier::PacketMeta;
 use weft_core::policy::Classification;
-use weft_core::policy::{compile_str, LoadOptions, Program};
+use weft_core::policy::{compile_str, LeafId, LoadOptions, NodeId, Program, ShaperId};
 use weft_core::sched::fast::{CalendarUse, FastEngine};
 use weft_core::sched::link::{self, Event, Input};
 use weft_core::sched::reference::ReferenceEngine;
@@ -220,7 +220,8 @@ fn inputs(s: &Spec, p: &Program) -> Vec<(u64, Input)> {
     let nodes = p.nodes.len() as u32;
     let shapers = p.shapers.len().max(1) as u32;
     for &(t, kind, target, value) in &s.updates {
-        let node = target % nodes;
+        let node = NodeId::new(target % nodes);
+        let shaper = ShaperId::new(target % shapers);
         // One update in eight (by its value) takes the end of its range.
         let (extreme, hi) = (value % 8 == 7, value % 16 == 15);
         let end = |lo: u64| if hi { u64::MAX } else { lo };
@@ -245,7 +246,7 @@ fn inputs(s: &Spec, p: &Program) -> Vec<(u64, Input)> {
                 rate_bps: end(1),
             },
             4 if extreme => Update::Shaper {
-                shaper: target % shapers,
+                shaper,
                 rate_bps: end(1),
                 burst_bytes: end(1),
             },
@@ -271,7 +272,7 @@ fn inputs(s: &Spec, p: &Program) -> Vec<(u64, Input)> {
                 rate_bps: value * 1_000_000,
             },
             4 => Update::Shaper {
-                shaper: target % shapers,
+                shaper,
                 rate_bps: 1 + value * 100_000,
                 burst_bytes: 1514 + value,
             },
@@ -320,7 +321,7 @@ fn trace(s: &Spec) -> Vec<(u64, Packet)> {
 /// classes, a class `classify` never returns for it.
 /// [`Driver::queues`]' key: leaf node, source, destination, ports, protocol, the fields
 /// present, and the host's flow id.
-type QueueKey = (u32, u128, u128, u16, u16, u8, u16, u64);
+type QueueKey = (NodeId, u128, u128, u16, u16, u8, u16, u64);
 
 struct Driver<E> {
     e: E,
@@ -386,10 +387,10 @@ impl<E: Engine> Driver<E> {
             Classification::Leaf { leaf, shaping, .. }
                 if self.moved && pkt.id.is_multiple_of(4) =>
             {
-                let to = (leaf as usize + 1) % p.leaves.len();
+                let to = LeafId::from_index((leaf.index() + 1) % p.leaves.len());
                 Classification::Leaf {
-                    leaf: to as u32,
-                    node: p.leaves[to],
+                    leaf: to,
+                    node: p.leaf_node(to),
                     shaping,
                 }
             }
@@ -467,7 +468,7 @@ impl<E: Engine> Engine for Driver<E> {
     fn stats(&self) -> Stats {
         self.e.stats()
     }
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
         self.e.flow_counters()
     }
     fn close_flow(&mut self, q: &FlowQueue) -> bool {
@@ -556,7 +557,7 @@ impl<E: Engine> Engine for Bounded<E> {
     fn stats(&self) -> Stats {
         self.e.stats()
     }
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
         self.e.flow_counters()
     }
     fn close_flow(&mut self, q: &FlowQueue) -> bool {
@@ -699,7 +700,7 @@ fn post_to_a_fresh_engine<E: Engine>(make: impl Fn(Arc<Program>) -> E) {
     let q = opener
         .open_flow(&pkt, p.classify(&meta))
         .expect("tag 2 reaches leaf b");
-    assert_eq!(q.leaf(), 1);
+    assert_eq!(q.leaf(), LeafId::new(1));
     assert_eq!(opener.enqueue_flow(pkt, &q, 0), Ok(()));
     let _ = make(p).enqueue_flow(pkt, &q, 0);
 }
@@ -718,7 +719,7 @@ fn reference_engine_refuses_a_foreign_queue() {
 
 /// In Loom the queue is the flow: a packet posted to a flow's queue is counted in that flow
 /// whatever its headers say, in both engines.
-fn queue_is_the_flow<E: Engine>(make: impl Fn(Arc<Program>) -> E) -> Vec<(u32, u64, Counters)> {
+fn queue_is_the_flow<E: Engine>(make: impl Fn(Arc<Program>) -> E) -> Vec<(LeafId, u64, Counters)> {
     let text = "weft: 1\nlink: {rate: 10gbit}\nnodes:\n  - {name: root, type: wfq}\n  - {name: a, type: leaf, parent: root, weight: 1, flows: {by: five-tuple}}\n";
     let p = Arc::new(compile_str(Path::new("q.yaml"), text, &LoadOptions::default()).unwrap());
     let mut e = make(p.clone());

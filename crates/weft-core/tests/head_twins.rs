@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::{compile_str, Classification, LoadOptions, Program};
+use weft_core::policy::{compile_str, Classification, LeafId, LoadOptions, Program};
 use weft_core::sched::heads::HeadEngine;
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
@@ -174,7 +174,7 @@ fn events<E: Engine>(
 /// `enqueue_flow`) instead of being classified by the engine.
 struct ByQueue<E: Engine> {
     e: E,
-    queues: HashMap<(u32, u64), FlowQueue>,
+    queues: HashMap<(LeafId, u64), FlowQueue>,
 }
 
 impl<E: Engine> Engine for ByQueue<E> {
@@ -221,7 +221,7 @@ impl<E: Engine> Engine for ByQueue<E> {
     fn stats(&self) -> Stats {
         self.e.stats()
     }
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
         self.e.flow_counters()
     }
     fn close_flow(&mut self, q: &FlowQueue) -> bool {
@@ -403,7 +403,7 @@ proptest! {
         let mut arrivals = arrivals;
         arrivals.sort_by_key(|&(t, _)| t);
         let mut e = HeadEngine::new(p.clone()).unwrap();
-        let mut sent: Vec<(u64, u32, u32)> = Vec::new(); // time, leaf, wire bytes
+        let mut sent: Vec<(u64, LeafId, u32)> = Vec::new(); // time, leaf, wire bytes
         let mut dropped = 0usize;
         let inputs = arrivals.iter().map(|&(t, p)| (t, link::Input::Packet(p)));
         link::run_bursts(&mut e, &p.link, inputs, u64::MAX, 1, |ev| match ev {
@@ -416,25 +416,23 @@ proptest! {
         e.check_invariants();
         prop_assert_eq!(sent.len() + dropped, arrivals.len(), "policy:\n{}", text);
         // Per class: the leaves under it.
-        for (c, sh) in p.shapers.iter().enumerate() {
-            let under: Vec<u32> = p
-                .leaves
-                .iter()
-                .enumerate()
-                .filter(|&(_, &n)| {
+        for (c, sh) in p.shaper_ids() {
+            let under: Vec<LeafId> = p
+                .leaf_ids()
+                .filter(|&(_, n)| {
                     let mut path = Vec::new();
                     let mut x = Some(n);
                     while let Some(v) = x {
-                        path.extend(p.nodes[v as usize].shaping_parents.iter().copied());
-                        x = p.nodes[v as usize].parent;
+                        path.extend(p.node(v).shaping_parents.iter().copied());
+                        x = p.node(v).parent;
                     }
                     let mut all = path.clone();
                     for &s0 in &path {
-                        all.extend(p.shapers[s0 as usize].shaping_parents.iter().copied());
+                        all.extend(p.shaper(s0).shaping_parents.iter().copied());
                     }
-                    all.contains(&(c as u32))
+                    all.contains(&c)
                 })
-                .map(|(l, _)| l as u32)
+                .map(|(l, _)| l)
                 .collect();
             let times: Vec<(u64, u32)> = sent
                 .iter()
@@ -495,7 +493,7 @@ nodes:
     }
     let mut e = HeadEngine::new(p.clone()).unwrap();
     let mut sent: Vec<(u64, bool, u32)> = Vec::new(); // start, shaped, frame bytes
-    let leaf_name = |l: u32| p.nodes[p.leaves[l as usize] as usize].name.clone();
+    let leaf_name = |l: LeafId| p.node(p.leaf_node(l)).name.clone();
     link::run_bursts(&mut e, &p.link, arrivals, u64::MAX, 1, |ev| {
         if let Event::Sent { at_ps, departure } = ev {
             let shaped = leaf_name(departure.leaf) != "other";

@@ -35,7 +35,7 @@ fn cgroup_policy(cgroup: &str) -> String {
 
 fn leaf_named(p: &Program, c: Classification) -> &str {
     match c {
-        Classification::Leaf { node, .. } => &p.nodes[node as usize].name,
+        Classification::Leaf { node, .. } => &p.node(node).name,
         Classification::Unclassified { .. } => "(unclassified)",
     }
 }

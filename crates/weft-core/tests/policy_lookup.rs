@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use weft_core::policy::{load, LoadOptions};
+use weft_core::policy::{load, LoadOptions, ShaperId};
 use weft_core::sched::{fast::FastEngine, Engine, Update};
 
 #[test]
@@ -12,7 +12,7 @@ fn shaping_classes_are_found_by_name_for_updates() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies/loom-fig1.yaml");
     let p = load(&path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{}", e.render_plain()));
     let id = p.shaper_id("vm1-dst2").expect("a shaping class");
-    assert_eq!(p.shapers[id as usize].name, "vm1-dst2");
+    assert_eq!(p.shaper(id).name, "vm1-dst2");
     assert_eq!(p.shaper_id("vm1"), None, "a node is not a shaping class");
     assert_eq!(p.shaper_id("nope"), None);
     let mut e = FastEngine::new(std::sync::Arc::new(p));
@@ -29,5 +29,5 @@ fn shaping_classes_are_found_by_name_for_updates() {
     let text = "weft: 1\nnodes:\n  - {name: root, type: fifo}\n  - {name: caf\u{e9}, type: shape, parent: root, rate: 1gbit}\n  - {name: a, type: leaf, parent: caf\u{e9}}\n";
     let p = weft_core::policy::compile_str(Path::new("x.yaml"), text, &LoadOptions::default())
         .unwrap_or_else(|e| panic!("{}", e.render_plain()));
-    assert_eq!(p.shaper_id("cafe\u{301}"), Some(0));
+    assert_eq!(p.shaper_id("cafe\u{301}"), Some(ShaperId::new(0)));
 }

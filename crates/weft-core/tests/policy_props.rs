@@ -10,7 +10,7 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::{compile_str, show, LoadOptions, Rule};
+use weft_core::policy::{compile_str, show, LeafId, LoadOptions, Rule};
 
 /// A node of a generated policy, rendered to YAML by [`render`].
 #[derive(Debug, Clone)]
@@ -283,7 +283,7 @@ fn bound_like_the_reference(
     p: &weft_core::policy::Program,
     pkt: &weft_core::classifier::PacketMeta,
 ) -> Result<(), TestCaseError> {
-    for leaf in 0..p.leaves.len() as u32 + 1 {
+    for leaf in (0..p.leaves.len() as u32 + 1).map(LeafId::new) {
         prop_assert_eq!(
             p.classify_at(leaf, pkt),
             p.classify_at_reference(leaf, pkt),
@@ -325,7 +325,7 @@ proptest! {
             prop_assert_eq!(p.classify(pkt), again.classify(pkt));
             bound_like_the_reference(&p, pkt)?;
         }
-        let mut batch = vec![weft_core::policy::Classification::Unclassified { at: 0 }; pkts.len()];
+        let mut batch = vec![weft_core::policy::Classification::Unclassified { at: weft_core::policy::NodeId::ROOT }; pkts.len()];
         p.classify_batch(&pkts, &mut batch);
         for (pkt, got) in pkts.iter().zip(&batch) {
             prop_assert_eq!(*got, p.classify(pkt), "batch differs for {}", pkt);
@@ -488,7 +488,7 @@ proptest! {
             prop_assert_eq!(p.classify(pkt), p.classify_reference(pkt), "packet {}", pkt);
             bound_like_the_reference(&p, pkt)?;
         }
-        let mut batch = vec![weft_core::policy::Classification::Unclassified { at: 0 }; pkts.len()];
+        let mut batch = vec![weft_core::policy::Classification::Unclassified { at: weft_core::policy::NodeId::ROOT }; pkts.len()];
         p.classify_batch(&pkts, &mut batch);
         for (pkt, got) in pkts.iter().zip(&batch) {
             prop_assert_eq!(*got, p.classify(pkt), "batch differs for {}", pkt);
@@ -501,11 +501,11 @@ fn shaping_at_several_levels_is_found() {
     let p = compile(SHAPED_LEVELS).unwrap_or_else(|e| panic!("{}", e.render_plain()));
     let names = |pkt: &str| match p.classify(&pkt.parse().unwrap()) {
         weft_core::policy::Classification::Leaf { node, shaping, .. } => (
-            p.nodes[node as usize].name.clone(),
+            p.node(node).name.clone(),
             shaping
                 .as_slice()
                 .iter()
-                .map(|&s| p.shapers[s as usize].name.clone())
+                .map(|&s| p.shaper(s).name.clone())
                 .collect::<Vec<_>>(),
         ),
         other => panic!("{pkt}: {other:?}"),

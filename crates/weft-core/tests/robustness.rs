@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use weft_core::policy::{compile_str, show, LoadOptions};
+use weft_core::policy::{compile_str, show, LoadOptions, NodeId};
 
 fn compile(text: &str) -> Result<String, Vec<(String, usize)>> {
     match compile_str(Path::new("input.yaml"), text, &LoadOptions::default()) {
@@ -154,8 +154,8 @@ fn names_must_be_composed_and_are_found_in_either_form() {
     // The composed name compiles, and a lookup typed decomposed finds it.
     let text = "weft: 1\nnodes:\n  - {name: café, type: wfq}\n  - {name: a, type: leaf, parent: café, weight: 1}\n";
     let p = compile_str(Path::new("p.yaml"), text, &LoadOptions::default()).unwrap();
-    assert_eq!(p.node_id(decomposed), Some(0));
-    assert_eq!(p.node_id("café"), Some(0));
+    assert_eq!(p.node_id(decomposed), Some(NodeId::ROOT));
+    assert_eq!(p.node_id("café"), Some(NodeId::ROOT));
 }
 
 /// A YAML 1.1 merge key (`<<: *defaults`, common in hand-written YAML) is an unknown key in

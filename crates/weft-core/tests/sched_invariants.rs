@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::{compile_str, LoadOptions, Program};
+use weft_core::policy::{compile_str, LeafId, LoadOptions, Program};
 use weft_core::sched::link::{self, wire_ps, Event};
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::{EngineOptions, Packet};
@@ -300,7 +300,7 @@ proptest! {
                     }
                 }
                 if let Err(reason) = weft_core::sched::Engine::enqueue(&mut e, p, t) {
-                    count(Event::Dropped { at_ps: t, id: p.id, leaf: Some(0), reason });
+                    count(Event::Dropped { at_ps: t, id: p.id, leaf: Some(LeafId::new(0)), reason });
                 }
                 peak = peak.max(weft_core::sched::Engine::backlog(&e));
                 t_free = t_free.max(t);

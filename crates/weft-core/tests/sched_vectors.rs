@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::{compile_str, LoadOptions, Program};
+use weft_core::policy::{compile_str, LeafId, LoadOptions, NodeId, Program};
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::reference::ReferenceEngine;
 use weft_core::sched::Packet;
@@ -28,7 +28,7 @@ fn departures<E: weft_core::sched::Engine>(
     mut e: E,
     p: &Program,
     inputs: &[(u64, link::Input)],
-) -> Vec<(u64, u32)> {
+) -> Vec<(u64, LeafId)> {
     let mut out = Vec::new();
     link::run_inputs(&mut e, &p.link, inputs.iter().cloned(), u64::MAX, |ev| {
         if let Event::Sent { at_ps, departure } = ev {
@@ -48,8 +48,8 @@ fn run(p: &Arc<Program>, arrivals: Vec<(u64, Packet)>, until_ps: u64) -> Vec<(u6
     let mut out = Vec::new();
     link::run(&mut e, &p.link, arrivals, until_ps, |ev| {
         if let Event::Sent { at_ps, departure } = ev {
-            let node = p.leaves[departure.leaf as usize];
-            out.push((at_ps, departure.id, p.nodes[node as usize].name.clone()));
+            let node = p.leaf_node(departure.leaf);
+            out.push((at_ps, departure.id, p.node(node).name.clone()));
         }
     });
     out
@@ -392,8 +392,8 @@ fn senic_fig4_after_thirty_idle_days() {
     let mut fast_deps = Vec::new();
     link::run(&mut fast, &p.link, arrivals, until, |ev| {
         if let Event::Sent { at_ps, departure } = ev {
-            let node = p.leaves[departure.leaf as usize];
-            fast_deps.push((at_ps, departure.id, p.nodes[node as usize].name.clone()));
+            let node = p.leaf_node(departure.leaf);
+            fast_deps.push((at_ps, departure.id, p.node(node).name.clone()));
         }
     });
     assert_eq!(
@@ -457,7 +457,7 @@ nodes:
 ",
     );
     let limits = |outstanding, limit_packets, limit_bytes| Update::LeafLimits {
-        node: 1,
+        node: NodeId::new(1),
         limit_packets,
         limit_bytes,
         flow_limit_packets: None,
@@ -467,14 +467,14 @@ nodes:
     let cases = [
         (
             Update::Weight {
-                node: 1,
+                node: NodeId::new(1),
                 weight: 1_000_000,
             },
             Ok(()),
         ),
         (
             Update::Weight {
-                node: 1,
+                node: NodeId::new(1),
                 weight: 1_000_001,
             },
             Err(UpdateError::OutOfRange {
@@ -486,7 +486,7 @@ nodes:
         ),
         (
             Update::Priority {
-                node: 1,
+                node: NodeId::new(1),
                 priority: 1 << 32,
             },
             Err(UpdateError::OutOfRange {
@@ -605,7 +605,7 @@ fn a_senic_class_speeds_up_when_another_goes_idle_after_a_rate_update() {
     let fast = departures(FastEngine::new(p.clone()), &p, &inputs);
     let reference = departures(ReferenceEngine::new(p.clone()), &p, &inputs);
     assert_eq!(fast, reference, "the engines differ");
-    let leaf = |name: &str| p.nodes[p.node_id(name).unwrap() as usize].leaf.unwrap();
+    let leaf = |name: &str| p.node(p.node_id(name).unwrap()).leaf.unwrap();
     let (l1, l2) = (leaf("c1"), leaf("c2"));
     assert_eq!(fast.len(), 2 * 834);
     let c1_end = fast
@@ -677,7 +677,7 @@ nodes:
     // 2 ms: every class backlogged throughout (vm-b's 2,500 packets last 3.75 ms at 8/13
     // of the link).
     let window = 2_000_000_000;
-    let leaf = |name: &str| p.nodes[p.node_id(name).unwrap() as usize].leaf.unwrap();
+    let leaf = |name: &str| p.node(p.node_id(name).unwrap()).leaf.unwrap();
     let gbps = |name: &str| {
         let l = leaf(name);
         let n = fast.iter().filter(|d| d.1 == l && d.0 < window).count();

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use weft_core::policy::{Program, ShapingPath};
+use weft_core::policy::{LeafId, NodeId, Program, ShapingPath};
 use weft_core::sched::link::{self, Event};
 use weft_core::sched::{Counters, Departure, DropReason, Update};
 
@@ -117,7 +117,7 @@ impl<'p> Ledger<'p> {
             leaf_names: prog
                 .leaves
                 .iter()
-                .map(|&n| prog.nodes[n as usize].name.as_str())
+                .map(|&n| prog.node(n).name.as_str())
                 .collect(),
             series_of,
             series_names,
@@ -177,7 +177,7 @@ impl<'p> Ledger<'p> {
             &mut self.files.deps,
             at_ps,
             d,
-            self.leaf_names[d.leaf as usize],
+            self.leaf_names[d.leaf.index()],
         );
         self.files.check("departures.csv", r);
         let delay = at_ps.saturating_sub(d.enqueued_ps);
@@ -185,20 +185,20 @@ impl<'p> Ledger<'p> {
         self.timeline
             .get_or_insert_with(|| Timeline::new(names.clone(), start.unwrap_or(0)))
             .sent(
-                self.series_of[d.leaf as usize],
+                self.series_of[d.leaf.index()],
                 at_ps,
                 wire,
                 d.bytes as u64,
                 delay,
             );
-        self.delay_ps.record(d.leaf, delay);
-        self.leaf_span[d.leaf as usize].add(d.enqueued_ps, self.end_ps);
+        self.delay_ps.record(d.leaf.get(), delay);
+        self.leaf_span[d.leaf.index()].add(d.enqueued_ps, self.end_ps);
         if let Some(path) = self.shaped.then(|| in_flight.paths.remove(&d.id)).flatten() {
             for &c in path.as_slice() {
-                self.through[c as usize].packets += 1;
-                self.through[c as usize].bytes += d.bytes as u64;
-                self.shaper_span[c as usize].add(d.enqueued_ps, self.end_ps);
-                self.shaper_delay_ps.record(c, delay);
+                self.through[c.index()].packets += 1;
+                self.through[c.index()].bytes += d.bytes as u64;
+                self.shaper_span[c.index()].add(d.enqueued_ps, self.end_ps);
+                self.shaper_delay_ps.record(c.get(), delay);
             }
         }
     }
@@ -208,7 +208,7 @@ impl<'p> Ledger<'p> {
         &mut self,
         at_ps: u64,
         id: u64,
-        leaf: Option<u32>,
+        leaf: Option<LeafId>,
         reason: DropReason,
         in_flight: &mut InFlight,
     ) {
@@ -218,7 +218,7 @@ impl<'p> Ledger<'p> {
             in_flight.paths.remove(&id);
         }
         // Empty for `unclassified`, the one drop before a leaf.
-        let leaf = leaf.map_or("", |l| self.leaf_names[l as usize]);
+        let leaf = leaf.map_or("", |l| self.leaf_names[l.index()]);
         let r = writeln!(self.files.drops, "{at_ps},{id},{leaf},{}", reason.name());
         self.files.check("drops.csv", r);
     }
@@ -270,7 +270,7 @@ fn write_departure(
 /// one series for the whole link. Returns each leaf's series (by leaf index), the series'
 /// names and what they are (`leaves`, `root children`, `link`).
 fn timeline_series(prog: &Program) -> (Vec<usize>, Vec<String>, &'static str) {
-    let name = |n: u32| prog.nodes[n as usize].name.clone();
+    let name = |n: NodeId| prog.node(n).name.clone();
     let leaves = &prog.leaves;
     if leaves.len() <= TIMELINE_SERIES {
         return (
@@ -279,8 +279,7 @@ fn timeline_series(prog: &Program) -> (Vec<usize>, Vec<String>, &'static str) {
             "leaves",
         );
     }
-    // Node 0 is the root (ids are breadth-first).
-    let children: Vec<u32> = prog.nodes[0].children.clone().collect();
+    let children = prog.node(NodeId::ROOT).children;
     if children.len() > TIMELINE_SERIES {
         return (vec![0; leaves.len()], vec!["link".to_string()], "link");
     }
@@ -289,17 +288,18 @@ fn timeline_series(prog: &Program) -> (Vec<usize>, Vec<String>, &'static str) {
         .map(|&leaf| {
             // The leaf's ancestor just below the root.
             let mut n = leaf;
-            while prog.nodes[n as usize].depth > 1 {
-                n = prog.nodes[n as usize]
+            while prog.node(n).depth > 1 {
+                n = prog
+                    .node(n)
                     .parent
                     .expect("a node below the root has a parent");
             }
-            (n - children[0]) as usize
+            n.index() - children.start().index()
         })
         .collect();
     (
         of_leaf,
-        children.iter().map(|&n| name(n)).collect(),
+        children.iter().map(name).collect(),
         "root children",
     )
 }

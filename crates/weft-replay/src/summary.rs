@@ -293,11 +293,11 @@ pub(super) fn tree_figures(
     // Each node's delay figures (a few words, not a JSON object per node held twice).
     let mut delays: Vec<Option<Summary>> = vec![None; n_nodes];
     for &n in &prog.leaves {
-        let c = &mut agg[n as usize];
-        c.packets = counters[n as usize].packets;
-        c.bytes = counters[n as usize].bytes;
-        if let Some(l) = prog.nodes[n as usize].leaf {
-            spans[n as usize] = leaf_span[l as usize];
+        let c = &mut agg[n.index()];
+        c.packets = counters[n.index()].packets;
+        c.bytes = counters[n.index()].bytes;
+        if let Some(l) = prog.node(n).leaf {
+            spans[n.index()] = leaf_span[l.index()];
         }
     }
     for n in (0..n_nodes).rev() {
@@ -306,12 +306,12 @@ pub(super) fn tree_figures(
         }
         // A leaf has no children: its histogram is its own packets'.
         let h = match prog.nodes[n].leaf {
-            Some(l) => delay_ps.take(l as usize),
+            Some(l) => delay_ps.take(l.index()),
             None => hist[n].take(),
         };
         delays[n] = h.as_ref().map(Series::summary);
         if let Some(p) = prog.nodes[n].parent {
-            let (p, c) = (p as usize, agg[n]);
+            let (p, c) = (p.index(), agg[n]);
             agg[p].packets += c.packets;
             agg[p].bytes += c.bytes;
             let sp = spans[n];
@@ -342,7 +342,7 @@ pub(super) fn tree_figures(
         (prog.nodes[n].name.clone(), f)
     };
     let leaves: Vec<(String, NodeFigures)> =
-        prog.leaves.iter().map(|&n| figures(n as usize)).collect();
+        prog.leaves.iter().map(|&n| figures(n.index())).collect();
     let nodes: Vec<(String, NodeFigures)> = (0..n_nodes)
         .filter(|&n| prog.nodes[n].leaf.is_none())
         .map(figures)
@@ -371,7 +371,7 @@ pub(super) fn shaper_figures(
                     shaper,
                     rate_bps,
                     burst_bytes,
-                } if shaper as usize == c => Some((rate_bps, burst_bytes)),
+                } if shaper.index() == c => Some((rate_bps, burst_bytes)),
                 _ => None,
             });
             let f = ShaperFigures {

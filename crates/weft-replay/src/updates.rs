@@ -21,7 +21,7 @@
 
 use weft_core::policy::names::suggest;
 use weft_core::policy::senic_oversubscribed_message;
-use weft_core::policy::{Algo, Program};
+use weft_core::policy::{Algo, NodeId, Program, ShaperId};
 use weft_core::sched::{check_update, Update, LAST_ARRIVAL_PS};
 use weft_core::units::{parse_rate, parse_size, parse_time};
 
@@ -86,15 +86,15 @@ pub fn parse_all(prog: &Program, flags: &[String]) -> Result<Vec<Scheduled>, Str
         let update = match change {
             Change::Direct(u) => u,
             Change::ShaperRate(c, rate) => {
-                shapers[c as usize].0 = rate;
-                shaper(c, shapers[c as usize])
+                shapers[c.index()].0 = rate;
+                shaper(c, shapers[c.index()])
             }
             Change::ShaperBurst(c, burst) => {
-                shapers[c as usize].1 = burst;
-                shaper(c, shapers[c as usize])
+                shapers[c.index()].1 = burst;
+                shaper(c, shapers[c.index()])
             }
             Change::Limit(node, i, v) => {
-                let l = limits[node as usize].as_mut().expect("checked: a leaf");
+                let l = limits[node.index()].as_mut().expect("checked: a leaf");
                 l[i] = v;
                 Update::LeafLimits {
                     node,
@@ -129,7 +129,7 @@ fn check_senic(prog: &Program, updates: &[Scheduled]) -> Result<(), String> {
     {
         return Ok(());
     }
-    let is_senic = |n: u32| matches!(prog.nodes[n as usize].algo, Algo::Senic { .. });
+    let is_senic = |n: NodeId| matches!(prog.node(n).algo, Algo::Senic { .. });
     // A node's rate under its parent, and a senic node's capacity (0 for the others).
     let mut rate: Vec<u64> = prog.nodes.iter().map(|n| n.edge.rate_bps).collect();
     let mut capacity: Vec<u64> = prog
@@ -143,24 +143,24 @@ fn check_senic(prog: &Program, updates: &[Scheduled]) -> Result<(), String> {
     for instant in updates.chunk_by(|a, b| a.at_ps == b.at_ps) {
         // The nodes whose L1 classes these flags changed (a class's parent, or a node's own
         // capacity), with the flags.
-        let mut touched: Vec<(u32, &str)> = Vec::new();
+        let mut touched: Vec<(NodeId, &str)> = Vec::new();
         for u in instant {
             let Update::Rate { node, rate_bps } = u.update else {
                 continue;
             };
-            rate[node as usize] = rate_bps;
+            rate[node.index()] = rate_bps;
             if is_senic(node) {
                 // The engine takes a senic node's rate as its capacity too.
-                capacity[node as usize] = rate_bps;
+                capacity[node.index()] = rate_bps;
                 touched.push((node, &u.text));
             }
-            if let Some(p) = prog.nodes[node as usize].parent {
+            if let Some(p) = prog.node(node).parent {
                 touched.push((p, &u.text));
             }
         }
         for &(node, _) in &touched {
-            let cap = capacity[node as usize];
-            if let Some(sum) = prog.senic_oversubscribed(node, cap, |c| rate[c as usize]) {
+            let cap = capacity[node.index()];
+            if let Some(sum) = prog.senic_oversubscribed(node, cap, |c| rate[c.index()]) {
                 let flags: Vec<String> = touched
                     .iter()
                     .filter(|&&(n, _)| n == node)
@@ -169,7 +169,7 @@ fn check_senic(prog: &Program, updates: &[Scheduled]) -> Result<(), String> {
                 return Err(format!(
                     "--update {}: {} (rule senic-oversubscribed, as in a policy file)",
                     flags.join(", "),
-                    senic_oversubscribed_message(&prog.nodes[node as usize].name, sum, cap)
+                    senic_oversubscribed_message(&prog.node(node).name, sum, cap)
                 ));
             }
         }
@@ -177,7 +177,7 @@ fn check_senic(prog: &Program, updates: &[Scheduled]) -> Result<(), String> {
     Ok(())
 }
 
-fn shaper(shaper: u32, (rate_bps, burst_bytes): (u64, u64)) -> Update {
+fn shaper(shaper: ShaperId, (rate_bps, burst_bytes): (u64, u64)) -> Update {
     Update::Shaper {
         shaper,
         rate_bps,
@@ -188,10 +188,10 @@ fn shaper(shaper: u32, (rate_bps, burst_bytes): (u64, u64)) -> Update {
 /// What one flag changes, before the values it leaves alone are filled in.
 enum Change {
     Direct(Update),
-    ShaperRate(u32, u64),
-    ShaperBurst(u32, u64),
+    ShaperRate(ShaperId, u64),
+    ShaperBurst(ShaperId, u64),
     /// A leaf's limit: node, index in [`Limits`], value.
-    Limit(u32, usize, Option<u64>),
+    Limit(NodeId, usize, Option<u64>),
 }
 
 /// The name and field a `NAME.FIELD` that names no field most likely meant: each field
@@ -273,8 +273,8 @@ fn parse_one(prog: &Program, flag: &str) -> Result<(u64, String, Change), String
                 suggest(name, &names).map_or(String::new(), |s| format!("; did you mean `{s}`?"));
             format!("no node or shaping class is named `{name}`{hint}")
         })?;
-        let n = &prog.nodes[node as usize];
-        let parent = n.parent.map(|p| &prog.nodes[p as usize].algo);
+        let n = prog.node(node);
+        let parent = n.parent.map(|p| &prog.node(p).algo);
         let under = |ok: bool, what: &str| {
             if ok {
                 Ok(())
@@ -367,8 +367,8 @@ nodes:
         f.iter().map(|s| s.to_string()).collect()
     }
 
-    fn node(p: &Program, name: &str) -> u32 {
-        p.nodes.iter().position(|n| n.name == name).unwrap() as u32
+    fn node(p: &Program, name: &str) -> NodeId {
+        NodeId::from_index(p.nodes.iter().position(|n| n.name == name).unwrap())
     }
 
     /// A name typed decomposed (a terminal's `e` + combining acute) finds the node, which
@@ -405,7 +405,7 @@ nodes:
         let (a, bx, hi) = (node(&p, "a"), node(&p, "b.x"), node(&p, "hi"));
         let got: Vec<(u64, Update)> = u.iter().map(|s| (s.at_ps, s.update)).collect();
         let ms = 1_000_000_000;
-        let Algo::Leaf(spec) = &p.nodes[a as usize].algo else {
+        let Algo::Leaf(spec) = &p.node(a).algo else {
             panic!("a is a leaf")
         };
         let limits = |limit_packets, outstanding| Update::LeafLimits {
@@ -429,7 +429,7 @@ nodes:
                 (
                     ms * 3 / 2,
                     Update::Shaper {
-                        shaper: 0,
+                        shaper: ShaperId::new(0),
                         rate_bps: 2_000_000_000,
                         burst_bytes: 10_240
                     }
@@ -445,7 +445,7 @@ nodes:
                 (
                     3 * ms,
                     Update::Shaper {
-                        shaper: 0,
+                        shaper: ShaperId::new(0),
                         rate_bps: 2_000_000_000,
                         burst_bytes: 20_480
                     }

@@ -33,7 +33,7 @@
 //! Cost: O(nodes + apps) per window; the histograms are O(1) per sample, a quantile or a
 //! CDF O(buckets) (plus sorting them while a histogram is sparse).
 
-use weft_core::policy::{Algo, Classification, Program};
+use weft_core::policy::{Algo, Classification, NodeId, Program};
 use weft_core::stats::{at_rank, jain, rank, Grid, Histogram};
 
 use crate::scenario::Scenario;
@@ -181,7 +181,7 @@ pub fn waterfill(total: f64, items: &[(f64, f64)]) -> Vec<f64> {
 pub struct IdealModel {
     prog: std::sync::Arc<Program>,
     /// Leaf node of each application (`None`: unclassified).
-    leaf: Vec<Option<u32>>,
+    leaf: Vec<Option<NodeId>>,
     /// Shaping classes and the applications whose packets pass them: `(rate_bps, apps)`.
     /// A class caps the sum of its applications.
     shapers: Vec<(u64, Vec<usize>)>,
@@ -204,19 +204,19 @@ impl IdealModel {
                 Classification::Leaf { node, shaping, .. } => {
                     leaf.push(Some(node));
                     for &s in shaping.as_slice() {
-                        shapers[s as usize].1.push(i);
+                        shapers[s.index()].1.push(i);
                     }
                 }
                 Classification::Unclassified { .. } => leaf.push(None),
             }
         }
         shapers.retain(|s| !s.1.is_empty());
-        let mut index: rustc_hash::FxHashMap<u32, usize> = Default::default();
+        let mut index: rustc_hash::FxHashMap<NodeId, usize> = Default::default();
         let mut members: Vec<(usize, Vec<usize>)> = Vec::new();
         for (i, l) in leaf.iter().enumerate() {
             if let Some(l) = *l {
                 let k = *index.entry(l).or_insert_with(|| {
-                    members.push((l as usize, Vec::new()));
+                    members.push((l.index(), Vec::new()));
                     members.len() - 1
                 });
                 members[k].1.push(i);
@@ -266,24 +266,24 @@ impl IdealModel {
         let app_demand = demand;
         for (i, d) in app_demand.iter().enumerate() {
             if let Some(l) = self.leaf[i] {
-                node_demand[l as usize] += *d;
+                node_demand[l.index()] += *d;
             }
         }
         for id in (1..n).rev() {
             let mut d = node_demand[id];
             if let Some(parent) = p.nodes[id].parent {
-                if let Algo::Senic { .. } = p.nodes[parent as usize].algo {
+                if let Algo::Senic { .. } = p.node(parent).algo {
                     d = d.min(p.nodes[id].edge.rate_bps as f64 * window_s / 8.0);
                     node_demand[id] = d;
                 }
-                node_demand[parent as usize] += d;
+                node_demand[parent.index()] += d;
             }
         }
         let mut alloc = vec![0.0f64; n];
         alloc[0] = capacity.min(node_demand[0]);
         for id in 0..n {
             let node = &p.nodes[id];
-            let kids: Vec<usize> = node.children.clone().map(|c| c as usize).collect();
+            let kids: Vec<usize> = node.children.indices().collect();
             if kids.is_empty() {
                 continue;
             }

@@ -534,7 +534,7 @@ fn senic_table3_offers_every_class_more_than_its_limit() {
             else {
                 panic!("n{n}: {} unclassified", a.name)
             };
-            let limit = sc.program.nodes[node as usize].edge.rate_bps;
+            let limit = sc.program.node(node).edge.rate_bps;
             let weft_sim::scenario::AppKind::Udp {
                 rate_bps: Some(offered),
                 ..

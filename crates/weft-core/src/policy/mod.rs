@@ -8,6 +8,7 @@
 
 pub(crate) mod compile;
 pub(crate) mod error;
+mod ids;
 pub(crate) mod parse;
 pub(crate) mod program;
 pub mod show;
@@ -26,6 +27,7 @@ pub use error::{
 pub use parse::names;
 pub use parse::{FORMAT_VERSION, MAX_WEIGHT, NODE_KEYS, TOP_KEYS};
 pub use program::{
-    Algo, Classification, Edge, FlowKey, FlowSched, Kind, LeafId, LeafSpec, Limits, Link, Node,
-    NodeId, Origin, Program, Shaper, ShaperId, ShapingPath, MAX_SHAPING_PER_PACKET,
+    Algo, ChildIter, Children, Classification, Edge, FlowKey, FlowSched, Kind, LeafId, LeafSpec,
+    Limits, Link, Node, NodeId, Origin, Program, Shaper, ShaperId, ShapingPath,
+    MAX_SHAPING_PER_PACKET,
 };

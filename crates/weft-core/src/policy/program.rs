@@ -1,9 +1,9 @@
 //! The compiled program: an immutable, index-addressed form of a validated policy, ready for
 //! the scheduling core (Loom §3 semantics, SENIC §4 parameters).
 //!
-//! * Scheduling nodes and leaves are numbered in breadth-first order from the root (`NodeId`
-//!   0), so every node's children are one contiguous range: a scheduler keeps per-node state in
-//!   flat arrays indexed by `NodeId`.
+//! * Scheduling nodes and leaves are numbered in breadth-first order from the root
+//!   ([`NodeId::ROOT`]), so every node's children are one contiguous range: a scheduler keeps
+//!   per-node state in flat arrays indexed by the id's number ([`NodeId::index`]).
 //! * Shaping nodes are not part of that tree (removing them leaves a tree, Loom §3); they are
 //!   numbered separately as shaping classes (`ShaperId`) and reached through the classifier,
 //!   which returns, per packet, the shaping classes on its path.
@@ -19,20 +19,12 @@
 //! `classifier`) — then one lookup per node on the way back up that has a shaping set (the
 //! others are skipped through precomputed links); no allocation.
 
-use std::ops::Range;
-
 use super::error::Warnings;
 use crate::classifier::tss::{Dispatch, NO_TARGET};
 use crate::classifier::{reference::ReferenceDispatch, Match, PacketMeta};
 
+pub use super::ids::{ChildIter, Children, LeafId, NodeId, ShaperId};
 pub use super::parse::{FlowKey, FlowSched, Kind};
-
-/// Index of a scheduling node or leaf; the root is 0.
-pub type NodeId = u32;
-/// Index of a leaf among the leaves.
-pub type LeafId = u32;
-/// Index of a shaping class.
-pub type ShaperId = u32;
 
 /// Most shaping classes one packet can pass through.
 pub const MAX_SHAPING_PER_PACKET: usize = 8;
@@ -205,7 +197,7 @@ pub struct Node {
     /// Scheduling parent (shaping nodes removed); `None` for the root.
     pub parent: Option<NodeId>,
     /// Children, a contiguous range of ids, in declaration (first-match) order.
-    pub children: Range<NodeId>,
+    pub children: Children,
     /// Parameters read by the parent.
     pub edge: Edge,
     /// Levels from the root; the root is 0.
@@ -242,10 +234,20 @@ pub struct Shaper {
 
 /// The shaping classes one packet passes through, leaf side first. Fixed capacity: no
 /// allocation per packet.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShapingPath {
     len: u8,
     ids: [ShaperId; MAX_SHAPING_PER_PACKET],
+}
+
+impl Default for ShapingPath {
+    /// No classes.
+    fn default() -> ShapingPath {
+        ShapingPath {
+            len: 0,
+            ids: [ShaperId::new(0); MAX_SHAPING_PER_PACKET],
+        }
+    }
 }
 
 impl ShapingPath {
@@ -375,7 +377,7 @@ pub struct Program {
     pub nodes: Vec<Node>,
     /// Shaping classes.
     pub shapers: Vec<Shaper>,
-    /// Leaf id → node id.
+    /// Leaf id → node id (indexed by [`LeafId::index`]; [`Program::leaf_node`]).
     pub leaves: Vec<NodeId>,
     /// What compiled but is likely a mistake (`small-burst`), with the files it points into;
     /// `None` when nothing is (the files' text is then not kept).
@@ -384,10 +386,65 @@ pub struct Program {
 }
 
 impl Program {
+    /// Node `n`.
+    ///
+    /// # Panics
+    /// When `n` is not one of this program's nodes.
+    #[inline]
+    pub fn node(&self, n: NodeId) -> &Node {
+        &self.nodes[n.index()]
+    }
+
+    /// Shaping class `c`.
+    ///
+    /// # Panics
+    /// When `c` is not one of this program's shaping classes.
+    #[inline]
+    pub fn shaper(&self, c: ShaperId) -> &Shaper {
+        &self.shapers[c.index()]
+    }
+
+    /// The node of leaf `l`.
+    ///
+    /// # Panics
+    /// When `l` is not one of this program's leaves.
+    #[inline]
+    pub fn leaf_node(&self, l: LeafId) -> NodeId {
+        self.leaves[l.index()]
+    }
+
+    /// The nodes with their ids, root first.
+    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = (NodeId, &Node)> + ExactSizeIterator {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (NodeId::from_index(i), n))
+    }
+
+    /// The leaves with their ids, each with its node's id.
+    pub fn leaf_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (LeafId, NodeId)> + ExactSizeIterator + '_ {
+        self.leaves
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (LeafId::from_index(i), n))
+    }
+
+    /// The shaping classes with their ids.
+    pub fn shaper_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (ShaperId, &Shaper)> + ExactSizeIterator {
+        self.shapers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (ShaperId::from_index(i), s))
+    }
+
     /// How many shaping nodes stack above shaping class `c` on its edge, at most (0: an
     /// outermost class; nested parallel sets, docs/policy.md).
     pub fn shaping_depth(&self, c: ShaperId) -> u32 {
-        self.shapers[c as usize]
+        self.shaper(c)
             .shaping_parents
             .iter()
             .map(|&p| 1 + self.shaping_depth(p))
@@ -406,7 +463,7 @@ impl Program {
             if !s.shaping_parents.is_empty() {
                 nested[c] = true;
                 for &p in &s.shaping_parents {
-                    nested[p as usize] = true;
+                    nested[p.index()] = true;
                 }
             }
         }
@@ -414,7 +471,7 @@ impl Program {
             let mut shaped = Vec::new();
             let mut n = Some(leaf);
             while let Some(id) = n {
-                let node = &self.nodes[id as usize];
+                let node = self.node(id);
                 if !node.shaping_parents.is_empty() {
                     shaped.push(id);
                 }
@@ -423,8 +480,8 @@ impl Program {
             if shaped.len() > 1 {
                 // Classes stacked above these are marked already (above).
                 for id in shaped {
-                    for &c in &self.nodes[id as usize].shaping_parents {
-                        nested[c as usize] = true;
+                    for &c in &self.node(id).shaping_parents {
+                        nested[c.index()] = true;
                     }
                 }
             }
@@ -444,13 +501,13 @@ impl Program {
                 node,
                 shaping,
             } => {
-                self.leaves.get(leaf as usize) == Some(&node)
+                self.leaves.get(leaf.index()) == Some(&node)
                     && shaping
                         .as_slice()
                         .iter()
-                        .all(|&s| (s as usize) < self.shapers.len())
+                        .all(|&s| s.index() < self.shapers.len())
             }
-            Classification::Unclassified { at } => (at as usize) < self.nodes.len(),
+            Classification::Unclassified { at } => at.index() < self.nodes.len(),
         }
     }
 
@@ -462,11 +519,12 @@ impl Program {
         let t = &self.tables;
         if let Some(m) = &t.root_match {
             if !m.matches(p) {
-                return Classification::Unclassified { at: 0 };
+                return Classification::Unclassified { at: NodeId::ROOT };
             }
         }
         let words = p.words();
-        let mut n: NodeId = 0;
+        // The hot arrays are indexed by the plain number.
+        let mut n: u32 = 0;
         let mut hot = t.hot[0];
         while hot.leaf == NO_ID {
             let d = &t.dispatches[hot.child_dispatch as usize];
@@ -478,12 +536,12 @@ impl Program {
                     n = c;
                     hot = h;
                 }
-                None => return Classification::Unclassified { at: n },
+                None => return Classification::Unclassified { at: NodeId::new(n) },
             }
         }
         Classification::Leaf {
-            leaf: hot.leaf,
-            node: n,
+            leaf: LeafId::new(hot.leaf),
+            node: NodeId::new(n),
             shaping: self.shaping_from(hot, &words, p.present),
         }
     }
@@ -497,7 +555,7 @@ impl Program {
         while hot.shape_dispatch != 0 {
             let s = t.dispatches[hot.shape_dispatch as usize].lookup_target(words, present);
             if s != NO_TARGET {
-                shaping.push(s);
+                shaping.push(ShaperId::new(s));
                 if t.nested_shaping {
                     self.nested_shaping(s, words, present, &mut shaping);
                 }
@@ -515,7 +573,7 @@ impl Program {
     #[inline(never)]
     fn nested_shaping(
         &self,
-        mut s: ShaperId,
+        mut s: u32,
         words: &[u64; 8],
         present: u16,
         shaping: &mut ShapingPath,
@@ -528,7 +586,7 @@ impl Program {
             }
             match t.dispatches[up].lookup_words(words, present) {
                 Some(next) => {
-                    shaping.push(next);
+                    shaping.push(ShaperId::new(next));
                     s = next;
                 }
                 None => return,
@@ -541,9 +599,9 @@ impl Program {
     /// [`Program::classify`] would give if the packet had reached that leaf). For a driver
     /// that binds or moves a flow to a class of its choosing (Loom §4.3), so that the flow
     /// is shaped by the new path's classes, not the old one's. `None` for an unknown leaf.
-    pub fn classify_at(&self, leaf: u32, p: &PacketMeta) -> Option<Classification> {
-        let node = *self.leaves.get(leaf as usize)?;
-        let hot = self.tables.hot[node as usize];
+    pub fn classify_at(&self, leaf: LeafId, p: &PacketMeta) -> Option<Classification> {
+        let node = *self.leaves.get(leaf.index())?;
+        let hot = self.tables.hot[node.index()];
         Some(Classification::Leaf {
             leaf,
             node,
@@ -562,7 +620,7 @@ impl Program {
         for (chunk, outs) in pkts.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             let k = chunk.len();
             let mut words = [[0u64; 8]; BATCH];
-            let mut node = [0 as NodeId; BATCH];
+            let mut node = [0u32; BATCH];
             let mut hot = [t.hot[0]; BATCH];
             // 0: descending, 1: at a leaf, 2: unclassified at `node`.
             let mut state = [0u8; BATCH];
@@ -601,12 +659,14 @@ impl Program {
             for i in 0..k {
                 outs[i] = if state[i] == 1 {
                     Classification::Leaf {
-                        leaf: hot[i].leaf,
-                        node: node[i],
+                        leaf: LeafId::new(hot[i].leaf),
+                        node: NodeId::new(node[i]),
                         shaping: self.shaping_from(hot[i], &words[i], chunk[i].present),
                     }
                 } else {
-                    Classification::Unclassified { at: node[i] }
+                    Classification::Unclassified {
+                        at: NodeId::new(node[i]),
+                    }
                 };
             }
         }
@@ -614,30 +674,30 @@ impl Program {
 
     /// Classifies a packet by scanning every node's children in order (the reference twin).
     pub fn classify_reference(&self, p: &PacketMeta) -> Classification {
-        if !self.nodes[0].matches.matches(p) {
-            return Classification::Unclassified { at: 0 };
+        if !self.node(NodeId::ROOT).matches.matches(p) {
+            return Classification::Unclassified { at: NodeId::ROOT };
         }
-        let mut n: NodeId = 0;
-        while self.nodes[n as usize].leaf.is_none() {
+        let mut n = NodeId::ROOT;
+        while self.node(n).leaf.is_none() {
             let mut d = ReferenceDispatch::default();
-            for c in self.nodes[n as usize].children.clone() {
-                d.add(self.nodes[c as usize].matches.clone(), c);
+            for c in self.node(n).children {
+                d.add(self.node(c).matches.clone(), c.get());
             }
             match d.lookup(p) {
-                Some(c) => n = c,
+                Some(c) => n = NodeId::new(c),
                 None => return Classification::Unclassified { at: n },
             }
         }
         Classification::Leaf {
-            leaf: self.nodes[n as usize].leaf.expect("leaf"),
+            leaf: self.node(n).leaf.expect("leaf"),
             node: n,
             shaping: self.shaping_reference(n, p),
         }
     }
 
     /// [`Program::classify_at`] by the reference walk (its twin).
-    pub fn classify_at_reference(&self, leaf: u32, p: &PacketMeta) -> Option<Classification> {
-        let node = *self.leaves.get(leaf as usize)?;
+    pub fn classify_at_reference(&self, leaf: LeafId, p: &PacketMeta) -> Option<Classification> {
+        let node = *self.leaves.get(leaf.index())?;
         Some(Classification::Leaf {
             leaf,
             node,
@@ -651,14 +711,11 @@ impl Program {
         let mut shaping = ShapingPath::default();
         let mut v = n;
         loop {
-            let node = &self.nodes[v as usize];
+            let node = self.node(v);
             let mut cands = node.shaping_parents.clone();
-            while let Some(&s) = cands
-                .iter()
-                .find(|&&s| self.shapers[s as usize].matches.matches(p))
-            {
+            while let Some(&s) = cands.iter().find(|&&s| self.shaper(s).matches.matches(p)) {
                 shaping.push(s);
-                cands = self.shapers[s as usize].shaping_parents.clone();
+                cands = self.shaper(s).shaping_parents.clone();
             }
             match node.parent {
                 Some(up) => v = up,
@@ -675,7 +732,7 @@ impl Program {
         self.nodes
             .iter()
             .position(|n| n.name == name)
-            .map(|i| i as NodeId)
+            .map(NodeId::from_index)
     }
 
     /// Looks a shaping class up by name (as [`Program::node_id`] looks up a node): the id
@@ -685,7 +742,7 @@ impl Program {
         self.shapers
             .iter()
             .position(|s| s.name == name)
-            .map(|i| i as ShaperId)
+            .map(ShaperId::from_index)
     }
 
     /// Rule senic-oversubscribed (SENIC §4.2) at `node` with rates that may differ from the
@@ -701,11 +758,11 @@ impl Program {
         capacity_bps: u64,
         rate_bps: impl Fn(NodeId) -> u64,
     ) -> Option<u128> {
-        let is_senic = |n: NodeId| matches!(self.nodes[n as usize].algo, Algo::Senic { .. });
-        let n = &self.nodes[node as usize];
+        let is_senic = |n: NodeId| matches!(self.node(n).algo, Algo::Senic { .. });
+        let n = self.node(node);
         let two_level =
-            is_senic(node) && n.children.clone().any(is_senic) && !n.parent.is_some_and(is_senic);
-        let sum: u128 = n.children.clone().map(|c| rate_bps(c) as u128).sum();
+            is_senic(node) && n.children.iter().any(is_senic) && !n.parent.is_some_and(is_senic);
+        let sum: u128 = n.children.iter().map(|c| rate_bps(c) as u128).sum();
         (two_level && sum > capacity_bps as u128).then_some(sum)
     }
 
@@ -721,11 +778,11 @@ impl Program {
 
     /// Path of node names from the root to `n`.
     pub fn path(&self, n: NodeId) -> Vec<&str> {
-        let mut v = vec![self.nodes[n as usize].name.as_str()];
-        let mut cur = self.nodes[n as usize].parent;
+        let mut v = vec![self.node(n).name.as_str()];
+        let mut cur = self.node(n).parent;
         while let Some(p) = cur {
-            v.push(&self.nodes[p as usize].name);
-            cur = self.nodes[p as usize].parent;
+            v.push(&self.node(p).name);
+            cur = self.node(p).parent;
         }
         v.reverse();
         v
@@ -742,42 +799,40 @@ impl Program {
 
     /// Checks the structural invariants; panics with the offending state when broken.
     pub fn check_invariants(&self) {
-        let mut next_child = 1u32;
-        for (i, n) in self.nodes.iter().enumerate() {
+        let mut next_child = NodeId::new(1);
+        for (i, n) in self.node_ids() {
             if let Some(p) = n.parent {
+                assert!(p < i, "node {i} `{}` has parent {p} not before it", n.name);
                 assert!(
-                    (p as usize) < i,
-                    "node {i} `{}` has parent {p} not before it",
-                    n.name
-                );
-                assert!(
-                    self.nodes[p as usize].children.contains(&(i as u32)),
+                    self.node(p).children.contains(i),
                     "node {i} `{}` missing from its parent's children {:?}",
                     n.name,
-                    self.nodes[p as usize].children
+                    self.node(p).children
                 );
             } else {
                 assert_eq!(
-                    i, 0,
+                    i,
+                    NodeId::ROOT,
                     "only the root has no parent, but node {i} `{}`",
                     n.name
                 );
             }
             if !n.children.is_empty() {
                 assert_eq!(
-                    n.children.start, next_child,
+                    n.children.start(),
+                    next_child,
                     "children of `{}` do not follow the previous range",
                     n.name
                 );
-                next_child = n.children.end;
+                next_child = n.children.end();
             }
             match (&n.algo, n.leaf) {
-                (Algo::Leaf(_), Some(l)) => assert_eq!(self.leaves[l as usize], i as u32),
+                (Algo::Leaf(_), Some(l)) => assert_eq!(self.leaf_node(l), i),
                 (Algo::Leaf(_), None) => panic!("leaf `{}` without leaf id", n.name),
                 (_, Some(_)) => panic!("non-leaf `{}` with a leaf id", n.name),
                 (_, None) => assert!(!n.children.is_empty(), "`{}` has no children", n.name),
             }
         }
-        assert_eq!(next_child as usize, self.nodes.len().max(1));
+        assert_eq!(next_child.index(), self.nodes.len().max(1));
     }
 }

@@ -14,7 +14,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::program::{Algo, FlowKey, FlowSched, Node, NodeId, Program, ShaperId};
+use super::program::{Algo, FlowKey, FlowSched, Node, NodeId, Program, Shaper, ShaperId};
 use crate::classifier::{proto_name, Field, Match, FIELDS};
 use crate::units::{format_rate, format_size, format_time};
 
@@ -38,11 +38,11 @@ fn match_json(m: &Match) -> Value {
 /// scheduling parent's; one name as a string, several as a list.
 fn parent_json(p: &Program, sched_parent: NodeId, shaping_parents: &[ShaperId]) -> Value {
     let names: Vec<&str> = if shaping_parents.is_empty() {
-        vec![&p.nodes[sched_parent as usize].name]
+        vec![&p.node(sched_parent).name]
     } else {
         shaping_parents
             .iter()
-            .map(|&s| p.shapers[s as usize].name.as_str())
+            .map(|&s| p.shaper(s).name.as_str())
             .collect()
     };
     if names.len() == 1 {
@@ -56,9 +56,11 @@ fn parent_json(p: &Program, sched_parent: NodeId, shaping_parents: &[ShaperId]) 
 /// without holding the whole value (a policy of 100,000 nodes took 650 MB as one value).
 pub fn to_json(p: &Program) -> Value {
     let mut v = head_json(p);
-    let nodes = (0..p.nodes.len())
+    let nodes = p
+        .nodes
+        .iter()
         .map(|n| node_json(p, n))
-        .chain((0..p.shapers.len()).map(|s| shaper_json(p, s)))
+        .chain(p.shapers.iter().map(|s| shaper_json(p, s)))
         .collect();
     v["nodes"] = Value::Array(nodes);
     v
@@ -76,10 +78,10 @@ impl serde::Serialize for Json<'_> {
             fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
                 let p = self.0;
                 let mut seq = ser.serialize_seq(Some(p.nodes.len() + p.shapers.len()))?;
-                for n in 0..p.nodes.len() {
+                for n in &p.nodes {
                     seq.serialize_element(&node_json(p, n))?;
                 }
-                for s in 0..p.shapers.len() {
+                for s in &p.shapers {
                     seq.serialize_element(&shaper_json(p, s))?;
                 }
                 seq.end()
@@ -119,9 +121,8 @@ fn head_json(p: &Program) -> Value {
     })
 }
 
-/// Node `i`'s entry.
-fn node_json(p: &Program, i: usize) -> Value {
-    let n = &p.nodes[i];
+/// Node `n`'s entry.
+fn node_json(p: &Program, n: &Node) -> Value {
     let mut o = Map::new();
     o.insert("name".into(), json!(n.name));
     let ty = match &n.algo {
@@ -131,7 +132,7 @@ fn node_json(p: &Program, i: usize) -> Value {
     o.insert("type".into(), json!(ty));
     if let Some(parent) = n.parent {
         o.insert("parent".into(), parent_json(p, parent, &n.shaping_parents));
-        match &p.nodes[parent as usize].algo {
+        match &p.node(parent).algo {
             Algo::Prio => {
                 o.insert("priority".into(), json!(n.edge.priority));
             }
@@ -206,9 +207,8 @@ fn node_json(p: &Program, i: usize) -> Value {
     Value::Object(o)
 }
 
-/// Shaping class `i`'s entry.
-fn shaper_json(p: &Program, i: usize) -> Value {
-    let s = &p.shapers[i];
+/// Shaping class `s`'s entry.
+fn shaper_json(p: &Program, s: &Shaper) -> Value {
     let mut o = Map::new();
     o.insert("name".into(), json!(s.name));
     o.insert("type".into(), json!("shape"));
@@ -280,7 +280,7 @@ fn node_label(p: &Program, n: &Node) -> String {
         _ => {}
     }
     if let Some(parent) = n.parent {
-        match p.nodes[parent as usize].algo {
+        match p.node(parent).algo {
             Algo::Prio => s += &format!("  [priority {}]", n.edge.priority),
             Algo::Wfq => s += &format!("  [weight {}]", n.edge.weight),
             Algo::Drr => s += &format!("  [quantum {}]", format_size(n.edge.quantum_bytes)),
@@ -324,14 +324,14 @@ fn full_shaping_lines(p: &Program) -> Vec<u64> {
             if parents_done {
                 lines[s] = parents
                     .iter()
-                    .fold(1u64, |acc, &q| acc.saturating_add(lines[q as usize]));
+                    .fold(1u64, |acc, &q| acc.saturating_add(lines[q.index()]));
             } else {
                 stack.push((s, true));
                 stack.extend(
                     parents
                         .iter()
-                        .filter(|&&q| lines[q as usize] == 0)
-                        .map(|&q| (q as usize, false)),
+                        .filter(|&&q| lines[q.index()] == 0)
+                        .map(|&q| (q.index(), false)),
                 );
             }
         }
@@ -345,15 +345,15 @@ fn full_shaping_lines(p: &Program) -> Vec<u64> {
 /// given one line saying so. Iterative.
 fn shaping_lines(
     p: &Program,
-    ids: &[u32],
+    ids: &[ShaperId],
     base: &str,
     full: bool,
     shown: &mut [bool],
     out: &mut String,
 ) {
     // (shaping node, first of its siblings, level from 1), the next on top.
-    let mut stack: Vec<(u32, bool, usize)> = Vec::new();
-    let push = |stack: &mut Vec<(u32, bool, usize)>, ids: &[u32], level: usize| {
+    let mut stack: Vec<(ShaperId, bool, usize)> = Vec::new();
+    let push = |stack: &mut Vec<(ShaperId, bool, usize)>, ids: &[ShaperId], level: usize| {
         stack.extend(
             ids.iter()
                 .enumerate()
@@ -363,7 +363,7 @@ fn shaping_lines(
     };
     push(&mut stack, ids, 1);
     while let Some((sid, first, level)) = stack.pop() {
-        let s = &p.shapers[sid as usize];
+        let s = p.shaper(sid);
         let sep = if first { "~ shaped by" } else { "  or" };
         out.push_str(base);
         for _ in 1..level.min(INDENT_SHAPING_LEVEL) {
@@ -387,11 +387,11 @@ fn shaping_lines(
         ));
         if s.shaping_parents.is_empty() {
             out.push('\n');
-        } else if !full && shown[sid as usize] {
+        } else if !full && shown[sid.index()] {
             out.push_str("  (and the shaping above it, shown earlier)\n");
         } else {
             out.push('\n');
-            shown[sid as usize] = true;
+            shown[sid.index()] = true;
             push(&mut stack, &s.shaping_parents, level + 1);
         }
     }
@@ -424,9 +424,9 @@ pub fn tree(p: &Program) -> String {
     let mut prefix = String::new();
     let mut ends: Vec<usize> = vec![0];
     // (node, last of its siblings), the next on top: a depth-first walk in child order.
-    let mut stack: Vec<(u32, bool)> = vec![(0, true)];
+    let mut stack: Vec<(NodeId, bool)> = vec![(NodeId::ROOT, true)];
     while let Some((id, last)) = stack.pop() {
-        let n = &p.nodes[id as usize];
+        let n = p.node(id);
         // Depth from 1 at the root.
         let depth = n.depth as usize + 1;
         let (branch, cont) = if depth == 1 {
@@ -456,7 +456,7 @@ pub fn tree(p: &Program) -> String {
             let lines = n
                 .shaping_parents
                 .iter()
-                .fold(0u64, |acc, &s| acc.saturating_add(full_lines[s as usize]));
+                .fold(0u64, |acc, &s| acc.saturating_add(full_lines[s.index()]));
             shaping_lines(
                 p,
                 &n.shaping_parents,
@@ -470,8 +470,8 @@ pub fn tree(p: &Program) -> String {
             prefix.push_str(cont);
             ends.push(prefix.len());
         }
-        let kids = n.children.clone();
-        stack.extend(kids.clone().rev().map(|c| (c, c + 1 == kids.end)));
+        let last = n.children.last();
+        stack.extend(n.children.iter().rev().map(|c| (c, Some(c) == last)));
     }
     out
 }
@@ -524,7 +524,7 @@ pub fn dot(p: &Program) -> String {
     }
     for n in &p.nodes {
         let Some(parent) = n.parent else { continue };
-        let edge_label = match p.nodes[parent as usize].algo {
+        let edge_label = match p.node(parent).algo {
             Algo::Prio => format!("prio {}", n.edge.priority),
             Algo::Wfq => format!("w:{}", n.edge.weight),
             Algo::Drr => format!("q:{}", format_size(n.edge.quantum_bytes)),
@@ -545,7 +545,7 @@ pub fn dot(p: &Program) -> String {
             out.push_str(&format!(
                 "  {} -> {}{attr};\n",
                 dot_id(&n.name),
-                dot_id(&p.nodes[parent as usize].name)
+                dot_id(&p.node(parent).name)
             ));
         } else {
             // Through shaping classes: the edge parameter the scheduling parent reads is
@@ -559,7 +559,7 @@ pub fn dot(p: &Program) -> String {
                 out.push_str(&format!(
                     "  {} -> {}{attr};\n",
                     dot_id(&n.name),
-                    dot_id(&p.shapers[s as usize].name)
+                    dot_id(&p.shaper(s).name)
                 ));
             }
         }
@@ -569,14 +569,14 @@ pub fn dot(p: &Program) -> String {
             out.push_str(&format!(
                 "  {} -> {} [style=dashed];\n",
                 dot_id(&s.name),
-                dot_id(&p.nodes[s.sched_parent as usize].name)
+                dot_id(&p.node(s.sched_parent).name)
             ));
         } else {
             for &x in &s.shaping_parents {
                 out.push_str(&format!(
                     "  {} -> {} [style=dashed];\n",
                     dot_id(&s.name),
-                    dot_id(&p.shapers[x as usize].name)
+                    dot_id(&p.shaper(x).name)
                 ));
             }
         }

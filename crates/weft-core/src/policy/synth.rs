@@ -135,7 +135,9 @@ pub fn packet(seed: u64, vms: u32, apps: u32, dsts: u32) -> PacketMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{compile_str, Classification, LoadOptions, ShapingPath};
+    use crate::policy::{
+        compile_str, Classification, LeafId, LoadOptions, NodeId, ShaperId, ShapingPath,
+    };
 
     #[test]
     fn scaled_policy_compiles_and_twins_agree() {
@@ -192,21 +194,21 @@ mod tests {
         else {
             panic!("no shaped leaf among 200 packets");
         };
-        let other = (leaf as usize + 1) % p.leaves.len();
+        let other = LeafId::from_index((leaf.index() + 1) % p.leaves.len());
         let moved = Classification::Leaf {
-            leaf: other as u32,
-            node: p.leaves[other],
+            leaf: other,
+            node: p.leaf_node(other),
             shaping,
         };
         assert!(p.is_valid_class(&moved));
         let wrong_node = Classification::Leaf {
-            leaf: other as u32,
+            leaf: other,
             node,
             shaping,
         };
         assert!(!p.is_valid_class(&wrong_node));
         let mut bad_shaping = ShapingPath::default();
-        bad_shaping.push(p.shapers.len() as u32);
+        bad_shaping.push(ShaperId::from_index(p.shapers.len()));
         let bad = Classification::Leaf {
             leaf,
             node,
@@ -214,9 +216,9 @@ mod tests {
         };
         assert!(!p.is_valid_class(&bad));
         let unknown_node = Classification::Unclassified {
-            at: p.nodes.len() as u32,
+            at: NodeId::from_index(p.nodes.len()),
         };
         assert!(!p.is_valid_class(&unknown_node));
-        assert!(p.is_valid_class(&Classification::Unclassified { at: 0 }));
+        assert!(p.is_valid_class(&Classification::Unclassified { at: NodeId::ROOT }));
     }
 }

@@ -7,7 +7,7 @@
 //! arrival, a deferred packet's wakeup, or the end of a transmission).
 
 use super::{Departure, DropReason, Engine, Packet, Update, UpdateError};
-use crate::policy::{Classification, Link};
+use crate::policy::{Classification, LeafId, Link};
 
 /// Wire time of a frame, ps (rounded up); `u64::MAX` (never done within the clock) when it
 /// does not fit in 64 bits (a 4 GB frame at 1 bit/s).
@@ -61,9 +61,8 @@ pub enum Event {
         at_ps: u64,
         /// The packet's id.
         id: u64,
-        /// The leaf it was classified to (an index of `Program::leaves`); `None` for
-        /// [`DropReason::Unclassified`].
-        leaf: Option<u32>,
+        /// The leaf it was classified to; `None` for [`DropReason::Unclassified`].
+        leaf: Option<LeafId>,
         /// Why.
         reason: DropReason,
     },
@@ -308,7 +307,7 @@ mod tests {
         fn stats(&self) -> Stats {
             self.inner.stats()
         }
-        fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+        fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
             self.inner.flow_counters()
         }
         fn close_flow(&mut self, q: &FlowQueue) -> bool {

@@ -41,6 +41,7 @@ pub use heads::HeadEngine;
 pub use reference::ReferenceEngine;
 
 use crate::classifier::PacketMeta;
+use crate::policy::{LeafId, NodeId, ShaperId};
 
 /// The latest arrival time drivers accept, ps: 2^63, about 106.7 days. Times are 64-bit
 /// picoseconds, 213.5 days in all; the second half is headroom for what is queued by then to
@@ -183,7 +184,7 @@ pub struct Departure {
     /// The caller's id.
     pub id: u64,
     /// The leaf it came from.
-    pub leaf: u32,
+    pub leaf: LeafId,
     /// Its flow key within the leaf.
     pub flow: u64,
     /// Frame bytes.
@@ -227,35 +228,35 @@ pub enum Update {
     /// A `wfq` child's weight (≥ 1).
     Weight {
         /// The child's node id.
-        node: u32,
+        node: NodeId,
         /// Its new weight.
         weight: u64,
     },
     /// A `prio` child's priority.
     Priority {
         /// The child's node id.
-        node: u32,
+        node: NodeId,
         /// Its new priority (smaller first).
         priority: u64,
     },
     /// A `drr` child's quantum, bytes (≥ 1).
     Quantum {
         /// The child's node id.
-        node: u32,
+        node: NodeId,
         /// Its new quantum, bytes.
         bytes: u64,
     },
     /// A `senic` class's rate limit (and a `senic` node's capacity), bits per second (≥ 1).
     Rate {
         /// The class's (or node's) id.
-        node: u32,
+        node: NodeId,
         /// Its new rate, bits per second.
         rate_bps: u64,
     },
     /// A shaping class's token bucket.
     Shaper {
-        /// The shaping class's id (an index of `Program::shapers`).
-        shaper: u32,
+        /// The shaping class's id.
+        shaper: ShaperId,
         /// Its new rate, bits per second (≥ 1).
         rate_bps: u64,
         /// Its new bucket depth, bytes (≥ 1).
@@ -264,7 +265,7 @@ pub enum Update {
     /// A leaf's limits (`None` = unlimited).
     LeafLimits {
         /// The leaf's node id.
-        node: u32,
+        node: NodeId,
         /// Packets the leaf holds at most.
         limit_packets: Option<u64>,
         /// Bytes the leaf holds at most.
@@ -281,14 +282,15 @@ pub enum Update {
 /// Why an update was refused (the running policy is unchanged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum UpdateError {
-    /// No such node or shaping class.
+    /// No such node or shaping class: the number given (a [`NodeId`]'s or a
+    /// [`ShaperId`]'s, as the update names one or the other).
     #[error("no node or shaping class {0}")]
     Unknown(u32),
     /// The node cannot take this update (e.g. limits on an inner node).
     #[error("node {node} is not a {expected}")]
     WrongKind {
         /// The node named.
-        node: u32,
+        node: NodeId,
         /// What the update needs it to be.
         expected: &'static str,
     },
@@ -340,11 +342,11 @@ fn in_range(what: &'static str, value: u64, min: u64, max: u64) -> Result<(), Up
 /// Checks an update against a program without applying it: what both engines' `update`
 /// refuse (a driver can check a scripted update before the run starts).
 pub fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<(), UpdateError> {
-    let node_ok = |n: u32| {
-        if (n as usize) < prog.nodes.len() {
+    let node_ok = |n: NodeId| {
+        if n.index() < prog.nodes.len() {
             Ok(())
         } else {
-            Err(UpdateError::Unknown(n))
+            Err(UpdateError::Unknown(n.get()))
         }
     };
     match *u {
@@ -370,8 +372,8 @@ pub fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<(), Upd
             rate_bps,
             burst_bytes,
         } => {
-            if shaper as usize >= prog.shapers.len() {
-                return Err(UpdateError::Unknown(shaper));
+            if shaper.index() >= prog.shapers.len() {
+                return Err(UpdateError::Unknown(shaper.get()));
             }
             positive("rate", rate_bps)?;
             positive("burst", burst_bytes)?;
@@ -385,7 +387,7 @@ pub fn check_update(prog: &crate::policy::Program, u: &Update) -> Result<(), Upd
             outstanding,
         } => {
             node_ok(node)?;
-            if prog.nodes[node as usize].leaf.is_none() {
+            if prog.node(node).leaf.is_none() {
                 return Err(UpdateError::WrongKind {
                     node,
                     expected: "leaf",
@@ -457,14 +459,14 @@ impl Params {
     /// waiting packets (`LeafLimits`).
     pub(crate) fn apply(&mut self, u: &Update, is_senic: bool) {
         match *u {
-            Update::Weight { node, weight } => self.edges[node as usize].weight = weight,
-            Update::Priority { node, priority } => self.edges[node as usize].priority = priority,
-            Update::Quantum { node, bytes } => self.edges[node as usize].quantum_bytes = bytes,
+            Update::Weight { node, weight } => self.edges[node.index()].weight = weight,
+            Update::Priority { node, priority } => self.edges[node.index()].priority = priority,
+            Update::Quantum { node, bytes } => self.edges[node.index()].quantum_bytes = bytes,
             Update::Rate { node, rate_bps } => {
                 if is_senic {
-                    self.capacities[node as usize] = rate_bps;
+                    self.capacities[node.index()] = rate_bps;
                 }
-                self.edges[node as usize].rate_bps = rate_bps;
+                self.edges[node.index()].rate_bps = rate_bps;
             }
             Update::Shaper { .. } => {}
             Update::LeafLimits {
@@ -475,7 +477,7 @@ impl Params {
                 flow_limit_bytes,
                 outstanding,
             } => {
-                let spec = self.specs[node as usize].as_mut().expect("checked: a leaf");
+                let spec = self.specs[node.index()].as_mut().expect("checked: a leaf");
                 spec.limit_packets = limit_packets;
                 spec.limit_bytes = limit_bytes;
                 spec.flow_limit_packets = flow_limit_packets;
@@ -490,11 +492,20 @@ impl Params {
 /// [`Engine::flow_counters`]).
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
-    /// Per node id.
+    /// Per node, indexed by [`NodeId::index`] ([`Stats::node`]).
     pub nodes: Vec<Counters>,
 }
 
 impl Stats {
+    /// The counters of node `n`.
+    ///
+    /// # Panics
+    /// When `n` is not a node of the engine's program.
+    #[inline]
+    pub fn node(&self, n: NodeId) -> &Counters {
+        &self.nodes[n.index()]
+    }
+
     pub(crate) fn new(nodes: usize) -> Stats {
         Stats {
             nodes: vec![Counters::default(); nodes],
@@ -522,7 +533,7 @@ impl Stats {
         for v in (1..prog.nodes.len()).rev() {
             if let Some(p) = prog.nodes[v].parent {
                 let (packets, bytes) = (s.nodes[v].packets, s.nodes[v].bytes);
-                let up = &mut s.nodes[p as usize];
+                let up = &mut s.nodes[p.index()];
                 up.packets += packets;
                 up.bytes += bytes;
             }
@@ -627,7 +638,7 @@ impl FlowQueue {
                 leaf,
                 node,
                 shaping,
-            } => Some((leaf, node, shaping)),
+            } => Some((leaf.get(), node.get(), shaping)),
             crate::policy::Classification::Unclassified { .. } => None,
         }
     }
@@ -635,15 +646,15 @@ impl FlowQueue {
     /// The classification the queue's packets take.
     pub fn class(&self) -> crate::policy::Classification {
         crate::policy::Classification::Leaf {
-            leaf: self.leaf,
-            node: self.node,
+            leaf: LeafId::new(self.leaf),
+            node: NodeId::new(self.node),
             shaping: self.shaping,
         }
     }
 
     /// The leaf id.
-    pub fn leaf(&self) -> u32 {
-        self.leaf
+    pub fn leaf(&self) -> LeafId {
+        LeafId::new(self.leaf)
     }
 
     /// Whether `other` (a queue of the same engine) is a queue of the same flow: it may
@@ -787,7 +798,7 @@ pub trait Engine {
     fn stats(&self) -> Stats;
     /// Counters of every flow seen so far and not closed: `(leaf id, flow key, counters)`,
     /// sorted by leaf and key.
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)>;
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)>;
     /// Closes queue `q`'s flow if it holds no packet: its record (its counters among them)
     /// is forgotten and its handle may go to a later flow, so a long-running driver's
     /// memory follows its live flows, not every flow it has seen. The flow's packets stay

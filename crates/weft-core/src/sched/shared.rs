@@ -7,7 +7,7 @@
 //! only; no allocation.
 
 use crate::policy::program::{Algo, FlowSched};
-use crate::policy::Program;
+use crate::policy::{NodeId, Program};
 
 /// A rank: smaller leaves first.
 pub type Rank = u128;
@@ -184,10 +184,9 @@ impl Bucket {
 /// `rr`, `drr`, `senic`, a fair leaf). Both engines' shaping classes ask it when a class
 /// takes back the reservations of packets its policy ranks lower.
 pub(crate) fn meeting(prog: &Program, a: u32, b: u32) -> (usize, usize, bool) {
-    let nodes = &prog.nodes;
-    let depth = |n: u32| nodes[n as usize].depth;
-    let parent = |n: u32| nodes[n as usize].parent.expect("not the root");
-    let (mut x, mut y) = (a, b);
+    let depth = |n: NodeId| prog.node(n).depth;
+    let parent = |n: NodeId| prog.node(n).parent.expect("not the root");
+    let (mut x, mut y) = (NodeId::new(a), NodeId::new(b));
     let (mut i, mut j) = (0, 0);
     while depth(x) > depth(y) {
         (x, i) = (parent(x), i + 1);
@@ -199,7 +198,7 @@ pub(crate) fn meeting(prog: &Program, a: u32, b: u32) -> (usize, usize, bool) {
         (x, i) = (parent(x), i + 1);
         (y, j) = (parent(y), j + 1);
     }
-    let own = match &nodes[x as usize].algo {
+    let own = match &prog.node(x).algo {
         Algo::Prio | Algo::Fifo | Algo::Edf { .. } | Algo::Lstf { .. } => true,
         Algo::Leaf(l) => l.flow_sched == FlowSched::Fifo,
         _ => false,

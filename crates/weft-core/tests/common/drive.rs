@@ -25,10 +25,10 @@ use weft_core::sched::{Engine, Packet, Update};
 /// Starting empty, the steady state begins at once. `fluid_check`'s
 /// `premise_emptied_buckets_start_empty` checks the premise on both engines.
 pub(crate) fn empty_buckets<E: Engine>(engine: &mut E, prog: &Program) {
-    for (i, s) in prog.shapers.iter().enumerate() {
+    for (shaper, s) in prog.shaper_ids() {
         for burst_bytes in [1, s.burst_bytes] {
             let u = Update::Shaper {
-                shaper: i as u32,
+                shaper,
                 rate_bps: s.rate_bps,
                 burst_bytes,
             };
@@ -162,7 +162,7 @@ pub(crate) fn drive<E: Engine>(
                 .unwrap_or_else(|| panic!("no node {}", f.leaf));
             match class {
                 Classification::Leaf { leaf, node: n, .. } if n == node => {
-                    by_leaf[leaf as usize] = i;
+                    by_leaf[leaf.index()] = i;
                 }
                 other => panic!("{:?} classifies to {other:?}, not leaf {}", f.meta, f.leaf),
             }
@@ -215,7 +215,7 @@ pub(crate) fn drive<E: Engine>(
         }
         if now >= link_free {
             if let Some(d) = engine.dequeue(now) {
-                let i = by_leaf[d.leaf as usize];
+                let i = by_leaf[d.leaf.index()];
                 let s = &mut st[i];
                 s.held.pop_front();
                 if now >= warm_ps {

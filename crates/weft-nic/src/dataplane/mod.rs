@@ -78,7 +78,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use weft_core::classifier::{Field, PacketMeta};
-use weft_core::policy::{self, Classification, LoadOptions, Program};
+use weft_core::policy::{self, Classification, LeafId, LoadOptions, NodeId, Program, ShaperId};
 use weft_core::sched::fast::FastEngine;
 use weft_core::sched::link::wire_ps;
 use weft_core::sched::{DropReason, Engine, FlowHandle, FlowQueue, Packet, Update};

@@ -27,14 +27,14 @@ pub(super) fn load(cfg: &Config, path: &std::path::Path) -> Result<Program, Stri
 /// no `--tenant` has. Warnings, not errors: a policy may be written for more tenants than
 /// run today.
 pub fn tenant_warnings(prog: &policy::Program, tenants: &[(String, String)]) -> Vec<String> {
-    let admits = |leaf: u32, tenant: u32| {
+    let admits = |leaf: NodeId, tenant: u32| {
         let mut n = Some(leaf);
         while let Some(i) = n {
-            let m = &prog.nodes[i as usize].matches;
+            let m = &prog.node(i).matches;
             if !m.tenant.is_empty() && !m.tenant.contains(&tenant) {
                 return false;
             }
-            n = prog.nodes[i as usize].parent;
+            n = prog.node(i).parent;
         }
         true
     };

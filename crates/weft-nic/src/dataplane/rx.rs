@@ -56,12 +56,12 @@ impl State {
                     let _ = self.engine.enqueue_classified(pkt, class, now);
                     return;
                 };
-                let shaper = shaping.as_slice().first().copied();
+                let shaper = shaping.as_slice().first().map(|s| s.get());
                 if !self.queue_budget.try_take(t) {
                     self.c.tenant_no_queue[t] += 1;
                     return;
                 }
-                match self.iface.create_queue(self.drivers[t], leaf, shaper) {
+                match self.iface.create_queue(self.drivers[t], leaf.get(), shaper) {
                     Ok(q) => {
                         let mut flow = Flow {
                             tenant: t as u32,
@@ -200,7 +200,7 @@ impl State {
             f.requested = class;
             // At most one move per queue waits in the tenant's next doorbell (its latest
             // class), so a flow flipping its DSCP on every frame cannot grow the batch.
-            let mv = DoorbellEntry::Meta(q, iface::MetaUpdate::MoveClass { class: leaf });
+            let mv = DoorbellEntry::Meta(q, iface::MetaUpdate::MoveClass { class: leaf.get() });
             let pending = self.kicks[t].iter_mut().find(|e| {
                 matches!(e, DoorbellEntry::Meta(p, iface::MetaUpdate::MoveClass { .. }) if *p == q)
             });
@@ -406,7 +406,7 @@ impl State {
                 // has, a positive rate and burst), so the engine takes it.
                 let taken = self.engine.update(
                     Update::Shaper {
-                        shaper,
+                        shaper: ShaperId::new(shaper),
                         rate_bps,
                         burst_bytes,
                     },
@@ -418,14 +418,17 @@ impl State {
                 // The flow's new leaf, shaped by the classes on that leaf's path that its
                 // packets match (not by its old path's).
                 if let Some(f) = self.queues.get_mut(&queue) {
-                    if let Some(class) = self.prog.classify_at(to, &f.meta) {
+                    if let Some(class) = self.prog.classify_at(LeafId::new(to), &f.meta) {
                         f.class = class;
                         // Its flow at the old leaf is closed once no queue uses it and
                         // it holds no packet there.
                         f.open(&mut self.engine, &mut self.engine_flows);
                         if let Classification::Leaf { shaping, .. } = class {
-                            self.iface
-                                .rebind(queue, to, shaping.as_slice().first().copied());
+                            self.iface.rebind(
+                                queue,
+                                to,
+                                shaping.as_slice().first().map(|s| s.get()),
+                            );
                         }
                     }
                 }

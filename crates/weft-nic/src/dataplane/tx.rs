@@ -16,7 +16,7 @@ impl State {
             Some(fl) => (fl.packet(), fl.queue.ok_or(fl.class)),
             None => (
                 Packet::new(0, 0, PacketMeta::default()),
-                Err(Classification::Unclassified { at: 0 }),
+                Err(Classification::Unclassified { at: NodeId::ROOT }),
             ),
         };
         let pkt = Packet {
@@ -217,7 +217,7 @@ impl State {
         };
         if let Some(Classification::Leaf { shaping, .. }) = class {
             for &c in shaping.as_slice() {
-                let (p, b) = &mut self.shaped[c as usize];
+                let (p, b) = &mut self.shaped[c.index()];
                 *p += 1;
                 *b += d.bytes as u64;
             }

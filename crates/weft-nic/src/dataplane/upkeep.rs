@@ -91,7 +91,7 @@ impl State {
             f.open(&mut self.engine, &mut self.engine_flows);
             if let Classification::Leaf { leaf, shaping, .. } = f.class {
                 self.iface
-                    .rebind(q, leaf, shaping.as_slice().first().copied());
+                    .rebind(q, leaf.get(), shaping.as_slice().first().map(|s| s.get()));
             }
         }
         let n = self.prog.nodes.len() + self.prog.shapers.len();

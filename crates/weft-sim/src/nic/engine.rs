@@ -26,7 +26,7 @@
 use std::collections::VecDeque;
 
 use weft_core::classifier::PacketMeta;
-use weft_core::policy::Classification;
+use weft_core::policy::{Classification, NodeId};
 use weft_core::sched::{Engine, FlowQueue, Packet};
 
 use super::{Nic, NicCounters, NicKind, NicParams, Pkt};
@@ -125,7 +125,7 @@ impl<E: Engine> EngineNic<E> {
         let f = pkt.flow as usize;
         if f >= self.flow_meta.len() || self.flow_meta[f] != *meta {
             if f >= self.flow_meta.len() {
-                let unknown = Err(Classification::Unclassified { at: 0 });
+                let unknown = Err(Classification::Unclassified { at: NodeId::ROOT });
                 self.flow_meta.resize(f + 1, PacketMeta::default());
                 self.flow_queue.resize(f + 1, unknown);
             }

@@ -134,22 +134,22 @@ pub fn derive_app_info(sc: &Scenario, kind: NicKind) -> Vec<AppInfo> {
             let mut prio = false;
             if let Classification::Leaf { node, .. } = prog.classify(&a.meta) {
                 let mut n = node;
-                while let Some(parent) = prog.nodes[n as usize].parent {
-                    let pn = &prog.nodes[parent as usize];
+                while let Some(parent) = prog.node(n).parent {
+                    let pn = prog.node(parent);
                     match pn.algo {
-                        Algo::Wfq => weight = prog.nodes[n as usize].edge.weight,
+                        Algo::Wfq => weight = prog.node(n).edge.weight,
                         Algo::Prio if pn.children.len() > 1 => {
-                            let mine = prog.nodes[n as usize].edge.priority;
+                            let mine = prog.node(n).edge.priority;
                             let min = pn
                                 .children
-                                .clone()
-                                .map(|c| prog.nodes[c as usize].edge.priority)
+                                .iter()
+                                .map(|c| prog.node(c).edge.priority)
                                 .min()
                                 .unwrap_or(mine);
                             let unique = pn
                                 .children
-                                .clone()
-                                .filter(|&c| prog.nodes[c as usize].edge.priority == min)
+                                .iter()
+                                .filter(|&c| prog.node(c).edge.priority == min)
                                 .count()
                                 == 1;
                             if mine == min && unique {

@@ -13,7 +13,9 @@ use super::graph::Tree;
 use super::{default_burst_bytes, Compiler};
 use crate::policy::error::Span;
 use crate::policy::parse::{FlowKey, FlowSched, Kind, NodeDecl};
-use crate::policy::program::{Algo, Edge, LeafSpec, Link, Node, NodeId, Origin, Shaper};
+use crate::policy::program::{
+    Algo, Children, Edge, LeafId, LeafSpec, Link, Node, NodeId, Origin, Shaper, ShaperId,
+};
 
 impl Compiler<'_> {
     fn origin(&self, span: Span) -> Origin {
@@ -56,13 +58,16 @@ impl Compiler<'_> {
             let is_leaf = matches!(algo, Algo::Leaf(_));
             let kids = &sched_kids[v];
             let children = if kids.is_empty() {
-                0..0
+                Children::EMPTY
             } else {
-                id_of[kids[0]]..id_of[kids[kids.len() - 1]] + 1
+                Children::new(
+                    NodeId::new(id_of[kids[0]]),
+                    NodeId::new(id_of[kids[kids.len() - 1]] + 1),
+                )
             };
             let leaf = if is_leaf {
-                leaves.push(nodes.len() as NodeId);
-                Some((leaves.len() - 1) as u32)
+                leaves.push(NodeId::from_index(nodes.len()));
+                Some(LeafId::from_index(leaves.len() - 1))
             } else {
                 None
             };
@@ -73,7 +78,7 @@ impl Compiler<'_> {
                 parent: if v == root {
                     None
                 } else {
-                    sched_parent(v).map(|p| id_of[p])
+                    sched_parent(v).map(|p| NodeId::new(id_of[p]))
                 },
                 children,
                 edge: Edge {
@@ -97,7 +102,7 @@ impl Compiler<'_> {
                 shaping_parents: parents[v]
                     .iter()
                     .filter(|&&p| kind(p) == Kind::Shape)
-                    .map(|&p| sid_of[p])
+                    .map(|&p| ShaperId::new(sid_of[p]))
                     .collect(),
                 origin: self.origin(d.name.span),
             });
@@ -121,9 +126,9 @@ impl Compiler<'_> {
                     shaping_parents: parents[i]
                         .iter()
                         .filter(|&&p| kind(p) == Kind::Shape)
-                        .map(|&p| sid_of[p])
+                        .map(|&p| ShaperId::new(sid_of[p]))
                         .collect(),
-                    sched_parent: sched_parent(i).map_or(0, |p| id_of[p]),
+                    sched_parent: sched_parent(i).map_or(NodeId::ROOT, |p| NodeId::new(id_of[p])),
                     origin: self.origin(d.name.span),
                 }
             })

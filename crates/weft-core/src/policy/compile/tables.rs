@@ -16,7 +16,7 @@ use crate::classifier::tss::{AddError, Dispatch, DispatchBuilder};
 use crate::classifier::Match;
 use crate::policy::error::{Diagnostic, Rule};
 use crate::policy::parse::{Kind, NodeDecl};
-use crate::policy::program::{HotNode, Limits, Node, Tables, NO_ID};
+use crate::policy::program::{HotNode, LeafId, Limits, Node, NodeId, Tables, NO_ID};
 
 impl Compiler<'_> {
     /// Pass 6, classifier tables: children and shaping dispatch per node, first match in
@@ -48,7 +48,7 @@ impl Compiler<'_> {
             hot: nodes
                 .iter()
                 .map(|n| HotNode {
-                    leaf: n.leaf.unwrap_or(NO_ID),
+                    leaf: n.leaf.map_or(NO_ID, LeafId::get),
                     child_dispatch: 0,
                     shape_dispatch: 0,
                     shape_up: NO_ID,
@@ -164,7 +164,7 @@ impl Compiler<'_> {
             let id = tables.intern(shaping);
             tables.shaper_dispatch.push(id);
         }
-        tables.link_shaping(|i| nodes[i].parent);
+        tables.link_shaping(|i| nodes[i].parent.map(NodeId::get));
         self.diags.is_empty().then_some(tables)
     }
 

@@ -126,7 +126,7 @@ impl FastEngine {
         }
         if let Some(i) = busy {
             self.slots[slot as usize].flags |= UNRANKED;
-            let c = self.shaping[slot as usize].as_slice()[i];
+            let c = self.shaping[slot as usize].as_slice()[i].get();
             let again = self.reserve_inner(slot, i);
             self.hold(slot, c, now);
             self.schedule_positions(slot, again, now);
@@ -315,7 +315,7 @@ impl FastEngine {
         out: &mut Vec<Result<(), DropReason>>,
     ) {
         debug_assert!(n <= STAGED, "{n} packets in one stage");
-        let mut classes = [Classification::Unclassified { at: 0 }; STAGED];
+        let mut classes = [Classification::Unclassified { at: NodeId::ROOT }; STAGED];
         // Per packet: (leaf node, flow key, hash); `NO` as the leaf node when unclassified.
         let mut keys = [(NO, 0u64, 0u64); STAGED];
         let mut found = [NO; STAGED];
@@ -323,8 +323,8 @@ impl FastEngine {
             classes[i] = class(i);
             keys[i] = match classes[i] {
                 Classification::Leaf { leaf, node, .. } => {
-                    let key = flow_key_of(self.leaves[leaf as usize].flow_key, packet(i));
-                    (node, key, flow_hash(node, key))
+                    let key = flow_key_of(self.leaves[leaf.index()].flow_key, packet(i));
+                    (node.get(), key, flow_hash(node.get(), key))
                 }
                 Classification::Unclassified { .. } => (NO, 0, 0),
             };

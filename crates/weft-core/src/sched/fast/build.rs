@@ -21,7 +21,11 @@ impl FastEngine {
     ) -> FastEngine {
         let params = Params::new(&prog);
         let (kind, own) = kinds(&prog, &params);
-        let parent: Vec<u32> = prog.nodes.iter().map(|x| x.parent.unwrap_or(NO)).collect();
+        let parent: Vec<u32> = prog
+            .nodes
+            .iter()
+            .map(|x| x.parent.map_or(NO, NodeId::get))
+            .collect();
         let stride = prog.depth().max(1) as usize;
         let (senic_of, senic) = senic_groups(&kind, &parent, &params);
         let senic_tops: Vec<u32> = (0..senic.len() as u32)
@@ -34,8 +38,8 @@ impl FastEngine {
             .leaves
             .iter()
             .map(|&v| {
-                let mut l = LeafRt::new(params.specs[v as usize].as_ref().expect("a leaf"));
-                let mut a = parent[v as usize];
+                let mut l = LeafRt::new(params.specs[v.index()].as_ref().expect("a leaf"));
+                let mut a = parent[v.index()];
                 while a != NO {
                     l.senic_path |= kind[a as usize] == Kind::Senic;
                     a = parent[a as usize];
@@ -172,14 +176,14 @@ fn pifos(prog: &Program, params: &Params, calendar: CalendarUse) -> Vec<Pifo> {
         .map(|(v, x)| match x.algo {
             // Arrival-time ranks: one sorted queue.
             Algo::Fifo => Pifo::Sorted(Ring::new()),
-            Algo::Prio if Ffs::new(x.children.start, &prios(params, x)).is_some() => {
-                Pifo::Ffs(Ffs::new(x.children.start, &prios(params, x)).expect("checked"))
+            Algo::Prio if Ffs::new(x.children.start().get(), &prios(params, x)).is_some() => {
+                Pifo::Ffs(Ffs::new(x.children.start().get(), &prios(params, x)).expect("checked"))
             }
             // Ranks corrected by what a child's packets sent cost.
-            Algo::Wfq => Pifo::wfq(x.children.start, x.children.len(), calendar),
+            Algo::Wfq => Pifo::wfq(x.children.start().get(), x.children.len(), calendar),
             // Ranks a child's packets in push order except on re-entry.
             Algo::Prio | Algo::Rr | Algo::Drr | Algo::Senic { .. } => {
-                Pifo::per_child(x.children.start, x.children.len(), calendar)
+                Pifo::per_child(x.children.start().get(), x.children.len(), calendar)
             }
             Algo::Leaf(_) => match &params.specs[v] {
                 Some(l) if l.flow_sched == FlowSched::Fifo => Pifo::LeafSorted(SlotList::EMPTY),

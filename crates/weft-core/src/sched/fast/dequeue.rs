@@ -203,8 +203,8 @@ impl FastEngine {
                 self.revoked[slot as usize] = 0;
                 let (path, costs) = (self.shaping[slot as usize], self.costs);
                 for (&c, &cost) in path.as_slice().iter().zip(costs.iter()) {
-                    self.classes[c as usize].b.charge_cost(cost, now);
-                    self.schedule(c, now);
+                    self.classes[c.index()].b.charge_cost(cost, now);
+                    self.schedule(c.get(), now);
                 }
             }
         }
@@ -257,7 +257,7 @@ impl FastEngine {
         self.debug_check_holdings();
         Some(Departure {
             id: s.id,
-            leaf: s.leaf,
+            leaf: LeafId::new(s.leaf),
             flow,
             bytes: s.bytes,
             enqueued_ps: s.enqueued_ps,

@@ -164,7 +164,7 @@ impl Engine for FastEngine {
                 // no faster, in more instructions).
                 let mut mine = 0u64;
                 for &c in self.shaping[slot as usize].as_slice() {
-                    mine |= 1 << (c % 64);
+                    mine |= 1 << (c.get() % 64);
                 }
                 if seen & mine != 0 {
                     break;
@@ -180,7 +180,7 @@ impl Engine for FastEngine {
                 let s = &self.slots[slot as usize];
                 touched ^= self.flows.touch(s.flow) ^ self.leaves[s.leaf as usize].admitted;
                 if let Some(&b) = self.shaping[slot as usize].as_slice().first() {
-                    touched ^= self.classes[b as usize].held;
+                    touched ^= self.classes[b.index()].held;
                 }
                 if s.n_senic != 0 {
                     touched ^= self.tags[slot as usize * stride].0
@@ -231,13 +231,13 @@ impl Engine for FastEngine {
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
         check_update(&self.prog, &u)?;
         if let Update::Priority { node, .. } = u {
-            if self.nodes[node as usize].parent != NO {
-                self.ffs_to_per_child(self.nodes[node as usize].parent);
+            if self.nodes[node.index()].parent != NO {
+                self.ffs_to_per_child(self.nodes[node.index()].parent);
             }
         }
         if let Update::Rate { node, rate_bps } = u {
             // A backlogged senic class changes φ: advance V at the old rates first.
-            let nu = node as usize;
+            let nu = node.index();
             let p = self.nodes[nu].parent;
             if p != NO && self.nodes[p as usize].kind == Kind::Senic {
                 let ps = self.nodes[p as usize].senic as usize;
@@ -259,10 +259,10 @@ impl Engine for FastEngine {
         }
         // The edge parameter, where the parent reads the changed one.
         match u {
-            Update::Weight { node, weight } => self.set_param(node, Kind::Wfq, weight),
-            Update::Priority { node, priority } => self.set_param(node, Kind::Prio, priority),
-            Update::Quantum { node, bytes } => self.set_param(node, Kind::Drr, bytes),
-            Update::Rate { node, rate_bps } => self.set_param(node, Kind::Senic, rate_bps),
+            Update::Weight { node, weight } => self.set_param(node.get(), Kind::Wfq, weight),
+            Update::Priority { node, priority } => self.set_param(node.get(), Kind::Prio, priority),
+            Update::Quantum { node, bytes } => self.set_param(node.get(), Kind::Drr, bytes),
+            Update::Rate { node, rate_bps } => self.set_param(node.get(), Kind::Senic, rate_bps),
             Update::LeafLimits {
                 node,
                 limit_packets,
@@ -271,10 +271,8 @@ impl Engine for FastEngine {
                 flow_limit_bytes,
                 outstanding,
             } => {
-                let leaf = self.prog.nodes[node as usize]
-                    .leaf
-                    .expect("checked: a leaf");
-                self.leaves[leaf as usize].set_limits([
+                let leaf = self.prog.node(node).leaf.expect("checked: a leaf");
+                self.leaves[leaf.index()].set_limits([
                     limit_packets,
                     limit_bytes,
                     flow_limit_packets,
@@ -290,17 +288,15 @@ impl Engine for FastEngine {
                 rate_bps,
                 burst_bytes,
             } => {
-                self.classes[shaper as usize]
+                self.classes[shaper.index()]
                     .b
                     .reconfigure(rate_bps, burst_bytes, now);
-                self.schedule(shaper, now);
+                self.schedule(shaper.get(), now);
             }
             Update::LeafLimits {
                 node, outstanding, ..
             } => {
-                let leaf = self.prog.nodes[node as usize]
-                    .leaf
-                    .expect("checked: a leaf");
+                let leaf = self.prog.node(node).leaf.expect("checked: a leaf").get();
                 while outstanding.is_none_or(|o| (self.leaves[leaf as usize].admitted as u64) < o) {
                     let Some(next) = self.waiting.get_mut(&leaf).and_then(VecDeque::pop_front)
                     else {
@@ -322,16 +318,16 @@ impl Engine for FastEngine {
             self.leaves
                 .iter()
                 .zip(&self.prog.leaves)
-                .map(|(l, &v)| (v, l.sent_packets, l.sent_bytes)),
+                .map(|(l, &v)| (v.get(), l.sent_packets, l.sent_bytes)),
             self.node_drops.iter().map(|(&v, &d)| (v, d)),
         )
     }
 
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
         // Forgetting idle flows, a finished one is as good as forgotten (`forget_idle`
         // forgets fair ones a few at a time).
         let forgotten = |i: u32| self.options.forget_idle_flows && self.finished(i);
-        let mut v: Vec<(u32, u64, Counters)> = (0..self.flows.len)
+        let mut v: Vec<(LeafId, u64, Counters)> = (0..self.flows.len)
             .filter(|&i| self.flows.get(i).leaf_node != NO && !forgotten(i))
             .map(|i| {
                 let f = self.flows.get(i);

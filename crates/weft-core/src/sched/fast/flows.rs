@@ -251,8 +251,8 @@ impl FastEngine {
                 self.park_prev[at as usize]
             );
             for (j, &x) in self.shaping[at as usize].as_slice().iter().enumerate() {
-                if s.out & (1 << j) != 0 && (x as usize) < classes {
-                    parked[x as usize] += 1;
+                if s.out & (1 << j) != 0 && x.index() < classes {
+                    parked[x.index()] += 1;
                 }
             }
             listed += 1;

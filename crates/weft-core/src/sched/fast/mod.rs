@@ -110,7 +110,7 @@ use super::{
     Params, Stats, Update, UpdateError,
 };
 use crate::policy::program::{Algo, FlowKey, FlowSched};
-use crate::policy::{Classification, Program, ShapingPath};
+use crate::policy::{Classification, LeafId, NodeId, Program, ShaperId, ShapingPath};
 
 /// "None" for a `u32` index (node, slot, flow).
 pub(super) const NO: u32 = u32::MAX;
@@ -461,8 +461,8 @@ impl FlowArena {
 /// The priorities of a node's children.
 fn prios(params: &Params, node: &crate::policy::program::Node) -> Vec<u64> {
     node.children
-        .clone()
-        .map(|c| params.edges[c as usize].priority)
+        .iter()
+        .map(|c| params.edges[c.index()].priority)
         .collect()
 }
 
@@ -655,7 +655,7 @@ impl FastEngine {
 
     fn ffs_to_per_child(&mut self, node: u32) {
         if let Pifo::Ffs(f) = &self.pifo[node as usize] {
-            let first = self.prog.nodes[node as usize].children.start;
+            let first = self.prog.nodes[node as usize].children.start().get();
             let switch = switch_for(f.at.len(), self.calendar);
             self.pifo[node as usize] = Pifo::of_per_child(f.to_per_child(first, switch));
         }
@@ -676,6 +676,7 @@ impl FastEngine {
                 node,
                 shaping,
             } => {
+                let (leaf, node) = (leaf.get(), node.get());
                 let (mut flow, seen) = if known != NO {
                     (known, true)
                 } else {
@@ -699,7 +700,7 @@ impl FastEngine {
                 })
             }
             Classification::Unclassified { at } => {
-                self.dropped(at, DropReason::Unclassified);
+                self.dropped(at.get(), DropReason::Unclassified);
                 Err(DropReason::Unclassified)
             }
         }

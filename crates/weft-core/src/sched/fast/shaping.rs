@@ -11,12 +11,12 @@ impl FastEngine {
     /// first busy class of any path.
     #[inline(always)]
     pub(super) fn admission_class(&self, slot: u32) -> Option<usize> {
-        let busy = |c: u32| self.classes[c as usize].busy();
+        let busy = |c: ShaperId| self.classes[c.index()].busy();
         let path = self.shaping[slot as usize].as_slice();
         match *path {
             [] => None,
             _ if self.options.limited_fast_path => path.iter().position(|&c| busy(c)),
-            [c] if !self.nested[c as usize] && busy(c) => Some(0),
+            [c] if !self.nested[c.index()] && busy(c) => Some(0),
             _ => None,
         }
     }
@@ -68,7 +68,7 @@ impl FastEngine {
             ..
         } = self;
         for (i, &c) in shaping[slot as usize].as_slice().iter().enumerate() {
-            let q = &classes[c as usize];
+            let q = &classes[c.index()];
             let bk = &q.b;
             let cost = bk.cost(wire);
             costs[i] = cost;
@@ -109,7 +109,7 @@ impl FastEngine {
     #[inline(never)]
     pub(super) fn hold_at(&mut self, slot: u32, from: u32, i: usize, now: u64) {
         let path = self.shaping[slot as usize];
-        let c = path.as_slice()[i];
+        let c = path.as_slice()[i].get();
         let mut again = if self.slots[slot as usize].out != 0 {
             self.give_back(slot, Some(c))
         } else {
@@ -120,7 +120,7 @@ impl FastEngine {
                 << path
                     .as_slice()
                     .iter()
-                    .position(|&y| y == from)
+                    .position(|&y| y.get() == from)
                     .expect("on its path");
         }
         again |= self.reserve_inner(slot, i);
@@ -135,7 +135,7 @@ impl FastEngine {
     /// reference's `reserve_inner`). Returns the positions reserved.
     pub(super) fn reserve_inner(&mut self, slot: u32, i: usize) -> u8 {
         let path = self.shaping[slot as usize];
-        let c = path.as_slice()[i];
+        let c = path.as_slice()[i].get();
         let (out, bytes) = {
             let s = &self.slots[slot as usize];
             (s.out, s.bytes)
@@ -143,8 +143,8 @@ impl FastEngine {
         let wire = bytes.saturating_add(self.overhead);
         let mut done = 0u8;
         for (j, &x) in path.as_slice()[..i].iter().enumerate() {
-            if out & (1 << j) == 0 && self.inner(x, c) {
-                let b = &mut self.classes[x as usize].b;
+            if out & (1 << j) == 0 && self.inner(x.get(), c) {
+                let b = &mut self.classes[x.index()].b;
                 b.reserve(wire);
                 done |= 1 << j;
                 self.class_backlog += 1;
@@ -161,7 +161,7 @@ impl FastEngine {
         let path = self.shaping[slot as usize];
         for (j, &x) in path.as_slice().iter().enumerate() {
             if mask & (1 << j) != 0 {
-                self.schedule(x, now);
+                self.schedule(x.get(), now);
             }
         }
     }
@@ -176,14 +176,14 @@ impl FastEngine {
             if self.slots[slot as usize].out & (1 << j) == 0 {
                 continue;
             }
-            if hold.is_some_and(|h| x != h && self.inner(x, h)) {
+            if hold.is_some_and(|h| x.get() != h && self.inner(x.get(), h)) {
                 continue;
             }
             done |= 1 << j;
             let wire = self.slots[slot as usize]
                 .bytes
                 .saturating_add(self.overhead);
-            let b = &mut self.classes[x as usize].b;
+            let b = &mut self.classes[x.index()].b;
             b.unreserve(wire);
             self.slots[slot as usize].out &= !(1 << j);
             self.class_backlog -= 1;
@@ -197,7 +197,7 @@ impl FastEngine {
     /// a class released and another holds asks.
     pub(super) fn inner(&self, a: u32, b: u32) -> bool {
         let key = |c: u32| {
-            let mut n = self.prog.shapers[c as usize].sched_parent;
+            let mut n = self.prog.shapers[c as usize].sched_parent.get();
             let mut d = 0u32;
             while self.nodes[n as usize].parent != NO {
                 n = self.nodes[n as usize].parent;
@@ -205,7 +205,7 @@ impl FastEngine {
             }
             (
                 std::cmp::Reverse(d),
-                std::cmp::Reverse(self.prog.shaping_depth(c)),
+                std::cmp::Reverse(self.prog.shaping_depth(ShaperId::new(c))),
                 c,
             )
         };
@@ -229,7 +229,7 @@ impl FastEngine {
             self.shaping[slot as usize]
                 .as_slice()
                 .iter()
-                .position(|&x| x == c)
+                .position(|&x| x.get() == c)
                 .is_some_and(|i| (s.passed | self.revoked[slot as usize]) & (1 << i) != 0)
         };
         let base = slot as usize * self.stride;
@@ -412,7 +412,7 @@ impl FastEngine {
         let out = s.out;
         for (j, &x) in self.shaping[slot as usize].as_slice().iter().enumerate() {
             if out & (1 << j) != 0 {
-                self.class_parked[x as usize] += 1;
+                self.class_parked[x.index()] += 1;
             }
         }
         self.link(slot, None);
@@ -429,7 +429,7 @@ impl FastEngine {
         let out = s.out;
         for (j, &x) in self.shaping[slot as usize].as_slice().iter().enumerate() {
             if out & (1 << j) != 0 {
-                self.class_parked[x as usize] -= 1;
+                self.class_parked[x.index()] -= 1;
             }
         }
         self.unlink(slot, None);
@@ -523,7 +523,7 @@ impl FastEngine {
         self.shaping[slot as usize]
             .as_slice()
             .iter()
-            .position(|&x| x == c)
+            .position(|&x| x.get() == c)
             .filter(|&j| out & (1 << j) != 0)
     }
 
@@ -646,7 +646,7 @@ impl FastEngine {
             let i = self.shaping[slot as usize]
                 .as_slice()
                 .iter()
-                .position(|&x| x == c)
+                .position(|&x| x.get() == c)
                 .expect("a class holds only its own packets");
             let sl = &mut self.slots[slot as usize];
             sl.passed |= 1 << i;

@@ -130,7 +130,7 @@ fn a_deep_wide_node_matches_the_reference() {
         let d = t.fast.dequeue(now);
         assert_eq!(d, t.reference.dequeue(now), "step {k}");
         if let Some(d) = d {
-            t.offer(d.leaf as u64, now);
+            t.offer(u64::from(d.leaf.get()), now);
         }
         if let Pifo::Calendar(c) = &t.fast.pifo[0] {
             most = most.max(c.entries.buckets());
@@ -405,7 +405,10 @@ fn scaled_tenants(vms: u32) -> (Arc<Program>, usize) {
         )
     });
     let prog = Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
-    let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+    let tenants = prog
+        .node_id("tenants")
+        .expect("scaled has a tenants node")
+        .index();
     (prog, tenants)
 }
 
@@ -452,7 +455,10 @@ fn the_default_puts_a_node_of_many_backlogged_children_on_a_calendar() {
 fn a_wfq_node_of_one_packet_size_keeps_a_calendar_until_sizes_mix() {
     let text = synth::scaled(64, 2, 0);
     let prog = Arc::new(compile_str("s.yaml".as_ref(), &text, &LoadOptions::default()).unwrap());
-    let tenants = prog.node_id("tenants").expect("scaled has a tenants node") as usize;
+    let tenants = prog
+        .node_id("tenants")
+        .expect("scaled has a tenants node")
+        .index();
     let mut fast = FastEngine::new(prog.clone());
     let mut reference = ReferenceEngine::new(prog);
     let on_calendar = |f: &FastEngine| match &f.pifo[tenants] {

@@ -2,6 +2,7 @@
 //! ties and arrival rings, each parent's set.
 
 use super::*;
+use crate::policy::NodeId;
 
 impl HeadEngine {
     /// An engine for `prog`, or what in it this engine does not implement.
@@ -90,7 +91,7 @@ impl Records {
         let n = &prog.nodes[i];
         // The hot path walks down from node 0 and relies on parents coming first.
         assert!(
-            n.parent.is_none_or(|p| (p as usize) < i),
+            n.parent.is_none_or(|p| p.index() < i),
             "node {i} ({}): its parent {:?} comes after it; the compiler numbers parents first",
             n.name,
             n.parent
@@ -137,7 +138,7 @@ impl Records {
         let at = self.classes.len() as u32;
         let mut next = n.shaping_parents.first().copied();
         while let Some(c) = next {
-            let s = &prog.shapers[c as usize];
+            let s = prog.shaper(c);
             if s.shaping_parents.len() > 1 {
                 return Err(refuse(
                     &s.name,
@@ -148,15 +149,15 @@ impl Records {
             if !s.matches.is_any() {
                 return Err(refuse(&s.name, &s.origin, "a shaping node with `match`"));
             }
-            self.classes.push(c);
+            self.classes.push(c.get());
             next = s.shaping_parents.first().copied();
         }
         self.class_span[i] = (at, self.classes.len() as u32 - at);
         self.weights[i] = n.edge.weight.max(1);
         self.nodes[i] = Node {
-            parent: n.parent.unwrap_or(NIL),
+            parent: n.parent.map_or(NIL, NodeId::get),
             kind,
-            leaf: n.leaf.unwrap_or(NIL),
+            leaf: n.leaf.map_or(NIL, LeafId::get),
             ring_up: NIL,
             q: queue,
             ..Node::default()
@@ -198,11 +199,11 @@ fn refuse_shared_classes(
 fn set_keys(prog: &Program, nodes: &mut [Node]) {
     for (i, n) in prog.nodes.iter().enumerate() {
         let Some(p) = n.parent else { continue };
-        let parent = &prog.nodes[p as usize];
+        let parent = prog.node(p);
         let mut prios: Vec<u64> = parent
             .children
-            .clone()
-            .map(|c| prog.nodes[c as usize].edge.priority)
+            .iter()
+            .map(|c| prog.node(c).edge.priority)
             .collect();
         prios.sort_unstable();
         prios.dedup();
@@ -219,9 +220,9 @@ fn set_keys(prog: &Program, nodes: &mut [Node]) {
         node.ties = match nodes_kind(prog, p) {
             Kind::Prio => parent
                 .children
-                .clone()
-                .filter(|&s| s as usize != i)
-                .any(|s| prog.nodes[s as usize].edge.priority == n.edge.priority),
+                .iter()
+                .filter(|&s| s.index() != i)
+                .any(|s| prog.node(s).edge.priority == n.edge.priority),
             _ => parent.children.len() > 1,
         };
     }
@@ -234,10 +235,10 @@ fn set_rings_up(prog: &Program, nodes: &mut [Node]) {
         let Some(p) = n.parent else { continue };
         let mut a = p;
         nodes[i].ring_up = loop {
-            if nodes[a as usize].ties && nodes[a as usize].kind != Kind::Leaf {
-                break a;
+            if nodes[a.index()].ties && nodes[a.index()].kind != Kind::Leaf {
+                break a.get();
             }
-            match prog.nodes[a as usize].parent {
+            match prog.node(a).parent {
                 Some(up) => a = up,
                 None => break NIL,
             }
@@ -255,7 +256,7 @@ fn prio_sets(prog: &Program, nodes: &mut [Node]) -> (Vec<Children>, Vec<u32>) {
         if n.leaf.is_some() {
             continue;
         }
-        let kids: Vec<u32> = n.children.clone().collect();
+        let kids: Vec<u32> = n.children.iter().map(NodeId::get).collect();
         let mut prios: Vec<u64> = kids
             .iter()
             .map(|&c| prog.nodes[c as usize].edge.priority)
@@ -279,8 +280,8 @@ fn prio_sets(prog: &Program, nodes: &mut [Node]) -> (Vec<Children>, Vec<u32>) {
 }
 
 /// The kind of node `p` of `prog`.
-fn nodes_kind(prog: &Program, p: u32) -> Kind {
-    match prog.nodes[p as usize].algo {
+fn nodes_kind(prog: &Program, p: NodeId) -> Kind {
+    match prog.node(p).algo {
         Algo::Fifo => Kind::Fifo,
         Algo::Prio => Kind::Prio,
         Algo::Wfq => Kind::Wfq,

@@ -107,7 +107,7 @@ use super::{
     UpdateError,
 };
 use crate::policy::program::{Algo, FlowSched, LeafSpec, Origin};
-use crate::policy::{Classification, Program};
+use crate::policy::{Classification, LeafId, Program};
 use sets::Children;
 
 mod build;
@@ -656,7 +656,7 @@ impl HeadEngine {
         self.backlog -= 1;
         Departure {
             id: s.id,
-            leaf,
+            leaf: LeafId::new(leaf),
             flow: f.key,
             bytes: s.bytes,
             enqueued_ps: s.enqueued_ps,
@@ -821,12 +821,13 @@ impl Engine for HeadEngine {
         );
         match class {
             Classification::Leaf { leaf, node, .. } => {
+                let (leaf, node) = (leaf.get(), node.get());
                 let key = flow_key_of(self.specs[leaf as usize].flow_key, &pkt);
                 let flow = self.flow_record(leaf, key);
                 self.enqueue_at(&pkt, flow, node, now)
             }
             Classification::Unclassified { at } => {
-                self.drops.entry(at).or_default()[DropReason::Unclassified.index()] += 1;
+                self.drops.entry(at.get()).or_default()[DropReason::Unclassified.index()] += 1;
                 Err(DropReason::Unclassified)
             }
         }
@@ -937,7 +938,7 @@ impl Engine for HeadEngine {
                 rate_bps,
                 burst_bytes,
             } => {
-                self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now);
+                self.buckets[shaper.index()].reconfigure(rate_bps, burst_bytes, now);
                 Ok(())
             }
             Update::LeafLimits {
@@ -948,13 +949,13 @@ impl Engine for HeadEngine {
                 flow_limit_bytes,
                 outstanding: None,
             } => {
-                let leaf = self.nodes[node as usize].leaf as usize;
+                let leaf = self.nodes[node.index()].leaf as usize;
                 let spec = &mut self.specs[leaf];
                 spec.limit_packets = limit_packets;
                 spec.limit_bytes = limit_bytes;
                 spec.flow_limit_packets = flow_limit_packets;
                 spec.flow_limit_bytes = flow_limit_bytes;
-                self.nodes[node as usize].q.limits(spec);
+                self.nodes[node.index()].q.limits(spec);
                 Ok(())
             }
             Update::LeafLimits { .. } => Err(UpdateError::NotByThisEngine("`outstanding`")),
@@ -976,8 +977,8 @@ impl Engine for HeadEngine {
         )
     }
 
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
-        let mut v: Vec<(u32, u64, Counters)> = self
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
+        let mut v: Vec<(LeafId, u64, Counters)> = self
             .flows
             .iter()
             .zip(&self.flow_drops)
@@ -988,7 +989,7 @@ impl Engine for HeadEngine {
                     bytes: f.sent_bytes,
                     drops: *d,
                 };
-                (f.leaf, f.key, c)
+                (LeafId::new(f.leaf), f.key, c)
             })
             .collect();
         v.sort_unstable_by_key(|&(l, k, _)| (l, k));

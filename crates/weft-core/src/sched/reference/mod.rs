@@ -49,13 +49,13 @@ use super::{
     Params, Stats, Update, UpdateError,
 };
 use crate::policy::program::{Algo, FlowSched, LeafSpec};
-use crate::policy::{Classification, NodeId, Program, ShapingPath};
+use crate::policy::{Classification, LeafId, NodeId, Program, ShaperId, ShapingPath};
 
 /// A packet the engine holds.
 #[derive(Debug, Clone)]
 struct Held {
     pkt: Packet,
-    leaf_node: NodeId,
+    leaf_node: u32,
     leaf: u32,
     flow: u64,
     shaping: ShapingPath,
@@ -79,7 +79,7 @@ struct Held {
     /// It waits in a shaping class's queue.
     parked: bool,
     /// `(senic node, S tag)` for every senic node on the path.
-    senic: Vec<(NodeId, u128)>,
+    senic: Vec<(u32, u128)>,
     enqueued_ps: u64,
 }
 
@@ -94,9 +94,9 @@ struct SenicState {
     /// What `v`'s advance carries while φ > 1.
     carry: algo::senic::Carry,
     /// Packets held per child.
-    child_backlog: HashMap<NodeId, u64>,
+    child_backlog: HashMap<u32, u64>,
     /// Last finish tag per child.
-    last_f: HashMap<NodeId, u128>,
+    last_f: HashMap<u32, u128>,
     /// At a group's top: its packets popped before they were eligible, `(S tag, seq) →
     /// slot`, each back into the tree once `v` reaches its `S`.
     waiting: BTreeMap<(u128, u64), usize>,
@@ -108,10 +108,10 @@ struct NodeState {
     /// a `wfq` node, which keeps [`Self::by_child`] instead.
     pifo: BTreeMap<(Rank, u64), usize>,
     /// A `wfq` node: its entries per child (see [`ChildEntries`]).
-    by_child: BTreeMap<NodeId, ChildEntries>,
+    by_child: BTreeMap<u32, ChildEntries>,
     /// A `wfq` node: each child's first entry as (corrected rank, seq, child), the least
     /// first.
-    heads: BTreeSet<(Rank, u64, NodeId)>,
+    heads: BTreeSet<(Rank, u64, u32)>,
     /// Virtual time (wfq, rr, drr, fair leaves).
     vtime: u128,
     /// Last finish tag per child (or per flow at a leaf).
@@ -151,7 +151,7 @@ struct ChildEntries {
 
 impl ChildEntries {
     /// Child `c`'s first entry as a head: (corrected rank, seq, `c`).
-    fn head(&self, c: NodeId) -> Option<(Rank, u64, NodeId)> {
+    fn head(&self, c: u32) -> Option<(Rank, u64, u32)> {
         let (&(r, s), _) = self.entries.first_key_value()?;
         Some((wfq::corrected(r, self.off), s, c))
     }
@@ -165,19 +165,19 @@ impl ChildEntries {
 #[derive(Debug, Clone, Default)]
 struct ClassQueue {
     /// Node → its PIFO: (rank, seq) → child node id, or held-packet slot at a leaf.
-    tree: HashMap<NodeId, BTreeMap<(Rank, u64), usize>>,
+    tree: HashMap<u32, BTreeMap<(Rank, u64), usize>>,
     /// At `wfq`, `rr` and `drr` nodes the class shares by the node's weights among its own
     /// packets, on virtual time of its own: the node's tags count every packet through it,
     /// and when siblings outside the class keep it busy they run ahead of what the class
     /// sends, so a held packet's tag there says little more than when it arrived. Node →
     /// the class's virtual time there (set by the entries its queue gives out).
-    vtime: HashMap<NodeId, u128>,
+    vtime: HashMap<u32, u128>,
     /// Child node → its last finish tag at its parent among the class's packets.
-    last: HashMap<NodeId, u128>,
+    last: HashMap<u32, u128>,
     /// Node → the largest cost (virtual bytes, FRAC fractional bits) a packet of the
     /// class's queue has been charged there: how far behind the node's virtual time a
     /// backlogged leaf's next packet may start (see `ReferenceEngine::hold`).
-    max_cost: HashMap<NodeId, u128>,
+    max_cost: HashMap<u32, u128>,
     /// Packets in `tree`.
     held: usize,
     /// Packets this queue released that are in the tree, not yet popped. The queue releases
@@ -212,7 +212,7 @@ pub struct ReferenceEngine {
     overhead: u32,
     /// The tops of the senic groups (senic nodes whose parent is not one), in node order:
     /// where packets wait for their group's virtual time ([`SenicState::waiting`]).
-    senic_tops: Vec<NodeId>,
+    senic_tops: Vec<u32>,
     seq: u64,
     held: usize,
     /// Counters per node and flow.
@@ -241,9 +241,11 @@ impl ReferenceEngine {
             .iter()
             .map(|s| Bucket::new(s.rate_bps, s.burst_bytes))
             .collect();
-        let is_senic = |n: NodeId| matches!(prog.nodes[n as usize].algo, Algo::Senic { .. });
-        let senic_tops = (0..prog.nodes.len() as NodeId)
-            .filter(|&n| is_senic(n) && !prog.nodes[n as usize].parent.is_some_and(is_senic))
+        let is_senic = |n: NodeId| matches!(prog.node(n).algo, Algo::Senic { .. });
+        let senic_tops = prog
+            .node_ids()
+            .filter(|&(n, node)| is_senic(n) && !node.parent.is_some_and(is_senic))
+            .map(|(n, _)| n.get())
             .collect();
         let overhead = prog.link.counted_overhead();
         let classes = vec![ClassQueue::default(); prog.shapers.len()];
@@ -398,7 +400,12 @@ impl ReferenceEngine {
         self.seq
     }
 
-    fn leaf_spec(&self, node: NodeId) -> &LeafSpec {
+    /// Node `n`'s scheduling parent (the engine numbers nodes with plain `u32`s).
+    fn parent(&self, n: u32) -> Option<u32> {
+        self.prog.nodes[n as usize].parent.map(NodeId::get)
+    }
+
+    fn leaf_spec(&self, node: u32) -> &LeafSpec {
         self.params.specs[node as usize]
             .as_ref()
             .unwrap_or_else(|| panic!("node {node} is not a leaf"))
@@ -426,11 +433,11 @@ impl ReferenceEngine {
             }
         };
         ranks.push(leaf_rank);
-        let mut senic_tags: Vec<(NodeId, u128)> = Vec::new();
+        let mut senic_tags: Vec<(u32, u128)> = Vec::new();
         // The previous senic (S, F) on the path, reused by an enclosing senic node.
         let mut inner_tags: Option<(u128, u128)> = None;
         let mut child = leaf_node;
-        while let Some(n) = self.prog.nodes[child as usize].parent {
+        while let Some(n) = self.parent(child) {
             let edge = self.params.edges[child as usize];
             let algo = self.prog.nodes[n as usize].algo.clone();
             let bytes = pkt.bytes.saturating_add(self.overhead);
@@ -505,7 +512,7 @@ impl ReferenceEngine {
         match queued {
             Some(i) => {
                 let again = self.reserve_inner(slot, i);
-                self.hold(slot, shaping.as_slice()[i], now);
+                self.hold(slot, shaping.as_slice()[i].get(), now);
                 self.schedule_positions(slot, again, now);
             }
             None => self.push_entries(slot),
@@ -514,7 +521,7 @@ impl ReferenceEngine {
 
     /// A `wfq`, `rr` or `drr` node `n`'s rank for a packet of `bytes` from child `child`,
     /// charging the child for it.
-    fn fair_rank(&mut self, n: NodeId, child: NodeId, bytes: u32) -> Rank {
+    fn fair_rank(&mut self, n: u32, child: u32, bytes: u32) -> Rank {
         let edge = self.params.edges[child as usize];
         let algo = self.prog.nodes[n as usize].algo.clone();
         let st = &mut self.nodes[n as usize];
@@ -552,7 +559,7 @@ impl ReferenceEngine {
             .insert((ranks[0], seq), slot);
         let mut child = leaf_node;
         let mut i = 1;
-        while let Some(n) = self.prog.nodes[child as usize].parent {
+        while let Some(n) = self.parent(child) {
             let st = &mut self.nodes[n as usize];
             if self.prog.nodes[n as usize].algo == Algo::Wfq {
                 let q = st.by_child.entry(child).or_default();
@@ -573,7 +580,7 @@ impl ReferenceEngine {
 
     /// Pops a `wfq` node's first entry: the child whose first entry's corrected rank (then
     /// sequence number) is least, that rank, and the wire bytes its entry was charged.
-    fn pop_wfq(&mut self, n: NodeId) -> Option<(NodeId, Rank, u32)> {
+    fn pop_wfq(&mut self, n: u32) -> Option<(u32, Rank, u32)> {
         let st = &mut self.nodes[n as usize];
         let (rank, _, c) = st.heads.pop_first()?;
         let q = st.by_child.get_mut(&c).expect("a head's child");
@@ -586,7 +593,7 @@ impl ReferenceEngine {
     /// packet that left the child's subtree has `sent` wire bytes: the child's later entries
     /// move by the difference. When it has none left, the correction goes into its last
     /// finish tag.
-    fn correct_wfq(&mut self, n: NodeId, c: NodeId, charged: u32, sent: u32) {
+    fn correct_wfq(&mut self, n: u32, c: u32, charged: u32, sent: u32) {
         let w = self.params.edges[c as usize].weight;
         let st = &mut self.nodes[n as usize];
         let q = st.by_child.get_mut(&c).expect("a child just popped");
@@ -605,7 +612,7 @@ impl ReferenceEngine {
 
     /// Sends the popped packet in `slot` (its classes already charged): `popped` is the
     /// rank popped at each node of its path, root first.
-    fn send(&mut self, slot: usize, popped: &[(NodeId, Rank)], now: u64) -> Departure {
+    fn send(&mut self, slot: usize, popped: &[(u32, Rank)], now: u64) -> Departure {
         let held = self.slab[slot].take().expect("held");
         self.free.push(slot);
         self.held -= 1;
@@ -624,7 +631,7 @@ impl ReferenceEngine {
         }
         // Senic backlog (φ) bookkeeping.
         let mut child = held.leaf_node;
-        while let Some(n) = self.prog.nodes[child as usize].parent {
+        while let Some(n) = self.parent(child) {
             if self.is_senic(n) {
                 let top = self.senic_top(n);
                 self.senic_advance(top, now);
@@ -667,15 +674,18 @@ impl ReferenceEngine {
         }
         let d = Departure {
             id: held.pkt.id,
-            leaf: held.leaf,
+            leaf: LeafId::new(held.leaf),
             flow: held.flow,
             bytes: held.pkt.bytes,
             enqueued_ps: held.enqueued_ps,
         };
         let prog = &self.prog;
-        self.stats
-            .sent(|n| prog.nodes[n as usize].parent, d.bytes, held.leaf_node);
-        let fc = self.flow_stats.entry((d.leaf, d.flow)).or_default();
+        self.stats.sent(
+            |n| prog.nodes[n as usize].parent.map(NodeId::get),
+            d.bytes,
+            held.leaf_node,
+        );
+        let fc = self.flow_stats.entry((held.leaf, d.flow)).or_default();
         fc.packets += 1;
         fc.bytes += d.bytes as u64;
         self.forget_if_idle(held.leaf_node, held.leaf, held.flow);
@@ -684,13 +694,13 @@ impl ReferenceEngine {
 
     /// Pops the PIFO path from the root: returns the slot of the leaf's smallest packet and
     /// the rank popped at each node on the way.
-    fn pop_path(&mut self) -> Option<(usize, Vec<(NodeId, Rank)>)> {
+    fn pop_path(&mut self) -> Option<(usize, Vec<(u32, Rank)>)> {
         #[cfg(test)]
         crate::steps::count();
         let mut popped = Vec::new();
         // `wfq` levels: (node, child, bytes charged), corrected once the packet is known.
         let mut charged = Vec::new();
-        let mut n: NodeId = 0;
+        let mut n: u32 = 0;
         loop {
             let (rank, v) = if self.prog.nodes[n as usize].algo == Algo::Wfq {
                 let (c, rank, bytes) = self.pop_wfq(n)?;
@@ -709,7 +719,7 @@ impl ReferenceEngine {
                 }
                 return Some((v, popped));
             }
-            n = v as NodeId;
+            n = v as u32;
         }
     }
 }
@@ -735,11 +745,11 @@ impl Engine for ReferenceEngine {
                 node,
                 shaping,
             } => {
-                let flow = flow_key(self.leaf_spec(node), &pkt);
-                self.enqueue_keyed(pkt, (leaf, node, shaping), flow, now)
+                let flow = flow_key(self.leaf_spec(node.get()), &pkt);
+                self.enqueue_keyed(pkt, (leaf.get(), node.get(), shaping), flow, now)
             }
             Classification::Unclassified { at } => {
-                self.stats.dropped(at, DropReason::Unclassified);
+                self.stats.dropped(at.get(), DropReason::Unclassified);
                 Err(DropReason::Unclassified)
             }
         }
@@ -812,11 +822,11 @@ impl Engine for ReferenceEngine {
                     self.schedule(c, now);
                 }
             } else if let Some(i) = self.holding_class(slot, now) {
-                let c = shaping.as_slice()[i];
+                let c = shaping.as_slice()[i].get();
                 // Its reservations go back at `c` and at every class not inner to `c`.
                 let mut again = 0u8;
                 for j in released {
-                    let x = shaping.as_slice()[j];
+                    let x = shaping.as_slice()[j].get();
                     if x == c || !self.inner(x, c) {
                         self.slab[slot].as_mut().expect("held").out &= !(1 << j);
                         let b = &mut self.buckets[x as usize];
@@ -829,7 +839,7 @@ impl Engine for ReferenceEngine {
                         << shaping
                             .as_slice()
                             .iter()
-                            .position(|&y| y == f)
+                            .position(|&y| y.get() == f)
                             .expect("on its path");
                 }
                 again |= self.reserve_inner(slot, i);
@@ -840,13 +850,13 @@ impl Engine for ReferenceEngine {
             } else {
                 // Send it: no class's packet out any more; charge its classes now.
                 for j in released {
-                    let b = &mut self.buckets[shaping.as_slice()[j] as usize];
+                    let b = &mut self.buckets[shaping.as_slice()[j].index()];
                     b.unreserve(bytes);
                 }
                 self.slab[slot].as_mut().expect("held").out = 0;
                 for &c in shaping.as_slice() {
-                    self.buckets[c as usize].charge(bytes, now);
-                    self.schedule(c, now);
+                    self.buckets[c.index()].charge(bytes, now);
+                    self.schedule(c.get(), now);
                 }
                 return Some(self.send(slot, &popped, now));
             }
@@ -875,8 +885,9 @@ impl Engine for ReferenceEngine {
     fn update(&mut self, u: Update, now: u64) -> Result<(), UpdateError> {
         check_update(&self.prog, &u)?;
         if let Update::Rate { node, rate_bps } = u {
+            let node = node.get();
             // A backlogged senic class changes φ: advance V at the old rates first.
-            if let Some(p) = self.prog.nodes[node as usize].parent {
+            if let Some(p) = self.parent(node) {
                 if self.is_senic(p) {
                     let top = self.senic_top(p);
                     self.senic_advance(top, now);
@@ -892,7 +903,7 @@ impl Engine for ReferenceEngine {
                 self.senic_advance(top, now);
             }
         }
-        let senic = matches!(u, Update::Rate { node, .. } if self.is_senic(node));
+        let senic = matches!(u, Update::Rate { node, .. } if self.is_senic(node.get()));
         self.params.apply(&u, senic);
         match u {
             Update::Shaper {
@@ -900,15 +911,15 @@ impl Engine for ReferenceEngine {
                 rate_bps,
                 burst_bytes,
             } => {
-                self.buckets[shaper as usize].reconfigure(rate_bps, burst_bytes, now);
-                self.schedule(shaper, now);
+                self.buckets[shaper.index()].reconfigure(rate_bps, burst_bytes, now);
+                self.schedule(shaper.get(), now);
             }
             Update::LeafLimits {
                 node, outstanding, ..
             } => {
                 // A raised `outstanding` admits waiting packets now.
-                while outstanding.is_none_or(|o| self.nodes[node as usize].admitted < o) {
-                    let Some(next) = self.nodes[node as usize].waiting.pop_front() else {
+                while outstanding.is_none_or(|o| self.nodes[node.index()].admitted < o) {
+                    let Some(next) = self.nodes[node.index()].waiting.pop_front() else {
                         break;
                     };
                     self.admit(next, now);
@@ -923,11 +934,11 @@ impl Engine for ReferenceEngine {
         self.stats.clone()
     }
 
-    fn flow_counters(&self) -> Vec<(u32, u64, Counters)> {
+    fn flow_counters(&self) -> Vec<(LeafId, u64, Counters)> {
         let mut v: Vec<_> = self
             .flow_stats
             .iter()
-            .map(|(&(l, k), &c)| (l, k, c))
+            .map(|(&(l, k), &c)| (LeafId::new(l), k, c))
             .collect();
         v.sort_unstable_by_key(|&(l, k, _)| (l, k));
         v

@@ -7,17 +7,17 @@ use super::*;
 
 impl ReferenceEngine {
     /// Capacity of a senic node, bps.
-    pub(super) fn senic_capacity(&self, n: NodeId) -> u64 {
+    pub(super) fn senic_capacity(&self, n: u32) -> u64 {
         self.params.capacities[n as usize]
     }
 
-    pub(super) fn is_senic(&self, n: NodeId) -> bool {
+    pub(super) fn is_senic(&self, n: u32) -> bool {
         matches!(self.prog.nodes[n as usize].algo, Algo::Senic { .. })
     }
 
     /// The top of the chain of senic nodes containing `n`.
-    pub(super) fn senic_top(&self, mut n: NodeId) -> NodeId {
-        while let Some(p) = self.prog.nodes[n as usize].parent {
+    pub(super) fn senic_top(&self, mut n: u32) -> u32 {
+        while let Some(p) = self.parent(n) {
             if !self.is_senic(p) {
                 break;
             }
@@ -27,7 +27,7 @@ impl ReferenceEngine {
     }
 
     /// Advances a top senic node's virtual time to `now`.
-    pub(super) fn senic_advance(&mut self, top: NodeId, now: u64) {
+    pub(super) fn senic_advance(&mut self, top: u32, now: u64) {
         let cap = self.senic_capacity(top) as u128;
         let s = &mut self.nodes[top as usize].senic;
         if now > s.t {
@@ -42,9 +42,9 @@ impl ReferenceEngine {
     /// those whose wait at the current φ is longest, and when that wait ends.
     pub(super) fn senic_binding(
         &mut self,
-        held_senic: &[(NodeId, u128)],
+        held_senic: &[(u32, u128)],
         now: u64,
-    ) -> Option<(NodeId, u128, u64)> {
+    ) -> Option<(u32, u128, u64)> {
         let mut bind = None;
         for &(n, s) in held_senic {
             let top = self.senic_top(n);
@@ -66,7 +66,7 @@ impl ReferenceEngine {
     /// tag at every senic node of their path (`S = max(V, lastF)`, and `lastF` is past this
     /// packet's `S`), so it is not eligible at this group before this packet is, and this
     /// packet is back in the tree by then (every dequeue releases first).
-    pub(super) fn defer_senic(&mut self, slot: usize, top: NodeId, s: u128) {
+    pub(super) fn defer_senic(&mut self, slot: usize, top: u32, s: u128) {
         let seq = self.next_seq();
         self.nodes[top as usize]
             .senic

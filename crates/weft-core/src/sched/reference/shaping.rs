@@ -20,7 +20,7 @@ impl ReferenceEngine {
         let mut ranks = h.ranks.clone();
         let mut child = leaf_node;
         let mut i = 1;
-        while let Some(n) = self.prog.nodes[child as usize].parent {
+        while let Some(n) = self.parent(child) {
             if matches!(
                 self.prog.nodes[n as usize].algo,
                 Algo::Wfq | Algo::Rr | Algo::Drr
@@ -45,10 +45,10 @@ impl ReferenceEngine {
     pub(super) fn admission_class(&self, shaping: ShapingPath) -> Option<usize> {
         let path = shaping.as_slice();
         if self.options.limited_fast_path {
-            return path.iter().position(|&c| self.class_busy(c));
+            return path.iter().position(|&c| self.class_busy(c.get()));
         }
         match *path {
-            [c] if !self.nested[c as usize] && self.class_busy(c) => Some(0),
+            [c] if !self.nested[c.index()] && self.class_busy(c.get()) => Some(0),
             _ => None,
         }
     }
@@ -69,8 +69,8 @@ impl ReferenceEngine {
         let bytes = h.pkt.bytes.saturating_add(self.overhead);
         h.shaping.as_slice().iter().enumerate().find_map(|(i, &c)| {
             let passed = h.passed & (1 << i) != 0;
-            let short = self.buckets[c as usize].earliest(bytes, now) > now;
-            (short || (!passed && self.class_busy(c))).then_some(i)
+            let short = self.buckets[c.index()].earliest(bytes, now) > now;
+            (short || (!passed && self.class_busy(c.get()))).then_some(i)
         })
     }
 
@@ -83,11 +83,11 @@ impl ReferenceEngine {
         let h = self.slab[slot].as_ref().expect("held");
         let (path, out) = (h.shaping, h.out);
         let bytes = h.pkt.bytes.saturating_add(self.overhead);
-        let c = path.as_slice()[i];
+        let c = path.as_slice()[i].get();
         let mut done = 0u8;
         for (j, &x) in path.as_slice()[..i].iter().enumerate() {
-            if out & (1 << j) == 0 && self.inner(x, c) {
-                let b = &mut self.buckets[x as usize];
+            if out & (1 << j) == 0 && self.inner(x.get(), c) {
+                let b = &mut self.buckets[x.index()];
                 b.reserve(bytes);
                 done |= 1 << j;
             }
@@ -104,7 +104,7 @@ impl ReferenceEngine {
         let path = self.slab[slot].as_ref().expect("held").shaping;
         for (j, &x) in path.as_slice().iter().enumerate() {
             if mask & (1 << j) != 0 {
-                self.schedule(x, now);
+                self.schedule(x.get(), now);
             }
         }
     }
@@ -118,15 +118,15 @@ impl ReferenceEngine {
     /// total, no two classes can each wait for the other's reservation.
     pub(super) fn inner(&self, a: u32, b: u32) -> bool {
         let key = |c: u32| {
-            let mut n = self.prog.shapers[c as usize].sched_parent;
+            let mut n = self.prog.shapers[c as usize].sched_parent.get();
             let mut d = 0u32;
-            while let Some(p) = self.prog.nodes[n as usize].parent {
+            while let Some(p) = self.parent(n) {
                 n = p;
                 d += 1;
             }
             (
                 std::cmp::Reverse(d),
-                std::cmp::Reverse(self.prog.shaping_depth(c)),
+                std::cmp::Reverse(self.prog.shaping_depth(ShaperId::new(c))),
                 c,
             )
         };
@@ -146,13 +146,13 @@ impl ReferenceEngine {
             .shaping
             .as_slice()
             .iter()
-            .position(|&x| x == c)
+            .position(|&x| x.get() == c)
             .is_some_and(|i| (h.passed | h.revoked) & (1 << i) != 0);
         let backlogged = self.nodes[leaf_node as usize].held_packets > 1;
         // Fair nodes rank the packet again among the class's own packets (`ClassQueue::vtime`).
         let mut child = leaf_node;
         let mut i = 1;
-        while let Some(n) = self.prog.nodes[child as usize].parent {
+        while let Some(n) = self.parent(child) {
             let algo = &self.prog.nodes[n as usize].algo;
             if matches!(algo, Algo::Wfq | Algo::Rr | Algo::Drr) {
                 let edge = self.params.edges[child as usize];
@@ -196,7 +196,7 @@ impl ReferenceEngine {
             i += 1;
         }
         let q = &mut self.classes[c as usize];
-        let mut push = |n: NodeId, rank: Rank, v: usize| {
+        let mut push = |n: u32, rank: Rank, v: usize| {
             let pifo = q.tree.entry(n).or_default();
             pifo.insert((rank, seq), v);
             pifo.first_key_value().is_some_and(|(&(_, s), _)| s == seq)
@@ -206,7 +206,8 @@ impl ReferenceEngine {
         let mut first = push(leaf_node, ranks[0], slot);
         let mut child = leaf_node;
         let mut i = 1;
-        while let Some(n) = self.prog.nodes[child as usize].parent {
+        // (`self.parent` would borrow all of `self`, and `q` holds its class.)
+        while let Some(n) = self.prog.nodes[child as usize].parent.map(NodeId::get) {
             first |= push(n, ranks[i], child as usize);
             child = n;
             i += 1;
@@ -226,21 +227,21 @@ impl ReferenceEngine {
 
     /// The first packet of class `c`'s queue below node `n`: its PIFO tree followed from
     /// `n`.
-    pub(super) fn class_head_below(&self, c: u32, mut n: NodeId) -> Option<usize> {
+    pub(super) fn class_head_below(&self, c: u32, mut n: u32) -> Option<usize> {
         let q = &self.classes[c as usize];
         loop {
             let (_, &v) = q.tree.get(&n)?.first_key_value()?;
             if self.prog.nodes[n as usize].leaf.is_some() {
                 return Some(v);
             }
-            n = v as NodeId;
+            n = v as u32;
         }
     }
 
     /// Takes the packet at the front of class `c`'s queue out of it.
     pub(super) fn class_pop(&mut self, c: u32) -> usize {
         let q = &mut self.classes[c as usize];
-        let mut n: NodeId = 0;
+        let mut n: u32 = 0;
         loop {
             let ((rank, _), v) = q
                 .tree
@@ -258,7 +259,7 @@ impl ReferenceEngine {
                 Algo::Drr => *vt = drr::sent(*vt, rank),
                 _ => {}
             }
-            n = v as NodeId;
+            n = v as u32;
         }
     }
 
@@ -314,7 +315,7 @@ impl ReferenceEngine {
             let Some(h) = self.slab[slot].as_ref() else {
                 continue;
             };
-            let Some(j) = h.shaping.as_slice().iter().position(|&x| x == c) else {
+            let Some(j) = h.shaping.as_slice().iter().position(|&x| x.get() == c) else {
                 continue;
             };
             // Parked at an outer class, or released by this one into the tree.
@@ -349,7 +350,7 @@ impl ReferenceEngine {
                     return true;
                 }
             }
-            match self.prog.nodes[m as usize].parent {
+            match self.parent(m) {
                 Some(p) => (m, j) = (p, j + 1),
                 None => return false,
             }
@@ -374,7 +375,7 @@ impl ReferenceEngine {
                 .shaping
                 .as_slice()
                 .iter()
-                .position(|&x| x == c)
+                .position(|&x| x.get() == c)
                 .expect("a class holds only its own packets");
             h.passed |= 1 << i;
             h.out |= 1 << i;
