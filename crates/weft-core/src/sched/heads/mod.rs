@@ -412,6 +412,15 @@ impl HeadEngine {
         }
     }
 
+    /// Parks `x`, just taken out of its parent's set, until its classes' tokens are due.
+    #[inline(always)]
+    fn park(&mut self, x: u32, due: u64) {
+        self.nodes[x as usize].parked = true;
+        self.seq += 1;
+        self.shaping_queue
+            .push(HeapEntry::new(due as Rank, self.seq, x));
+    }
+
     /// `x`'s edge's classes.
     #[inline(always)]
     fn classes_of(&self, x: u32) -> &[u32] {
@@ -471,10 +480,7 @@ impl HeadEngine {
                 let due = self.due(x, bytes, now);
                 if due > now {
                     self.deactivate(x);
-                    self.nodes[x as usize].parked = true;
-                    self.seq += 1;
-                    self.shaping_queue
-                        .push(HeapEntry::new(due as Rank, self.seq, x));
+                    self.park(x, due);
                     continue 'descend;
                 }
             }
@@ -636,16 +642,12 @@ impl HeadEngine {
                     let key = self.nodes[x as usize].start as u64;
                     h.replace_top(KeyEntry::new(key, seq, x));
                 }
-            } else {
-                self.sets[p as usize].pop_first();
-                let n = &mut self.nodes[x as usize];
-                n.in_set = false;
-                if has_more {
-                    n.parked = true;
-                    self.seq += 1;
-                    self.shaping_queue
-                        .push(HeapEntry::new(due as Rank, self.seq, x));
-                }
+                continue;
+            }
+            self.sets[p as usize].pop_first();
+            self.nodes[x as usize].in_set = false;
+            if has_more {
+                self.park(x, due);
             }
         }
         let f = &mut self.flows[s.flow as usize];
