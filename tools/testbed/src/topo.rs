@@ -138,35 +138,8 @@ impl Testbed {
                 args.extend(["prio", &p]);
             }
             nsx(&nic, &args)?;
-            nsx(
-                &nic,
-                &[
-                    "tc", "qdisc", "add", "dev", "up", "parent", &id, "pfifo", "limit", "1000",
-                ],
-            )?;
-            nsx(
-                &nic,
-                &[
-                    "tc",
-                    "filter",
-                    "add",
-                    "dev",
-                    "up",
-                    "parent",
-                    "1:",
-                    "protocol",
-                    "ip",
-                    "prio",
-                    "2",
-                    "u32",
-                    "match",
-                    "ip",
-                    "src",
-                    &format!("10.77.0.{}/32", i + 1),
-                    "flowid",
-                    &id,
-                ],
-            )?;
+            pfifo(&nic, &id)?;
+            ip_filter(&nic, "2", "src", &format!("10.77.0.{}/32", i + 1), &id)?;
         }
         if let (Some((dst, lim)), true) = (limit, limit_prio) {
             self.htb_limit_prio(dst, *lim)?;
@@ -180,35 +153,8 @@ impl Testbed {
                     "rate", &r, "ceil", &r, "quantum", "1514",
                 ],
             )?;
-            nsx(
-                &nic,
-                &[
-                    "tc", "qdisc", "add", "dev", "up", "parent", "1:5", "pfifo", "limit", "1000",
-                ],
-            )?;
-            nsx(
-                &nic,
-                &[
-                    "tc",
-                    "filter",
-                    "add",
-                    "dev",
-                    "up",
-                    "parent",
-                    "1:",
-                    "protocol",
-                    "ip",
-                    "prio",
-                    "1",
-                    "u32",
-                    "match",
-                    "ip",
-                    "dst",
-                    &format!("{dst}/32"),
-                    "flowid",
-                    "1:5",
-                ],
-            )?;
+            pfifo(&nic, "1:5")?;
+            ip_filter(&nic, "1", "dst", &format!("{dst}/32"), "1:5")?;
         }
         // Everything else (ARP) in a small class of its own.
         nsx(
@@ -249,12 +195,7 @@ impl Testbed {
         let dst = format!("{dst}/32");
         let port = SOCKPERF_PORT.to_string();
         for id in ["1:51", "1:52"] {
-            nsx(
-                &nic,
-                &[
-                    "tc", "qdisc", "add", "dev", "up", "parent", id, "pfifo", "limit", "1000",
-                ],
-            )?;
+            pfifo(&nic, id)?;
         }
         let mut first = vec![
             "tc", "filter", "add", "dev", "up", "parent", "1:", "protocol", "ip", "prio", "1",
@@ -266,6 +207,30 @@ impl Testbed {
         first.extend(["flowid", "1:52"]);
         nsx(&nic, &first).map(|_| ())
     }
+}
+
+/// A 1000-packet FIFO under HTB class `id` of interface `up` in namespace `nic`.
+fn pfifo(nic: &str, id: &str) -> R<()> {
+    nsx(
+        nic,
+        &[
+            "tc", "qdisc", "add", "dev", "up", "parent", id, "pfifo", "limit", "1000",
+        ],
+    )
+    .map(|_| ())
+}
+
+/// A u32 filter at `prio` sending the IPv4 packets whose `dir` address (`src` or `dst`) is
+/// in `cidr` to HTB class `flowid`.
+fn ip_filter(nic: &str, prio: &str, dir: &str, cidr: &str, flowid: &str) -> R<()> {
+    nsx(
+        nic,
+        &[
+            "tc", "filter", "add", "dev", "up", "parent", "1:", "protocol", "ip", "prio", prio,
+            "u32", "match", "ip", dir, cidr, "flowid", flowid,
+        ],
+    )
+    .map(|_| ())
 }
 
 impl Drop for Testbed {
