@@ -18,6 +18,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod tcp;
 
 pub use nic::NicKind;
 pub use scenario::{load, load_str, Overrides, Scenario, ScenarioError};
