@@ -6,6 +6,8 @@
 //! ([`rng`]), reading no clock; [`metrics`] turns runs into fairness, shares and latency, and
 //! [`report`] writes `summary.json`, `timeseries.csv`, SVG plots and `index.html`;
 //! [`aggregate`] sets the summaries of runs with several seeds side by side as statistics.
+//! TCP applications cross a network behind the link ([`net`]: a switch port, link delays, a
+//! receive path) over connections modelled by [`tcp`].
 //!
 //! Invariants: a run is a pure function of (scenario, seed, model): same inputs, identical
 //! outputs, byte for byte. Every packet an application writes is transmitted once, dropped
@@ -13,6 +15,7 @@
 
 pub mod aggregate;
 pub mod metrics;
+pub mod net;
 pub mod nic;
 pub mod report;
 pub mod rng;

@@ -536,7 +536,8 @@ fn huge_sizes_are_refused_with_the_bound() {
         AppKind::RequestResponse {
             rate_per_s: 1.0,
             size: SizeDist::Fixed(1 << 30),
-            closed_loop: false
+            closed_loop: false,
+            tcp: false
         }
     );
     let t = base

@@ -129,6 +129,7 @@ fn sequence(nic: &mut HwqNic, pkts: &[(u16, u32)]) -> Vec<u32> {
             bytes: 1500,
             submit_ps: 0,
             req: label,
+            seq: 0,
         };
         nic.submit(0, p, &meta);
     }
@@ -803,7 +804,7 @@ fn unknown_keys_are_told_the_key_meant() {
     let app =
         "  - name: A\n    meta: {tenant: 1}\n    apps:\n      - name: b\n        kind: bulk\n";
     for (head, tenants, want) in [
-        ("latencywindow: 1ms\n", app, "v.yaml:2:1: unknown key `latencywindow`; did you mean `latency_window`? (known: name, description, time_scale, policy, policy_inline, duration, seed, window, latency_window, nics, host, nic, limits, tenants)"),
+        ("latencywindow: 1ms\n", app, "v.yaml:2:1: unknown key `latencywindow`; did you mean `latency_window`? (known: name, description, time_scale, policy, policy_inline, duration, seed, window, latency_window, nics, host, nic, limits, network, tenants)"),
         ("latency: 1ms\n", app, "; did you mean `latency_window`?"),
         ("seeds: 1\n", app, "; did you mean `seed`?"),
         ("host: {segments: 64kb}\n", app, "v.yaml:2:8: unknown key `segments`; did you mean `segment`? (known: cores, segment, mtu, cpu_per_packet, cpu_per_doorbell, placement, retry)"),

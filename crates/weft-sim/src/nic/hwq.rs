@@ -772,6 +772,7 @@ mod tests {
                     bytes: 1500,
                     submit_ps: 0,
                     req: u32::MAX,
+                    seq: 0,
                 };
                 nic.submit(0, p, &meta);
             }

@@ -39,6 +39,8 @@ pub struct Pkt {
     pub submit_ps: u64,
     /// Request slot (request/response apps), or `u32::MAX`.
     pub req: u32,
+    /// A TCP packet's first payload byte in its connection's stream (0 for others).
+    pub seq: u64,
 }
 
 /// Per-application facts a model may use to place packets.

@@ -147,6 +147,12 @@ pub struct NicSummary {
     /// The host's CPU time, s, and the cores it kept busy on average.
     pub cpu_s: f64,
     pub cpu_cores_busy: f64,
+    /// The switch port TCP applications cross (runs with TCP applications only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchSummary>,
+    /// The receiving host's path (runs with TCP applications only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<ReceiverSummary>,
     /// Per tenant, in the scenario's order.
     pub tenants: ByName<TenantSummary>,
 }
@@ -201,6 +207,50 @@ pub struct AppSummary {
     /// The jitter of its departures, when it sent two packets or more.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interdeparture_us: Option<Interdeparture>,
+    /// TCP applications only: what their connections counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSummary>,
+}
+
+/// A TCP application's connections over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TcpSummary {
+    /// Connections opened.
+    pub connections: u64,
+    /// Payload that reached the receivers in order within the run, as bit/s (`mean_bps`
+    /// counts frames on the host's wire, retransmissions and headers included).
+    pub goodput_bps: f64,
+    /// Segments sent again, of them by fast retransmit, and retransmission timeouts.
+    pub retransmitted_segments: u64,
+    pub fast_retransmits: u64,
+    pub timeouts: u64,
+    /// Window cuts on ECN echoes (DCTCP).
+    pub ecn_reductions: u64,
+    /// Segments that reached a receiver beyond a hole, and after a later one (reordering).
+    pub out_of_order: u64,
+    pub reordered: u64,
+}
+
+/// The receiving host's path over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReceiverSummary {
+    /// Packets its cores processed, and packets dropped at a full ring.
+    pub processed: u64,
+    pub dropped: u64,
+    /// The most packets a core's ring held when one arrived.
+    pub max_ring: u64,
+}
+
+/// The switch port's counts over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SwitchSummary {
+    /// Frames forwarded, dropped for want of buffer, and marked CE.
+    pub forwarded: u64,
+    pub dropped: u64,
+    pub marked: u64,
+    /// The mean backlog over the run and the largest a frame joined, wire bytes.
+    pub mean_backlog_bytes: f64,
+    pub max_backlog_bytes: u64,
 }
 
 /// An application's kind, as a scenario names it.
@@ -210,6 +260,7 @@ pub enum Kind {
     Bulk,
     RequestResponse,
     Udp,
+    Tcp,
 }
 
 /// Latency percentiles, µs, over every request that arrived within the run (every packet
@@ -383,6 +434,18 @@ impl NicSummary {
             payload_reads_per_s: (c.payload_reads as f64 / dur_s).round(),
             cpu_s: round(c.cpu_ps as f64 / 1e12, 6),
             cpu_cores_busy: round(c.cpu_ps as f64 / 1e12 / dur_s, 6),
+            switch: r.switch.map(|w| SwitchSummary {
+                forwarded: w.forwarded,
+                dropped: w.dropped,
+                marked: w.marked,
+                mean_backlog_bytes: round(w.mean_backlog_bytes, 6),
+                max_backlog_bytes: w.max_backlog_bytes,
+            }),
+            receiver: r.receiver.map(|x| ReceiverSummary {
+                processed: x.processed,
+                dropped: x.dropped,
+                max_ring: x.max_ring,
+            }),
             tenants: sc
                 .tenants
                 .iter()
@@ -484,6 +547,7 @@ impl AppSummary {
                 AppKind::Bulk { .. } => Kind::Bulk,
                 AppKind::RequestResponse { .. } => Kind::RequestResponse,
                 AppKind::Udp { .. } => Kind::Udp,
+                AppKind::Tcp => Kind::Tcp,
             },
             mean_bps: (b * 8.0 / dur_s).round(),
             share: round(shares.share(b), 6),
@@ -505,6 +569,16 @@ impl AppSummary {
                 queued_at_end: r.app_queued[i],
             }),
             interdeparture_us,
+            tcp: r.app_tcp[i].map(|t| TcpSummary {
+                connections: t.connections,
+                goodput_bps: (t.delivered_bytes as f64 * 8.0 / dur_s).round(),
+                retransmitted_segments: t.retransmitted_segments,
+                fast_retransmits: t.fast_retransmits,
+                timeouts: t.timeouts,
+                ecn_reductions: t.ecn_reductions,
+                out_of_order: t.out_of_order,
+                reordered: t.reordered,
+            }),
         }
     }
 }

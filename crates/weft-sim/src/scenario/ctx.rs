@@ -177,7 +177,7 @@ impl Ctx<'_> {
         Ok(b)
     }
 
-    fn rate(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {
+    pub(super) fn rate(&self, s: &Spanned<String>) -> Result<u64, ScenarioError> {
         units::parse_rate(&s.value).map_err(|e| self.err(&s.referenced, e.to_string()))
     }
 
@@ -206,7 +206,12 @@ impl Ctx<'_> {
     fn misplaced_keys(&self, ra: &RawApp) -> Result<(), ScenarioError> {
         const RR: &str = "request-response";
         let kind = ra.kind.value.as_str();
-        let keys: [(&str, Option<&serde_saphyr::Location>, &[&str]); 6] = [
+        let keys: [(&str, Option<&serde_saphyr::Location>, &[&str]); 7] = [
+            (
+                "transport",
+                ra.transport.as_ref().map(|v| &v.referenced),
+                &[RR],
+            ),
             (
                 "window",
                 ra.window.as_ref().map(|v| &v.referenced),
@@ -238,6 +243,7 @@ impl Ctx<'_> {
             "bulk" => "keeps `window` bytes queued per flow",
             RR => "answers requests with responses of `size` bytes",
             "udp" => "sends MTU packets at `rate` per flow",
+            "tcp" => "keeps its TCP connections backlogged",
             // The kind itself is refused where it is read.
             _ => return Ok(()),
         };
@@ -277,10 +283,11 @@ impl Ctx<'_> {
             "bulk" => self.bulk(ra, host)?,
             "request-response" => self.request_response(ra, host)?,
             "udp" => self.udp(ra)?,
+            "tcp" => AppKind::Tcp,
             other => {
                 return Err(self.err(
                     &ra.kind.referenced,
-                    format!("kind `{other}`: expected `bulk`, `request-response` or `udp`"),
+                    format!("kind `{other}`: expected `bulk`, `request-response`, `udp` or `tcp`"),
                 ))
             }
         };
@@ -365,10 +372,27 @@ impl Ctx<'_> {
         if !closed_loop {
             self.response_load(rate, rate_per_s, &size, host)?;
         }
+        let tcp = match &ra.transport {
+            None => false,
+            Some(t) => match t.value.as_str() {
+                "tcp" => true,
+                "none" => false,
+                other => {
+                    return Err(self.err(
+                        &t.referenced,
+                        format!(
+                            "transport `{other}`: expected `tcp` (responses over TCP across \
+                             `network`) or `none` (written at once, the default)"
+                        ),
+                    ))
+                }
+            },
+        };
         Ok(AppKind::RequestResponse {
             rate_per_s,
             size,
             closed_loop,
+            tcp,
         })
     }
 

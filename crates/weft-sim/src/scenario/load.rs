@@ -66,6 +66,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     let nics = l.nics()?;
     let nic_params = l.nic_params()?;
     let host = l.host()?;
+    let network = l.ctx.network(raw.network.as_ref(), &host)?;
     let apps = l.tenants(&host, times.duration_ps)?;
     check_cells(
         times.duration_ps,
@@ -103,6 +104,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
         nics,
         nic_params,
         host,
+        network,
         tenants: apps.tenants,
         apps: apps.apps,
         time_scale: raw.time_scale.as_ref().map(|t| t.value.clone()),

@@ -71,6 +71,7 @@ mod ctx;
 mod load;
 mod messages;
 mod model;
+mod network;
 mod offered;
 mod raw;
 mod time;

@@ -62,10 +62,17 @@ pub enum AppKind {
     /// a response; latency = response completion (last byte on the wire) − request arrival.
     /// `closed_loop` (sockperf ping-pong, TONIC §V-D): each flow has one request at a time, the
     /// next arriving when the previous response completes; `rate_per_s` is unused.
+    ///
+    /// `tcp` (`transport: tcp`): requests come from a client behind the scenario's network
+    /// ([`crate::net`]) and each flow's responses are sent over a TCP connection; latency
+    /// is then the client's: from sending the request (which reaches the host after the
+    /// network's return path) to the response's last byte arriving in order, and a closed
+    /// loop sends its next request then.
     RequestResponse {
         rate_per_s: f64,
         size: SizeDist,
         closed_loop: bool,
+        tcp: bool,
     },
     /// UDP: each flow offers `rate_bps` (at most [`MAX_OFFERED_LOAD`](super::MAX_OFFERED_LOAD)
     /// times the link rate; `None`: unlimited, i.e. exactly that) in MTU packets; a packet is
@@ -74,6 +81,26 @@ pub enum AppKind {
         rate_bps: Option<u64>,
         socket_limit_bytes: u64,
     },
+    /// Backlogged TCP connections (iperf): each flow always has data, and sends what its
+    /// congestion window, the receiver's window and TCP small queues allow
+    /// ([`crate::tcp`]), across the scenario's network ([`crate::net`]).
+    Tcp,
+}
+
+impl AppKind {
+    /// Its flows are TCP connections: a `tcp` application, or requests and responses with
+    /// `transport: tcp`.
+    pub fn over_tcp(&self) -> bool {
+        matches!(
+            self,
+            AppKind::Tcp | AppKind::RequestResponse { tcp: true, .. }
+        )
+    }
+
+    /// Requests and responses over TCP.
+    pub fn requests_over_tcp(&self) -> bool {
+        matches!(self, AppKind::RequestResponse { tcp: true, .. })
+    }
 }
 
 /// One application of a tenant.
@@ -107,7 +134,7 @@ impl App {
     /// backlogged while it runs.
     pub fn greedy(&self) -> bool {
         match self.kind {
-            AppKind::Bulk { .. } => true,
+            AppKind::Bulk { .. } | AppKind::Tcp => true,
             AppKind::Udp { rate_bps, .. } => rate_bps.is_none(),
             AppKind::RequestResponse { .. } => false,
         }
@@ -135,6 +162,10 @@ impl App {
                 ..
             } => size.max_bytes().div_ceil(mtu),
             AppKind::RequestResponse { .. } | AppKind::Udp { .. } => 0,
+            // A connection writes what its window and TCP small queues allow as ACKs come
+            // back, not at once: bounded by `network.tcp.tsq` per flow (checked with the
+            // network, `Ctx::network`).
+            AppKind::Tcp => 0,
         };
         per_flow.saturating_mul(u64::from(self.max_flows()))
     }
@@ -225,6 +256,8 @@ pub struct Scenario {
     /// Parameters of the models.
     pub nic_params: NicParams,
     pub host: Host,
+    /// The path behind the link that TCP applications cross (defaults when not written).
+    pub network: crate::net::Network,
     pub tenants: Vec<Tenant>,
     pub apps: Vec<App>,
     /// Time scale note shown in reports as written (e.g. "1 paper second = 25 ms

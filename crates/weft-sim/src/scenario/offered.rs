@@ -217,6 +217,7 @@ fn offered(app: &App, flows: u32, host: &Host, link: &Link) -> (u128, f64, f64) 
             rate_per_s,
             size,
             closed_loop: false,
+            ..
         } if flows > 0 => {
             let mean = size.mean_bytes();
             let packets = mean.div_ceil(mtu);

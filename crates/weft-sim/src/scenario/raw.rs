@@ -41,7 +41,49 @@ pub(super) struct RawScenario {
     pub(super) host: Option<RawHost>,
     pub(super) nic: Option<BTreeMap<String, BTreeMap<String, Spanned<Scalar>>>>,
     pub(super) limits: Option<RawLimits>,
+    pub(super) network: Option<RawNetwork>,
     pub(super) tenants: Vec<RawTenant>,
+}
+
+/// `network:` of a scenario: the path behind the link for TCP applications.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNetwork {
+    pub(super) delay: Option<Spanned<String>>,
+    pub(super) completion: Option<Spanned<String>>,
+    pub(super) switch: Option<RawSwitch>,
+    pub(super) receiver: Option<RawReceiver>,
+    pub(super) tcp: Option<RawTcp>,
+}
+
+/// `network.receiver:`, the receiving host's path.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReceiver {
+    pub(super) cores: Option<Spanned<u16>>,
+    pub(super) ring: Option<Spanned<u32>>,
+    pub(super) cpu_per_packet: Option<Spanned<String>>,
+}
+
+/// `network.switch:`, the output port towards the receivers.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSwitch {
+    pub(super) rate: Option<Spanned<String>>,
+    pub(super) buffer: Option<Spanned<String>>,
+    pub(super) ecn: Option<Spanned<String>>,
+}
+
+/// `network.tcp:`, every TCP flow's parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTcp {
+    pub(super) cc: Option<Spanned<String>>,
+    pub(super) init_cwnd: Option<Spanned<u32>>,
+    pub(super) min_rto: Option<Spanned<String>>,
+    pub(super) tsq: Option<Spanned<String>>,
+    pub(super) tso: Option<Spanned<String>>,
+    pub(super) rwnd: Option<Spanned<String>>,
 }
 
 /// `limits:` of a scenario: what it may ask of the simulator.
@@ -93,6 +135,7 @@ pub(super) struct RawApp {
     pub(super) prioritized: Option<bool>,
     pub(super) dcb_class: Option<Spanned<u8>>,
     pub(super) closed_loop: Option<Spanned<bool>>,
+    pub(super) transport: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

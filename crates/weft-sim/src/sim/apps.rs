@@ -72,6 +72,8 @@ pub(super) struct Req {
     pub(super) flow: u32,
     /// Arrived within the run (one at its last instant, `duration_ps`, does not count).
     pub(super) counted: bool,
+    /// The response's bytes (over TCP: written when the request reaches the host).
+    pub(super) bytes: u64,
 }
 
 /// Flows of every application (its most flows at once), placed on its cores.
@@ -124,6 +126,7 @@ impl<N: Nic> Sim<'_, N> {
                     match a.kind {
                         AppKind::Bulk { .. } => self.refill(now, fi),
                         AppKind::Udp { .. } => self.at(now, Ev::Udp { flow: fi }),
+                        AppKind::Tcp => self.tcp_start(now, fi),
                         AppKind::RequestResponse {
                             closed_loop: true, ..
                         } => self.at(now, Ev::ClosedRequest { flow: fi }),
@@ -197,6 +200,10 @@ impl<N: Nic> Sim<'_, N> {
                 self.flows[flow as usize].retry_pending = false;
                 self.refill(now, flow);
             }
+            Ev::TxDone { flow, bytes } => self.tcp_left_host(now, flow, bytes),
+            Ev::AckIn { flow, ack, ece } => self.tcp_ack(now, flow, ack, ece),
+            Ev::Rto { flow } => self.tcp_timer(now, flow),
+            Ev::TcpRequest { flow, slot } => self.tcp_respond(now, flow, slot),
         }
     }
 
@@ -215,12 +222,15 @@ impl<N: Nic> Sim<'_, N> {
         if counted {
             self.out.requests_issued[app as usize] += 1;
         }
+        let tcp = sc.apps[app as usize].kind.requests_over_tcp();
         let req = Req {
             arrival_ps: now,
-            remaining: bytes.div_ceil(mtu) as u32,
+            // Over TCP the response completes when it has all arrived, not packet by packet.
+            remaining: if tcp { 1 } else { bytes.div_ceil(mtu) as u32 },
             failed: false,
             flow: fi,
             counted,
+            bytes,
         };
         let slot = match self.free_reqs.pop() {
             Some(s) => {
@@ -232,7 +242,11 @@ impl<N: Nic> Sim<'_, N> {
                 (self.reqs.len() - 1) as u32
             }
         };
-        self.send(now, fi, bytes, slot);
+        if tcp {
+            self.tcp_request(now, fi, slot);
+        } else {
+            self.send(now, fi, bytes, slot);
+        }
     }
 
     /// A request finished (or failed) at `t`: a closed-loop flow sends its next one then.
@@ -268,6 +282,7 @@ impl<N: Nic> Sim<'_, N> {
                 bytes: b as u32,
                 submit_ps: now,
                 req,
+                seq: 0,
             };
             self.flows[fi as usize].queued_bytes += b;
             self.nic.submit(now, pkt, &meta);

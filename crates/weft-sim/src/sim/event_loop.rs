@@ -20,6 +20,7 @@ use weft_core::sched::LAST_ARRIVAL_PS;
 
 use super::apps::{Flow, FlowsAt, Req};
 use super::measure::{Gaps, NicRun};
+use super::tcp::NetState;
 use super::BudgetExceeded;
 use crate::metrics::Latency;
 use crate::nic::{Nic, NicCounters, NicKind, Pkt};
@@ -44,6 +45,27 @@ pub(super) enum Ev {
     },
     Retry {
         flow: u32,
+    },
+    /// The host learns `bytes` of TCP flow `flow`'s payload left the NIC.
+    TxDone {
+        flow: u32,
+        bytes: u32,
+    },
+    /// An ACK reaches TCP flow `flow`'s sender.
+    AckIn {
+        flow: u32,
+        ack: u64,
+        ece: bool,
+    },
+    /// TCP flow `flow`'s retransmission timer may be due.
+    Rto {
+        flow: u32,
+    },
+    /// Request `slot` reaches the host: flow `flow` writes its response into its TCP
+    /// connection.
+    TcpRequest {
+        flow: u32,
+        slot: u32,
     },
 }
 
@@ -93,6 +115,10 @@ pub(super) struct Sim<'a, N: Nic> {
     /// Events so far ([`NicRun::events`]), and the budget.
     pub(super) events: u64,
     budget: u64,
+    /// The network TCP applications cross (`None` without one).
+    pub(super) net: Option<NetState>,
+    /// Request slots a TCP segment completed (reused, empty between uses).
+    pub(super) done_slots: Vec<u32>,
     pub(super) out: NicRun,
 }
 
@@ -125,6 +151,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             sc.latency_window_ps
         );
         let napps = sc.apps.len();
+        let nflows = flows.len();
         let mut app_flow0 = vec![0u32; napps];
         let mut seen = vec![false; napps];
         for (i, f) in flows.iter().enumerate() {
@@ -159,6 +186,12 @@ impl<'a, N: Nic> Sim<'a, N> {
             app_active: vec![0; napps],
             events: 0,
             budget: sc.max_events,
+            net: sc
+                .apps
+                .iter()
+                .any(|a| a.kind.over_tcp())
+                .then(|| NetState::new(&sc.network, &sc.program.link, nflows, sc.seed)),
+            done_slots: Vec::new(),
             out: NicRun {
                 kind,
                 duration_ps: sc.duration_ps,
@@ -178,6 +211,9 @@ impl<'a, N: Nic> Sim<'a, N> {
                 requests_issued: vec![0; napps],
                 requests_done: vec![0; napps],
                 app_gaps: vec![Gaps::default(); napps],
+                app_tcp: vec![None; napps],
+                switch: None,
+                receiver: None,
                 events: 0,
             },
         }
@@ -292,6 +328,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             }
             self.out.app_queued[app] = q.values().sum();
         }
+        self.tcp_totals();
         self.out.counters = self.nic.counters();
         self.out.events = self.events;
         Ok(self.out)

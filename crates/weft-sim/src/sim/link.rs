@@ -48,6 +48,29 @@ impl<N: Nic> Sim<'_, N> {
         }
     }
 
+    /// Request `slot`'s response is complete at `t`: its latency is recorded when it
+    /// arrived within the run, did not fail and completes within it; else it is
+    /// unfinished. Its slot is freed (a closed loop's next request follows at `t`).
+    pub(super) fn complete_request(&mut self, t: u64, slot: u32) {
+        let sc = self.sc;
+        let r = self.reqs[slot as usize];
+        let app = self.flows[r.flow as usize].app as usize;
+        if r.counted && !r.failed && t <= sc.duration_ps {
+            let o = &mut self.out;
+            let lat = t - r.arrival_ps;
+            o.app_latency[app].done.record(lat);
+            let lw =
+                ((r.arrival_ps / sc.latency_window_ps) as usize).min(o.window_latency.len() - 1);
+            if let Some(h) = &mut o.window_latency[lw][app] {
+                h.done.record(lat);
+            }
+            o.requests_done[app] += 1;
+        } else {
+            self.unfinished(slot);
+        }
+        self.request_done(t, slot);
+    }
+
     pub(super) fn depart(&mut self, now: u64, wire: u64, p: Pkt) {
         let sc = self.sc;
         let o = &mut self.out;
@@ -73,27 +96,17 @@ impl<N: Nic> Sim<'_, N> {
             r.remaining -= 1;
             if r.remaining == 0 {
                 // Completed when its last bit leaves: within the run, or unfinished.
-                if r.counted && !r.failed && now + wire <= sc.duration_ps {
-                    let lat = now + wire - r.arrival_ps;
-                    o.app_latency[app].done.record(lat);
-                    let lw = ((r.arrival_ps / sc.latency_window_ps) as usize)
-                        .min(o.window_latency.len() - 1);
-                    if let Some(h) = &mut o.window_latency[lw][app] {
-                        h.done.record(lat);
-                    }
-                    o.requests_done[app] += 1;
-                } else {
-                    self.unfinished(p.req);
-                }
-                self.request_done(now + wire, p.req);
+                self.complete_request(now + wire, p.req);
             }
-        } else {
+        } else if !sc.apps[app].kind.requests_over_tcp() {
             o.app_latency[app].done.record(now - p.submit_ps);
             left_queue(&mut self.queued[app], p.submit_ps);
         }
         let f = &mut self.flows[p.flow as usize];
         f.queued_bytes -= p.bytes as u64;
-        if let AppKind::Bulk { window_bytes } = sc.apps[app].kind {
+        if sc.apps[app].kind.over_tcp() {
+            self.tcp_departed(now, wire, p);
+        } else if let AppKind::Bulk { window_bytes } = sc.apps[app].kind {
             let seg = sc.host.segment_bytes.min(window_bytes).max(1);
             // A flow that lost packets writes nothing until its retry: the lost bytes left
             // its queue, and refilling here would rewrite them at once.
@@ -112,6 +125,12 @@ impl<N: Nic> Sim<'_, N> {
         for p in &drops {
             self.out.app_drops[p.app as usize] += 1;
             self.flows[p.flow as usize].queued_bytes -= p.bytes as u64;
+            let kind = &self.sc.apps[p.app as usize].kind;
+            if kind.requests_over_tcp() {
+                // The connection resends it; the request is still open.
+                self.tcp_dropped(now, p);
+                continue;
+            }
             if p.req == u32::MAX {
                 left_queue(&mut self.queued[p.app as usize], p.submit_ps);
             } else {
@@ -122,6 +141,10 @@ impl<N: Nic> Sim<'_, N> {
                     self.unfinished(p.req);
                     self.request_done(now, p.req);
                 }
+            }
+            if kind.over_tcp() {
+                self.tcp_dropped(now, p);
+                continue;
             }
             let f = &mut self.flows[p.flow as usize];
             if matches!(self.sc.apps[p.app as usize].kind, AppKind::Bulk { .. })

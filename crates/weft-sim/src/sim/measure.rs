@@ -58,10 +58,57 @@ pub struct NicRun {
     pub requests_done: Vec<u64>,
     /// Per application: inter-departure times of its packets (SENIC Table 3).
     pub app_gaps: Vec<Gaps>,
+    /// Per application of kind `tcp`: its connections' counts (`None` for the others).
+    pub app_tcp: Vec<Option<TcpTotals>>,
+    /// The switch port's counts, when the run had TCP applications.
+    pub switch: Option<SwitchTotals>,
+    /// The receiving host's counts, when the run had TCP applications.
+    pub receiver: Option<ReceiverTotals>,
     /// The run's work, events: every timed event handled, flow started or stopped, packet
     /// written to the NIC model, and instant at which the link and the model were visited
     /// (see [`crate::scenario::DEFAULT_MAX_EVENTS`]).
     pub events: u64,
+}
+
+/// What a TCP application's connections counted over the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpTotals {
+    /// Connections opened.
+    pub connections: u64,
+    /// Payload bytes that reached the receivers in order within the run (goodput).
+    pub delivered_bytes: u64,
+    /// Segments sent again, of them by fast retransmit, and retransmission timeouts.
+    pub retransmitted_segments: u64,
+    pub fast_retransmits: u64,
+    pub timeouts: u64,
+    /// Window cuts on ECN echoes (DCTCP).
+    pub ecn_reductions: u64,
+    /// Segments that reached a receiver beyond a hole, and segments that arrived after one
+    /// further on in the stream had (reordering, retransmissions aside).
+    pub out_of_order: u64,
+    pub reordered: u64,
+}
+
+/// What the switch port counted over the run ([`crate::net::SwitchPort`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SwitchTotals {
+    /// Frames forwarded, dropped for want of buffer, and marked CE.
+    pub forwarded: u64,
+    pub dropped: u64,
+    pub marked: u64,
+    /// The largest backlog a frame joined, and the mean over the run, wire bytes.
+    pub max_backlog_bytes: u64,
+    pub mean_backlog_bytes: f64,
+}
+
+/// What the receiving host's path counted over the run ([`crate::net::RxPath`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverTotals {
+    /// Packets its cores processed, and packets dropped at a full ring.
+    pub processed: u64,
+    pub dropped: u64,
+    /// The most packets a core's ring held when one arrived.
+    pub max_ring: u64,
 }
 
 /// Running statistics of the gaps between an application's departures, ps: their mean and

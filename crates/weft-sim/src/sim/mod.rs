@@ -62,6 +62,7 @@ mod apps;
 mod event_loop;
 mod link;
 mod measure;
+mod tcp;
 
 use weft_core::policy::{Algo, Classification, Program};
 use weft_core::sched::fast::FastEngine;
@@ -74,7 +75,7 @@ use crate::scenario::{Scenario, DEFAULT_MAX_EVENTS};
 
 use apps::{build_flows, Flow};
 use event_loop::Sim;
-pub use measure::{Gaps, NicRun};
+pub use measure::{Gaps, NicRun, ReceiverTotals, SwitchTotals, TcpTotals};
 
 /// A run that reached its event budget ([`Scenario::max_events`]) before the end of its
 /// simulated time: it stopped there, and its results are discarded.

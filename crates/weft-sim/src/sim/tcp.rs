@@ -1,0 +1,339 @@
+//! TCP applications in the run: each flow of a `tcp` application is a connection
+//! ([`crate::tcp::TcpSender`] at the host, [`crate::tcp::TcpReceiver`] across the network
+//! of [`crate::net`]) whose segments the host writes into the NIC model as MTU packets, and
+//! whose ACKs, TX completions and retransmission timer come back as timed events.
+//!
+//! A packet's life: the sender hands a segment to the host (up to `tso` bytes, cut into
+//! packets of at most one MSS, written as one burst); when its last bit leaves the NIC the
+//! switch port gets it `delay` later and forwards, marks or drops it ([`SwitchPort`]); the
+//! receiver gets it `delay` after it leaves the port, its receive path takes it (or drops it
+//! at a full ring) and the receiver answers with an ACK that reaches
+//! the sender [`Network::ack_return_ps`] later; the host learns the packet left
+//! `completion` after its last bit did, which frees its bytes for TCP small queues. A
+//! packet the NIC model drops frees them at once (the socket buffer is released) and is
+//! lost, as one the port drops is: the connection finds out from duplicate ACKs or its
+//! timer.
+//!
+//! The port and the receiver are visited when the packet leaves the NIC rather than when
+//! it reaches them: exact while one host feeds the port, whose arrivals are then in their
+//! departure order (each `delay` plus its own wire time after its start, and the link
+//! sends one frame after another), and the receiver's state depends only on that order.
+//! A segment that would reach the receiver after the run ends is not delivered.
+//!
+//! Invariants: a flow's payload handed to the NIC and not yet reported left is what its
+//! sender counts against TCP small queues; every packet written is sent or dropped once
+//! (the simulator's); a connection's retransmission timer has a pending event at or before
+//! its deadline.
+//!
+//! Cost per packet: two timed events (its completion, its ACK) and O(1) port and receiver
+//! work; per segment one poll of the sender and one NIC flush.
+
+use std::collections::VecDeque;
+
+use crate::net::{Network, Offer, RxPath, RxSpec, SwitchPort};
+use crate::nic::{Nic, Pkt};
+use crate::tcp::{Ack, TcpReceiver, TcpSender};
+
+use super::event_loop::{Ev, Sim};
+use super::measure::{ReceiverTotals, SwitchTotals, TcpTotals};
+
+/// One connection: its two ends and its timer's pending event.
+#[derive(Debug, Clone)]
+pub(super) struct Conn {
+    tx: TcpSender,
+    rx: TcpReceiver,
+    /// In-order payload bytes that reached the receiver within the run.
+    delivered: u64,
+    /// Bytes the application wrote into the connection.
+    written: u64,
+    /// Requests whose responses are written and not yet all delivered, oldest first: the
+    /// stream offset where each response ends, and its request slot.
+    pending: VecDeque<(u64, u32)>,
+    /// The earliest pending timer event, ps (`u64::MAX`: none).
+    timer_at: u64,
+}
+
+/// The network's state in one run.
+#[derive(Debug, Clone)]
+pub(super) struct NetState {
+    net: Network,
+    port: SwitchPort,
+    rx: RxPath,
+    ack_return_ps: u64,
+    /// Per flow of the run (as `Sim::flows`): its connection, once its application started
+    /// it.
+    conns: Vec<Option<Box<Conn>>>,
+}
+
+impl NetState {
+    /// `seed`: the run's, for the receiver's flow hash.
+    pub(super) fn new(
+        net: &Network,
+        link: &weft_core::policy::Link,
+        flows: usize,
+        seed: u64,
+    ) -> NetState {
+        NetState {
+            net: net.clone(),
+            port: SwitchPort::new(net.port, link),
+            rx: RxPath::new(RxSpec { seed, ..net.rx }),
+            ack_return_ps: net.ack_return_ps(link),
+            conns: vec![None; flows],
+        }
+    }
+}
+
+impl<N: Nic> Sim<'_, N> {
+    fn net(&mut self) -> &mut NetState {
+        self.net
+            .as_mut()
+            .expect("a TCP application runs with the scenario's network")
+    }
+
+    /// Flow `fi`'s connection, opened if it is not yet.
+    fn conn(&mut self, fi: u32) -> &mut Conn {
+        let net = self.net();
+        let cfg = net.net.tcp;
+        net.conns[fi as usize].get_or_insert_with(|| {
+            Box::new(Conn {
+                tx: TcpSender::new(cfg),
+                rx: TcpReceiver::new(),
+                delivered: 0,
+                written: 0,
+                pending: VecDeque::new(),
+                timer_at: u64::MAX,
+            })
+        })
+    }
+
+    /// Flow `fi` of a `tcp` application starts (again): its connection opens the first
+    /// time, with an endless send buffer, and sends what it may.
+    pub(super) fn tcp_start(&mut self, now: u64, fi: u32) {
+        let c = self.conn(fi);
+        if c.written == 0 {
+            c.written = u64::MAX;
+            c.tx.write(u64::MAX);
+        }
+        self.tcp_pump(now, fi);
+    }
+
+    /// Request `slot` was sent by the client at `now` over flow `fi`: it reaches the host
+    /// after the network's return path.
+    pub(super) fn tcp_request(&mut self, now: u64, fi: u32, slot: u32) {
+        let t = now.saturating_add(self.net().ack_return_ps);
+        if t <= self.sc.duration_ps {
+            self.at(t, Ev::TcpRequest { flow: fi, slot });
+        }
+    }
+
+    /// Request `slot` reached the host: flow `fi` writes its response.
+    pub(super) fn tcp_respond(&mut self, now: u64, fi: u32, slot: u32) {
+        let bytes = self.reqs[slot as usize].bytes;
+        let c = self.conn(fi);
+        c.tx.write(bytes);
+        c.written = c.written.saturating_add(bytes);
+        let end = c.written;
+        c.pending.push_back((end, slot));
+        self.tcp_pump(now, fi);
+    }
+
+    /// Writes every segment flow `fi`'s sender may send now, then arms its timer.
+    pub(super) fn tcp_pump(&mut self, now: u64, fi: u32) {
+        let f = &self.flows[fi as usize];
+        let (active, app, core, meta) = (f.active, f.app, f.core, f.meta);
+        // A request/response flow answers while its application runs or not (a request
+        // that arrived is answered); its packets' delays are not the application's latency.
+        let requests = self.sc.apps[app as usize].kind.requests_over_tcp();
+        let mss = self.net().net.tcp.mss;
+        let mut wrote = false;
+        // A stopped bulk flow sends nothing (its timer still runs).
+        let sending = active || requests;
+        loop {
+            if !sending {
+                break;
+            }
+            let conn = self.net().conns[fi as usize]
+                .as_mut()
+                .expect("a started TCP flow has a connection");
+            let Some(seg) = conn.tx.poll_send(now) else {
+                break;
+            };
+            let mut seq = seg.seq;
+            let end = seg.seq + u64::from(seg.len);
+            while seq < end {
+                let len = (end - seq).min(u64::from(mss)) as u32;
+                let pkt = Pkt {
+                    flow: fi,
+                    app,
+                    core,
+                    bytes: Network::frame_bytes(len),
+                    submit_ps: now,
+                    req: u32::MAX,
+                    seq,
+                };
+                if !requests {
+                    *self.queued[app as usize].entry(now).or_insert(0) += 1;
+                }
+                self.flows[fi as usize].queued_bytes += u64::from(pkt.bytes);
+                self.events += 1;
+                self.nic.submit(now, pkt, &meta);
+                seq += u64::from(len);
+            }
+            wrote = true;
+        }
+        if wrote {
+            self.nic.flush(now, core);
+        }
+        self.tcp_arm(now, fi);
+    }
+
+    /// Schedules a timer event for flow `fi` when its deadline is earlier than the one
+    /// pending.
+    fn tcp_arm(&mut self, _now: u64, fi: u32) {
+        let end = self.sc.duration_ps;
+        let conn = self.net().conns[fi as usize]
+            .as_mut()
+            .expect("a started TCP flow has a connection");
+        if let Some(t) = conn.tx.timer_ps() {
+            if t < conn.timer_at && t <= end {
+                conn.timer_at = t;
+                self.at(t, Ev::Rto { flow: fi });
+            }
+        }
+    }
+
+    /// A TCP packet started on the wire at `now` and takes `wire` ps: its completion, its
+    /// trip through the port to the receiver, and the ACK that comes back.
+    pub(super) fn tcp_departed(&mut self, now: u64, wire: u64, p: Pkt) {
+        let end = self.sc.duration_ps;
+        let payload = p.bytes - crate::net::TCP_HEADER_BYTES;
+        let left = now.saturating_add(wire);
+        let net = self.net();
+        let done = left.saturating_add(net.net.completion_ps);
+        let at_port = left.saturating_add(net.net.delay_ps);
+        let offer = net.port.offer(at_port, p.bytes);
+        let ack_return = net.ack_return_ps;
+        let delay = net.net.delay_ps;
+        if done <= end {
+            self.at(
+                done,
+                Ev::TxDone {
+                    flow: p.flow,
+                    bytes: payload,
+                },
+            );
+        }
+        let Offer::Forwarded { done_ps, ce } = offer else {
+            return;
+        };
+        let Some(at_rx) = self.net().rx.offer(done_ps.saturating_add(delay), p.flow) else {
+            return;
+        };
+        if at_rx > end {
+            return;
+        }
+        let mut done = std::mem::take(&mut self.done_slots);
+        let conn = self.net().conns[p.flow as usize]
+            .as_mut()
+            .expect("a TCP packet's flow has a connection");
+        let before = conn.rx.delivered();
+        let ack = conn.rx.on_segment(p.seq, payload, ce);
+        let delivered = conn.rx.delivered();
+        conn.delivered += delivered - before;
+        // Responses now all delivered complete when this segment arrives.
+        while let Some(&(end_at, slot)) = conn.pending.front() {
+            if end_at > delivered {
+                break;
+            }
+            conn.pending.pop_front();
+            done.push(slot);
+        }
+        for &slot in &done {
+            self.complete_request(at_rx, slot);
+        }
+        done.clear();
+        self.done_slots = done;
+        let t = at_rx.saturating_add(ack_return);
+        if t <= end {
+            self.at(
+                t,
+                Ev::AckIn {
+                    flow: p.flow,
+                    ack: ack.ack,
+                    ece: ack.ece,
+                },
+            );
+        }
+    }
+
+    /// The NIC model dropped TCP packet `p`: its bytes leave the host now.
+    pub(super) fn tcp_dropped(&mut self, now: u64, p: &Pkt) {
+        self.tcp_left_host(now, p.flow, p.bytes - crate::net::TCP_HEADER_BYTES);
+    }
+
+    /// `bytes` of flow `fi`'s payload left the host.
+    pub(super) fn tcp_left_host(&mut self, now: u64, fi: u32, bytes: u32) {
+        let conn = self.net().conns[fi as usize]
+            .as_mut()
+            .expect("a TCP packet's flow has a connection");
+        conn.tx.on_left_host(bytes);
+        self.tcp_pump(now, fi);
+    }
+
+    /// An ACK reached flow `fi`'s sender.
+    pub(super) fn tcp_ack(&mut self, now: u64, fi: u32, ack: u64, ece: bool) {
+        let conn = self.net().conns[fi as usize]
+            .as_mut()
+            .expect("an ACK's flow has a connection");
+        conn.tx.on_ack(now, Ack { ack, ece });
+        self.tcp_pump(now, fi);
+    }
+
+    /// Flow `fi`'s timer event: the timer fires if due, else waits for its deadline.
+    pub(super) fn tcp_timer(&mut self, now: u64, fi: u32) {
+        let conn = self.net().conns[fi as usize]
+            .as_mut()
+            .expect("a timer's flow has a connection");
+        conn.timer_at = u64::MAX;
+        if conn.tx.timer_ps().is_some_and(|t| t <= now) {
+            conn.tx.on_timer(now);
+        }
+        self.tcp_pump(now, fi);
+    }
+
+    /// At the end of the run: each application's connections' counts, and the port's.
+    pub(super) fn tcp_totals(&mut self) {
+        let end = self.sc.duration_ps;
+        let Some(net) = self.net.as_mut() else {
+            return;
+        };
+        for (fi, conn) in net.conns.iter().enumerate() {
+            let Some(c) = conn else { continue };
+            let app = self.flows[fi].app as usize;
+            let (s, r) = (c.tx.stats(), c.rx.stats());
+            let t = self.out.app_tcp[app].get_or_insert_with(TcpTotals::default);
+            t.connections += 1;
+            t.delivered_bytes += c.delivered;
+            t.retransmitted_segments += s.retransmitted_segments;
+            t.fast_retransmits += s.fast_retransmits;
+            t.timeouts += s.timeouts;
+            t.ecn_reductions += s.ecn_reductions;
+            t.out_of_order += r.out_of_order;
+            t.reordered += r.reordered;
+        }
+        let ps = net.port.stats();
+        self.out.switch = Some(SwitchTotals {
+            forwarded: ps.forwarded,
+            dropped: ps.dropped,
+            marked: ps.marked,
+            max_backlog_bytes: ps.max_backlog_bytes,
+            mean_backlog_bytes: net.port.mean_backlog_bytes(end),
+        });
+        let rs = net.rx.stats();
+        self.out.receiver = Some(ReceiverTotals {
+            processed: rs.processed,
+            dropped: rs.dropped,
+            max_ring: rs.max_ring,
+        });
+    }
+}

@@ -1,0 +1,221 @@
+//! TCP applications across the network behind the link: what `network:` accepts and
+//! refuses, and what TCP makes of the sending NIC models, each claim checked against
+//! arithmetic written from its definition (per-flow fairness at a shared bottleneck, a
+//! bottleneck's rate, drop-tail and marking) rather than against the simulator's own output.
+
+use std::path::Path;
+
+use serde_json::Value;
+use weft_sim::nic::NicKind;
+use weft_sim::{report, Overrides, Scenario};
+
+/// Two tenants of equal weight on a 10 Gbit/s link, with `a` and `b` TCP flows, and
+/// `network` as the scenario's `network:` block (flow style).
+fn two_tenants(a: u32, b: u32, network: &str, duration: &str) -> String {
+    format!(
+        "duration: {duration}\nwindow: 1ms\nseed: 3\nhost: {{cores: 6, placement: round-robin}}\n\
+         network: {network}\n\
+         policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
+         \x20   - {{name: r, type: wfq}}\n\
+         \x20   - {{name: a, type: leaf, parent: r, match: {{tenant: 1}}}}\n\
+         \x20   - {{name: b, type: leaf, parent: r, match: {{tenant: 2}}}}\n\
+         tenants:\n\
+         \x20 - name: A\n    meta: {{tenant: 1}}\n    apps:\n\
+         \x20     - {{name: iperf, kind: tcp, flows: {a}, cores: [0, 1, 2]}}\n\
+         \x20 - name: B\n    meta: {{tenant: 2}}\n    apps:\n\
+         \x20     - {{name: iperf, kind: tcp, flows: {b}, cores: [3, 4, 5]}}\n"
+    )
+}
+
+fn load(t: &str) -> Result<Scenario, String> {
+    weft_sim::load_str(Path::new("net.yaml"), t, &Overrides::default()).map_err(|e| e.to_string())
+}
+
+fn summary(sc: &Scenario, models: &[NicKind]) -> Value {
+    let runs = weft_sim::run_all(sc, models, &mut |_, _| {});
+    report::summary(sc, &report::analyse(sc, &runs))
+}
+
+/// Every `network:` value that cannot describe a network is refused where it is written,
+/// with the rule it breaks.
+#[test]
+fn a_network_that_cannot_be_is_refused_where_it_is_written() {
+    for (block, want) in [
+        ("{switch: {rate: 0gbit}}", "must be greater than zero"),
+        ("{switch: {buffer: 1000b}}", "cannot hold one full frame"),
+        ("{receiver: {cores: 0}}", "at least 1 core"),
+        ("{receiver: {ring: 0}}", "at least 1 packet"),
+        ("{tcp: {cc: cubic}}", "expected `newreno` or `dctcp`"),
+        ("{tcp: {init_cwnd: 0}}", "1..=1000 segments"),
+        ("{tcp: {min_rto: 0ms}}", "must be greater than zero"),
+        ("{tcp: {tso: 100kb}}", "at most 64 KiB"),
+        ("{tcp: {tso: 1000b}}", "1 to 45 segments of 1448 bytes"),
+        ("{delay: 5000000s}", "at most 2^62 ps"),
+        (
+            "{jitter: 1us}",
+            "unknown key `jitter` (known: delay, completion, switch, receiver, tcp)",
+        ),
+    ] {
+        let e = load(&two_tenants(1, 1, block, "1ms")).expect_err(block);
+        assert!(
+            e.starts_with("net.yaml:5:") && e.contains(want),
+            "{block}: {e}"
+        );
+    }
+}
+
+/// What is left out takes the documented defaults: the link's rate at the port, 1 MiB of
+/// buffer, segments of the mtu less 52 bytes of headers, TSO off.
+#[test]
+fn a_network_left_out_takes_its_defaults() {
+    let sc = load(&two_tenants(1, 1, "{}", "1ms")).unwrap();
+    let n = &sc.network;
+    assert_eq!(n.port.rate_bps, 10_000_000_000);
+    assert_eq!(n.port.buffer_bytes, 1 << 20);
+    assert_eq!((n.tcp.mss, n.tcp.tso_bytes), (1448, 1448));
+    let sc = load(&two_tenants(1, 1, "{tcp: {tso: 64kb}}", "1ms")).unwrap();
+    assert_eq!(sc.network.tcp.tso_bytes, 45 * 1448, "whole segments");
+}
+
+/// A bottleneck behind the host decides the shares, not the sending NIC: with the switch
+/// port at 5 Gbit/s (half the link), the NIC's queues drain and TCP shares the port among
+/// the 72 connections, so tenant A (8 of them) gets far less than the half the policy
+/// gives it, whatever the sending NIC enforces: nearer its flows' fraction (8/72 = 0.11)
+/// than the policy's 0.5. (TCP's own fairness between connections, which makes the share
+/// follow flows, is checked on its own in tests/tcp_model.rs; here connections with fewer
+/// packets in flight lose more to timeouts, so A gets somewhat more than 8/72.) The port
+/// runs full: its goodput is at least 85 % of its rate, less 52 + 20 bytes in 1,520.
+#[test]
+fn a_bottleneck_behind_the_host_decides_the_shares() {
+    let sc = load(&two_tenants(
+        8,
+        64,
+        "{delay: 50us, switch: {rate: 5gbit, buffer: 2mb}}",
+        "60ms",
+    ))
+    .unwrap();
+    let s = summary(&sc, &[NicKind::Mq, NicKind::Loom]);
+    for model in ["mq", "loom"] {
+        let t = &s["nics"][model]["tenants"];
+        let good = |x: &str| {
+            t[x]["apps"]["iperf"]["tcp"]["goodput_bps"]
+                .as_f64()
+                .unwrap()
+        };
+        let (a, b) = (good("A"), good("B"));
+        let share_a = a / (a + b);
+        assert!(
+            (share_a - 8.0 / 72.0).abs() < (share_a - 0.5).abs(),
+            "{model}: A's share of the goodput {share_a:.3} ({a} and {b} bit/s)"
+        );
+        let payload = 5e9 * 1448.0 / 1520.0;
+        assert!(
+            a + b > 0.85 * payload,
+            "{model}: goodput {} of a {payload} bit/s bottleneck",
+            a + b
+        );
+        let sw = &s["nics"][model]["switch"];
+        assert!(
+            sw["dropped"].as_u64().unwrap() > 0,
+            "{model}: TCP fills the buffer: {sw}"
+        );
+    }
+}
+
+/// DCTCP at a marking port (RFC 8257): ten connections through a 5 Gbit/s port that marks
+/// frames joining more than K = 65 frames keep its queue near K (mean below 2K), never
+/// fill a buffer of 4K, and keep it busy (goodput at least 90 % of the port's payload
+/// rate); the same connections as NewReno fill the buffer and lose packets.
+#[test]
+fn dctcp_holds_a_marking_port_near_its_threshold() {
+    let k = 65.0 * 1520.0;
+    let run = |cc: &str| {
+        let net = format!(
+            "{{delay: 20us, switch: {{rate: 5gbit, buffer: {}b, ecn: {}b}}, tcp: {{cc: {cc}}}}}",
+            4.0 * k,
+            k
+        );
+        let sc = load(&two_tenants(5, 5, &net, "40ms")).unwrap();
+        summary(&sc, &[NicKind::Mq])
+    };
+    let s = run("dctcp");
+    let sw = &s["nics"]["mq"]["switch"];
+    let mean = sw["mean_backlog_bytes"].as_f64().unwrap();
+    assert!(mean < 2.0 * k, "mean backlog {mean} B, K {k} B: {sw}");
+    assert_eq!(sw["dropped"], 0, "{sw}");
+    assert!(sw["marked"].as_u64().unwrap() > 0, "{sw}");
+    let t = &s["nics"]["mq"]["tenants"];
+    let good: f64 = ["A", "B"]
+        .iter()
+        .map(|x| {
+            t[*x]["apps"]["iperf"]["tcp"]["goodput_bps"]
+                .as_f64()
+                .unwrap()
+        })
+        .sum();
+    let payload = 5e9 * 1448.0 / 1520.0;
+    assert!(good > 0.9 * payload, "goodput {good} of {payload} bit/s");
+    let s = run("newreno");
+    let sw = &s["nics"]["mq"]["switch"];
+    assert!(
+        sw["dropped"].as_u64().unwrap() > 0,
+        "NewReno ignores the marks: {sw}"
+    );
+}
+
+/// A run with TCP is a pure function of its scenario and seed, as every run is.
+#[test]
+fn tcp_runs_are_deterministic() {
+    let sc = load(&two_tenants(
+        3,
+        5,
+        "{switch: {rate: 4gbit, buffer: 128kb}}",
+        "5ms",
+    ))
+    .unwrap();
+    let a = summary(&sc, &[NicKind::Mq, NicKind::Loom]);
+    let b = summary(&sc, &[NicKind::Mq, NicKind::Loom]);
+    assert_eq!(a, b);
+}
+
+/// A closed loop over TCP measures the client's round trip: a request crosses the network
+/// to the host and the response crosses it back, so with nothing else on the path,
+/// lengthening each link's delay by 45 µs lengthens every request's latency by 4 × 45 µs
+/// (two links each way), whatever the NIC model adds.
+#[test]
+fn a_request_over_tcp_crosses_the_network_both_ways() {
+    let t = |delay: &str| {
+        format!(
+            "duration: 20ms\nnetwork: {{delay: {delay}}}\n\
+             policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
+             \x20   - {{name: r, type: fifo}}\n\
+             \x20   - {{name: a, type: leaf, parent: r}}\n\
+             tenants:\n\
+             \x20 - name: A\n    apps:\n\
+             \x20     - {{name: ping, kind: request-response, closed_loop: true, size: 1000b, transport: tcp}}\n"
+        )
+    };
+    let p50 = |delay: &str| {
+        let sc = load(&t(delay)).unwrap();
+        let s = summary(&sc, &[NicKind::Mq, NicKind::Loom]);
+        ["mq", "loom"].map(|m| {
+            let app = &s["nics"][m]["tenants"]["A"]["apps"]["ping"];
+            assert!(
+                app["requests"]["completed"].as_u64().unwrap() > 10,
+                "{m}: {app}"
+            );
+            app["latency_us"]["p50"].as_f64().unwrap()
+        })
+    };
+    let (near, far) = (p50("5us"), p50("50us"));
+    // Percentiles come from a histogram whose buckets are within 1 % of their values.
+    for i in 0..2 {
+        let d = far[i] - near[i];
+        assert!(
+            (d - 180.0).abs() < 0.01 * far[i] + 0.01 * near[i],
+            "model {i}: p50 {} µs and {} µs",
+            near[i],
+            far[i]
+        );
+    }
+}
