@@ -219,3 +219,28 @@ fn a_request_over_tcp_crosses_the_network_both_ways() {
         );
     }
 }
+
+/// A flow's packets reach the receiver in order while the flow stays on its core (each
+/// XPS queue is first in, first out); when threads move between cores (`host.migrate`),
+/// a flow's new packets go to another queue and can pass the ones still waiting in the
+/// old, which the receiver counts as reordering.
+#[test]
+fn flows_that_move_between_cores_are_reordered_under_xps() {
+    let reordered = |migrate: &str| {
+        let t = two_tenants(6, 6, "{}", "20ms").replace(
+            "host: {cores: 6, placement: round-robin}",
+            &format!("host: {{cores: 6, placement: round-robin{migrate}}}"),
+        );
+        let s = summary(&load(&t).unwrap(), &[NicKind::Mq]);
+        ["A", "B"]
+            .iter()
+            .map(|x| {
+                s["nics"]["mq"]["tenants"][*x]["apps"]["iperf"]["tcp"]["reordered"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum::<u64>()
+    };
+    assert_eq!(reordered(""), 0);
+    assert!(reordered(", migrate: 1ms") > 0);
+}

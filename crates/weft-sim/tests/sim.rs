@@ -807,7 +807,7 @@ fn unknown_keys_are_told_the_key_meant() {
         ("latencywindow: 1ms\n", app, "v.yaml:2:1: unknown key `latencywindow`; did you mean `latency_window`? (known: name, description, time_scale, policy, policy_inline, duration, seed, window, latency_window, nics, host, nic, limits, network, tenants)"),
         ("latency: 1ms\n", app, "; did you mean `latency_window`?"),
         ("seeds: 1\n", app, "; did you mean `seed`?"),
-        ("host: {segments: 64kb}\n", app, "v.yaml:2:8: unknown key `segments`; did you mean `segment`? (known: cores, segment, mtu, cpu_per_packet, cpu_per_doorbell, placement, retry)"),
+        ("host: {segments: 64kb}\n", app, "v.yaml:2:8: unknown key `segments`; did you mean `segment`? (known: cores, segment, mtu, cpu_per_packet, cpu_per_doorbell, placement, retry, migrate)"),
         ("host: {cpu: 1us}\n", app, "; did you mean `cpu_per_packet`?"),
         ("", &format!("{app}        windw: 64kb\n"), "v.yaml:14:9: unknown key `windw`; did you mean `window`?"),
         ("", &format!("{app}        sizedist: fixed\n"), "; did you mean `size_dist`?"),

@@ -428,6 +428,10 @@ impl<'a> Loader<'a> {
                 Some(s) => ctx.time(s, true)?,
                 None => 200_000_000,
             },
+            migrate_ps: match rh.and_then(|h| h.migrate.as_ref()) {
+                Some(s) => Some(ctx.time(s, true)?),
+                None => None,
+            },
         })
     }
 

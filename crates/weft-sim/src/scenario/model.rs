@@ -226,6 +226,10 @@ pub struct Host {
     pub placement: Placement,
     /// When a bulk flow lost packets to a drop, it resends after this long, ps.
     pub retry_ps: u64,
+    /// Every this long, each flow moves to a core of its application drawn at random
+    /// (seeded), as the OS moves threads between cores: under XPS its packets then go to
+    /// another queue. `None`: flows stay where they were placed.
+    pub migrate_ps: Option<u64>,
 }
 
 /// A loaded, validated scenario.

@@ -104,6 +104,7 @@ pub(super) struct RawHost {
     pub(super) cpu_per_doorbell: Option<Spanned<String>>,
     pub(super) placement: Option<Spanned<String>>,
     pub(super) retry: Option<Spanned<String>>,
+    pub(super) migrate: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -203,7 +203,27 @@ impl<N: Nic> Sim<'_, N> {
             Ev::TxDone { flow, bytes } => self.tcp_left_host(now, flow, bytes),
             Ev::AckIn { flow, ack, ece } => self.tcp_ack(now, flow, ack, ece),
             Ev::Rto { flow } => self.tcp_timer(now, flow),
+            Ev::Migrate => self.migrate(now),
             Ev::TcpRequest { flow, slot } => self.tcp_respond(now, flow, slot),
+        }
+    }
+
+    /// Every flow of an application with several cores moves to one of them drawn at
+    /// random (it may stay), and the next move is scheduled.
+    fn migrate(&mut self, now: u64) {
+        let sc = self.sc;
+        self.events += self.flows.len() as u64;
+        for f in &mut self.flows {
+            let cores = &sc.apps[f.app as usize].cores;
+            if cores.len() > 1 {
+                f.core = cores[self.migrate_rng.below(cores.len() as u64) as usize];
+            }
+        }
+        if let Some(m) = sc.host.migrate_ps {
+            let t = now.saturating_add(m);
+            if t < sc.duration_ps {
+                self.at(t, Ev::Migrate);
+            }
         }
     }
 

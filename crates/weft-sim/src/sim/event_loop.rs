@@ -61,6 +61,8 @@ pub(super) enum Ev {
     Rto {
         flow: u32,
     },
+    /// Flows move between their applications' cores (`host.migrate`).
+    Migrate,
     /// Request `slot` reaches the host: flow `flow` writes its response into its TCP
     /// connection.
     TcpRequest {
@@ -100,6 +102,8 @@ pub(super) struct Sim<'a, N: Nic> {
     heap: BinaryHeap<Reverse<Timed>>,
     seq: u64,
     pub(super) rngs: Vec<Rng>,
+    /// Draws the cores flows move to (`host.migrate`).
+    pub(super) migrate_rng: Rng,
     pub(super) reqs: Vec<Req>,
     pub(super) free_reqs: Vec<u32>,
     pub(super) drops: Vec<Pkt>,
@@ -178,6 +182,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             rngs: (0..napps)
                 .map(|i| Rng::new(sc.seed, 1 + i as u64))
                 .collect(),
+            migrate_rng: Rng::new(sc.seed, 0x316A),
             reqs: Vec::new(),
             free_reqs: Vec::new(),
             drops: Vec::new(),
@@ -257,6 +262,11 @@ impl<'a, N: Nic> Sim<'a, N> {
                         },
                     );
                 }
+            }
+        }
+        if let Some(m) = sc.host.migrate_ps {
+            if m < sc.duration_ps {
+                self.at(m, Ev::Migrate);
             }
         }
         let end = sc.duration_ps;
