@@ -267,3 +267,23 @@ fn tonic_fig9_with_tcp_holds_equal_shares_on_every_seed() {
         assert!(j >= 0.95, "seed {seed}: mq Jain mean {j}");
     }
 }
+
+/// What TCP connections may hold is bounded when loading, as bulk windows are: each keeps
+/// up to its TCP small queues' bytes in the host and its receive window in flight, so
+/// 100,000 connections with the default 6 MiB window (4,526 segments each with 256 KB of
+/// TCP small queues) are refused, naming the keys, and a smaller window lets them load.
+#[test]
+fn what_tcp_connections_hold_is_bounded_when_loading() {
+    let e = load(&two_tenants(50_000, 50_000, "{}", "1ms")).unwrap_err();
+    assert!(
+        e.contains("packets at once") && e.contains("`network.tcp` tsq and rwnd"),
+        "{e}"
+    );
+    load(&two_tenants(
+        50_000,
+        50_000,
+        "{tcp: {rwnd: 64kb, tsq: 64kb}}",
+        "1ms",
+    ))
+    .unwrap();
+}

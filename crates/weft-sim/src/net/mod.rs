@@ -25,7 +25,7 @@
 //!   completion: 10us               # TX completion, after the last bit leaves the NIC
 //!   switch: {rate: 10gbit, buffer: 1mb, ecn: 100kb}   # rate: the link's; no ecn: no marks
 //!   receiver: {cores: 8, ring: 1024, cpu_per_packet: 0ns}
-//!   tcp: {cc: newreno, min_rto: 5ms, init_cwnd: 10, tsq: 256kb, tso: 64kb, rwnd: 16mb}
+//!   tcp: {cc: newreno, min_rto: 5ms, init_cwnd: 10, tsq: 256kb, tso: 1448b, rwnd: 6mb}
 //! ```
 //!
 //! **Invariants.** A port forwards frames in the order they reach it, each starting when
@@ -113,7 +113,6 @@ impl Network {
                 min_rto_ps: 5_000_000_000,
                 tsq_bytes: 256 << 10,
                 tso_bytes: mtu_bytes.saturating_sub(TCP_HEADER_BYTES).max(1),
-                rwnd_bytes: 16 << 20,
                 ..TcpConfig::default()
             },
         }

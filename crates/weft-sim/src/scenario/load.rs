@@ -25,6 +25,7 @@ use super::model::{Host, Placement, Scenario, Tenant};
 use super::raw::{RawApp, RawScenario, RawTenant};
 use super::time::{check_cells, check_times, fmt_ps, parse_time_scale, TimeRule};
 use super::{Overrides, ScenarioError, MAX_BURST_PACKETS, MAX_FLOWS, MTU_RANGE};
+use crate::net::Network;
 use crate::nic::{NicKind, NicParams};
 
 /// A hint for a scenario that fails to parse because it is a policy file (top-level `weft:`
@@ -67,7 +68,7 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     let nic_params = l.nic_params()?;
     let host = l.host()?;
     let network = l.ctx.network(raw.network.as_ref(), &host)?;
-    let apps = l.tenants(&host, times.duration_ps)?;
+    let apps = l.tenants(&host, &network, times.duration_ps)?;
     check_cells(
         times.duration_ps,
         times.window_ps,
@@ -180,6 +181,7 @@ impl Totals {
         ra: &RawApp,
         app: &App,
         host: &Host,
+        net: &Network,
     ) -> Result<(), ScenarioError> {
         self.flows += app.max_flows() as u64;
         let flows = self.flows;
@@ -193,7 +195,7 @@ impl Totals {
                 ),
             ));
         }
-        self.burst = self.burst.saturating_add(app.burst_packets(host));
+        self.burst = self.burst.saturating_add(app.burst_packets(host, net));
         let burst = self.burst;
         if burst > MAX_BURST_PACKETS {
             return Err(ctx.err(
@@ -201,8 +203,9 @@ impl Totals {
                 format!(
                     "{}/{}: the applications write {burst} packets at once so far (every \
                      bulk flow its window, every closed-loop flow its largest response, \
-                     in {} B packets); at most {MAX_BURST_PACKETS} in all (each is held \
-                     in memory until it leaves): give fewer flows or smaller windows",
+                     in {} B packets, every TCP connection its `network.tcp` tsq and rwnd \
+                     in segments); at most {MAX_BURST_PACKETS} in all (each is held in \
+                     memory until it leaves): give fewer flows or smaller windows",
                     rt.name.value, ra.name.value, host.mtu_bytes
                 ),
             ));
@@ -437,7 +440,12 @@ impl<'a> Loader<'a> {
 
     /// The tenants and their applications, each name unique in its scope, within the
     /// limits on flows and on packets written at once.
-    fn tenants(&self, host: &Host, duration_ps: u64) -> Result<Tenants<'a>, ScenarioError> {
+    fn tenants(
+        &self,
+        host: &Host,
+        network: &Network,
+        duration_ps: u64,
+    ) -> Result<Tenants<'a>, ScenarioError> {
         let (ctx, raw) = (&self.ctx, self.raw);
         let mut out = Tenants {
             tenants: Vec::new(),
@@ -506,7 +514,7 @@ impl<'a> Loader<'a> {
                     ));
                 }
                 let app = ctx.app(ra, ti, &tmeta, host, duration_ps)?;
-                totals.add(ctx, rt, ra, &app, host)?;
+                totals.add(ctx, rt, ra, &app, host, network)?;
                 t.apps.push(out.apps.len());
                 out.apps.push(app);
                 out.raw_apps.push(ra);

@@ -145,11 +145,20 @@ impl App {
         self.schedule.iter().map(|s| s.1).max().unwrap_or(0)
     }
 
-    /// Packets the application writes at once by its own limits when all its flows start:
+    /// Packets the application holds at once by its own limits when all its flows start:
     /// each bulk flow its window (whole segments of MTU packets), each closed-loop request/response
-    /// flow its largest response (see [`MAX_BURST_PACKETS`](super::MAX_BURST_PACKETS)).
-    pub fn burst_packets(&self, host: &Host) -> u64 {
+    /// flow its largest response, each TCP connection (of `net`) what TCP small queues let it
+    /// keep in the host and the segments its receive window lets it keep in flight (see
+    /// [`MAX_BURST_PACKETS`](super::MAX_BURST_PACKETS)).
+    pub fn burst_packets(&self, host: &Host, net: &crate::net::Network) -> u64 {
         let mtu = u64::from(host.mtu_bytes.max(1));
+        if self.kind.over_tcp() {
+            let t = &net.tcp;
+            let held = t.tsq_bytes.max(u64::from(t.tso_bytes)) + t.rwnd_bytes;
+            return held
+                .div_ceil(u64::from(t.mss.max(1)))
+                .saturating_mul(u64::from(self.max_flows()));
+        }
         let per_flow = match &self.kind {
             AppKind::Bulk { window_bytes } => {
                 // As `Sim::refill` writes: segments of min(segment, window) bytes.
@@ -161,11 +170,7 @@ impl App {
                 closed_loop: true,
                 ..
             } => size.max_bytes().div_ceil(mtu),
-            AppKind::RequestResponse { .. } | AppKind::Udp { .. } => 0,
-            // A connection writes what its window and TCP small queues allow as ACKs come
-            // back, not at once: bounded by `network.tcp.tsq` per flow (checked with the
-            // network, `Ctx::network`).
-            AppKind::Tcp => 0,
+            AppKind::RequestResponse { .. } | AppKind::Udp { .. } | AppKind::Tcp => 0,
         };
         per_flow.saturating_mul(u64::from(self.max_flows()))
     }
