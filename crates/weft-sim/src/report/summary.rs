@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::{headline_app, round, Analysed};
 use crate::metrics::Latency;
 use crate::scenario::{AppKind, Scenario, Tenant};
+use crate::sim::{ReceiverTotals, TcpCounts};
 
 /// Entries keyed by a name (a model, a tenant, an application, a set of backlogged
 /// tenants), written as a JSON object in the order they were added. A name added again
@@ -152,7 +153,7 @@ pub struct NicSummary {
     pub switch: Option<SwitchSummary>,
     /// The receiving host's path (runs with TCP applications only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub receiver: Option<ReceiverSummary>,
+    pub receiver: Option<ReceiverTotals>,
     /// Per tenant, in the scenario's order.
     pub tenants: ByName<TenantSummary>,
 }
@@ -220,25 +221,9 @@ pub struct TcpSummary {
     /// Payload that reached the receivers in order within the run, as bit/s (`mean_bps`
     /// counts frames on the host's wire, retransmissions and headers included).
     pub goodput_bps: f64,
-    /// Segments sent again, of them by fast retransmit, and retransmission timeouts.
-    pub retransmitted_segments: u64,
-    pub fast_retransmits: u64,
-    pub timeouts: u64,
-    /// Window cuts on ECN echoes (DCTCP).
-    pub ecn_reductions: u64,
-    /// Segments that reached a receiver beyond a hole, and after a later one (reordering).
-    pub out_of_order: u64,
-    pub reordered: u64,
-}
-
-/// The receiving host's path over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReceiverSummary {
-    /// Packets its cores processed, and packets dropped at a full ring.
-    pub processed: u64,
-    pub dropped: u64,
-    /// The most packets a core's ring held when one arrived.
-    pub max_ring: u64,
+    /// Its connections' retransmissions, timeouts, ECN cuts and reordering.
+    #[serde(flatten)]
+    pub counts: TcpCounts,
 }
 
 /// The switch port's counts over the run.
@@ -441,11 +426,7 @@ impl NicSummary {
                 mean_backlog_bytes: round(w.mean_backlog_bytes, 6),
                 max_backlog_bytes: w.max_backlog_bytes,
             }),
-            receiver: r.receiver.map(|x| ReceiverSummary {
-                processed: x.processed,
-                dropped: x.dropped,
-                max_ring: x.max_ring,
-            }),
+            receiver: r.receiver,
             tenants: sc
                 .tenants
                 .iter()
@@ -572,12 +553,7 @@ impl AppSummary {
             tcp: r.app_tcp[i].map(|t| TcpSummary {
                 connections: t.connections,
                 goodput_bps: (t.delivered_bytes as f64 * 8.0 / dur_s).round(),
-                retransmitted_segments: t.retransmitted_segments,
-                fast_retransmits: t.fast_retransmits,
-                timeouts: t.timeouts,
-                ecn_reductions: t.ecn_reductions,
-                out_of_order: t.out_of_order,
-                reordered: t.reordered,
+                counts: t.counts,
             }),
         }
     }

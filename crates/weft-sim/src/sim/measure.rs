@@ -77,6 +77,14 @@ pub struct TcpTotals {
     pub connections: u64,
     /// Payload bytes that reached the receivers in order within the run (goodput).
     pub delivered_bytes: u64,
+    /// Their events, as summary.json writes them.
+    pub counts: TcpCounts,
+}
+
+/// The events of a TCP application's connections (summary.json's `tcp`, after
+/// `goodput_bps`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TcpCounts {
     /// Segments sent again, of them by fast retransmit, and retransmission timeouts.
     pub retransmitted_segments: u64,
     pub fast_retransmits: u64,
@@ -101,8 +109,9 @@ pub struct SwitchTotals {
     pub mean_backlog_bytes: f64,
 }
 
-/// What the receiving host's path counted over the run ([`crate::net::RxPath`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the receiving host's path counted over the run ([`crate::net::RxPath`]), as
+/// summary.json's `receiver` writes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReceiverTotals {
     /// Packets its cores processed, and packets dropped at a full ring.
     pub processed: u64,

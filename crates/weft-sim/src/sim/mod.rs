@@ -75,7 +75,7 @@ use crate::scenario::{Scenario, DEFAULT_MAX_EVENTS};
 
 use apps::{build_flows, Flow};
 use event_loop::Sim;
-pub use measure::{Gaps, NicRun, ReceiverTotals, SwitchTotals, TcpTotals};
+pub use measure::{Gaps, NicRun, ReceiverTotals, SwitchTotals, TcpCounts, TcpTotals};
 
 /// A run that reached its event budget ([`Scenario::max_events`]) before the end of its
 /// simulated time: it stopped there, and its results are discarded.

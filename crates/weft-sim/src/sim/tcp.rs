@@ -314,12 +314,13 @@ impl<N: Nic> Sim<'_, N> {
             let t = self.out.app_tcp[app].get_or_insert_with(TcpTotals::default);
             t.connections += 1;
             t.delivered_bytes += c.delivered;
-            t.retransmitted_segments += s.retransmitted_segments;
-            t.fast_retransmits += s.fast_retransmits;
-            t.timeouts += s.timeouts;
-            t.ecn_reductions += s.ecn_reductions;
-            t.out_of_order += r.out_of_order;
-            t.reordered += r.reordered;
+            let n = &mut t.counts;
+            n.retransmitted_segments += s.retransmitted_segments;
+            n.fast_retransmits += s.fast_retransmits;
+            n.timeouts += s.timeouts;
+            n.ecn_reductions += s.ecn_reductions;
+            n.out_of_order += r.out_of_order;
+            n.reordered += r.reordered;
         }
         let ps = net.port.stats();
         self.out.switch = Some(SwitchTotals {
