@@ -184,6 +184,11 @@ impl FastEngine {
                 if *out == 0 {
                     self.classes[from as usize].state &= !CLASS_OUT;
                 }
+                if s.flags & TAKEN_BACK != 0 {
+                    // Counted until now, though its class took its reservation back.
+                    self.slots[slot as usize].flags &= !TAKEN_BACK;
+                    self.class_backlog -= 1;
+                }
             }
             if let Some((top, st)) = self.senic_bind(&s, slot, now) {
                 self.defer_senic(slot, top, st);

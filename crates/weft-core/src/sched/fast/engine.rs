@@ -128,8 +128,11 @@ impl Engine for FastEngine {
             self.release_if_due(now);
             // Pipelined only while no packet waits for `outstanding` (a departure that admits
             // one pushes it into the tree, which could change the pops after it) and no
-            // shaping class holds packets (a departure or a hold may make a class's next
-            // packet due at once, and its release could change the pops after it).
+            // shaping class is busy (`class_backlog`: a departure or a hold may make a class's
+            // next packet due at once, and its release could change the pops after it; a
+            // class busy with a packet it released, even one whose reservation it took
+            // back, holds a popped packet it has not passed, due at once if it has the
+            // tokens).
             if self.waiting_packets != 0 || self.class_backlog != 0 {
                 while sent < max {
                     let Some(d) = self.dequeue(now) else { break };

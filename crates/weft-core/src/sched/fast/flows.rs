@@ -215,7 +215,8 @@ impl FastEngine {
         );
     }
 
-    /// Checks that every flow's holdings equal the sum over the held slots (debug builds).
+    /// Checks that every flow's holdings equal the sum over the held slots, and the
+    /// classes' lists and counts their packets (debug builds).
     pub(super) fn debug_check_holdings(&self) {
         // Small engines only (the property tests): it scans every slot.
         if !cfg!(debug_assertions) || self.flows.len > 64 || self.slots.len() > 512 {
@@ -287,6 +288,35 @@ impl FastEngine {
                 self.class_out[c]
             );
         }
+        // `class_backlog`: the packets in the classes' queues, the reservations held, and
+        // the released packets in the tree whose class took their reservation back; zero
+        // only when no class is busy.
+        let mut backlog: usize = self.classes.iter().map(|q| q.held as usize).sum();
+        for i in (0..self.slots.len()).filter(|&i| free[i / 64] & (1 << (i % 64)) == 0) {
+            let s = &self.slots[i];
+            backlog += s.out.count_ones() as usize;
+            let path = self.shaping[i].as_slice();
+            let j = path.iter().position(|&x| s.from != NO && x.get() == s.from);
+            let taken = j.is_some_and(|j| s.out & (1 << j) == 0);
+            debug_assert_eq!(
+                taken,
+                s.flags & TAKEN_BACK != 0,
+                "slot {i}: released by {}, out {:#b}, flags {:#x}",
+                s.from,
+                s.out,
+                s.flags
+            );
+            backlog += taken as usize;
+        }
+        debug_assert_eq!(
+            backlog, self.class_backlog,
+            "class backlog: {backlog} packets queued, reservations and taken back, {} counted",
+            self.class_backlog
+        );
+        debug_assert!(
+            self.class_backlog != 0 || self.classes.iter().all(|q| !q.busy()),
+            "no class backlog counted, but a class is busy"
+        );
         for i in 0..self.flows.len {
             let f = self.flows.get(i);
             let (p, b) = sum[i as usize];

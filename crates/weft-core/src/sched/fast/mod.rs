@@ -80,7 +80,8 @@
 //! `enqueue_flow_batch` read all their flow records before the first enqueue, and
 //! [`Engine::dequeue_batch`] pops up to 16 packets' paths, then reads their records, then
 //! sends them in order (exact: the pops do not depend on the sends, as long as no packet
-//! waits for `outstanding`). Hand-written (no crate provides a PIFO tree).
+//! waits for `outstanding` and no shaping class is busy, not even with a packet it released
+//! and took the reservation back from). Hand-written (no crate provides a PIFO tree).
 //!
 //! Files: this one holds the records, the engine's state and its construction; `flows`
 //! the flow records, `admit` admission (ranks and entries), `shaping` the shaping classes
@@ -351,7 +352,7 @@ struct Slot {
     flow: u32,
     leaf_node: u32,
     leaf: u32,
-    /// [`HAS_DEADLINE`], [`HAS_SLACK`].
+    /// [`HAS_DEADLINE`], [`HAS_SLACK`], [`UNRANKED`], [`PARKED`], [`TAKEN_BACK`].
     flags: u8,
     /// Bit `i`: it has been released by the queue of its `i`-th shaping class, and is first
     /// in line for that class's tokens from then on (see the reference).
@@ -376,6 +377,10 @@ const UNRANKED: u8 = 4;
 /// [`Slot::flags`]: it waits in a shaping class's queue holding reservations at inner
 /// classes, and is on the list `FastEngine::park_head` starts.
 const PARKED: u8 = 8;
+/// [`Slot::flags`]: it is in the tree, released by the class in [`Slot::from`], which took
+/// its reservation back (`FastEngine::revoke`); it keeps that class busy, and counts in
+/// `FastEngine::class_backlog`, until it is popped.
+const TAKEN_BACK: u8 = 16;
 
 impl Slot {
     fn deadline(&self) -> Option<u64> {
@@ -583,7 +588,11 @@ pub struct FastEngine {
     class_max_cost: Vec<u128>,
     /// Every class PIFO's entries, in one pool.
     class_pifos: PairingHeaps,
-    /// Packets in the classes' queues, plus those they released that are still in the tree.
+    /// Packets in the classes' queues, plus the reservations packets hold at classes, plus
+    /// the packets a class released that are still in the tree though it took their
+    /// reservation back ([`TAKEN_BACK`]): zero exactly when no class is busy
+    /// ([`ClassRt::busy`]: one that holds packets, has packets out or has tokens reserved),
+    /// which [`Engine::dequeue_batch`] needs to pipeline its pops.
     class_backlog: usize,
     /// Bytes each packet counts for at shaping classes and fair shares beyond its frame
     /// (the link's overhead, unless the policy counts frames only).

@@ -535,9 +535,15 @@ impl FastEngine {
         sl.out &= !(1 << j);
         sl.passed &= !(1 << j);
         let (out, wire) = (sl.out, sl.bytes.saturating_add(self.overhead));
+        // A packet `c` released that is still in the tree keeps `c` busy until it is popped
+        // (`class_out`), so it stays in `class_backlog` until then (`send`).
+        if sl.from == c {
+            sl.flags |= TAKEN_BACK;
+        } else {
+            self.class_backlog -= 1;
+        }
         self.revoked[slot as usize] |= 1 << j;
         self.classes[c as usize].b.unreserve(wire);
-        self.class_backlog -= 1;
         out
     }
 
