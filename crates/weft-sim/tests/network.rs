@@ -287,3 +287,32 @@ fn what_tcp_connections_hold_is_bounded_when_loading() {
     ))
     .unwrap();
 }
+
+/// A packet's wait in the receiving host is its core's work ahead of it plus its own: with
+/// a core faster than the link (0.5 µs a packet; a full frame takes 1.216 µs on the wire)
+/// every packet waits exactly 0.5 µs; with a slower one (2 µs) and a ring of 64, the core
+/// falls behind, the ring fills and drops, and no packet waits more than 64 × 2 µs.
+#[test]
+fn a_receive_core_delays_packets_by_the_work_ahead_of_them() {
+    let rx = |cpu: &str| {
+        let net = format!("{{receiver: {{cores: 1, ring: 64, cpu_per_packet: {cpu}}}}}");
+        let s = summary(
+            &load(&two_tenants(1, 1, &net, "10ms")).unwrap(),
+            &[NicKind::Mq],
+        );
+        let tcp = s["nics"]["mq"]["tenants"]["A"]["apps"]["iperf"]["tcp"].clone();
+        (tcp, s["nics"]["mq"]["receiver"].clone())
+    };
+    let (fast, r) = rx("500ns");
+    let d = &fast["rx_delay_us"];
+    for p in ["p50", "p99"] {
+        let v = d[p].as_f64().unwrap();
+        assert!((v - 0.5).abs() < 0.005, "{p} {v} µs: {d}");
+    }
+    assert_eq!(r["dropped"], 0, "{r}");
+    let (slow, r) = rx("2us");
+    let d = &slow["rx_delay_us"];
+    assert!(d["p99"].as_f64().unwrap() <= 128.0 * 1.01, "{d}");
+    assert!(d["p50"].as_f64().unwrap() > 2.0, "{d}");
+    assert!(r["dropped"].as_u64().unwrap() > 0, "{r}");
+}

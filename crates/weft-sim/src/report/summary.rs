@@ -224,6 +224,8 @@ pub struct TcpSummary {
     /// Its connections' retransmissions, timeouts, ECN cuts and reordering.
     #[serde(flatten)]
     pub counts: TcpCounts,
+    /// How long its packets waited in the receiving host (ring and CPU), µs.
+    pub rx_delay_us: LatencySummary,
 }
 
 /// The switch port's counts over the run.
@@ -554,6 +556,7 @@ impl AppSummary {
                 connections: t.connections,
                 goodput_bps: (t.delivered_bytes as f64 * 8.0 / dur_s).round(),
                 counts: t.counts,
+                rx_delay_us: LatencySummary::new(&r.app_rx_delay[i]),
             }),
         }
     }

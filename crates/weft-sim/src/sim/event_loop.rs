@@ -217,6 +217,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 requests_done: vec![0; napps],
                 app_gaps: vec![Gaps::default(); napps],
                 app_tcp: vec![None; napps],
+                app_rx_delay: vec![Latency::default(); napps],
                 switch: None,
                 receiver: None,
                 events: 0,

@@ -60,6 +60,10 @@ pub struct NicRun {
     pub app_gaps: Vec<Gaps>,
     /// Per application of kind `tcp`: its connections' counts (`None` for the others).
     pub app_tcp: Vec<Option<TcpTotals>>,
+    /// Per application over TCP: how long its packets waited in the receiving host, from
+    /// reaching its NIC to a receive core finishing with them (ring and CPU), ps, for the
+    /// packets finished within the run (empty for the others).
+    pub app_rx_delay: Vec<Latency>,
     /// The switch port's counts, when the run had TCP applications.
     pub switch: Option<SwitchTotals>,
     /// The receiving host's counts, when the run had TCP applications.

@@ -226,12 +226,16 @@ impl<N: Nic> Sim<'_, N> {
         let Offer::Forwarded { done_ps, ce } = offer else {
             return;
         };
-        let Some(at_rx) = self.net().rx.offer(done_ps.saturating_add(delay), p.flow) else {
+        let at_host = done_ps.saturating_add(delay);
+        let Some(at_rx) = self.net().rx.offer(at_host, p.flow) else {
             return;
         };
         if at_rx > end {
             return;
         }
+        self.out.app_rx_delay[p.app as usize]
+            .done
+            .record(at_rx - at_host);
         let mut done = std::mem::take(&mut self.done_slots);
         let conn = self.net().conns[p.flow as usize]
             .as_mut()
