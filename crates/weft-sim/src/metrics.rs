@@ -369,8 +369,27 @@ pub fn windows(sc: &Scenario, run: &NicRun, model: &IdealModel) -> Windows {
                 }
             })
             .collect();
-        let total: f64 = bytes.iter().sum::<u64>() as f64;
-        let ideal = model.divide(&demand, total, wsec);
+        // Each sending host divides what its own link sent by the policy among its own
+        // applications.
+        let ideal = if sc.network.hosts <= 1 {
+            let total: f64 = bytes.iter().sum::<u64>() as f64;
+            model.divide(&demand, total, wsec)
+        } else {
+            let mut ideal = vec![0.0; napps];
+            for h in 0..sc.network.hosts {
+                let on = |i: usize| sc.apps[i].host == h;
+                let d: Vec<f64> = (0..napps)
+                    .map(|i| if on(i) { demand[i] } else { 0.0 })
+                    .collect();
+                let total: f64 = (0..napps).filter(|&i| on(i)).map(|i| bytes[i] as f64).sum();
+                for (i, x) in model.divide(&d, total, wsec).into_iter().enumerate() {
+                    if on(i) {
+                        ideal[i] += x;
+                    }
+                }
+            }
+            ideal
+        };
         let mut tenants: Vec<usize> = Vec::new();
         for (t, ten) in sc.tenants.iter().enumerate() {
             if ten.apps.iter().any(|&a| greedy[a]) {

@@ -53,7 +53,7 @@ fn a_network_that_cannot_be_is_refused_where_it_is_written() {
         ("{delay: 5000000s}", "at most 2^62 ps"),
         (
             "{jitter: 1us}",
-            "unknown key `jitter` (known: delay, completion, switch, receiver, tcp)",
+            "unknown key `jitter` (known: hosts, delay, completion, switch, receiver, tcp)",
         ),
     ] {
         let e = load(&two_tenants(1, 1, block, "1ms")).expect_err(block);
@@ -315,4 +315,107 @@ fn a_receive_core_delays_packets_by_the_work_ahead_of_them() {
     assert!(d["p99"].as_f64().unwrap() <= 128.0 * 1.01, "{d}");
     assert!(d["p50"].as_f64().unwrap() > 2.0, "{d}");
     assert!(r["dropped"].as_u64().unwrap() > 0, "{r}");
+}
+
+/// Four tenants on four sending hosts, each tenant's line to itself: `network.hosts` and
+/// each application's `host` and `to` (`to` only over TCP).
+fn four_hosts(to: [&str; 4], network: &str) -> String {
+    let mut t = format!(
+        "duration: 30ms\nwindow: 1ms\nseed: 5\nhost: {{cores: 2}}\nnetwork: {{hosts: 4, {network}}}\n\
+         policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
+         \x20   - {{name: r, type: wfq}}\n"
+    );
+    for i in 0..4 {
+        t += &format!("    - {{name: t{i}, type: leaf, parent: r, match: {{tenant: {i}}}}}\n");
+    }
+    t += "tenants:\n";
+    for (i, to) in to.iter().enumerate() {
+        t += &format!(
+            "  - name: T{i}\n    meta: {{tenant: {i}}}\n    apps:\n      - {{name: iperf, kind: tcp, flows: 2, host: {i}, to: {to}}}\n"
+        );
+    }
+    t
+}
+
+/// Incast: four hosts send to one receiver through one port at the links' rate. The port
+/// is the bottleneck, so each host's link is busy about a quarter of the time (the
+/// summary's utilization is the mean over the hosts' links), the port runs full, and
+/// DCTCP shares it among the eight connections: every tenant gets 0.25 ± 0.1 of the
+/// goodput. (NewReno on a drop-tail port locks three hosts out instead: the first to fill
+/// the buffer keeps it while the others' retransmissions meet it full, a lockout that
+/// arrivals in lockstep, with no jitter, make worse.) Sent host to host in a ring instead
+/// (0 to 1, 1 to 2, ...), every flow has a port of its own and goes at nearly its link's
+/// rate.
+#[test]
+fn hosts_sharing_a_receiver_share_its_port_and_a_ring_does_not() {
+    let good = |s: &Value| -> Vec<f64> {
+        (0..4)
+            .map(|i| {
+                s["nics"]["mq"]["tenants"][format!("T{i}")]["apps"]["iperf"]["tcp"]["goodput_bps"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let payload = 10e9 * 1448.0 / 1520.0;
+    let s = summary(
+        &load(&four_hosts(
+            ["receiver"; 4],
+            "switch: {buffer: 512kb, ecn: 97kb}, tcp: {cc: dctcp}",
+        ))
+        .unwrap(),
+        &[NicKind::Mq],
+    );
+    let g = good(&s);
+    let total: f64 = g.iter().sum();
+    assert!(
+        total > 0.85 * payload,
+        "incast goodput {total} of {payload}: {g:?}"
+    );
+    for x in &g {
+        assert!((x / total - 0.25).abs() < 0.1, "shares {g:?}");
+    }
+    let util = s["nics"]["mq"]["link_utilization"].as_f64().unwrap();
+    assert!(util > 0.2 && util < 0.35, "mean link utilization {util}");
+    let s = summary(
+        &load(&four_hosts(["1", "2", "3", "0"], "switch: {buffer: 512kb}")).unwrap(),
+        &[NicKind::Mq],
+    );
+    for x in good(&s) {
+        assert!(x > 0.85 * payload, "ring goodput {x} of {payload}");
+    }
+}
+
+/// `host` must name a sending host, `to` another one or `receiver`, and only applications
+/// over TCP go anywhere.
+#[test]
+fn hosts_that_do_not_exist_are_refused() {
+    let t = four_hosts(["receiver"; 4], "delay: 5us");
+    for (from, to, want) in [
+        (
+            "host: 3, to: receiver",
+            "host: 4, to: receiver",
+            "host 4: the network has 4 sending hosts",
+        ),
+        (
+            "host: 3, to: receiver",
+            "host: 3, to: 3",
+            "to `3`: expected `receiver` or another",
+        ),
+        (
+            "host: 3, to: receiver",
+            "host: 3, to: 9",
+            "to `9`: expected",
+        ),
+        (
+            "kind: tcp, flows: 2, host: 3, to: receiver",
+            "kind: bulk, flows: 2, host: 3, to: 0",
+            "`to` belongs to applications over TCP",
+        ),
+    ] {
+        let e = load(&t.replace(from, to)).unwrap_err();
+        assert!(e.contains(want), "{to}: {e}");
+    }
+    let e = load(&t.replace("hosts: 4", "hosts: 65")).unwrap_err();
+    assert!(e.contains("1..=64 sending hosts"), "{e}");
 }

@@ -1,8 +1,9 @@
 //! The network behind the sending host's link, for TCP applications: the path a flow's
 //! packets cross after they leave the NIC model, and the way its ACKs come back.
 //!
-//! **What.** A dumbbell with one switch. The sending host's link (the policy's `link`)
-//! ends at a switch whose output port towards the receivers ([`SwitchPort`]) has a rate,
+//! **What.** One switch. Each sending host's link (the policy's `link`; `hosts` of them)
+//! ends at the switch, whose output port towards each destination (every sending host,
+//! and the receiver at the far end; [`SwitchPort`]) has a rate,
 //! a drop-tail buffer and an ECN marking threshold (DCTCP's instantaneous marking: a frame
 //! is marked CE when the backlog it joins exceeds the threshold, RFC 8257 §3.1). Each of
 //! the two links (host to switch, switch to receiver) has a one-way propagation delay, so
@@ -21,6 +22,7 @@
 //!
 //! ```yaml
 //! network:
+//!   hosts: 1                       # sending hosts
 //!   delay: 5us                     # one-way, each link
 //!   completion: 10us               # TX completion, after the last bit leaves the NIC
 //!   switch: {rate: 10gbit, buffer: 1mb, ecn: 100kb}   # rate: the link's; no ecn: no marks
@@ -31,8 +33,8 @@
 //! **Invariants.** A port forwards frames in the order they reach it, each starting when
 //! the previous one ends; the bytes it holds (counted as wire bytes: frame plus the link's
 //! per-frame overhead) never exceed its buffer; a frame is either dropped or forwarded,
-//! never both. The simulator offers frames to the port in their arrival order, which is
-//! their departure order from the one sending host.
+//! never both. The simulator offers frames to a port in their arrival order (with one
+//! sending host, their departure order; with several, timed events put them in order).
 //!
 //! **Cost.** O(1) a frame: the port keeps the time its last accepted frame ends and derives
 //! its backlog from it (a FIFO at a constant rate holds exactly the bits it has yet to
@@ -47,12 +49,19 @@ use crate::tcp::TcpConfig;
 /// `mtu` carries `mtu − 52` payload bytes by default, as Linux's 1,448 in 1,500.
 pub const TCP_HEADER_BYTES: u32 = 52;
 
+/// The most sending hosts a network has (each runs its own NIC model, visited at every
+/// instant of the run).
+pub const MAX_HOSTS: u16 = 64;
+
 /// Frame bytes of an ACK on the reverse path (a minimum Ethernet frame).
 pub const ACK_FRAME_BYTES: u32 = 64;
 
 /// The network of a scenario (`network:`), used by its TCP applications.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Network {
+    /// Sending hosts, alike (the scenario's `host`, each with its own NIC of the model
+    /// run and its own link), at least 1 and at most [`MAX_HOSTS`].
+    pub hosts: u16,
     /// One-way propagation delay of each link (host to switch, switch to receiver), ps.
     pub delay_ps: u64,
     /// After the last bit of a packet leaves the NIC, the host learns it left (TX
@@ -95,6 +104,7 @@ impl Network {
     /// The defaults for a host whose link is `link` and whose full frames are `mtu_bytes`.
     pub fn defaults(link: &Link, mtu_bytes: u32) -> Network {
         Network {
+            hosts: 1,
             delay_ps: 5_000_000,
             completion_ps: 10_000_000,
             port: PortSpec {

@@ -405,7 +405,8 @@ impl NicSummary {
         let c = r.counters;
         // The fraction of the run the link was busy (a frame still on the wire at the end
         // counts only up to the end): at most 1.
-        let util = r.wire_busy_ps as f64 / sc.duration_ps as f64;
+        // Over every sending host's link.
+        let util = r.wire_busy_ps as f64 / sc.duration_ps as f64 / r.links.max(1) as f64;
         NicSummary {
             jain_min: (!jains.is_empty()).then(|| round(jain_min, 6)),
             jain_mean: (!jains.is_empty()).then(|| round(jain_mean, 6)),

@@ -13,9 +13,10 @@ use weft_core::policy::{self, Link};
 use weft_core::units;
 
 use super::model::{App, AppKind, Host, SizeDist, EXP_MAX_OVER_MEAN};
-use super::raw::RawApp;
+use super::raw::{RawApp, Scalar};
 use super::ScenarioError;
 use super::{MAX_OFFERED_LOAD, MAX_SIZE_BYTES};
+use crate::net::Network;
 
 /// An application's flow counts over time, `(time ps, flows)` steps, and where each step was
 /// written ([`App::schedule`], [`App::schedule_at`]).
@@ -275,6 +276,7 @@ impl Ctx<'_> {
         tenant: usize,
         tmeta: &PacketMeta,
         host: &Host,
+        net: &Network,
         duration_ps: u64,
     ) -> Result<App, ScenarioError> {
         self.misplaced_keys(ra)?;
@@ -292,6 +294,7 @@ impl Ctx<'_> {
             }
         };
         let cores = self.app_cores(ra, tenant, host)?;
+        let (on, to) = self.app_hosts(ra, &kind, net)?;
         let (schedule, schedule_at) = self.schedule(ra, &kind, duration_ps)?;
         let dcb_class = match &ra.dcb_class {
             Some(c) if c.value > 7 => {
@@ -310,7 +313,62 @@ impl Ctx<'_> {
             schedule_at,
             prioritized: ra.prioritized,
             dcb_class,
+            host: on,
+            to,
         })
+    }
+
+    /// The sending host the application runs on (`host`) and where its TCP connections go
+    /// (`to`: a host's index or `receiver`, the default), each within `network.hosts`.
+    fn app_hosts(
+        &self,
+        ra: &RawApp,
+        kind: &AppKind,
+        net: &Network,
+    ) -> Result<(u16, u16), ScenarioError> {
+        let on = match &ra.host {
+            None => 0,
+            Some(h) if h.value < net.hosts => h.value,
+            Some(h) => {
+                return Err(self.err(
+                    &h.referenced,
+                    format!(
+                        "host {}: the network has {} sending host{} (`network.hosts`), \
+                         numbered from 0",
+                        h.value,
+                        net.hosts,
+                        if net.hosts == 1 { "" } else { "s" }
+                    ),
+                ))
+            }
+        };
+        let to = match &ra.to {
+            None => net.hosts,
+            Some(t) if !kind.over_tcp() => {
+                return Err(self.err(
+                    &t.referenced,
+                    "`to` belongs to applications over TCP (`tcp`, or request-response with \
+                     `transport: tcp`): other packets end at the far end of the link"
+                        .into(),
+                ))
+            }
+            Some(t) => match &t.value {
+                Scalar::Str(s) if s == "receiver" => net.hosts,
+                Scalar::Int(i) if *i < u64::from(net.hosts) && *i != u64::from(on) => *i as u16,
+                other => {
+                    return Err(self.err(
+                        &t.referenced,
+                        format!(
+                            "to `{}`: expected `receiver` or another sending host's index, \
+                             0..{} (`network.hosts`)",
+                            other.text(),
+                            net.hosts
+                        ),
+                    ))
+                }
+            },
+        };
+        Ok((on, to))
     }
 
     /// The application's packet metadata: its tenant's, with its own `meta` over it.

@@ -513,7 +513,7 @@ impl<'a> Loader<'a> {
                         ),
                     ));
                 }
-                let app = ctx.app(ra, ti, &tmeta, host, duration_ps)?;
+                let app = ctx.app(ra, ti, &tmeta, host, network, duration_ps)?;
                 totals.add(ctx, rt, ra, &app, host, network)?;
                 t.apps.push(out.apps.len());
                 out.apps.push(app);

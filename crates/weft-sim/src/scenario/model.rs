@@ -127,6 +127,11 @@ pub struct App {
     pub prioritized: Option<bool>,
     /// DCB class for `mq-pri`/`mq-fair` (`None`: derived).
     pub dcb_class: Option<u8>,
+    /// The sending host its flows run on (`network.hosts`; 0 with one host).
+    pub host: u16,
+    /// Where its TCP connections go: a sending host's index, or `network.hosts` for the
+    /// receiver at the far end of the switch (the default).
+    pub to: u16,
 }
 
 impl App {

@@ -11,7 +11,7 @@ use serde_saphyr::Spanned;
 use super::ctx::Ctx;
 use super::raw::RawNetwork;
 use super::{Host, ScenarioError};
-use crate::net::{Network, TCP_HEADER_BYTES};
+use crate::net::{Network, MAX_HOSTS, TCP_HEADER_BYTES};
 use crate::tcp::Cc;
 
 /// The longest delay or timeout a scenario may give, ps.
@@ -44,6 +44,18 @@ impl Ctx<'_> {
         let Some(raw) = raw else {
             return Ok(n);
         };
+        if let Some(h) = &raw.hosts {
+            if !(1..=MAX_HOSTS).contains(&h.value) {
+                return Err(self.err(
+                    &h.referenced,
+                    format!(
+                        "hosts {}: a network has 1..={MAX_HOSTS} sending hosts",
+                        h.value
+                    ),
+                ));
+            }
+            n.hosts = h.value;
+        }
         if let Some(d) = &raw.delay {
             n.delay_ps = self.net_time(d, false)?;
         }

@@ -49,6 +49,7 @@ pub(super) struct RawScenario {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawNetwork {
+    pub(super) hosts: Option<Spanned<u16>>,
     pub(super) delay: Option<Spanned<String>>,
     pub(super) completion: Option<Spanned<String>>,
     pub(super) switch: Option<RawSwitch>,
@@ -137,6 +138,8 @@ pub(super) struct RawApp {
     pub(super) dcb_class: Option<Spanned<u8>>,
     pub(super) closed_loop: Option<Spanned<bool>>,
     pub(super) transport: Option<Spanned<String>>,
+    pub(super) host: Option<Spanned<u16>>,
+    pub(super) to: Option<Spanned<Scalar>>,
 }
 
 #[derive(Deserialize)]

@@ -57,7 +57,11 @@ impl FlowsAt {
 #[derive(Debug, Clone)]
 pub(super) struct Flow {
     pub(super) app: u16,
+    /// Its sending host, and its core there.
+    pub(super) host: u16,
     pub(super) core: u16,
+    /// Where its TCP connection goes (`App::to`).
+    pub(super) to: u16,
     pub(super) active: bool,
     pub(super) retry_pending: bool,
     pub(super) queued_bytes: u64,
@@ -92,7 +96,9 @@ pub(super) fn build_flows(sc: &Scenario) -> Vec<Flow> {
             }
             flows.push(Flow {
                 app: ai as u16,
+                host: a.host,
                 core,
+                to: a.to,
                 active: false,
                 retry_pending: false,
                 queued_bytes: 0,
@@ -204,6 +210,7 @@ impl<N: Nic> Sim<'_, N> {
             Ev::AckIn { flow, ack, ece } => self.tcp_ack(now, flow, ack, ece),
             Ev::Rto { flow } => self.tcp_timer(now, flow),
             Ev::Migrate => self.migrate(now),
+            Ev::PortIn { flow, seq, payload } => self.tcp_at_port(now, flow, seq, payload),
             Ev::TcpRequest { flow, slot } => self.tcp_respond(now, flow, slot),
         }
     }
@@ -286,7 +293,7 @@ impl<N: Nic> Sim<'_, N> {
     pub(super) fn send(&mut self, now: u64, fi: u32, bytes: u64, req: u32) {
         let mtu = self.sc.host.mtu_bytes as u64;
         let f = &self.flows[fi as usize];
-        let (app, core, meta) = (f.app, f.core, f.meta);
+        let (app, core, meta, host) = (f.app, f.core, f.meta, f.host);
         if req == u32::MAX && bytes > 0 {
             *self.queued[app as usize].entry(now).or_insert(0) += bytes.div_ceil(mtu);
         }
@@ -305,9 +312,9 @@ impl<N: Nic> Sim<'_, N> {
                 seq: 0,
             };
             self.flows[fi as usize].queued_bytes += b;
-            self.nic.submit(now, pkt, &meta);
+            self.nics[host as usize].submit(now, pkt, &meta);
         }
-        self.nic.flush(now, core);
+        self.nics[host as usize].flush(now, core);
     }
 
     /// Tops a bulk flow up to its window, a segment at a time.
@@ -354,6 +361,8 @@ mod tests {
                 schedule_at: vec![None; sched.len()],
                 prioritized: None,
                 dcb_class: None,
+                host: 0,
+                to: 1,
             };
             let idx = FlowsAt::new(&app);
             for &(t, _) in sched {

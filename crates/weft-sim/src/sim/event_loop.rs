@@ -63,6 +63,13 @@ pub(super) enum Ev {
     },
     /// Flows move between their applications' cores (`host.migrate`).
     Migrate,
+    /// A TCP packet reaches the switch (several sending hosts: their arrivals at a port
+    /// are put in time order here).
+    PortIn {
+        flow: u32,
+        seq: u64,
+        payload: u32,
+    },
     /// Request `slot` reaches the host: flow `flow` writes its response into its TCP
     /// connection.
     TcpRequest {
@@ -94,7 +101,8 @@ impl PartialOrd for Timed {
 /// and requests (`apps.rs`), the timed events, and the results so far ([`NicRun`]).
 pub(super) struct Sim<'a, N: Nic> {
     pub(super) sc: &'a Scenario,
-    pub(super) nic: N,
+    /// Each sending host's NIC model (`network.hosts`; one without a network).
+    pub(super) nics: Vec<N>,
     pub(super) flows: Vec<Flow>,
     /// First flow index of each application.
     pub(super) app_flow0: Vec<u32>,
@@ -127,7 +135,12 @@ pub(super) struct Sim<'a, N: Nic> {
 }
 
 impl<'a, N: Nic> Sim<'a, N> {
-    pub(super) fn new(sc: &'a Scenario, kind: NicKind, nic: N, flows: Vec<Flow>) -> Sim<'a, N> {
+    pub(super) fn new(
+        sc: &'a Scenario,
+        kind: NicKind,
+        nics: Vec<N>,
+        flows: Vec<Flow>,
+    ) -> Sim<'a, N> {
         // `load_str` and `Scenario::set_duration` enforce these; a scenario changed in code
         // (`duration_ps` set directly) is checked here, before the windows are allocated.
         assert!(
@@ -173,7 +186,7 @@ impl<'a, N: Nic> Sim<'a, N> {
             .collect();
         Sim {
             sc,
-            nic,
+            nics,
             flows,
             app_flow0,
             app_next_flow: vec![0; napps],
@@ -211,6 +224,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                     .collect(),
                 wire_bytes: 0,
                 wire_busy_ps: 0,
+                links: 1,
                 packets: 0,
                 counters: NicCounters::default(),
                 requests_issued: vec![0; napps],
@@ -273,7 +287,8 @@ impl<'a, N: Nic> Sim<'a, N> {
         let end = sc.duration_ps;
         let link = sc.program.link;
         let mut now = 0u64;
-        let mut link_free = 0u64;
+        // When each sending host's link is free.
+        let mut link_free = vec![0u64; self.nics.len()];
         let mut next_progress = 0u64;
         const PROGRESS_EVERY: u64 = 1 << 16;
         // Wire time of the last frame size seen (most frames are MTU-sized; saves a u128
@@ -286,7 +301,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 }
                 let ev = top.ev;
                 self.heap.pop();
-                self.nic.advance(now);
+                self.nics.iter_mut().for_each(|n| n.advance(now));
                 self.events += 1;
                 self.handle(now, ev);
                 if self.events > self.budget {
@@ -294,15 +309,18 @@ impl<'a, N: Nic> Sim<'a, N> {
                 }
             }
             self.events += 1;
-            self.nic.advance(now);
+            self.nics.iter_mut().for_each(|n| n.advance(now));
             self.drain_drops(now);
-            if now >= link_free {
-                if let Some(p) = self.nic.poll(now) {
+            for (h, free) in link_free.iter_mut().enumerate() {
+                if now < *free {
+                    continue;
+                }
+                if let Some(p) = self.nics[h].poll(now) {
                     if wire_cache.0 != p.bytes {
                         wire_cache = (p.bytes, wire_ps(p.bytes, &link));
                     }
                     let w = wire_cache.1;
-                    link_free = now + w;
+                    *free = now + w;
                     self.depart(now, w, p);
                     self.drain_drops(now);
                 }
@@ -321,11 +339,13 @@ impl<'a, N: Nic> Sim<'a, N> {
             if let Some(Reverse(top)) = self.heap.peek() {
                 next = next.min(top.t);
             }
-            if link_free > now {
-                next = next.min(link_free);
-            }
-            if let Some(t) = self.nic.next_event(now) {
-                next = next.min(t);
+            for (h, &free) in link_free.iter().enumerate() {
+                if free > now {
+                    next = next.min(free);
+                }
+                if let Some(t) = self.nics[h].next_event(now) {
+                    next = next.min(t);
+                }
             }
             debug_assert!(next > now || next == end, "time must advance at {now}");
             now = next.max(now + 1).min(end.max(now + 1));
@@ -340,7 +360,16 @@ impl<'a, N: Nic> Sim<'a, N> {
             self.out.app_queued[app] = q.values().sum();
         }
         self.tcp_totals();
-        self.out.counters = self.nic.counters();
+        self.out.counters = self.nics.iter().fold(NicCounters::default(), |a, n| {
+            let c = n.counters();
+            NicCounters {
+                doorbell_writes: a.doorbell_writes + c.doorbell_writes,
+                descriptor_reads: a.descriptor_reads + c.descriptor_reads,
+                payload_reads: a.payload_reads + c.payload_reads,
+                cpu_ps: a.cpu_ps + c.cpu_ps,
+            }
+        });
+        self.out.links = self.nics.len() as u64;
         self.out.events = self.events;
         Ok(self.out)
     }

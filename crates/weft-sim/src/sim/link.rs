@@ -117,7 +117,9 @@ impl<N: Nic> Sim<'_, N> {
     }
 
     pub(super) fn drain_drops(&mut self, now: u64) {
-        self.nic.take_drops(&mut self.drops);
+        for n in &mut self.nics {
+            n.take_drops(&mut self.drops);
+        }
         if self.drops.is_empty() {
             return;
         }

@@ -43,9 +43,12 @@ pub struct NicRun {
     pub window_latency: Vec<Vec<Option<Latency>>>,
     /// Bytes on the wire including per-frame overhead (of every frame that started).
     pub wire_bytes: u64,
-    /// Time the link spent transmitting within the run, ps: the part of a frame still on
-    /// the wire when the run ends is not counted (at 1 bit/s a 1500 B frame takes 12,000 s).
+    /// Time the links spent transmitting within the run, ps, summed over the sending hosts'
+    /// links: the part of a frame still on the wire when the run ends is not counted (at
+    /// 1 bit/s a 1500 B frame takes 12,000 s).
     pub wire_busy_ps: u64,
+    /// Sending hosts' links (`network.hosts`; 1 without a network).
+    pub links: u64,
     /// Packets transmitted.
     pub packets: u64,
     /// The model's counters.

@@ -1,6 +1,8 @@
 //! The discrete-event simulator: a sending host with C cores, its applications' flows, one NIC
-//! model and a link of the policy's rate, in integer picoseconds. The receiver is the far end
-//! of the link: a packet is delivered when its last bit leaves (no loss on the wire).
+//! model and a link of the policy's rate, in integer picoseconds (or several such hosts, for
+//! TCP applications across a network: `tcp.rs`, [`crate::net`]). The receiver is the far end
+//! of the link: a packet is delivered when its last bit leaves (no loss on the wire), except
+//! a TCP packet, which crosses the network.
 //!
 //! Workloads (see [`crate::scenario::AppKind`]):
 //! * bulk flows keep at most `window_bytes` queued in host and NIC; a flow writes another
@@ -201,51 +203,66 @@ pub fn try_run(
     let flows = build_flows(sc);
     let apps = derive_app_info(sc, kind);
     let h = &sc.host;
+    // Each sending host runs its own NIC model (and, for the engine models, its own engine).
+    let hosts = usize::from(sc.network.hosts.max(1));
     match kind {
         NicKind::Sq | NicKind::Loom | NicKind::Senic => {
             // The policy on weft-core's engine: the fast one, or the reference twin.
             fn on<E: weft_core::sched::Engine>(
                 sc: &Scenario,
                 kind: NicKind,
-                engine: E,
+                engines: Vec<E>,
                 flows: Vec<Flow>,
                 progress: &mut dyn FnMut(u64, u64),
             ) -> Result<NicRun, BudgetExceeded> {
                 let h = &sc.host;
-                let nic = EngineNic::new(
-                    kind,
-                    engine,
-                    &sc.nic_params,
-                    h.cores,
-                    h.cpu_ps_per_packet,
-                    h.cpu_ps_per_doorbell,
-                );
-                Sim::new(sc, kind, nic, flows).run(progress)
+                let nics = engines
+                    .into_iter()
+                    .map(|engine| {
+                        EngineNic::new(
+                            kind,
+                            engine,
+                            &sc.nic_params,
+                            h.cores,
+                            h.cpu_ps_per_packet,
+                            h.cpu_ps_per_doorbell,
+                        )
+                    })
+                    .collect();
+                Sim::new(sc, kind, nics, flows).run(progress)
             }
-            let p = sc.program.clone();
+            let p = &sc.program;
             if sc.nic_params.reference_engine {
-                on(sc, kind, ReferenceEngine::new(p), flows, progress)
+                let engines = (0..hosts)
+                    .map(|_| ReferenceEngine::new(p.clone()))
+                    .collect();
+                on(sc, kind, engines, flows, progress)
             } else {
-                on(sc, kind, FastEngine::new(p), flows, progress)
+                let engines = (0..hosts).map(|_| FastEngine::new(p.clone())).collect();
+                on(sc, kind, engines, flows, progress)
             }
         }
         _ => {
-            let nic = HwqNic::new(
-                kind,
-                &sc.nic_params,
-                h.cores,
-                flows.len(),
-                apps,
-                h.cpu_ps_per_packet,
-                h.cpu_ps_per_doorbell,
-            );
             let policy_qdisc = sc.nic_params.qdisc_of(kind) == crate::nic::MqQdisc::Policy;
-            let nic = if policy_qdisc {
-                nic.with_policy_qdiscs(&sc.program)
-            } else {
-                nic
-            };
-            Sim::new(sc, kind, nic, flows).run(progress)
+            let nics = (0..hosts)
+                .map(|_| {
+                    let nic = HwqNic::new(
+                        kind,
+                        &sc.nic_params,
+                        h.cores,
+                        flows.len(),
+                        apps.clone(),
+                        h.cpu_ps_per_packet,
+                        h.cpu_ps_per_doorbell,
+                    );
+                    if policy_qdisc {
+                        nic.with_policy_qdiscs(&sc.program)
+                    } else {
+                        nic
+                    }
+                })
+                .collect();
+            Sim::new(sc, kind, nics, flows).run(progress)
         }
     }
 }

@@ -14,10 +14,13 @@
 //! lost, as one the port drops is: the connection finds out from duplicate ACKs or its
 //! timer.
 //!
-//! The port and the receiver are visited when the packet leaves the NIC rather than when
-//! it reaches them: exact while one host feeds the port, whose arrivals are then in their
-//! departure order (each `delay` plus its own wire time after its start, and the link
+//! With one sending host, the port and the receiver are visited when the packet leaves the
+//! NIC rather than when it reaches them: exact, since the port's arrivals are then in
+//! their departure order (each `delay` plus its own wire time after its start, and the link
 //! sends one frame after another), and the receiver's state depends only on that order.
+//! With several, a packet reaches the switch as a timed event ([`Ev::PortIn`]), so that
+//! each destination's port takes its arrivals from every host in time order; what follows
+//! the port (its receive path, its receiver) is visited then, in that port's order.
 //! A segment that would reach the receiver after the run ends is not delivered.
 //!
 //! Invariants: a flow's payload handed to the NIC and not yet reported left is what its
@@ -25,8 +28,9 @@
 //! (the simulator's); a connection's retransmission timer has a pending event at or before
 //! its deadline.
 //!
-//! Cost per packet: two timed events (its completion, its ACK) and O(1) port and receiver
-//! work; per segment one poll of the sender and one NIC flush.
+//! Cost per packet: two timed events (its completion, its ACK; three with several sending
+//! hosts) and O(1) port and receiver work; per segment one poll of the sender and one NIC
+//! flush.
 
 use std::collections::VecDeque;
 
@@ -57,8 +61,10 @@ pub(super) struct Conn {
 #[derive(Debug, Clone)]
 pub(super) struct NetState {
     net: Network,
-    port: SwitchPort,
-    rx: RxPath,
+    /// Per destination (each sending host, then the receiver at the far end): the switch
+    /// port towards it and its receive path.
+    ports: Vec<SwitchPort>,
+    rxs: Vec<RxPath>,
     ack_return_ps: u64,
     /// Per flow of the run (as `Sim::flows`): its connection, once its application started
     /// it.
@@ -75,8 +81,18 @@ impl NetState {
     ) -> NetState {
         NetState {
             net: net.clone(),
-            port: SwitchPort::new(net.port, link),
-            rx: RxPath::new(RxSpec { seed, ..net.rx }),
+            ports: (0..=net.hosts)
+                .map(|_| SwitchPort::new(net.port, link))
+                .collect(),
+            rxs: (0..=net.hosts)
+                .map(|d| {
+                    RxPath::new(RxSpec {
+                        // The far end's (the last) hashes with the run's seed.
+                        seed: seed.wrapping_add(u64::from(net.hosts - d)),
+                        ..net.rx
+                    })
+                })
+                .collect(),
             ack_return_ps: net.ack_return_ps(link),
             conns: vec![None; flows],
         }
@@ -140,7 +156,7 @@ impl<N: Nic> Sim<'_, N> {
     /// Writes every segment flow `fi`'s sender may send now, then arms its timer.
     pub(super) fn tcp_pump(&mut self, now: u64, fi: u32) {
         let f = &self.flows[fi as usize];
-        let (active, app, core, meta) = (f.active, f.app, f.core, f.meta);
+        let (active, app, core, meta, host) = (f.active, f.app, f.core, f.meta, f.host);
         // A request/response flow answers while its application runs or not (a request
         // that arrived is answered); its packets' delays are not the application's latency.
         let requests = self.sc.apps[app as usize].kind.requests_over_tcp();
@@ -176,13 +192,13 @@ impl<N: Nic> Sim<'_, N> {
                 }
                 self.flows[fi as usize].queued_bytes += u64::from(pkt.bytes);
                 self.events += 1;
-                self.nic.submit(now, pkt, &meta);
+                self.nics[host as usize].submit(now, pkt, &meta);
                 seq += u64::from(len);
             }
             wrote = true;
         }
         if wrote {
-            self.nic.flush(now, core);
+            self.nics[host as usize].flush(now, core);
         }
         self.tcp_arm(now, fi);
     }
@@ -211,9 +227,7 @@ impl<N: Nic> Sim<'_, N> {
         let net = self.net();
         let done = left.saturating_add(net.net.completion_ps);
         let at_port = left.saturating_add(net.net.delay_ps);
-        let offer = net.port.offer(at_port, p.bytes);
-        let ack_return = net.ack_return_ps;
-        let delay = net.net.delay_ps;
+        let one_host = net.net.hosts == 1;
         if done <= end {
             self.at(
                 done,
@@ -223,25 +237,53 @@ impl<N: Nic> Sim<'_, N> {
                 },
             );
         }
+        if one_host {
+            // The port's arrivals come in their departure order (module doc).
+            self.tcp_at_port(at_port, p.flow, p.seq, payload);
+        } else if at_port <= end {
+            self.at(
+                at_port,
+                Ev::PortIn {
+                    flow: p.flow,
+                    seq: p.seq,
+                    payload,
+                },
+            );
+        }
+    }
+
+    /// TCP packet `[seq, seq + payload)` of flow `fi` reaches the switch at `at_port`:
+    /// its destination's port forwards, marks or drops it, then its receive path, its
+    /// receiver and the ACK that comes back.
+    pub(super) fn tcp_at_port(&mut self, at_port: u64, fi: u32, seq: u64, payload: u32) {
+        let end = self.sc.duration_ps;
+        let (to, app) = (
+            self.flows[fi as usize].to as usize,
+            self.flows[fi as usize].app,
+        );
+        let net = self.net();
+        let offer = net.ports[to].offer(at_port, Network::frame_bytes(payload));
+        let ack_return = net.ack_return_ps;
+        let delay = net.net.delay_ps;
         let Offer::Forwarded { done_ps, ce } = offer else {
             return;
         };
         let at_host = done_ps.saturating_add(delay);
-        let Some(at_rx) = self.net().rx.offer(at_host, p.flow) else {
+        let Some(at_rx) = self.net().rxs[to].offer(at_host, fi) else {
             return;
         };
         if at_rx > end {
             return;
         }
-        self.out.app_rx_delay[p.app as usize]
+        self.out.app_rx_delay[app as usize]
             .done
             .record(at_rx - at_host);
         let mut done = std::mem::take(&mut self.done_slots);
-        let conn = self.net().conns[p.flow as usize]
+        let conn = self.net().conns[fi as usize]
             .as_mut()
             .expect("a TCP packet's flow has a connection");
         let before = conn.rx.delivered();
-        let ack = conn.rx.on_segment(p.seq, payload, ce);
+        let ack = conn.rx.on_segment(seq, payload, ce);
         let delivered = conn.rx.delivered();
         conn.delivered += delivered - before;
         // Responses now all delivered complete when this segment arrives.
@@ -262,7 +304,7 @@ impl<N: Nic> Sim<'_, N> {
             self.at(
                 t,
                 Ev::AckIn {
-                    flow: p.flow,
+                    flow: fi,
                     ack: ack.ack,
                     ece: ack.ece,
                 },
@@ -326,19 +368,24 @@ impl<N: Nic> Sim<'_, N> {
             n.out_of_order += r.out_of_order;
             n.reordered += r.reordered;
         }
-        let ps = net.port.stats();
-        self.out.switch = Some(SwitchTotals {
-            forwarded: ps.forwarded,
-            dropped: ps.dropped,
-            marked: ps.marked,
-            max_backlog_bytes: ps.max_backlog_bytes,
-            mean_backlog_bytes: net.port.mean_backlog_bytes(end),
-        });
-        let rs = net.rx.stats();
-        self.out.receiver = Some(ReceiverTotals {
-            processed: rs.processed,
-            dropped: rs.dropped,
-            max_ring: rs.max_ring,
-        });
+        // Every port's and every receive path's counts together.
+        let mut sw = SwitchTotals::default();
+        for p in &mut net.ports {
+            let ps = p.stats();
+            sw.forwarded += ps.forwarded;
+            sw.dropped += ps.dropped;
+            sw.marked += ps.marked;
+            sw.max_backlog_bytes = sw.max_backlog_bytes.max(ps.max_backlog_bytes);
+            sw.mean_backlog_bytes += p.mean_backlog_bytes(end);
+        }
+        self.out.switch = Some(sw);
+        let mut rx = ReceiverTotals::default();
+        for r in &net.rxs {
+            let rs = r.stats();
+            rx.processed += rs.processed;
+            rx.dropped += rs.dropped;
+            rx.max_ring = rx.max_ring.max(rs.max_ring);
+        }
+        self.out.receiver = Some(rx);
     }
 }
