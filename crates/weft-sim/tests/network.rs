@@ -419,3 +419,49 @@ fn hosts_that_do_not_exist_are_refused() {
     let e = load(&t.replace("hosts: 4", "hosts: 65")).unwrap_err();
     assert!(e.contains("1..=64 sending hosts"), "{e}");
 }
+
+/// A flow of `size` bytes completes when its last byte arrives, and its completion time
+/// is the application's latency. With nothing else on the path, lengthening each link's
+/// delay by 45 µs adds one way's two links (90 µs) to a flow of one segment, which needs
+/// no ACK, and three times that (270 µs) to a flow of 20 segments, whose last ten leave
+/// when the first ACK is back (slow start from 10 segments: one more round trip). Four
+/// such flows make a job that completes with its last flow.
+#[test]
+fn a_sized_flow_completes_when_its_last_byte_arrives() {
+    let run = |size: &str, delay: &str, flows: u32| {
+        let t = format!(
+            "duration: 20ms\nnetwork: {{delay: {delay}}}\n\
+             policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
+             \x20   - {{name: r, type: fifo}}\n\
+             \x20   - {{name: a, type: leaf, parent: r}}\n\
+             tenants:\n\
+             \x20 - name: A\n    apps:\n\
+             \x20     - {{name: job, kind: tcp, flows: {flows}, size: {size}}}\n"
+        );
+        let s = summary(&load(&t).unwrap(), &[NicKind::Mq]);
+        s["nics"]["mq"]["tenants"]["A"]["apps"]["job"].clone()
+    };
+    let fct = |size: &str, delay: &str| run(size, delay, 1)["latency_us"]["p50"].as_f64().unwrap();
+    for (size, extra) in [("1000b", 90.0), ("28960b", 270.0)] {
+        let (near, far) = (fct(size, "5us"), fct(size, "50us"));
+        assert!(
+            (far - near - extra).abs() < 0.01 * (far + near),
+            "{size}: {near} µs and {far} µs, want {extra} µs more"
+        );
+    }
+    let app = run("64kb", "5us", 4);
+    let job = &app["tcp"]["job"];
+    assert_eq!(
+        (job["flows"].as_u64(), job["completed"].as_u64()),
+        (Some(4), Some(4)),
+        "{app}"
+    );
+    let (jct, p99) = (
+        job["completion_us"].as_f64().unwrap(),
+        app["latency_us"]["p99"].as_f64().unwrap(),
+    );
+    assert!(
+        (jct - p99).abs() < 0.01 * jct,
+        "job {jct} µs, slowest flow {p99} µs"
+    );
+}

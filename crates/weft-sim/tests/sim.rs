@@ -962,7 +962,7 @@ fn keys_of_another_kind_and_tenants_without_applications_are_refused() {
     let one = |app: &str| format!("  - {{name: A, meta: {{tenant: 1}}, apps: [{app}]}}\n");
     for (app, want) in [
         ("{name: b, kind: bulk, rate: 5gbit}", "v.yaml:9:69: `rate` belongs to `request-response` and `udp` applications; `b` is a `bulk` application, which keeps `window` bytes queued per flow"),
-        ("{name: b, kind: bulk, size: 5kb}", "v.yaml:9:69: `size` belongs to `request-response` applications"),
+        ("{name: b, kind: bulk, size: 5kb}", "v.yaml:9:69: `size` belongs to `request-response` and `tcp` applications"),
         ("{name: u, kind: udp, window: 64kb}", "v.yaml:9:70: `window` belongs to `bulk` applications; `u` is a `udp` application"),
         ("{name: u, kind: udp, closed_loop: true}", "v.yaml:9:75: `closed_loop` belongs to `request-response` applications"),
         ("{name: k, kind: request-response, rate: 10/s, socket_limit: 1kb}", "v.yaml:9:101: `socket_limit` belongs to `udp` applications; `k` is a `request-response` application"),

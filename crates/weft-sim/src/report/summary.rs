@@ -226,6 +226,21 @@ pub struct TcpSummary {
     pub counts: TcpCounts,
     /// How long its packets waited in the receiving host (ring and CPU), µs.
     pub rx_delay_us: LatencySummary,
+    /// Sized flows (`size`) only: the job they make up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobSummary>,
+}
+
+/// The flows of a TCP application with `size`, as one job (Loom §7.3's job completion
+/// time): its flows' completion times are the application's `latency_us`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobSummary {
+    /// Flows started, and of them completed within the run.
+    pub flows: u64,
+    pub completed: u64,
+    /// From the first flow's start to the last one's completion, µs; null while a flow is
+    /// unfinished at the end.
+    pub completion_us: Option<f64>,
 }
 
 /// The switch port's counts over the run.
@@ -531,7 +546,7 @@ impl AppSummary {
                 AppKind::Bulk { .. } => Kind::Bulk,
                 AppKind::RequestResponse { .. } => Kind::RequestResponse,
                 AppKind::Udp { .. } => Kind::Udp,
-                AppKind::Tcp => Kind::Tcp,
+                AppKind::Tcp { .. } => Kind::Tcp,
             },
             mean_bps: (b * 8.0 / dur_s).round(),
             share: round(shares.share(b), 6),
@@ -558,6 +573,12 @@ impl AppSummary {
                 goodput_bps: (t.delivered_bytes as f64 * 8.0 / dur_s).round(),
                 counts: t.counts,
                 rx_delay_us: LatencySummary::new(&r.app_rx_delay[i]),
+                job: t.first_start_ps.map(|first| JobSummary {
+                    flows: t.connections,
+                    completed: t.flows_completed,
+                    completion_us: (t.flows_completed == t.connections)
+                        .then(|| round((t.last_completion_ps - first) as f64 / 1e6, 4)),
+                }),
             }),
         }
     }

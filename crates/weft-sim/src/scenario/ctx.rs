@@ -223,7 +223,11 @@ impl Ctx<'_> {
                 ra.rate.as_ref().map(|v| &v.referenced),
                 &[RR, "udp"],
             ),
-            ("size", ra.size.as_ref().map(|v| &v.referenced), &[RR]),
+            (
+                "size",
+                ra.size.as_ref().map(|v| &v.referenced),
+                &[RR, "tcp"],
+            ),
             (
                 "size_dist",
                 ra.size_dist.as_ref().map(|v| &v.referenced),
@@ -285,7 +289,20 @@ impl Ctx<'_> {
             "bulk" => self.bulk(ra, host)?,
             "request-response" => self.request_response(ra, host)?,
             "udp" => self.udp(ra)?,
-            "tcp" => AppKind::Tcp,
+            "tcp" => AppKind::Tcp {
+                size: match &ra.size {
+                    None => None,
+                    Some(s) => match self.bounded_size(s, "size")? {
+                        0 => {
+                            return Err(self.err(
+                                &s.referenced,
+                                "a TCP flow's `size` is at least 1 byte".into(),
+                            ))
+                        }
+                        b => Some(b),
+                    },
+                },
+            },
             other => {
                 return Err(self.err(
                     &ra.kind.referenced,

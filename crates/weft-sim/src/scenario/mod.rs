@@ -40,8 +40,9 @@
 //! `limits.max_offered_load` times ([`DEFAULT_MAX_TOTAL_OFFERED_LOAD`]: the simulator's work grows
 //! with what is offered, not with what the link carries); tenant names are unique, and application
 //! names within their tenant (they key the reports); every tenant has an application, and every
-//! application only its kind's keys (`window` bulk; `rate` request-response and UDP; `size`,
-//! `size_dist`, `closed_loop` request-response; `socket_limit` UDP); at least one NIC model, none
+//! application only its kind's keys (`window` bulk; `rate` request-response and UDP; `size`
+//! request-response and TCP; `size_dist`, `closed_loop`, `transport` request-response;
+//! `socket_limit` UDP; `to` applications over TCP); at least one NIC model, none
 //! twice; start < stop, and every schedule step before a written `stop`; the policy compiled.
 //!
 //! Tenant and application names are non-empty, without whitespace, commas, double quotes

@@ -81,10 +81,12 @@ pub enum AppKind {
         rate_bps: Option<u64>,
         socket_limit_bytes: u64,
     },
-    /// Backlogged TCP connections (iperf): each flow always has data, and sends what its
+    /// TCP connections across the scenario's network ([`crate::net`]), each sending what its
     /// congestion window, the receiver's window and TCP small queues allow
-    /// ([`crate::tcp`]), across the scenario's network ([`crate::net`]).
-    Tcp,
+    /// ([`crate::tcp`]): backlogged (iperf) without `size`; with `size`, each flow sends
+    /// `size` bytes once, from its start, and its flow completion time is its latency (the
+    /// application's job completes when all its flows have).
+    Tcp { size: Option<u64> },
 }
 
 impl AppKind {
@@ -93,13 +95,22 @@ impl AppKind {
     pub fn over_tcp(&self) -> bool {
         matches!(
             self,
-            AppKind::Tcp | AppKind::RequestResponse { tcp: true, .. }
+            AppKind::Tcp { .. } | AppKind::RequestResponse { tcp: true, .. }
         )
     }
 
     /// Requests and responses over TCP.
     pub fn requests_over_tcp(&self) -> bool {
         matches!(self, AppKind::RequestResponse { tcp: true, .. })
+    }
+
+    /// Its latency is not its packets' delay: requests over TCP, or sized TCP flows (their
+    /// completion times).
+    pub fn completes_over_tcp(&self) -> bool {
+        matches!(
+            self,
+            AppKind::RequestResponse { tcp: true, .. } | AppKind::Tcp { size: Some(_) }
+        )
     }
 }
 
@@ -139,7 +150,8 @@ impl App {
     /// backlogged while it runs.
     pub fn greedy(&self) -> bool {
         match self.kind {
-            AppKind::Bulk { .. } | AppKind::Tcp => true,
+            AppKind::Bulk { .. } | AppKind::Tcp { size: None } => true,
+            AppKind::Tcp { size: Some(_) } => false,
             AppKind::Udp { rate_bps, .. } => rate_bps.is_none(),
             AppKind::RequestResponse { .. } => false,
         }
@@ -175,7 +187,7 @@ impl App {
                 closed_loop: true,
                 ..
             } => size.max_bytes().div_ceil(mtu),
-            AppKind::RequestResponse { .. } | AppKind::Udp { .. } | AppKind::Tcp => 0,
+            AppKind::RequestResponse { .. } | AppKind::Udp { .. } | AppKind::Tcp { .. } => 0,
         };
         per_flow.saturating_mul(u64::from(self.max_flows()))
     }

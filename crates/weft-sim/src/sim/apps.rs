@@ -132,7 +132,7 @@ impl<N: Nic> Sim<'_, N> {
                     match a.kind {
                         AppKind::Bulk { .. } => self.refill(now, fi),
                         AppKind::Udp { .. } => self.at(now, Ev::Udp { flow: fi }),
-                        AppKind::Tcp => self.tcp_start(now, fi),
+                        AppKind::Tcp { size } => self.tcp_start(now, fi, size),
                         AppKind::RequestResponse {
                             closed_loop: true, ..
                         } => self.at(now, Ev::ClosedRequest { flow: fi }),

@@ -98,7 +98,7 @@ impl<N: Nic> Sim<'_, N> {
                 // Completed when its last bit leaves: within the run, or unfinished.
                 self.complete_request(now + wire, p.req);
             }
-        } else if !sc.apps[app].kind.requests_over_tcp() {
+        } else if !sc.apps[app].kind.completes_over_tcp() {
             o.app_latency[app].done.record(now - p.submit_ps);
             left_queue(&mut self.queued[app], p.submit_ps);
         }
@@ -128,8 +128,8 @@ impl<N: Nic> Sim<'_, N> {
             self.out.app_drops[p.app as usize] += 1;
             self.flows[p.flow as usize].queued_bytes -= p.bytes as u64;
             let kind = &self.sc.apps[p.app as usize].kind;
-            if kind.requests_over_tcp() {
-                // The connection resends it; the request is still open.
+            if kind.completes_over_tcp() {
+                // The connection resends it; the request or flow is still open.
                 self.tcp_dropped(now, p);
                 continue;
             }

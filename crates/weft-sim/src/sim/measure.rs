@@ -84,6 +84,11 @@ pub struct TcpTotals {
     pub connections: u64,
     /// Payload bytes that reached the receivers in order within the run (goodput).
     pub delivered_bytes: u64,
+    /// Sized flows (`size`): how many completed within the run, when the first started and
+    /// when the last completed, ps.
+    pub flows_completed: u64,
+    pub first_start_ps: Option<u64>,
+    pub last_completion_ps: u64,
     /// Their events, as summary.json writes them.
     pub counts: TcpCounts,
 }

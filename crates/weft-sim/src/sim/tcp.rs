@@ -48,6 +48,10 @@ pub(super) struct Conn {
     rx: TcpReceiver,
     /// In-order payload bytes that reached the receiver within the run.
     delivered: u64,
+    /// A sized flow's bytes, when it started and when they had all arrived.
+    size: Option<u64>,
+    started_ps: u64,
+    done_ps: Option<u64>,
     /// Bytes the application wrote into the connection.
     written: u64,
     /// Requests whose responses are written and not yet all delivered, oldest first: the
@@ -115,6 +119,9 @@ impl<N: Nic> Sim<'_, N> {
                 tx: TcpSender::new(cfg),
                 rx: TcpReceiver::new(),
                 delivered: 0,
+                size: None,
+                started_ps: 0,
+                done_ps: None,
                 written: 0,
                 pending: VecDeque::new(),
                 timer_at: u64::MAX,
@@ -123,12 +130,15 @@ impl<N: Nic> Sim<'_, N> {
     }
 
     /// Flow `fi` of a `tcp` application starts (again): its connection opens the first
-    /// time, with an endless send buffer, and sends what it may.
-    pub(super) fn tcp_start(&mut self, now: u64, fi: u32) {
+    /// time, with an endless send buffer or `size` bytes to send, and sends what it may.
+    pub(super) fn tcp_start(&mut self, now: u64, fi: u32, size: Option<u64>) {
         let c = self.conn(fi);
         if c.written == 0 {
-            c.written = u64::MAX;
-            c.tx.write(u64::MAX);
+            let bytes = size.unwrap_or(u64::MAX);
+            c.written = bytes;
+            c.tx.write(bytes);
+            c.size = size;
+            c.started_ps = now;
         }
         self.tcp_pump(now, fi);
     }
@@ -159,7 +169,8 @@ impl<N: Nic> Sim<'_, N> {
         let (active, app, core, meta, host) = (f.active, f.app, f.core, f.meta, f.host);
         // A request/response flow answers while its application runs or not (a request
         // that arrived is answered); its packets' delays are not the application's latency.
-        let requests = self.sc.apps[app as usize].kind.requests_over_tcp();
+        let kind = &self.sc.apps[app as usize].kind;
+        let (requests, completes) = (kind.requests_over_tcp(), kind.completes_over_tcp());
         let mss = self.net().net.tcp.mss;
         let mut wrote = false;
         // A stopped bulk flow sends nothing (its timer still runs).
@@ -187,7 +198,7 @@ impl<N: Nic> Sim<'_, N> {
                     req: u32::MAX,
                     seq,
                 };
-                if !requests {
+                if !completes {
                     *self.queued[app as usize].entry(now).or_insert(0) += 1;
                 }
                 self.flows[fi as usize].queued_bytes += u64::from(pkt.bytes);
@@ -286,6 +297,15 @@ impl<N: Nic> Sim<'_, N> {
         let ack = conn.rx.on_segment(seq, payload, ce);
         let delivered = conn.rx.delivered();
         conn.delivered += delivered - before;
+        // A sized flow completes when its last byte arrives: its completion time is its
+        // application's latency.
+        let fct = match conn.size {
+            Some(b) if conn.done_ps.is_none() && delivered >= b => {
+                conn.done_ps = Some(at_rx);
+                Some(at_rx - conn.started_ps)
+            }
+            _ => None,
+        };
         // Responses now all delivered complete when this segment arrives.
         while let Some(&(end_at, slot)) = conn.pending.front() {
             if end_at > delivered {
@@ -293,6 +313,9 @@ impl<N: Nic> Sim<'_, N> {
             }
             conn.pending.pop_front();
             done.push(slot);
+        }
+        if let Some(fct) = fct {
+            self.out.app_latency[app as usize].done.record(fct);
         }
         for &slot in &done {
             self.complete_request(at_rx, slot);
@@ -360,6 +383,22 @@ impl<N: Nic> Sim<'_, N> {
             let t = self.out.app_tcp[app].get_or_insert_with(TcpTotals::default);
             t.connections += 1;
             t.delivered_bytes += c.delivered;
+            if c.size.is_some() {
+                match c.done_ps {
+                    Some(d) => {
+                        t.flows_completed += 1;
+                        t.last_completion_ps = t.last_completion_ps.max(d);
+                    }
+                    // Its completion time is at least its age at the end.
+                    None => self.out.app_latency[app]
+                        .unfinished
+                        .record(end - c.started_ps),
+                }
+                t.first_start_ps = Some(
+                    t.first_start_ps
+                        .map_or(c.started_ps, |s| s.min(c.started_ps)),
+                );
+            }
             let n = &mut t.counts;
             n.retransmitted_segments += s.retransmitted_segments;
             n.fast_retransmits += s.fast_retransmits;
