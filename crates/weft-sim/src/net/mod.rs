@@ -26,7 +26,7 @@
 //!   delay: 5us                     # one-way, each link
 //!   completion: 10us               # TX completion, after the last bit leaves the NIC
 //!   switch: {rate: 10gbit, buffer: 1mb, ecn: 100kb}   # rate: the link's; no ecn: no marks
-//!   receiver: {cores: 8, ring: 1024, cpu_per_packet: 0ns}
+//!   receiver: {cores: 8, ring: 1024, cpu_per_packet: 0ns}   # or policy_inline: (sim/ingress.rs)
 //!   tcp: {cc: newreno, min_rto: 5ms, init_cwnd: 10, tsq: 256kb, tso: 1448b, rwnd: 6mb}
 //! ```
 //!
@@ -57,7 +57,7 @@ pub const MAX_HOSTS: u16 = 64;
 pub const ACK_FRAME_BYTES: u32 = 64;
 
 /// The network of a scenario (`network:`), used by its TCP applications.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Network {
     /// Sending hosts, alike (the scenario's `host`, each with its own NIC of the model
     /// run and its own link), at least 1 and at most [`MAX_HOSTS`].
@@ -71,6 +71,10 @@ pub struct Network {
     pub port: PortSpec,
     /// The receiving host's path.
     pub rx: RxSpec,
+    /// The policy every receiving host's cores take their packets by
+    /// (`receiver.policy_inline`): each VM's ingress queue a leaf, as PicNIC enforces at
+    /// the receiver. `None`: one ring a core, first come first served.
+    pub rx_policy: Option<std::sync::Arc<weft_core::policy::Program>>,
     /// Every TCP flow's parameters.
     pub tcp: TcpConfig,
 }
@@ -112,6 +116,7 @@ impl Network {
                 buffer_bytes: 1 << 20,
                 ecn_bytes: None,
             },
+            rx_policy: None,
             rx: RxSpec {
                 cores: 8,
                 ring_packets: 1024,

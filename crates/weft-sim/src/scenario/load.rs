@@ -67,7 +67,8 @@ pub fn load_str(path: &Path, text: &str, ov: &Overrides) -> Result<Scenario, Sce
     let nics = l.nics()?;
     let nic_params = l.nic_params()?;
     let host = l.host()?;
-    let network = l.ctx.network(raw.network.as_ref(), &host)?;
+    let mut network = l.ctx.network(raw.network.as_ref(), &host)?;
+    network.rx_policy = l.receiver_policy()?;
     let apps = l.tenants(&host, &network, times.duration_ps)?;
     check_cells(
         times.duration_ps,
@@ -367,6 +368,27 @@ impl<'a> Loader<'a> {
                 })?;
         }
         Ok(nic_params)
+    }
+
+    /// `network.receiver.policy_inline`, compiled (its diagnostics at the scenario's lines).
+    fn receiver_policy(&self) -> Result<Option<Arc<Program>>, ScenarioError> {
+        let Some(inline) = self
+            .raw
+            .network
+            .as_ref()
+            .and_then(|n| n.receiver.as_ref())
+            .and_then(|r| r.policy_inline.as_ref())
+        else {
+            return Ok(None);
+        };
+        let p = self.ctx.path;
+        let name = format!("{p} (network.receiver.policy_inline)");
+        let program = policy::compile_str(Path::new(&name), &inline.value, &LoadOptions::default())
+            .map_err(|e| ScenarioError::PolicyInline {
+                message: inline_diagnostics(&e.diagnostics, &e.sources, p, self.text, inline)
+                    .join("\n"),
+            })?;
+        Ok(Some(Arc::new(program)))
     }
 
     /// `host:`, each key's default where it is left out.

@@ -64,6 +64,7 @@ pub(super) struct RawReceiver {
     pub(super) cores: Option<Spanned<u16>>,
     pub(super) ring: Option<Spanned<u32>>,
     pub(super) cpu_per_packet: Option<Spanned<String>>,
+    pub(super) policy_inline: Option<Spanned<String>>,
 }
 
 /// `network.switch:`, the output port towards the receivers.

@@ -211,6 +211,14 @@ impl<N: Nic> Sim<'_, N> {
             Ev::Rto { flow } => self.tcp_timer(now, flow),
             Ev::Migrate => self.migrate(now),
             Ev::PortIn { flow, seq, payload } => self.tcp_at_port(now, flow, seq, payload),
+            Ev::RxIn {
+                flow,
+                seq,
+                payload,
+                ce,
+            } => self.ingress_arrive(now, flow, seq, payload, ce),
+            Ev::RxDone { dest, slot } => self.ingress_done(now, dest, slot),
+            Ev::RxWake { dest } => self.ingress_wake(now, dest),
             Ev::TcpRequest { flow, slot } => self.tcp_respond(now, flow, slot),
         }
     }

@@ -63,6 +63,22 @@ pub(super) enum Ev {
     },
     /// Flows move between their applications' cores (`host.migrate`).
     Migrate,
+    /// A TCP packet reaches a receiving host whose cores take packets by a policy.
+    RxIn {
+        flow: u32,
+        seq: u64,
+        payload: u32,
+        ce: bool,
+    },
+    /// Receive core `core` of destination `dest` is done with ingress packet `slot`.
+    RxDone {
+        dest: u16,
+        slot: u32,
+    },
+    /// Destination `dest`'s ingress policy may have a packet eligible.
+    RxWake {
+        dest: u16,
+    },
     /// A TCP packet reaches the switch (several sending hosts: their arrivals at a port
     /// are put in time order here).
     PortIn {

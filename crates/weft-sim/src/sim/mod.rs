@@ -62,6 +62,7 @@
 
 mod apps;
 mod event_loop;
+mod ingress;
 mod link;
 mod measure;
 mod tcp;

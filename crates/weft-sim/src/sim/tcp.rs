@@ -39,6 +39,7 @@ use crate::nic::{Nic, Pkt};
 use crate::tcp::{Ack, TcpReceiver, TcpSender};
 
 use super::event_loop::{Ev, Sim};
+use super::ingress::Ingress;
 use super::measure::{ReceiverTotals, SwitchTotals, TcpTotals};
 
 /// One connection: its two ends and its timer's pending event.
@@ -62,13 +63,15 @@ pub(super) struct Conn {
 }
 
 /// The network's state in one run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct NetState {
     net: Network,
     /// Per destination (each sending host, then the receiver at the far end): the switch
     /// port towards it and its receive path.
     ports: Vec<SwitchPort>,
     rxs: Vec<RxPath>,
+    /// Per destination, when the receiver has a policy: its cores take packets by it.
+    pub(super) ingress: Vec<Option<Ingress>>,
     ack_return_ps: u64,
     /// Per flow of the run (as `Sim::flows`): its connection, once its application started
     /// it.
@@ -97,6 +100,13 @@ impl NetState {
                     })
                 })
                 .collect(),
+            ingress: (0..=net.hosts)
+                .map(|_| {
+                    net.rx_policy
+                        .as_ref()
+                        .map(|p| Ingress::new(p.clone(), net.rx))
+                })
+                .collect(),
             ack_return_ps: net.ack_return_ps(link),
             conns: vec![None; flows],
         }
@@ -104,7 +114,7 @@ impl NetState {
 }
 
 impl<N: Nic> Sim<'_, N> {
-    fn net(&mut self) -> &mut NetState {
+    pub(super) fn net(&mut self) -> &mut NetState {
         self.net
             .as_mut()
             .expect("a TCP application runs with the scenario's network")
@@ -274,12 +284,26 @@ impl<N: Nic> Sim<'_, N> {
         );
         let net = self.net();
         let offer = net.ports[to].offer(at_port, Network::frame_bytes(payload));
-        let ack_return = net.ack_return_ps;
         let delay = net.net.delay_ps;
         let Offer::Forwarded { done_ps, ce } = offer else {
             return;
         };
         let at_host = done_ps.saturating_add(delay);
+        if self.net().ingress[to].is_some() {
+            // The receiver's policy decides when its cores take the packet.
+            if at_host <= end {
+                self.at(
+                    at_host,
+                    Ev::RxIn {
+                        flow: fi,
+                        seq,
+                        payload,
+                        ce,
+                    },
+                );
+            }
+            return;
+        }
         let Some(at_rx) = self.net().rxs[to].offer(at_host, fi) else {
             return;
         };
@@ -289,6 +313,16 @@ impl<N: Nic> Sim<'_, N> {
         self.out.app_rx_delay[app as usize]
             .done
             .record(at_rx - at_host);
+        self.tcp_receive(at_rx, fi, seq, payload, ce);
+    }
+
+    /// A receive core is done with TCP packet `[seq, seq + payload)` of flow `fi` at
+    /// `at_rx` (within the run): its receiver takes it, the flow or requests it completes
+    /// complete, and its ACK starts back.
+    pub(super) fn tcp_receive(&mut self, at_rx: u64, fi: u32, seq: u64, payload: u32, ce: bool) {
+        let end = self.sc.duration_ps;
+        let app = self.flows[fi as usize].app;
+        let ack_return = self.net().ack_return_ps;
         let mut done = std::mem::take(&mut self.done_slots);
         let conn = self.net().conns[fi as usize]
             .as_mut()
@@ -424,6 +458,10 @@ impl<N: Nic> Sim<'_, N> {
             rx.processed += rs.processed;
             rx.dropped += rs.dropped;
             rx.max_ring = rx.max_ring.max(rs.max_ring);
+        }
+        for i in net.ingress.iter().flatten() {
+            rx.processed += i.processed;
+            rx.dropped += i.dropped;
         }
         self.out.receiver = Some(rx);
     }
