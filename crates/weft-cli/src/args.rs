@@ -214,17 +214,22 @@ pub(super) enum Command {
     /// Simulate NIC designs side by side on a scenario (Loom, SENIC, TONIC experiments).
     ///
     /// A scenario (YAML, examples/scenarios/, format in examples/scenarios/README.md) gives
-    /// a policy, a host, tenants' applications (bulk, request/response, UDP) and the NIC
+    /// a policy, a host, tenants' applications (bulk, request/response, UDP, TCP) and the NIC
     /// models to compare: sq (policy in software on one core), mq (queue per core, XPS),
     /// qpf (queue per flow), mq-pri / mq-fair (8 DCB classes), tonic (tenant queue pools,
     /// head insertion), senic (schedule and pull), loom (per-flow queues, batched doorbells,
-    /// the policy on the NIC). Deterministic: the same scenario and seed give the same files.
+    /// the policy on the NIC). TCP applications cross a network behind the link (`network:`
+    /// a switch port with a buffer and ECN marking, link delays, receive cores, a receive
+    /// policy; several sending hosts). Deterministic: the same scenario and seed give the
+    /// same files.
     ///
     /// Writes OUT/summary.json (per model: jain_min, link_utilization, doorbell_writes_per_s,
     /// dma_reads_per_s; per tenant and application: mean_bps, share, ideal_share, rel_error,
     /// latency_us p50/p90/p99, drops; requests issued/completed/unfinished, or for bulk and
     /// UDP applications packets sent/queued_at_end; interdeparture_us mean/std/p99_abs_dev,
-    /// the jitter of an application's departures), timeseries.csv
+    /// the jitter of an application's departures; for TCP applications tcp: goodput,
+    /// retransmissions, timeouts, reordering, rx_delay_us and a sized job's completion; per
+    /// model switch and receiver counts), timeseries.csv
     /// (window_start_s,nic,tenant,app,bytes), latency.csv, latency-cdf.csv (every
     /// application's latency distribution: nic,tenant,app,latency_us,fraction), jain.csv,
     /// SVG plots (throughput per tenant, and per application when a tenant has several;
