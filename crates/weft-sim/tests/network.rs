@@ -516,25 +516,20 @@ fn loom_prioritizes_one_spark_job_over_another_and_mq_cannot() {
 /// own: 2 × 2 µs.
 #[test]
 fn a_receive_policy_keeps_a_vm_from_waiting_behind_another() {
+    // Tenant B's one flow becomes a ping-pong over TCP.
     let t = |policy: &str| {
-        format!(
-            "duration: 20ms\nseed: 3\nhost: {{cores: 4, placement: round-robin}}\n\
-             network:\n  receiver:\n    cores: 1\n    cpu_per_packet: 2us\n{policy}\
-             policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
-             \x20   - {{name: r, type: wfq}}\n\
-             \x20   - {{name: a, type: leaf, parent: r, match: {{tenant: 1}}}}\n\
-             \x20   - {{name: b, type: leaf, parent: r, match: {{tenant: 2}}}}\n\
-             tenants:\n\
-             \x20 - name: A\n    meta: {{tenant: 1}}\n    apps:\n\
-             \x20     - {{name: iperf, kind: tcp, flows: 8, cores: [0, 1]}}\n\
-             \x20 - name: B\n    meta: {{tenant: 2}}\n    apps:\n\
-             \x20     - {{name: ping, kind: request-response, closed_loop: true, size: 100b, transport: tcp, cores: [2]}}\n"
+        let net = format!("{{receiver: {{cores: 1, cpu_per_packet: 2us{policy}}}}}");
+        two_tenants(8, 1, &net, "20ms").replace(
+            "{name: iperf, kind: tcp, flows: 1, cores: [3, 4, 5]}",
+            "{name: ping, kind: request-response, closed_loop: true, size: 100b, \
+             transport: tcp, cores: [3]}",
         )
     };
-    let prio = "    policy_inline: |\n      weft: 1\n      link: {rate: 10gbit}\n      nodes:\n\
-                \x20       - {name: vms, type: prio}\n\
-                \x20       - {name: b, type: leaf, parent: vms, priority: 0, match: {tenant: 2}}\n\
-                \x20       - {name: a, type: leaf, parent: vms, priority: 1, match: {tenant: 1}, limit: {packets: 128}}\n";
+    let prio = ", policy_inline: \"weft: 1\\nlink: {rate: 10gbit}\\nnodes:\\n\
+                \x20 - {name: vms, type: prio}\\n\
+                \x20 - {name: b, type: leaf, parent: vms, priority: 0, match: {tenant: 2}}\\n\
+                \x20 - {name: a, type: leaf, parent: vms, priority: 1, match: {tenant: 1}, \
+                limit: {packets: 128}}\\n\"";
     let rx_delay = |policy: &str, q: &str| {
         let s = summary(&load(&t(policy)).unwrap(), &[NicKind::Mq]);
         let ping = &s["nics"]["mq"]["tenants"]["B"]["apps"]["ping"];
