@@ -1309,3 +1309,34 @@ fn interdeparture_jitter_is_in_the_summary() {
         "{mean} {std} {p99} {n}"
     );
 }
+
+/// SENIC Fig. 7 (`senic-fig7.yaml`): one class sends at most N packets every L + 50 ns (N
+/// CF modules pulling in parallel, DMA latency L, 50 ns to dispatch the class), or the
+/// link's rate. Over packet sizes of 64 to 1500 B, N of 1, 2 and 4 and L of 200 ns and
+/// 1.25 µs, the senic model's throughput is that arithmetic within 1 %; at the paper's
+/// point (1500 B, N = 1, L = 1.25 µs) it is 9.23 Gbit/s.
+#[test]
+fn senic_fig7_one_class_is_bounded_by_its_pulls() {
+    let text = std::fs::read_to_string(scenarios_dir().join("senic-fig7.yaml")).unwrap();
+    for size in [64u64, 200, 400, 1500] {
+        for n in [1u64, 2, 4] {
+            for l_ns in [200u64, 1250] {
+                let t = text
+                    .replace("mtu: 1500b", &format!("mtu: {size}b"))
+                    .replace(
+                        "{dma: 1300ns, max_pulls: 1}",
+                        &format!("{{dma: {}ns, max_pulls: {n}}}", l_ns + 50),
+                    );
+                let sc = weft_sim::load_str(Path::new("senic-fig7.yaml"), &t, &Default::default())
+                    .unwrap();
+                let s = summary(&sc, &[NicKind::Senic]);
+                let got = s["nics"]["senic"]["throughput_bps"].as_f64().unwrap();
+                let want = (n as f64 * size as f64 * 8.0 / ((l_ns + 50) as f64 * 1e-9)).min(40e9);
+                assert!(
+                    (got - want).abs() <= 0.01 * want,
+                    "{size} B, N {n}, L {l_ns} ns: {got} bit/s, want {want}"
+                );
+            }
+        }
+    }
+}
