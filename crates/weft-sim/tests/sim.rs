@@ -52,8 +52,10 @@ fn every_example_scenario_runs_every_model_briefly() {
         for r in &runs {
             let sent: u64 = r.app_packets.iter().sum();
             assert_eq!(sent, r.packets, "{}: {:?}", p.display(), r.kind);
+            // Over every sending host's link.
             let util = r.wire_bytes as f64 * 8.0
-                / (sc.program.link.rate_bps as f64 * sc.duration_ps as f64 / 1e12);
+                / (sc.program.link.rate_bps as f64 * sc.duration_ps as f64 / 1e12)
+                / r.links as f64;
             // The last frame may end after the run does.
             let frame_s = (sc.host.mtu_bytes as f64 + 20.0) * 8.0 / sc.program.link.rate_bps as f64;
             let slack = frame_s / (sc.duration_ps as f64 / 1e12);
