@@ -255,6 +255,26 @@ impl<'a, N: Nic> Sim<'a, N> {
         }
     }
 
+    /// Which NIC models handling `ev` may write into: an event of one application or flow
+    /// writes into its host's at most; moving flows between cores and the network's and the
+    /// receivers' events write into none.
+    fn writes_to(&self, ev: Ev) -> Option<usize> {
+        match ev {
+            Ev::Step { app, .. } | Ev::Request { app } => {
+                Some(self.sc.apps[app as usize].host as usize)
+            }
+            Ev::Migrate => None,
+            Ev::ClosedRequest { flow }
+            | Ev::Udp { flow }
+            | Ev::Retry { flow }
+            | Ev::TxDone { flow, .. }
+            | Ev::AckIn { flow, .. }
+            | Ev::Rto { flow }
+            | Ev::TcpRequest { flow, .. } => Some(self.flows[flow as usize].host as usize),
+            Ev::PortIn { .. } | Ev::RxIn { .. } | Ev::RxDone { .. } | Ev::RxWake { .. } => None,
+        }
+    }
+
     /// The error for a run past its budget at `now`.
     fn over_budget(&self, now: u64) -> BudgetExceeded {
         BudgetExceeded {
@@ -317,7 +337,12 @@ impl<'a, N: Nic> Sim<'a, N> {
                 }
                 let ev = top.ev;
                 self.heap.pop();
-                self.nics.iter_mut().for_each(|n| n.advance(now));
+                // The model an event may write into is brought up to `now` first.
+                if self.nics.len() == 1 {
+                    self.nics[0].advance(now);
+                } else if let Some(h) = self.writes_to(ev) {
+                    self.nics[h].advance(now);
+                }
                 self.events += 1;
                 self.handle(now, ev);
                 if self.events > self.budget {
