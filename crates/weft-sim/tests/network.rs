@@ -27,6 +27,20 @@ fn two_tenants(a: u32, b: u32, network: &str, duration: &str) -> String {
     )
 }
 
+/// One tenant `A` with application `app` (flow style) alone on a 10 Gbit/s link, each of
+/// the network's links `delay` long, for 20 ms.
+fn one_app(delay: &str, app: &str) -> String {
+    format!(
+        "duration: 20ms\nnetwork: {{delay: {delay}}}\n\
+         policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
+         \x20   - {{name: r, type: fifo}}\n\
+         \x20   - {{name: a, type: leaf, parent: r}}\n\
+         tenants:\n\
+         \x20 - name: A\n    apps:\n\
+         \x20     - {app}\n"
+    )
+}
+
 fn load(t: &str) -> Result<Scenario, String> {
     weft_sim::load_str(Path::new("net.yaml"), t, &Overrides::default()).map_err(|e| e.to_string())
 }
@@ -185,14 +199,9 @@ fn tcp_runs_are_deterministic() {
 #[test]
 fn a_request_over_tcp_crosses_the_network_both_ways() {
     let t = |delay: &str| {
-        format!(
-            "duration: 20ms\nnetwork: {{delay: {delay}}}\n\
-             policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
-             \x20   - {{name: r, type: fifo}}\n\
-             \x20   - {{name: a, type: leaf, parent: r}}\n\
-             tenants:\n\
-             \x20 - name: A\n    apps:\n\
-             \x20     - {{name: ping, kind: request-response, closed_loop: true, size: 1000b, transport: tcp}}\n"
+        one_app(
+            delay,
+            "{name: ping, kind: request-response, closed_loop: true, size: 1000b, transport: tcp}",
         )
     };
     let p50 = |delay: &str| {
@@ -429,14 +438,9 @@ fn hosts_that_do_not_exist_are_refused() {
 #[test]
 fn a_sized_flow_completes_when_its_last_byte_arrives() {
     let run = |size: &str, delay: &str, flows: u32| {
-        let t = format!(
-            "duration: 20ms\nnetwork: {{delay: {delay}}}\n\
-             policy_inline: |\n  weft: 1\n  link: {{rate: 10gbit}}\n  nodes:\n\
-             \x20   - {{name: r, type: fifo}}\n\
-             \x20   - {{name: a, type: leaf, parent: r}}\n\
-             tenants:\n\
-             \x20 - name: A\n    apps:\n\
-             \x20     - {{name: job, kind: tcp, flows: {flows}, size: {size}}}\n"
+        let t = one_app(
+            delay,
+            &format!("{{name: job, kind: tcp, flows: {flows}, size: {size}}}"),
         );
         let s = summary(&load(&t).unwrap(), &[NicKind::Mq]);
         s["nics"]["mq"]["tenants"]["A"]["apps"]["job"].clone()
