@@ -21,6 +21,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+mod slab;
 pub mod tcp;
 
 pub use nic::NicKind;

@@ -47,6 +47,7 @@ use weft_core::sched::fast::FastEngine;
 use weft_core::sched::{Engine, Packet};
 
 use super::{AppInfo, Nic, NicCounters, NicKind, NicParams, Pkt};
+use crate::slab::Slab;
 
 /// Classic deficit round robin over indices (Shreedhar & Varghese): each visit adds the
 /// quantum and sends while the head fits; an emptied index leaves the list with no credit.
@@ -138,8 +139,8 @@ struct Fq {
 /// one weft-core engine per queue, each seeing only its queue's packets.
 struct PolicyQdisc {
     engine: FastEngine,
-    slab: Vec<Pkt>,
-    free: Vec<u32>,
+    /// Its packets, by the id the engine hands back.
+    slab: Slab<Pkt>,
     /// Per flow: its metadata and classification (computed once).
     flow_meta: FxHashMap<u32, (PacketMeta, Classification)>,
 }
@@ -178,8 +179,7 @@ impl Qdisc {
         let e = e.get_or_insert_with(|| {
             Box::new(PolicyQdisc {
                 engine: FastEngine::new(prog.clone()),
-                slab: Vec::new(),
-                free: Vec::new(),
+                slab: Slab::default(),
                 flow_meta: FxHashMap::default(),
             })
         });
@@ -188,20 +188,11 @@ impl Qdisc {
             .flow_meta
             .entry(p.flow)
             .or_insert_with(|| (*meta, prog.classify(meta)));
-        let i = match e.free.pop() {
-            Some(i) => {
-                e.slab[i as usize] = p;
-                i
-            }
-            None => {
-                e.slab.push(p);
-                (e.slab.len() - 1) as u32
-            }
-        };
+        let i = e.slab.insert(p);
         let mut pkt = Packet::new(i as u64, p.bytes, fmeta);
         pkt.flow = p.flow as u64;
         if e.engine.enqueue_classified(pkt, class, now_ps).is_err() {
-            e.free.push(i);
+            e.slab.remove(i);
             return Err(p);
         }
         Ok(())
@@ -213,8 +204,7 @@ impl Qdisc {
             Qdisc::Policy(e) => {
                 let e = e.as_mut()?;
                 let d = e.engine.dequeue(now_ps)?;
-                e.free.push(d.id as u32);
-                Some(e.slab[d.id as usize])
+                Some(e.slab.remove(d.id as u32))
             }
             other => other.pop(),
         }

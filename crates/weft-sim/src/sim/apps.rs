@@ -267,16 +267,7 @@ impl<N: Nic> Sim<'_, N> {
             counted,
             bytes,
         };
-        let slot = match self.free_reqs.pop() {
-            Some(s) => {
-                self.reqs[s as usize] = req;
-                s
-            }
-            None => {
-                self.reqs.push(req);
-                (self.reqs.len() - 1) as u32
-            }
-        };
+        let slot = self.reqs.insert(req);
         if tcp {
             self.tcp_request(now, fi, slot);
         } else {
@@ -286,8 +277,7 @@ impl<N: Nic> Sim<'_, N> {
 
     /// A request finished (or failed) at `t`: a closed-loop flow sends its next one then.
     pub(super) fn request_done(&mut self, t: u64, slot: u32) {
-        self.free_reqs.push(slot);
-        let fi = self.reqs[slot as usize].flow;
+        let fi = self.reqs.remove(slot).flow;
         let app = self.flows[fi as usize].app as usize;
         if let AppKind::RequestResponse {
             closed_loop: true, ..

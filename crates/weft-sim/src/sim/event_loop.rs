@@ -26,6 +26,7 @@ use crate::metrics::Latency;
 use crate::nic::{Nic, NicCounters, NicKind, Pkt};
 use crate::rng::Rng;
 use crate::scenario::{AppKind, Scenario, MAX_WINDOWS, MAX_WINDOW_CELLS};
+use crate::slab::Slab;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ev {
@@ -128,8 +129,8 @@ pub(super) struct Sim<'a, N: Nic> {
     pub(super) rngs: Vec<Rng>,
     /// Draws the cores flows move to (`host.migrate`).
     pub(super) migrate_rng: Rng,
-    pub(super) reqs: Vec<Req>,
-    pub(super) free_reqs: Vec<u32>,
+    /// Requests open, by slot.
+    pub(super) reqs: Slab<Req>,
     pub(super) drops: Vec<Pkt>,
     /// Per application, packets written outside requests (bulk, UDP) and not yet sent or
     /// dropped, counted by the time they were written, ps: at the end each counts as its
@@ -212,8 +213,7 @@ impl<'a, N: Nic> Sim<'a, N> {
                 .map(|i| Rng::new(sc.seed, 1 + i as u64))
                 .collect(),
             migrate_rng: Rng::new(sc.seed, 0x316A),
-            reqs: Vec::new(),
-            free_reqs: Vec::new(),
+            reqs: Slab::default(),
             drops: Vec::new(),
             queued: vec![FxHashMap::default(); napps],
             flows_at: sc.apps.iter().map(FlowsAt::new).collect(),
@@ -417,14 +417,8 @@ impl<'a, N: Nic> Sim<'a, N> {
 
     /// Requests still open at the end (responses queued or on the wire) count as their age.
     fn count_unfinished(&mut self) {
-        let mut free = vec![false; self.reqs.len()];
-        for &s in &self.free_reqs {
-            free[s as usize] = true;
-        }
-        for (slot, free) in free.into_iter().enumerate() {
-            if !free {
-                self.unfinished(slot as u32);
-            }
+        for slot in self.reqs.in_use() {
+            self.unfinished(slot);
         }
     }
 }

@@ -18,7 +18,7 @@
 //! destination, at or before the engine's own.
 //!
 //! Cost: a packet's enqueue and dequeue in the engine and two timed events (its arrival and
-//! its core finishing it); packets are kept in a slab whose slots are reused.
+//! its core finishing it); packets are kept in a [`crate::slab::Slab`], its slots reused.
 
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ use weft_core::sched::{Engine, Packet};
 use super::event_loop::{Ev, Sim};
 use crate::net::{Network, RxSpec};
 use crate::nic::Nic;
+use crate::slab::Slab;
 
 /// A packet waiting in, or being processed by, a receiving host.
 #[derive(Debug, Clone, Copy)]
@@ -48,8 +49,7 @@ pub(super) struct Ingress {
     /// Cores not working on a packet.
     idle: u16,
     cost_ps: u64,
-    slab: Vec<RxPkt>,
-    free: Vec<u32>,
+    slab: Slab<RxPkt>,
     /// The pending wake-up, ps (`u64::MAX`: none).
     wake_at: u64,
     /// Packets processed, and dropped by the policy's limits.
@@ -63,8 +63,7 @@ impl Ingress {
             engine: FastEngine::new(policy),
             idle: spec.cores.max(1),
             cost_ps: spec.cpu_ps_per_packet,
-            slab: Vec::new(),
-            free: Vec::new(),
+            slab: Slab::default(),
             wake_at: u64::MAX,
             processed: 0,
             dropped: 0,
@@ -92,19 +91,10 @@ impl<N: Nic> Sim<'_, N> {
             ce,
             at_host_ps: now,
         };
-        let slot = match ing.free.pop() {
-            Some(s) => {
-                ing.slab[s as usize] = p;
-                s
-            }
-            None => {
-                ing.slab.push(p);
-                (ing.slab.len() - 1) as u32
-            }
-        };
+        let slot = ing.slab.insert(p);
         let pkt = Packet::new(u64::from(slot), Network::frame_bytes(payload), meta);
         if ing.engine.enqueue(pkt, now).is_err() {
-            ing.free.push(slot);
+            ing.slab.remove(slot);
             ing.dropped += 1;
             return;
         }
@@ -155,8 +145,7 @@ impl<N: Nic> Sim<'_, N> {
         let ing = self.ingress(dest as usize);
         ing.idle += 1;
         ing.processed += 1;
-        let p = ing.slab[slot as usize];
-        ing.free.push(slot);
+        let p = ing.slab.remove(slot);
         let app = self.flows[p.flow as usize].app as usize;
         self.out.app_rx_delay[app].done.record(now - p.at_host_ps);
         self.tcp_receive(now, p.flow, p.seq, p.payload, p.ce);

@@ -34,7 +34,7 @@ impl<N: Nic> Sim<'_, N> {
     /// the end.
     pub(super) fn unfinished(&mut self, slot: u32) {
         let sc = self.sc;
-        let r = self.reqs[slot as usize];
+        let r = self.reqs[slot];
         if !r.counted {
             return;
         }
@@ -53,7 +53,7 @@ impl<N: Nic> Sim<'_, N> {
     /// unfinished. Its slot is freed (a closed loop's next request follows at `t`).
     pub(super) fn complete_request(&mut self, t: u64, slot: u32) {
         let sc = self.sc;
-        let r = self.reqs[slot as usize];
+        let r = self.reqs[slot];
         let app = self.flows[r.flow as usize].app as usize;
         if r.counted && !r.failed && t <= sc.duration_ps {
             let o = &mut self.out;
@@ -92,7 +92,7 @@ impl<N: Nic> Sim<'_, N> {
         // the run's length.
         o.wire_busy_ps += wire.min(sc.duration_ps - now);
         if p.req != u32::MAX {
-            let r = &mut self.reqs[p.req as usize];
+            let r = &mut self.reqs[p.req];
             r.remaining -= 1;
             if r.remaining == 0 {
                 // Completed when its last bit leaves: within the run, or unfinished.
@@ -136,7 +136,7 @@ impl<N: Nic> Sim<'_, N> {
             if p.req == u32::MAX {
                 left_queue(&mut self.queued[p.app as usize], p.submit_ps);
             } else {
-                let r = &mut self.reqs[p.req as usize];
+                let r = &mut self.reqs[p.req];
                 r.failed = true;
                 r.remaining -= 1;
                 if r.remaining == 0 {

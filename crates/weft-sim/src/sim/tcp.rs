@@ -164,7 +164,7 @@ impl<N: Nic> Sim<'_, N> {
 
     /// Request `slot` reached the host: flow `fi` writes its response.
     pub(super) fn tcp_respond(&mut self, now: u64, fi: u32, slot: u32) {
-        let bytes = self.reqs[slot as usize].bytes;
+        let bytes = self.reqs[slot].bytes;
         let c = self.conn(fi);
         c.tx.write(bytes);
         c.written = c.written.saturating_add(bytes);
