@@ -46,15 +46,13 @@ use super::measure::{ReceiverTotals, SwitchTotals, TcpTotals};
 #[derive(Debug, Clone)]
 pub(super) struct Conn {
     tx: TcpSender,
+    /// Its receiver; it only gets segments that arrive within the run, so its in-order
+    /// bytes are the connection's goodput.
     rx: TcpReceiver,
-    /// In-order payload bytes that reached the receiver within the run.
-    delivered: u64,
     /// A sized flow's bytes, when it started and when they had all arrived.
     size: Option<u64>,
     started_ps: u64,
     done_ps: Option<u64>,
-    /// Bytes the application wrote into the connection.
-    written: u64,
     /// Requests whose responses are written and not yet all delivered, oldest first: the
     /// stream offset where each response ends, and its request slot.
     pending: VecDeque<(u64, u32)>,
@@ -128,11 +126,9 @@ impl<N: Nic> Sim<'_, N> {
             Box::new(Conn {
                 tx: TcpSender::new(cfg),
                 rx: TcpReceiver::new(),
-                delivered: 0,
                 size: None,
                 started_ps: 0,
                 done_ps: None,
-                written: 0,
                 pending: VecDeque::new(),
                 timer_at: u64::MAX,
             })
@@ -143,10 +139,8 @@ impl<N: Nic> Sim<'_, N> {
     /// time, with an endless send buffer or `size` bytes to send, and sends what it may.
     pub(super) fn tcp_start(&mut self, now: u64, fi: u32, size: Option<u64>) {
         let c = self.conn(fi);
-        if c.written == 0 {
-            let bytes = size.unwrap_or(u64::MAX);
-            c.written = bytes;
-            c.tx.write(bytes);
+        if c.tx.written() == 0 {
+            c.tx.write(size.unwrap_or(u64::MAX));
             c.size = size;
             c.started_ps = now;
         }
@@ -167,8 +161,7 @@ impl<N: Nic> Sim<'_, N> {
         let bytes = self.reqs[slot].bytes;
         let c = self.conn(fi);
         c.tx.write(bytes);
-        c.written = c.written.saturating_add(bytes);
-        let end = c.written;
+        let end = c.tx.written();
         c.pending.push_back((end, slot));
         self.tcp_pump(now, fi);
     }
@@ -327,10 +320,8 @@ impl<N: Nic> Sim<'_, N> {
         let conn = self.net().conns[fi as usize]
             .as_mut()
             .expect("a TCP packet's flow has a connection");
-        let before = conn.rx.delivered();
         let ack = conn.rx.on_segment(seq, payload, ce);
         let delivered = conn.rx.delivered();
-        conn.delivered += delivered - before;
         // A sized flow completes when its last byte arrives: its completion time is its
         // application's latency.
         let fct = match conn.size {
@@ -416,7 +407,7 @@ impl<N: Nic> Sim<'_, N> {
             let (s, r) = (c.tx.stats(), c.rx.stats());
             let t = self.out.app_tcp[app].get_or_insert_with(TcpTotals::default);
             t.connections += 1;
-            t.delivered_bytes += c.delivered;
+            t.delivered_bytes += c.rx.delivered();
             if c.size.is_some() {
                 match c.done_ps {
                     Some(d) => {
