@@ -250,7 +250,8 @@ pub struct SwitchSummary {
     pub forwarded: u64,
     pub dropped: u64,
     pub marked: u64,
-    /// The mean backlog over the run and the largest a frame joined, wire bytes.
+    /// The mean over the run of what all the switch's ports hold together, and the largest
+    /// backlog a frame joined at one port, wire bytes (the counts above are of all ports).
     pub mean_backlog_bytes: f64,
     pub max_backlog_bytes: u64,
 }

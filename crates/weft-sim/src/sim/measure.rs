@@ -116,7 +116,8 @@ pub struct SwitchTotals {
     pub forwarded: u64,
     pub dropped: u64,
     pub marked: u64,
-    /// The largest backlog a frame joined, and the mean over the run, wire bytes.
+    /// The largest backlog a frame joined at one port, and the mean over the run of what
+    /// all the ports hold together, wire bytes (counts are of all ports together).
     pub max_backlog_bytes: u64,
     pub mean_backlog_bytes: f64,
 }

@@ -214,12 +214,12 @@ impl<N: Nic> Sim<'_, N> {
         if wrote {
             self.nics[host as usize].flush(now, core);
         }
-        self.tcp_arm(now, fi);
+        self.tcp_arm(fi);
     }
 
     /// Schedules a timer event for flow `fi` when its deadline is earlier than the one
     /// pending.
-    fn tcp_arm(&mut self, _now: u64, fi: u32) {
+    fn tcp_arm(&mut self, fi: u32) {
         let end = self.sc.duration_ps;
         let conn = self.net().conns[fi as usize]
             .as_mut()
