@@ -132,6 +132,9 @@ fn sequence(nic: &mut HwqNic, pkts: &[(u16, u32)]) -> Vec<u32> {
             submit_ps: 0,
             req: label,
             seq: 0,
+            tso_bytes: 1500,
+            tso_frames: 1,
+            tso_more: 0,
         };
         nic.submit(0, p, &meta);
     }

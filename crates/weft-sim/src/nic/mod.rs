@@ -41,6 +41,22 @@ pub struct Pkt {
     pub req: u32,
     /// A TCP packet's first payload byte in its connection's stream (0 for others).
     pub seq: u64,
+    /// The frame bytes of its TSO segment in all (the segment a descriptor carries and the
+    /// NIC model splits into frames; a frame written on its own is its own segment:
+    /// `tso_bytes == bytes`).
+    pub tso_bytes: u32,
+    /// Frames in its segment (at least 1).
+    pub tso_frames: u16,
+    /// Frames of its segment written after it (0: the segment's last frame).
+    pub tso_more: u16,
+}
+
+impl Pkt {
+    /// Whether it starts a segment (a descriptor).
+    #[inline]
+    pub fn starts_segment(&self) -> bool {
+        self.tso_more + 1 == self.tso_frames
+    }
 }
 
 /// Per-application facts a model may use to place packets.
@@ -204,7 +220,8 @@ pub struct NicParams {
     pub sq_cpu_ps_per_packet: u64,
     /// `sq`: hardware ring depth, packets.
     pub sq_ring_packets: usize,
-    /// `mq`/`qpf`/`mq-*`/`tonic`: hardware ring depth per queue (BQL-limited), packets.
+    /// `mq`/`qpf`/`mq-*`/`tonic`: hardware ring depth per queue (BQL-limited), descriptors
+    /// (a TSO segment is one; see [`hwq`]).
     pub hw_ring_packets: usize,
     /// `mq`/`qpf`/`mq-*`/`tonic`: NIC DRR quantum per queue per round, bytes (at least
     /// [`MIN_QUANTUM_BYTES`]).

@@ -171,7 +171,7 @@ impl App {
         let mtu = u64::from(host.mtu_bytes.max(1));
         if self.kind.over_tcp() {
             let t = &net.tcp;
-            let held = t.tsq_bytes.max(u64::from(t.tso_bytes)) + t.rwnd_bytes;
+            let held = t.tsq_bytes + u64::from(t.tso_bytes) + t.rwnd_bytes;
             return held
                 .div_ceil(u64::from(t.mss.max(1)))
                 .saturating_mul(u64::from(self.max_flows()));

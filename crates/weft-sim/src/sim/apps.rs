@@ -308,6 +308,9 @@ impl<N: Nic> Sim<'_, N> {
                 submit_ps: now,
                 req,
                 seq: 0,
+                tso_bytes: b as u32,
+                tso_frames: 1,
+                tso_more: 0,
             };
             self.flows[fi as usize].queued_bytes += b;
             self.nics[host as usize].submit(now, pkt, &meta);

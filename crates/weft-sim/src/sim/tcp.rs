@@ -190,8 +190,13 @@ impl<N: Nic> Sim<'_, N> {
             };
             let mut seq = seg.seq;
             let end = seg.seq + u64::from(seg.len);
+            // One TSO segment (a descriptor, which the NIC model splits into these frames).
+            let frames = seg.len.div_ceil(mss);
+            let seg_bytes = seg.len + frames * crate::net::TCP_HEADER_BYTES;
+            let mut more = frames;
             while seq < end {
                 let len = (end - seq).min(u64::from(mss)) as u32;
+                more -= 1;
                 let pkt = Pkt {
                     flow: fi,
                     app,
@@ -200,6 +205,9 @@ impl<N: Nic> Sim<'_, N> {
                     submit_ps: now,
                     req: u32::MAX,
                     seq,
+                    tso_bytes: seg_bytes,
+                    tso_frames: frames as u16,
+                    tso_more: more as u16,
                 };
                 if !completes {
                     *self.queued[app as usize].entry(now).or_insert(0) += 1;
@@ -242,12 +250,13 @@ impl<N: Nic> Sim<'_, N> {
         let done = left.saturating_add(net.net.completion_ps);
         let at_port = left.saturating_add(net.net.delay_ps);
         let one_host = net.net.hosts == 1;
-        if done <= end {
+        // The host frees a segment when its last frame is done (the whole buffer at once).
+        if done <= end && p.tso_more == 0 {
             self.at(
                 done,
                 Ev::TxDone {
                     flow: p.flow,
-                    bytes: payload,
+                    bytes: segment_payload(&p),
                 },
             );
         }
@@ -360,9 +369,12 @@ impl<N: Nic> Sim<'_, N> {
         }
     }
 
-    /// The NIC model dropped TCP packet `p`: its bytes leave the host now.
+    /// The NIC model dropped TCP packet `p`: its segment's bytes leave the host now if it
+    /// was the segment's last frame (else when that one is done or dropped).
     pub(super) fn tcp_dropped(&mut self, now: u64, p: &Pkt) {
-        self.tcp_left_host(now, p.flow, p.bytes - crate::net::TCP_HEADER_BYTES);
+        if p.tso_more == 0 {
+            self.tcp_left_host(now, p.flow, segment_payload(p));
+        }
     }
 
     /// `bytes` of flow `fi`'s payload left the host.
@@ -456,4 +468,9 @@ impl<N: Nic> Sim<'_, N> {
         }
         self.out.receiver = Some(rx);
     }
+}
+
+/// The payload bytes of TCP packet `p`'s segment.
+fn segment_payload(p: &Pkt) -> u32 {
+    p.tso_bytes - u32::from(p.tso_frames) * crate::net::TCP_HEADER_BYTES
 }

@@ -34,9 +34,11 @@
 //!   never below 2 MSS (the floor Linux uses), nor above the window before the cut (§3.4);
 //!   losses are handled as NewReno handles them (§3.5).
 //!   [`Cc::NewReno`] does not use ECN: it ignores the ECE flag entirely.
-//! - TCP small queues (as in Linux): the payload of the flow handed to the NIC and not yet
-//!   reported gone is kept at most `tsq_bytes`, except that one segment is always allowed
-//!   when nothing of the flow is below the socket.
+//! - TCP small queues (as Linux's `tcp_small_queue_check`): a segment goes below the socket
+//!   only while less than `tsq_bytes` of the flow's payload handed to the NIC is not yet
+//!   reported gone (or none is), so at most `tsq_bytes` plus one segment are there. A
+//!   segment is reported gone as a whole, when its last packet is (the socket buffer is
+//!   freed at once), so a sender held back by TSQ goes on with whole segments.
 //! - Segmentation offload: a new-data segment is up to `tso_bytes` long; the NIC (the
 //!   caller) cuts it into MSS-sized packets. Retransmissions are one MSS.
 //! - A receiver that acknowledges every segment at once with its cumulative ACK and echoes

@@ -148,13 +148,14 @@ impl TcpSender {
         u64::from(self.cfg.mss)
     }
 
-    /// TCP small queues: payload bytes that may still go below the socket. One segment is
-    /// always allowed when nothing is there.
+    /// TCP small queues, as Linux checks them before each segment: one more segment may go
+    /// below the socket while less than `tsq_bytes` of the flow are there (so at most
+    /// `tsq_bytes` plus one segment less a byte are; one segment when `tsq_bytes` is 0).
     fn tsq_room(&self) -> u64 {
-        if self.in_host == 0 {
-            self.cfg.tsq_bytes.max(u64::from(self.cfg.tso_bytes))
+        if self.in_host < self.cfg.tsq_bytes || self.in_host == 0 {
+            u64::MAX
         } else {
-            self.cfg.tsq_bytes.saturating_sub(self.in_host)
+            0
         }
     }
 

@@ -626,8 +626,8 @@ fn newreno_ignores_ece() {
     assert_eq!(s.cwnd_bytes(), 20 * MSS);
 }
 
-/// TSQ: payload handed to the NIC and not reported gone stays within tsq_bytes; one segment
-/// is always allowed when none is in the host.
+/// TSQ as Linux checks it: a segment goes below the socket while less than tsq_bytes are
+/// there (so one may pass the bound), one when none is in the host.
 #[test]
 fn tsq_blocks_and_left_host_releases() {
     let mut s = bulk(TcpConfig {
@@ -753,6 +753,20 @@ fn receiver_acks_counts_and_echoes_ce() {
     assert_eq!(r.received_bytes(), 6 * mm + 7 * mm);
     r.on_segment(6 * mm, 2 * m, false);
     assert_eq!(r.delivered(), 15 * mm);
+
+    // Below the bound by one byte: a whole segment more goes.
+    let mut s = bulk(TcpConfig {
+        tsq_bytes: 3 * MSS,
+        tso_bytes: 2 * MSS as u32,
+        ..cfg()
+    });
+    assert_eq!(s.poll_send(0), Some(new_data(0, 2)));
+    assert_eq!(s.poll_send(0), Some(new_data(2 * MSS, 2)), "2 MSS < 3 MSS");
+    assert_eq!(s.poll_send(0), None, "4 MSS held");
+    s.on_left_host(MSS as u32);
+    assert_eq!(s.poll_send(0), None, "3 MSS held");
+    s.on_left_host(1);
+    assert_eq!(s.poll_send(0), Some(new_data(4 * MSS, 2)));
     assert_eq!(r.holes(), 0);
     // A zero-length segment is acknowledged and changes nothing else.
     assert_eq!(r.on_segment(100 * mm, 0, false).ack, 15 * mm);
