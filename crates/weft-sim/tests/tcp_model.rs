@@ -85,8 +85,8 @@ enum Ev {
     LinkDone,
     /// A packet reaches its receiver.
     Arrive(Pkt),
-    /// An ACK (ack, ece) reaches its sender.
-    AckBack(u32, u64, bool),
+    /// An ACK (ack, ece, dsack) reaches its sender.
+    AckBack(u32, u64, bool, bool),
     /// A sender's retransmission timer, as scheduled for this time.
     Timer(u32),
 }
@@ -221,7 +221,7 @@ impl Net {
                 Ev::HostDone(f) => 1 << 40 | u64::from(f),
                 Ev::LinkDone => 2 << 40,
                 Ev::Arrive(p) => (3 << 40 | u64::from(p.flow)) ^ p.seq << 8 ^ u64::from(p.ce),
-                Ev::AckBack(f, a, e) => (4 << 40 | u64::from(f)) ^ a << 8 ^ u64::from(e),
+                Ev::AckBack(f, a, e, _) => (4 << 40 | u64::from(f)) ^ a << 8 ^ u64::from(e),
                 Ev::Timer(f) => 5 << 40 | u64::from(f),
             };
             // FNV-1a over (time, event).
@@ -271,10 +271,15 @@ impl Net {
                 let a = self.flows[p.flow as usize]
                     .rx
                     .on_segment(p.seq, p.len, p.ce);
-                self.at(now + self.path.back_ps, Ev::AckBack(p.flow, a.ack, a.ece));
+                self.at(
+                    now + self.path.back_ps,
+                    Ev::AckBack(p.flow, a.ack, a.ece, a.dsack),
+                );
             }
-            Ev::AckBack(f, ack, ece) => {
-                self.flows[f as usize].tx.on_ack(now, Ack { ack, ece });
+            Ev::AckBack(f, ack, ece, dsack) => {
+                self.flows[f as usize]
+                    .tx
+                    .on_ack(now, Ack { ack, ece, dsack });
                 self.pump(f);
             }
             Ev::Timer(f) => {

@@ -207,7 +207,7 @@ impl<N: Nic> Sim<'_, N> {
                 self.refill(now, flow);
             }
             Ev::TxDone { flow, bytes } => self.tcp_left_host(now, flow, bytes),
-            Ev::AckIn { flow, ack, ece } => self.tcp_ack(now, flow, ack, ece),
+            Ev::AckIn { flow, ack } => self.tcp_ack(now, flow, ack),
             Ev::Rto { flow } => self.tcp_timer(now, flow),
             Ev::Migrate => self.migrate(now),
             Ev::PortIn { flow, seq, payload } => self.tcp_at_port(now, flow, seq, payload),

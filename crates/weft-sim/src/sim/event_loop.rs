@@ -55,8 +55,7 @@ pub(super) enum Ev {
     /// An ACK reaches TCP flow `flow`'s sender.
     AckIn {
         flow: u32,
-        ack: u64,
-        ece: bool,
+        ack: crate::tcp::Ack,
     },
     /// TCP flow `flow`'s retransmission timer may be due.
     Rto {

@@ -101,6 +101,8 @@ pub struct TcpCounts {
     pub retransmitted_segments: u64,
     pub fast_retransmits: u64,
     pub timeouts: u64,
+    /// Fast recoveries undone: D-SACKs showed every retransmission of one was spurious.
+    pub undos: u64,
     /// Window cuts on ECN echoes (DCTCP).
     pub ecn_reductions: u64,
     /// Segments that reached a receiver beyond a hole, and segments that arrived after one

@@ -358,14 +358,7 @@ impl<N: Nic> Sim<'_, N> {
         self.done_slots = done;
         let t = at_rx.saturating_add(ack_return);
         if t <= end {
-            self.at(
-                t,
-                Ev::AckIn {
-                    flow: fi,
-                    ack: ack.ack,
-                    ece: ack.ece,
-                },
-            );
+            self.at(t, Ev::AckIn { flow: fi, ack });
         }
     }
 
@@ -387,11 +380,11 @@ impl<N: Nic> Sim<'_, N> {
     }
 
     /// An ACK reached flow `fi`'s sender.
-    pub(super) fn tcp_ack(&mut self, now: u64, fi: u32, ack: u64, ece: bool) {
+    pub(super) fn tcp_ack(&mut self, now: u64, fi: u32, ack: Ack) {
         let conn = self.net().conns[fi as usize]
             .as_mut()
             .expect("an ACK's flow has a connection");
-        conn.tx.on_ack(now, Ack { ack, ece });
+        conn.tx.on_ack(now, ack);
         self.tcp_pump(now, fi);
     }
 
@@ -440,6 +433,7 @@ impl<N: Nic> Sim<'_, N> {
             n.retransmitted_segments += s.retransmitted_segments;
             n.fast_retransmits += s.fast_retransmits;
             n.timeouts += s.timeouts;
+            n.undos += s.undos;
             n.ecn_reductions += s.ecn_reductions;
             n.out_of_order += r.out_of_order;
             n.reordered += r.reordered;

@@ -43,14 +43,23 @@
 //!   caller) cuts it into MSS-sized packets. Retransmissions are one MSS.
 //! - A receiver that acknowledges every segment at once with its cumulative ACK and echoes
 //!   that segment's CE mark (what the receiver state machine of RFC 8257 §3.2 sends when
-//!   every segment is acknowledged), and counts segments that arrive out of order,
-//!   duplicated or reordered.
+//!   every segment is acknowledged), reports a segment it had already received whole
+//!   (the D-SACK of RFC 2883, without the SACK blocks), and counts segments that arrive
+//!   out of order, duplicated or reordered.
+//! - Spurious fast retransmits undone (RFC 3708's D-SACK detection, the response Linux's
+//!   `tcp_try_undo_dsack` gives): when D-SACKs account for every retransmission of the
+//!   last fast recovery, the window and slow start threshold go back to what they were
+//!   before it (the larger of those and the current ones), the recovery ends, and the
+//!   duplicate-ACK threshold grows to the duplicate ACKs that had come when that recovery
+//!   first saw new data acknowledged, plus one (the reordering, as Linux's
+//!   `tcp_update_reordering` raises its threshold; at most [`MAX_REORDERING`]).
+//!   A timeout is not undone.
 //!
 //! # Simplifications
 //!
-//! No SACK (so no DSACK and no detection of spurious retransmissions: a reordering deep
-//! enough to produce `dupthresh` duplicate ACKs causes a fast retransmit and a window cut
-//! that are never undone), no limited transmit (RFC 3042), no delayed ACKs, no pacing, no
+//! No SACK blocks (only the D-SACK flag above: holes are found one partial ACK at a time,
+//! and reordering is measured in duplicate ACKs, not by SACK's finer account), no limited
+//! transmit (RFC 3042), no delayed ACKs, no pacing, no
 //! Nagle, no connection setup or teardown (data starts at byte 0, the connection is open
 //! at creation), no window scaling nor flow control beyond a fixed receiver window
 //! (`rwnd_bytes`), no congestion window validation (RFC 7661: an application-limited flow
@@ -86,7 +95,7 @@ mod sender;
 mod tests;
 
 pub use receiver::{ReceiverStats, TcpReceiver};
-pub use sender::{SenderStats, TcpSender};
+pub use sender::{SenderStats, TcpSender, MAX_REORDERING};
 
 /// One picosecond: the clock granularity `G` of RFC 6298 §2 (the model's time unit).
 pub const CLOCK_GRANULARITY_PS: u64 = 1;
@@ -277,4 +286,7 @@ pub struct Ack {
     pub ack: u64,
     /// ECN-Echo: the segment that triggered this ACK was CE-marked.
     pub ece: bool,
+    /// D-SACK (RFC 2883): the segment that triggered this ACK had arrived before, every
+    /// byte of it (a retransmission whose original got there, or a copy).
+    pub dsack: bool,
 }

@@ -1,5 +1,6 @@
 //! The receiving end: the cumulative ACK point, the out-of-order data above it, and an
-//! immediate ACK for every segment that echoes the segment's CE mark.
+//! immediate ACK for every segment that echoes the segment's CE mark and reports a
+//! segment received twice (D-SACK).
 //!
 //! Cost: O(log h) per segment, plus O(h) when it fills or merges holes (h holes).
 
@@ -59,12 +60,15 @@ impl TcpReceiver {
             st.ce_marked += 1;
         }
         let end = seq.saturating_add(u64::from(len));
+        let mut dsack = false;
         if end > seq {
             if end <= self.rcv_nxt {
                 st.duplicates += 1;
+                dsack = true;
             } else if seq > self.rcv_nxt {
                 st.out_of_order += 1;
                 let fresh = self.insert(seq, end);
+                dsack = !fresh;
                 if fresh && seq < self.highest_end {
                     self.stats.reordered += 1;
                 }
@@ -89,6 +93,7 @@ impl TcpReceiver {
         Ack {
             ack: self.rcv_nxt,
             ece: ce,
+            dsack,
         }
     }
 

@@ -32,7 +32,13 @@ pub struct SenderStats {
     pub rtt_samples: u64,
     /// ACKs ignored: below `snd_una` (stale) or above the highest byte sent (invalid).
     pub ignored_acks: u64,
+    /// Window reductions undone: every retransmission of a fast recovery was reported
+    /// received twice (D-SACK), so the loss was reordering.
+    pub undos: u64,
 }
+
+/// Linux's `tcp_max_reordering`: the most the duplicate-ACK threshold grows to.
+pub const MAX_REORDERING: u32 = 300;
 
 /// A new-data segment in flight: bytes `[start, end)`, first sent at `sent_ps`.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +51,15 @@ struct Sent {
     sent_ps: u64,
     /// Some of it was sent again (Karn: its ACK gives no RTT sample).
     retransmitted: bool,
+}
+
+/// A fast recovery that may prove spurious.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    cwnd: u64,
+    ssthresh: u64,
+    retrans: u32,
+    reordering: u32,
 }
 
 /// The sending end of a TCP connection (see the [module](super) documentation).
@@ -67,6 +82,14 @@ pub struct TcpSender {
     ca_acked: u64,
     /// Consecutive duplicate ACKs.
     dupacks: u32,
+    /// Duplicate ACKs that start a fast retransmit: `cfg.dupthresh`, raised to the
+    /// reordering seen when a recovery proves spurious (at most [`MAX_REORDERING`]).
+    dupthresh: u32,
+    /// What the last fast recovery changed, while it may still be undone (RFC 3708
+    /// detection, Linux's `tcp_try_undo_dsack`): the window and threshold before it, its
+    /// retransmissions not yet reported received twice, and the duplicate ACKs that had
+    /// come when new data was first acknowledged in it (how far the data was reordered).
+    undo: Option<Undo>,
     /// In NewReno fast recovery.
     in_recovery: bool,
     /// RFC 6582's `recover`, as an exclusive end: one past the highest byte sent when fast
@@ -119,6 +142,8 @@ impl TcpSender {
             snd_max: 0,
             ca_acked: 0,
             dupacks: 0,
+            dupthresh: cfg.dupthresh,
+            undo: None,
             in_recovery: false,
             recover: 0,
             retx_pending: false,
@@ -243,6 +268,9 @@ impl TcpSender {
         st.bytes_sent += len;
         if retransmit {
             st.retransmitted_segments += 1;
+            if let Some(u) = &mut self.undo {
+                u.retrans += 1;
+            }
         }
         self.in_host += len;
         if self.timer.is_none() {
@@ -306,7 +334,17 @@ impl TcpSender {
         // during loss recovery, whose reduction already covers that window. (Checked again
         // below: this ACK may start a fast recovery.)
         let cut = dctcp && ack.ece && a > self.cwr_end && !self.in_recovery;
+        if ack.dsack {
+            self.on_dsack();
+        }
         if newly > 0 {
+            if self.in_recovery {
+                if let Some(u) = &mut self.undo {
+                    if u.reordering == 0 {
+                        u.reordering = self.dupacks;
+                    }
+                }
+            }
             self.take_rtt_sample(now_ps, a);
             self.snd_una = a;
             self.snd_nxt = self.snd_nxt.max(a);
@@ -343,7 +381,7 @@ impl TcpSender {
             self.dupacks = self.dupacks.saturating_add(1);
             if self.in_recovery {
                 self.cwnd += mss;
-            } else if self.dupacks == self.cfg.dupthresh && a > self.recover {
+            } else if self.dupacks == self.dupthresh && a > self.recover {
                 self.enter_fast_recovery();
             }
         }
@@ -378,14 +416,48 @@ impl TcpSender {
     fn enter_fast_recovery(&mut self) {
         let mss = self.mss();
         let flight = self.snd_nxt - self.snd_una;
+        self.undo = Some(Undo {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+            retrans: 0,
+            reordering: 0,
+        });
         self.ssthresh = (flight / 2).max(2 * mss);
         self.recover = self.snd_max;
-        self.cwnd = self.ssthresh + u64::from(self.cfg.dupthresh) * mss;
+        self.cwnd = self.ssthresh + u64::from(self.dupthresh) * mss;
         self.in_recovery = true;
         self.retx_pending = true;
         self.ca_acked = 0;
         self.cwr_end = self.snd_max;
         self.stats.fast_retransmits += 1;
+    }
+
+    /// A D-SACK: one segment sent twice got there twice. When that accounts for every
+    /// retransmission of the last fast recovery, nothing was lost: the window and the
+    /// threshold go back to what they were before it (the larger of those and the current
+    /// ones), the recovery ends, and the duplicate-ACK threshold grows to the reordering
+    /// that recovery saw (Linux's DSACK undo and `tcp_update_reordering`, without SACK's
+    /// finer measure).
+    fn on_dsack(&mut self) {
+        let Some(u) = &mut self.undo else {
+            return;
+        };
+        u.retrans = u.retrans.saturating_sub(1);
+        if u.retrans > 0 {
+            return;
+        }
+        let u = *u;
+        self.undo = None;
+        self.cwnd = self.cwnd.max(u.cwnd);
+        self.ssthresh = self.ssthresh.max(u.ssthresh);
+        self.in_recovery = false;
+        self.retx_pending = false;
+        self.ca_acked = 0;
+        self.dupthresh = self
+            .dupthresh
+            .max(u.reordering.saturating_add(1))
+            .min(MAX_REORDERING.max(self.cfg.dupthresh));
+        self.stats.undos += 1;
     }
 
     /// An RTT sample from the ACK of the bytes below `ack` (RFC 6298 §3): the send time of
@@ -465,6 +537,7 @@ impl TcpSender {
             self.ssthresh = ((self.snd_nxt - self.snd_una) / 2).max(2 * mss);
         }
         self.backoffs = self.backoffs.saturating_add(1);
+        self.undo = None;
         self.cwnd = mss;
         self.ca_acked = 0;
         self.dupacks = 0;

@@ -35,11 +35,25 @@ fn drain(s: &mut TcpSender, now: u64) -> Vec<Segment> {
 }
 
 fn ack(s: &mut TcpSender, now: u64, a: u64) {
-    s.on_ack(now, Ack { ack: a, ece: false });
+    s.on_ack(
+        now,
+        Ack {
+            ack: a,
+            ece: false,
+            dsack: false,
+        },
+    );
 }
 
 fn ack_ece(s: &mut TcpSender, now: u64, a: u64) {
-    s.on_ack(now, Ack { ack: a, ece: true });
+    s.on_ack(
+        now,
+        Ack {
+            ack: a,
+            ece: true,
+            dsack: false,
+        },
+    );
 }
 
 fn end(seg: &Segment) -> u64 {
@@ -264,6 +278,90 @@ fn three_dup_acks_resend_the_lost_segment_then_newreno_recovers() {
     assert_eq!(s.cwnd_bytes(), ssthresh);
     assert_eq!(s.stats().retransmitted_segments, 1);
     assert_eq!(s.stats().timeouts, 0);
+}
+
+/// Segment 3 was only late (reordered behind 4 to 6): the third duplicate ACK resends it,
+/// the original then arrives and the receiver reports the resent copy received twice
+/// (D-SACK). Every retransmission of the recovery was spurious, so the window and
+/// threshold go back to what they were before it (RFC 3708 detection, Linux's DSACK undo)
+/// and the duplicate-ACK threshold grows to the reordering seen (3 duplicates: 4); a later
+/// real loss needs that many duplicates, and is not undone without a D-SACK.
+#[test]
+fn a_dsack_for_every_retransmission_undoes_the_recovery() {
+    let (mut s, mut t) = lose_segment_3();
+    let (cwnd, ssthresh) = (s.cwnd_bytes(), s.ssthresh_bytes());
+    t += 10 * US;
+    for _ in 0..3 {
+        ack(&mut s, t, 3 * MSS);
+    }
+    assert!(s.in_fast_recovery());
+    assert_eq!(drain(&mut s, t), vec![resend(3 * MSS)]);
+    assert!(s.cwnd_bytes() < cwnd);
+    // The late original: everything up to segment 7 in order (4 to 6 had come).
+    ack(&mut s, t, 7 * MSS);
+    assert!(s.in_fast_recovery(), "a partial ACK: 16 MSS were sent");
+    assert_eq!(s.stats().undos, 0);
+    let dsack = |s: &mut TcpSender, a: u64| {
+        s.on_ack(
+            t,
+            Ack {
+                ack: a,
+                ece: false,
+                dsack: true,
+            },
+        )
+    };
+    // The partial ACK resent segment 7 (not lost either): two retransmissions to account
+    // for before the recovery is undone.
+    assert_eq!(drain(&mut s, t), vec![resend(7 * MSS)]);
+    dsack(&mut s, 7 * MSS);
+    assert_eq!(
+        s.stats().undos,
+        0,
+        "one retransmission not reported twice yet"
+    );
+    ack(&mut s, t, 16 * MSS);
+    dsack(&mut s, 16 * MSS);
+    assert_eq!(s.stats().undos, 1);
+    assert!(!s.in_fast_recovery());
+    assert_eq!(s.cwnd_bytes(), cwnd, "the window before the recovery");
+    assert_eq!(s.ssthresh_bytes(), ssthresh);
+    // The threshold is now 4: three duplicate ACKs no longer resend.
+    let sent = drain(&mut s, t);
+    assert!(sent.len() > 5, "{sent:?}");
+    let una = 17 * MSS;
+    ack(&mut s, t, una);
+    for k in 1..=3 {
+        ack(&mut s, t, una);
+        assert!(!s.in_fast_recovery(), "after {k} duplicates");
+    }
+    ack(&mut s, t, una);
+    assert!(s.in_fast_recovery(), "the fourth duplicate");
+    assert_eq!(drain(&mut s, t), vec![resend(una)]);
+    // A D-SACK for something else does not undo a recovery with an unreported resend...
+    let reduced = s.cwnd_bytes();
+    let all = s.highest_sent();
+    ack(&mut s, t + 50 * US, all);
+    assert!(!s.in_fast_recovery());
+    assert!(s.cwnd_bytes() < cwnd && s.cwnd_bytes() <= reduced);
+    assert_eq!(s.stats().undos, 1);
+}
+
+/// The receiver marks an ACK D-SACK when every byte of the segment that triggered it had
+/// arrived before: below the ACK point, or held above a hole; not for new bytes.
+#[test]
+fn receiver_reports_segments_received_twice() {
+    let m = MSS as u32;
+    let mut r = TcpReceiver::new();
+    assert!(!r.on_segment(0, m, false).dsack);
+    assert!(r.on_segment(0, m, false).dsack, "below the ACK point");
+    assert!(!r.on_segment(2 * MSS, m, false).dsack, "new, above a hole");
+    assert!(r.on_segment(2 * MSS, m, false).dsack, "held above the hole");
+    assert!(
+        !r.on_segment(MSS, 2 * m, false).dsack,
+        "fills the hole, partly new"
+    );
+    assert_eq!(r.stats().duplicates, 1);
 }
 
 /// RFC 6582 §3.2 step 3: an ACK that covers new data but not everything up to `recover`
@@ -655,6 +753,20 @@ fn tsq_blocks_and_left_host_releases() {
     assert_eq!(s.poll_send(0), None);
     s.on_left_host(4 * MSS as u32);
     assert_eq!(s.poll_send(0), Some(new_data(4 * MSS, 4)));
+
+    // Below the bound by one byte: a whole segment more goes.
+    let mut s = bulk(TcpConfig {
+        tsq_bytes: 3 * MSS,
+        tso_bytes: 2 * MSS as u32,
+        ..cfg()
+    });
+    assert_eq!(s.poll_send(0), Some(new_data(0, 2)));
+    assert_eq!(s.poll_send(0), Some(new_data(2 * MSS, 2)), "2 MSS < 3 MSS");
+    assert_eq!(s.poll_send(0), None, "4 MSS held");
+    s.on_left_host(MSS as u32);
+    assert_eq!(s.poll_send(0), None, "3 MSS held");
+    s.on_left_host(1);
+    assert_eq!(s.poll_send(0), Some(new_data(4 * MSS, 2)));
 }
 
 /// A new-data segment is min(tso_bytes, room rounded down to whole MSS), unless the rest
@@ -706,11 +818,19 @@ fn receiver_acks_counts_and_echoes_ce() {
         r.on_segment(0, m, false),
         Ack {
             ack: mm,
-            ece: false
+            ece: false,
+            dsack: false
         }
     );
     // Segment 2 before segment 1: out of order, hole before it.
-    assert_eq!(r.on_segment(2 * mm, m, true), Ack { ack: mm, ece: true });
+    assert_eq!(
+        r.on_segment(2 * mm, m, true),
+        Ack {
+            ack: mm,
+            ece: true,
+            dsack: false
+        }
+    );
     assert_eq!(r.stats().out_of_order, 1);
     assert_eq!(r.stats().reordered, 0);
     // Segment 1 late: fills the hole, reordered.
@@ -731,7 +851,8 @@ fn receiver_acks_counts_and_echoes_ce() {
         r.on_segment(3 * mm, m, true),
         Ack {
             ack: 6 * mm,
-            ece: true
+            ece: true,
+            dsack: false
         }
     );
     assert_eq!(r.holes(), 0);
