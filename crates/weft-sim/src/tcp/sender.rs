@@ -432,16 +432,22 @@ impl TcpSender {
         self.stats.fast_retransmits += 1;
     }
 
-    /// A D-SACK: one segment sent twice got there twice. When that accounts for every
-    /// retransmission of the last fast recovery, nothing was lost: the window and the
+    /// A D-SACK: one segment sent twice got there twice, so the duplicate-ACK threshold
+    /// grows to the reordering the last fast recovery saw (as Linux's
+    /// `tcp_update_reordering`, without SACK's finer measure). When D-SACKs account for
+    /// every retransmission of that recovery, nothing was lost: the window and the
     /// threshold go back to what they were before it (the larger of those and the current
-    /// ones), the recovery ends, and the duplicate-ACK threshold grows to the reordering
-    /// that recovery saw (Linux's DSACK undo and `tcp_update_reordering`, without SACK's
-    /// finer measure).
+    /// ones) and the recovery ends (Linux's DSACK undo).
     fn on_dsack(&mut self) {
         let Some(u) = &mut self.undo else {
             return;
         };
+        // A segment resent in the recovery got there twice: its original was late, not
+        // lost, whether or not the others were.
+        self.dupthresh = self
+            .dupthresh
+            .max(u.reordering.saturating_add(1))
+            .min(MAX_REORDERING.max(self.cfg.dupthresh));
         u.retrans = u.retrans.saturating_sub(1);
         if u.retrans > 0 {
             return;
@@ -453,10 +459,6 @@ impl TcpSender {
         self.in_recovery = false;
         self.retx_pending = false;
         self.ca_acked = 0;
-        self.dupthresh = self
-            .dupthresh
-            .max(u.reordering.saturating_add(1))
-            .min(MAX_REORDERING.max(self.cfg.dupthresh));
         self.stats.undos += 1;
     }
 
