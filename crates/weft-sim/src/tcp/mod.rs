@@ -13,8 +13,11 @@
 //! # What it implements
 //!
 //! - Slow start and congestion avoidance (RFC 5681 §3.1) with appropriate byte counting
-//!   (RFC 3465 §2.1 and §2.2, L = 2 MSS). The congestion window starts at `init_cwnd`
-//!   segments and the slow start threshold is unlimited until the first loss.
+//!   (RFC 3465 §2.1): slow start grows the window by every byte an ACK acknowledges, up to
+//!   the threshold, as Linux does (not RFC 3465 §2.2's limit of L = 2 MSS an ACK, which
+//!   would slow a sender whose receiver merges packets and acknowledges them together).
+//!   The congestion window starts at `init_cwnd` segments and the slow start threshold is
+//!   unlimited until the first loss.
 //! - Fast retransmit and fast recovery on `dupthresh` duplicate ACKs (RFC 5681 §2 and
 //!   §3.2) with the NewReno response to partial ACKs (RFC 6582 §3.2): a recover point, one
 //!   retransmission per partial ACK with partial window deflation, and `cwnd = ssthresh`

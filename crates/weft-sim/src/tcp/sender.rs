@@ -395,13 +395,19 @@ impl TcpSender {
     }
 
     /// Slow start and congestion avoidance (RFC 5681 §3.1) with byte counting (RFC 3465):
-    /// in slow start `cwnd += min(acked, L)` with `L = 2 MSS` (§2.2); in congestion
-    /// avoidance one MSS each time the bytes acknowledged reach `cwnd` (§2.1).
-    fn grow(&mut self, acked: u64) {
+    /// in slow start `cwnd += acked`, up to `ssthresh` (as Linux's `tcp_slow_start`, which
+    /// counts every segment a stretch ACK covers: RFC 3465's limit of 2 MSS an ACK would
+    /// hold a sender whose receiver merges packets (GRO) to 2 MSS an ACK); what is left
+    /// over, and in congestion avoidance everything, adds one MSS each time the bytes
+    /// acknowledged reach `cwnd` (§2.1).
+    fn grow(&mut self, mut acked: u64) {
         let mss = self.mss();
         if self.cwnd < self.ssthresh {
-            self.cwnd = self.cwnd.saturating_add(acked.min(2 * mss));
-        } else {
+            let inc = acked.min(self.ssthresh - self.cwnd);
+            self.cwnd = self.cwnd.saturating_add(inc);
+            acked -= inc;
+        }
+        if acked > 0 {
             self.ca_acked += acked;
             if self.ca_acked >= self.cwnd {
                 self.ca_acked -= self.cwnd;

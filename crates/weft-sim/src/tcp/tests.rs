@@ -166,15 +166,30 @@ fn slow_start_doubles_cwnd_per_rtt() {
     assert_eq!(s.stats().retransmitted_segments, 0);
 }
 
-/// RFC 3465 §2.2: in slow start an ACK grows cwnd by min(bytes acknowledged, L), L = 2 SMSS.
+/// In slow start an ACK grows cwnd by every byte it acknowledges, a stretch ACK too (as
+/// Linux's `tcp_slow_start`), up to ssthresh; the rest counts towards congestion avoidance.
 #[test]
-fn slow_start_counts_bytes_up_to_two_mss_per_ack() {
+fn slow_start_counts_every_byte_a_stretch_ack_covers() {
     let mut s = bulk(cfg());
     let segs = drain(&mut s, 0);
     ack(&mut s, 10 * US, end(&segs[3])); // a stretch ACK of 4 segments
-    assert_eq!(s.cwnd_bytes(), 12 * MSS);
+    assert_eq!(s.cwnd_bytes(), 14 * MSS);
     ack(&mut s, 10 * US, end(&segs[3]) + 100); // 100 bytes
-    assert_eq!(s.cwnd_bytes(), 12 * MSS + 100);
+    assert_eq!(s.cwnd_bytes(), 14 * MSS + 100);
+
+    // Slow start ends at ssthresh: of an ACK that crosses it, only the part below counts
+    // in full (after a timeout, ssthresh = 5 MSS and cwnd = 1 MSS).
+    let mut s = bulk(cfg());
+    let segs = drain(&mut s, 0);
+    let t = s.timer_ps().expect("armed");
+    s.on_timer(t);
+    assert_eq!((s.cwnd_bytes(), s.ssthresh_bytes()), (MSS, 5 * MSS));
+    ack(&mut s, t + 10 * US, end(&segs[6]));
+    assert_eq!(
+        s.cwnd_bytes(),
+        5 * MSS,
+        "7 MSS acknowledged: 4 to reach ssthresh"
+    );
 }
 
 /// Sends everything allowed, then acknowledges each segment one by one, one RTT later.
