@@ -69,6 +69,8 @@ pub(super) enum Ev {
         seq: u64,
         payload: u32,
         ce: bool,
+        /// More packets of its TSO segment follow it.
+        more: bool,
     },
     /// Receive core `core` of destination `dest` is done with ingress packet `slot`.
     RxDone {
@@ -85,6 +87,7 @@ pub(super) enum Ev {
         flow: u32,
         seq: u64,
         payload: u32,
+        more: bool,
     },
     /// Request `slot` reaches the host: flow `flow` writes its response into its TCP
     /// connection.

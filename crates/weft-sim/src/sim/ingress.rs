@@ -38,6 +38,8 @@ struct RxPkt {
     seq: u64,
     payload: u32,
     ce: bool,
+    /// More packets of its TSO segment follow it.
+    more: bool,
     /// When it reached the host, ps.
     at_host_ps: u64,
 }
@@ -80,7 +82,14 @@ impl<N: Nic> Sim<'_, N> {
 
     /// TCP packet `[seq, seq + payload)` of flow `fi` reaches its receiving host: into the
     /// receiver's policy, then to an idle core if there is one.
-    pub(super) fn ingress_arrive(&mut self, now: u64, fi: u32, seq: u64, payload: u32, ce: bool) {
+    pub(super) fn ingress_arrive(
+        &mut self,
+        now: u64,
+        fi: u32,
+        (seq, payload): (u64, u32),
+        ce: bool,
+        more: bool,
+    ) {
         let f = &self.flows[fi as usize];
         let (dest, meta) = (f.to as usize, f.meta);
         let ing = self.ingress(dest);
@@ -89,6 +98,7 @@ impl<N: Nic> Sim<'_, N> {
             seq,
             payload,
             ce,
+            more,
             at_host_ps: now,
         };
         let slot = ing.slab.insert(p);
@@ -148,7 +158,7 @@ impl<N: Nic> Sim<'_, N> {
         let p = ing.slab.remove(slot);
         let app = self.flows[p.flow as usize].app as usize;
         self.out.app_rx_delay[app].done.record(now - p.at_host_ps);
-        self.tcp_receive(now, p.flow, p.seq, p.payload, p.ce);
+        self.tcp_receive(now, p.flow, (p.seq, p.payload), p.ce, p.more);
         self.ingress_serve(now, dest);
     }
 }

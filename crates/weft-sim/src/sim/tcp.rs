@@ -7,7 +7,8 @@
 //! packets of at most one MSS, written as one burst); when its last bit leaves the NIC the
 //! switch port gets it `delay` later and forwards, marks or drops it ([`SwitchPort`]); the
 //! receiver gets it `delay` after it leaves the port, its receive path takes it (or drops it
-//! at a full ring) and the receiver answers with an ACK that reaches
+//! at a full ring), receive offload merges it with the in-order packets of its TSO segment
+//! (`Sim::tcp_receive`), and the receiver answers what goes up with an ACK that reaches
 //! the sender [`Network::ack_return_ps`] later; the host learns the packet left
 //! `completion` after its last bit did, which frees its bytes for TCP small queues. A
 //! packet the NIC model drops frees them at once (the socket buffer is released) and is
@@ -42,6 +43,18 @@ use super::event_loop::{Ev, Sim};
 use super::ingress::Ingress;
 use super::measure::{ReceiverTotals, SwitchTotals, TcpTotals};
 
+/// The most payload receive offload merges into one segment (an IP packet's limit).
+const GRO_MAX_BYTES: u32 = 65_535;
+
+/// Packets of one flow merged by receive offload: payload `[seq, seq + len)`, CE-marked
+/// or not.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Gro {
+    seq: u64,
+    len: u32,
+    ce: bool,
+}
+
 /// One connection: its two ends and its timer's pending event.
 #[derive(Debug, Clone)]
 pub(super) struct Conn {
@@ -58,6 +71,8 @@ pub(super) struct Conn {
     pending: VecDeque<(u64, u32)>,
     /// The earliest pending timer event, ps (`u64::MAX`: none).
     timer_at: u64,
+    /// Packets the receiver's offload (GRO) holds merged, not yet gone up.
+    gro: Option<Gro>,
 }
 
 /// The network's state in one run.
@@ -131,6 +146,7 @@ impl<N: Nic> Sim<'_, N> {
                 done_ps: None,
                 pending: VecDeque::new(),
                 timer_at: u64::MAX,
+                gro: None,
             })
         })
     }
@@ -262,7 +278,7 @@ impl<N: Nic> Sim<'_, N> {
         }
         if one_host {
             // The port's arrivals come in their departure order (module doc).
-            self.tcp_at_port(at_port, p.flow, p.seq, payload);
+            self.tcp_at_port(at_port, p.flow, p.seq, payload, p.tso_more > 0);
         } else if at_port <= end {
             self.at(
                 at_port,
@@ -270,6 +286,7 @@ impl<N: Nic> Sim<'_, N> {
                     flow: p.flow,
                     seq: p.seq,
                     payload,
+                    more: p.tso_more > 0,
                 },
             );
         }
@@ -277,8 +294,15 @@ impl<N: Nic> Sim<'_, N> {
 
     /// TCP packet `[seq, seq + payload)` of flow `fi` reaches the switch at `at_port`:
     /// its destination's port forwards, marks or drops it, then its receive path, its
-    /// receiver and the ACK that comes back.
-    pub(super) fn tcp_at_port(&mut self, at_port: u64, fi: u32, seq: u64, payload: u32) {
+    /// receiver and the ACK that comes back. `more`: packets of its TSO segment follow.
+    pub(super) fn tcp_at_port(
+        &mut self,
+        at_port: u64,
+        fi: u32,
+        seq: u64,
+        payload: u32,
+        more: bool,
+    ) {
         let end = self.sc.duration_ps;
         let (to, app) = (
             self.flows[fi as usize].to as usize,
@@ -301,6 +325,7 @@ impl<N: Nic> Sim<'_, N> {
                         seq,
                         payload,
                         ce,
+                        more,
                     },
                 );
             }
@@ -315,13 +340,72 @@ impl<N: Nic> Sim<'_, N> {
         self.out.app_rx_delay[app as usize]
             .done
             .record(at_rx - at_host);
-        self.tcp_receive(at_rx, fi, seq, payload, ce);
+        self.tcp_receive(at_rx, fi, (seq, payload), ce, more);
     }
 
     /// A receive core is done with TCP packet `[seq, seq + payload)` of flow `fi` at
-    /// `at_rx` (within the run): its receiver takes it, the flow or requests it completes
-    /// complete, and its ACK starts back.
-    pub(super) fn tcp_receive(&mut self, at_rx: u64, fi: u32, seq: u64, payload: u32, ce: bool) {
+    /// `at_rx` (within the run). Receive offload (GRO) merges it with the packets of its
+    /// flow just before it when it continues them in sequence with the same CE mark, up to
+    /// 64 KiB, starting from a packet the receiver expects next: the merged segment goes up
+    /// when its TSO segment's last packet (`!more`) arrives, or when a packet that does not
+    /// continue it does (first). A packet beyond a hole goes up alone, so that each one
+    /// gives a duplicate ACK (what SACK gives Linux's loss detection, packet by packet). A segment that
+    /// goes up is taken by the receiver, completes what it completes, and is acknowledged.
+    pub(super) fn tcp_receive(
+        &mut self,
+        at_rx: u64,
+        fi: u32,
+        (seq, payload): (u64, u32),
+        ce: bool,
+        more: bool,
+    ) {
+        let conn = self.net().conns[fi as usize]
+            .as_mut()
+            .expect("a TCP packet's flow has a connection");
+        if let Some(g) = conn.gro {
+            if g.seq + u64::from(g.len) == seq && g.ce == ce && g.len + payload <= GRO_MAX_BYTES {
+                let g = Gro {
+                    len: g.len + payload,
+                    ..g
+                };
+                conn.gro = None;
+                if more {
+                    conn.gro = Some(g);
+                } else {
+                    self.tcp_deliver(at_rx, fi, g);
+                }
+                return;
+            }
+            conn.gro = None;
+            self.tcp_deliver(at_rx, fi, g);
+        }
+        let g = Gro {
+            seq,
+            len: payload,
+            ce,
+        };
+        let in_order = seq
+            == self.net().conns[fi as usize]
+                .as_ref()
+                .map_or(0, |c| c.rx.delivered());
+        if more && in_order {
+            self.net().conns[fi as usize]
+                .as_mut()
+                .expect("a TCP packet's flow has a connection")
+                .gro = Some(g);
+        } else {
+            self.tcp_deliver(at_rx, fi, g);
+        }
+    }
+
+    /// Segment `g` of flow `fi` goes up to its receiver at `at_rx`: the flow or requests it
+    /// completes complete, and its ACK starts back.
+    fn tcp_deliver(&mut self, at_rx: u64, fi: u32, g: Gro) {
+        let Gro {
+            seq,
+            len: payload,
+            ce,
+        } = g;
         let end = self.sc.duration_ps;
         let app = self.flows[fi as usize].app;
         let ack_return = self.net().ack_return_ps;
