@@ -77,6 +77,15 @@ impl<T: Copy + Default> Ring<T> {
         Some(x)
     }
 
+    /// Drops the first entry (there is one) and returns the new first.
+    #[inline(always)]
+    pub(super) fn pop_front_then_front(&mut self) -> Option<T> {
+        debug_assert!(self.len > 0, "pop_front_then_front on an empty ring");
+        self.head = ((self.head as usize + 1) & self.mask()) as u32;
+        self.len -= 1;
+        (self.len > 0).then(|| self.buf[self.head as usize])
+    }
+
     /// The number of leading entries for which `pred` holds (they must come first).
     pub(super) fn partition_point(&self, mut pred: impl FnMut(&T) -> bool) -> usize {
         let (mut lo, mut hi) = (0, self.len as usize);

@@ -55,7 +55,6 @@ impl HeadEngine {
             seq: 0,
             backlog: 0,
             path: vec![NIL; depth + 1].into_boxed_slice(),
-            depth: 0,
             preload: count * std::mem::size_of::<Node>() >= PRELOAD_BYTES,
             prog,
         })

@@ -70,8 +70,10 @@
 //! ordered by arrival, so its buckets' lists are walked.) Enqueue: O(1) into a leaf that
 //! holds packets (the slot, the leaf's list, the rings); a leaf that was empty also pushes
 //! its key at each ancestor that was empty, O(log k) for k backlogged siblings. Dequeue:
-//! one peek per level to find the packet, then one `replace_top` (or `pop`) per level,
-//! O(log k); a parked child costs one pop and one shaping-queue push, and its return one
+//! one peek per level to find the leaf, then, back up by parent links, one `replace_top`
+//! (or `pop`) at each level whose child's key changed (a start tag moved on, or a new
+//! first entry where ties are seen; a child of a `Levels` set that still holds packets
+//! keeps its key), O(log k); a parked child costs one pop and one shaping-queue push, and its return one
 //! push. What every packet reads is laid out by what it is read with: a node's key, virtual
 //! time, cached `wfq` cost, parent and flags in one cache line, and a leaf's queue, limits
 //! and counters in the next (one 128-byte record, whose two lines memory gives together); a
@@ -293,10 +295,9 @@ pub struct HeadEngine {
     overhead: u32,
     seq: u64,
     backlog: usize,
-    /// The path of the packet being sent, from the root's child down to the leaf, in
-    /// `path[..depth]` (sized to the policy's depth up front).
+    /// The path to the leaf found when classes are checked, from the root's child down
+    /// (sized to the policy's depth up front).
     path: Box<[u32]>,
-    depth: usize,
     /// Batches load their records ahead ([`PRELOAD_BYTES`]).
     preload: bool,
 }
@@ -448,25 +449,27 @@ impl HeadEngine {
         self.slots[self.nodes[x as usize].q.head].bytes
     }
 
-    /// Finds the next packet to send at `now`: fills `path[..depth]` (from the root's
-    /// child down to the leaf, each the first of its parent's set), parking the children
-    /// whose classes lack the tokens for it.
+    /// Finds the leaf whose front packet is sent next at `now` (the first of each set on
+    /// the way down), parking the children whose classes lack the tokens for it.
     #[inline(always)]
-    fn find<const SHAPED: bool>(&mut self, now: u64) -> bool {
+    fn find<const SHAPED: bool>(&mut self, now: u64) -> Option<u32> {
         'descend: loop {
             let mut d = 0;
             let mut n = 0u32;
-            while self.nodes[n as usize].leaf == NIL {
-                let Some(c) = self.sets[n as usize].first(&self.by_level) else {
-                    return false;
-                };
-                self.path[d] = c;
-                d += 1;
+            loop {
+                let c = self.sets[n as usize].first(&self.by_level)?;
+                if SHAPED {
+                    // The path, from the root's child down, for the classes on its edges.
+                    self.path[d] = c;
+                    d += 1;
+                }
                 n = c;
+                if self.nodes[c as usize].leaf != NIL {
+                    break;
+                }
             }
-            self.depth = d;
             if !SHAPED {
-                return true;
+                return Some(n);
             }
             let bytes = self.slots[self.nodes[n as usize].q.head]
                 .bytes
@@ -484,7 +487,7 @@ impl HeadEngine {
                     continue 'descend;
                 }
             }
-            return true;
+            return Some(n);
         }
     }
 
@@ -557,13 +560,15 @@ impl HeadEngine {
         self.flow_drops[flow as usize][r.index()] += 1;
     }
 
-    /// Sends the packet at the front of the leaf ending `path[..depth]`.
+    /// Takes the packet at the front of leaf node `leaf_node` out of the leaf and its
+    /// flow and hands its departure to `out`. Returns whether the leaf still holds packets,
+    /// its new first entry's arrival where its parent can see a tie (else 0), and the
+    /// packet's counted bytes.
     #[inline(always)]
-    fn send<const SHAPED: bool>(&mut self, now: u64) -> Departure {
-        let depth = self.depth;
-        let leaf_node = self.path[depth - 1];
-        let leaf = self.nodes[leaf_node as usize].leaf;
-        let l = &mut self.nodes[leaf_node as usize].q;
+    fn take(&mut self, leaf_node: u32, out: impl FnOnce(Departure)) -> (bool, u64, u32) {
+        let n = &mut self.nodes[leaf_node as usize];
+        let (leaf, leaf_ties) = (n.leaf, n.ties);
+        let l = &mut n.q;
         let slot = l.head;
         let s = self.slots[slot];
         l.head = s.next;
@@ -575,15 +580,46 @@ impl HeadEngine {
         l.sent_packets += 1;
         l.sent_bytes += s.bytes as u64;
         self.slots.give(slot);
-        let wire = s.bytes.saturating_add(self.overhead);
-        // Up the path: each child re-keyed in its parent's set, or out of it.
-        for i in (0..depth).rev() {
-            let x = self.path[i];
+        let f = &mut self.flows[s.flow as usize];
+        f.packets -= 1;
+        f.bytes -= s.bytes as u64;
+        f.sent_packets += 1;
+        f.sent_bytes += s.bytes as u64;
+        self.backlog -= 1;
+        out(Departure {
+            id: s.id,
+            leaf: LeafId::new(leaf),
+            flow: f.key,
+            bytes: s.bytes,
+            enqueued_ps: s.enqueued_ps,
+        });
+        let more = s.next != NIL;
+        let seq = if leaf_ties && more {
+            self.slots[s.next].seq
+        } else {
+            0
+        };
+        (more, seq, s.bytes.saturating_add(self.overhead))
+    }
+
+    /// After a packet of `wire` counted bytes has left leaf node `leaf_node`: each node
+    /// from the leaf up re-keyed in its parent's set, or taken out of it. `more` and `seq`
+    /// are what [`HeadEngine::take`] returned: whether the leaf still holds packets, and
+    /// its new first entry's arrival.
+    #[inline(always)]
+    fn rekey<const SHAPED: bool>(
+        &mut self,
+        leaf_node: u32,
+        (mut more, mut seq, wire): (bool, u64, u32),
+        now: u64,
+    ) {
+        let mut x = leaf_node;
+        loop {
             let n = &mut self.nodes[x as usize];
-            let (p, ties) = (n.parent, n.ties);
-            if n.under != Under::Fixed {
+            let (p, under, ties) = (n.parent, n.under, n.ties);
+            if under != Under::Fixed {
                 let s = n.start;
-                let cost = if n.under == Under::Rr {
+                let cost = if under == Under::Rr {
                     1 << FRAC
                 } else if n.cost_wire == wire {
                     n.cost
@@ -608,74 +644,60 @@ impl HeadEngine {
                     self.buckets[c as usize].charge(wire, now);
                 }
             }
-            // Whether it still holds packets and, where its parent can see a tie, the
-            // arrival of its new first entry (the leaf's next packet, the ring's front).
-            let (has_more, seq) = if i == depth - 1 {
-                let more = s.next != NIL;
-                let seq = if ties && more {
-                    self.slots[s.next].seq
-                } else {
-                    0
-                };
-                (more, seq)
-            } else {
-                let seq = if ties {
-                    let r = &mut self.rings[x as usize];
-                    r.pop_front();
-                    r.front().copied().unwrap_or(0)
-                } else {
-                    0
-                };
-                (!self.sets[x as usize].is_empty(), seq)
-            };
             // A shaped child whose classes lack the tokens for its next packet is parked
             // now, rather than re-keyed and parked when it next comes first: the same
             // order, one heap operation fewer.
-            let due = if SHAPED && has_more && self.class_span[x as usize].1 != 0 {
+            let due = if SHAPED && more && self.class_span[x as usize].1 != 0 {
                 let bytes = self.next_bytes(x).saturating_add(self.overhead);
                 self.due(x, bytes, now)
             } else {
                 now
             };
-            if has_more && due <= now {
-                if let Children::Heap(h) = &mut self.sets[p as usize] {
-                    let key = self.nodes[x as usize].start as u64;
-                    h.replace_top(KeyEntry::new(key, seq, x));
+            if more && due <= now {
+                // Its key changed only if its start tag moved on or its parent ranks it
+                // by its first entry's arrival (a `Levels` set keys by level alone).
+                if under != Under::Fixed || ties {
+                    if let Children::Heap(h) = &mut self.sets[p as usize] {
+                        let key = self.nodes[x as usize].start as u64;
+                        h.replace_top(KeyEntry::new(key, seq, x));
+                    }
                 }
-                continue;
+            } else {
+                self.sets[p as usize].pop_first();
+                self.nodes[x as usize].in_set = false;
+                if more {
+                    self.park(x, due);
+                }
             }
-            self.sets[p as usize].pop_first();
-            self.nodes[x as usize].in_set = false;
-            if has_more {
-                self.park(x, due);
+            if p == 0 {
+                return;
             }
-        }
-        let f = &mut self.flows[s.flow as usize];
-        f.packets -= 1;
-        f.bytes -= s.bytes as u64;
-        f.sent_packets += 1;
-        f.sent_bytes += s.bytes as u64;
-        self.backlog -= 1;
-        Departure {
-            id: s.id,
-            leaf: LeafId::new(leaf),
-            flow: f.key,
-            bytes: s.bytes,
-            enqueued_ps: s.enqueued_ps,
+            // The parent, next up: whether it still holds eligible children, and where its
+            // own parent can see a tie, its new first entry's arrival.
+            more = !self.sets[p as usize].is_empty();
+            seq = if self.nodes[p as usize].ties {
+                self.rings[p as usize].pop_front_then_front().unwrap_or(0)
+            } else {
+                0
+            };
+            x = p;
         }
     }
 
     /// [`Engine::dequeue`], for a policy with shaping classes or without (`SHAPED`: the
     /// unshaped code keeps no class state live).
-    #[inline]
-    fn dequeue_one<const SHAPED: bool>(&mut self, now: u64) -> Option<Departure> {
+    /// Hands the departure to `out`; false when nothing is eligible.
+    #[inline(always)]
+    fn dequeue_one<const SHAPED: bool>(&mut self, now: u64, out: impl FnOnce(Departure)) -> bool {
         if SHAPED && !self.shaping_queue.is_empty() {
             self.release_due(now);
         }
-        if !self.find::<SHAPED>(now) {
-            return None;
-        }
-        Some(self.send::<SHAPED>(now))
+        let Some(leaf) = self.find::<SHAPED>(now) else {
+            return false;
+        };
+        let after = self.take(leaf, out);
+        self.rekey::<SHAPED>(leaf, after, now);
+        true
     }
 
     /// [`Engine::dequeue_batch`] (`SHAPED` as for [`HeadEngine::dequeue_one`]).
@@ -687,10 +709,9 @@ impl HeadEngine {
     ) -> usize {
         let mut sent = 0;
         while sent < max {
-            let Some(d) = self.dequeue_one::<SHAPED>(now) else {
+            if !self.dequeue_one::<SHAPED>(now, |d| out.push(d)) {
                 break;
-            };
-            out.push(d);
+            }
             sent += 1;
             if self.preload {
                 self.preload_next();
@@ -909,11 +930,13 @@ impl Engine for HeadEngine {
     }
 
     fn dequeue(&mut self, now: u64) -> Option<Departure> {
+        let mut d = None;
         if self.classes.is_empty() {
-            self.dequeue_one::<false>(now)
+            self.dequeue_one::<false>(now, |x| d = Some(x));
         } else {
-            self.dequeue_one::<true>(now)
+            self.dequeue_one::<true>(now, |x| d = Some(x));
         }
+        d
     }
 
     fn dequeue_batch(&mut self, now_ps: u64, max: usize, out: &mut Vec<Departure>) -> usize {
