@@ -352,33 +352,50 @@ impl HeadEngine {
 
     /// Puts `x`, which holds packets and is not parked, into its parent's set, and its
     /// ancestors into theirs as far as one already was.
-    #[inline]
-    fn activate(&mut self, mut x: u32) {
-        loop {
-            let n = self.nodes[x as usize];
-            let p = n.parent;
-            debug_assert!(p != NIL, "activate: the root has no parent");
-            let mut start = n.start;
-            if n.under != Under::Fixed {
-                start = start.max(self.nodes[p as usize].vtime);
-            }
-            let seq = if n.ties { self.first_arrival(x) } else { 0 };
-            let xn = &mut self.nodes[x as usize];
-            xn.start = start;
-            xn.in_set = true;
-            let set = &mut self.sets[p as usize];
-            let was_empty = set.is_empty();
-            set.push(KeyEntry::new(start as u64, seq, x), n.level);
-            let pn = &self.nodes[p as usize];
-            if !was_empty || pn.parent == NIL || pn.parked {
-                return;
-            }
-            debug_assert!(
-                !pn.in_set,
-                "node {p}: in its parent's set with nothing below it"
-            );
-            x = p;
+    #[inline(always)]
+    fn activate(&mut self, x: u32) {
+        if self.enter(x) {
+            self.activate_above(self.nodes[x as usize].parent);
         }
+    }
+
+    /// [`HeadEngine::activate`] from `x`'s parent's level up (out of line: a leaf that
+    /// becomes backlogged under a parent that was empty is the rarer case).
+    #[inline(never)]
+    fn activate_above(&mut self, mut x: u32) {
+        while self.enter(x) {
+            x = self.nodes[x as usize].parent;
+        }
+    }
+
+    /// Puts `x`, which holds packets and is not parked, into its parent's set. Returns
+    /// whether the parent has to enter its own parent's set: its set was empty, and it is
+    /// neither the root nor parked.
+    #[inline(always)]
+    fn enter(&mut self, x: u32) -> bool {
+        let n = &self.nodes[x as usize];
+        let (p, under, ties, level) = (n.parent, n.under, n.ties, n.level);
+        debug_assert!(p != NIL, "activate: the root has no parent");
+        let mut start = n.start;
+        if under != Under::Fixed {
+            start = start.max(self.nodes[p as usize].vtime);
+        }
+        let seq = if ties { self.first_arrival(x) } else { 0 };
+        let xn = &mut self.nodes[x as usize];
+        xn.start = start;
+        xn.in_set = true;
+        let set = &mut self.sets[p as usize];
+        let was_empty = set.is_empty();
+        set.push(KeyEntry::new(start as u64, seq, x), level);
+        if !was_empty {
+            return false;
+        }
+        let pn = &self.nodes[p as usize];
+        debug_assert!(
+            pn.parent == NIL || pn.parked || !pn.in_set,
+            "node {p}: in its parent's set with nothing below it"
+        );
+        pn.parent != NIL && !pn.parked
     }
 
     /// Takes `x`, the first of its parent's set, out of it (it is parked, or empty), and
@@ -532,18 +549,21 @@ impl HeadEngine {
         let f = &mut self.flows[flow as usize];
         f.packets += 1;
         f.bytes += bytes;
-        let l = &mut self.nodes[node as usize].q;
+        let n = &mut self.nodes[node as usize];
+        let ring_up = n.ring_up;
+        let l = &mut n.q;
         l.packets += 1;
         l.bytes += bytes;
-        let was_empty = l.head == NIL;
+        // A leaf's head and tail are `NIL` together.
         let tail = std::mem::replace(&mut l.tail, slot);
+        let was_empty = tail == NIL;
         if was_empty {
             l.head = slot;
         } else {
             self.slots[tail].next = slot;
         }
         self.backlog += 1;
-        let mut a = self.nodes[node as usize].ring_up;
+        let mut a = ring_up;
         while a != NIL {
             self.rings[a as usize].push_back(seq);
             a = self.nodes[a as usize].ring_up;
