@@ -136,10 +136,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
-        /// The same entries as a `VecDeque` under pushes, pops and sorted inserts, across
-        /// growth and wrap-around.
+        /// The same entries as a `VecDeque` under pushes, pops (alone and followed by a
+        /// peek) and sorted inserts, across growth and wrap-around.
         #[test]
-        fn ring_matches_vec_deque(ops in prop::collection::vec((0u8..4, 0u32..100), 1..400)) {
+        fn ring_matches_vec_deque(ops in prop::collection::vec((0u8..5, 0u32..100), 1..400)) {
             let mut r: Ring<u32> = Ring::new();
             let mut d: VecDeque<u32> = VecDeque::new();
             for &(op, x) in &ops {
@@ -149,6 +149,10 @@ mod tests {
                         d.push_back(x);
                     }
                     2 => prop_assert_eq!(r.pop_front(), d.pop_front()),
+                    3 if !d.is_empty() => {
+                        d.pop_front();
+                        prop_assert_eq!(r.pop_front_then_front(), d.front().copied());
+                    }
                     _ => {
                         let at = d.len().min(x as usize % (d.len() + 1));
                         r.insert(at, x);
