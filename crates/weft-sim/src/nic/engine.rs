@@ -7,9 +7,11 @@
 //!   bottleneck the link runs below line rate (1500 B / 1.3 µs ≈ 9.3 Gbit/s by default).
 //! * `loom` (Loom §4.3): per-flow descriptor queues in host memory; each core batches the
 //!   descriptors it writes and announces them with one doorbell per `loom_batch_bytes` (or
-//!   after `loom_batch_timeout_ps` for a partial batch); the NIC reads the new descriptors
-//!   (`loom_descriptor_dma_ps` later they are visible to its scheduler: one descriptor read
-//!   per flow queue touched, per `descriptors_per_read`) and enforces the policy with the
+//!   after `loom_batch_timeout_ps` for a partial batch; a TSO segment is one descriptor,
+//!   so a batch closes only after a segment's last packet); the NIC reads the new
+//!   descriptors (`loom_descriptor_dma_ps` later they are visible to its scheduler: one
+//!   descriptor read per flow queue touched, per `descriptors_per_read`) and enforces the
+//!   policy with the
 //!   engine (`FastEngine`); a scheduled packet's payload is read by DMA
 //!   (`loom_payload_dma_ps`), with `loom_pipeline_packets` scheduled ahead of the wire.
 //! * `senic` (SENIC §4, §6.2.3 "schedule and pull"): per-class queues in host memory; the host
@@ -174,13 +176,14 @@ impl<E: Engine> EngineNic<E> {
         let mut run = 0u64;
         let mut reads = 0u64;
         for &i in &b.pkts {
-            let f = self.slab[i as usize].flow;
-            if f != run_flow {
+            let p = &self.slab[i as usize];
+            if p.flow != run_flow {
                 reads += run.div_ceil(self.descs_per_read);
-                run_flow = f;
+                run_flow = p.flow;
                 run = 0;
             }
-            run += 1;
+            // A TSO segment is one descriptor.
+            run += u64::from(p.starts_segment());
             self.visible.push_back((visible_ps, i));
         }
         reads += run.div_ceil(self.descs_per_read);
@@ -235,7 +238,9 @@ impl<E: Engine> Nic for EngineNic<E> {
                 b.pkts.push(i);
                 b.bytes += pkt.bytes as u64;
                 if self.kind == NicKind::Loom {
-                    if b.bytes >= self.batch_bytes {
+                    // A segment's descriptor is written whole: the batch is announced
+                    // after its last packet.
+                    if b.bytes >= self.batch_bytes && pkt.tso_more == 0 {
                         self.doorbell(core, now_ps);
                     } else if b.deadline_ps.is_none() {
                         let d = now_ps.saturating_add(self.batch_timeout_ps);
