@@ -69,6 +69,10 @@ fn a_network_that_cannot_be_is_refused_where_it_is_written() {
             "{jitter: 1us}",
             "unknown key `jitter` (known: hosts, delay, completion, switch, receiver, tcp)",
         ),
+        (
+            "{receiver: {policy_inline: \"weft: 1\\nnodes:\\n  - {name: r, type: fifo}\\n  - {name: a, type: leaf, parent: q}\"}}",
+            "network.receiver.policy_inline (line 4, column 35 of its text): error[unknown-node]",
+        ),
     ] {
         let e = load(&two_tenants(1, 1, block, "1ms")).expect_err(block);
         assert!(

@@ -247,7 +247,7 @@ impl<'a> Loader<'a> {
                                 &e.sources,
                                 p,
                                 self.text,
-                                inline,
+                                ("policy_inline", inline),
                             )
                             .join("\n"),
                         }
@@ -385,8 +385,14 @@ impl<'a> Loader<'a> {
         let name = format!("{p} (network.receiver.policy_inline)");
         let program = policy::compile_str(Path::new(&name), &inline.value, &LoadOptions::default())
             .map_err(|e| ScenarioError::PolicyInline {
-                message: inline_diagnostics(&e.diagnostics, &e.sources, p, self.text, inline)
-                    .join("\n"),
+                message: inline_diagnostics(
+                    &e.diagnostics,
+                    &e.sources,
+                    p,
+                    self.text,
+                    ("network.receiver.policy_inline", inline),
+                )
+                .join("\n"),
             })?;
         Ok(Some(Arc::new(program)))
     }
@@ -584,9 +590,13 @@ impl<'a> Loader<'a> {
             &raw.policy_inline,
         ) {
             (None, ..) => Vec::new(),
-            (Some(w), None, None, Some(inline)) => {
-                inline_diagnostics(&w.diagnostics, &w.sources, self.ctx.path, self.text, inline)
-            }
+            (Some(w), None, None, Some(inline)) => inline_diagnostics(
+                &w.diagnostics,
+                &w.sources,
+                self.ctx.path,
+                self.text,
+                ("policy_inline", inline),
+            ),
             (Some(w), ..) => w.diagnostics.iter().map(|d| w.render_one(d)).collect(),
         }
     }
@@ -656,16 +666,16 @@ fn block_origin(text: &str, inline: &Spanned<String>) -> Option<(usize, usize)> 
     found.then_some((first, indent))
 }
 
-/// The diagnostics of the inline policy (errors or warnings), each at its line and column in
-/// the scenario file (`file:line:col: policy_inline: error[rule]: ...`); when the block's
-/// lines cannot be found in the file, at the line and column within the block, naming where
-/// it starts.
+/// The diagnostics of an inline policy (errors or warnings), each at its line and column in
+/// the scenario file (`file:line:col: KEY: error[rule]: ...`, KEY the block's key:
+/// `policy_inline` or `network.receiver.policy_inline`); when the block's lines cannot be
+/// found in the file, at the line and column within the block, naming where it starts.
 fn inline_diagnostics(
     diagnostics: &[policy::Diagnostic],
     sources: &policy::Sources,
     path: &str,
     text: &str,
-    inline: &Spanned<String>,
+    (key, inline): (&str, &Spanned<String>),
 ) -> Vec<String> {
     let origin = block_origin(text, inline);
     diagnostics
@@ -682,12 +692,12 @@ fn inline_diagnostics(
                 .unwrap_or(&one);
             match origin {
                 Some((first, indent)) => format!(
-                    "{path}:{}:{}: policy_inline: {rest}",
+                    "{path}:{}:{}: {key}: {rest}",
                     first + line - 1,
                     col + indent
                 ),
                 None => format!(
-                    "{path}:{}:{}: policy_inline (line {line}, column {col} of its text): {rest}",
+                    "{path}:{}:{}: {key} (line {line}, column {col} of its text): {rest}",
                     inline.referenced.line(),
                     inline.referenced.column()
                 ),
