@@ -1,8 +1,8 @@
 //! A slab: values kept at stable `u32` indices, a freed index reused by the next insert
 //! (last freed, first reused). The simulator keeps what a weft-core engine holds by the id
-//! it hands back (a NIC model's policy qdisc, a receiving host's ingress queues) and its
-//! open requests this way, so that nothing is allocated per packet once the slab has grown
-//! to its peak.
+//! it hands back (an engine NIC model, a policy qdisc, a receiving host's ingress queues)
+//! and its open requests this way, so that nothing is allocated per packet once the slab
+//! has grown to its peak.
 //!
 //! Invariants: an index is either in use (inserted and not removed since) or free, never
 //! both; removing an index that is not in use is a bug (`debug_assert!`).

@@ -32,6 +32,7 @@ use weft_core::policy::{Classification, NodeId};
 use weft_core::sched::{Engine, FlowQueue, Packet};
 
 use super::{Nic, NicCounters, NicKind, NicParams, Pkt};
+use crate::slab::Slab;
 
 #[derive(Debug, Clone, Default)]
 struct Batch {
@@ -44,7 +45,8 @@ struct Batch {
 pub struct EngineNic<E: Engine> {
     kind: NicKind,
     engine: E,
-    slab: Vec<Pkt>,
+    /// The packets the engine holds, by the id it hands back.
+    slab: Slab<Pkt>,
     /// Metadata per flow (a flow's packets share it; stored once, not per packet).
     flow_meta: Vec<PacketMeta>,
     /// Per flow: its own queue in the engine (Loom §4.2.1: the OS gives each flow a
@@ -52,7 +54,6 @@ pub struct EngineNic<E: Engine> {
     /// nor looks the flow up per packet), or the classification of a flow no leaf accepts
     /// (its packets are offered classified, to be dropped and counted).
     flow_queue: Vec<Result<FlowQueue, Classification>>,
-    free: Vec<u32>,
     batches: Vec<Batch>,
     /// Earliest pending batch deadline (cached; `u64::MAX` when none).
     min_deadline_ps: u64,
@@ -91,10 +92,9 @@ impl<E: Engine> EngineNic<E> {
         EngineNic {
             kind,
             engine,
-            slab: Vec::new(),
+            slab: Slab::default(),
             flow_meta: Vec::new(),
             flow_queue: Vec::new(),
-            free: Vec::new(),
             batches: vec![Batch::default(); cores as usize],
             min_deadline_ps: u64::MAX,
             visible: VecDeque::new(),
@@ -137,20 +137,11 @@ impl<E: Engine> EngineNic<E> {
             first.flow = f as u64;
             self.flow_queue[f] = self.engine.open_flow(&first, class).ok_or(class);
         }
-        match self.free.pop() {
-            Some(i) => {
-                self.slab[i as usize] = pkt;
-                i
-            }
-            None => {
-                self.slab.push(pkt);
-                (self.slab.len() - 1) as u32
-            }
-        }
+        self.slab.insert(pkt)
     }
 
     fn offer(&mut self, i: u32, at_ps: u64) {
-        let p = self.slab[i as usize];
+        let p = self.slab[i];
         let mut pkt = Packet::new(i as u64, p.bytes, self.flow_meta[p.flow as usize]);
         pkt.flow = p.flow as u64;
         let offered = match &self.flow_queue[p.flow as usize] {
@@ -158,8 +149,7 @@ impl<E: Engine> EngineNic<E> {
             Err(class) => self.engine.enqueue_classified(pkt, *class, at_ps),
         };
         if offered.is_err() {
-            self.drops.push(p);
-            self.free.push(i);
+            self.drops.push(self.slab.remove(i));
         }
     }
 
@@ -176,7 +166,7 @@ impl<E: Engine> EngineNic<E> {
         let mut run = 0u64;
         let mut reads = 0u64;
         for &i in &b.pkts {
-            let p = &self.slab[i as usize];
+            let p = &self.slab[i];
             if p.flow != run_flow {
                 reads += run.div_ceil(self.descs_per_read);
                 run_flow = p.flow;
@@ -203,9 +193,7 @@ impl<E: Engine> EngineNic<E> {
             let Some(d) = self.engine.dequeue(now_ps) else {
                 break;
             };
-            let i = d.id as u32;
-            let p = self.slab[i as usize];
-            self.free.push(i);
+            let p = self.slab.remove(d.id as u32);
             let ready = now_ps.saturating_add(self.stage_latency_ps);
             if self.serial {
                 self.cpu_free_ps = ready;
