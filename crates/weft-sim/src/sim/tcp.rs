@@ -133,8 +133,15 @@ impl<N: Nic> Sim<'_, N> {
             .expect("a TCP application runs with the scenario's network")
     }
 
-    /// Flow `fi`'s connection, opened if it is not yet.
+    /// Flow `fi`'s connection (made when the flow started).
     fn conn(&mut self, fi: u32) -> &mut Conn {
+        self.net().conns[fi as usize]
+            .as_mut()
+            .expect("a started TCP flow has a connection")
+    }
+
+    /// Flow `fi`'s connection, opened if it is not yet.
+    fn open_conn(&mut self, fi: u32) -> &mut Conn {
         let net = self.net();
         let cfg = net.net.tcp;
         net.conns[fi as usize].get_or_insert_with(|| {
@@ -154,7 +161,7 @@ impl<N: Nic> Sim<'_, N> {
     /// Flow `fi` of a `tcp` application starts (again): its connection opens the first
     /// time, with an endless send buffer or `size` bytes to send, and sends what it may.
     pub(super) fn tcp_start(&mut self, now: u64, fi: u32, size: Option<u64>) {
-        let c = self.conn(fi);
+        let c = self.open_conn(fi);
         if c.tx.written() == 0 {
             c.tx.write(size.unwrap_or(u64::MAX));
             c.size = size;
@@ -175,7 +182,7 @@ impl<N: Nic> Sim<'_, N> {
     /// Request `slot` reached the host: flow `fi` writes its response.
     pub(super) fn tcp_respond(&mut self, now: u64, fi: u32, slot: u32) {
         let bytes = self.reqs[slot].bytes;
-        let c = self.conn(fi);
+        let c = self.open_conn(fi);
         c.tx.write(bytes);
         let end = c.tx.written();
         c.pending.push_back((end, slot));
@@ -198,9 +205,7 @@ impl<N: Nic> Sim<'_, N> {
             if !sending {
                 break;
             }
-            let conn = self.net().conns[fi as usize]
-                .as_mut()
-                .expect("a started TCP flow has a connection");
+            let conn = self.conn(fi);
             let Some(seg) = conn.tx.poll_send(now) else {
                 break;
             };
@@ -245,9 +250,7 @@ impl<N: Nic> Sim<'_, N> {
     /// pending.
     fn tcp_arm(&mut self, fi: u32) {
         let end = self.sc.duration_ps;
-        let conn = self.net().conns[fi as usize]
-            .as_mut()
-            .expect("a started TCP flow has a connection");
+        let conn = self.conn(fi);
         if let Some(t) = conn.tx.timer_ps() {
             if t < conn.timer_at && t <= end {
                 conn.timer_at = t;
@@ -359,16 +362,13 @@ impl<N: Nic> Sim<'_, N> {
         ce: bool,
         more: bool,
     ) {
-        let conn = self.net().conns[fi as usize]
-            .as_mut()
-            .expect("a TCP packet's flow has a connection");
-        if let Some(g) = conn.gro {
+        let conn = self.conn(fi);
+        if let Some(g) = conn.gro.take() {
             if g.seq + u64::from(g.len) == seq && g.ce == ce && g.len + payload <= GRO_MAX_BYTES {
                 let g = Gro {
                     len: g.len + payload,
                     ..g
                 };
-                conn.gro = None;
                 if more {
                     conn.gro = Some(g);
                 } else {
@@ -376,7 +376,6 @@ impl<N: Nic> Sim<'_, N> {
                 }
                 return;
             }
-            conn.gro = None;
             self.tcp_deliver(at_rx, fi, g);
         }
         let g = Gro {
@@ -384,15 +383,9 @@ impl<N: Nic> Sim<'_, N> {
             len: payload,
             ce,
         };
-        let in_order = seq
-            == self.net().conns[fi as usize]
-                .as_ref()
-                .map_or(0, |c| c.rx.delivered());
-        if more && in_order {
-            self.net().conns[fi as usize]
-                .as_mut()
-                .expect("a TCP packet's flow has a connection")
-                .gro = Some(g);
+        let conn = self.conn(fi);
+        if more && seq == conn.rx.delivered() {
+            conn.gro = Some(g);
         } else {
             self.tcp_deliver(at_rx, fi, g);
         }
@@ -410,9 +403,7 @@ impl<N: Nic> Sim<'_, N> {
         let app = self.flows[fi as usize].app;
         let ack_return = self.net().ack_return_ps;
         let mut done = std::mem::take(&mut self.done_slots);
-        let conn = self.net().conns[fi as usize]
-            .as_mut()
-            .expect("a TCP packet's flow has a connection");
+        let conn = self.conn(fi);
         let ack = conn.rx.on_segment(seq, payload, ce);
         let delivered = conn.rx.delivered();
         // A sized flow completes when its last byte arrives: its completion time is its
@@ -456,27 +447,21 @@ impl<N: Nic> Sim<'_, N> {
 
     /// `bytes` of flow `fi`'s payload left the host.
     pub(super) fn tcp_left_host(&mut self, now: u64, fi: u32, bytes: u32) {
-        let conn = self.net().conns[fi as usize]
-            .as_mut()
-            .expect("a TCP packet's flow has a connection");
+        let conn = self.conn(fi);
         conn.tx.on_left_host(bytes);
         self.tcp_pump(now, fi);
     }
 
     /// An ACK reached flow `fi`'s sender.
     pub(super) fn tcp_ack(&mut self, now: u64, fi: u32, ack: Ack) {
-        let conn = self.net().conns[fi as usize]
-            .as_mut()
-            .expect("an ACK's flow has a connection");
+        let conn = self.conn(fi);
         conn.tx.on_ack(now, ack);
         self.tcp_pump(now, fi);
     }
 
     /// Flow `fi`'s timer event: the timer fires if due, else waits for its deadline.
     pub(super) fn tcp_timer(&mut self, now: u64, fi: u32) {
-        let conn = self.net().conns[fi as usize]
-            .as_mut()
-            .expect("a timer's flow has a connection");
+        let conn = self.conn(fi);
         conn.timer_at = u64::MAX;
         if conn.tx.timer_ps().is_some_and(|t| t <= now) {
             conn.tx.on_timer(now);
