@@ -848,6 +848,16 @@ mod tests {
         assert_eq!(order, vec![0, 1, 0, 1, 0]);
     }
 
+    /// An application of tenant 0, DCB class 0.
+    fn app(prioritized: bool) -> AppInfo {
+        AppInfo {
+            tenant: 0,
+            prioritized,
+            dcb_class: 0,
+            tenant_weight: 1,
+        }
+    }
+
     /// A frame of a TSO segment: `n` frames of 1,500 bytes, this one with `more` after it.
     fn seg_frame(flow: u32, app: u16, core: u16, n: u16, more: u16, label: u32) -> Pkt {
         Pkt {
@@ -882,12 +892,7 @@ mod tests {
     /// share the link's bytes equally.
     #[test]
     fn a_tso_segment_is_one_descriptor_sent_whole() {
-        let app = AppInfo {
-            tenant: 0,
-            prioritized: false,
-            dcb_class: 0,
-            tenant_weight: 1,
-        };
+        let app = app(false);
         let p = NicParams {
             hw_ring_packets: 2,
             ..NicParams::default()
@@ -941,16 +946,7 @@ mod tests {
     /// order; a segment refused by a full qdisc is dropped whole.
     #[test]
     fn tonic_inserts_a_whole_segment_at_the_head_and_drops_whole_segments() {
-        let bulk = AppInfo {
-            tenant: 0,
-            prioritized: false,
-            dcb_class: 0,
-            tenant_weight: 1,
-        };
-        let urgent = AppInfo {
-            prioritized: true,
-            ..bulk
-        };
+        let (bulk, urgent) = (app(false), app(true));
         let p = NicParams {
             hw_ring_packets: 1,
             tonic_queues: 1,
