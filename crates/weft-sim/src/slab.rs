@@ -7,13 +7,16 @@
 //! Invariants: an index is either in use (inserted and not removed since) or free, never
 //! both; removing an index that is not in use is a bug (`debug_assert!`).
 //!
-//! Cost: insert and remove O(1); [`Slab::in_use`] O(capacity).
+//! Cost: insert and remove O(1), checks included; [`Slab::in_use`] O(capacity).
 
 /// Values at stable indices (module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct Slab<T> {
     items: Vec<T>,
     free: Vec<u32>,
+    /// Whether each index is in use (the free list's complement, kept so that checking an
+    /// index costs O(1), not a scan of the free list).
+    used: Vec<bool>,
 }
 
 impl<T> Default for Slab<T> {
@@ -21,6 +24,7 @@ impl<T> Default for Slab<T> {
         Slab {
             items: Vec::new(),
             free: Vec::new(),
+            used: Vec::new(),
         }
     }
 }
@@ -31,10 +35,12 @@ impl<T: Copy> Slab<T> {
         match self.free.pop() {
             Some(i) => {
                 self.items[i as usize] = v;
+                self.used[i as usize] = true;
                 i
             }
             None => {
                 self.items.push(v);
+                self.used.push(true);
                 (self.items.len() - 1) as u32
             }
         }
@@ -43,23 +49,20 @@ impl<T: Copy> Slab<T> {
     /// Frees index `i` and returns its value.
     pub(crate) fn remove(&mut self, i: u32) -> T {
         debug_assert!(
-            (i as usize) < self.items.len() && !self.free.contains(&i),
+            self.used.get(i as usize) == Some(&true),
             "slab: index {i} is not in use ({} slots, {} free)",
             self.items.len(),
             self.free.len()
         );
+        self.used[i as usize] = false;
         self.free.push(i);
         self.items[i as usize]
     }
 
     /// The indices in use, ascending.
     pub(crate) fn in_use(&self) -> Vec<u32> {
-        let mut free = vec![false; self.items.len()];
-        for &i in &self.free {
-            free[i as usize] = true;
-        }
-        (0..self.items.len() as u32)
-            .filter(|&i| !free[i as usize])
+        (0..self.used.len() as u32)
+            .filter(|&i| self.used[i as usize])
             .collect()
     }
 }
